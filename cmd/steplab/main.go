@@ -1,0 +1,25 @@
+// Command steplab stores, simulates, fits, replays and captures LLM-serving
+// step timings. Run `steplab --help` for the subcommands.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+)
+
+func main() {
+	err := newRootCmd().Execute()
+	if err == nil {
+		return
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		if ee.msg != "" {
+			fmt.Fprintln(os.Stderr, "steplab:", ee.msg)
+		}
+		os.Exit(ee.code)
+	}
+	fmt.Fprintln(os.Stderr, "steplab:", err)
+	os.Exit(2)
+}
