@@ -1,0 +1,51 @@
+package model
+
+// Features is the composition of one engine step that forward-pass models
+// price (DESIGN.md §6). Counts are float64 so that models and solvers share
+// one representation; they hold whole numbers.
+type Features struct {
+	// Prefill work: tokens computed this step, KV tokens those chunks read
+	// (prefix hits and earlier chunks), and Σ over prefill requests of
+	// (chunk length × context length read), the attention term.
+	PrefillTokens   float64
+	PrefillKVTokens float64
+	PrefillAttn     float64
+	PrefillRequests float64
+	// Decode work: requests decoding one token, and the KV tokens they read.
+	DecodeRequests float64
+	DecodeKVTokens float64
+	// PaddedBatch is the CUDA-graph bucket the decode batch ran at (equal
+	// to DecodeRequests when eager or not padded).
+	PaddedBatch float64
+	// Admission overhead: requests shipped through scheduled_new_reqs this
+	// step and the prompt tokens they carry.
+	NewRequests  float64
+	NewReqTokens float64
+}
+
+// Kind classifies a step from its features, as datasets' kind column does.
+func (f Features) Kind() string {
+	switch {
+	case f.PrefillRequests > 0 && f.DecodeRequests > 0:
+		return "mixed"
+	case f.PrefillRequests > 0:
+		return "prefill"
+	default:
+		return "decode"
+	}
+}
+
+// FPM is a forward-pass model: it predicts a step's device time from its
+// composition.
+type FPM interface {
+	// PredictNs returns the predicted duration of the step in nanoseconds.
+	PredictNs(f Features) float64
+}
+
+// IntervalFPM is an FPM that can also say how sure it is.
+type IntervalFPM interface {
+	FPM
+	// PredictIntervalNs returns the prediction and a central interval of
+	// the given coverage (e.g. 0.9) in nanoseconds.
+	PredictIntervalNs(f Features, coverage float64) (mid, lo, hi float64)
+}
