@@ -1,0 +1,298 @@
+package model
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+)
+
+// ArtifactVersion is the version of the model artifact format this build
+// writes. Load reads this version and older ones and refuses newer ones.
+const ArtifactVersion = 1
+
+// Model forms an artifact can hold.
+const (
+	FormLinear   = "linear"
+	FormGrid     = "grid"
+	FormRoofline = "roofline"
+)
+
+// Artifact is a fitted model as stored on disk: versioned JSON that says
+// what the model is, what it was fitted on and how well it did.
+//
+//	{"artifact_version": 1, "form": "linear",
+//	 "terms": ["const", ...],
+//	 "coefficients": [{"term": "const", "value": 4.1e6, "lo": ..., "hi": ..., "level": 0.95}, ...],
+//	 "features": [{"name": "prefill_attn", "definition": "..."}],
+//	 "residuals": {...}, "grid": {...}, "params": {...},
+//	 "training": {"datasets": [{"id", "path", "sha256", "rows"}],
+//	              "selection": {"roles", "kinds", "valid", "policy"}, ...},
+//	 "metrics": {...}, "created_by": "steplab fit ...", "created_at": "..."}
+type Artifact struct {
+	ArtifactVersion int    `json:"artifact_version"`
+	Form            string `json:"form"`
+
+	// Linear form.
+	Terms        []string      `json:"terms,omitempty"`
+	Coefficients []Coefficient `json:"coefficients,omitempty"`
+	// Grid form.
+	Grid *Grid `json:"grid,omitempty"`
+	// Params holds form-specific parameters of forms registered with
+	// RegisterForm (e.g. the roofline's hardware and model shape).
+	Params json.RawMessage `json:"params,omitempty"`
+
+	// Residuals drives prediction intervals (linear and registered forms;
+	// the grid keeps its own in Grid.Residuals).
+	Residuals *ResidualQuantiles `json:"residuals,omitempty"`
+	Features  []FeatureDef       `json:"features,omitempty"`
+	Training  Training           `json:"training"`
+	// Metrics is the evaluation report of the fit, in the fitting tool's
+	// own structure (model does not interpret it).
+	Metrics   json.RawMessage `json:"metrics,omitempty"`
+	CreatedBy string          `json:"created_by"`
+	CreatedAt string          `json:"created_at,omitempty"`
+}
+
+// Coefficient is one fitted coefficient with its interval (Lo = Hi = 0 and
+// Level = 0 when no interval was estimated).
+type Coefficient struct {
+	Term  string  `json:"term"`
+	Value float64 `json:"value"`
+	Lo    float64 `json:"lo,omitempty"`
+	Hi    float64 `json:"hi,omitempty"`
+	Level float64 `json:"level,omitempty"`
+}
+
+// FeatureDef documents how a feature was computed from the data.
+type FeatureDef struct {
+	Name       string `json:"name"`
+	Definition string `json:"definition"`
+}
+
+// Training records what the model was fitted on.
+type Training struct {
+	Datasets  []DatasetRef `json:"datasets"`
+	Selection Selection    `json:"selection"`
+	Target    string       `json:"target,omitempty"` // e.g. "gpu_time_ns"
+	Method    string       `json:"method,omitempty"` // e.g. "nnls", "huber-nn"
+	Rows      int          `json:"rows,omitempty"`   // rows used after selection
+	Seed      uint64       `json:"seed,omitempty"`
+	Bootstrap int          `json:"bootstrap,omitempty"` // replicates behind the intervals
+}
+
+// DatasetRef identifies one training dataset.
+type DatasetRef struct {
+	ID     string `json:"id"`
+	Path   string `json:"path"`
+	SHA256 string `json:"sha256"`
+	Rows   int64  `json:"rows"`
+}
+
+// Selection records which rows of the datasets were used.
+type Selection struct {
+	Roles  []string `json:"roles"`
+	Kinds  []string `json:"kinds"`
+	Valid  bool     `json:"valid"`            // only rows marked valid
+	Policy string   `json:"policy,omitempty"` // measurement policy of the data
+}
+
+// FormDecoder builds an FPM from an artifact of a registered form.
+type FormDecoder func(a *Artifact) (FPM, error)
+
+var (
+	formsMu sync.RWMutex
+	forms   = map[string]FormDecoder{}
+)
+
+// RegisterForm makes Load understand another form (the roofline prior
+// registers itself this way). Registering linear or grid, or a form twice,
+// panics.
+func RegisterForm(form string, dec FormDecoder) {
+	formsMu.Lock()
+	defer formsMu.Unlock()
+	if form == FormLinear || form == FormGrid {
+		panic("model: RegisterForm: " + form + " is built in")
+	}
+	if _, dup := forms[form]; dup {
+		panic("model: RegisterForm: form " + form + " registered twice")
+	}
+	forms[form] = dec
+}
+
+func knownForms() []string {
+	formsMu.RLock()
+	defer formsMu.RUnlock()
+	out := []string{FormLinear, FormGrid}
+	for f := range forms {
+		out = append(out, f)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LinearArtifact wraps a linear model into an artifact (training, metrics
+// and provenance are left for the caller to fill).
+func LinearArtifact(m *Linear) *Artifact {
+	a := &Artifact{ArtifactVersion: ArtifactVersion, Form: FormLinear, Terms: append([]string(nil), m.Terms...), Residuals: m.Residuals}
+	for i, t := range m.Terms {
+		c := Coefficient{Term: t, Value: m.Coef[i]}
+		if len(m.CoefLo) == len(m.Coef) && len(m.CoefHi) == len(m.Coef) {
+			c.Lo, c.Hi, c.Level = m.CoefLo[i], m.CoefHi[i], m.CoefLevel
+		}
+		a.Coefficients = append(a.Coefficients, c)
+	}
+	return a
+}
+
+// GridArtifact wraps a grid model into an artifact.
+func GridArtifact(g *Grid) *Artifact {
+	return &Artifact{ArtifactVersion: ArtifactVersion, Form: FormGrid, Grid: g}
+}
+
+// Model builds the FPM the artifact describes.
+func (a *Artifact) Model() (FPM, error) {
+	if a.ArtifactVersion > ArtifactVersion {
+		return nil, fmt.Errorf("model: artifact version %d is newer than this build reads (version %d); upgrade steplab", a.ArtifactVersion, ArtifactVersion)
+	}
+	if a.ArtifactVersion < 1 {
+		return nil, fmt.Errorf("model: artifact version %d: want 1..%d (is artifact_version missing?)", a.ArtifactVersion, ArtifactVersion)
+	}
+	switch a.Form {
+	case FormLinear:
+		if len(a.Coefficients) != len(a.Terms) {
+			return nil, fmt.Errorf("model: linear artifact has %d terms but %d coefficients", len(a.Terms), len(a.Coefficients))
+		}
+		coef := make([]float64, len(a.Terms))
+		var lo, hi []float64
+		level := 0.0
+		for i, c := range a.Coefficients {
+			if c.Term != a.Terms[i] {
+				return nil, fmt.Errorf("model: linear artifact: coefficient %d is for %q, term %d is %q", i, c.Term, i, a.Terms[i])
+			}
+			coef[i] = c.Value
+			if c.Level > 0 {
+				level = c.Level
+			}
+		}
+		if level > 0 {
+			lo, hi = make([]float64, len(coef)), make([]float64, len(coef))
+			for i, c := range a.Coefficients {
+				lo[i], hi[i] = c.Lo, c.Hi
+			}
+		}
+		m, err := NewLinear(a.Terms, coef)
+		if err != nil {
+			return nil, err
+		}
+		m.CoefLo, m.CoefHi, m.CoefLevel, m.Residuals = lo, hi, level, a.Residuals
+		return m, nil
+	case FormGrid:
+		if a.Grid == nil {
+			return nil, fmt.Errorf("model: grid artifact has no \"grid\" object")
+		}
+		if err := a.Grid.Validate(); err != nil {
+			return nil, err
+		}
+		return a.Grid, nil
+	}
+	formsMu.RLock()
+	dec, ok := forms[a.Form]
+	formsMu.RUnlock()
+	if !ok {
+		return nil, fmt.Errorf("model: unknown model form %q (this build reads %v)", a.Form, knownForms())
+	}
+	return dec(a)
+}
+
+// Load reads an artifact and builds its model. It refuses an artifact of a
+// newer version (naming both versions) and an unknown form.
+func Load(path string) (FPM, *Artifact, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("model: load: %w", err)
+	}
+	a, err := ParseArtifact(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)
+	}
+	m, err := a.Model()
+	if err != nil {
+		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)
+	}
+	return m, a, nil
+}
+
+// ParseArtifact decodes artifact JSON, checking the version before anything
+// else so that a newer artifact is refused with a version message rather
+// than a decoding error.
+func ParseArtifact(b []byte) (*Artifact, error) {
+	var head struct {
+		Version *int `json:"artifact_version"`
+	}
+	if err := json.Unmarshal(b, &head); err != nil {
+		return nil, fmt.Errorf("not a model artifact: %w", err)
+	}
+	if head.Version == nil {
+		return nil, fmt.Errorf("not a model artifact: no artifact_version")
+	}
+	if *head.Version > ArtifactVersion {
+		return nil, fmt.Errorf("artifact version %d is newer than this build reads (version %d); upgrade steplab", *head.Version, ArtifactVersion)
+	}
+	var a Artifact
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, fmt.Errorf("decoding artifact: %w", err)
+	}
+	return &a, nil
+}
+
+// Save writes the artifact as indented JSON atomically: to a temporary file
+// in the same directory, synced, then renamed over path. A zero
+// ArtifactVersion is set to ArtifactVersion.
+func (a *Artifact) Save(path string) error {
+	if a.ArtifactVersion == 0 {
+		a.ArtifactVersion = ArtifactVersion
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(a); err != nil {
+		return fmt.Errorf("model: save %s: %w", path, err)
+	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("model: save: %w", err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		return fmt.Errorf("model: save %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("model: save %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("model: save %s: %w", path, err)
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		return fmt.Errorf("model: save %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("model: save %s: %w", path, err)
+	}
+	ok = true
+	return nil
+}
+
+// Save is shorthand for a.Save(path).
+func Save(path string, a *Artifact) error { return a.Save(path) }

@@ -1,0 +1,123 @@
+package model
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Term names of the linear basis (DESIGN.md §6). Each term is a function of
+// Features; a Linear model prices a step as Σ coef[i]·term[i](features).
+//
+// The basis is roofline-inspired: TermConst is the fixed cost of one forward
+// pass (kernel launches, and streaming the weights once per step, which is
+// why there is no separate "weights" term: it would be the same column as
+// const and the fit would refuse it as collinear); the token terms are
+// per-token compute; the KV terms are attention reads; the request terms are
+// per-request overhead.
+const (
+	TermConst           = "const"             // 1 per step: fixed cost and weight streaming
+	TermPrefillStep     = "prefill_step"      // 1 if the step has prefill work: prefill-only kernels
+	TermPrefillTokens   = "prefill_tokens"    // tokens computed by prefill chunks
+	TermPrefillKVTokens = "prefill_kv_tokens" // KV tokens those chunks read
+	TermPrefillAttn     = "prefill_attn"      // Σ chunk·(kv + chunk/2): causal attention work
+	TermPrefillRequests = "prefill_requests"  // prefill requests in the step
+	TermDecodeRequests  = "decode_requests"   // decode requests (one token each)
+	TermDecodeKVTokens  = "decode_kv_tokens"  // KV tokens the decode requests read
+	TermPaddedBatch     = "padded_batch"      // CUDA-graph bucket of the decode batch
+	TermNewRequests     = "new_requests"      // requests admitted (scheduled_new_reqs)
+	TermNewReqTokens    = "new_req_tokens"    // prompt tokens those requests ship
+)
+
+// TermFunc computes one basis term from a step's features.
+type TermFunc func(f Features) float64
+
+var termFuncs = map[string]TermFunc{
+	TermConst: func(Features) float64 { return 1 },
+	TermPrefillStep: func(f Features) float64 {
+		if f.PrefillRequests > 0 || f.PrefillTokens > 0 {
+			return 1
+		}
+		return 0
+	},
+	TermPrefillTokens:   func(f Features) float64 { return f.PrefillTokens },
+	TermPrefillKVTokens: func(f Features) float64 { return f.PrefillKVTokens },
+	TermPrefillAttn:     func(f Features) float64 { return f.PrefillAttn },
+	TermPrefillRequests: func(f Features) float64 { return f.PrefillRequests },
+	TermDecodeRequests:  func(f Features) float64 { return f.DecodeRequests },
+	TermDecodeKVTokens:  func(f Features) float64 { return f.DecodeKVTokens },
+	TermPaddedBatch:     func(f Features) float64 { return f.PaddedBatch },
+	TermNewRequests:     func(f Features) float64 { return f.NewRequests },
+	TermNewReqTokens:    func(f Features) float64 { return f.NewReqTokens },
+}
+
+// DefaultTerms is the basis fitted when none is named: eight terms, the
+// "1M steps × 8 features" of DESIGN.md §7.
+var DefaultTerms = []string{
+	TermConst,
+	TermPrefillTokens,
+	TermPrefillKVTokens,
+	TermPrefillAttn,
+	TermDecodeRequests,
+	TermDecodeKVTokens,
+	TermNewRequests,
+	TermNewReqTokens,
+}
+
+// KnownTerms lists every term name, sorted.
+func KnownTerms() []string {
+	out := make([]string, 0, len(termFuncs))
+	for k := range termFuncs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Term returns the function of a term name.
+func Term(name string) (TermFunc, error) {
+	fn, ok := termFuncs[name]
+	if !ok {
+		return nil, fmt.Errorf("model: unknown term %q (known: %v)", name, KnownTerms())
+	}
+	return fn, nil
+}
+
+// Basis is an ordered list of resolved terms.
+type Basis struct {
+	Names []string
+	funcs []TermFunc
+}
+
+// NewBasis resolves term names; it refuses unknown and duplicate names.
+func NewBasis(names []string) (*Basis, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("model: empty basis: name at least one term")
+	}
+	b := &Basis{Names: append([]string(nil), names...), funcs: make([]TermFunc, len(names))}
+	seen := map[string]bool{}
+	for i, n := range names {
+		if seen[n] {
+			return nil, fmt.Errorf("model: term %q named twice", n)
+		}
+		seen[n] = true
+		fn, err := Term(n)
+		if err != nil {
+			return nil, err
+		}
+		b.funcs[i] = fn
+	}
+	return b, nil
+}
+
+// Len is the number of terms.
+func (b *Basis) Len() int { return len(b.funcs) }
+
+// Eval writes the term values of f into dst (len(dst) ≥ Len()) and returns
+// dst[:Len()].
+func (b *Basis) Eval(f Features, dst []float64) []float64 {
+	dst = dst[:len(b.funcs)]
+	for i, fn := range b.funcs {
+		dst[i] = fn(f)
+	}
+	return dst
+}
