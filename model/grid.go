@@ -57,9 +57,11 @@ type PrefillGrid struct {
 //
 //   - decode step (B requests, K KV tokens): bilinear interpolation of the
 //     decode grid at (B, K/B);
+//
 //   - prefill step (T tokens): 1-D interpolation of the prefill grid at T
 //     (the prefill KV tokens a chunk reads are not a coordinate of this
 //     form; use the linear form where prefix hits matter);
+//
 //   - mixed step: the AIC marginal-decode composition
 //
 //     t = prefill(T + B) + max(0, decode(B, K/B) − decode(B, kv_floor))
