@@ -1,0 +1,102 @@
+package model
+
+import (
+	"fmt"
+	"math"
+)
+
+// Memory model: how many KV blocks vLLM would allocate. vLLM v1 takes
+// gpu_memory_utilization × total device memory, subtracts the weights, the
+// peak activation memory of a profiling forward pass at
+// max_num_batched_tokens, and non-torch allocations (CUDA context, NCCL and
+// CUDA-graph pools), and gives the rest to the KV cache. We follow the same
+// budget with the activation peak estimated from the shape instead of
+// profiled (ActivationReserveBytes), so the count is an estimate, typically
+// within a few percent of what vLLM logs as "GPU KV cache size".
+
+// Activation-reserve assumptions (vLLM defaults).
+const (
+	// reserveProfileTokens is the token count of vLLM's profiling pass
+	// (max_num_batched_tokens, 8192 by default for online serving).
+	reserveProfileTokens = 8192
+	// reserveSamplerSeqs is max_num_seqs (256): the sampler is profiled
+	// with that many rows of fp32 logits.
+	reserveSamplerSeqs = 256
+	// reserveNonTorchBytes covers the CUDA context, NCCL buffers and the
+	// CUDA-graph memory pool.
+	reserveNonTorchBytes = 1 << 30
+)
+
+// ActivationReserveBytes estimates what vLLM keeps out of the KV cache
+// besides the weights, per GPU: 1 GiB of non-torch memory, the peak
+// activations of an 8192-token pass (the gate/up output of the MLP, 2·I/TP
+// wide, and four hidden-sized buffers per token: residual, normed input,
+// attention output, MLP output), and 256 rows of fp32 logits for the
+// sampler. About 1.9 GB for Llama-3.1-8B.
+func ActivationReserveBytes(s Shape) int64 {
+	tp := float64(s.tp())
+	perToken := (2*float64(s.Intermediate)/tp + 4*float64(s.Hidden)) * float64(s.DTypeBytes)
+	logits := float64(reserveSamplerSeqs) * float64(s.Vocab) * 4
+	return int64(reserveNonTorchBytes + reserveProfileTokens*perToken + logits)
+}
+
+// KVBlocks is the number of KV-cache blocks of blockSize tokens that fit on
+// one GPU of hw running shape s at gpu_memory_utilization gpuMemUtil:
+//
+//	floor((util·MemBytes − WeightBytes − ActivationReserveBytes) / (blockSize·KVBytesPerToken))
+//
+// It is an error, worded for someone choosing a scenario, when the weights
+// alone do not fit (with the smallest tensor-parallel degree that would
+// fit), when nothing is left for the KV cache, or when the arguments are
+// out of range. The simulator uses it to refuse impossible scenarios.
+func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, error) {
+	if err := hw.Validate(); err != nil {
+		return 0, err
+	}
+	if err := s.Validate(); err != nil {
+		return 0, err
+	}
+	if blockSize <= 0 {
+		return 0, fmt.Errorf("model: block size must be > 0, got %d", blockSize)
+	}
+	if !(gpuMemUtil > 0 && gpuMemUtil <= 1) {
+		return 0, fmt.Errorf("model: gpu_memory_utilization must be in (0, 1], got %v", gpuMemUtil)
+	}
+	budget := gpuMemUtil * hw.MemBytes()
+	weights := float64(s.WeightBytes())
+	reserve := float64(ActivationReserveBytes(s))
+	if weights+reserve >= budget {
+		if weights > budget || weights+reserve >= hw.MemBytes() {
+			msg := fmt.Sprintf("model: %s needs %.0f GB of weights per GPU at TP=%d but %s has %.0f GB (%.0f GiB), %.0f GB of it at gpu_memory_utilization %.2f",
+				s.Name, weights/1e9, s.tp(), hw.Name, hw.MemBytes()/1e9, hw.MemGB, budget/1e9, gpuMemUtil)
+			if tp := minFittingTP(hw, s, gpuMemUtil); tp > 0 {
+				return 0, fmt.Errorf("%s: raise tensor parallel to %d or more", msg, tp)
+			}
+			return 0, fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads makes it fit", msg, s.Heads)
+		}
+		return 0, fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): raise gpu_memory_utilization or tensor parallel",
+			s.Name, s.tp(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9)
+	}
+	blockBytes := float64(blockSize) * float64(s.KVBytesPerToken())
+	n := math.Floor((budget - weights - reserve) / blockBytes)
+	if n < 1 {
+		return 0, fmt.Errorf("model: %s at TP=%d on %s: not one KV block of %d tokens fits", s.Name, s.tp(), hw.Name, blockSize)
+	}
+	return int(n), nil
+}
+
+// minFittingTP is the smallest TP above the shape's own, dividing its
+// heads, at which weights and activations fit the budget; 0 if none up to
+// the head count does.
+func minFittingTP(hw Hardware, s Shape, util float64) int {
+	for tp := s.tp() + 1; tp <= s.Heads; tp++ {
+		t := s.WithTP(tp)
+		if t.Validate() != nil {
+			continue
+		}
+		if float64(t.WeightBytes()+ActivationReserveBytes(t)) < util*hw.MemBytes() {
+			return tp
+		}
+	}
+	return 0
+}
