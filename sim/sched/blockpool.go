@@ -1,0 +1,202 @@
+package sched
+
+// blockPool is the KV block manager: a fixed set of blocks, a free queue in
+// eviction order (LRU: allocation takes the head, freeing appends to the
+// tail), reference counts for blocks shared through prefix hits, and the
+// prefix cache, a hash map from block hash to the cached block(s).
+//
+// It follows vLLM v1's BlockPool/FreeKVCacheBlockQueue:
+//   - block 0 is the null block and is never handed out;
+//   - initially the free queue holds blocks 1..n-1 in order;
+//   - a freed block whose hash is set stays in the prefix cache while it sits
+//     in the free queue (an evictable cached block); it is evicted (its hash
+//     dropped) only when the allocator pops it from the head;
+//   - a prefix hit on a block with ref count 0 removes it from the free queue
+//     ("touch");
+//   - identical blocks are not de-duplicated: two blocks may carry the same
+//     hash (computed concurrently by two requests); a lookup returns the one
+//     cached first.
+//
+// All state lives in flat slices indexed by block id; the only map is the
+// hash index, which is used for lookups and never iterated.
+type blockPool struct {
+	n       int // blocks including the null block
+	caching bool
+
+	ref     []int32
+	hash    []uint64
+	hashed  []bool
+	dupNext []int32 // next block with the same hash (insertion order), -1 at the end
+
+	// Free queue: doubly linked list threaded through prev/next with a
+	// sentinel at index n.
+	prev, next []int32
+	inFree     []bool
+	numFree    int
+	numEvict   int // blocks in the free queue that still carry a hash
+
+	cache map[uint64]int32 // hash -> first cached block with that hash
+}
+
+const noBlock = -1
+
+func newBlockPool(n int, caching bool) *blockPool {
+	p := &blockPool{
+		n:       n,
+		caching: caching,
+		ref:     make([]int32, n),
+		hash:    make([]uint64, n),
+		hashed:  make([]bool, n),
+		dupNext: make([]int32, n),
+		prev:    make([]int32, n+1),
+		next:    make([]int32, n+1),
+		inFree:  make([]bool, n),
+	}
+	if caching {
+		p.cache = make(map[uint64]int32)
+	}
+	s := int32(n)
+	p.prev[s], p.next[s] = s, s
+	for b := 1; b < n; b++ {
+		p.dupNext[b] = noBlock
+		p.pushBack(b)
+	}
+	p.dupNext[0] = noBlock
+	p.ref[0] = 1 // the null block is permanently in use and never counted
+	return p
+}
+
+// usable is the number of blocks requests may hold (all but the null block).
+func (p *blockPool) usable() int { return p.n - 1 }
+
+// used is the number of blocks with a positive reference count.
+func (p *blockPool) used() int { return p.usable() - p.numFree }
+
+func (p *blockPool) pushBack(b int) {
+	s := int32(p.n)
+	last := p.prev[s]
+	p.prev[b], p.next[b] = last, s
+	p.next[last] = int32(b)
+	p.prev[s] = int32(b)
+	p.inFree[b] = true
+	p.numFree++
+	if p.hashed[b] {
+		p.numEvict++
+	}
+}
+
+func (p *blockPool) unlink(b int) {
+	pr, nx := p.prev[b], p.next[b]
+	p.next[pr] = nx
+	p.prev[nx] = pr
+	p.inFree[b] = false
+	p.numFree--
+	if p.hashed[b] {
+		p.numEvict--
+	}
+}
+
+// allocate pops k blocks from the head of the free queue, evicting their
+// cached hashes, and appends them (ref count 1) to dst. The caller checks
+// k <= numFree first.
+func (p *blockPool) allocate(k int, dst []int) []int {
+	s := int32(p.n)
+	for i := 0; i < k; i++ {
+		b := int(p.next[s])
+		if b == p.n {
+			panic("sched: block pool exhausted (caller must check numFree)")
+		}
+		p.unlink(b)
+		if p.hashed[b] {
+			p.uncache(b)
+		}
+		p.ref[b] = 1
+		dst = append(dst, b)
+	}
+	return dst
+}
+
+// touch takes a reference on a prefix-hit block, removing it from the free
+// queue if nobody held it.
+func (p *blockPool) touch(b int) {
+	if p.ref[b] == 0 {
+		p.unlink(b)
+	}
+	p.ref[b]++
+}
+
+// free drops one reference on each block, in reverse order so that a
+// request's tail blocks enter the free queue first and are evicted first.
+func (p *blockPool) free(blocks []int) {
+	for i := len(blocks) - 1; i >= 0; i-- {
+		b := blocks[i]
+		p.ref[b]--
+		if p.ref[b] < 0 {
+			panic("sched: block freed twice")
+		}
+		if p.ref[b] == 0 {
+			p.pushBack(b)
+		}
+	}
+}
+
+// lookup returns the first cached block carrying hash h.
+func (p *blockPool) lookup(h uint64) (int, bool) {
+	if !p.caching {
+		return 0, false
+	}
+	b, ok := p.cache[h]
+	return int(b), ok
+}
+
+// insert registers block b (held by a request, so not in the free queue)
+// under hash h.
+func (p *blockPool) insert(b int, h uint64) {
+	p.hash[b] = h
+	p.hashed[b] = true
+	p.dupNext[b] = noBlock
+	head, ok := p.cache[h]
+	if !ok {
+		p.cache[h] = int32(b)
+		return
+	}
+	for p.dupNext[head] != noBlock {
+		head = p.dupNext[head]
+	}
+	p.dupNext[head] = int32(b)
+}
+
+// uncache drops block b's hash from the prefix cache.
+func (p *blockPool) uncache(b int) {
+	h := p.hash[b]
+	head := p.cache[h]
+	if int(head) == b {
+		if p.dupNext[b] == noBlock {
+			delete(p.cache, h)
+		} else {
+			p.cache[h] = p.dupNext[b]
+		}
+	} else {
+		for c := head; c != noBlock; c = p.dupNext[c] {
+			if int(p.dupNext[c]) == b {
+				p.dupNext[c] = p.dupNext[b]
+				break
+			}
+		}
+	}
+	p.hashed[b] = false
+	p.hash[b] = 0
+	p.dupNext[b] = noBlock
+}
+
+// numCachedBlocks is the number of blocks registered in the prefix cache
+// (held or evictable).
+func (p *blockPool) numCachedBlocks() int {
+	n := 0
+	for b := 1; b < p.n; b++ {
+		if p.hashed[b] {
+			n++
+		}
+	}
+	return n
+}

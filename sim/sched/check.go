@@ -1,0 +1,146 @@
+package sched
+
+import "fmt"
+
+// CheckInvariants verifies the scheduler's internal consistency and returns
+// the first violation found. It costs O(blocks + requests); call it from
+// tests and debug builds, not per step in production runs.
+//
+// It checks: used + free == usable blocks, evictable cached blocks are free
+// blocks, the free queue is a consistent list of ref-0 blocks; every block's
+// ref count equals the number of block tables holding it; the prefix cache
+// index and the blocks' hashes agree; running requests' blocks cover their
+// computed tokens, placeholders are within [0, 2], running <= MaxNumSeqs;
+// waiting requests hold no blocks and have no computed tokens; every live
+// request is in exactly one queue.
+func (s *Scheduler) CheckInvariants() error {
+	p := s.pool
+	bs := s.cfg.BlockSize
+	if p.used()+p.numFree != p.usable() {
+		return fmt.Errorf("used %d + free %d != usable %d", p.used(), p.numFree, p.usable())
+	}
+	// Free queue.
+	seen := 0
+	evict := 0
+	sent := int32(p.n)
+	for b, prev := p.next[sent], sent; b != sent; prev, b = b, p.next[b] {
+		if p.prev[b] != prev {
+			return fmt.Errorf("free queue: block %d has prev %d, want %d", b, p.prev[b], prev)
+		}
+		if !p.inFree[b] || p.ref[b] != 0 || b == 0 {
+			return fmt.Errorf("free queue: block %d inFree=%v ref=%d", b, p.inFree[b], p.ref[b])
+		}
+		if p.hashed[b] {
+			evict++
+		}
+		seen++
+		if seen > p.n {
+			return fmt.Errorf("free queue: cycle")
+		}
+	}
+	if seen != p.numFree {
+		return fmt.Errorf("free queue has %d blocks, numFree %d", seen, p.numFree)
+	}
+	if evict != p.numEvict {
+		return fmt.Errorf("free queue has %d cached blocks, numEvict %d", evict, p.numEvict)
+	}
+	// Reference counts against block tables.
+	refs := make([]int32, p.n)
+	refs[0] = 1
+	if len(s.running) > s.cfg.MaxNumSeqs {
+		return fmt.Errorf("%d running > max_num_seqs %d", len(s.running), s.cfg.MaxNumSeqs)
+	}
+	for _, st := range s.running {
+		if st.status != statusRunning {
+			return fmt.Errorf("%s in running with status %v", st.r.ID, st.status)
+		}
+		if len(st.blocks)*bs < st.computed {
+			return fmt.Errorf("%s: %d blocks do not cover %d computed tokens", st.r.ID, len(st.blocks), st.computed)
+		}
+		if st.computed > st.numTokens()+st.placeholders {
+			return fmt.Errorf("%s: computed %d > tokens %d + placeholders %d", st.r.ID, st.computed, st.numTokens(), st.placeholders)
+		}
+		if st.numCached > len(st.blocks) {
+			return fmt.Errorf("%s: %d cached blocks > %d blocks", st.r.ID, st.numCached, len(st.blocks))
+		}
+		for i, b := range st.blocks {
+			if b <= 0 || b >= p.n {
+				return fmt.Errorf("%s: bad block id %d", st.r.ID, b)
+			}
+			refs[b]++
+			if i < st.numCached && s.cfg.PrefixCaching && (!p.hashed[b] || p.hash[b] != st.blockHash(i)) {
+				return fmt.Errorf("%s: block %d (#%d) should be cached with its hash", st.r.ID, b, i)
+			}
+		}
+	}
+	for i := 0; i < s.waiting.len(); i++ {
+		st := s.waiting.at(i)
+		if st.status != statusWaiting && st.status != statusPreempted {
+			return fmt.Errorf("%s in waiting with status %v", st.r.ID, st.status)
+		}
+		if len(st.blocks) != 0 || st.computed != 0 {
+			return fmt.Errorf("waiting %s holds %d blocks, %d computed", st.r.ID, len(st.blocks), st.computed)
+		}
+	}
+	for b := 1; b < p.n; b++ {
+		if refs[b] != p.ref[b] {
+			return fmt.Errorf("block %d: ref %d but held by %d tables", b, p.ref[b], refs[b])
+		}
+		if (p.ref[b] == 0) != p.inFree[b] {
+			return fmt.Errorf("block %d: ref %d inFree %v", b, p.ref[b], p.inFree[b])
+		}
+		if p.hashed[b] {
+			if !p.caching {
+				return fmt.Errorf("block %d hashed with prefix caching off", b)
+			}
+			found := false
+			head, ok := p.cache[p.hash[b]]
+			for c := head; ok && c != noBlock; c = p.dupNext[c] {
+				if int(c) == b {
+					found = true
+				}
+				if !p.hashed[c] || p.hash[c] != p.hash[b] {
+					return fmt.Errorf("cache chain of %x holds block %d with another hash", p.hash[b], c)
+				}
+			}
+			if !found {
+				return fmt.Errorf("block %d hashed but missing from the cache index", b)
+			}
+		}
+	}
+	if p.caching {
+		n := 0
+		for _, head := range p.cache { // order-independent count
+			for c := head; c != noBlock; c = p.dupNext[c] {
+				n++
+			}
+		}
+		if n != p.numCachedBlocks() {
+			return fmt.Errorf("cache index holds %d blocks, %d are hashed", n, p.numCachedBlocks())
+		}
+	}
+	for _, st := range s.allLive() {
+		if st.placeholders < 0 || st.placeholders > maxPlaceholders {
+			return fmt.Errorf("%s: placeholders %d", st.r.ID, st.placeholders)
+		}
+		if st.output >= st.r.MaxOutputTokens {
+			return fmt.Errorf("%s: live with %d outputs >= max %d", st.r.ID, st.output, st.r.MaxOutputTokens)
+		}
+		if s.reqs[st.r.ID] != st {
+			return fmt.Errorf("%s: live but not indexed", st.r.ID)
+		}
+	}
+	if len(s.reqs) != len(s.running)+s.waiting.len() {
+		return fmt.Errorf("%d indexed requests, %d running + %d waiting", len(s.reqs), len(s.running), s.waiting.len())
+	}
+	return nil
+}
+
+func (s *Scheduler) allLive() []*reqState {
+	out := make([]*reqState, 0, len(s.running)+s.waiting.len())
+	out = append(out, s.running...)
+	for i := 0; i < s.waiting.len(); i++ {
+		out = append(out, s.waiting.at(i))
+	}
+	return out
+}
