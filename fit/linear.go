@@ -1,0 +1,151 @@
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/steplab/steplab/model"
+)
+
+// Policies for degenerate (all-zero or constant) terms (Options.Degenerate).
+const (
+	// DegenerateError refuses the fit, naming the terms (the default: a
+	// term the data cannot inform is usually a selection mistake).
+	DegenerateError = "error"
+	// DegenerateDrop leaves such terms out of the model and lists them in
+	// Result.Dropped. The model then has no such term at all, rather than a
+	// coefficient of 0 that would look like a measurement. Rank deficiency
+	// is always an error: which of several collinear terms to drop is the
+	// user's call.
+	DegenerateDrop = "drop"
+)
+
+// Options configures Linear.
+type Options struct {
+	Terms  []string // nil: model.DefaultTerms
+	Method string   // MethodNNLS by default
+	Huber  HuberOptions
+	// Relative weights rows by 1/y², minimising relative rather than
+	// absolute error (steps span three orders of magnitude).
+	Relative   bool
+	Degenerate string // DegenerateError (default) or DegenerateDrop
+	// Bootstrap replicates for coefficient intervals (0: none); Level is
+	// their coverage (default 0.95), Seed the random stream, Workers the
+	// parallelism.
+	Bootstrap int
+	Level     float64
+	Seed      uint64
+	Workers   int
+}
+
+// DroppedTerm is a term left out under DegenerateDrop, and why.
+type DroppedTerm struct {
+	Term   string `json:"term"`
+	Reason string `json:"reason"`
+}
+
+// Result is a fitted linear model with what the fit learnt on the way.
+type Result struct {
+	Model   *model.Linear
+	Method  string
+	Rows    int
+	Dropped []DroppedTerm
+	// Huber: the final residual scale and IRLS iterations.
+	HuberScale float64
+	Iterations int
+	// Boot is the bootstrap behind Model.CoefLo/CoefHi (nil without one).
+	Boot *BootstrapResult
+}
+
+// Linear fits the linear basis model to the data. The model's residual
+// quantiles (relative, from the training rows) give its prediction
+// intervals; with Bootstrap > 0 its coefficients carry percentile
+// intervals. Degenerate data is an error wrapping one of the sentinel
+// errors of this package (see errors.go); no model is returned with it.
+func Linear(d *Data, opt Options) (*Result, error) {
+	terms := opt.Terms
+	if terms == nil {
+		terms = model.DefaultTerms
+	}
+	method := opt.Method
+	if method == "" {
+		method = MethodNNLS
+	}
+	if !slices.Contains(Methods, method) {
+		return nil, fmt.Errorf("fit: unknown method %q (want one of %v)", method, Methods)
+	}
+	ds, err := d.design(terms, opt.Relative)
+	if err != nil {
+		return nil, err
+	}
+	var dropped []DroppedTerm
+	switch opt.Degenerate {
+	case "", DegenerateError:
+	case DegenerateDrop:
+		if err := checkDesign(ds); err != nil && (errors.Is(err, ErrZeroColumn) || errors.Is(err, ErrConstantColumn)) {
+			zero, constant := degenerateColumns(ds)
+			var keep []string
+			for _, t := range terms {
+				switch {
+				case slices.Contains(zero, t):
+					dropped = append(dropped, DroppedTerm{t, "zero on every row"})
+				case slices.Contains(constant, t):
+					dropped = append(dropped, DroppedTerm{t, "constant on every row (indistinguishable from const)"})
+				default:
+					keep = append(keep, t)
+				}
+			}
+			if len(keep) == 0 {
+				return nil, dataErr(ErrZeroColumn, "every term was dropped", terms...)
+			}
+			if ds, err = d.design(keep, opt.Relative); err != nil {
+				return nil, err
+			}
+		}
+	default:
+		return nil, fmt.Errorf("fit: degenerate-term policy %q: want %q or %q", opt.Degenerate, DegenerateError, DegenerateDrop)
+	}
+	if err := checkDesign(ds); err != nil {
+		return nil, err
+	}
+	g := NewGram(ds.X, ds.Y, ds.W, ds.P())
+	if err := g.CheckRank(ds.Terms); err != nil {
+		return nil, err
+	}
+	res := &Result{Method: method, Rows: ds.N(), Dropped: dropped}
+	var coef []float64
+	switch method {
+	case MethodOLS:
+		coef, err = OLS(ds)
+	case MethodNNLS:
+		coef, res.Iterations, err = g.SolveNNLS()
+	default:
+		h := opt.Huber
+		h.NonNegative = method == MethodHuberNN
+		var hr *HuberResult
+		if hr, err = huberCore(ds, nil, g, h); err == nil {
+			coef, res.HuberScale, res.Iterations = hr.Coef, hr.Scale, hr.Iterations
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	m, err := model.NewLinear(ds.Terms, coef)
+	if err != nil {
+		return nil, err
+	}
+	if m.Residuals, err = model.NewResidualQuantiles(model.ScaleRelative, relResiduals(ds, coef), nil, "training"); err != nil {
+		return nil, fmt.Errorf("fit: no positive prediction to take residuals against: %w", err)
+	}
+	if opt.Bootstrap > 0 {
+		boot, err := Bootstrap(ds, method, opt.Huber, BootstrapOptions{Replicates: opt.Bootstrap, Level: opt.Level, Seed: opt.Seed, Workers: opt.Workers})
+		if err != nil {
+			return nil, err
+		}
+		res.Boot = boot
+		m.CoefLo, m.CoefHi, m.CoefLevel = boot.Lo, boot.Hi, boot.Level
+	}
+	res.Model = m
+	return res, nil
+}
