@@ -14,7 +14,7 @@ import (
 var synthTerms = []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermDecodeRequests, model.TermDecodeKVTokens}
 
 // synthTrue are the true coefficients of synthTerms (ns, ns/token, ...).
-var synthTrue = []float64{4e6, 60, 0.004, 2e4, 1.5}
+var synthTrue = []float64{4e6, 60, 0.02, 2e4, 1.5}
 
 func synthFeatures(rng *rand.Rand) model.Features {
 	var f model.Features
