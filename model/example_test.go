@@ -1,0 +1,74 @@
+package model_test
+
+import (
+	"fmt"
+
+	"github.com/steplab/steplab/model"
+)
+
+// A roofline prior prices a step from the hardware and the model shape
+// alone: here a steady decode step of 256 requests at 4K tokens of context
+// each, and a fresh 8K-token prefill, for Llama-3.1-8B on an H200.
+func ExampleRoofline() {
+	hw, _ := model.HardwareByName("H200")
+	shape, _ := model.ShapeByName("Llama-3.1-8B")
+	r := model.NewRoofline(hw, shape)
+
+	decode := model.Features{DecodeRequests: 256, PaddedBatch: 256, DecodeKVTokens: 256 * 4096}
+	prefill := model.Features{PrefillTokens: 8192, PrefillRequests: 1, PrefillAttn: 8192 * 8192 / 2}
+
+	b := r.Breakdown(decode)
+	fmt.Printf("decode B=256: %.1f ms, %.0f%% of it KV reads\n", b.TotalNs/1e6, 100*b.DecodeAttnNs/b.TotalNs)
+	p := r.Breakdown(prefill)
+	fmt.Printf("prefill 8K: %.1f ms, GEMMs %s-bound\n", p.TotalNs/1e6, p.GEMMBound)
+	// Output:
+	// decode B=256: 37.4 ms, 85% of it KV reads
+	// prefill 8K: 179.4 ms, GEMMs compute-bound
+}
+
+// The payload model reproduces the source document's observation: an
+// admission step ships the full prompts of its requests, a steady step
+// only their deltas.
+func ExamplePayloadModel() {
+	p := model.DefaultPayloadModel()
+	const b, ctx, blockSize = 513, 4100, 16
+	blocks := (ctx + blockSize - 1) / blockSize
+
+	admission := p.StepBytes(model.PayloadStep{NewReqs: b, NewTokens: b * ctx, NewBlocks: b * blocks})
+	steady := p.StepBytes(model.PayloadStep{CachedReqs: b})
+	fmt.Printf("admission: %.2f MB\n", float64(admission)/1e6)
+	fmt.Printf("steady:    %.2f KB\n", float64(steady)/1e3)
+	fmt.Printf("one new request: %d B, one cached: %d B\n", p.NewReqBytes(ctx, blocks), p.CachedReqBytes(0, false, ctx))
+	// Output:
+	// admission: 8.59 MB
+	// steady:    6.76 KB
+	// one new request: 16746 B, one cached: 12 B
+}
+
+// The host model prices the work around a step; an admitted batch pays
+// for its prompts, its blocks and its first-step bookkeeping.
+func ExampleHostModel() {
+	h := model.DefaultHostModel()
+	p := model.DefaultPayloadModel()
+	const b, ctx = 256, 4096
+	admission := h.Times(model.HostStep{Requests: b, NewRequests: b, ScheduledTokens: b, NewTokens: b * ctx,
+		PayloadBytes: p.StepBytes(model.PayloadStep{NewReqs: b, NewTokens: b * ctx, NewBlocks: b * ctx / 16})})
+	steady := h.Times(model.HostStep{Requests: b, ScheduledTokens: b,
+		PayloadBytes: p.StepBytes(model.PayloadStep{CachedReqs: b})})
+	fmt.Printf("admission host: %.1f ms\n", float64(admission.TotalNs())/1e6)
+	fmt.Printf("steady host:    %.1f ms\n", float64(steady.TotalNs())/1e6)
+	// Output:
+	// admission host: 78.9 ms
+	// steady host:    3.1 ms
+}
+
+// KVBlocks sizes the KV cache, and refuses a model that does not fit.
+func ExampleKVBlocks() {
+	n, _ := model.KVBlocks(model.H200SXM, model.Llama318B, 16, 0.9)
+	fmt.Printf("Llama-3.1-8B on H200: %d blocks of 16 tokens\n", n)
+	_, err := model.KVBlocks(model.H100SXM, model.Llama3170B, 16, 0.9)
+	fmt.Println(err)
+	// Output:
+	// Llama-3.1-8B on H200: 56387 blocks of 16 tokens
+	// model: Llama-3.1-70B needs 141 GB of weights per GPU at TP=1 but H100-SXM has 86 GB (80 GiB), 77 GB of it at gpu_memory_utilization 0.90: raise tensor parallel to 2 or more
+}
