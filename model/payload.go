@@ -15,8 +15,8 @@ import (
 //
 // What a request costs depends on which list carries it:
 //
-//   - scheduled_new_reqs (NewRequestData, first step and preemption-free
-//     admission): req_id, the full prompt_token_ids, block_ids for every
+//   - scheduled_new_reqs (NewRequestData, a request's first scheduled
+//     step): req_id, the full prompt_token_ids, block_ids for every
 //     allocated block, sampling_params, num_computed_tokens, lora/mm/pooling
 //     fields, and its num_scheduled_tokens entry. NewReqBytes.
 //   - scheduled_cached_reqs (CachedRequestData, every later step): the
@@ -24,7 +24,9 @@ import (
 //     needs a new block once every block_size tokens), num_computed_tokens,
 //     num_output_tokens, its num_scheduled_tokens entry. A request resumed
 //     after preemption also ships its whole token list (all_token_ids) and
-//     its block list replaces the old one. CachedReqBytes.
+//     its block list replaces the old one. CachedReqBytes. (Older vLLM
+//     re-sent resumed requests as NewRequestData, as DESIGN.md §3 puts it;
+//     the two cost within a few percent of each other.)
 //
 // Calibration (DESIGN.md §8 R1). At B=513 with ~4,100-token contexts and
 // block size 16 (257 blocks per request) an admission step ships ≈ 8.5 MB
