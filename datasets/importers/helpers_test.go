@@ -1,0 +1,99 @@
+package importers
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+)
+
+// externalDir finds /work/shared/data/external (or ../shared relative to the
+// repository root, as CI lays it out); the test is skipped without it.
+func externalDir(t testing.TB) string {
+	t.Helper()
+	for _, d := range []string{"../../../shared/data/external", "/work/shared/data/external"} {
+		if st, err := os.Stat(d); err == nil && st.IsDir() {
+			return d
+		}
+	}
+	t.Skip("external data not found (../shared/data/external relative to the repository root): skipping real-file test")
+	return ""
+}
+
+func externalFile(t testing.TB, rel string) string {
+	p := filepath.Join(externalDir(t), rel)
+	if _, err := os.Stat(p); err != nil {
+		t.Skipf("%s absent: skipping", p)
+	}
+	return p
+}
+
+// parseRequests runs a request importer on in-memory bytes.
+func parseRequests(format string, b []byte, siblings map[string][]byte) ([]datasets.Request, *sink, error) {
+	f, err := LookupFormat(format)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows []datasets.Request
+	s := &sink{request: func(r datasets.Request) error { rows = append(rows, r); return nil }}
+	err = f.run(bytesInput("in", b, siblings), s)
+	return rows, s, err
+}
+
+func parseSteps(format string, b []byte) ([]datasets.Step, *sink, error) {
+	f, err := LookupFormat(format)
+	if err != nil {
+		return nil, nil, err
+	}
+	var rows []datasets.Step
+	s := &sink{step: func(r datasets.Step) error { rows = append(rows, r); return nil }}
+	err = f.run(bytesInput("in", b, nil), s)
+	return rows, s, err
+}
+
+// checkRequests asserts the invariants every imported request row holds.
+func checkRequests(t testing.TB, rows []datasets.Request, sorted bool) {
+	t.Helper()
+	ids := map[string]bool{}
+	for i, r := range rows {
+		require.NotEmpty(t, r.ReqID, "row %d", i)
+		require.False(t, ids[r.ReqID], "duplicate req_id %q", r.ReqID)
+		ids[r.ReqID] = true
+		require.GreaterOrEqual(t, r.ArrivalNs, int64(0), "row %d arrival", i)
+		require.GreaterOrEqual(t, r.PromptTokens, int64(0), "row %d prompt", i)
+		require.GreaterOrEqual(t, r.OutputTokens, int64(0), "row %d output", i)
+		if sorted && i > 0 {
+			require.GreaterOrEqual(t, r.ArrivalNs, rows[i-1].ArrivalNs, "row %d arrivals sorted", i)
+		}
+		prev := r.ArrivalNs
+		for _, ev := range []int64{r.FirstScheduledNs, r.FirstTokenNs, r.FinishNs} {
+			if ev == datasets.Unknown {
+				continue
+			}
+			require.GreaterOrEqual(t, ev, prev, "row %d event order", i)
+			prev = ev
+		}
+		require.Contains(t, []string{datasets.StatusNotRun, datasets.StatusFinished, datasets.StatusUnfinished}, r.Status)
+	}
+}
+
+func checkSteps(t testing.TB, rows []datasets.Step) {
+	t.Helper()
+	for i, s := range rows {
+		if s.Valid || s.Kind != "" {
+			require.Contains(t, []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed}, s.Kind, "row %d", i)
+		}
+		require.GreaterOrEqual(t, s.NumPrefillRequests, int32(0))
+		require.GreaterOrEqual(t, s.NumDecodeRequests, int32(0))
+		require.GreaterOrEqual(t, s.SumPrefillTokens, int64(0))
+		require.GreaterOrEqual(t, s.SumDecodeKVTokens, int64(0))
+		require.GreaterOrEqual(t, s.NumWaiting, int32(0))
+		require.True(t, s.WallTimeNs == datasets.Unknown || s.WallTimeNs >= 0, "row %d wall %d", i, s.WallTimeNs)
+		require.Equal(t, s.Valid, s.InvalidReason == "", "row %d: valid iff no invalid_reason", i)
+		require.Equal(t, datasets.Unknown, s.TScheduleStart)
+		require.Equal(t, datasets.Unknown, s.GPUTimeNs)
+	}
+}
