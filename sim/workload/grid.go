@@ -101,7 +101,7 @@ type GridConfig struct {
 	CaptureSizes []int
 
 	// Sample limits (0 = Dynamo's defaults: 128, 128, 64, 3).
-	DecodeMaxBatchSizeSamples, DecodeMaxKVSamples int
+	DecodeMaxBatchSizeSamples, DecodeMaxKVSamples      int
 	PrefillMaxTokenSamples, PrefillMaxBatchSizeSamples int
 }
 

@@ -43,7 +43,11 @@ func TestGridValidation(t *testing.T) {
 		// refused, not crash the engine (clamp-aware bound max(ctx,2)+2).
 		{"max_model_len 3 steady", func(c *GridConfig) { c.MaxModelLen = 3 }, "MaxModelLen=3: the steady_state_second_step decode grid needs >= 4"},
 		{"batch over seqs", func(c *GridConfig) { c.DecodeBatchSizes = []int{8, 65} }, "DecodeBatchSizes[1]=65 exceeds MaxNumSeqs=64"},
-		{"batch over kv", func(c *GridConfig) { c.MaxNumSeqs = 4096; c.MaxNumBatchedTokens = 8192; c.DecodeBatchSizes = []int{4001} }, "DecodeBatchSizes[0]=4001 does not fit the KV cache"},
+		{"batch over kv", func(c *GridConfig) {
+			c.MaxNumSeqs = 4096
+			c.MaxNumBatchedTokens = 8192
+			c.DecodeBatchSizes = []int{4001}
+		}, "DecodeBatchSizes[0]=4001 does not fit the KV cache"},
 		{"context over len", func(c *GridConfig) { c.DecodeContexts = []int{8191} }, "DecodeContexts[0]=8191: needs 8191+2 <= MaxModelLen=8192"},
 		{"prefill over budget", func(c *GridConfig) { c.PrefillTokens = []int{4096} }, "PrefillTokens[0]=4096 exceeds MaxNumBatchedTokens=2048"},
 		{"prefill batch", func(c *GridConfig) { c.PrefillBatchSizes = []int{100} }, "PrefillBatchSizes[0]=100 exceeds MaxNumSeqs=64"},
