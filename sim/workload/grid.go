@@ -387,10 +387,9 @@ func (g *gridLimits) prefillBatchSizes(total int) []int {
 		}
 		return out
 	}
-	// Feasibility is monotone in b up to the point where blocks or prompt
-	// length stop fitting: find the largest legal b by scanning down from
-	// the upper bound's neighbourhood. Prompt length shrinks and blocks do
-	// not grow as b grows for a fixed total, except through rounding; scan.
+	// Feasibility is not monotone in b (more requests round up to more
+	// blocks), so take the legal powers of two and the largest legal b,
+	// searched downward from the upper bound (at most 4096 candidates).
 	upper := min(total, c.MaxNumSeqs, c.MaxNumBatchedTokens)
 	maxLegal := 0
 	var legal []int
@@ -466,7 +465,7 @@ func BuildGrid(cfg GridConfig) ([]Point, error) {
 func (g *gridLimits) warmups() []Point {
 	c := g.cfg
 	var out []Point
-	if c.prefill() || c.decode() {
+	{ // one warm-up prefill, as Dynamo's WARMUP phase
 		t := min(warmupPrefillTokens, c.MaxNumBatchedTokens, c.MaxModelLen-1, c.NumGPUBlocks*c.BlockSize)
 		if t >= 1 {
 			p := g.prefillPoint(t, 1, false)
