@@ -85,32 +85,32 @@ type Hardware struct {
 
 // ModelShape is the decoder architecture the steps ran.
 type ModelShape struct {
-	Name             string `json:"name,omitempty"`
-	Layers           int    `json:"layers"`
-	Hidden           int    `json:"hidden"`
-	Heads            int    `json:"heads"`
-	KVHeads          int    `json:"kv_heads"`
-	HeadDim          int    `json:"head_dim"`
-	Intermediate     int    `json:"intermediate"`
-	Vocab            int    `json:"vocab"`
-	DType            string `json:"dtype"`
-	TensorParallel   int    `json:"tensor_parallel,omitempty"`
-	ParamsBillion    float64 `json:"params_billion,omitempty"`
+	Name           string  `json:"name,omitempty"`
+	Layers         int     `json:"layers"`
+	Hidden         int     `json:"hidden"`
+	Heads          int     `json:"heads"`
+	KVHeads        int     `json:"kv_heads"`
+	HeadDim        int     `json:"head_dim"`
+	Intermediate   int     `json:"intermediate"`
+	Vocab          int     `json:"vocab"`
+	DType          string  `json:"dtype"`
+	TensorParallel int     `json:"tensor_parallel,omitempty"`
+	ParamsBillion  float64 `json:"params_billion,omitempty"`
 }
 
 // EngineConfig holds the scheduler limits of DESIGN.md §3.
 type EngineConfig struct {
-	MaxNumSeqs                int   `json:"max_num_seqs"`
-	MaxNumBatchedTokens       int   `json:"max_num_batched_tokens"`
-	BlockSize                 int   `json:"block_size"`
-	NumGPUBlocks              int   `json:"num_gpu_blocks"`
-	MaxModelLen               int   `json:"max_model_len"`
-	ChunkedPrefill            bool  `json:"chunked_prefill"`
-	PrefixCaching             bool  `json:"prefix_caching"`
-	LongPrefillTokenThreshold int   `json:"long_prefill_token_threshold"`
-	AsyncScheduling           bool  `json:"async_scheduling"`
-	BatchQueueDepth           int   `json:"batch_queue_depth,omitempty"`
-	WorkerCount               int   `json:"worker_count,omitempty"`
+	MaxNumSeqs                int  `json:"max_num_seqs"`
+	MaxNumBatchedTokens       int  `json:"max_num_batched_tokens"`
+	BlockSize                 int  `json:"block_size"`
+	NumGPUBlocks              int  `json:"num_gpu_blocks"`
+	MaxModelLen               int  `json:"max_model_len"`
+	ChunkedPrefill            bool `json:"chunked_prefill"`
+	PrefixCaching             bool `json:"prefix_caching"`
+	LongPrefillTokenThreshold int  `json:"long_prefill_token_threshold"`
+	AsyncScheduling           bool `json:"async_scheduling"`
+	BatchQueueDepth           int  `json:"batch_queue_depth,omitempty"`
+	WorkerCount               int  `json:"worker_count,omitempty"`
 }
 
 // Workload describes the arrivals that drove the run.

@@ -1,5 +1,15 @@
 package datasets
 
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
 // SchemaVersion is the version of the data contract this build writes.
 // Readers accept this version and every older one; a newer one is refused
 // (see CheckSchemaVersion).
@@ -50,53 +60,53 @@ const (
 type Step struct {
 	StepID   int64  `parquet:"step_id,delta"`
 	WorkerID string `parquet:"worker_id,dict"`
-	DPRank   int32  `parquet:"dp_rank"`
+	DPRank   int32  `parquet:"dp_rank,delta"`
 
 	Kind          string `parquet:"kind,dict"`
 	Role          string `parquet:"role,dict"`
-	BenchmarkID   int64  `parquet:"benchmark_id"`
+	BenchmarkID   int64  `parquet:"benchmark_id,delta"`
 	SampleReason  string `parquet:"sample_reason,dict"`
 	Valid         bool   `parquet:"valid"`
 	InvalidReason string `parquet:"invalid_reason,dict"`
 
-	NumNewReqs           int32   `parquet:"num_new_reqs"`
-	NumCachedReqs        int32   `parquet:"num_cached_reqs"`
-	NumResumedReqs       int32   `parquet:"num_resumed_reqs"`
-	NumPreempted         int32   `parquet:"num_preempted"`
-	NumFinished          int32   `parquet:"num_finished"`
-	NumPrefillRequests   int32   `parquet:"num_prefill_requests"`
-	SumPrefillTokens     int64   `parquet:"sum_prefill_tokens"`
+	NumNewReqs           int32   `parquet:"num_new_reqs,delta"`
+	NumCachedReqs        int32   `parquet:"num_cached_reqs,delta"`
+	NumResumedReqs       int32   `parquet:"num_resumed_reqs,delta"`
+	NumPreempted         int32   `parquet:"num_preempted,delta"`
+	NumFinished          int32   `parquet:"num_finished,delta"`
+	NumPrefillRequests   int32   `parquet:"num_prefill_requests,delta"`
+	SumPrefillTokens     int64   `parquet:"sum_prefill_tokens,delta"`
 	VarPrefillLength     float64 `parquet:"var_prefill_length"`
-	SumPrefillKVTokens   int64   `parquet:"sum_prefill_kv_tokens"`
-	NumDecodeRequests    int32   `parquet:"num_decode_requests"`
-	SumDecodeKVTokens    int64   `parquet:"sum_decode_kv_tokens"`
+	SumPrefillKVTokens   int64   `parquet:"sum_prefill_kv_tokens,delta"`
+	NumDecodeRequests    int32   `parquet:"num_decode_requests,delta"`
+	SumDecodeKVTokens    int64   `parquet:"sum_decode_kv_tokens,delta"`
 	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens"`
-	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens"`
-	PaddedTokens         int64   `parquet:"padded_tokens"`
+	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens,delta"`
+	PaddedTokens         int64   `parquet:"padded_tokens,delta"`
 
-	PayloadBytes       int64 `parquet:"payload_bytes"`
-	PayloadNewBytes    int64 `parquet:"payload_new_bytes"`
-	PayloadCachedBytes int64 `parquet:"payload_cached_bytes"`
+	PayloadBytes       int64 `parquet:"payload_bytes,delta"`
+	PayloadNewBytes    int64 `parquet:"payload_new_bytes,delta"`
+	PayloadCachedBytes int64 `parquet:"payload_cached_bytes,delta"`
 
 	TScheduleStart int64 `parquet:"t_schedule_start,delta"`
 	TScheduleEnd   int64 `parquet:"t_schedule_end,delta"`
 	TDispatch      int64 `parquet:"t_dispatch,delta"`
 	TOutput        int64 `parquet:"t_output,delta"`
 	TUpdateEnd     int64 `parquet:"t_update_end,delta"`
-	WallTimeNs     int64 `parquet:"wall_time_ns"`
-	NarrowTimeNs   int64 `parquet:"narrow_time_ns"`
-	GPUTimeNs      int64 `parquet:"gpu_time_ns"`
-	HostPrepNs     int64 `parquet:"host_prep_ns"`
+	WallTimeNs     int64 `parquet:"wall_time_ns,delta"`
+	NarrowTimeNs   int64 `parquet:"narrow_time_ns,delta"`
+	GPUTimeNs      int64 `parquet:"gpu_time_ns,delta"`
+	HostPrepNs     int64 `parquet:"host_prep_ns,delta"`
 	// Worker-side receive/decode of the payload and sampling, where the
 	// executor reports them (a capture); Unknown otherwise.
-	WorkerRecvNs int64 `parquet:"worker_recv_ns"`
-	SampleNs     int64 `parquet:"sample_ns"`
+	WorkerRecvNs int64 `parquet:"worker_recv_ns,delta" default:"-1"`
+	SampleNs     int64 `parquet:"sample_ns,delta" default:"-1"`
 	Overlapped   bool  `parquet:"overlapped"`
 
-	NumWaiting    int32 `parquet:"num_waiting"`
-	NumRunning    int32 `parquet:"num_running"`
-	KVBlocksUsed  int64 `parquet:"kv_blocks_used"`
-	KVBlocksTotal int64 `parquet:"kv_blocks_total"`
+	NumWaiting    int32 `parquet:"num_waiting,delta"`
+	NumRunning    int32 `parquet:"num_running,delta"`
+	KVBlocksUsed  int64 `parquet:"kv_blocks_used,delta"`
+	KVBlocksTotal int64 `parquet:"kv_blocks_total,delta"`
 }
 
 // StepRequest is one request scheduled in one step: one row of
@@ -105,12 +115,12 @@ type StepRequest struct {
 	StepID             int64  `parquet:"step_id,delta"`
 	ReqID              string `parquet:"req_id"`
 	IsNew              bool   `parquet:"is_new"`
-	IsResumed          bool   `parquet:"is_resumed"`
+	IsResumed          bool   `parquet:"is_resumed" default:"false"`
 	IsPrefill          bool   `parquet:"is_prefill"`
-	NumScheduledTokens int64  `parquet:"num_scheduled_tokens"`
-	NumComputedTokens  int64  `parquet:"num_computed_tokens"`
-	PromptLen          int64  `parquet:"prompt_len"`
-	PayloadBytes       int64  `parquet:"payload_bytes"`
+	NumScheduledTokens int64  `parquet:"num_scheduled_tokens,delta"`
+	NumComputedTokens  int64  `parquet:"num_computed_tokens,delta"`
+	PromptLen          int64  `parquet:"prompt_len,delta"`
+	PayloadBytes       int64  `parquet:"payload_bytes,delta"`
 }
 
 // Request is one request of a run or trace: one row of requests.parquet.
@@ -119,13 +129,13 @@ type StepRequest struct {
 type Request struct {
 	ReqID            string  `parquet:"req_id"`
 	ArrivalNs        int64   `parquet:"arrival_ns,delta"`
-	PromptTokens     int64   `parquet:"prompt_tokens"`
-	OutputTokens     int64   `parquet:"output_tokens"`
-	PrefixHashIDs    []int64 `parquet:"prefix_hash_ids,list"`
-	FirstScheduledNs int64   `parquet:"first_scheduled_ns"`
-	FirstTokenNs     int64   `parquet:"first_token_ns"`
-	FinishNs         int64   `parquet:"finish_ns"`
-	NumPreemptions   int32   `parquet:"num_preemptions"`
+	PromptTokens     int64   `parquet:"prompt_tokens,delta"`
+	OutputTokens     int64   `parquet:"output_tokens,delta"`
+	PrefixHashIDs    []int64 `parquet:"prefix_hash_ids,list" default:""`
+	FirstScheduledNs int64   `parquet:"first_scheduled_ns,delta"`
+	FirstTokenNs     int64   `parquet:"first_token_ns,delta"`
+	FinishNs         int64   `parquet:"finish_ns,delta"`
+	NumPreemptions   int32   `parquet:"num_preemptions,delta"`
 	Status           string  `parquet:"status,dict"`
 }
 
@@ -133,14 +143,275 @@ type Request struct {
 // gpu_samples.parquet.
 type GPUSample struct {
 	TNs            int64   `parquet:"t_ns,delta"`
-	GPUIndex       int32   `parquet:"gpu_index"`
-	SMClockMHz     int32   `parquet:"sm_clock_mhz"`
-	MemClockMHz    int32   `parquet:"mem_clock_mhz"`
+	GPUIndex       int32   `parquet:"gpu_index,delta"`
+	SMClockMHz     int32   `parquet:"sm_clock_mhz,delta"`
+	MemClockMHz    int32   `parquet:"mem_clock_mhz,delta"`
 	PowerW         float64 `parquet:"power_w"`
 	PowerLimitW    float64 `parquet:"power_limit_w"`
-	TemperatureC   int32   `parquet:"temperature_c"`
-	MemUsedBytes   int64   `parquet:"mem_used_bytes"`
-	MemTotalBytes  int64   `parquet:"mem_total_bytes"`
-	UtilGPUPercent int32   `parquet:"util_gpu_percent"`
-	UtilMemPercent int32   `parquet:"util_mem_percent"`
+	TemperatureC   int32   `parquet:"temperature_c,delta"`
+	MemUsedBytes   int64   `parquet:"mem_used_bytes,delta"`
+	MemTotalBytes  int64   `parquet:"mem_total_bytes,delta"`
+	UtilGPUPercent int32   `parquet:"util_gpu_percent,delta"`
+	UtilMemPercent int32   `parquet:"util_mem_percent,delta"`
+}
+
+// Columns with defaults.
+//
+// A column added to a table after schema version 1, or one a source may
+// legitimately leave out, carries a `default:"..."` struct tag next to its
+// parquet tag. When a file lacks such a column, readers fill the default
+// instead of failing; every other column is required and its absence is an
+// error that names it (see CheckColumns). The defaults of schema version 1:
+//
+//	steps.worker_recv_ns          -1 (Unknown)
+//	steps.sample_ns               -1 (Unknown)
+//	step_requests.is_resumed      false
+//	requests.prefix_hash_ids      empty list
+//
+// A null value in a nullable column (a file written by pandas) reads as the
+// column's default when it has one, and as the zero value otherwise.
+
+// ColumnDefault is one column that may be absent from a table.
+type ColumnDefault struct {
+	Column  string
+	Default string // the value read when the column is absent, as text
+}
+
+// DefaultedColumns lists the columns of table that may be absent, with
+// the values readers fill in. Tools (the validator, inspect) use it to tell
+// a defaulted column from a missing required one.
+func DefaultedColumns(table string) []ColumnDefault {
+	var c *rowCodec
+	switch table {
+	case TableSteps:
+		c, _ = codecFor(reflect.TypeFor[Step]())
+	case TableStepRequests:
+		c, _ = codecFor(reflect.TypeFor[StepRequest]())
+	case TableRequests:
+		c, _ = codecFor(reflect.TypeFor[Request]())
+	case TableGPUSamples:
+		c, _ = codecFor(reflect.TypeFor[GPUSample]())
+	}
+	if c == nil {
+		return nil
+	}
+	var out []ColumnDefault
+	for _, f := range c.fields {
+		if f.hasDefault {
+			out = append(out, ColumnDefault{Column: f.name, Default: f.defText})
+		}
+	}
+	return out
+}
+
+// fieldKind is the Go type of a field the columnar codec handles.
+type fieldKind uint8
+
+const (
+	kindInt32 fieldKind = iota + 1
+	kindInt64
+	kindFloat64
+	kindBool
+	kindString
+	kindInt64List
+)
+
+func (k fieldKind) String() string {
+	switch k {
+	case kindInt32:
+		return "int32"
+	case kindInt64:
+		return "int64"
+	case kindFloat64:
+		return "float64"
+	case kindBool:
+		return "bool"
+	case kindString:
+		return "string"
+	case kindInt64List:
+		return "list<int64>"
+	}
+	return "?"
+}
+
+// codecField is one struct field mapped to one top-level column.
+type codecField struct {
+	name   string
+	kind   fieldKind
+	offset uintptr
+	index  int // struct field index
+
+	delta, dict, split bool // encodings asked by the parquet tag
+
+	hasDefault bool
+	defText    string
+	defInt     int64
+	defFloat   float64
+	defBool    bool
+	defString  string
+}
+
+// rowCodec describes a flat struct (int32, int64, float64, bool, string and
+// []int64 list fields) that the columnar fast paths read and write through
+// field offsets, with no per-value reflection. Other structs go through
+// parquet-go's generic reader and writer.
+type rowCodec struct {
+	typ    reflect.Type
+	size   uintptr
+	fields []codecField
+}
+
+var codecCache sync.Map // reflect.Type -> codecResult
+
+type codecResult struct {
+	c   *rowCodec
+	err error
+}
+
+// codecFor returns the columnar codec of t, or an error saying why t needs
+// the generic path.
+func codecFor(t reflect.Type) (*rowCodec, error) {
+	if v, ok := codecCache.Load(t); ok {
+		r := v.(codecResult)
+		return r.c, r.err
+	}
+	c, err := buildCodec(t)
+	codecCache.Store(t, codecResult{c, err})
+	return c, err
+}
+
+func buildCodec(t reflect.Type) (*rowCodec, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%s is not a struct", t)
+	}
+	c := &rowCodec{typ: t, size: t.Size()}
+	seen := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		tag, hasTag := sf.Tag.Lookup("parquet")
+		parts := strings.Split(tag, ",")
+		name := parts[0]
+		if name == "-" {
+			continue
+		}
+		if !hasTag || name == "" {
+			name = sf.Name
+		}
+		f := codecField{name: name, offset: sf.Offset, index: i}
+		list := false
+		for _, opt := range parts[1:] {
+			switch opt {
+			case "delta":
+				f.delta = true
+			case "dict":
+				f.dict = true
+			case "split":
+				f.split = true
+			case "plain", "zstd", "":
+			case "list":
+				list = true
+			default:
+				return nil, fmt.Errorf("field %s: tag option %q", sf.Name, opt)
+			}
+		}
+		switch sf.Type {
+		case reflect.TypeFor[int32]():
+			f.kind = kindInt32
+		case reflect.TypeFor[int64]():
+			f.kind = kindInt64
+		case reflect.TypeFor[float64]():
+			f.kind = kindFloat64
+		case reflect.TypeFor[bool]():
+			f.kind = kindBool
+		case reflect.TypeFor[string]():
+			f.kind = kindString
+		case reflect.TypeFor[[]int64]():
+			if !list {
+				return nil, fmt.Errorf("field %s: []int64 without the list tag", sf.Name)
+			}
+			f.kind = kindInt64List
+		default:
+			return nil, fmt.Errorf("field %s: type %s", sf.Name, sf.Type)
+		}
+		if list && f.kind != kindInt64List {
+			return nil, fmt.Errorf("field %s: list tag on %s", sf.Name, sf.Type)
+		}
+		if (f.delta && f.kind != kindInt32 && f.kind != kindInt64) || (f.split && f.kind != kindFloat64) || (f.dict && f.kind != kindString) {
+			return nil, fmt.Errorf("field %s: encoding not supported by the columnar path", sf.Name)
+		}
+		if d, ok := sf.Tag.Lookup("default"); ok {
+			if err := f.setDefault(d); err != nil {
+				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
+			}
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("column %s twice", name)
+		}
+		seen[name] = true
+		c.fields = append(c.fields, f)
+	}
+	if len(c.fields) == 0 {
+		return nil, fmt.Errorf("%s has no columns", t)
+	}
+	return c, nil
+}
+
+func (f *codecField) setDefault(d string) error {
+	f.hasDefault, f.defText = true, d
+	var err error
+	switch f.kind {
+	case kindInt32:
+		f.defInt, err = strconv.ParseInt(d, 10, 32)
+	case kindInt64:
+		f.defInt, err = strconv.ParseInt(d, 10, 64)
+	case kindFloat64:
+		f.defFloat, err = strconv.ParseFloat(d, 64)
+	case kindBool:
+		f.defBool, err = strconv.ParseBool(d)
+	case kindString:
+		f.defString = d
+	case kindInt64List:
+		if d != "" {
+			err = errors.New("a list default must be empty")
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("bad default %q: %w", d, err)
+	}
+	return nil
+}
+
+// fillDefault sets field f of n rows starting at base to its default (or
+// zero value).
+func (f *codecField) fillDefault(base unsafe.Pointer, stride uintptr, n int) {
+	p := unsafe.Add(base, f.offset)
+	switch f.kind {
+	case kindInt32:
+		for i := 0; i < n; i++ {
+			*(*int32)(unsafe.Add(p, uintptr(i)*stride)) = int32(f.defInt)
+		}
+	case kindInt64:
+		for i := 0; i < n; i++ {
+			*(*int64)(unsafe.Add(p, uintptr(i)*stride)) = f.defInt
+		}
+	case kindFloat64:
+		for i := 0; i < n; i++ {
+			*(*float64)(unsafe.Add(p, uintptr(i)*stride)) = f.defFloat
+		}
+	case kindBool:
+		for i := 0; i < n; i++ {
+			*(*bool)(unsafe.Add(p, uintptr(i)*stride)) = f.defBool
+		}
+	case kindString:
+		for i := 0; i < n; i++ {
+			*(*string)(unsafe.Add(p, uintptr(i)*stride)) = f.defString
+		}
+	case kindInt64List:
+		for i := 0; i < n; i++ {
+			*(*[]int64)(unsafe.Add(p, uintptr(i)*stride)) = nil
+		}
+	}
 }

@@ -2,20 +2,34 @@ package datasets
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"math/bits"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
+	"github.com/parquet-go/parquet-go/deprecated"
+	"github.com/parquet-go/parquet-go/encoding/bytestreamsplit"
+	"github.com/parquet-go/parquet-go/encoding/delta"
+	"github.com/parquet-go/parquet-go/encoding/plain"
+	"github.com/parquet-go/parquet-go/encoding/rle"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Writer creates a dataset directory. Tables are written through
@@ -24,28 +38,36 @@ import (
 type Writer struct {
 	dir string
 
-	mu     sync.Mutex
-	m      Manifest
-	open   map[string]bool
-	closed bool
+	mu      sync.Mutex
+	m       Manifest
+	open    map[string]bool
+	tables  map[string]tableAborter
+	closed  bool
+	aborted bool
 }
+
+type tableAborter interface{ abort() }
 
 // CreateOptions tune Create.
 type CreateOptions struct {
-	// Overwrite removes an existing dataset at the path first.
+	// Overwrite removes an existing dataset at the path first. A directory
+	// that is not a steplab dataset (no manifest.json) is never removed.
 	Overwrite bool
 }
 
-// Create starts a dataset at dir with the given manifest (its Tables and
-// Status are managed by the writer). dir must not exist or be empty unless
-// opts.Overwrite is set.
+// Create starts a dataset at dir with the given manifest (its
+// SchemaVersion, Status and Tables are managed by the writer). dir must not
+// exist or be empty unless opts.Overwrite is set and dir holds a dataset.
 func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
+	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
+		return nil, fmt.Errorf("%s: exists and is not a directory", dir)
+	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		if !opts.Overwrite {
 			return nil, fmt.Errorf("%s: already exists and is not empty (use --force to overwrite)", dir)
 		}
 		if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
-			return nil, fmt.Errorf("%s: refusing to overwrite a directory that is not a steplab dataset", dir)
+			return nil, fmt.Errorf("%s: refusing to overwrite a directory that is not a steplab dataset (no %s)", dir, ManifestFile)
 		}
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
@@ -60,7 +82,7 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 		m.Name = filepath.Base(filepath.Clean(dir))
 	}
 	m.Tables = map[string]TableInfo{}
-	w := &Writer{dir: dir, m: m, open: map[string]bool{}}
+	w := &Writer{dir: dir, m: m, open: map[string]bool{}, tables: map[string]tableAborter{}}
 	if err := WriteManifest(dir, &w.m); err != nil {
 		return nil, err
 	}
@@ -70,19 +92,40 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 // Dir is the dataset directory.
 func (w *Writer) Dir() string { return w.dir }
 
+// Manifest returns a copy of the manifest as last written.
+func (w *Writer) Manifest() Manifest {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.m
+	m.Tables = make(map[string]TableInfo, len(w.m.Tables))
+	for k, v := range w.m.Tables {
+		v.Parts = append([]PartInfo(nil), v.Parts...)
+		m.Tables[k] = v
+	}
+	return m
+}
+
 // UpdateManifest lets the caller amend provenance (hardware found during a
-// capture, notes) while the dataset is being written.
+// capture, notes) while the dataset is being written. Changes to
+// SchemaVersion, Status and Tables are ignored.
 func (w *Writer) UpdateManifest(f func(m *Manifest)) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	v, st, tables := w.m.SchemaVersion, w.m.Status, w.m.Tables
 	f(&w.m)
+	w.m.SchemaVersion, w.m.Status, w.m.Tables = v, st, tables
 	return WriteManifest(w.dir, &w.m)
 }
 
-// Close marks the dataset complete. Every table writer must be closed first.
+// Close marks the dataset complete. Every table writer must be closed
+// first. Close is idempotent; after Abort it returns an error and the
+// dataset stays partial.
 func (w *Writer) Close() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.aborted {
+		return fmt.Errorf("dataset %s: %w", w.dir, errWriterAborted)
+	}
 	if w.closed {
 		return nil
 	}
@@ -101,11 +144,20 @@ func (w *Writer) Close() error {
 	return WriteManifest(w.dir, &w.m)
 }
 
-// Abort leaves the dataset partial, recording why. Completed parts stay.
+// Abort leaves the dataset partial, recording why in the manifest's notes.
+// Completed parts stay; the open part of every table still open is
+// discarded and those table writers fail from then on. Abort after Close
+// is a no-op (the dataset stays complete), so `defer w.Abort(...)` is safe.
 func (w *Writer) Abort(reason string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.closed = true
+	if w.closed || w.aborted {
+		return nil
+	}
+	w.aborted = true
+	for _, t := range w.tables {
+		t.abort()
+	}
 	w.m.Status = DatasetPartial
 	if reason != "" {
 		w.m.Notes = append(w.m.Notes, "partial: "+reason)
@@ -136,12 +188,24 @@ type TableOptions struct {
 var DefaultTableOptions = TableOptions{RowGroupRows: 64 * 1024, PartRows: 1 << 20}
 
 // TableWriter streams rows of type T into a table of a dataset, as numbered
-// part files. A part is written under a temporary name and renamed when
-// complete.
+// part files. A part is written under a hidden temporary name
+// (.part-NNNNNN.parquet.tmp) and renamed when complete; only then is it
+// listed in the manifest. Memory use is bounded by one row group and does
+// not grow with the table.
+//
+// Flat row types (int32, int64, float64, bool, string and []int64 list
+// fields, as Step, StepRequest, Request and GPUSample) are written by a
+// columnar encoder that gathers each column straight from the rows; other
+// types go through parquet-go's generic writer. Both write plain Parquet
+// with zstd pages.
+//
+// A TableWriter is not safe for concurrent use; different tables of one
+// Writer may be written from different goroutines.
 type TableWriter[T any] struct {
 	w     *Writer
 	table string
 	opts  TableOptions
+	codec *rowCodec
 
 	part     int
 	f        *os.File
@@ -149,6 +213,7 @@ type TableWriter[T any] struct {
 	h        hash.Hash
 	counter  countingWriter
 	pw       *parquet.GenericWriter[T]
+	cw       *colFileWriter
 	partRows int64
 	err      error
 }
@@ -164,17 +229,27 @@ func NewTableWriter[T any](w *Writer, table string, opts TableOptions) (*TableWr
 	if opts.PartRows <= 0 {
 		opts.PartRows = DefaultTableOptions.PartRows
 	}
+	if table == "" || strings.ContainsAny(table, `/\`) || strings.HasPrefix(table, ".") {
+		return nil, fmt.Errorf("dataset %s: bad table name %q", w.dir, table)
+	}
+	codec, _ := codecFor(reflect.TypeFor[T]())
+	t := &TableWriter[T]{w: w, table: table, opts: opts, codec: codec}
 	w.mu.Lock()
+	if w.closed || w.aborted {
+		w.mu.Unlock()
+		return nil, fmt.Errorf("dataset %s: writer already closed", w.dir)
+	}
 	if _, seen := w.open[table]; seen {
 		w.mu.Unlock()
 		return nil, fmt.Errorf("dataset %s: table %s opened twice", w.dir, table)
 	}
 	w.open[table] = true
+	w.tables[table] = t
 	w.mu.Unlock()
 	if err := os.MkdirAll(TableDir(w.dir, table), 0o755); err != nil {
 		return nil, err
 	}
-	return &TableWriter[T]{w: w, table: table, opts: opts}, nil
+	return t, nil
 }
 
 type countingWriter struct {
@@ -189,46 +264,89 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 func (t *TableWriter[T]) partName() string {
-	return "part-" + fmt.Sprintf("%06d", t.part) + ".parquet"
+	return fmt.Sprintf("part-%06d.parquet", t.part)
+}
+
+func (t *TableWriter[T]) tmpPath() string {
+	return filepath.Join(TableDir(t.w.dir, t.table), "."+t.partName()+".tmp")
 }
 
 func (t *TableWriter[T]) openPart() error {
-	dir := TableDir(t.w.dir, t.table)
-	f, err := os.Create(filepath.Join(dir, "."+t.partName()+".tmp"))
+	f, err := os.Create(t.tmpPath())
 	if err != nil {
 		return err
 	}
 	t.f = f
 	t.h = sha256.New()
-	t.buf = bufio.NewWriterSize(io.MultiWriter(f, t.h), 1<<20)
+	if t.buf == nil {
+		t.buf = bufio.NewWriterSize(nil, 1<<20)
+	}
+	t.buf.Reset(io.MultiWriter(f, t.h))
 	t.counter = countingWriter{w: t.buf}
-	t.pw = parquet.NewGenericWriter[T](&t.counter,
-		parquet.Compression(&zstd.Codec{Level: zstd.SpeedFastest}),
-		parquet.MaxRowsPerRowGroup(int64(t.opts.RowGroupRows)),
-		parquet.KeyValueMetadata("steplab.schema_version", strconv.Itoa(SchemaVersion)),
-		parquet.KeyValueMetadata("steplab.table", t.table),
-	)
 	t.partRows = 0
+	kv := []format.KeyValue{
+		{Key: KeySchemaVersion, Value: strconv.Itoa(SchemaVersion)},
+		{Key: KeyTable, Value: t.table},
+	}
+	if t.codec != nil {
+		t.cw, err = newColFileWriter(&t.counter, t.codec, t.opts.RowGroupRows, kv)
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+			t.f = nil
+		}
+		return err
+	}
+	opts := []parquet.WriterOption{
+		parquet.Compression(zstdCodec),
+		parquet.MaxRowsPerRowGroup(int64(t.opts.RowGroupRows)),
+		parquet.CreatedBy("steplab", "datasets", ""),
+	}
+	for _, e := range kv {
+		opts = append(opts, parquet.KeyValueMetadata(e.Key, e.Value))
+	}
+	t.pw = parquet.NewGenericWriter[T](&t.counter, opts...)
 	return nil
 }
 
-// Write appends rows. Parts roll over at opts.PartRows.
-func (t *TableWriter[T]) Write(rows []T) error {
+// Parquet key-value metadata keys every part carries.
+const (
+	KeySchemaVersion = "steplab.schema_version"
+	KeyTable         = "steplab.table"
+)
+
+var errWriterClosed = errors.New("table writer closed")
+var errWriterAborted = errors.New("dataset writer aborted")
+
+func (t *TableWriter[T]) ready() error {
 	if t.err != nil {
+		if t.err == errWriterClosed || t.err == errWriterAborted {
+			return fmt.Errorf("dataset %s: table %s: %w", t.w.dir, t.table, t.err)
+		}
 		return t.err
 	}
+	if t.f == nil {
+		if t.err = t.openPart(); t.err != nil {
+			return t.err
+		}
+	}
+	return nil
+}
+
+// Write appends rows. Parts roll over at opts.PartRows. After an error the
+// table writer is unusable: every later call returns the same error.
+func (t *TableWriter[T]) Write(rows []T) error {
 	for len(rows) > 0 {
-		if t.pw == nil {
-			if t.err = t.openPart(); t.err != nil {
-				return t.err
-			}
+		if err := t.ready(); err != nil {
+			return err
 		}
 		n := int64(len(rows))
 		if room := t.opts.PartRows - t.partRows; n > room {
 			n = room
 		}
-		if _, err := t.pw.Write(rows[:n]); err != nil {
+		if err := t.writeRows(rows[:n]); err != nil {
 			t.err = fmt.Errorf("%s: write: %w", t.table, err)
+			t.discard()
 			return t.err
 		}
 		t.partRows += n
@@ -242,13 +360,60 @@ func (t *TableWriter[T]) Write(rows []T) error {
 	return nil
 }
 
+// Append writes one row. Rows are copied into the writer's column buffers
+// at once (a []int64 field included), so the caller may reuse the row and
+// its slices; Append does not allocate per row.
+func (t *TableWriter[T]) Append(row T) error {
+	if t.codec == nil || t.partRows+1 >= t.opts.PartRows {
+		return t.Write([]T{row})
+	}
+	if err := t.ready(); err != nil {
+		return err
+	}
+	if err := t.cw.appendRows(unsafe.Pointer(&row), 1); err != nil {
+		t.err = fmt.Errorf("%s: write: %w", t.table, err)
+		t.discard()
+		return t.err
+	}
+	t.partRows++
+	return nil
+}
+
+func (t *TableWriter[T]) writeRows(rows []T) error {
+	if t.cw != nil {
+		return t.cw.appendRows(unsafe.Pointer(unsafe.SliceData(rows)), len(rows))
+	}
+	for i := 0; i < len(rows); i += gatherRows {
+		if _, err := t.pw.Write(rows[i:min(i+gatherRows, len(rows))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rows is the number of rows written to the table so far, in completed
+// parts and the open one.
+func (t *TableWriter[T]) Rows() int64 {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	return t.w.m.Tables[t.table].Rows + t.partRows
+}
+
 // Checkpoint closes the open part, making every row written so far durable.
 // Captures call it periodically; it is a no-op when no rows are pending.
 func (t *TableWriter[T]) Checkpoint() error {
-	if t.pw == nil {
+	if t.err != nil {
+		return t.err
+	}
+	if t.f == nil {
 		return nil
 	}
-	err := t.pw.Close()
+	var err error
+	if t.cw != nil {
+		err = t.cw.close()
+	} else {
+		err = t.pw.Close()
+	}
 	if err == nil {
 		err = t.buf.Flush()
 	}
@@ -259,23 +424,49 @@ func (t *TableWriter[T]) Checkpoint() error {
 		err = cerr
 	}
 	tmp := t.f.Name()
-	t.pw, t.f = nil, nil
+	t.pw, t.cw, t.f = nil, nil, nil
 	if err != nil {
 		os.Remove(tmp)
-		return fmt.Errorf("%s: finishing part %d: %w", t.table, t.part, err)
+		t.err = fmt.Errorf("%s: finishing part %d: %w", t.table, t.part, err)
+		return t.err
 	}
 	final := filepath.Join(TableDir(t.w.dir, t.table), t.partName())
 	if err := os.Rename(tmp, final); err != nil {
+		t.err = err
 		return err
 	}
 	rel, _ := filepath.Rel(t.w.dir, final)
 	info := PartInfo{File: filepath.ToSlash(rel), Rows: t.partRows, Bytes: t.counter.n, SHA256: hex.EncodeToString(t.h.Sum(nil))}
 	t.part++
-	return t.w.partDone(t.table, info)
+	t.partRows = 0
+	if err := t.w.partDone(t.table, info); err != nil {
+		t.err = err
+		return err
+	}
+	return nil
 }
 
-// Close finishes the table. A table with no rows still gets one (empty)
-// part so that readers see its schema.
+// discard drops the open part (its temporary file).
+func (t *TableWriter[T]) discard() {
+	if t.f != nil {
+		name := t.f.Name()
+		t.f.Close()
+		os.Remove(name)
+		t.f, t.pw, t.cw = nil, nil, nil
+	}
+}
+
+// abort is called by Writer.Abort for a table still open.
+func (t *TableWriter[T]) abort() {
+	t.discard()
+	if t.err == nil {
+		t.err = errWriterAborted
+	}
+}
+
+// Close finishes the table: the open part is completed and listed. A table
+// with no rows still gets one (empty) part so that readers see its schema.
+// Close is idempotent; after an error it returns that error.
 func (t *TableWriter[T]) Close() error {
 	if t.err == errWriterClosed {
 		return nil
@@ -283,8 +474,8 @@ func (t *TableWriter[T]) Close() error {
 	if t.err != nil {
 		return t.err
 	}
-	if t.pw == nil && t.part == 0 {
-		if err := t.openPart(); err != nil {
+	if t.f == nil && t.part == 0 {
+		if err := t.ready(); err != nil {
 			return err
 		}
 	}
@@ -293,9 +484,539 @@ func (t *TableWriter[T]) Close() error {
 	}
 	t.w.mu.Lock()
 	t.w.open[t.table] = false
+	delete(t.w.tables, t.table)
 	t.w.mu.Unlock()
 	t.err = errWriterClosed
 	return nil
 }
 
-var errWriterClosed = errors.New("table writer closed")
+// ---- columnar part writer -------------------------------------------------
+//
+// colFileWriter writes one Parquet file from rows of a flat struct (see
+// rowCodec), column by column through field offsets. It produces plain
+// Parquet: data pages v1, zstd, DELTA_BINARY_PACKED for int columns tagged
+// delta, dictionary encoding for string columns tagged dict, PLAIN
+// otherwise, no statistics, no page index, no extension types, and no
+// timestamps, so equal rows give byte-identical files.
+
+const (
+	// pageRows is the number of rows per data page.
+	pageRows = 32768
+	// gatherRows bounds one pass of a column over the rows, so that the rows
+	// read stay in cache while each column gathers its field.
+	gatherRows = 256
+)
+
+type colFileWriter struct {
+	out       io.Writer
+	pos       int64
+	codec     *rowCodec
+	cols      []*colEnc
+	rgMax     int
+	pageFill  int
+	rgFill    int
+	rowGroups []format.RowGroup
+	numRows   int64
+	kv        []format.KeyValue
+	zstd      *zstd.Codec
+	hdr       bytes.Buffer
+	enc       *thrift.Encoder
+	body, tmp []byte
+	comp      []byte
+	err       error
+}
+
+type colEnc struct {
+	f    *codecField
+	typ  format.Type
+	path []string
+
+	// values of the page being filled
+	i64   []int64
+	i32   []int32
+	f64   []float64
+	bools []byte
+	plain []byte
+	idx   []int32
+	defs  []byte
+	reps  []byte
+	ents  int
+
+	// dictionary of the row group (string columns tagged dict)
+	dict     map[string]int32
+	dictVals []string
+	last     string
+	lastIdx  int32
+	haveLast bool
+
+	// encoded data pages of the row group
+	chunk        []byte
+	uncompressed int64
+	numValues    int64
+	valueEnc     format.Encoding
+	skip         int // pages left to store without trying zstd
+}
+
+var zstdCodec = &zstd.Codec{Level: zstd.SpeedFastest, Concurrency: 1}
+
+func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.KeyValue) (*colFileWriter, error) {
+	w := &colFileWriter{out: out, codec: c, rgMax: rowGroupRows, kv: kv, zstd: zstdCodec}
+	w.enc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&w.hdr))
+	for i := range c.fields {
+		f := &c.fields[i]
+		ce := &colEnc{f: f, path: []string{f.name}}
+		switch f.kind {
+		case kindInt32:
+			ce.typ, ce.valueEnc = format.Int32, format.Plain
+			if f.delta {
+				ce.valueEnc = format.DeltaBinaryPacked
+			}
+		case kindInt64:
+			ce.typ, ce.valueEnc = format.Int64, format.Plain
+			if f.delta {
+				ce.valueEnc = format.DeltaBinaryPacked
+			}
+		case kindInt64List:
+			ce.typ, ce.valueEnc = format.Int64, format.Plain
+			ce.path = []string{f.name, "list", "element"}
+		case kindFloat64:
+			ce.typ, ce.valueEnc = format.Double, format.Plain
+			if f.split {
+				ce.valueEnc = format.ByteStreamSplit
+			}
+		case kindBool:
+			ce.typ, ce.valueEnc = format.Boolean, format.Plain
+		case kindString:
+			ce.typ, ce.valueEnc = format.ByteArray, format.Plain
+			if f.dict {
+				ce.valueEnc = format.RLEDictionary
+				ce.dict = map[string]int32{}
+			}
+		}
+		w.cols = append(w.cols, ce)
+	}
+	if err := w.write([]byte("PAR1")); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *colFileWriter) write(b []byte) error {
+	if w.err != nil {
+		return w.err
+	}
+	n, err := w.out.Write(b)
+	w.pos += int64(n)
+	w.err = err
+	return err
+}
+
+// appendRows adds n rows of the codec's struct type starting at base.
+func (w *colFileWriter) appendRows(base unsafe.Pointer, n int) error {
+	stride := w.codec.size
+	for done := 0; done < n; {
+		if w.err != nil {
+			return w.err
+		}
+		k := min(n-done, gatherRows, pageRows-w.pageFill, w.rgMax-w.rgFill)
+		// Never form a pointer past the last row: the GC would see it.
+		p := unsafe.Add(base, uintptr(done)*stride)
+		for _, c := range w.cols {
+			c.gather(p, stride, k)
+		}
+		w.pageFill += k
+		w.rgFill += k
+		w.numRows += int64(k)
+		done += k
+		if w.rgFill >= w.rgMax {
+			if err := w.flushRowGroup(); err != nil {
+				return err
+			}
+		} else if w.pageFill >= pageRows {
+			if err := w.flushPages(); err != nil {
+				return err
+			}
+		}
+	}
+	return w.err
+}
+
+func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
+	p := unsafe.Add(base, c.f.offset)
+	switch c.f.kind {
+	case kindInt64:
+		l := len(c.i64)
+		c.i64 = slices.Grow(c.i64, n)[:l+n]
+		dst := c.i64[l:]
+		for i := range dst {
+			dst[i] = *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+		}
+	case kindInt32:
+		l := len(c.i32)
+		c.i32 = slices.Grow(c.i32, n)[:l+n]
+		dst := c.i32[l:]
+		for i := range dst {
+			dst[i] = *(*int32)(unsafe.Add(p, uintptr(i)*stride))
+		}
+	case kindFloat64:
+		l := len(c.f64)
+		c.f64 = slices.Grow(c.f64, n)[:l+n]
+		dst := c.f64[l:]
+		for i := range dst {
+			dst[i] = *(*float64)(unsafe.Add(p, uintptr(i)*stride))
+		}
+	case kindBool:
+		l := len(c.bools)
+		c.bools = slices.Grow(c.bools, n)[:l+n]
+		dst := c.bools[l:]
+		for i := range dst {
+			if *(*bool)(unsafe.Add(p, uintptr(i)*stride)) {
+				dst[i] = 1
+			} else {
+				dst[i] = 0
+			}
+		}
+	case kindString:
+		if c.dict == nil {
+			for i := 0; i < n; i++ {
+				s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
+				c.plain = binary.LittleEndian.AppendUint32(c.plain, uint32(len(s)))
+				c.plain = append(c.plain, s...)
+			}
+			break
+		}
+		l := len(c.idx)
+		c.idx = slices.Grow(c.idx, n)[:l+n]
+		dst := c.idx[l:]
+		for i := range dst {
+			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
+			if c.haveLast && s == c.last {
+				dst[i] = c.lastIdx
+				continue
+			}
+			id, ok := c.dict[s]
+			if !ok {
+				id = int32(len(c.dictVals))
+				c.dict[s] = id
+				c.dictVals = append(c.dictVals, s)
+			}
+			c.last, c.lastIdx, c.haveLast = s, id, true
+			dst[i] = id
+		}
+	case kindInt64List:
+		for i := 0; i < n; i++ {
+			l := *(*[]int64)(unsafe.Add(p, uintptr(i)*stride))
+			if len(l) == 0 {
+				c.reps = append(c.reps, 0)
+				c.defs = append(c.defs, 0)
+				c.ents++
+				continue
+			}
+			c.reps = append(c.reps, 0)
+			for range len(l) - 1 {
+				c.reps = append(c.reps, 1)
+			}
+			for range l {
+				c.defs = append(c.defs, 1)
+			}
+			c.i64 = append(c.i64, l...)
+			c.ents += len(l)
+		}
+		return
+	}
+	c.ents += n
+}
+
+// flushPages encodes the open page of every column.
+func (w *colFileWriter) flushPages() error {
+	if w.pageFill == 0 {
+		return w.err
+	}
+	for _, c := range w.cols {
+		if err := w.flushPage(c); err != nil {
+			w.err = err
+			return err
+		}
+	}
+	w.pageFill = 0
+	return nil
+}
+
+func appendLevels(dst, tmp []byte, levels []byte) ([]byte, []byte, error) {
+	var err error
+	tmp, err = (&rle.Encoding{BitWidth: 1}).EncodeLevels(tmp, levels)
+	if err != nil {
+		return dst, tmp, err
+	}
+	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(tmp)))
+	return append(dst, tmp...), tmp, nil
+}
+
+func (w *colFileWriter) flushPage(c *colEnc) error {
+	var err error
+	body := w.body[:0]
+	tmp := w.tmp
+	switch c.f.kind {
+	case kindInt64List:
+		if body, tmp, err = appendLevels(body, tmp, c.reps); err != nil {
+			return err
+		}
+		if body, tmp, err = appendLevels(body, tmp, c.defs); err != nil {
+			return err
+		}
+		tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
+		body = append(body, tmp...)
+	case kindInt64:
+		if c.valueEnc == format.DeltaBinaryPacked {
+			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt64(tmp, c.i64)
+		} else {
+			tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
+		}
+		body = append(body, tmp...)
+	case kindInt32:
+		if c.valueEnc == format.DeltaBinaryPacked {
+			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(tmp, c.i32)
+		} else {
+			tmp, err = (&plain.Encoding{}).EncodeInt32(tmp, c.i32)
+		}
+		body = append(body, tmp...)
+	case kindFloat64:
+		if c.valueEnc == format.ByteStreamSplit {
+			tmp, err = (&bytestreamsplit.Encoding{}).EncodeDouble(tmp, c.f64)
+		} else {
+			tmp, err = (&plain.Encoding{}).EncodeDouble(tmp, c.f64)
+		}
+		body = append(body, tmp...)
+	case kindBool:
+		nb := (len(c.bools) + 7) / 8
+		body = slices.Grow(body, nb)[:nb]
+		clear(body)
+		for i, b := range c.bools {
+			body[i>>3] |= b << (i & 7)
+		}
+	case kindString:
+		if c.dict == nil {
+			body = append(body, c.plain...)
+			break
+		}
+		bw := max(1, bits.Len32(uint32(len(c.dictVals)-1)))
+		body = append(body, byte(bw))
+		tmp, err = (&rle.Encoding{BitWidth: bw}).EncodeInt32(tmp, c.idx)
+		body = append(body, tmp...)
+	}
+	if err != nil {
+		return fmt.Errorf("column %s: encoding page: %w", c.f.name, err)
+	}
+	w.body, w.tmp = body, tmp
+	hdr := format.PageHeader{
+		Type:                 format.DataPage,
+		UncompressedPageSize: int32(len(body)),
+		DataPageHeader: thrift.New(format.DataPageHeader{
+			NumValues:               int32(c.ents),
+			Encoding:                c.valueEnc,
+			DefinitionLevelEncoding: format.RLE,
+			RepetitionLevelEncoding: format.RLE,
+		}),
+	}
+	if err := w.appendPage(&c.chunk, &c.uncompressed, &hdr, body, &c.skip); err != nil {
+		return fmt.Errorf("column %s: %w", c.f.name, err)
+	}
+	c.numValues += int64(c.ents)
+	c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
+	c.defs, c.reps, c.ents = c.defs[:0], c.reps[:0], 0
+	return nil
+}
+
+// appendPage compresses body and appends its header and bytes to dst.
+// skip (may be nil) is the column's adaptive-compression state: a column
+// whose last page did not shrink by an eighth under zstd (random timing
+// jitter after delta encoding does not) has its next pages stored as zstd
+// frames of raw blocks, trying compression again every rawRetry pages.
+// Either way the page is a valid zstd frame.
+func (w *colFileWriter) appendPage(dst *[]byte, uncompressed *int64, hdr *format.PageHeader, body []byte, skip *int) error {
+	var comp []byte
+	if skip != nil && *skip > 0 {
+		*skip--
+		comp = appendZstdRaw(w.comp[:0], body)
+	} else {
+		var err error
+		comp, err = w.zstd.Encode(w.comp, body)
+		if err != nil {
+			return err
+		}
+		if skip != nil && len(comp) > len(body)-len(body)/8 {
+			*skip = rawRetry
+		}
+	}
+	w.comp = comp
+	hdr.CompressedPageSize = int32(len(comp))
+	w.hdr.Reset()
+	if err := w.enc.Encode(hdr); err != nil {
+		return err
+	}
+	*dst = append(*dst, w.hdr.Bytes()...)
+	*dst = append(*dst, comp...)
+	*uncompressed += int64(w.hdr.Len() + len(body))
+	return nil
+}
+
+func (w *colFileWriter) flushRowGroup() error {
+	if w.rgFill == 0 {
+		return w.err
+	}
+	if err := w.flushPages(); err != nil {
+		return err
+	}
+	rg := format.RowGroup{NumRows: int64(w.rgFill), FileOffset: w.pos, Ordinal: int16(len(w.rowGroups))}
+	for _, c := range w.cols {
+		start := w.pos
+		var dictOff int64
+		uncompressed := c.uncompressed
+		encs := []format.Encoding{c.valueEnc}
+		if c.dict != nil {
+			body := w.body[:0]
+			for _, s := range c.dictVals {
+				body = binary.LittleEndian.AppendUint32(body, uint32(len(s)))
+				body = append(body, s...)
+			}
+			w.body = body
+			var page []byte
+			hdr := format.PageHeader{
+				Type:                 format.DictionaryPage,
+				UncompressedPageSize: int32(len(body)),
+				DictionaryPageHeader: thrift.New(format.DictionaryPageHeader{NumValues: int32(len(c.dictVals)), Encoding: format.Plain}),
+			}
+			if err := w.appendPage(&page, &uncompressed, &hdr, body, nil); err != nil {
+				w.err = err
+				return err
+			}
+			dictOff = w.pos
+			if err := w.write(page); err != nil {
+				return err
+			}
+			encs = []format.Encoding{format.Plain, format.RLEDictionary}
+		}
+		if c.f.kind == kindInt64List {
+			encs = append(encs, format.RLE)
+		}
+		dataOff := w.pos
+		if err := w.write(c.chunk); err != nil {
+			return err
+		}
+		rg.Columns = append(rg.Columns, format.ColumnChunk{
+			FileOffset: start,
+			MetaData: format.ColumnMetaData{
+				Type:                  c.typ,
+				Encoding:              encs,
+				PathInSchema:          c.path,
+				Codec:                 format.Zstd,
+				NumValues:             c.numValues,
+				TotalUncompressedSize: uncompressed,
+				TotalCompressedSize:   w.pos - start,
+				DataPageOffset:        dataOff,
+				DictionaryPageOffset:  dictOff,
+			},
+		})
+		rg.TotalByteSize += uncompressed
+		c.chunk, c.uncompressed, c.numValues = c.chunk[:0], 0, 0
+		if c.dict != nil {
+			clear(c.dict)
+			c.dictVals, c.haveLast = c.dictVals[:0], false
+		}
+	}
+	rg.TotalCompressedSize = w.pos - rg.FileOffset
+	w.rowGroups = append(w.rowGroups, rg)
+	w.rgFill = 0
+	return w.err
+}
+
+// schemaElements is the Parquet schema of the codec's struct.
+func (c *rowCodec) schemaElements() []format.SchemaElement {
+	els := []format.SchemaElement{{Name: "schema", NumChildren: thrift.New(int32(len(c.fields)))}}
+	req := thrift.New(format.Required)
+	for _, f := range c.fields {
+		switch f.kind {
+		case kindInt32:
+			els = append(els, format.SchemaElement{Name: f.name, Type: thrift.New(format.Int32), RepetitionType: req})
+		case kindInt64:
+			els = append(els, format.SchemaElement{Name: f.name, Type: thrift.New(format.Int64), RepetitionType: req})
+		case kindFloat64:
+			els = append(els, format.SchemaElement{Name: f.name, Type: thrift.New(format.Double), RepetitionType: req})
+		case kindBool:
+			els = append(els, format.SchemaElement{Name: f.name, Type: thrift.New(format.Boolean), RepetitionType: req})
+		case kindString:
+			els = append(els, format.SchemaElement{Name: f.name, Type: thrift.New(format.ByteArray), RepetitionType: req,
+				ConvertedType: thrift.New(deprecated.UTF8), LogicalType: format.LogicalType{Value: &format.StringType{}}})
+		case kindInt64List:
+			els = append(els,
+				format.SchemaElement{Name: f.name, RepetitionType: req, NumChildren: thrift.New(int32(1)),
+					ConvertedType: thrift.New(deprecated.List), LogicalType: format.LogicalType{Value: &format.ListType{}}},
+				format.SchemaElement{Name: "list", RepetitionType: thrift.New(format.Repeated), NumChildren: thrift.New(int32(1))},
+				format.SchemaElement{Name: "element", Type: thrift.New(format.Int64), RepetitionType: req},
+			)
+		}
+	}
+	return els
+}
+
+// close writes the last row group and the footer.
+func (w *colFileWriter) close() error {
+	if err := w.flushRowGroup(); err != nil {
+		return err
+	}
+	md := format.FileMetaData{
+		Version:          2,
+		Schema:           w.codec.schemaElements(),
+		NumRows:          w.numRows,
+		RowGroups:        w.rowGroups,
+		KeyValueMetadata: w.kv,
+		CreatedBy:        "steplab datasets (schema version " + strconv.Itoa(SchemaVersion) + ")",
+	}
+	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
+	if err != nil {
+		return err
+	}
+	footer = binary.LittleEndian.AppendUint32(footer, uint32(len(footer)))
+	footer = append(footer, "PAR1"...)
+	return w.write(footer)
+}
+
+// rawRetry is the number of pages stored raw after a page that zstd could
+// not shrink, before compression is tried again.
+const rawRetry = 7
+
+// appendZstdRaw appends src to dst as one zstd frame (RFC 8878) made of raw
+// blocks: a valid zstd stream any decoder reads, written at memcpy speed.
+func appendZstdRaw(dst, src []byte) []byte {
+	dst = append(dst, 0x28, 0xB5, 0x2F, 0xFD) // magic
+	// Frame header: single segment, content size in 1, 2, 4 or 8 bytes.
+	n := uint64(len(src))
+	switch {
+	case n < 256:
+		dst = append(dst, 0<<6|1<<5, byte(n))
+	case n < 65536+256:
+		dst = append(dst, 1<<6|1<<5)
+		dst = binary.LittleEndian.AppendUint16(dst, uint16(n-256))
+	case n <= 0xFFFFFFFF:
+		dst = append(dst, 2<<6|1<<5)
+		dst = binary.LittleEndian.AppendUint32(dst, uint32(n))
+	default:
+		dst = append(dst, 3<<6|1<<5)
+		dst = binary.LittleEndian.AppendUint64(dst, n)
+	}
+	const maxBlock = 128 << 10
+	for {
+		k := min(len(src), maxBlock)
+		last := uint32(0)
+		if k == len(src) {
+			last = 1
+		}
+		h := last | 0<<1 | uint32(k)<<3 // block type 0: raw
+		dst = append(dst, byte(h), byte(h>>8), byte(h>>16))
+		dst = append(dst, src[:k]...)
+		src = src[k:]
+		if last == 1 {
+			return dst
+		}
+	}
+}
