@@ -1,0 +1,150 @@
+"""Model presets, engine configuration and the memory estimate made before
+anything is allocated."""
+
+import torch
+
+PRESETS = {
+    "llama-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128,
+                     intermediate=14336, vocab=128256, dtype="bfloat16",
+                     rope_theta=500000.0, rms_eps=1e-5, tie_word_embeddings=False),
+    "tiny": dict(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
+                 intermediate=128, vocab=512, dtype="bfloat16",
+                 rope_theta=10000.0, rms_eps=1e-5, tie_word_embeddings=True),
+}
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+GiB = 1 << 30
+# CUDA graph pools, allocator fragmentation, Triton/cuBLAS workspaces.
+CUDA_MARGIN = 1 * GiB
+
+
+class ConfigError(Exception):
+    pass
+
+
+def _int(d, k, default, lo=None):
+    v = d.get(k, default)
+    if v is None:
+        v = default
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ConfigError("init.%s must be an integer, got %r" % (k, v))
+    if lo is not None and v < lo:
+        raise ConfigError("init.%s must be >= %d, got %d" % (k, lo, v))
+    return v
+
+
+def _float(d, k, default):
+    v = d.get(k, default)
+    if v is None:
+        v = default
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise ConfigError("init.%s must be a number, got %r" % (k, v))
+    return float(v)
+
+
+class ModelConfig:
+    FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab",
+              "dtype", "rope_theta", "rms_eps", "tie_word_embeddings")
+
+    def __init__(self, preset, overrides):
+        if preset not in PRESETS:
+            raise ConfigError("unknown model preset %r (known: %s)" % (preset, ", ".join(sorted(PRESETS))))
+        c = dict(PRESETS[preset])
+        if overrides is not None:
+            if not isinstance(overrides, dict):
+                raise ConfigError("init.model_config must be a map")
+            for k, v in overrides.items():
+                if k not in self.FIELDS:
+                    raise ConfigError("init.model_config: unknown field %r (known: %s)" % (k, ", ".join(self.FIELDS)))
+                if v is not None:
+                    c[k] = v
+        for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"):
+            v = c[k]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError("model_config.%s must be a positive integer, got %r" % (k, v))
+        if c["dtype"] not in DTYPES:
+            raise ConfigError("model_config.dtype must be one of %s, got %r" % (sorted(DTYPES), c["dtype"]))
+        if c["heads"] % c["kv_heads"]:
+            raise ConfigError("model_config.heads (%d) must be a multiple of kv_heads (%d)" % (c["heads"], c["kv_heads"]))
+        if c["head_dim"] % 2:
+            raise ConfigError("model_config.head_dim must be even (RoPE)")
+        if not isinstance(c["tie_word_embeddings"], bool):
+            raise ConfigError("model_config.tie_word_embeddings must be a bool")
+        c["rope_theta"] = float(c["rope_theta"])
+        c["rms_eps"] = float(c["rms_eps"])
+        self.__dict__.update(c)
+        self.preset = preset
+
+    @property
+    def torch_dtype(self):
+        return DTYPES[self.dtype]
+
+    @property
+    def elt(self):
+        return torch.tensor([], dtype=self.torch_dtype).element_size()
+
+    def as_dict(self):
+        return {k: getattr(self, k) for k in self.FIELDS}
+
+    def weight_elems(self):
+        h, d = self.hidden, self.head_dim
+        qkv = h * (self.heads + 2 * self.kv_heads) * d
+        o = self.heads * d * h
+        mlp = 3 * h * self.intermediate
+        per_layer = qkv + o + mlp + 2 * h
+        emb = self.vocab * h
+        lm = 0 if self.tie_word_embeddings else self.vocab * h
+        return self.layers * per_layer + emb + lm + h
+
+    def weight_bytes(self):
+        return self.weight_elems() * self.elt
+
+    def kv_bytes_per_block(self, block_size):
+        return 2 * self.layers * block_size * self.kv_heads * self.head_dim * self.elt
+
+
+class EngineConfig:
+    def __init__(self, msg):
+        pv = msg.get("protocol_version", 1)
+        if pv is not None and pv != 1:
+            raise ConfigError("protocol_version %r not supported (this worker speaks 1)" % (pv,))
+        preset = msg.get("model", "llama-8b") or "llama-8b"
+        if not isinstance(preset, str):
+            raise ConfigError("init.model must be a string")
+        self.model = ModelConfig(preset, msg.get("model_config"))
+        self.seed = _int(msg, "seed", 0)
+        dev = msg.get("device", "cuda") or "cuda"
+        if not isinstance(dev, str) or not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:")):
+            raise ConfigError("init.device must be 'cuda', 'cuda:N' or 'cpu', got %r" % (dev,))
+        self.device = dev
+        self.num_gpu_blocks = _int(msg, "num_gpu_blocks", 0, lo=0)
+        self.gpu_memory_utilization = _float(msg, "gpu_memory_utilization", 0.9)
+        if not 0.0 < self.gpu_memory_utilization <= 1.0:
+            raise ConfigError("init.gpu_memory_utilization must be in (0, 1]")
+        self.block_size = _int(msg, "block_size", 16, lo=1)
+        self.max_num_seqs = _int(msg, "max_num_seqs", 256, lo=1)
+        self.max_num_batched_tokens = _int(msg, "max_num_batched_tokens", 8192, lo=1)
+        self.max_model_len = _int(msg, "max_model_len", 8192, lo=2)
+        sizes = msg.get("cuda_graph_sizes", []) or []
+        if not isinstance(sizes, list) or any(isinstance(s, bool) or not isinstance(s, int) or s < 1 for s in sizes):
+            raise ConfigError("init.cuda_graph_sizes must be a list of positive integers")
+        self.cuda_graph_sizes = sorted(set(sizes))
+        be = msg.get("attention_backend", "auto") or "auto"
+        if be not in ("auto", "triton", "torch"):
+            raise ConfigError("init.attention_backend must be auto, triton or torch, got %r" % (be,))
+        self.attention_backend = be
+
+    @property
+    def max_blocks_per_req(self):
+        return -(-self.max_model_len // self.block_size)
+
+    def activation_bytes(self):
+        """Rough peak of the forward pass's temporaries plus sampling buffers."""
+        m = self.model
+        t = max(self.max_num_batched_tokens, self.max_num_seqs)
+        per_tok = (4 * m.hidden + 2 * (m.heads + 2 * m.kv_heads) * m.head_dim + 4 * m.intermediate) * m.elt
+        logits = self.max_num_seqs * m.vocab * 4 * 4  # fp32 logits, probs, sorted, noise
+        bufs = t * 8 * 6 + self.max_num_seqs * self.max_blocks_per_req * 4
+        split_bufs = 64 * 16 * m.heads * (m.head_dim + 2) * 4
+        return t * per_tok + logits + bufs + split_bufs

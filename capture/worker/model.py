@@ -1,0 +1,161 @@
+"""A Llama-architecture decoder (RMSNorm, RoPE, GQA attention over a paged KV
+cache, SwiGLU MLP, tied or untied LM head) with seeded random weights.
+
+The weights are random (std 0.02, norms 1) so that the worker costs what a
+real model of the shape costs without any checkpoint; activations stay
+finite because every block is pre-normalised.
+"""
+
+import torch
+import torch.nn.functional as F
+
+from attention import paged_attention_torch, softmax_scale
+
+WEIGHT_STD = 0.02
+
+
+class AttnMeta:
+    """Per-step attention inputs (device tensors, plus host copies for the
+    per-request torch backend)."""
+
+    __slots__ = ("num_reqs", "num_tokens", "max_q_len", "qsl", "seq_lens", "block_table",
+                 "slot_mapping", "qsl_cpu", "seq_lens_cpu")
+
+    def __init__(self, num_reqs, num_tokens, max_q_len, qsl, seq_lens, block_table, slot_mapping,
+                 qsl_cpu=None, seq_lens_cpu=None):
+        self.num_reqs = num_reqs
+        self.num_tokens = num_tokens
+        self.max_q_len = max_q_len
+        self.qsl = qsl
+        self.seq_lens = seq_lens
+        self.block_table = block_table
+        self.slot_mapping = slot_mapping
+        self.qsl_cpu = qsl_cpu
+        self.seq_lens_cpu = seq_lens_cpu
+
+
+def _randn(shape, gen, device, dtype, std=WEIGHT_STD):
+    t = torch.empty(shape, dtype=torch.float32, device=device)
+    t.normal_(0.0, std, generator=gen)
+    return t.to(dtype)
+
+
+class Layer:
+    __slots__ = ("in_norm", "qkv", "o", "post_norm", "gate_up", "down")
+
+
+class LlamaModel:
+    def __init__(self, cfg, max_model_len, device, seed, triton_attn=None):
+        self.cfg = cfg
+        self.device = device
+        dt = cfg.torch_dtype
+        gen = torch.Generator(device=device)
+        gen.manual_seed(seed)
+        h, d = cfg.hidden, cfg.head_dim
+        self.embed = _randn((cfg.vocab, h), gen, device, dt)
+        self.layers = []
+        for _ in range(cfg.layers):
+            L = Layer()
+            L.in_norm = torch.ones(h, dtype=dt, device=device)
+            L.qkv = _randn(((cfg.heads + 2 * cfg.kv_heads) * d, h), gen, device, dt)
+            L.o = _randn((h, cfg.heads * d), gen, device, dt)
+            L.post_norm = torch.ones(h, dtype=dt, device=device)
+            L.gate_up = _randn((2 * cfg.intermediate, h), gen, device, dt)
+            L.down = _randn((h, cfg.intermediate), gen, device, dt)
+            self.layers.append(L)
+        self.final_norm = torch.ones(h, dtype=dt, device=device)
+        self.lm_head = self.embed if cfg.tie_word_embeddings else _randn((cfg.vocab, h), gen, device, dt)
+        # RoPE tables (neox / rotate-half layout, as Llama).
+        inv_freq = 1.0 / (cfg.rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d))
+        pos = torch.arange(max_model_len, dtype=torch.float32)
+        freqs = torch.outer(pos, inv_freq)
+        self.cos = freqs.cos().to(device=device, dtype=dt)
+        self.sin = freqs.sin().to(device=device, dtype=dt)
+        self.scale = softmax_scale(d)
+        self.triton_attn = triton_attn
+
+    def weight_bytes(self):
+        tensors = [self.embed, self.final_norm] + ([] if self.lm_head is self.embed else [self.lm_head])
+        for L in self.layers:
+            tensors += [L.in_norm, L.qkv, L.o, L.post_norm, L.gate_up, L.down]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+    def _rms(self, x, w):
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.cfg.rms_eps)
+        return xf.to(x.dtype) * w
+
+    def _rope(self, x, cos, sin):
+        half = x.shape[-1] // 2
+        x1 = x[..., :half]
+        x2 = x[..., half:]
+        return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+
+    def forward(self, input_ids, positions, meta, k_cache, v_cache):
+        """input_ids, positions: [T]; returns hidden states [T, hidden]
+        (before the final norm). k_cache/v_cache: [layers, blocks, bs, KVH, D]."""
+        cfg = self.cfg
+        T = input_ids.shape[0]
+        H, KVH, D = cfg.heads, cfg.kv_heads, cfg.head_dim
+        x = F.embedding(input_ids, self.embed)
+        cos = self.cos.index_select(0, positions).unsqueeze(1)
+        sin = self.sin.index_select(0, positions).unsqueeze(1)
+        slots = meta.slot_mapping
+        for li, L in enumerate(self.layers):
+            a = self._rms(x, L.in_norm)
+            qkv = F.linear(a, L.qkv)
+            q = qkv[:, : H * D].view(T, H, D)
+            k = qkv[:, H * D: (H + KVH) * D].view(T, KVH, D)
+            v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
+            q = self._rope(q, cos, sin)
+            k = self._rope(k, cos, sin)
+            kc = k_cache[li]
+            vc = v_cache[li]
+            nb, bs = kc.shape[0], kc.shape[1]
+            kc.view(nb * bs, KVH, D).index_copy_(0, slots, k)
+            vc.view(nb * bs, KVH, D).index_copy_(0, slots, v.contiguous())
+            if self.triton_attn is not None:
+                o = self.triton_attn(q, kc, vc, meta.block_table, meta.seq_lens, meta.qsl,
+                                     meta.num_reqs, meta.max_q_len, self.scale)
+            else:
+                o = paged_attention_torch(q, kc, vc, meta.block_table, meta.qsl_cpu, meta.seq_lens_cpu,
+                                          meta.num_reqs, self.scale)
+            x = x + F.linear(o.view(T, H * D), L.o)
+            a = self._rms(x, L.post_norm)
+            gu = F.linear(a, L.gate_up)
+            g, u = gu.chunk(2, dim=-1)
+            x = x + F.linear(F.silu(g) * u, L.down)
+        return x
+
+    def logits(self, hidden):
+        return F.linear(self._rms(hidden, self.final_norm), self.lm_head).float()
+
+    def dense_forward(self, token_ids):
+        """Reference: one sequence, no KV cache, full causal attention.
+        Returns float32 logits [len, vocab]."""
+        cfg = self.cfg
+        ids = torch.tensor(token_ids, dtype=torch.long, device=self.device)
+        T = ids.shape[0]
+        H, KVH, D = cfg.heads, cfg.kv_heads, cfg.head_dim
+        G = H // KVH
+        pos = torch.arange(T, device=self.device)
+        cos = self.cos.index_select(0, pos).unsqueeze(1)
+        sin = self.sin.index_select(0, pos).unsqueeze(1)
+        x = F.embedding(ids, self.embed)
+        mask = torch.ones(T, T, dtype=torch.bool, device=self.device).triu(1)
+        for L in self.layers:
+            a = self._rms(x, L.in_norm)
+            qkv = F.linear(a, L.qkv)
+            q = self._rope(qkv[:, : H * D].view(T, H, D), cos, sin)
+            k = self._rope(qkv[:, H * D: (H + KVH) * D].view(T, KVH, D), cos, sin)
+            v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
+            k = k.repeat_interleave(G, dim=1)
+            v = v.repeat_interleave(G, dim=1)
+            s = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * self.scale
+            s = s.masked_fill(mask, float("-inf"))
+            o = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v.float()).to(x.dtype)
+            x = x + F.linear(o.reshape(T, H * D), L.o)
+            a = self._rms(x, L.post_norm)
+            g, u = F.linear(a, L.gate_up).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(g) * u, L.down)
+        return self.logits(x)

@@ -1,0 +1,458 @@
+"""Tests of the steplab GPU worker on CPU with the tiny shape.
+
+Run: /usr/bin/python3 -m pytest capture/worker/test_worker.py
+"""
+
+import os
+import struct
+import subprocess
+import sys
+import time
+
+import msgpack
+import numpy as np
+import pytest
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import attention  # noqa: E402
+from config import EngineConfig  # noqa: E402
+from framing import Client, encode_frame  # noqa: E402
+from runner import ModelRunner, StepError  # noqa: E402
+
+WORKER = os.path.join(HERE, "worker.py")
+
+
+# ---------------------------------------------------------------- helpers
+def tiny_init(**kw):
+    m = dict(type="init", model="tiny", device="cpu", seed=7, num_gpu_blocks=128, block_size=4,
+             max_num_seqs=8, max_num_batched_tokens=64, max_model_len=64, cuda_graph_sizes=[],
+             attention_backend="auto")
+    m.update(kw)
+    return m
+
+
+def new_req(rid, prompt, blocks, computed=0, temperature=0.0, seed=None, top_p=1.0, top_k=0):
+    return {"req_id": rid, "prompt_token_ids": list(prompt), "block_ids": list(blocks),
+            "num_computed_tokens": computed,
+            "sampling_params": {"temperature": temperature, "top_p": top_p, "top_k": top_k,
+                                "max_tokens": 16, "seed": seed}}
+
+
+def step(step_id, new=(), cached=None, sched=None, finished=(), preempted=()):
+    cached = cached or {}
+    ids = cached.get("req_ids", [])
+    cr = {"req_ids": ids, "resumed_req_ids": cached.get("resumed_req_ids", []),
+          "new_token_ids": cached.get("new_token_ids"),
+          "new_block_ids": cached.get("new_block_ids", [None] * len(ids)),
+          "num_computed_tokens": cached.get("num_computed_tokens", []),
+          "num_output_tokens": cached.get("num_output_tokens", [0] * len(ids))}
+    sched = dict(sched or {})
+    return {"type": "step", "step_id": step_id, "scheduled_new_reqs": list(new), "scheduled_cached_reqs": cr,
+            "num_scheduled_tokens": sched, "total_num_scheduled_tokens": sum(sched.values()),
+            "finished_req_ids": list(finished), "preempted_req_ids": list(preempted)}
+
+
+def spawn():
+    return Client([sys.executable, WORKER], stderr=subprocess.PIPE)
+
+
+def make_runner(dtype="float32", **kw):
+    m = tiny_init(model_config={"dtype": dtype})
+    pad = kw.pop("pad_eager_sizes", None)
+    m.update(kw)
+    return ModelRunner(EngineConfig(m), pad_eager_sizes=pad)
+
+
+def run_step(r, msg):
+    sampled, timing = r.execute(msg)
+    return sampled
+
+
+# ------------------------------------------------------- protocol round trip
+def test_protocol_round_trip():
+    c = spawn()
+    ready = c.call(tiny_init())
+    assert ready["type"] == "ready", ready
+    assert ready["protocol_version"] == 1
+    assert ready["gpu_name"] == "cpu" and ready["device"] == "cpu"
+    assert ready["torch_version"] == torch.__version__
+    assert ready["num_gpu_blocks"] == 128
+    mc = ready["model_config"]
+    assert (mc["layers"], mc["hidden"], mc["heads"], mc["kv_heads"], mc["head_dim"], mc["vocab"]) == \
+        (2, 64, 4, 2, 16, 512)
+    # K and V: 2 x layers x (blocks + scratch) x block_size x kv_heads x head_dim x 2 bytes (bf16)
+    assert ready["kv_bytes"] == 2 * 2 * 129 * 4 * 2 * 16 * 2
+    assert ready["weight_bytes"] > 0 and ready["build_ns"] > 0
+    assert ready["attention_backend"] == "torch"
+
+    out = c.call(step(0, new=[new_req("a", range(1, 11), [0, 1, 2]), new_req("b", [5, 6, 7], [3])],
+                      sched={"a": 6, "b": 3}))
+    assert out["type"] == "output" and out["step_id"] == 0
+    assert out["sampled_token_ids"]["a"] == -1  # prefill chunk in progress
+    b_tok = out["sampled_token_ids"]["b"]
+    assert 0 <= b_tok < 512
+    tm = out["timings"]
+    for k in ("recv_ns", "prep_ns", "device_ns", "sample_ns", "total_ns"):
+        assert isinstance(tm[k], int) and tm[k] >= 0, k
+    assert tm["total_ns"] >= tm["prep_ns"] + tm["recv_ns"]
+    assert tm["graph"] == 0 and tm["num_reqs"] == 2 and tm["num_tokens"] == 9
+    assert abs(out["t_worker_done_ns"] - time.monotonic_ns()) < 60e9
+
+    out = c.call(step(1, cached={"req_ids": ["a", "b"], "new_block_ids": [None, None],
+                                 "num_computed_tokens": [6, 3], "num_output_tokens": [0, 1]},
+                      sched={"a": 4, "b": 1}))
+    a_tok = out["sampled_token_ids"]["a"]
+    assert a_tok >= 0 and out["sampled_token_ids"]["b"] >= 0
+    out = c.call(step(2, cached={"req_ids": ["a"], "new_block_ids": [[4]], "num_computed_tokens": [10],
+                                 "num_output_tokens": [1]}, sched={"a": 1}, finished=["b"]))
+    assert set(out["sampled_token_ids"]) == {"a"}
+    assert c.call({"type": "shutdown"}) == {"type": "bye"}
+    assert c.close() == 0
+
+
+def test_pipelined_frames_and_clean_eof():
+    """The driver may write step N+1 before reading output N."""
+    c = spawn()
+    c.send(tiny_init())
+    c.send(step(0, new=[new_req("a", [1, 2, 3], [0])], sched={"a": 3}))
+    c.send(step(1, cached={"req_ids": ["a"], "num_computed_tokens": [3]}, sched={"a": 1}))
+    assert c.recv()["type"] == "ready"
+    assert c.recv()["step_id"] == 0
+    assert c.recv()["step_id"] == 1
+    assert c.close() == 0  # EOF between frames: exit 0
+
+
+# ------------------------------------------------------------- error frames
+def _expect_error(frames, want_rc, want_text, raw=False):
+    c = spawn()
+    reply = None
+    for f in frames:
+        if raw:
+            c.send_raw(f)
+        else:
+            c.send(f)
+    c.proc.stdin.close()
+    msgs = []
+    while True:
+        try:
+            msgs.append(c.recv())
+        except Exception:
+            break
+    rc = c.proc.wait(timeout=60)
+    err = c.proc.stderr.read().decode()
+    reply = msgs[-1] if msgs else None
+    assert reply is not None and reply["type"] == "error", (msgs, err)
+    assert want_text in reply["message"], reply["message"]
+    assert rc == want_rc, (rc, err)
+    assert "steplab-worker: error:" in err
+    return reply
+
+
+def test_garbage_frames():
+    _expect_error([struct.pack(">I", 5) + b"\xc1\xc1\xc1\xc1\xc1"], 2, "not valid msgpack", raw=True)
+    _expect_error([struct.pack(">I", 0)], 2, "length is 0", raw=True)
+    _expect_error([struct.pack(">I", 0xFFFFFFFF) + b"xx"], 2, "exceeds the limit", raw=True)
+    _expect_error([b"\x00\x00"], 2, "short frame header", raw=True)
+    _expect_error([struct.pack(">I", 100) + b"\x80"], 2, "short frame body", raw=True)
+    body = msgpack.packb([1, 2, 3])
+    _expect_error([struct.pack(">I", len(body)) + body], 2, "want a map", raw=True)
+    _expect_error([encode_frame({"type": "launch"})], 1, "unknown message type", raw=True)
+
+
+def test_protocol_errors():
+    _expect_error([step(0, new=[new_req("a", [1], [0])], sched={"a": 1})], 1, "step before init")
+    _expect_error([tiny_init(), tiny_init()], 1, "second init")
+    _expect_error([tiny_init(), step(0, cached={"req_ids": ["ghost"], "num_computed_tokens": [0]},
+                                     sched={"ghost": 1})], 1, "unknown to the worker")
+    _expect_error([tiny_init(), step(0, new=[new_req("a", [1, 2], [999])], sched={"a": 2})], 1,
+                  "block id out of range")
+    _expect_error([tiny_init(), step(0, new=[new_req("a", [1, 2, 3], [0])], sched={"a": 2, "zz": 1})], 1,
+                  "neither new nor cached")
+    bad_total = step(0, new=[new_req("a", [1, 2], [0])], sched={"a": 2})
+    bad_total["total_num_scheduled_tokens"] = 5
+    _expect_error([tiny_init(), bad_total], 1, "total_num_scheduled_tokens")
+    _expect_error([tiny_init(), step(0, new=[new_req("a", [1, 2, 3, 4, 5], [0])], sched={"a": 5})], 1,
+                  "block table covers 4")
+    _expect_error([tiny_init(), step(0, new=[new_req("a", [1, 9999], [0])], sched={"a": 2})], 1,
+                  "prompt token ids")
+    _expect_error([tiny_init(), step(0, new=[new_req("a", ["x", "y"], [0])], sched={"a": 2})], 1,
+                  "flat list of integers")
+    _expect_error([tiny_init(model="gpt-17")], 1, "unknown model preset")
+    _expect_error([tiny_init(device="tpu")], 1, "init.device")
+    r = _expect_error([tiny_init(), dict(step(3, new=[new_req("a", [1], [0])], sched={"a": 1}),
+                                          step_id="three")], 1, "step_id")
+    assert r["step_id"] is None
+
+
+def test_too_big_config_is_refused_before_allocating():
+    c = spawn()
+    t0 = time.monotonic()
+    reply = c.call(dict(type="init", model="llama-8b", device="cpu", num_gpu_blocks=10_000_000))
+    assert reply["type"] == "error"
+    msg = reply["message"]
+    assert "does not fit" in msg and "num_gpu_blocks" in msg, msg
+    assert time.monotonic() - t0 < 30  # nothing was allocated or initialised
+    assert c.close() == 1
+
+
+def test_cuda_without_gpu_is_refused():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    c = spawn()
+    reply = c.call(tiny_init(device="cuda"))
+    assert reply["type"] == "error" and "cuda" in reply["message"]
+    assert c.close() == 1
+
+
+# --------------------------------------------------------------- attention
+def _paged_case(cases, dtype=torch.float32, device="cpu", block_size=4, kvh=2, heads=4, d=16, seed=0):
+    """cases: list of (prefix_len, q_len). Returns inputs for paged attention
+    and the per-request dense tensors."""
+    g = torch.Generator().manual_seed(seed)
+    num_blocks = sum(-(-(p + q) // block_size) for p, q in cases) + 3
+    perm = torch.randperm(num_blocks, generator=g).tolist()  # scattered blocks
+    kc = torch.randn(num_blocks, block_size, kvh, d, generator=g).to(dtype)
+    vc = torch.randn(num_blocks, block_size, kvh, d, generator=g).to(dtype)
+    max_blocks = max(-(-(p + q) // block_size) for p, q in cases)
+    bt = torch.zeros(len(cases), max_blocks, dtype=torch.int32)
+    qs, ks, vs = [], [], []
+    qsl = [0]
+    seq_lens = []
+    nxt = 0
+    for i, (p, ql) in enumerate(cases):
+        s = p + ql
+        nb = -(-s // block_size)
+        blocks = perm[nxt:nxt + nb]
+        nxt += nb
+        bt[i, :nb] = torch.tensor(blocks, dtype=torch.int32)
+        k = kc[blocks].reshape(-1, kvh, d)[:s]
+        v = vc[blocks].reshape(-1, kvh, d)[:s]
+        ks.append(k)
+        vs.append(v)
+        qs.append(torch.randn(ql, heads, d, generator=g).to(dtype))
+        qsl.append(qsl[-1] + ql)
+        seq_lens.append(s)
+    q = torch.cat(qs)
+    return dict(q=q.to(device), kc=kc.to(device), vc=vc.to(device), bt=bt.to(device), qsl=qsl,
+                seq_lens=seq_lens), qs, ks, vs
+
+
+CASES = [
+    [(0, 7), (5, 3), (9, 1), (16, 1), (3, 12), (0, 1)],  # mixed: prefill chunks with cached prefixes + decode
+    [(30, 1), (1, 1), (7, 1), (63, 1)],  # decode only
+    [(0, 33)],  # one long first chunk
+]
+
+
+@pytest.mark.parametrize("cases", CASES)
+def test_paged_attention_torch_matches_dense(cases):
+    inp, qs, ks, vs = _paged_case(cases)
+    scale = attention.softmax_scale(16)
+    out = attention.paged_attention_torch(inp["q"], inp["kc"], inp["vc"], inp["bt"], inp["qsl"], inp["seq_lens"],
+                                          len(cases), scale)
+    ref = torch.cat(attention.dense_reference(qs, ks, vs, scale))
+    assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5), (out - ref).abs().max()
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and attention.HAVE_TRITON), reason="needs CUDA and Triton")
+@pytest.mark.parametrize("cases", CASES)
+def test_paged_attention_triton_matches_dense(cases):
+    inp, qs, ks, vs = _paged_case(cases, dtype=torch.bfloat16, device="cuda", block_size=16, kvh=8, heads=32, d=128)
+    scale = attention.softmax_scale(128)
+    ta = attention.TritonAttention(32, 8, 128, 16, torch.device("cuda"), 64)
+    out = ta(inp["q"], inp["kc"], inp["vc"], inp["bt"],
+             torch.tensor(inp["seq_lens"], dtype=torch.int32, device="cuda"),
+             torch.tensor(inp["qsl"], dtype=torch.int32, device="cuda"), len(cases),
+             max(b - a for a, b in zip(inp["qsl"], inp["qsl"][1:])), scale)
+    ref = torch.cat(attention.dense_reference([x.cuda() for x in qs], [x.cuda() for x in ks],
+                                              [x.cuda() for x in vs], scale))
+    assert (out.float() - ref.float()).abs().max() < 2e-2
+
+
+# ----------------------------------------------- model-level correctness
+def test_chunked_prefill_and_decode_match_dense_model():
+    r = make_runner()
+    pa = list(range(3, 20))  # 17 tokens
+    pb = [7, 1, 4, 1, 5, 9, 2]
+    # step 0: a's first chunk (6), b whole prompt (7)
+    s = run_step(r, step(0, new=[new_req("a", pa, [10, 2]), new_req("b", pb, [5, 6])], sched={"a": 6, "b": 7}))
+    assert s["a"] == -1
+    ref_b = r.model.dense_forward(pb)
+    assert torch.allclose(r.last_logits[1], ref_b[-1], atol=1e-4)
+    tb = s["b"]
+    # step 1: a's second chunk (8 more, needs a third block), b decodes
+    s = run_step(r, step(1, cached={"req_ids": ["a", "b"], "new_block_ids": [[0, 31], None],
+                                    "num_computed_tokens": [6, 7]}, sched={"a": 8, "b": 1}))
+    assert s["a"] == -1
+    assert torch.allclose(r.last_logits[1], r.model.dense_forward(pb + [tb])[-1], atol=1e-4)
+    tb2 = s["b"]
+    # step 2: a's last 3 tokens, b decodes again
+    s = run_step(r, step(2, cached={"req_ids": ["a", "b"], "new_block_ids": [[8], [9]],
+                                    "num_computed_tokens": [14, 8]}, sched={"a": 3, "b": 1}))
+    ref_a = r.model.dense_forward(pa)
+    assert torch.allclose(r.last_logits[0], ref_a[-1], atol=1e-4)
+    assert s["a"] == int(ref_a[-1].argmax())
+    assert torch.allclose(r.last_logits[1], r.model.dense_forward(pb + [tb, tb2])[-1], atol=1e-4)
+    ta = s["a"]
+    # step 3: a decodes using its sampled token
+    s = run_step(r, step(3, cached={"req_ids": ["a"], "num_computed_tokens": [17]}, sched={"a": 1},
+                         finished=["b"]))
+    assert torch.allclose(r.last_logits[0], r.model.dense_forward(pa + [ta])[-1], atol=1e-4)
+
+
+def test_prefix_cache_hit_reads_cached_kv():
+    """A new request with num_computed_tokens > 0 attends to KV already in
+    its (shared) blocks."""
+    r = make_runner()
+    p = list(range(40, 52))  # 12 tokens = 3 blocks of 4
+    run_step(r, step(0, new=[new_req("a", p, [1, 2, 3])], sched={"a": 12}))
+    q = p[:8] + [99, 98, 97]
+    run_step(r, step(1, new=[new_req("b", q, [1, 2, 4], computed=8)], sched={"b": 3}, finished=["a"]))
+    assert torch.allclose(r.last_logits[0], r.model.dense_forward(q)[-1], atol=1e-4)
+
+
+def test_graph_padding_matches_unpadded():
+    r1 = make_runner()
+    r2 = make_runner(pad_eager_sizes=[4, 8])
+    prompts = {"a": [1, 2, 3], "b": [4, 5, 6, 7, 8], "c": [9]}
+    blocks = {"a": [0, 1], "b": [2, 3], "c": [4, 5]}
+    new = [new_req(k, v, blocks[k]) for k, v in prompts.items()]
+    sched = {k: len(v) for k, v in prompts.items()}
+    s1 = run_step(r1, step(0, new=new, sched=sched))
+    s2 = run_step(r2, step(0, new=new, sched=sched))
+    assert s1 == s2
+    cached = {"req_ids": list(prompts), "num_computed_tokens": [len(v) for v in prompts.values()]}
+    _, t1 = r1.execute(step(1, cached=cached, sched={k: 1 for k in prompts}))
+    _, t2 = r2.execute(step(1, cached=cached, sched={k: 1 for k in prompts}))
+    assert t1["padded_tokens"] == 3 and t2["padded_tokens"] == 4
+    assert torch.allclose(r1.last_logits, r2.last_logits, atol=1e-5)
+    # the scratch block was the only one written by the padding row
+    assert r2.k_cache[:, r2.num_blocks].abs().sum() > 0
+
+
+# ------------------------------------------------------ persistent batch
+def test_persistent_batch_lifecycle():
+    r = make_runner()
+    b = r.batch
+    pa, pb, pc = [1, 2, 3, 4, 5], [6, 7, 8], [9, 10, 11, 12]
+    # new
+    s = run_step(r, step(0, new=[new_req("a", pa, [0, 1]), new_req("b", pb, [2]), new_req("c", pc, [3])],
+                         sched={"a": 5, "b": 3, "c": 4}))
+    assert b.req_ids[:3] == ["a", "b", "c"] and b.num_reqs == 3
+    assert list(b.token_ids[0, :6]) == pa + [s["a"]]
+    assert list(b.block_table_np[0, :2]) == [0, 1] and b.num_blocks[0] == 2
+    out = {k: [v] for k, v in s.items()}
+    # cached: b gets a new block, all decode
+    s = run_step(r, step(1, cached={"req_ids": ["a", "b", "c"], "new_block_ids": [None, [7], [8]],
+                                    "num_computed_tokens": [5, 3, 4]}, sched={"a": 1, "b": 1, "c": 1}))
+    for k in s:
+        out[k].append(s[k])
+    assert list(b.block_table_np[1, :2]) == [2, 7] and b.num_blocks[1] == 2
+    assert b.num_computed_tokens[1] == 4 and b.num_tokens[1] == 5
+    # preempt b: its row goes, c moves into the hole, state kept
+    s = run_step(r, step(2, cached={"req_ids": ["a", "c"], "num_computed_tokens": [6, 5]},
+                         sched={"a": 1, "c": 1}, preempted=["b"]))
+    for k in s:
+        out[k].append(s[k])
+    assert b.num_reqs == 2 and b.req_ids[:2] == ["a", "c"] and "b" not in b.req_id_to_index
+    assert list(b.token_ids[1, :7]) == pc + out["c"]
+    assert "b" in r.requests and r.requests["b"].output_token_ids == out["b"]
+    # resume b: new blocks replace the old table, recompute prompt + outputs
+    nb = len(pb) + len(out["b"])
+    s = run_step(r, step(3, cached={"req_ids": ["a", "c", "b"], "resumed_req_ids": ["b"],
+                                    "new_block_ids": [None, None, [20, 21]],
+                                    "num_computed_tokens": [7, 6, 0]}, sched={"a": 1, "c": 1, "b": nb}))
+    assert b.req_ids[:3] == ["a", "c", "b"]
+    assert list(b.block_table_np[2, :2]) == [20, 21] and b.num_blocks[2] == 2
+    # the recomputed b samples what it would have sampled without preemption
+    ref = r.model.dense_forward(pb + out["b"])
+    assert s["b"] == int(ref[-1].argmax())
+    assert torch.allclose(r.last_logits[2], ref[-1], atol=1e-4)
+    # finish a: rows condense; b and c keep going
+    s = run_step(r, step(4, cached={"req_ids": ["c", "b"], "num_computed_tokens": [7, nb + 1 - 1 + 0]},
+                         sched={"c": 1, "b": 1}, finished=["a"]))
+    assert "a" not in r.requests and b.num_reqs == 2
+    assert sorted(b.req_ids[:2]) == ["b", "c"]
+    assert b.req_ids[2] is None
+
+
+def test_resumed_as_new_request_and_unscheduled_request():
+    r = make_runner()
+    run_step(r, step(0, new=[new_req("a", [1, 2, 3], [0]), new_req("b", [4, 5], [1])], sched={"a": 3, "b": 2}))
+    # b is not scheduled in step 1: it leaves the batch, state kept
+    run_step(r, step(1, cached={"req_ids": ["a"], "num_computed_tokens": [3]}, sched={"a": 1}))
+    assert "b" not in r.batch.req_id_to_index and "b" in r.requests
+    s = run_step(r, step(2, cached={"req_ids": ["b"], "num_computed_tokens": [2]}, sched={"b": 1}))
+    assert s["b"] >= 0 and r.batch.req_ids[:1] == ["b"]
+    # a, preempted earlier, comes back as a full new request
+    s = run_step(r, step(3, new=[new_req("a", [1, 2, 3], [2])], sched={"a": 3, "b": 1},
+                         cached={"req_ids": ["b"], "num_computed_tokens": [3]}, preempted=[]))
+    assert r.requests["a"].output_token_ids == [s["a"]]
+    with pytest.raises(StepError):  # a running request cannot be re-sent as new
+        run_step(r, step(4, new=[new_req("a", [1, 2, 3], [2])], sched={"a": 3}))
+
+
+def test_new_token_ids_pp_field_appends_unknown_tokens():
+    r = make_runner()
+    run_step(r, step(0, new=[new_req("a", [1, 2, 3], [0, 1])], sched={"a": 3}))
+    st = r.requests["a"]
+    known = list(st.output_token_ids)
+    # tokens ending at position num_computed + len - 1 = 4: one is new
+    run_step(r, step(1, cached={"req_ids": ["a"], "new_token_ids": [[known[0], 77]],
+                                "num_computed_tokens": [3]}, sched={"a": 2}))
+    assert st.output_token_ids[:2] == known + [77]
+
+
+# ----------------------------------------------------------- sampling
+def _sample_run(seed_req, temperature=1.0, chunks=(6,)):
+    r = make_runner(dtype="float32", seed=3)
+    p = list(range(100, 106))
+    first = chunks[0]
+    s = run_step(r, step(0, new=[new_req("a", p, [0, 1, 2, 3, 4], temperature=temperature, seed=seed_req)],
+                         sched={"a": first}))
+    done = first
+    for i, c in enumerate(chunks[1:]):
+        s = run_step(r, step(1 + i, cached={"req_ids": ["a"], "num_computed_tokens": [done]}, sched={"a": c}))
+        done += c
+    toks = [s["a"]]
+    for i in range(8):
+        s = run_step(r, step(10 + i, cached={"req_ids": ["a"], "num_computed_tokens": [done]}, sched={"a": 1}))
+        done += 1
+        toks.append(s["a"])
+    return toks
+
+
+def test_seeded_sampling_is_deterministic():
+    a = _sample_run(1234)
+    assert a == _sample_run(1234)
+    assert a == _sample_run(1234, chunks=(2, 4))  # chunking does not advance the generator
+    assert a != _sample_run(999)
+    assert len(set(a)) > 1
+
+
+def test_top_k_one_is_greedy():
+    r = make_runner()
+    s = run_step(r, step(0, new=[new_req("a", [1, 2, 3], [0], temperature=0.8, top_k=1, seed=5),
+                                 new_req("b", [1, 2, 3], [1])], sched={"a": 3, "b": 3}))
+    assert s["a"] == s["b"] == int(r.last_logits[0].argmax())
+
+
+def test_worker_sampling_deterministic_across_processes():
+    def run():
+        c = spawn()
+        assert c.call(tiny_init(seed=11))["type"] == "ready"
+        reqs = [new_req("s", [1, 2, 3, 4], [0, 1, 2], temperature=1.0, seed=42),
+                new_req("u", [5, 6, 7, 8], [3, 4, 5], temperature=0.9, top_p=0.9)]
+        out = c.call(step(0, new=reqs, sched={"s": 4, "u": 4}))
+        toks = [out["sampled_token_ids"]]
+        for i in range(5):
+            out = c.call(step(i + 1, cached={"req_ids": ["s", "u"], "num_computed_tokens": [4 + i, 4 + i]},
+                              sched={"s": 1, "u": 1}))
+            toks.append(out["sampled_token_ids"])
+        c.call({"type": "shutdown"})
+        c.close()
+        return toks
+    assert run() == run()
