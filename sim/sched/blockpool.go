@@ -17,8 +17,17 @@ package sched
 //     hash (computed concurrently by two requests); a lookup returns the one
 //     cached first.
 //
+// Two kinds of block identity share this machinery. A shared block (a
+// leading full prompt block with a caller-supplied chain hash) is indexed in
+// the hash map. A unique block (any other full block: content only its own
+// request has) can only ever be hit by that request, after a preemption; it
+// is indexed in the request's own slice (reqState.own, by block index)
+// instead of the map, which keeps the hot path free of map operations, and
+// its entries are dropped when the request finishes (nobody can hit them
+// any more; the blocks stay in the free queue in the same LRU position).
+//
 // All state lives in flat slices indexed by block id; the only map is the
-// hash index, which is used for lookups and never iterated.
+// hash index, which is used for lookups and never iterated for output.
 type blockPool struct {
 	n       int // blocks including the null block
 	caching bool
@@ -26,7 +35,9 @@ type blockPool struct {
 	ref     []int32
 	hash    []uint64
 	hashed  []bool
-	dupNext []int32 // next block with the same hash (insertion order), -1 at the end
+	dupNext []int32     // next block with the same identity (insertion order), -1 at the end
+	owner   []*reqState // for unique blocks: the request whose own[] indexes it
+	ownIdx  []int32     // for unique blocks: the block index within owner
 
 	// Free queue: doubly linked list threaded through prev/next with a
 	// sentinel at index n.
@@ -48,6 +59,8 @@ func newBlockPool(n int, caching bool) *blockPool {
 		hash:    make([]uint64, n),
 		hashed:  make([]bool, n),
 		dupNext: make([]int32, n),
+		owner:   make([]*reqState, n),
+		ownIdx:  make([]int32, n),
 		prev:    make([]int32, n+1),
 		next:    make([]int32, n+1),
 		inFree:  make([]bool, n),
@@ -149,44 +162,106 @@ func (p *blockPool) lookup(h uint64) (int, bool) {
 	return int(b), ok
 }
 
-// insert registers block b (held by a request, so not in the free queue)
-// under hash h.
-func (p *blockPool) insert(b int, h uint64) {
-	p.hash[b] = h
-	p.hashed[b] = true
-	p.dupNext[b] = noBlock
-	head, ok := p.cache[h]
-	if !ok {
-		p.cache[h] = int32(b)
-		return
+// lookupUnique returns the first cached block of st's unique block idx.
+func (p *blockPool) lookupUnique(st *reqState, idx int) (int, bool) {
+	if idx < len(st.own) && st.own[idx] != noBlock {
+		return int(st.own[idx]), true
 	}
+	return 0, false
+}
+
+// appendChain appends b to the chain starting at head (head != noBlock).
+func (p *blockPool) appendChain(head int32, b int) {
 	for p.dupNext[head] != noBlock {
 		head = p.dupNext[head]
 	}
 	p.dupNext[head] = int32(b)
 }
 
-// uncache drops block b's hash from the prefix cache.
+// removeChain unlinks b from the chain whose head is *head.
+func (p *blockPool) removeChain(head *int32, b int) {
+	if int(*head) == b {
+		*head = p.dupNext[b]
+		return
+	}
+	for c := *head; c != noBlock; c = p.dupNext[c] {
+		if int(p.dupNext[c]) == b {
+			p.dupNext[c] = p.dupNext[b]
+			return
+		}
+	}
+}
+
+// insert registers block b (held by a request, so not in the free queue)
+// under shared hash h.
+func (p *blockPool) insert(b int, h uint64) {
+	p.hash[b] = h
+	p.hashed[b] = true
+	p.dupNext[b] = noBlock
+	if head, ok := p.cache[h]; ok {
+		p.appendChain(head, b)
+	} else {
+		p.cache[h] = int32(b)
+	}
+}
+
+// insertUnique registers block b as st's unique block idx.
+func (p *blockPool) insertUnique(b int, st *reqState, idx int) {
+	p.hashed[b] = true
+	p.dupNext[b] = noBlock
+	p.owner[b] = st
+	p.ownIdx[b] = int32(idx)
+	if len(st.own) <= idx {
+		if cap(st.own) <= idx {
+			own := make([]int32, len(st.own), max(2*cap(st.own), idx+1, cap(st.blocks)))
+			copy(own, st.own)
+			st.own = own
+		}
+		for len(st.own) <= idx {
+			st.own = append(st.own, noBlock)
+		}
+	}
+	if st.own[idx] == noBlock {
+		st.own[idx] = int32(b)
+	} else {
+		p.appendChain(st.own[idx], b)
+	}
+}
+
+// uncache drops block b from the prefix cache.
 func (p *blockPool) uncache(b int) {
-	h := p.hash[b]
-	head := p.cache[h]
-	if int(head) == b {
-		if p.dupNext[b] == noBlock {
+	if st := p.owner[b]; st != nil {
+		p.removeChain(&st.own[p.ownIdx[b]], b)
+		p.owner[b] = nil
+	} else {
+		h := p.hash[b]
+		head := p.cache[h]
+		p.removeChain(&head, b)
+		if head == noBlock {
 			delete(p.cache, h)
 		} else {
-			p.cache[h] = p.dupNext[b]
+			p.cache[h] = head
 		}
-	} else {
-		for c := head; c != noBlock; c = p.dupNext[c] {
-			if int(p.dupNext[c]) == b {
-				p.dupNext[c] = p.dupNext[b]
-				break
-			}
-		}
+	}
+	if p.inFree[b] {
+		p.numEvict--
 	}
 	p.hashed[b] = false
 	p.hash[b] = 0
 	p.dupNext[b] = noBlock
+}
+
+// dropUnique uncaches every unique block of st (st is finishing: nobody can
+// hit them any more).
+func (p *blockPool) dropUnique(st *reqState) {
+	for _, head := range st.own {
+		for c := head; c != noBlock; {
+			next := p.dupNext[c]
+			p.uncache(int(c))
+			c = next
+		}
+	}
+	st.own = st.own[:0]
 }
 
 // numCachedBlocks is the number of blocks registered in the prefix cache

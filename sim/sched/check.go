@@ -68,8 +68,16 @@ func (s *Scheduler) CheckInvariants() error {
 				return fmt.Errorf("%s: bad block id %d", st.r.ID, b)
 			}
 			refs[b]++
-			if i < st.numCached && s.cfg.PrefixCaching && (!p.hashed[b] || p.hash[b] != st.blockHash(i)) {
-				return fmt.Errorf("%s: block %d (#%d) should be cached with its hash", st.r.ID, b, i)
+			if i < st.numCached && s.cfg.PrefixCaching {
+				ok := p.hashed[b]
+				if i < len(st.r.BlockHashes) {
+					ok = ok && p.owner[b] == nil && p.hash[b] == st.r.BlockHashes[i]
+				} else {
+					ok = ok && p.owner[b] == st && int(p.ownIdx[b]) == i
+				}
+				if !ok {
+					return fmt.Errorf("%s: block %d (#%d) should be cached with its identity", st.r.ID, b, i)
+				}
 			}
 		}
 	}
@@ -93,19 +101,33 @@ func (s *Scheduler) CheckInvariants() error {
 			if !p.caching {
 				return fmt.Errorf("block %d hashed with prefix caching off", b)
 			}
+			var head int32
+			if o := p.owner[b]; o != nil {
+				if o.status == statusFinished || int(p.ownIdx[b]) >= len(o.own) {
+					return fmt.Errorf("block %d cached for finished or unindexed %s", b, o.r.ID)
+				}
+				head = o.own[p.ownIdx[b]]
+			} else {
+				h, ok := p.cache[p.hash[b]]
+				if !ok {
+					return fmt.Errorf("block %d hashed but missing from the cache index", b)
+				}
+				head = h
+			}
 			found := false
-			head, ok := p.cache[p.hash[b]]
-			for c := head; ok && c != noBlock; c = p.dupNext[c] {
+			for c := head; c != noBlock; c = p.dupNext[c] {
 				if int(c) == b {
 					found = true
 				}
-				if !p.hashed[c] || p.hash[c] != p.hash[b] {
-					return fmt.Errorf("cache chain of %x holds block %d with another hash", p.hash[b], c)
+				if !p.hashed[c] || p.owner[c] != p.owner[b] || p.hash[c] != p.hash[b] || p.ownIdx[c] != p.ownIdx[b] && p.owner[b] != nil {
+					return fmt.Errorf("cache chain of block %d holds block %d with another identity", b, c)
 				}
 			}
 			if !found {
-				return fmt.Errorf("block %d hashed but missing from the cache index", b)
+				return fmt.Errorf("block %d missing from its cache chain", b)
 			}
+		} else if p.owner[b] != nil {
+			return fmt.Errorf("block %d uncached but owned", b)
 		}
 	}
 	if p.caching {
@@ -115,8 +137,15 @@ func (s *Scheduler) CheckInvariants() error {
 				n++
 			}
 		}
+		for _, st := range s.allLive() {
+			for _, head := range st.own {
+				for c := head; c != noBlock; c = p.dupNext[c] {
+					n++
+				}
+			}
+		}
 		if n != p.numCachedBlocks() {
-			return fmt.Errorf("cache index holds %d blocks, %d are hashed", n, p.numCachedBlocks())
+			return fmt.Errorf("cache indexes hold %d blocks, %d are hashed", n, p.numCachedBlocks())
 		}
 	}
 	for _, st := range s.allLive() {

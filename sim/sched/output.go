@@ -28,7 +28,7 @@ type Output struct {
 	// state.
 	FinishedIDs []string
 	// Queue and KV state after scheduling.
-	NumWaiting, NumRunning     int
+	NumWaiting, NumRunning      int
 	KVBlocksUsed, KVBlocksTotal int
 
 	blockBuf []int // backing store of the block id slices of this output
@@ -79,9 +79,7 @@ type ScheduledReq struct {
 	// token ids.
 	NumTokens int
 
-	st                 *reqState
-	newStart, newEnd   int32 // NewBlockIDs within Output.blockBuf
-	allStart, allEnd   int32 // BlockIDs within Output.blockBuf (new/resumed)
+	st *reqState
 }
 
 // ID is Req.ID.
@@ -107,17 +105,4 @@ func (o *Output) reset() {
 	o.FinishedIDs = o.FinishedIDs[:0]
 	o.NumWaiting, o.NumRunning, o.KVBlocksUsed, o.KVBlocksTotal = 0, 0, 0, 0
 	o.blockBuf = o.blockBuf[:0]
-}
-
-// fixSlices points the block id slices into blockBuf once it stopped growing.
-func (o *Output) fixSlices(list []ScheduledReq, isNew bool) {
-	for i := range list {
-		sr := &list[i]
-		sr.NewBlockIDs = o.blockBuf[sr.newStart:sr.newEnd:sr.newEnd]
-		if isNew {
-			sr.BlockIDs = o.blockBuf[sr.allStart:sr.allEnd:sr.allEnd]
-		} else {
-			sr.BlockIDs = nil
-		}
-	}
 }

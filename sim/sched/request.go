@@ -61,28 +61,10 @@ type reqState struct {
 	admitted     bool
 	preemptions  int
 
-	blocks    []int // block table
-	numCached int   // leading blocks of the table registered in the prefix cache
+	blocks    []int   // block table
+	numCached int     // leading blocks of the table registered in the prefix cache
+	own       []int32 // prefix-cache index of this request's unique blocks, by block index (see blockPool)
 }
 
 // numTokens is prompt + real output tokens (vLLM request.num_tokens).
 func (st *reqState) numTokens() int { return st.r.PromptTokens + st.output }
-
-// blockHash is the prefix-cache identity of block i of the request: the
-// caller-supplied chain hash for leading full prompt blocks, otherwise a hash
-// unique to this request (so it can only be hit by the request itself, after
-// a preemption).
-func (st *reqState) blockHash(i int) uint64 {
-	if i < len(st.r.BlockHashes) {
-		return st.r.BlockHashes[i]
-	}
-	return mix64(mix64(st.uniq+0x632be59bd9b4e019) ^ uint64(i))
-}
-
-// mix64 is splitmix64's finalizer.
-func mix64(x uint64) uint64 {
-	x += 0x9e3779b97f4a7c15
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
-	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
-	return x ^ (x >> 31)
-}

@@ -31,6 +31,7 @@ type Scheduler struct {
 	free            []*Output
 	res             UpdateResult
 	hitBuf          []int
+	bsShift         uint // log2(BlockSize)
 }
 
 // New returns an empty scheduler, or the error of cfg.Validate.
@@ -38,11 +39,15 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Scheduler{
+	s := &Scheduler{
 		cfg:  cfg,
 		pool: newBlockPool(cfg.NumGPUBlocks, cfg.PrefixCaching),
 		reqs: make(map[string]*reqState),
-	}, nil
+	}
+	for 1<<s.bsShift < cfg.BlockSize {
+		s.bsShift++
+	}
+	return s, nil
 }
 
 // Config returns the scheduler's configuration.
@@ -121,7 +126,7 @@ func (s *Scheduler) getOutput() *Output {
 	return o
 }
 
-func (s *Scheduler) blocksFor(tokens int) int { return ceilDiv(tokens, s.cfg.BlockSize) }
+func (s *Scheduler) blocksFor(tokens int) int { return (tokens + s.cfg.BlockSize - 1) >> s.bsShift }
 
 // Schedule decides the next step (vLLM Scheduler.schedule followed by
 // _update_after_schedule): RUNNING requests first, in order, within the
@@ -178,22 +183,24 @@ func (s *Scheduler) Schedule() *Output {
 		if !ok {
 			break
 		}
-		sr := ScheduledReq{
-			Req:                st.r,
-			NumScheduledTokens: n,
-			NumComputedTokens:  st.computed,
-			NumOutputTokens:    st.output + st.placeholders,
-			st:                 st,
-		}
-		sr.newStart = int32(len(out.blockBuf))
+		nb := len(out.blockBuf)
 		if need > 0 {
 			old := len(st.blocks)
 			st.blocks = s.pool.allocate(need, st.blocks)
 			out.blockBuf = append(out.blockBuf, st.blocks[old:]...)
 		}
-		sr.newEnd = int32(len(out.blockBuf))
-		s.cacheUpTo(st, min(st.computed+n, st.numTokens()))
-		out.CachedReqs = append(out.CachedReqs, sr)
+		if cfg.PrefixCaching && min(st.computed+n, st.numTokens())>>s.bsShift > st.numCached {
+			s.cacheUpTo(st, min(st.computed+n, st.numTokens()))
+		}
+		out.CachedReqs = append(out.CachedReqs, ScheduledReq{
+			Req:                st.r,
+			NumScheduledTokens: n,
+			NumComputedTokens:  st.computed,
+			NumOutputTokens:    st.output + st.placeholders,
+			NewBlockIDs:        out.blockBuf[nb:len(out.blockBuf):len(out.blockBuf)],
+			st:                 st,
+		})
+		s.advance(&out.CachedReqs[len(out.CachedReqs)-1])
 		budget -= n
 		i++
 	}
@@ -215,7 +222,7 @@ func (s *Scheduler) Schedule() *Output {
 			if cfg.PrefixCaching {
 				maxBlocks := (st.numTokens() - 1) / cfg.BlockSize // never the last token
 				for b := 0; b < maxBlocks; b++ {
-					blk, ok := s.pool.lookup(st.blockHash(b))
+					blk, ok := s.lookupBlock(st, b)
 					if !ok {
 						break
 					}
@@ -250,6 +257,11 @@ func (s *Scheduler) Schedule() *Output {
 			for _, b := range hits {
 				s.pool.touch(b)
 			}
+			if st.blocks == nil {
+				// One allocation for the request's lifetime: its KV never
+				// exceeds prompt + max output - 1 tokens.
+				st.blocks = make([]int, 0, s.blocksFor(st.r.PromptTokens+st.r.MaxOutputTokens-1))
+			}
 			st.blocks = append(st.blocks[:0], hits...)
 			st.blocks = s.pool.allocate(fresh, st.blocks)
 			st.numCached = len(hits)
@@ -260,30 +272,24 @@ func (s *Scheduler) Schedule() *Output {
 			s.cacheUpTo(st, min(computed+n, st.numTokens()))
 			s.running = append(s.running, st)
 
-			sr := ScheduledReq{
+			nb := len(out.blockBuf)
+			out.blockBuf = append(out.blockBuf, st.blocks...)
+			end := len(out.blockBuf)
+			out.NewReqs = append(out.NewReqs, ScheduledReq{
 				Req:                st.r,
 				NumScheduledTokens: n,
 				NumComputedTokens:  computed,
 				NumOutputTokens:    st.output,
 				Resumed:            resumed,
 				PrefixHitTokens:    hitTokens,
+				NewBlockIDs:        out.blockBuf[nb+len(hits) : end : end],
+				BlockIDs:           out.blockBuf[nb:end:end],
 				st:                 st,
-			}
-			sr.allStart = int32(len(out.blockBuf))
-			out.blockBuf = append(out.blockBuf, st.blocks...)
-			sr.allEnd = int32(len(out.blockBuf))
-			sr.newStart = sr.allStart + int32(len(hits))
-			sr.newEnd = sr.allEnd
-			out.NewReqs = append(out.NewReqs, sr)
+			})
+			s.advance(&out.NewReqs[len(out.NewReqs)-1])
 			budget -= n
 		}
 	}
-
-	// _update_after_schedule: advance computed tokens, count placeholders.
-	s.afterSchedule(out.CachedReqs)
-	s.afterSchedule(out.NewReqs)
-	out.fixSlices(out.CachedReqs, false)
-	out.fixSlices(out.NewReqs, true)
 
 	out.TotalScheduledTokens = cfg.MaxNumBatchedTokens - budget
 	out.FinishedIDs = append(out.FinishedIDs, s.finishedPending...)
@@ -300,18 +306,21 @@ func (s *Scheduler) Schedule() *Output {
 	return out
 }
 
-func (s *Scheduler) afterSchedule(list []ScheduledReq) {
-	for i := range list {
-		sr := &list[i]
-		st := sr.st
-		sr.IsPrefill = sr.NumOutputTokens == 0
-		sr.NumTokens = st.r.PromptTokens + sr.NumOutputTokens
-		sr.NumBlocks = len(st.blocks)
-		st.computed += sr.NumScheduledTokens
-		if st.computed >= st.numTokens()+st.placeholders {
-			sr.Samples = true
-			st.placeholders++
-		}
+// advance is vLLM's _update_after_schedule for one scheduled request:
+// computed tokens advance at once, and a request whose step reaches the end
+// of its known tokens (prompt + outputs + placeholders) will sample, so it
+// gets one more placeholder. Doing it per request while scheduling is
+// equivalent to vLLM's pass after schedule(): a request is scheduled at most
+// once per step and FCFS preemption never picks one already scheduled.
+func (s *Scheduler) advance(sr *ScheduledReq) {
+	st := sr.st
+	sr.IsPrefill = sr.NumOutputTokens == 0
+	sr.NumTokens = st.r.PromptTokens + sr.NumOutputTokens
+	sr.NumBlocks = len(st.blocks)
+	st.computed += sr.NumScheduledTokens
+	if st.computed >= st.numTokens()+st.placeholders {
+		sr.Samples = true
+		st.placeholders++
 	}
 }
 
@@ -322,16 +331,30 @@ func (s *Scheduler) cacheUpTo(st *reqState, ntok int) {
 	if !s.cfg.PrefixCaching {
 		return
 	}
-	full := ntok / s.cfg.BlockSize
+	full := ntok >> s.bsShift
 	if full > len(st.blocks) {
 		full = len(st.blocks)
 	}
 	for i := st.numCached; i < full; i++ {
-		s.pool.insert(st.blocks[i], st.blockHash(i))
+		if i < len(st.r.BlockHashes) {
+			s.pool.insert(st.blocks[i], st.r.BlockHashes[i])
+		} else {
+			s.pool.insertUnique(st.blocks[i], st, i)
+		}
 	}
 	if full > st.numCached {
 		st.numCached = full
 	}
+}
+
+// lookupBlock finds a cached block for block i of the request: by the
+// caller's chain hash for leading prompt blocks, otherwise among the
+// request's own unique blocks.
+func (s *Scheduler) lookupBlock(st *reqState, i int) (int, bool) {
+	if i < len(st.r.BlockHashes) {
+		return s.pool.lookup(st.r.BlockHashes[i])
+	}
+	return s.pool.lookupUnique(st, i)
 }
 
 // preempt frees a running request's blocks and puts it at the front of
@@ -351,6 +374,7 @@ func (s *Scheduler) preempt(st *reqState, out *Output) {
 // release frees a request's blocks and marks it finished. The caller removes
 // it from its queue.
 func (s *Scheduler) release(st *reqState) {
+	s.pool.dropUnique(st)
 	s.pool.free(st.blocks)
 	st.blocks = st.blocks[:0]
 	st.numCached = 0
@@ -393,7 +417,7 @@ func (s *Scheduler) Update(out *Output) *UpdateResult {
 			st.output++
 			res.Sampled++
 			running := st.status == statusRunning
-			if running {
+			if running && s.cfg.PrefixCaching && (st.computed-st.placeholders)>>s.bsShift > st.numCached {
 				s.cacheUpTo(st, st.computed-st.placeholders)
 			}
 			if st.output >= st.r.MaxOutputTokens || st.numTokens() >= s.cfg.MaxModelLen {
