@@ -1,0 +1,282 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/sim/sched"
+	"github.com/steplab/steplab/sim/workload"
+)
+
+// NoWake is returned by Engine.Run when the engine is idle and only an
+// arrival can wake it.
+const NoWake int64 = -1
+
+// EngineConfig configures an Engine.
+type EngineConfig struct {
+	Sched sched.Config
+	// Async selects vLLM's async scheduling (batch queue depth 2): step
+	// N+1 is scheduled while step N runs. Otherwise the loop is synchronous.
+	Async    bool
+	WorkerID string
+	DPRank   int32
+}
+
+// Clock is the engine's notion of host time. Under simulation host work
+// advances a virtual clock by its modelled cost; under capture the wall
+// clock moves by itself and Spend does nothing.
+type Clock interface {
+	Now() int64
+	Spend(ns int64)
+	// AdvanceTo moves the clock forward to t (never backward): the engine
+	// waited for an output or an arrival.
+	AdvanceTo(t int64)
+}
+
+// HostCosts prices the scheduler-side host work of a step. Nil under
+// capture, where the work costs what it really costs.
+type HostCosts interface {
+	ScheduleNs(out *sched.Output) int64
+	UpdateNs(out *sched.Output) int64
+}
+
+// Sink receives what the engine records. Rows are only valid during the
+// call: a sink that keeps them must copy.
+type Sink interface {
+	Step(step *datasets.Step, reqs []datasets.StepRequest) error
+	Request(req *datasets.Request) error
+}
+
+// Arrival is a request reaching the engine (see package workload).
+type Arrival = workload.Arrival
+
+// Engine is the host loop of a vLLM-style engine core: it feeds arrivals to
+// the scheduler, dispatches steps to an executor (keeping up to two in
+// flight under async scheduling, as vLLM's step_with_batch_queue does),
+// reconciles outputs and records every step and request.
+//
+// Engine is driven from outside: Run(now) executes one loop iteration and
+// returns when the loop next needs to run, so that a discrete-event driver
+// can interleave several engines and other stages on one virtual clock, and
+// a capture driver can run it against the wall clock.
+type Engine struct {
+	cfg   EngineConfig
+	sch   *sched.Scheduler
+	exec  Executor
+	clock Clock
+	host  HostCosts
+	sink  Sink
+	depth int
+
+	pending  []Arrival // arrived or future, in AtNs order, not yet given to the scheduler
+	pendHead int
+	reqs     map[string]*reqState
+	inflight []inflightStep
+
+	lastUpdateEnd int64
+	idle          bool // nothing ran since the last step's update: the next step follows idle
+	waiting       bool // blocked on the oldest in-flight step
+	stats         Stats
+
+	rowBuf []datasets.StepRequest
+
+	// Tag, when set, classifies each recorded step before it reaches the
+	// sink (a benchmark marks measured and scaffolding steps).
+	Tag func(step *datasets.Step, out *sched.Output)
+
+	onFinish func(id string, t int64) error
+}
+
+type inflightStep struct {
+	out        *sched.Output
+	tSchedule  int64
+	tSchedEnd  int64
+	tDispatch  int64
+	overlapped bool
+	afterIdle  bool
+	payload    Payload
+}
+
+type reqState struct {
+	arr            Arrival
+	firstScheduled int64
+	firstToken     int64
+	lastToken      int64
+	outputs        int
+	preemptions    int32
+}
+
+// NewEngine builds an engine. host may be nil (capture).
+func NewEngine(cfg EngineConfig, exec Executor, clock Clock, host HostCosts, sink Sink) (*Engine, error) {
+	s, err := sched.New(cfg.Sched)
+	if err != nil {
+		return nil, err
+	}
+	depth := 1
+	if cfg.Async {
+		depth = 2
+	}
+	return &Engine{cfg: cfg, sch: s, exec: exec, clock: clock, host: host, sink: sink, depth: depth,
+		reqs: map[string]*reqState{}, lastUpdateEnd: -1, idle: true}, nil
+}
+
+// Stats counts what the engine did.
+type Stats struct {
+	Steps, PrefillSteps, DecodeSteps, MixedSteps int64
+	Preemptions                                  int64
+	Finished, Rejected                           int64
+}
+
+// Stats reports counts so far.
+func (e *Engine) Stats() Stats { return e.stats }
+
+// Add queues an arrival. Arrivals must come in non-decreasing AtNs.
+func (e *Engine) Add(a Arrival) error {
+	if n := len(e.pending); n > e.pendHead && e.pending[n-1].AtNs > a.AtNs {
+		return fmt.Errorf("arrival %s at %d ns is before the previous one (%d ns)", a.ID, a.AtNs, e.pending[n-1].AtNs)
+	}
+	if e.pendHead > 1024 && e.pendHead*2 > len(e.pending) {
+		e.pending = append(e.pending[:0], e.pending[e.pendHead:]...)
+		e.pendHead = 0
+	}
+	e.pending = append(e.pending, a)
+	return nil
+}
+
+// NextArrival is the time of the earliest queued arrival not yet admitted.
+func (e *Engine) NextArrival() (int64, bool) {
+	if e.pendHead < len(e.pending) {
+		return e.pending[e.pendHead].AtNs, true
+	}
+	return 0, false
+}
+
+// Now is the engine's host clock.
+func (e *Engine) Now() int64 { return e.clock.Now() }
+
+// Busy reports whether the engine has requests or steps in flight.
+func (e *Engine) Busy() bool {
+	return len(e.inflight) > 0 || e.sch.HasUnfinished()
+}
+
+func (e *Engine) admit(now int64) error {
+	for e.pendHead < len(e.pending) && e.pending[e.pendHead].AtNs <= now {
+		a := e.pending[e.pendHead]
+		e.pendHead++
+		r := &sched.Request{ID: a.ID, PromptTokens: a.PromptTokens, MaxOutputTokens: a.OutputTokens,
+			BlockHashes: a.PrefixHashes, PrecomputedTokens: a.PrecomputedTokens}
+		if _, dup := e.reqs[a.ID]; dup {
+			return fmt.Errorf("request %s arrived twice", a.ID)
+		}
+		st := &reqState{arr: a, firstScheduled: datasets.Unknown, firstToken: datasets.Unknown, lastToken: datasets.Unknown}
+		if err := e.sch.Add(r); err != nil {
+			e.stats.Rejected++
+			if err := e.sink.Request(&datasets.Request{ReqID: a.ID, ArrivalNs: a.AtNs, PromptTokens: int64(a.PromptTokens),
+				OutputTokens: int64(a.OutputTokens), FirstScheduledNs: datasets.Unknown, FirstTokenNs: datasets.Unknown,
+				FinishNs: datasets.Unknown, Status: datasets.StatusAborted}); err != nil {
+				return err
+			}
+			continue
+		}
+		e.reqs[a.ID] = st
+	}
+	return nil
+}
+
+// Run executes one iteration of the engine loop at time now and returns
+// when the loop must run next: now or later when it can go on, the arrival
+// time of the oldest step's output when it blocks on it, or NoWake when it
+// is idle.
+func (e *Engine) Run(now int64) (int64, error) {
+	e.clock.AdvanceTo(now)
+	if !e.waiting {
+		if err := e.admit(e.clock.Now()); err != nil {
+			return NoWake, err
+		}
+		if e.sch.HasUnfinished() {
+			scheduled, err := e.scheduleOne()
+			if err != nil {
+				return NoWake, err
+			}
+			if scheduled && len(e.inflight) < e.depth {
+				// Don't block on the oldest output unless the queue is full
+				// (vLLM step_with_batch_queue): if it is not done yet, loop
+				// and schedule again.
+				r, ready, _, err := e.exec.Result(e.inflight[0].out.StepID, e.clock.Now(), false)
+				if err != nil {
+					return NoWake, err
+				}
+				if !ready {
+					return e.clock.Now(), nil
+				}
+				return e.reconcile(r)
+			}
+		}
+		if len(e.inflight) == 0 {
+			e.idle = true
+			return NoWake, nil
+		}
+	}
+	r, ready, wake, err := e.exec.Result(e.inflight[0].out.StepID, e.clock.Now(), true)
+	if err != nil {
+		return NoWake, err
+	}
+	if !ready {
+		e.waiting = true
+		return wake, nil
+	}
+	return e.reconcile(r)
+}
+
+// reconcile runs update_from_output for the oldest step in flight.
+func (e *Engine) reconcile(r StepResult) (int64, error) {
+	e.waiting = false
+	e.clock.AdvanceTo(r.TOutput)
+	if err := e.update(&e.inflight[0], r); err != nil {
+		return NoWake, err
+	}
+	copy(e.inflight, e.inflight[1:])
+	e.inflight = e.inflight[:len(e.inflight)-1]
+	return e.clock.Now(), nil
+}
+
+func (e *Engine) scheduleOne() (bool, error) {
+	tStart := e.clock.Now()
+	out := e.sch.Schedule()
+	if out.Empty() {
+		return false, nil
+	}
+	if e.host != nil {
+		e.clock.Spend(e.host.ScheduleNs(out))
+	}
+	tSchedEnd := e.clock.Now()
+	overlapped := len(e.inflight) > 0
+	afterIdle := e.idle && !overlapped
+	e.idle = false
+	// The payload is handed over at t_dispatch; serialization and the
+	// trip to the worker are the executor's (a real one serializes inside
+	// Submit, so its dispatch time includes it).
+	tDispatch := e.clock.Now()
+	p, err := e.exec.Submit(out, tDispatch)
+	if err != nil {
+		return false, fmt.Errorf("step %d: %w", out.StepID, err)
+	}
+	for _, sr := range out.NewReqs {
+		if st := e.reqs[sr.Req.ID]; st != nil && st.firstScheduled < 0 {
+			st.firstScheduled = tStart
+		}
+	}
+	e.stats.Preemptions += int64(len(out.PreemptedIDs))
+	for _, id := range out.PreemptedIDs {
+		if st := e.reqs[id]; st != nil {
+			st.preemptions++
+		}
+	}
+	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
+		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p})
+	return true, nil
+}
+
+// ErrStopped is returned when the engine is used after Close.
+var ErrStopped = errors.New("engine stopped")

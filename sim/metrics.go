@@ -1,0 +1,194 @@
+package sim
+
+import (
+	"math/bits"
+
+	"github.com/steplab/steplab/datasets"
+)
+
+// Hist is a streaming histogram of non-negative int64 values (ns) with
+// bounded memory and relative error under 1%: a value's bucket is its
+// binary exponent and its next 7 bits. Percentiles of a trace of any length
+// cost the same memory.
+type Hist struct {
+	counts [64 << 7]uint64
+	n      uint64
+	sum    float64
+	max    int64
+}
+
+func bucketOf(v int64) int {
+	if v < 128 {
+		return int(v)
+	}
+	e := bits.Len64(uint64(v)) - 8 // shift that leaves 8 significant bits
+	m := int(uint64(v)>>uint(e)) & 127
+	return (e+1)<<7 | m
+}
+
+func bucketMid(b int) float64 {
+	if b < 128 {
+		return float64(b)
+	}
+	e := b>>7 - 1
+	m := b & 127
+	lo := uint64(128|m) << uint(e)
+	return float64(lo) + float64(uint64(1)<<uint(e))/2
+}
+
+// Add records v; negative values are ignored.
+func (h *Hist) Add(v int64) {
+	if v < 0 {
+		return
+	}
+	h.counts[bucketOf(v)]++
+	h.n++
+	h.sum += float64(v)
+	h.max = max(h.max, v)
+}
+
+// Count is the number of values recorded.
+func (h *Hist) Count() uint64 { return h.n }
+
+// Mean of the values recorded.
+func (h *Hist) Mean() float64 {
+	if h.n == 0 {
+		return 0
+	}
+	return h.sum / float64(h.n)
+}
+
+// Quantile returns the q-quantile (0..1), within 1% relative error.
+func (h *Hist) Quantile(q float64) float64 {
+	if h.n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(h.n-1)) + 1
+	var c uint64
+	for b, k := range h.counts {
+		c += k
+		if c >= rank {
+			return min(bucketMid(b), float64(h.max))
+		}
+	}
+	return float64(h.max)
+}
+
+// Summary is the distribution of one latency, in milliseconds.
+type Summary struct {
+	Count uint64  `json:"count"`
+	Mean  float64 `json:"mean_ms"`
+	P50   float64 `json:"p50_ms"`
+	P90   float64 `json:"p90_ms"`
+	P99   float64 `json:"p99_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+// Summary in milliseconds.
+func (h *Hist) Summary() Summary {
+	const ms = 1e6
+	return Summary{Count: h.n, Mean: h.Mean() / ms, P50: h.Quantile(0.5) / ms, P90: h.Quantile(0.9) / ms,
+		P99: h.Quantile(0.99) / ms, Max: float64(h.max) / ms}
+}
+
+// RunMetrics accumulates the request metrics of a run: TTFT, inter-token
+// latency (per request: (finish − first token)/(outputs − 1)), end-to-end
+// latency, throughput, and step counts.
+type RunMetrics struct {
+	TTFT, ITL, E2E Hist
+
+	Requests, Finished, Unfinished, Aborted int64
+	OutputTokens                            int64
+	FirstArrival, LastFinish                int64
+	StepsByKind                             map[string]int64
+	Preemptions                             int64
+}
+
+// NewRunMetrics returns an empty accumulator.
+func NewRunMetrics() *RunMetrics {
+	return &RunMetrics{FirstArrival: -1, StepsByKind: map[string]int64{}}
+}
+
+// Step implements Sink.
+func (m *RunMetrics) Step(s *datasets.Step, _ []datasets.StepRequest) error {
+	m.StepsByKind[s.Kind]++
+	m.Preemptions += int64(s.NumPreempted)
+	return nil
+}
+
+// Request implements Sink.
+func (m *RunMetrics) Request(r *datasets.Request) error {
+	m.Requests++
+	if m.FirstArrival < 0 || r.ArrivalNs < m.FirstArrival {
+		m.FirstArrival = r.ArrivalNs
+	}
+	switch r.Status {
+	case datasets.StatusFinished:
+		m.Finished++
+		m.OutputTokens += r.OutputTokens
+		m.LastFinish = max(m.LastFinish, r.FinishNs)
+		if r.FirstTokenNs >= 0 {
+			m.TTFT.Add(r.FirstTokenNs - r.ArrivalNs)
+			if r.OutputTokens > 1 {
+				m.ITL.Add((r.FinishNs - r.FirstTokenNs) / (r.OutputTokens - 1))
+			}
+		}
+		m.E2E.Add(r.FinishNs - r.ArrivalNs)
+	case datasets.StatusAborted:
+		m.Aborted++
+	default:
+		m.Unfinished++
+	}
+	return nil
+}
+
+// Report is the JSON summary of a run.
+type Report struct {
+	Requests         int64            `json:"requests"`
+	Finished         int64            `json:"finished"`
+	Unfinished       int64            `json:"unfinished"`
+	Rejected         int64            `json:"rejected"`
+	Preemptions      int64            `json:"preemptions"`
+	DurationS        float64          `json:"duration_s"`
+	RequestsPerS     float64          `json:"throughput_requests_per_s"`
+	OutputTokensPerS float64          `json:"throughput_output_tokens_per_s"`
+	TTFT             Summary          `json:"ttft"`
+	ITL              Summary          `json:"itl"`
+	E2E              Summary          `json:"e2e"`
+	Steps            map[string]int64 `json:"steps_by_kind"`
+}
+
+// Report summarises the run.
+func (m *RunMetrics) Report() Report {
+	r := Report{Requests: m.Requests, Finished: m.Finished, Unfinished: m.Unfinished, Rejected: m.Aborted,
+		Preemptions: m.Preemptions, TTFT: m.TTFT.Summary(), ITL: m.ITL.Summary(), E2E: m.E2E.Summary(), Steps: m.StepsByKind}
+	if m.FirstArrival >= 0 && m.LastFinish > m.FirstArrival {
+		r.DurationS = float64(m.LastFinish-m.FirstArrival) / 1e9
+		r.RequestsPerS = float64(m.Finished) / r.DurationS
+		r.OutputTokensPerS = float64(m.OutputTokens) / r.DurationS
+	}
+	return r
+}
+
+// Tee sends everything to several sinks in order.
+type Tee []Sink
+
+// Step implements Sink.
+func (t Tee) Step(s *datasets.Step, rs []datasets.StepRequest) error {
+	for _, k := range t {
+		if err := k.Step(s, rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Request implements Sink.
+func (t Tee) Request(r *datasets.Request) error {
+	for _, k := range t {
+		if err := k.Request(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,264 @@
+package sim
+
+import (
+	"slices"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim/sched"
+)
+
+// Composition summarises a scheduler output the way the steps table and
+// the forward-pass model see it.
+type Composition struct {
+	Features model.Features
+	// Prefill and decode request counts and the variances the steps table
+	// carries (Dynamo's ForwardPassMetrics definitions).
+	NumPrefill, NumDecode int
+	VarPrefillLength      float64
+	VarDecodeKV           float64
+	NumResumed            int
+}
+
+// Compose computes the features of a step from the scheduler's decision.
+// A request in its context phase is prefill (its scheduled tokens are a
+// prompt chunk reading the tokens computed before it); otherwise it decodes
+// one token reading its whole computed context.
+func Compose(out *sched.Output) Composition {
+	var c Composition
+	var pSum, pSq, dSum, dSq float64
+	add := func(sr *sched.ScheduledReq, isNew bool) {
+		n := float64(sr.NumScheduledTokens)
+		kv := float64(sr.NumComputedTokens)
+		if sr.Resumed {
+			c.NumResumed++
+		}
+		if isNew {
+			c.Features.NewRequests++
+			c.Features.NewReqTokens += float64(sr.NumTokens)
+		}
+		if sr.IsPrefill {
+			c.NumPrefill++
+			c.Features.PrefillTokens += n
+			c.Features.PrefillKVTokens += kv
+			c.Features.PrefillAttn += n * (kv + n/2)
+			l := float64(sr.Req.PromptTokens)
+			pSum += l
+			pSq += l * l
+			return
+		}
+		c.NumDecode++
+		c.Features.DecodeKVTokens += kv
+		dSum += kv
+		dSq += kv * kv
+	}
+	for i := range out.NewReqs {
+		add(&out.NewReqs[i], true)
+	}
+	for i := range out.CachedReqs {
+		add(&out.CachedReqs[i], false)
+	}
+	c.Features.PrefillRequests = float64(c.NumPrefill)
+	c.Features.DecodeRequests = float64(c.NumDecode)
+	c.Features.PaddedBatch = float64(c.NumDecode)
+	if c.NumPrefill > 0 {
+		m := pSum / float64(c.NumPrefill)
+		c.VarPrefillLength = max(0, pSq/float64(c.NumPrefill)-m*m)
+	}
+	if c.NumDecode > 0 {
+		m := dSum / float64(c.NumDecode)
+		c.VarDecodeKV = max(0, dSq/float64(c.NumDecode)-m*m)
+	}
+	return c
+}
+
+// PadBatch returns the CUDA-graph capture size a decode-only batch of b
+// requests runs at: the smallest capture size >= b, or b itself (eager)
+// when it exceeds the largest or no sizes are captured. sizes is sorted.
+func PadBatch(b int, sizes []int) int {
+	for _, s := range sizes {
+		if s >= b {
+			return s
+		}
+	}
+	return b
+}
+
+func (e *Engine) update(st *inflightStep, r StepResult) error {
+	out := st.out
+	if e.host != nil {
+		e.clock.Spend(e.host.UpdateNs(out))
+	}
+	res := e.sch.Update(out)
+	tUpdateEnd := e.clock.Now()
+	c := Compose(out)
+
+	step := datasets.Step{
+		StepID:               out.StepID,
+		WorkerID:             e.cfg.WorkerID,
+		DPRank:               e.cfg.DPRank,
+		Kind:                 c.Features.Kind(),
+		Role:                 datasets.RoleProduction,
+		BenchmarkID:          -1,
+		Valid:                true,
+		NumNewReqs:           int32(len(out.NewReqs)),
+		NumCachedReqs:        int32(len(out.CachedReqs)),
+		NumResumedReqs:       int32(c.NumResumed),
+		NumPreempted:         int32(len(out.PreemptedIDs)),
+		NumFinished:          int32(len(res.FinishedIDs)),
+		NumPrefillRequests:   int32(c.NumPrefill),
+		SumPrefillTokens:     int64(c.Features.PrefillTokens),
+		VarPrefillLength:     c.VarPrefillLength,
+		SumPrefillKVTokens:   int64(c.Features.PrefillKVTokens),
+		NumDecodeRequests:    int32(c.NumDecode),
+		SumDecodeKVTokens:    int64(c.Features.DecodeKVTokens),
+		VarDecodeKVTokens:    c.VarDecodeKV,
+		TotalScheduledTokens: int64(out.TotalScheduledTokens),
+		PayloadBytes:         st.payload.Total,
+		PayloadNewBytes:      st.payload.New,
+		PayloadCachedBytes:   st.payload.Cached,
+		TScheduleStart:       st.tSchedule,
+		TScheduleEnd:         st.tSchedEnd,
+		TDispatch:            st.tDispatch,
+		TOutput:              r.TOutput,
+		TUpdateEnd:           tUpdateEnd,
+		NarrowTimeNs:         r.TOutput - st.tSchedule,
+		GPUTimeNs:            r.GPUTimeNs,
+		HostPrepNs:           r.HostPrepNs,
+		WorkerRecvNs:         r.WorkerRecvNs,
+		SampleNs:             r.SampleNs,
+		Overlapped:           st.overlapped,
+		NumWaiting:           int32(e.sch.NumWaiting()),
+		NumRunning:           int32(e.sch.NumRunning()),
+		KVBlocksUsed:         int64(e.sch.KVBlocksUsed()),
+		KVBlocksTotal:        int64(e.sch.KVBlocksTotal()),
+	}
+	if r.PaddedBatch > 0 {
+		step.PaddedTokens = r.PaddedBatch - int64(c.NumDecode)
+	}
+	// Inter-update period (Dynamo's FPM wall_time); the first step after
+	// idle has no previous update to measure from.
+	if st.afterIdle || e.lastUpdateEnd < 0 {
+		step.WallTimeNs = step.NarrowTimeNs
+	} else {
+		step.WallTimeNs = r.TOutput - e.lastUpdateEnd
+	}
+	e.lastUpdateEnd = tUpdateEnd
+
+	rows := e.rowBuf[:0]
+	tag := func(sr *sched.ScheduledReq, isNew bool, bytes int64) {
+		rows = append(rows, datasets.StepRequest{StepID: out.StepID, ReqID: sr.Req.ID, IsNew: isNew, IsResumed: sr.Resumed,
+			IsPrefill: sr.IsPrefill, NumScheduledTokens: int64(sr.NumScheduledTokens),
+			NumComputedTokens: int64(sr.NumComputedTokens), PromptLen: int64(sr.Req.PromptTokens), PayloadBytes: bytes})
+	}
+	i := 0
+	for k := range out.NewReqs {
+		tag(&out.NewReqs[k], true, perReq(st.payload, i))
+		i++
+	}
+	for k := range out.CachedReqs {
+		tag(&out.CachedReqs[k], false, perReq(st.payload, i))
+		i++
+	}
+	e.rowBuf = rows
+	e.countStep(step.Kind)
+
+	e.tokens(out, r.TOutput)
+	if e.Tag != nil {
+		e.Tag(&step, out)
+	}
+	if err := e.sink.Step(&step, rows); err != nil {
+		return err
+	}
+	for _, id := range res.FinishedIDs {
+		if err := e.finish(id, r.TOutput, datasets.StatusFinished); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func perReq(p Payload, i int) int64 {
+	if i < len(p.PerReq) {
+		return p.PerReq[i]
+	}
+	return 0
+}
+
+func (e *Engine) countStep(kind string) {
+	e.stats.Steps++
+	switch kind {
+	case datasets.KindPrefill:
+		e.stats.PrefillSteps++
+	case datasets.KindDecode:
+		e.stats.DecodeSteps++
+	default:
+		e.stats.MixedSteps++
+	}
+}
+
+// tokens records the token each request sampled in a step: a request
+// samples when the step computes up to the end of its known tokens.
+func (e *Engine) tokens(out *sched.Output, tOut int64) {
+	visit := func(sr *sched.ScheduledReq) {
+		if !sr.Samples {
+			return // a prompt chunk that does not reach the end
+		}
+		st := e.reqs[sr.Req.ID]
+		if st == nil || st.outputs >= st.arr.OutputTokens {
+			return
+		}
+		st.outputs++
+		if st.firstToken < 0 {
+			st.firstToken = tOut
+		}
+		st.lastToken = tOut
+	}
+	for k := range out.NewReqs {
+		visit(&out.NewReqs[k])
+	}
+	for k := range out.CachedReqs {
+		visit(&out.CachedReqs[k])
+	}
+}
+
+func (e *Engine) finish(id string, t int64, status string) error {
+	st := e.reqs[id]
+	if st == nil {
+		return nil
+	}
+	delete(e.reqs, id)
+	e.stats.Finished++
+	if e.onFinish != nil {
+		if err := e.onFinish(id, t); err != nil {
+			return err
+		}
+	}
+	return e.sink.Request(&datasets.Request{
+		ReqID: id, ArrivalNs: st.arr.AtNs, PromptTokens: int64(st.arr.PromptTokens), OutputTokens: int64(st.arr.OutputTokens),
+		FirstScheduledNs: st.firstScheduled, FirstTokenNs: st.firstToken, FinishNs: t,
+		NumPreemptions: st.preemptions, Status: status,
+	})
+}
+
+// Finish reports every request still queued or running as unfinished, at
+// time t (the end of a run that stops before draining).
+func (e *Engine) Finish(t int64) error {
+	ids := make([]string, 0, len(e.reqs))
+	for id := range e.reqs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		st := e.reqs[id]
+		delete(e.reqs, id)
+		if err := e.sink.Request(&datasets.Request{
+			ReqID: id, ArrivalNs: st.arr.AtNs, PromptTokens: int64(st.arr.PromptTokens), OutputTokens: int64(st.arr.OutputTokens),
+			FirstScheduledNs: st.firstScheduled, FirstTokenNs: st.firstToken, FinishNs: datasets.Unknown,
+			NumPreemptions: st.preemptions, Status: datasets.StatusUnfinished,
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

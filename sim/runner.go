@@ -1,0 +1,289 @@
+package sim
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/datasets/embedded"
+	"github.com/steplab/steplab/datasets/importers"
+	"github.com/steplab/steplab/sim/rng"
+	"github.com/steplab/steplab/sim/sched"
+	"github.com/steplab/steplab/sim/workload"
+)
+
+// RunOptions tune Run.
+type RunOptions struct {
+	// Overwrite replaces an existing dataset at the output directory.
+	Overwrite bool
+	// Command is recorded in the manifest.
+	Command []string
+	// Progress, when set, is called with the number of requests finished.
+	Progress func(done int64)
+}
+
+// Result is what a simulation run reports.
+type Result struct {
+	Dataset string `json:"dataset"`
+	Report
+	Engine Stats `json:"-"`
+}
+
+// Run simulates the plan and writes its dataset to dir (steps,
+// step_requests unless disabled, requests). The same plan and seed give a
+// byte-identical dataset.
+func Run(p *Plan, dir string, opts RunOptions) (*Result, error) {
+	sc := p.Scenario
+	var src workload.Peeker
+	var inputSHA string
+	var cleanup func()
+	switch sc.Workload.Kind {
+	case "trace":
+		d, sha, done, err := traceDataset(sc.Workload.Trace)
+		if err != nil {
+			return nil, err
+		}
+		cleanup, inputSHA = done, sha
+		w := sc.Workload
+		ts, err := workload.NewTrace(workload.TraceConfig{Dir: d, Limit: w.Limit, RateRPS: w.RateRPS,
+			StartNs: int64(w.StartS * 1e9), EndNs: int64(w.EndS * 1e9), Rebase: true, BlockSize: w.BlockSize,
+			WarmupRequests: w.Warmup})
+		if err != nil {
+			cleanup()
+			return nil, err
+		}
+		src = &rehash{TraceSource: ts, engineBlock: p.Sched.BlockSize}
+	case "benchmark":
+	default:
+		s, err := generator(sc)
+		if err != nil {
+			return nil, err
+		}
+		src = s
+	}
+	if cleanup != nil {
+		defer cleanup()
+	}
+	w, err := datasets.Create(dir, p.Manifest(opts.Command, inputSHA), datasets.CreateOptions{Overwrite: opts.Overwrite})
+	if err != nil {
+		return nil, err
+	}
+	res, err := runInto(p, w, src, opts)
+	if err != nil {
+		_ = w.Abort(err.Error())
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	res.Dataset = dir
+	return res, nil
+}
+
+func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts RunOptions) (*Result, error) {
+	sink, err := NewDatasetSink(w, boolOr(p.Scenario.Output.StepRequests, true))
+	if err != nil {
+		return nil, err
+	}
+	metrics := NewRunMetrics()
+	var out Sink = Tee{sink, metrics}
+	if opts.Progress != nil {
+		out = Tee{sink, metrics, &progressSink{f: opts.Progress}}
+	}
+	exec := NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs)
+	eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: "sim-0"}, exec, &VirtualClock{}, HostAdapter{p.Host}, out)
+	if err != nil {
+		return nil, err
+	}
+	if src != nil {
+		_, err = Drive(eng, src)
+	} else {
+		err = RunBenchmark(eng, p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := eng.Finish(eng.Now()); err != nil {
+		return nil, err
+	}
+	if err := sink.Close(); err != nil {
+		return nil, err
+	}
+	return &Result{Report: metrics.Report(), Engine: eng.Stats()}, nil
+}
+
+type progressSink struct {
+	f    func(int64)
+	done int64
+}
+
+func (p *progressSink) Step(*datasets.Step, []datasets.StepRequest) error { return nil }
+
+func (p *progressSink) Request(*datasets.Request) error {
+	p.done++
+	if p.done%512 == 0 {
+		p.f(p.done)
+	}
+	return nil
+}
+
+// traceDataset resolves a trace reference to a dataset directory: a
+// directory as it is, or an embedded trace imported into a temporary one.
+func traceDataset(ref string) (dir, sha string, cleanup func(), err error) {
+	if !strings.HasPrefix(ref, embedded.Prefix) {
+		if _, err := datasets.Open(ref); err != nil {
+			return "", "", nil, fmt.Errorf("workload.trace: %w", err)
+		}
+		sha := ""
+		if d, _ := datasets.Open(ref); d != nil && d.Manifest != nil {
+			sha = d.Manifest.Source.SHA256
+		}
+		return ref, sha, func() {}, nil
+	}
+	e, err := embedded.Lookup(ref)
+	if err != nil {
+		return "", "", nil, fmt.Errorf("workload.trace: %w", err)
+	}
+	tmp, err := os.MkdirTemp("", "steplab-trace-*")
+	if err != nil {
+		return "", "", nil, err
+	}
+	out := filepath.Join(tmp, e.Name)
+	res, err := importers.Import(e.Format, ref, out, importers.Options{})
+	if err != nil {
+		os.RemoveAll(tmp)
+		return "", "", nil, err
+	}
+	return out, res.SHA256, func() { os.RemoveAll(tmp) }, nil
+}
+
+// rehash maps a trace's prefix hash chain to the engine's block size.
+type rehash struct {
+	*workload.TraceSource
+	engineBlock int
+}
+
+func (r *rehash) Next() (workload.Arrival, bool) {
+	a, ok := r.TraceSource.Next()
+	if ok && len(a.PrefixHashes) > 0 {
+		a.PrefixHashes = workload.EngineBlockHashes(a.PrefixHashes, r.BlockSize(), r.engineBlock, a.PromptTokens, nil)
+	}
+	return a, ok
+}
+
+func generator(sc Scenario) (workload.Peeker, error) {
+	w := sc.Workload
+	var lengths workload.Lengths
+	if w.LengthsFrom != "" {
+		e, err := workload.LoadEmpirical(w.LengthsFrom)
+		if err != nil {
+			return nil, err
+		}
+		lengths.Joint = e
+	} else {
+		var err error
+		if lengths.Prompt, err = w.Prompt.dist("workload.prompt"); err != nil {
+			return nil, err
+		}
+		if lengths.Output, err = w.Output.dist("workload.output"); err != nil {
+			return nil, err
+		}
+	}
+	root := rng.New(sc.Seed, "workload")
+	switch w.Kind {
+	case "closed":
+		think := w.Think
+		if think == "" {
+			think = "fixed"
+		}
+		return workload.NewClosedLoop(workload.ClosedLoopConfig{Users: w.Users, Think: think, ThinkNs: int64(w.ThinkS * 1e9),
+			Requests: w.Requests, WarmupRequests: w.Warmup, DurationNs: int64(w.DurationS * 1e9), Lengths: lengths, Rand: root})
+	default:
+		return workload.NewOpenLoop(workload.OpenLoopConfig{Process: w.Kind, RateRPS: w.RateRPS, CV: w.CV, Requests: w.Requests,
+			DurationNs: int64(w.DurationS * 1e9), WarmupRequests: w.Warmup, Lengths: lengths, Rand: root})
+	}
+}
+
+// GridConfig turns the benchmark spec into a grid over the plan's limits.
+func (p *Plan) GridConfig() workload.GridConfig {
+	b := p.Scenario.Workload.Benchmark
+	g := workload.GridConfig{Mode: b.Mode, Policy: b.Policy, DecodeBatchSizes: b.DecodeBatchSizes, DecodeContexts: b.DecodeContexts,
+		PrefillTokens: b.PrefillTokens, PrefillBatchSizes: b.PrefillBatchSizes, Warmups: 5,
+		MaxModelLen: p.Sched.MaxModelLen, MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
+		BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks - 1, CaptureSizes: p.Graphs} // block 0 is the null block
+	if b.Warmups != nil {
+		g.Warmups = *b.Warmups
+	}
+	if g.Policy == "" {
+		g.Policy = workload.PolicySteadyStateSecondStep
+	}
+	return g
+}
+
+// RunBenchmark runs the plan's self-benchmark grid on the engine, one point
+// at a time with the engine idle in between, tagging each step: the step
+// the policy measures is "measured", the others "scaffolding".
+func RunBenchmark(e *Engine, p *Plan) error {
+	points, err := workload.BuildGrid(p.GridConfig())
+	if err != nil {
+		return fmt.Errorf("benchmark: %w", err)
+	}
+	gap := int64(p.Scenario.Workload.Benchmark.GapS * 1e9)
+	if gap <= 0 {
+		gap = 1_000_000
+	}
+	var cur *workload.Point
+	var ordinal int
+	var replica bool
+	e.Tag = func(s *datasets.Step, _ *sched.Output) {
+		s.Role = datasets.RoleScaffolding
+		s.BenchmarkID = cur.BenchmarkID
+		s.SampleReason = strings.Join(cur.SampleReasons, ",")
+		switch {
+		case cur.Warmup:
+			s.SampleReason = workload.ReasonWarmup
+		case replica:
+			s.SampleReason = "eager_warmup"
+		case ordinal == cur.Plan.MeasuredStep:
+			s.Role = datasets.RoleMeasured
+		}
+		ordinal++
+	}
+	defer func() { e.Tag = nil }()
+	t := e.Now()
+	for i := range points {
+		cur = &points[i]
+		runs := 1
+		if cur.EagerWarmup {
+			runs = 2
+		}
+		for r := 0; r < runs; r++ {
+			replica = r < runs-1
+			ordinal = 0
+			prefix := fmt.Sprintf("bench-%d-%d-", i, r)
+			for _, a := range cur.Arrivals(prefix, t) {
+				if err := e.Add(a); err != nil {
+					return err
+				}
+			}
+			for {
+				w, err := e.Run(t)
+				if err != nil {
+					return err
+				}
+				if w == NoWake {
+					break
+				}
+				t = w
+			}
+			if e.Busy() {
+				return fmt.Errorf("benchmark point %d (%s, B=%d) could not run: the engine cannot schedule its requests (KV blocks or budget too small)",
+					cur.BenchmarkID, cur.Type, cur.BatchSize)
+			}
+			t = e.Now() + gap
+		}
+	}
+	return nil
+}

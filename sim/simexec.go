@@ -1,0 +1,120 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim/sched"
+)
+
+// SimExecutor is the simulated worker: it prices each step's payload
+// (PayloadModel), its trip to the worker and the worker's input preparation
+// (HostModel), and its device time (an FPM) on a GPU that runs one step at
+// a time, and so predicts when each output reaches the scheduler.
+//
+// The worker's CPU is sequential: it receives and prepares step N+1 while
+// the GPU still runs step N (async scheduling), but the GPU starts a step
+// only after the previous one ended and its inputs are ready.
+type SimExecutor struct {
+	FPM     model.FPM
+	Payload model.PayloadModel
+	Host    model.HostModel
+	// CaptureSizes are the CUDA-graph batch sizes, ascending; decode-only
+	// steps up to the largest are padded to the next one.
+	CaptureSizes []int
+	// OutputReturnNs is the time from the end of the forward pass until the
+	// sampled tokens reach the scheduler (device-to-host copy, IPC).
+	OutputReturnNs int64
+
+	cpuFree, gpuFree int64
+	results          []StepResult
+	head             int
+	perReq           []int64
+}
+
+// NewSimExecutor builds a simulated executor with the given models.
+func NewSimExecutor(fpm model.FPM, payload model.PayloadModel, host model.HostModel, captureSizes []int) *SimExecutor {
+	return &SimExecutor{FPM: fpm, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: 30_000}
+}
+
+// PayloadOf prices a scheduler output with the payload model.
+func PayloadOf(p model.PayloadModel, out *sched.Output, perReq []int64) (Payload, []int64) {
+	var ps model.PayloadStep
+	perReq = perReq[:0]
+	for i := range out.NewReqs {
+		sr := &out.NewReqs[i]
+		ps.NewReqs++
+		ps.NewTokens += sr.NumTokens
+		ps.NewBlocks += sr.NumBlocks
+		perReq = append(perReq, p.NewReqBytes(sr.NumTokens, sr.NumBlocks))
+	}
+	for i := range out.CachedReqs {
+		sr := &out.CachedReqs[i]
+		ps.CachedReqs++
+		ps.CachedNewBlocks += len(sr.NewBlockIDs)
+		perReq = append(perReq, p.CachedReqBytes(len(sr.NewBlockIDs), false, sr.NumTokens))
+	}
+	ps.FinishedReqs = len(out.FinishedIDs) + len(out.PreemptedIDs)
+	b := p.Breakdown(ps)
+	return Payload{Total: b.Total, New: b.New, Cached: b.Cached, PerReq: perReq}, perReq
+}
+
+// Submit implements Executor.
+func (x *SimExecutor) Submit(out *sched.Output, now int64) (Payload, error) {
+	var p Payload
+	p, x.perReq = PayloadOf(x.Payload, out, x.perReq)
+	c := Compose(out)
+	f := c.Features
+	padded := int64(0)
+	if c.NumPrefill == 0 && len(x.CaptureSizes) > 0 && c.NumDecode <= x.CaptureSizes[len(x.CaptureSizes)-1] {
+		padded = int64(PadBatch(c.NumDecode, x.CaptureSizes))
+		f.PaddedBatch = float64(padded)
+	}
+	recv := x.Host.ShipNs(p.Total)
+	prep := x.Host.PrepNs(out.NumScheduledReqs(), out.TotalScheduledTokens, int(f.NewRequests), int(f.NewReqTokens))
+	start := max(now, x.cpuFree)
+	prepEnd := start + recv + prep
+	x.cpuFree = prepEnd
+	dev := int64(x.FPM.PredictNs(f) + 0.5)
+	if dev <= 0 {
+		return p, fmt.Errorf("FPM predicted a non-positive device time (%d ns) for a %s step", dev, f.Kind())
+	}
+	gpuStart := max(prepEnd, x.gpuFree)
+	x.gpuFree = gpuStart + dev
+	if x.head > 0 && x.head == len(x.results) {
+		x.results, x.head = x.results[:0], 0
+	}
+	x.results = append(x.results, StepResult{
+		StepID: out.StepID, TOutput: x.gpuFree + x.OutputReturnNs,
+		GPUTimeNs: dev, HostPrepNs: prep, WorkerRecvNs: recv, SampleNs: datasets.Unknown, PaddedBatch: padded,
+	})
+	return p, nil
+}
+
+// Result implements Executor.
+func (x *SimExecutor) Result(stepID int64, now int64, _ bool) (StepResult, bool, int64, error) {
+	if x.head >= len(x.results) || x.results[x.head].StepID != stepID {
+		return StepResult{}, false, 0, fmt.Errorf("simulated executor: step %d is not the oldest in flight", stepID)
+	}
+	r := x.results[x.head]
+	if r.TOutput > now {
+		return r, false, r.TOutput, nil
+	}
+	x.head++
+	return r, true, r.TOutput, nil
+}
+
+// Close implements Executor.
+func (x *SimExecutor) Close() error { return nil }
+
+// HostAdapter prices the scheduler-side host phases with a HostModel.
+type HostAdapter struct{ M model.HostModel }
+
+// ScheduleNs implements HostCosts.
+func (h HostAdapter) ScheduleNs(out *sched.Output) int64 {
+	return h.M.ScheduleNs(out.NumScheduledReqs(), len(out.NewReqs))
+}
+
+// UpdateNs implements HostCosts.
+func (h HostAdapter) UpdateNs(out *sched.Output) int64 { return h.M.UpdateNs(out.NumScheduledReqs()) }

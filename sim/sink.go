@@ -1,0 +1,91 @@
+package sim
+
+import "github.com/steplab/steplab/datasets"
+
+// DatasetSink writes what an engine records into a dataset, buffering rows
+// so that the table writers see large batches.
+type DatasetSink struct {
+	steps    *datasets.TableWriter[datasets.Step]
+	stepReqs *datasets.TableWriter[datasets.StepRequest]
+	reqs     *datasets.TableWriter[datasets.Request]
+
+	stepBuf    []datasets.Step
+	stepReqBuf []datasets.StepRequest
+	reqBuf     []datasets.Request
+}
+
+const sinkBatch = 8192
+
+// NewDatasetSink opens the steps, step_requests (unless withStepRequests
+// is false) and requests tables of w.
+func NewDatasetSink(w *datasets.Writer, withStepRequests bool) (*DatasetSink, error) {
+	s := &DatasetSink{}
+	var err error
+	if s.steps, err = datasets.NewTableWriter[datasets.Step](w, datasets.TableSteps, datasets.DefaultTableOptions); err != nil {
+		return nil, err
+	}
+	if withStepRequests {
+		if s.stepReqs, err = datasets.NewTableWriter[datasets.StepRequest](w, datasets.TableStepRequests, datasets.DefaultTableOptions); err != nil {
+			return nil, err
+		}
+	}
+	if s.reqs, err = datasets.NewTableWriter[datasets.Request](w, datasets.TableRequests, datasets.DefaultTableOptions); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Step implements Sink.
+func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
+	s.stepBuf = append(s.stepBuf, *st)
+	if len(s.stepBuf) >= sinkBatch {
+		if err := s.steps.Write(s.stepBuf); err != nil {
+			return err
+		}
+		s.stepBuf = s.stepBuf[:0]
+	}
+	if s.stepReqs != nil {
+		s.stepReqBuf = append(s.stepReqBuf, rs...)
+		if len(s.stepReqBuf) >= sinkBatch {
+			if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
+				return err
+			}
+			s.stepReqBuf = s.stepReqBuf[:0]
+		}
+	}
+	return nil
+}
+
+// Request implements Sink.
+func (s *DatasetSink) Request(r *datasets.Request) error {
+	s.reqBuf = append(s.reqBuf, *r)
+	if len(s.reqBuf) >= sinkBatch {
+		if err := s.reqs.Write(s.reqBuf); err != nil {
+			return err
+		}
+		s.reqBuf = s.reqBuf[:0]
+	}
+	return nil
+}
+
+// Close flushes and closes the tables.
+func (s *DatasetSink) Close() error {
+	if err := s.steps.Write(s.stepBuf); err != nil {
+		return err
+	}
+	if err := s.steps.Close(); err != nil {
+		return err
+	}
+	if s.stepReqs != nil {
+		if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
+			return err
+		}
+		if err := s.stepReqs.Close(); err != nil {
+			return err
+		}
+	}
+	if err := s.reqs.Write(s.reqBuf); err != nil {
+		return err
+	}
+	return s.reqs.Close()
+}
