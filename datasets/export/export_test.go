@@ -43,7 +43,7 @@ func newFixture(t *testing.T) *fixture {
 			Role: "production", BenchmarkID: -1, Valid: i%4 != 0, InvalidReason: map[bool]string{true: "", false: "warm, up"}[i%4 != 0],
 			NumPrefillRequests: int32(i), SumPrefillTokens: int64(i) * 1000, VarPrefillLength: float64(i) / 3,
 			VarDecodeKVTokens: []float64{0, math.NaN(), math.Inf(1), 1e300, -0.5, 1.0 / 7}[i%6],
-			TScheduleStart: int64(i) * 1_000_000_007, WallTimeNs: math.MaxInt64 - int64(i), GPUTimeNs: -1, Overlapped: i%2 == 1,
+			TScheduleStart:    int64(i) * 1_000_000_007, WallTimeNs: math.MaxInt64 - int64(i), GPUTimeNs: -1, Overlapped: i%2 == 1,
 			KVBlocksTotal: 1 << 40,
 		})
 		f.srs = append(f.srs, datasets.StepRequest{StepID: int64(i), ReqID: fmt.Sprintf("req-%d", i), IsNew: i%2 == 0, IsPrefill: i%3 == 0, NumScheduledTokens: int64(i)})
