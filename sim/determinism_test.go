@@ -1,0 +1,129 @@
+package sim
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files under testdata/")
+
+// datasetSHA hashes every file of a dataset directory (names and bytes) in
+// a fixed order.
+func datasetSHA(t *testing.T, dir string) string {
+	t.Helper()
+	var files []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return err
+	}))
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		rel, _ := filepath.Rel(dir, f)
+		h.Write([]byte(filepath.ToSlash(rel) + "\n"))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func poissonScenario(seed uint64) Scenario {
+	sc := DefaultScenario()
+	sc.Seed = seed
+	sc.Workload = WorkloadSpec{Kind: "poisson", RateRPS: 40, Requests: 400,
+		Prompt: LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 8000},
+		Output: LengthSpec{Kind: "lognormal", Mean: 150, Sigma: 0.7, Max: 2000}}
+	sc.Engine.NumGPUBlocks = 3000 // tight: forces preemptions
+	return sc
+}
+
+func simulateSHA(t *testing.T, sc Scenario) (string, *Result) {
+	t.Helper()
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "ds")
+	res, err := Run(p, dir, RunOptions{Command: []string{"steplab", "simulate"}})
+	require.NoError(t, err)
+	return datasetSHA(t, dir), res
+}
+
+// The same scenario and seed give a byte-identical dataset; its SHA-256 is
+// pinned in testdata/golden_sha256.txt (refresh with -update when a change
+// of the model is intended). A different seed changes it.
+func TestDeterministicDataset(t *testing.T) {
+	a, res := simulateSHA(t, poissonScenario(7))
+	b, _ := simulateSHA(t, poissonScenario(7))
+	require.Equal(t, a, b, "two runs with one seed")
+	require.Greater(t, res.Preemptions, int64(0), "the scenario exercises preemption")
+	c, _ := simulateSHA(t, poissonScenario(8))
+	require.NotEqual(t, a, c, "another seed")
+
+	golden := filepath.Join("testdata", "golden_sha256.txt")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(a+"\n"), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run with -update to create the golden file")
+	require.Equal(t, strings.TrimSpace(string(want)), a, "dataset bytes changed; if intended, rerun with -update")
+}
+
+// Bad scenarios are refused before anything is simulated, with a message
+// that says what to change.
+func TestBadScenarioRefused(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Scenario)
+		want string
+	}{
+		{"negative rate", func(s *Scenario) {
+			s.Workload = WorkloadSpec{Kind: "poisson", RateRPS: -3, Requests: 10,
+				Prompt: LengthSpec{Kind: "fixed", Value: 10}, Output: LengthSpec{Kind: "fixed", Value: 10}}
+		}, "rate_rps is -3"},
+		{"block size not a power of two", func(s *Scenario) { s.Engine.BlockSize = 24 }, "block_size is 24"},
+		{"block size does not divide the trace's hash block", func(s *Scenario) {
+			s.Engine.BlockSize = 1024
+			s.Engine.MaxNumBatchedTokens = 32768
+			s.Workload.BlockSize = 512
+		}, "does not divide"},
+		{"context longer than max_model_len", func(s *Scenario) {
+			s.Workload = WorkloadSpec{Kind: "constant", RateRPS: 1, Requests: 10,
+				Prompt: LengthSpec{Kind: "fixed", Value: 40000}, Output: LengthSpec{Kind: "fixed", Value: 10}}
+		}, "exceed max_model_len"},
+		{"model does not fit", func(s *Scenario) { s.Model = "Llama-3.1-70B"; s.Hardware = "H100" }, "does not fit"},
+		{"unknown hardware", func(s *Scenario) { s.Hardware = "TPU" }, "hardware"},
+		{"max_model_len beyond KV", func(s *Scenario) { s.Engine.NumGPUBlocks = 100 }, "lower max_model_len"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sc := DefaultScenario()
+			c.edit(&sc)
+			_, err := sc.Plan()
+			require.Error(t, err)
+			require.Contains(t, err.Error(), c.want)
+		})
+	}
+}
+
+func TestScenarioYAMLUnknownKey(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "s.yaml")
+	require.NoError(t, os.WriteFile(p, []byte("seed: 3\nengine:\n  max_num_seqz: 4\n"), 0o644))
+	_, err := LoadScenario(p)
+	require.ErrorContains(t, err, "line 3")
+	require.ErrorContains(t, err, "max_num_seqz")
+	sc := DefaultScenario()
+	require.NoError(t, sc.Set("engine.max_num_seqs=64"))
+	require.Equal(t, 64, sc.Engine.MaxNumSeqs)
+	require.Error(t, sc.Set("engine.nope=1"))
+}

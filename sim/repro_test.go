@@ -1,0 +1,115 @@
+package sim
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+)
+
+// benchScenario is a self-benchmark on Llama-3.1-8B / H200 with the given
+// decode grid. NumGPUBlocks is set explicitly so that B=513 at ~4K context
+// fits, as the seed's 4×B200 deployment did.
+func benchScenario(policy string, batches, contexts []int) Scenario {
+	sc := DefaultScenario()
+	sc.Engine.MaxNumSeqs = 1024
+	sc.Engine.MaxNumBatchedTokens = 16384
+	sc.Engine.NumGPUBlocks = 200_000
+	sc.Workload = WorkloadSpec{Kind: "benchmark", Benchmark: BenchmarkSpec{
+		Mode: "decode", Policy: policy, DecodeBatchSizes: batches, DecodeContexts: contexts, Warmups: new(int)}}
+	return sc
+}
+
+// runSteps simulates sc and returns its steps.
+func runSteps(t *testing.T, sc Scenario) []datasets.Step {
+	t.Helper()
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "ds")
+	_, err = Run(p, dir, RunOptions{Command: []string{"test"}})
+	require.NoError(t, err)
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+	require.NoError(t, err)
+	return steps
+}
+
+// byBenchmark indexes steps by (benchmark id, role).
+func byBenchmark(steps []datasets.Step) map[string]datasets.Step {
+	m := map[string]datasets.Step{}
+	for _, s := range steps {
+		if s.SampleReason == "eager_warmup" {
+			continue
+		}
+		m[fmt.Sprintf("%d/%s", s.BenchmarkID, s.Role)] = s
+	}
+	return m
+}
+
+// R1 (DESIGN.md §8): at B=513 with ~4K-token contexts an admission step
+// ships megabytes through scheduled_new_reqs while the steady step that
+// follows ships kilobytes of deltas: about four orders of magnitude.
+func TestR1PayloadAdmissionVsSteady(t *testing.T) {
+	steps := runSteps(t, benchScenario(datasets.PolicySteadyStateSecondStep, []int{513}, []int{4100}))
+	m := byBenchmark(steps)
+	adm, ok := m["1/scaffolding"]
+	require.True(t, ok, "admission step of point 1")
+	steady, ok := m["1/measured"]
+	require.True(t, ok, "steady step of point 1")
+	require.EqualValues(t, 513, adm.NumNewReqs)
+	require.EqualValues(t, 513, steady.NumCachedReqs)
+	require.EqualValues(t, 0, steady.NumNewReqs)
+	t.Logf("B=513 ctx≈4100: admission %d B, steady %d B, ratio %.0f", adm.PayloadBytes, steady.PayloadBytes,
+		float64(adm.PayloadBytes)/float64(steady.PayloadBytes))
+	require.InDelta(t, 8.5e6, float64(adm.PayloadBytes), 0.1*8.5e6, "admission ≈ 8.5 MB")
+	require.InDelta(t, 6.8e3, float64(steady.PayloadBytes), 0.15*6.8e3, "steady ≈ 6.8 KB")
+	require.Greater(t, float64(adm.PayloadBytes)/float64(steady.PayloadBytes), 1000.0)
+}
+
+// R2: under async scheduling the steady step of a B=1 point is scheduled
+// while the admission step still runs, so its narrow schedule→output window
+// counts both steps (seed: 11.29 ≈ 6.74 + 4.83 ms) while its inter-update
+// period is its own step (4.71 vs 4.83 ms real).
+func TestR2AsyncTimingWindows(t *testing.T) {
+	steps := runSteps(t, benchScenario(datasets.PolicySteadyStateSecondStep, []int{1}, []int{1024}))
+	m := byBenchmark(steps)
+	adm, steady := m["1/scaffolding"], m["1/measured"]
+	require.True(t, steady.Overlapped, "the steady step is scheduled while the admission step runs")
+	require.False(t, adm.Overlapped)
+	// What the steady step really costs: its own span from the admission
+	// output to its output (device plus the host work not hidden).
+	own := steady.TOutput - adm.TOutput
+	admRemaining := adm.TOutput - steady.TScheduleStart
+	t.Logf("narrow %.3f ms = admission remaining %.3f + own %.3f; inter-update %.3f ms; gpu %.3f ms",
+		ms(steady.NarrowTimeNs), ms(admRemaining), ms(own), ms(steady.WallTimeNs), ms(steady.GPUTimeNs))
+	require.Equal(t, admRemaining+own, steady.NarrowTimeNs, "narrow = remaining admission + own step")
+	require.Greater(t, float64(admRemaining), 0.5*float64(own), "the narrow window carries a large share of the admission step")
+	require.InEpsilon(t, float64(own), float64(steady.WallTimeNs), 0.1, "inter-update period ≈ own step")
+	require.Greater(t, float64(steady.NarrowTimeNs), 1.5*float64(steady.WallTimeNs))
+}
+
+// R3: decode points measured on the admission step are inflated against
+// steady-state ones, increasingly with B.
+func TestR3AdmissionInflationGrowsWithB(t *testing.T) {
+	batches := []int{1, 16, 64, 256}
+	adm := byBenchmark(runSteps(t, benchScenario(datasets.PolicyAdmissionStep, batches, []int{2048})))
+	std := byBenchmark(runSteps(t, benchScenario(datasets.PolicySteadyStateSecondStep, batches, []int{2048})))
+	prev := 0.0
+	for i, b := range batches {
+		a, s := adm[fmt.Sprintf("%d/measured", i+1)], std[fmt.Sprintf("%d/measured", i+1)]
+		require.EqualValues(t, b, a.NumDecodeRequests+a.NumPrefillRequests, "admission point %d", b)
+		require.EqualValues(t, b, s.NumDecodeRequests, "steady point %d", b)
+		ratio := float64(a.WallTimeNs) / float64(s.WallTimeNs)
+		t.Logf("B=%d: admission %.2f ms, steady %.2f ms, inflation %.2fx", b, ms(a.WallTimeNs), ms(s.WallTimeNs), ratio)
+		require.Greater(t, ratio, 1.0, "B=%d", b)
+		require.Greater(t, ratio, prev, "inflation grows with B (B=%d)", b)
+		prev = ratio
+	}
+	require.Greater(t, prev, 2.0, "at B=256 the admission row is inflated more than 2x")
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }
