@@ -1,11 +1,18 @@
 package datasets
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
 )
 
 // ManifestFile is the name of a dataset's manifest inside its directory.
@@ -208,4 +215,215 @@ func WriteFileAtomic(path string, data []byte) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// Part states reported by Dataset.PartsStatus and Dataset.Check.
+const (
+	// PartOK: listed in the manifest; on disk with the listed size, SHA-256
+	// and row count.
+	PartOK = "ok"
+	// PartMissing: listed in the manifest but not on disk.
+	PartMissing = "missing"
+	// PartMismatch: listed and on disk, but its size, SHA-256 or row count
+	// differs from the manifest (the file changed or is damaged).
+	PartMismatch = "mismatch"
+	// PartUnlisted: a completed part on disk that the manifest does not list
+	// (a writer killed between renaming the part and rewriting the
+	// manifest, or a dataset without a manifest). Readers read it.
+	PartUnlisted = "unlisted"
+	// PartTemporary: the hidden .tmp part an interrupted writer left open.
+	// Readers ignore it; it holds at most TableOptions.PartRows rows.
+	PartTemporary = "temporary"
+)
+
+// PartStatus is the state of one part file of a table.
+type PartStatus struct {
+	Table string `json:"table"`
+	File  string `json:"file"` // relative to the dataset directory, slash-separated
+	State string `json:"state"`
+	Rows  int64  `json:"rows"`  // from the manifest, or from the file's footer
+	Bytes int64  `json:"bytes"` // on disk
+	// Detail says what is wrong for PartMismatch, PartUnlisted parts that
+	// are not readable Parquet, and PartTemporary.
+	Detail string `json:"detail,omitempty"`
+}
+
+// CheckReport is the result of Dataset.Check.
+type CheckReport struct {
+	Dir string `json:"dir"`
+	// Status is the manifest's status (DatasetComplete or DatasetPartial),
+	// or "" for a directory without a manifest.
+	Status string       `json:"status"`
+	Parts  []PartStatus `json:"parts"`
+}
+
+// OK reports whether every part the manifest lists is intact. Unlisted and
+// temporary parts do not count against it; a partial dataset can be OK.
+func (r *CheckReport) OK() bool {
+	for _, p := range r.Parts {
+		if p.State == PartMissing || p.State == PartMismatch {
+			return false
+		}
+		if p.State == PartUnlisted && p.Detail != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// Problems lists one line per part that is not intact.
+func (r *CheckReport) Problems() []string {
+	var out []string
+	for _, p := range r.Parts {
+		switch {
+		case p.State == PartMissing, p.State == PartMismatch:
+			out = append(out, fmt.Sprintf("%s: %s %s", p.File, p.State, p.Detail))
+		case p.State == PartUnlisted && p.Detail != "":
+			out = append(out, fmt.Sprintf("%s: %s", p.File, p.Detail))
+		}
+	}
+	return out
+}
+
+// Check verifies every part of every table against the manifest: presence,
+// size, SHA-256 (the whole file is read) and row count (from the Parquet
+// footer). It returns an error only when the directory cannot be read;
+// damaged parts are reported in the CheckReport. The validator uses it to
+// report partial and damaged datasets.
+func (d *Dataset) Check() (*CheckReport, error) {
+	r := &CheckReport{Dir: d.Dir}
+	if d.Manifest != nil {
+		r.Status = d.Manifest.Status
+	}
+	names := append([]string(nil), Tables...)
+	if d.Manifest != nil {
+		for t := range d.Manifest.Tables {
+			if !slices.Contains(names, t) {
+				names = append(names, t)
+			}
+		}
+		sort.Strings(names[len(Tables):])
+	}
+	for _, t := range names {
+		listed := d.Manifest != nil && len(d.Manifest.Tables[t].Parts) > 0
+		if !d.Has(t) && !listed {
+			continue
+		}
+		ps, err := d.PartsStatus(t)
+		if err != nil {
+			return nil, err
+		}
+		r.Parts = append(r.Parts, ps...)
+	}
+	return r, nil
+}
+
+// PartsStatus reports the state of every part of table: those the
+// manifest lists, completed parts on disk it does not list, and temporary
+// parts of an interrupted writer. Like Check, it reads every part in full.
+func (d *Dataset) PartsStatus(table string) ([]PartStatus, error) {
+	var out []PartStatus
+	seen := map[string]bool{}
+	if d.Manifest != nil {
+		for _, p := range d.Manifest.Tables[table].Parts {
+			seen[p.File] = true
+			out = append(out, checkListedPart(d.Dir, table, p))
+		}
+	}
+	path := TableDir(d.Dir, table)
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return out, nil
+	case err != nil:
+		return nil, err
+	}
+	var files []string
+	if st.IsDir() {
+		entries, err := os.ReadDir(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range entries {
+			if !e.IsDir() {
+				files = append(files, filepath.Join(path, e.Name()))
+			}
+		}
+	} else {
+		files = []string{path}
+	}
+	for _, f := range files {
+		rel, _ := filepath.Rel(d.Dir, f)
+		rel = filepath.ToSlash(rel)
+		if seen[rel] {
+			continue
+		}
+		base := filepath.Base(f)
+		info, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case strings.HasPrefix(base, ".") && strings.HasSuffix(base, ".tmp"):
+			out = append(out, PartStatus{Table: table, File: rel, State: PartTemporary, Bytes: info.Size(),
+				Detail: "left open by an interrupted writer; ignored by readers"})
+		case strings.HasPrefix(base, ".") || !strings.HasSuffix(base, ".parquet"):
+			// not a part: ignored by readers too
+		default:
+			ps := PartStatus{Table: table, File: rel, State: PartUnlisted, Bytes: info.Size()}
+			if rows, err := parquetRows(f); err != nil {
+				ps.Detail = err.Error()
+			} else {
+				ps.Rows = rows
+			}
+			out = append(out, ps)
+		}
+	}
+	return out, nil
+}
+
+func checkListedPart(dir, table string, p PartInfo) PartStatus {
+	ps := PartStatus{Table: table, File: p.File, State: PartOK, Rows: p.Rows}
+	path := filepath.Join(dir, filepath.FromSlash(p.File))
+	f, err := os.Open(path)
+	if err != nil {
+		ps.State, ps.Detail = PartMissing, err.Error()
+		return ps
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	ps.Bytes = n
+	var bad []string
+	switch {
+	case err != nil:
+		bad = append(bad, "read: "+err.Error())
+	case n != p.Bytes:
+		bad = append(bad, fmt.Sprintf("%d bytes, manifest says %d", n, p.Bytes))
+	case hex.EncodeToString(h.Sum(nil)) != p.SHA256:
+		bad = append(bad, "sha256 differs from the manifest")
+	}
+	if len(bad) == 0 {
+		rows, err := parquetRows(path)
+		switch {
+		case err != nil:
+			bad = append(bad, err.Error())
+		case rows != p.Rows:
+			bad = append(bad, fmt.Sprintf("%d rows, manifest says %d", rows, p.Rows))
+		}
+	}
+	if len(bad) > 0 {
+		ps.State, ps.Detail = PartMismatch, strings.Join(bad, "; ")
+	}
+	return ps
+}
+
+// parquetRows is the row count in a Parquet file's footer.
+func parquetRows(path string) (int64, error) {
+	pf, f, err := OpenParquet(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return pf.NumRows(), nil
 }

@@ -256,9 +256,10 @@ type codecField struct {
 // field offsets, with no per-value reflection. Other structs go through
 // parquet-go's generic reader and writer.
 type rowCodec struct {
-	typ    reflect.Type
-	size   uintptr
-	fields []codecField
+	typ     reflect.Type
+	size    uintptr
+	fields  []codecField
+	hasList bool
 }
 
 var codecCache sync.Map // reflect.Type -> codecResult
@@ -333,6 +334,7 @@ func buildCodec(t reflect.Type) (*rowCodec, error) {
 				return nil, fmt.Errorf("field %s: []int64 without the list tag", sf.Name)
 			}
 			f.kind = kindInt64List
+			c.hasList = true
 		default:
 			return nil, fmt.Errorf("field %s: type %s", sf.Name, sf.Type)
 		}

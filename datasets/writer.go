@@ -215,6 +215,7 @@ type TableWriter[T any] struct {
 	pw       *parquet.GenericWriter[T]
 	cw       *colFileWriter
 	partRows int64
+	pending  []T // rows batched by Append
 	err      error
 }
 
@@ -360,23 +361,50 @@ func (t *TableWriter[T]) Write(rows []T) error {
 	return nil
 }
 
-// Append writes one row. Rows are copied into the writer's column buffers
-// at once (a []int64 field included), so the caller may reuse the row and
-// its slices; Append does not allocate per row.
+// Append writes one row. The row is copied (into a small batch, or into
+// the column buffers when T has list fields), so the caller may reuse the
+// row and its slices at once; Append does not allocate per row. Rows
+// appended are durable once their part completes, like rows given to Write.
 func (t *TableWriter[T]) Append(row T) error {
-	if t.codec == nil || t.partRows+1 >= t.opts.PartRows {
-		return t.Write([]T{row})
+	if t.codec == nil || t.codec.hasList {
+		if t.codec == nil {
+			return t.Write([]T{row})
+		}
+		if t.partRows+1 >= t.opts.PartRows {
+			return t.Write([]T{row})
+		}
+		if err := t.ready(); err != nil {
+			return err
+		}
+		if err := t.cw.appendRows(unsafe.Pointer(&row), 1); err != nil {
+			t.err = fmt.Errorf("%s: write: %w", t.table, err)
+			t.discard()
+			return t.err
+		}
+		t.partRows++
+		return nil
 	}
-	if err := t.ready(); err != nil {
-		return err
+	if t.err != nil {
+		return t.ready()
 	}
-	if err := t.cw.appendRows(unsafe.Pointer(&row), 1); err != nil {
-		t.err = fmt.Errorf("%s: write: %w", t.table, err)
-		t.discard()
-		return t.err
+	if t.pending == nil {
+		t.pending = make([]T, 0, gatherRows)
 	}
-	t.partRows++
+	t.pending = append(t.pending, row)
+	if len(t.pending) == cap(t.pending) {
+		return t.flushPending()
+	}
 	return nil
+}
+
+// flushPending writes the rows batched by Append.
+func (t *TableWriter[T]) flushPending() error {
+	if len(t.pending) == 0 {
+		return nil
+	}
+	rows := t.pending
+	t.pending = t.pending[:0]
+	return t.Write(rows)
 }
 
 func (t *TableWriter[T]) writeRows(rows []T) error {
@@ -396,12 +424,15 @@ func (t *TableWriter[T]) writeRows(rows []T) error {
 func (t *TableWriter[T]) Rows() int64 {
 	t.w.mu.Lock()
 	defer t.w.mu.Unlock()
-	return t.w.m.Tables[t.table].Rows + t.partRows
+	return t.w.m.Tables[t.table].Rows + t.partRows + int64(len(t.pending))
 }
 
 // Checkpoint closes the open part, making every row written so far durable.
 // Captures call it periodically; it is a no-op when no rows are pending.
 func (t *TableWriter[T]) Checkpoint() error {
+	if err := t.flushPending(); err != nil {
+		return err
+	}
 	if t.err != nil {
 		return t.err
 	}
@@ -448,6 +479,7 @@ func (t *TableWriter[T]) Checkpoint() error {
 
 // discard drops the open part (its temporary file).
 func (t *TableWriter[T]) discard() {
+	t.pending = t.pending[:0]
 	if t.f != nil {
 		name := t.f.Name()
 		t.f.Close()
@@ -473,6 +505,9 @@ func (t *TableWriter[T]) Close() error {
 	}
 	if t.err != nil {
 		return t.err
+	}
+	if err := t.flushPending(); err != nil {
+		return err
 	}
 	if t.f == nil && t.part == 0 {
 		if err := t.ready(); err != nil {
