@@ -152,8 +152,8 @@ func (s *Scheduler) CheckInvariants() error {
 		if st.placeholders < 0 || st.placeholders > maxPlaceholders {
 			return fmt.Errorf("%s: placeholders %d", st.r.ID, st.placeholders)
 		}
-		if st.output >= st.r.MaxOutputTokens {
-			return fmt.Errorf("%s: live with %d outputs >= max %d", st.r.ID, st.output, st.r.MaxOutputTokens)
+		if st.output >= st.maxOut {
+			return fmt.Errorf("%s: live with %d outputs >= max %d", st.r.ID, st.output, st.maxOut)
 		}
 		if s.reqs[st.r.ID] != st {
 			return fmt.Errorf("%s: live but not indexed", st.r.ID)

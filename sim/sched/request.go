@@ -52,8 +52,9 @@ func (s reqStatus) String() string {
 // reqState is the scheduler's bookkeeping for one live request.
 type reqState struct {
 	r      *Request
-	uniq   uint64 // admission sequence number: seeds the hashes of unique blocks
 	status reqStatus
+
+	prompt, maxOut int // copies of r.PromptTokens, r.MaxOutputTokens (saves a pointer chase per step)
 
 	computed     int // num_computed_tokens (advanced at schedule time)
 	output       int // real output tokens produced so far
@@ -67,4 +68,4 @@ type reqState struct {
 }
 
 // numTokens is prompt + real output tokens (vLLM request.num_tokens).
-func (st *reqState) numTokens() int { return st.r.PromptTokens + st.output }
+func (st *reqState) numTokens() int { return st.prompt + st.output }

@@ -23,7 +23,6 @@ type Scheduler struct {
 	running []*reqState
 	waiting deque
 
-	nextUniq   uint64
 	nextStep   int64 // id of the next non-empty output
 	nextUpdate int64 // id of the next output Update expects
 
@@ -83,8 +82,7 @@ func (s *Scheduler) Add(r *Request) error {
 	if _, dup := s.reqs[r.ID]; dup {
 		return fmt.Errorf("%w: id %q is already queued or running", ErrRejected, r.ID)
 	}
-	st := &reqState{r: r, uniq: s.nextUniq}
-	s.nextUniq++
+	st := &reqState{r: r, prompt: r.PromptTokens, maxOut: r.MaxOutputTokens}
 	s.reqs[r.ID] = st
 	s.waiting.pushBack(st)
 	return nil
@@ -148,7 +146,7 @@ func (s *Scheduler) Schedule() *Output {
 	// RUNNING requests.
 	for i := 0; i < len(s.running) && budget > 0; {
 		st := s.running[i]
-		if st.placeholders > 0 && (st.output+st.placeholders >= st.r.MaxOutputTokens || st.placeholders >= maxPlaceholders) {
+		if st.placeholders > 0 && (st.output+st.placeholders >= st.maxOut || st.placeholders >= maxPlaceholders) {
 			// The in-flight steps already produce the request's last token
 			// (vLLM's async check), or the per-request depth is reached.
 			i++
@@ -260,7 +258,7 @@ func (s *Scheduler) Schedule() *Output {
 			if st.blocks == nil {
 				// One allocation for the request's lifetime: its KV never
 				// exceeds prompt + max output - 1 tokens.
-				st.blocks = make([]int, 0, s.blocksFor(st.r.PromptTokens+st.r.MaxOutputTokens-1))
+				st.blocks = make([]int, 0, s.blocksFor(st.prompt+st.maxOut-1))
 			}
 			st.blocks = append(st.blocks[:0], hits...)
 			st.blocks = s.pool.allocate(fresh, st.blocks)
@@ -315,7 +313,7 @@ func (s *Scheduler) Schedule() *Output {
 func (s *Scheduler) advance(sr *ScheduledReq) {
 	st := sr.st
 	sr.IsPrefill = sr.NumOutputTokens == 0
-	sr.NumTokens = st.r.PromptTokens + sr.NumOutputTokens
+	sr.NumTokens = st.prompt + sr.NumOutputTokens
 	sr.NumBlocks = len(st.blocks)
 	st.computed += sr.NumScheduledTokens
 	if st.computed >= st.numTokens()+st.placeholders {
@@ -420,7 +418,7 @@ func (s *Scheduler) Update(out *Output) *UpdateResult {
 			if running && s.cfg.PrefixCaching && (st.computed-st.placeholders)>>s.bsShift > st.numCached {
 				s.cacheUpTo(st, st.computed-st.placeholders)
 			}
-			if st.output >= st.r.MaxOutputTokens || st.numTokens() >= s.cfg.MaxModelLen {
+			if st.output >= st.maxOut || st.numTokens() >= s.cfg.MaxModelLen {
 				if running {
 					removedRunning = true
 				} else {
