@@ -1,0 +1,259 @@
+package datasets
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestCreateRefuses(t *testing.T) {
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, dir string)
+		opts    CreateOptions
+		wantErr string // "" for success
+	}{
+		{"new directory", func(t *testing.T, dir string) {}, CreateOptions{}, ""},
+		{"empty directory", func(t *testing.T, dir string) { require.NoError(t, os.Mkdir(dir, 0o755)) }, CreateOptions{}, ""},
+		{"non-empty directory", writeStray, CreateOptions{}, "already exists and is not empty"},
+		{"non-dataset directory, overwrite", writeStray, CreateOptions{Overwrite: true}, "not a steplab dataset"},
+		{"a file", func(t *testing.T, dir string) { require.NoError(t, os.WriteFile(dir, []byte("x"), 0o644)) }, CreateOptions{Overwrite: true}, "not a directory"},
+		{"dataset, overwrite", func(t *testing.T, dir string) {
+			writeTable(t, dir, TableSteps, simSteps(10, 1), TableOptions{}, false)
+		}, CreateOptions{Overwrite: true}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "ds")
+			tc.setup(t, dir)
+			w, err := Create(dir, Manifest{}, tc.opts)
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				require.ErrorContains(t, err, dir)
+				if _, serr := os.Stat(filepath.Join(dir, "notes.txt")); tc.name != "a file" {
+					require.NoError(t, serr, "a refused Create must leave the directory alone")
+				}
+				return
+			}
+			require.NoError(t, err)
+			m, err := ReadManifest(dir)
+			require.NoError(t, err)
+			assert.Equal(t, DatasetPartial, m.Status, "a dataset being written is partial")
+			assert.Empty(t, m.Tables, "overwrite starts from an empty dataset")
+			assert.NoDirExists(t, TableDir(dir, TableSteps))
+			require.NoError(t, w.Close())
+		})
+	}
+}
+
+func writeStray(t *testing.T, dir string) {
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine"), 0o644))
+}
+
+func TestWriterLifecycle(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := Create(dir, Manifest{Source: Source{Kind: "test"}}, CreateOptions{})
+	require.NoError(t, err)
+	tw, err := NewTableWriter[Step](w, TableSteps, TableOptions{})
+	require.NoError(t, err)
+	_, err = NewTableWriter[Step](w, TableSteps, TableOptions{})
+	require.ErrorContains(t, err, "opened twice")
+	_, err = NewTableWriter[Step](w, "../evil", TableOptions{})
+	require.ErrorContains(t, err, "bad table name")
+
+	require.NoError(t, tw.Write(simSteps(10, 1)))
+	require.ErrorContains(t, w.Close(), "tables still open: [steps]")
+
+	require.NoError(t, tw.Close())
+	require.NoError(t, tw.Close(), "TableWriter.Close is idempotent")
+	require.ErrorContains(t, tw.Write(simSteps(1, 1)), "closed")
+	require.ErrorContains(t, tw.Append(Step{}), "closed")
+
+	require.NoError(t, w.UpdateManifest(func(m *Manifest) {
+		m.Notes = append(m.Notes, "hello")
+		m.Status = "bogus" // ignored: the writer owns the status
+	}))
+	require.NoError(t, w.Close())
+	require.NoError(t, w.Close(), "Writer.Close is idempotent")
+	require.NoError(t, w.Abort("too late"), "Abort after Close is a no-op")
+	_, err = NewTableWriter[Request](w, TableRequests, TableOptions{})
+	require.ErrorContains(t, err, "closed")
+
+	m, err := ReadManifest(dir)
+	require.NoError(t, err)
+	assert.Equal(t, DatasetComplete, m.Status)
+	assert.Equal(t, []string{"hello"}, m.Notes)
+	assert.Equal(t, int64(10), m.Tables[TableSteps].Rows)
+}
+
+func TestAbort(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := Create(dir, Manifest{}, CreateOptions{})
+	require.NoError(t, err)
+	tw, err := NewTableWriter[Step](w, TableSteps, TableOptions{PartRows: 100})
+	require.NoError(t, err)
+	rows := simSteps(250, 2)
+	require.NoError(t, tw.Write(rows))
+	tmp := filepath.Join(TableDir(dir, TableSteps), ".part-000002.parquet.tmp")
+	require.FileExists(t, tmp, "the third part is open")
+
+	require.NoError(t, w.Abort("capture failed: worker died"))
+	assert.NoFileExists(t, tmp, "Abort discards the open part")
+	require.ErrorContains(t, tw.Write(rows[:1]), "aborted")
+	require.ErrorContains(t, tw.Close(), "aborted")
+	require.ErrorContains(t, w.Close(), "aborted")
+
+	d, err := Open(dir)
+	require.NoError(t, err)
+	assert.Equal(t, DatasetPartial, d.Manifest.Status)
+	assert.Equal(t, []string{"partial: capture failed: worker died"}, d.Manifest.Notes)
+	got, err := ReadAll[Step](d, TableSteps)
+	require.NoError(t, err)
+	require.Equal(t, rows[:200], got, "the two completed parts stay readable")
+}
+
+// TestInterruptedWriter kills a writer process (SIGKILL) while it has
+// completed parts and one part open, then checks what is left.
+func TestInterruptedWriter(t *testing.T) {
+	if dir := os.Getenv("STEPLAB_DOOMED_WRITER"); dir != "" {
+		doomedWriter(dir)
+		return
+	}
+	if testing.Short() {
+		t.Skip("starts a subprocess")
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestInterruptedWriter$")
+	cmd.Env = append(os.Environ(), "STEPLAB_DOOMED_WRITER="+dir)
+	cmd.Stderr = os.Stderr
+	require.NoError(t, cmd.Start())
+	ready := filepath.Join(filepath.Dir(dir), "ready")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(ready); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("the writer subprocess never got ready")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, cmd.Process.Kill()) // SIGKILL: no deferred cleanup runs
+	err := cmd.Wait()
+	require.Error(t, err, "the writer was killed, not finished")
+
+	d, err := Open(dir)
+	require.NoError(t, err)
+	require.Equal(t, DatasetPartial, d.Manifest.Status)
+	listed := d.Manifest.Tables[TableSteps].Parts
+	require.Len(t, listed, 3)
+	for i, p := range listed {
+		assert.Equal(t, int64(doomedPartRows), p.Rows)
+		assert.Equal(t, "steps.parquet/part-00000"+string(rune('0'+i))+".parquet", p.File)
+	}
+
+	rep, err := d.Check()
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "problems: %v", rep.Problems())
+	states := map[string]int{}
+	for _, p := range rep.Parts {
+		states[p.State]++
+		if p.State == PartTemporary {
+			assert.Equal(t, "steps.parquet/.part-000003.parquet.tmp", p.File)
+		}
+	}
+	assert.Equal(t, map[string]int{PartOK: 3, PartTemporary: 1}, states)
+
+	parts, err := d.Parts(TableSteps)
+	require.NoError(t, err)
+	require.Len(t, parts, 3, "readers ignore the temporary part")
+	got, err := ReadAll[Step](d, TableSteps)
+	require.NoError(t, err)
+	require.Equal(t, simSteps(3*doomedPartRows, 4), got)
+}
+
+const doomedPartRows = 1000
+
+// doomedWriter completes three parts, leaves a fourth open with rows in it,
+// says so, and waits to be killed.
+func doomedWriter(dir string) {
+	w, err := Create(dir, Manifest{Source: Source{Kind: "capture"}}, CreateOptions{})
+	if err != nil {
+		panic(err)
+	}
+	tw, err := NewTableWriter[Step](w, TableSteps, TableOptions{RowGroupRows: 300, PartRows: doomedPartRows})
+	if err != nil {
+		panic(err)
+	}
+	rows := simSteps(3*doomedPartRows+500, 4)
+	for _, r := range rows {
+		if err := tw.Append(r); err != nil {
+			panic(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(dir), "ready"), nil, 0o644); err != nil {
+		panic(err)
+	}
+	time.Sleep(time.Minute)
+	os.Exit(3)
+}
+
+func TestCheckReportsDamage(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	writeTable(t, dir, TableSteps, simSteps(400, 1), TableOptions{PartRows: 100}, false)
+	writeTable(t, dir+"2", TableRequests, simRequests(50, 1), TableOptions{}, false)
+	tdir := TableDir(dir, TableSteps)
+
+	// part 0: flip a byte; part 1: delete; part 3: truncate the manifest's
+	// view by rewriting its row count; plus a stray unlisted part.
+	p0 := filepath.Join(tdir, "part-000000.parquet")
+	b, err := os.ReadFile(p0)
+	require.NoError(t, err)
+	b[len(b)/2] ^= 0x40
+	require.NoError(t, os.WriteFile(p0, b, 0o644))
+	require.NoError(t, os.Remove(filepath.Join(tdir, "part-000001.parquet")))
+	m, err := ReadManifest(dir)
+	require.NoError(t, err)
+	ti := m.Tables[TableSteps]
+	ti.Parts[3].Rows = 99
+	m.Tables[TableSteps] = ti
+	require.NoError(t, WriteManifest(dir, m))
+	other, err := os.ReadFile(filepath.Join(TableDir(dir+"2", TableRequests), "part-000000.parquet"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(tdir, "part-000009.parquet"), other, 0o644))
+
+	d, err := Open(dir)
+	require.NoError(t, err)
+	rep, err := d.Check()
+	require.NoError(t, err)
+	assert.False(t, rep.OK())
+	got := map[string]string{}
+	for _, p := range rep.Parts {
+		got[p.File] = p.State
+	}
+	assert.Equal(t, map[string]string{
+		"steps.parquet/part-000000.parquet": PartMismatch,
+		"steps.parquet/part-000001.parquet": PartMissing,
+		"steps.parquet/part-000002.parquet": PartOK,
+		"steps.parquet/part-000003.parquet": PartMismatch,
+		"steps.parquet/part-000009.parquet": PartUnlisted,
+	}, got)
+	probs := strings.Join(rep.Problems(), "\n")
+	assert.Contains(t, probs, "sha256 differs")
+	assert.Contains(t, probs, "100 rows, manifest says 99")
+	assert.Len(t, rep.Problems(), 3)
+
+	// The report is JSON a validator can print.
+	j, err := json.Marshal(rep)
+	require.NoError(t, err)
+	assert.Contains(t, string(j), `"state":"missing"`)
+}
