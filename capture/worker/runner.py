@@ -218,6 +218,7 @@ class ModelRunner:
     def _capture_graphs(self, sizes):
         t0 = time.monotonic_ns()
         self.graph_pool = torch.cuda.graph_pool_handle()
+        stream = torch.cuda.Stream(self.device)
         # Padding rows' block-table rows point at the scratch block.
         self.batch.block_table_gpu.fill_(self.num_blocks)
         for size in sorted(sizes, reverse=True):
@@ -225,13 +226,19 @@ class ModelRunner:
             self.qsl_np[0] = 0
             self._copy_inputs(size, size)
             meta = self._decode_meta(size)
-            for _ in range(2):  # warm-up: Triton JIT, cuBLAS handles
-                self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache, self.v_cache)
+            # Warm up on the capture stream (Triton JIT, cuBLAS handles and
+            # workspaces are created outside the capture).
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                for _ in range(2):
+                    self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache,
+                                       self.v_cache)
             torch.cuda.synchronize(self.device)
             g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=self.graph_pool):
+            with torch.cuda.graph(g, pool=self.graph_pool, stream=stream):
                 out = self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache,
                                          self.v_cache)
+            torch.cuda.synchronize(self.device)
             self.graphs[size] = (g, out)
         torch.cuda.synchronize(self.device)
         self.batch.block_table_gpu.zero_()
