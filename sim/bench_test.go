@@ -22,7 +22,7 @@ func BenchmarkSimulateAzureConv(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			sc := DefaultScenario()
 			sc.Workload.Trace = dir
-			sc.Output.StepRequests = &stepReqs
+			sc.Output.StepRequests = stepReqs
 			p, err := sc.Plan()
 			require.NoError(b, err)
 			out := filepath.Join(b.TempDir(), "ds")

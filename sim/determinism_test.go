@@ -126,4 +126,8 @@ func TestScenarioYAMLUnknownKey(t *testing.T) {
 	require.NoError(t, sc.Set("engine.max_num_seqs=64"))
 	require.Equal(t, 64, sc.Engine.MaxNumSeqs)
 	require.Error(t, sc.Set("engine.nope=1"))
+	require.NoError(t, sc.Set("engine.async_scheduling=false"))
+	require.False(t, sc.Engine.AsyncScheduling)
+	require.True(t, sc.Engine.ChunkedPrefill, "one override leaves the other booleans alone")
+	require.True(t, sc.Engine.PrefixCaching)
 }

@@ -83,7 +83,7 @@ func Run(p *Plan, dir string, opts RunOptions) (*Result, error) {
 }
 
 func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts RunOptions) (*Result, error) {
-	sink, err := NewDatasetSink(w, boolOr(p.Scenario.Output.StepRequests, true))
+	sink, err := NewDatasetSink(w, p.Scenario.Output.StepRequests)
 	if err != nil {
 		return nil, err
 	}

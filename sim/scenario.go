@@ -41,10 +41,10 @@ type EngineSpec struct {
 	NumGPUBlocks              int     `yaml:"num_gpu_blocks"` // 0: from GPU memory
 	GPUMemoryUtilization      float64 `yaml:"gpu_memory_utilization"`
 	MaxModelLen               int     `yaml:"max_model_len"`
-	ChunkedPrefill            *bool   `yaml:"chunked_prefill"`
-	PrefixCaching             *bool   `yaml:"prefix_caching"`
+	ChunkedPrefill            bool    `yaml:"chunked_prefill"`
+	PrefixCaching             bool    `yaml:"prefix_caching"`
 	LongPrefillTokenThreshold int     `yaml:"long_prefill_token_threshold"`
-	AsyncScheduling           *bool   `yaml:"async_scheduling"`
+	AsyncScheduling           bool    `yaml:"async_scheduling"`
 	CUDAGraphSizes            []int   `yaml:"cuda_graph_sizes"`
 }
 
@@ -99,7 +99,7 @@ type BenchmarkSpec struct {
 
 // OutputSpec says what the dataset holds.
 type OutputSpec struct {
-	StepRequests *bool `yaml:"step_requests"`
+	StepRequests bool `yaml:"step_requests"`
 }
 
 // DefaultTrace is the embedded trace a scenario replays when it names none.
@@ -108,16 +108,15 @@ const DefaultTrace = "embedded:azure-conv-2023"
 // DefaultScenario is the README's main job: the Azure conversation trace
 // on Llama-3.1-8B on one H200 under vLLM-like defaults.
 func DefaultScenario() Scenario {
-	t := true
 	return Scenario{
 		Name: "default", Seed: 1, Hardware: "H200", Model: "Llama-3.1-8B", FPM: "roofline",
 		Engine: EngineSpec{
 			MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, BlockSize: 16, GPUMemoryUtilization: 0.9,
-			MaxModelLen: 32768, ChunkedPrefill: &t, PrefixCaching: &t, AsyncScheduling: &t,
+			MaxModelLen: 32768, ChunkedPrefill: true, PrefixCaching: true, AsyncScheduling: true,
 			CUDAGraphSizes: DefaultCUDAGraphSizes(512),
 		},
 		Workload: WorkloadSpec{Kind: "trace", Trace: DefaultTrace},
-		Output:   OutputSpec{StepRequests: &t},
+		Output:   OutputSpec{StepRequests: true},
 	}
 }
 
@@ -224,13 +223,13 @@ func (sc Scenario) Plan() (*Plan, error) {
 	}
 	p.Sched = sched.Config{
 		MaxNumSeqs: e.MaxNumSeqs, MaxNumBatchedTokens: e.MaxNumBatchedTokens, BlockSize: e.BlockSize,
-		NumGPUBlocks: blocks, MaxModelLen: e.MaxModelLen, ChunkedPrefill: boolOr(e.ChunkedPrefill, true),
-		PrefixCaching: boolOr(e.PrefixCaching, true), LongPrefillTokenThreshold: e.LongPrefillTokenThreshold,
+		NumGPUBlocks: blocks, MaxModelLen: e.MaxModelLen, ChunkedPrefill: e.ChunkedPrefill,
+		PrefixCaching: e.PrefixCaching, LongPrefillTokenThreshold: e.LongPrefillTokenThreshold,
 	}
 	if err := p.Sched.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	p.Async = boolOr(e.AsyncScheduling, true)
+	p.Async = e.AsyncScheduling
 	for i, g := range e.CUDAGraphSizes {
 		if g < 1 || (i > 0 && g <= e.CUDAGraphSizes[i-1]) {
 			return nil, fmt.Errorf("engine.cuda_graph_sizes must be positive and increasing; entry %d is %d", i, g)
@@ -251,13 +250,6 @@ func (sc Scenario) Plan() (*Plan, error) {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
 	return p, nil
-}
-
-func boolOr(b *bool, d bool) bool {
-	if b == nil {
-		return d
-	}
-	return *b
 }
 
 // check refuses workloads that cannot run on the engine before anything
