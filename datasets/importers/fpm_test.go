@@ -2,8 +2,8 @@ package importers
 
 import (
 	"bytes"
-	"fmt"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -113,9 +113,9 @@ func fpmStream(t testing.TB) []byte {
 	add(f)
 	f.CounterID, f.Scheduled.NumPrefillRequests, f.Scheduled.SumPrefillTokens, f.Scheduled.SumPrefillKVTokens, f.WallTime = 2, 0, 0, 0, 0.010
 	add(f)
-	add(FPM{Version: 1, WorkerID: f.WorkerID, DPRank: 1, CounterID: 3}) // idle heartbeat
+	add(FPM{Version: 1, WorkerID: f.WorkerID, DPRank: 1, CounterID: 3})  // idle heartbeat
 	add(FPM{Version: 1, WorkerID: f.WorkerID, DPRank: 1, WallTime: 0.5}) // unstamped, empty: skipped
-	f.CounterID, f.WallTime = 6, 0.011                                  // 4 and 5 dropped
+	f.CounterID, f.WallTime = 6, 0.011                                   // 4 and 5 dropped
 	msg := EncodeFPM(f)
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(msg)))

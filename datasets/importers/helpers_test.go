@@ -97,3 +97,14 @@ func checkSteps(t testing.TB, rows []datasets.Step) {
 		require.Equal(t, datasets.Unknown, s.GPUTimeNs)
 	}
 }
+
+// emptyListsNil normalises read-back rows: a Parquet reader may return an
+// empty list as nil or as []int64{}; both mean "no prefix hashes".
+func emptyListsNil(rows []datasets.Request) []datasets.Request {
+	for i := range rows {
+		if len(rows[i].PrefixHashIDs) == 0 {
+			rows[i].PrefixHashIDs = nil
+		}
+	}
+	return rows
+}

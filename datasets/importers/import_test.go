@@ -51,9 +51,10 @@ func TestImportWritesDatasetWithProvenance(t *testing.T) {
 	require.Equal(t, int64(2), m.Tables[datasets.TableRequests].Rows)
 	rows, err := datasets.ReadAll[datasets.Request](d, datasets.TableRequests)
 	require.NoError(t, err)
+	rows = emptyListsNil(rows)
 	require.Equal(t, []datasets.Request{
-		{ReqID: "000000", ArrivalNs: 0, PromptTokens: 374, OutputTokens: 44, PrefixHashIDs: []int64{}, FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, Status: "not_run"},
-		{ReqID: "000001", ArrivalNs: 4_314_579_000, PromptTokens: 396, OutputTokens: 109, PrefixHashIDs: []int64{}, FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, Status: "not_run"},
+		{ReqID: "000000", ArrivalNs: 0, PromptTokens: 374, OutputTokens: 44, FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, Status: "not_run"},
+		{ReqID: "000001", ArrivalNs: 4_314_579_000, PromptTokens: 396, OutputTokens: 109, FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, Status: "not_run"},
 	}, rows)
 
 	// Existing output: refused without Overwrite, replaced with it.
