@@ -1,0 +1,189 @@
+package des
+
+import (
+	"fmt"
+	"math"
+)
+
+// Handler is an event's action; now is the event's time.
+type Handler func(now int64)
+
+// Event is a scheduled action.
+type Event struct {
+	// At is the virtual time, ns since the run's start.
+	At int64
+	// Seq is the insertion sequence number: the tie-break between events at
+	// the same time (earlier scheduled fires first).
+	Seq uint64
+	// Fn is the action.
+	Fn Handler
+}
+
+// before is the queue's total order: (At, Seq).
+func (e *Event) before(o *Event) bool {
+	if e.At != o.At {
+		return e.At < o.At
+	}
+	return e.Seq < o.Seq
+}
+
+// Queue is a binary min-heap of events ordered by (At, Seq). The zero value
+// is an empty queue.
+type Queue struct {
+	h   []Event
+	seq uint64
+}
+
+// Len is the number of pending events.
+func (q *Queue) Len() int { return len(q.h) }
+
+// Push schedules fn at time at and returns the event's sequence number.
+func (q *Queue) Push(at int64, fn Handler) uint64 {
+	s := q.seq
+	q.seq++
+	q.h = append(q.h, Event{At: at, Seq: s, Fn: fn})
+	q.up(len(q.h) - 1)
+	return s
+}
+
+// Peek returns the earliest event without removing it.
+func (q *Queue) Peek() (Event, bool) {
+	if len(q.h) == 0 {
+		return Event{}, false
+	}
+	return q.h[0], true
+}
+
+// Pop removes and returns the earliest event.
+func (q *Queue) Pop() (Event, bool) {
+	n := len(q.h)
+	if n == 0 {
+		return Event{}, false
+	}
+	top := q.h[0]
+	q.h[0] = q.h[n-1]
+	q.h[n-1] = Event{}
+	q.h = q.h[:n-1]
+	if len(q.h) > 0 {
+		q.down(0)
+	}
+	return top, true
+}
+
+func (q *Queue) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !q.h[i].before(&q.h[p]) {
+			return
+		}
+		q.h[i], q.h[p] = q.h[p], q.h[i]
+		i = p
+	}
+}
+
+func (q *Queue) down(i int) {
+	n := len(q.h)
+	for {
+		l := 2*i + 1
+		if l >= n {
+			return
+		}
+		m := l
+		if r := l + 1; r < n && q.h[r].before(&q.h[l]) {
+			m = r
+		}
+		if !q.h[m].before(&q.h[i]) {
+			return
+		}
+		q.h[i], q.h[m] = q.h[m], q.h[i]
+		i = m
+	}
+}
+
+// Clock is a virtual clock: it only moves forward, and only when told to.
+type Clock struct{ t int64 }
+
+// Now is the current virtual time in ns.
+func (c *Clock) Now() int64 { return c.t }
+
+// AdvanceTo moves the clock to t. Moving it backward is an error.
+func (c *Clock) AdvanceTo(t int64) error {
+	if t < c.t {
+		return fmt.Errorf("des: clock cannot move back from %d ns to %d ns", c.t, t)
+	}
+	c.t = t
+	return nil
+}
+
+// Sim couples a clock with an event queue.
+type Sim struct {
+	Clock
+	q     Queue
+	err   error
+	fired uint64
+}
+
+// Schedule runs fn at time at (>= Now). An event scheduled in the past is
+// recorded as an error, returned by Run and Step, and dropped.
+func (s *Sim) Schedule(at int64, fn Handler) {
+	if at < s.t {
+		if s.err == nil {
+			s.err = fmt.Errorf("des: event scheduled at %d ns, before now (%d ns)", at, s.t)
+		}
+		return
+	}
+	s.q.Push(at, fn)
+}
+
+// After runs fn d ns from now (d >= 0).
+func (s *Sim) After(d int64, fn Handler) { s.Schedule(s.t+d, fn) }
+
+// Pending is the number of events not yet fired.
+func (s *Sim) Pending() int { return s.q.Len() }
+
+// Fired is the number of events fired so far.
+func (s *Sim) Fired() uint64 { return s.fired }
+
+// Fail stops the simulation with err (the first error wins): Run returns it
+// after the current event.
+func (s *Sim) Fail(err error) {
+	if s.err == nil && err != nil {
+		s.err = err
+	}
+}
+
+// Err is the first error met.
+func (s *Sim) Err() error { return s.err }
+
+// Step fires the earliest event. It returns false when the queue is empty or
+// the simulation failed.
+func (s *Sim) Step() bool {
+	if s.err != nil {
+		return false
+	}
+	ev, ok := s.q.Pop()
+	if !ok {
+		return false
+	}
+	s.t = ev.At
+	s.fired++
+	ev.Fn(ev.At)
+	return s.err == nil
+}
+
+// Run fires events in (time, sequence) order until the queue is empty or an
+// event lies after until (math.MaxInt64: no limit), and returns the first
+// error met.
+func (s *Sim) Run(until int64) error {
+	for s.err == nil {
+		ev, ok := s.q.Peek()
+		if !ok || ev.At > until {
+			break
+		}
+		s.Step()
+	}
+	return s.err
+}
+
+// Forever is the until of a Run with no time limit.
+const Forever int64 = math.MaxInt64
