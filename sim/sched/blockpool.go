@@ -32,21 +32,24 @@ type blockPool struct {
 	n       int // blocks including the null block
 	caching bool
 
-	ref     []int32
-	hash    []uint64
-	hashed  []bool
-	dupNext []int32     // next block with the same identity (insertion order), -1 at the end
-	owner   []*reqState // for unique blocks: the request whose own[] indexes it
-	ownIdx  []int32     // for unique blocks: the block index within owner
+	// m holds one record per block plus the free-queue sentinel at index n
+	// (array of structs: a block operation touches one cache line).
+	m        []blockMeta
+	numFree  int
+	numEvict int // blocks in the free queue that are still in the prefix cache
 
-	// Free queue: doubly linked list threaded through prev/next with a
-	// sentinel at index n.
-	prev, next []int32
-	inFree     []bool
-	numFree    int
-	numEvict   int // blocks in the free queue that still carry a hash
+	cache map[uint64]int32 // shared hash -> first cached block with that hash
+}
 
-	cache map[uint64]int32 // hash -> first cached block with that hash
+type blockMeta struct {
+	prev, next int32 // free queue links (doubly linked, sentinel at index n)
+	ref        int32
+	dupNext    int32 // next block with the same identity (insertion order), -1 at the end
+	ownIdx     int32 // unique blocks: the block index within owner
+	inFree     bool
+	hashed     bool      // in the prefix cache (shared or unique)
+	hash       uint64    // shared blocks: the chain hash
+	owner      *reqState // unique blocks: the request whose own[] indexes it
 }
 
 const noBlock = -1
@@ -55,27 +58,20 @@ func newBlockPool(n int, caching bool) *blockPool {
 	p := &blockPool{
 		n:       n,
 		caching: caching,
-		ref:     make([]int32, n),
-		hash:    make([]uint64, n),
-		hashed:  make([]bool, n),
-		dupNext: make([]int32, n),
-		owner:   make([]*reqState, n),
-		ownIdx:  make([]int32, n),
-		prev:    make([]int32, n+1),
-		next:    make([]int32, n+1),
-		inFree:  make([]bool, n),
+		m:       make([]blockMeta, n+1),
 	}
 	if caching {
 		p.cache = make(map[uint64]int32)
 	}
 	s := int32(n)
-	p.prev[s], p.next[s] = s, s
+	p.m[s].prev, p.m[s].next = s, s
+	for b := range p.m {
+		p.m[b].dupNext = noBlock
+	}
 	for b := 1; b < n; b++ {
-		p.dupNext[b] = noBlock
 		p.pushBack(b)
 	}
-	p.dupNext[0] = noBlock
-	p.ref[0] = 1 // the null block is permanently in use and never counted
+	p.m[0].ref = 1 // the null block is permanently in use and never counted
 	return p
 }
 
@@ -87,24 +83,24 @@ func (p *blockPool) used() int { return p.usable() - p.numFree }
 
 func (p *blockPool) pushBack(b int) {
 	s := int32(p.n)
-	last := p.prev[s]
-	p.prev[b], p.next[b] = last, s
-	p.next[last] = int32(b)
-	p.prev[s] = int32(b)
-	p.inFree[b] = true
+	last := p.m[s].prev
+	p.m[b].prev, p.m[b].next = last, s
+	p.m[last].next = int32(b)
+	p.m[s].prev = int32(b)
+	p.m[b].inFree = true
 	p.numFree++
-	if p.hashed[b] {
+	if p.m[b].hashed {
 		p.numEvict++
 	}
 }
 
 func (p *blockPool) unlink(b int) {
-	pr, nx := p.prev[b], p.next[b]
-	p.next[pr] = nx
-	p.prev[nx] = pr
-	p.inFree[b] = false
+	pr, nx := p.m[b].prev, p.m[b].next
+	p.m[pr].next = nx
+	p.m[nx].prev = pr
+	p.m[b].inFree = false
 	p.numFree--
-	if p.hashed[b] {
+	if p.m[b].hashed {
 		p.numEvict--
 	}
 }
@@ -115,15 +111,15 @@ func (p *blockPool) unlink(b int) {
 func (p *blockPool) allocate(k int, dst []int) []int {
 	s := int32(p.n)
 	for i := 0; i < k; i++ {
-		b := int(p.next[s])
+		b := int(p.m[s].next)
 		if b == p.n {
 			panic("sched: block pool exhausted (caller must check numFree)")
 		}
 		p.unlink(b)
-		if p.hashed[b] {
+		if p.m[b].hashed {
 			p.uncache(b)
 		}
-		p.ref[b] = 1
+		p.m[b].ref = 1
 		dst = append(dst, b)
 	}
 	return dst
@@ -132,10 +128,10 @@ func (p *blockPool) allocate(k int, dst []int) []int {
 // touch takes a reference on a prefix-hit block, removing it from the free
 // queue if nobody held it.
 func (p *blockPool) touch(b int) {
-	if p.ref[b] == 0 {
+	if p.m[b].ref == 0 {
 		p.unlink(b)
 	}
-	p.ref[b]++
+	p.m[b].ref++
 }
 
 // free drops one reference on each block, in reverse order so that a
@@ -143,11 +139,11 @@ func (p *blockPool) touch(b int) {
 func (p *blockPool) free(blocks []int) {
 	for i := len(blocks) - 1; i >= 0; i-- {
 		b := blocks[i]
-		p.ref[b]--
-		if p.ref[b] < 0 {
+		p.m[b].ref--
+		if p.m[b].ref < 0 {
 			panic("sched: block freed twice")
 		}
-		if p.ref[b] == 0 {
+		if p.m[b].ref == 0 {
 			p.pushBack(b)
 		}
 	}
@@ -172,21 +168,21 @@ func (p *blockPool) lookupUnique(st *reqState, idx int) (int, bool) {
 
 // appendChain appends b to the chain starting at head (head != noBlock).
 func (p *blockPool) appendChain(head int32, b int) {
-	for p.dupNext[head] != noBlock {
-		head = p.dupNext[head]
+	for p.m[head].dupNext != noBlock {
+		head = p.m[head].dupNext
 	}
-	p.dupNext[head] = int32(b)
+	p.m[head].dupNext = int32(b)
 }
 
 // removeChain unlinks b from the chain whose head is *head.
 func (p *blockPool) removeChain(head *int32, b int) {
 	if int(*head) == b {
-		*head = p.dupNext[b]
+		*head = p.m[b].dupNext
 		return
 	}
-	for c := *head; c != noBlock; c = p.dupNext[c] {
-		if int(p.dupNext[c]) == b {
-			p.dupNext[c] = p.dupNext[b]
+	for c := *head; c != noBlock; c = p.m[c].dupNext {
+		if int(p.m[c].dupNext) == b {
+			p.m[c].dupNext = p.m[b].dupNext
 			return
 		}
 	}
@@ -195,9 +191,9 @@ func (p *blockPool) removeChain(head *int32, b int) {
 // insert registers block b (held by a request, so not in the free queue)
 // under shared hash h.
 func (p *blockPool) insert(b int, h uint64) {
-	p.hash[b] = h
-	p.hashed[b] = true
-	p.dupNext[b] = noBlock
+	p.m[b].hash = h
+	p.m[b].hashed = true
+	p.m[b].dupNext = noBlock
 	if head, ok := p.cache[h]; ok {
 		p.appendChain(head, b)
 	} else {
@@ -207,10 +203,10 @@ func (p *blockPool) insert(b int, h uint64) {
 
 // insertUnique registers block b as st's unique block idx.
 func (p *blockPool) insertUnique(b int, st *reqState, idx int) {
-	p.hashed[b] = true
-	p.dupNext[b] = noBlock
-	p.owner[b] = st
-	p.ownIdx[b] = int32(idx)
+	p.m[b].hashed = true
+	p.m[b].dupNext = noBlock
+	p.m[b].owner = st
+	p.m[b].ownIdx = int32(idx)
 	if len(st.own) <= idx {
 		if cap(st.own) <= idx {
 			own := make([]int32, len(st.own), max(2*cap(st.own), idx+1, cap(st.blocks)))
@@ -230,11 +226,11 @@ func (p *blockPool) insertUnique(b int, st *reqState, idx int) {
 
 // uncache drops block b from the prefix cache.
 func (p *blockPool) uncache(b int) {
-	if st := p.owner[b]; st != nil {
-		p.removeChain(&st.own[p.ownIdx[b]], b)
-		p.owner[b] = nil
+	if st := p.m[b].owner; st != nil {
+		p.removeChain(&st.own[p.m[b].ownIdx], b)
+		p.m[b].owner = nil
 	} else {
-		h := p.hash[b]
+		h := p.m[b].hash
 		head := p.cache[h]
 		p.removeChain(&head, b)
 		if head == noBlock {
@@ -243,12 +239,12 @@ func (p *blockPool) uncache(b int) {
 			p.cache[h] = head
 		}
 	}
-	if p.inFree[b] {
+	if p.m[b].inFree {
 		p.numEvict--
 	}
-	p.hashed[b] = false
-	p.hash[b] = 0
-	p.dupNext[b] = noBlock
+	p.m[b].hashed = false
+	p.m[b].hash = 0
+	p.m[b].dupNext = noBlock
 }
 
 // dropUnique uncaches every unique block of st (st is finishing: nobody can
@@ -256,7 +252,7 @@ func (p *blockPool) uncache(b int) {
 func (p *blockPool) dropUnique(st *reqState) {
 	for _, head := range st.own {
 		for c := head; c != noBlock; {
-			next := p.dupNext[c]
+			next := p.m[c].dupNext
 			p.uncache(int(c))
 			c = next
 		}
@@ -269,7 +265,7 @@ func (p *blockPool) dropUnique(st *reqState) {
 func (p *blockPool) numCachedBlocks() int {
 	n := 0
 	for b := 1; b < p.n; b++ {
-		if p.hashed[b] {
+		if p.m[b].hashed {
 			n++
 		}
 	}

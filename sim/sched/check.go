@@ -23,14 +23,14 @@ func (s *Scheduler) CheckInvariants() error {
 	seen := 0
 	evict := 0
 	sent := int32(p.n)
-	for b, prev := p.next[sent], sent; b != sent; prev, b = b, p.next[b] {
-		if p.prev[b] != prev {
-			return fmt.Errorf("free queue: block %d has prev %d, want %d", b, p.prev[b], prev)
+	for b, prev := p.m[sent].next, sent; b != sent; prev, b = b, p.m[b].next {
+		if p.m[b].prev != prev {
+			return fmt.Errorf("free queue: block %d has prev %d, want %d", b, p.m[b].prev, prev)
 		}
-		if !p.inFree[b] || p.ref[b] != 0 || b == 0 {
-			return fmt.Errorf("free queue: block %d inFree=%v ref=%d", b, p.inFree[b], p.ref[b])
+		if !p.m[b].inFree || p.m[b].ref != 0 || b == 0 {
+			return fmt.Errorf("free queue: block %d inFree=%v ref=%d", b, p.m[b].inFree, p.m[b].ref)
 		}
-		if p.hashed[b] {
+		if p.m[b].hashed {
 			evict++
 		}
 		seen++
@@ -69,11 +69,11 @@ func (s *Scheduler) CheckInvariants() error {
 			}
 			refs[b]++
 			if i < st.numCached && s.cfg.PrefixCaching {
-				ok := p.hashed[b]
+				ok := p.m[b].hashed
 				if i < len(st.r.BlockHashes) {
-					ok = ok && p.owner[b] == nil && p.hash[b] == st.r.BlockHashes[i]
+					ok = ok && p.m[b].owner == nil && p.m[b].hash == st.r.BlockHashes[i]
 				} else {
-					ok = ok && p.owner[b] == st && int(p.ownIdx[b]) == i
+					ok = ok && p.m[b].owner == st && int(p.m[b].ownIdx) == i
 				}
 				if !ok {
 					return fmt.Errorf("%s: block %d (#%d) should be cached with its identity", st.r.ID, b, i)
@@ -91,55 +91,55 @@ func (s *Scheduler) CheckInvariants() error {
 		}
 	}
 	for b := 1; b < p.n; b++ {
-		if refs[b] != p.ref[b] {
-			return fmt.Errorf("block %d: ref %d but held by %d tables", b, p.ref[b], refs[b])
+		if refs[b] != p.m[b].ref {
+			return fmt.Errorf("block %d: ref %d but held by %d tables", b, p.m[b].ref, refs[b])
 		}
-		if (p.ref[b] == 0) != p.inFree[b] {
-			return fmt.Errorf("block %d: ref %d inFree %v", b, p.ref[b], p.inFree[b])
+		if (p.m[b].ref == 0) != p.m[b].inFree {
+			return fmt.Errorf("block %d: ref %d inFree %v", b, p.m[b].ref, p.m[b].inFree)
 		}
-		if p.hashed[b] {
+		if p.m[b].hashed {
 			if !p.caching {
 				return fmt.Errorf("block %d hashed with prefix caching off", b)
 			}
 			var head int32
-			if o := p.owner[b]; o != nil {
-				if o.status == statusFinished || int(p.ownIdx[b]) >= len(o.own) {
+			if o := p.m[b].owner; o != nil {
+				if o.status == statusFinished || int(p.m[b].ownIdx) >= len(o.own) {
 					return fmt.Errorf("block %d cached for finished or unindexed %s", b, o.r.ID)
 				}
-				head = o.own[p.ownIdx[b]]
+				head = o.own[p.m[b].ownIdx]
 			} else {
-				h, ok := p.cache[p.hash[b]]
+				h, ok := p.cache[p.m[b].hash]
 				if !ok {
 					return fmt.Errorf("block %d hashed but missing from the cache index", b)
 				}
 				head = h
 			}
 			found := false
-			for c := head; c != noBlock; c = p.dupNext[c] {
+			for c := head; c != noBlock; c = p.m[c].dupNext {
 				if int(c) == b {
 					found = true
 				}
-				if !p.hashed[c] || p.owner[c] != p.owner[b] || p.hash[c] != p.hash[b] || p.ownIdx[c] != p.ownIdx[b] && p.owner[b] != nil {
+				if !p.m[c].hashed || p.m[c].owner != p.m[b].owner || p.m[c].hash != p.m[b].hash || p.m[c].ownIdx != p.m[b].ownIdx && p.m[b].owner != nil {
 					return fmt.Errorf("cache chain of block %d holds block %d with another identity", b, c)
 				}
 			}
 			if !found {
 				return fmt.Errorf("block %d missing from its cache chain", b)
 			}
-		} else if p.owner[b] != nil {
+		} else if p.m[b].owner != nil {
 			return fmt.Errorf("block %d uncached but owned", b)
 		}
 	}
 	if p.caching {
 		n := 0
 		for _, head := range p.cache { // order-independent count
-			for c := head; c != noBlock; c = p.dupNext[c] {
+			for c := head; c != noBlock; c = p.m[c].dupNext {
 				n++
 			}
 		}
 		for _, st := range s.allLive() {
 			for _, head := range st.own {
-				for c := head; c != noBlock; c = p.dupNext[c] {
+				for c := head; c != noBlock; c = p.m[c].dupNext {
 					n++
 				}
 			}

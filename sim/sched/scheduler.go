@@ -225,7 +225,7 @@ func (s *Scheduler) Schedule() *Output {
 						break
 					}
 					hits = append(hits, blk)
-					if s.pool.ref[blk] == 0 {
+					if s.pool.m[blk].ref == 0 {
 						evictable++
 					}
 				}
