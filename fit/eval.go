@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -25,10 +26,63 @@ type Metrics struct {
 	MeanBias float64 `json:"mean_bias_pct"`
 }
 
-// BucketMetrics are the metrics of one batch-size bucket.
+// MarshalJSON writes an undefined R² (NaN) as null: JSON has no NaN.
+func (m Metrics) MarshalJSON() ([]byte, error) {
+	type plain Metrics
+	out := struct {
+		plain
+		R2 *float64 `json:"r2"`
+	}{plain: plain(m)}
+	if !math.IsNaN(m.R2) && !math.IsInf(m.R2, 0) {
+		out.R2 = &m.R2
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads a null R² back as NaN.
+func (m *Metrics) UnmarshalJSON(b []byte) error {
+	type plain Metrics
+	in := struct {
+		*plain
+		R2 *float64 `json:"r2"`
+	}{plain: (*plain)(m)}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	m.R2 = math.NaN()
+	if in.R2 != nil {
+		m.R2 = *in.R2
+	}
+	return nil
+}
+
+// BucketMetrics are the metrics of one batch-size bucket, written to JSON
+// as one flat object with a "bucket" key.
 type BucketMetrics struct {
 	Bucket string `json:"bucket"`
 	Metrics
+}
+
+// MarshalJSON keeps the bucket next to the promoted metrics.
+func (b BucketMetrics) MarshalJSON() ([]byte, error) {
+	m, err := json.Marshal(b.Metrics)
+	if err != nil {
+		return nil, err
+	}
+	name, _ := json.Marshal(b.Bucket)
+	return append(append([]byte(`{"bucket":`), name...), append([]byte{','}, m[1:]...)...), nil
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (b *BucketMetrics) UnmarshalJSON(data []byte) error {
+	var head struct {
+		Bucket string `json:"bucket"`
+	}
+	if err := json.Unmarshal(data, &head); err != nil {
+		return err
+	}
+	b.Bucket = head.Bucket
+	return json.Unmarshal(data, &b.Metrics)
 }
 
 // WorstStep is one of the steps the model predicts worst.

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
@@ -38,7 +39,21 @@ func TestEvaluateMetrics(t *testing.T) {
 	require.EqualValues(t, 12, r.Worst[0].StepID)
 	require.InDelta(t, 25, r.Worst[0].APE, 1e-12)
 	require.EqualValues(t, 10, r.Worst[1].StepID)
-	require.True(t, math.IsNaN(EvaluatePredictions(d.Subset([]int{0}), []float64{1}, 0).Overall.R2))
+	one := EvaluatePredictions(d.Subset([]int{0}), []float64{1}, 0)
+	require.True(t, math.IsNaN(one.Overall.R2))
+	// NaN R² survives JSON as null; the rest round-trips.
+	b, err := json.Marshal(one)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"r2":null`)
+	var back Report
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.True(t, math.IsNaN(back.Overall.R2))
+	require.Equal(t, one.Overall.MAPE, back.Overall.MAPE)
+	b, err = json.Marshal(r)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, r.Overall, back.Overall)
+	require.Equal(t, r.ByBucket, back.ByBucket)
 }
 
 func TestFoldsAndCrossValidation(t *testing.T) {

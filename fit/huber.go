@@ -89,6 +89,10 @@ func huberCore(d *Design, mult []float64, g *Gram, opt HuberOptions) (*HuberResu
 			sqw[i] = math.Sqrt(d.W[i])
 		}
 	}
+	var ySize float64 // mean |√W·y|: residuals below 1e-12 of it are rounding
+	for i := range sqw {
+		ySize += math.Abs(sqw[i]*d.Y[i]) / float64(n)
+	}
 	e := make([]float64, n)  // standardised residuals
 	rw := make([]float64, n) // robust × base × multiplicity weights
 	abs := make([]float64, 0, n)
@@ -110,8 +114,9 @@ func huberCore(d *Design, mult []float64, g *Gram, opt HuberOptions) (*HuberResu
 			abs[i] = math.Abs(abs[i] - med)
 		}
 		scale = median(abs) / 0.6745
-		if scale <= 0 || math.IsNaN(scale) {
-			// Over half the rows fit exactly: nothing left to down-weight.
+		if scale <= 1e-12*ySize || math.IsNaN(scale) {
+			// Over half the rows fit exactly (to rounding): nothing left to
+			// down-weight.
 			return &HuberResult{Coef: coef, Scale: 0, Iterations: it, Weights: ones(n)}, nil
 		}
 		thr := opt.K * scale

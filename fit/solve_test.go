@@ -126,3 +126,28 @@ func sortFloats(a []float64) {
 		}
 	}
 }
+
+func TestDesignHelpersAndIntervals(t *testing.T) {
+	d := synthData(5, 200, synthTerms, synthTrue, 0)
+	ds, err := d.Design(synthTerms, false)
+	require.NoError(t, err)
+	r, c := ds.Matrix().Dims()
+	require.Equal(t, [2]int{200, 5}, [2]int{r, c})
+	pred := ds.Predict(synthTrue)
+	for i := range pred {
+		require.InEpsilon(t, ds.Y[i], pred[i], 1e-12)
+	}
+	// A noiseless Huber fit has zero scale and unit weights.
+	h, err := Huber(ds, HuberOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 0.0, h.Scale)
+	require.Equal(t, 1.0, h.Weights[0])
+
+	noisy := synthData(6, 300, synthTerms, synthTrue, 0.03)
+	res, err := Linear(noisy, Options{Terms: synthTerms, Method: MethodOLS, Bootstrap: 100, Level: 0.9, Seed: 2})
+	require.NoError(t, err)
+	lo95, hi95 := res.Boot.CoefInterval(0, 0.95)
+	require.LessOrEqual(t, lo95, res.Model.CoefLo[0])
+	require.GreaterOrEqual(t, hi95, res.Model.CoefHi[0])
+	require.Equal(t, 0, res.Boot.Failed)
+}
