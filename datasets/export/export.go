@@ -142,6 +142,9 @@ func writeAtomic(path string, write func(io.Writer) (int64, error)) (int64, erro
 	tmp := f.Name()
 	n, err := write(f)
 	if err == nil {
+		err = f.Chmod(0o644) // CreateTemp makes 0600; an export is for sharing
+	}
+	if err == nil {
 		err = f.Sync()
 	}
 	if cerr := f.Close(); err == nil {

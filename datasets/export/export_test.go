@@ -213,6 +213,9 @@ func TestExportCSV(t *testing.T) {
 	entries, err := os.ReadDir(out)
 	require.NoError(t, err)
 	require.Len(t, entries, 3, "no temporary files left behind")
+	st, err := os.Stat(res.Files[0].Path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o644), st.Mode().Perm(), "exports are readable by others")
 }
 
 func TestExportArrow(t *testing.T) {

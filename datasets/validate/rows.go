@@ -112,6 +112,7 @@ type requestRow struct {
 type stream[R, F any] struct {
 	dir   string
 	parts []string
+	rel   []string // parts relative to dir
 	conv  func(*R, *F)
 
 	pi   int
@@ -131,7 +132,11 @@ type stream[R, F any] struct {
 const streamBuf = 1024
 
 func newStream[R, F any](dir string, parts []string, conv func(*R, *F)) *stream[R, F] {
-	return &stream[R, F]{dir: dir, parts: parts, conv: conv, buf: make([]R, streamBuf), row: -1}
+	rel := make([]string, len(parts))
+	for i, p := range parts {
+		rel[i] = relPart(dir, p)
+	}
+	return &stream[R, F]{dir: dir, parts: parts, rel: rel, conv: conv, buf: make([]R, streamBuf), row: -1}
 }
 
 // Next returns the next row, or nil at the end or on error (see err).
@@ -154,7 +159,7 @@ func (s *stream[R, F]) Next() *F {
 			s.sc = nil
 			if !errors.Is(err, io.EOF) {
 				s.err = err
-				s.errPart = relPart(s.dir, s.parts[s.pi-1])
+				s.errPart = s.rel[s.pi-1]
 				s.n = 0
 				return nil
 			}
@@ -164,7 +169,7 @@ func (s *stream[R, F]) Next() *F {
 	s.i++
 	s.row = s.next
 	s.next++
-	s.part = relPart(s.dir, s.parts[s.pi-1])
+	s.part = s.rel[s.pi-1]
 	return &s.cur
 }
 

@@ -129,7 +129,12 @@ func TestInvariants(t *testing.T) {
 		}},
 		{name: "timing order", mut: func(f *fixture) { f.steps[0].TDispatch = 1050 },
 			wantErrors: []string{"steps[0].t_dispatch"}},
-		{name: "timing order across an unknown", mut: func(f *fixture) { f.steps[2].TDispatch = -1; f.steps[2].TOutput = 5050; f.steps[2].NarrowTimeNs = 50; f.steps[2].WallTimeNs = 50 },
+		{name: "timing order across an unknown", mut: func(f *fixture) {
+			f.steps[2].TDispatch = -1
+			f.steps[2].TOutput = 5050
+			f.steps[2].NarrowTimeNs = 50
+			f.steps[2].WallTimeNs = 50
+		},
 			wantErrors: []string{"steps[2].t_output"}},
 		{name: "narrow time", mut: func(f *fixture) { f.steps[1].NarrowTimeNs = 1 },
 			wantErrors: []string{"steps[1].narrow_time_ns"}},
@@ -247,13 +252,17 @@ func TestInvariants(t *testing.T) {
 			}
 		}, wantErrors: []string{"requests[-1].", "step_requests[4].req_id"}},
 		{name: "no manifest", mut: func(f *fixture) {
-			f.post = func(t *testing.T, dir string) { require.NoError(t, os.Remove(filepath.Join(dir, datasets.ManifestFile))) }
+			f.post = func(t *testing.T, dir string) {
+				require.NoError(t, os.Remove(filepath.Join(dir, datasets.ManifestFile)))
+			}
 		}, wantWarns: []string{"manifest[-1]."}},
 		{name: "unknown manifest status", mut: func(f *fixture) {
 			f.post = func(t *testing.T, dir string) { editManifest(t, dir, func(m map[string]any) { m["status"] = "done" }) }
 		}, wantErrors: []string{"manifest[-1].status"}},
 		{name: "newer schema version", mut: func(f *fixture) {
-			f.post = func(t *testing.T, dir string) { editManifest(t, dir, func(m map[string]any) { m["schema_version"] = 99 }) }
+			f.post = func(t *testing.T, dir string) {
+				editManifest(t, dir, func(m map[string]any) { m["schema_version"] = 99 })
+			}
 		}, wantErrors: []string{"manifest[-1].schema_version"}},
 	}
 	for _, tc := range cases {
