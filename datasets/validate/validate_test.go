@@ -267,6 +267,7 @@ func TestInvariants(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f := baseFixture()
 			tc.mut(f)
 			dir := f.write(t)
