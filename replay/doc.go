@@ -1,0 +1,22 @@
+// Package replay compares a model with a record, step by step and request
+// by request, and calibrates a model so that re-simulated requests match
+// the record (DESIGN.md §2, issue 5).
+//
+// Step replay (ReplaySteps) re-prices every recorded step: the FPM prices
+// the step's composition (device time) and the host model of the simulated
+// executor prices its host phases (schedule, ship, worker prep). Nothing is
+// re-scheduled: the record's compositions are priced as they are. Fields
+// that depend on neighbouring steps (narrow and wall time under async
+// scheduling) are re-derived one step ahead: this step's phases are
+// predicted, its neighbours' events are taken from the record (see
+// StepReplayer). With the model that generated a simulated dataset, every
+// field is reproduced exactly.
+//
+// Request replay (ReplayRequests) re-simulates the recorded arrivals and
+// lengths with the sim engine under the manifest's engine configuration and
+// compares TTFT, ITL and E2E per request and as distributions.
+//
+// Calibration (Calibrate) fits a small parameter vector — multipliers on
+// an FPM's terms and the host model's fixed costs — by Nelder-Mead over
+// log-parameters so that re-simulated request metrics match the record.
+package replay

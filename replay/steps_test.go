@@ -1,0 +1,240 @@
+package replay
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim"
+)
+
+// simDataset simulates a small scenario once per (name) and returns its
+// directory and plan.
+var simCache sync.Map
+
+type simOut struct {
+	dir  string
+	plan *sim.Plan
+	err  error
+}
+
+func simulated(t testing.TB, name string, mod func(*sim.Scenario)) (string, *sim.Plan) {
+	t.Helper()
+	if v, ok := simCache.Load(name); ok {
+		o := v.(*simOut)
+		require.NoError(t, o.err)
+		return o.dir, o.plan
+	}
+	sc := sim.DefaultScenario()
+	sc.Seed = 7
+	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
+		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
+	if mod != nil {
+		mod(&sc)
+	}
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	dir := filepath.Join(sharedTmp(t), name)
+	_, err = sim.Run(p, dir, sim.RunOptions{Overwrite: true})
+	simCache.Store(name, &simOut{dir: dir, plan: p, err: err})
+	require.NoError(t, err)
+	return dir, p
+}
+
+var tmpOnce sync.Once
+var tmpDir string
+
+func sharedTmp(t testing.TB) string {
+	tmpOnce.Do(func() {
+		d, err := os.MkdirTemp("", "steplab-replay-test-*")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpDir = d
+	})
+	return tmpDir
+}
+
+func replayAll(t *testing.T, dir string, opts StepOptions) (*StepSummary, []StepRow) {
+	t.Helper()
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	var rows []StepRow
+	opts.Row = func(r *StepRow) error { rows = append(rows, *r); return nil }
+	s, err := ReplaySteps(d, opts)
+	require.NoError(t, err)
+	return s, rows
+}
+
+// Step replay of a simulated dataset with the model that generated it
+// reproduces every timing field to the nanosecond: gpu, host prep and
+// schedule are determined by the step; narrow and wall time depend on the
+// previous step (async pipeline) and are re-derived one step ahead.
+func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
+	cases := []struct {
+		name string
+		mod  func(*sim.Scenario)
+	}{
+		{"async", nil},
+		{"sync", func(sc *sim.Scenario) { sc.Engine.AsyncScheduling = false }},
+		{"preempting", func(sc *sim.Scenario) { sc.Engine.NumGPUBlocks = 1500; sc.Engine.MaxModelLen = 16384 }},
+		{"no-graphs-small-budget", func(sc *sim.Scenario) { sc.Engine.CUDAGraphSizes = nil; sc.Engine.MaxNumBatchedTokens = 1024 }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir, p := simulated(t, c.name, c.mod)
+			sum, rows := replayAll(t, dir, StepOptions{FPM: p.FPM, Host: p.Host})
+			require.NotEmpty(t, rows)
+			assert.True(t, sum.UsedStepRequests)
+			for _, r := range rows {
+				require.Equal(t, r.RecGPU, r.PredGPU, "gpu step %d", r.StepID)
+				require.Equal(t, r.RecPrep, r.PredPrep, "prep step %d", r.StepID)
+				require.Equal(t, r.RecSched, r.PredSched, "schedule step %d", r.StepID)
+				require.Equal(t, r.RecNarrow, r.PredNarrow, "narrow step %d (%s)", r.StepID, r.Kind)
+				require.Equal(t, r.RecWall, r.PredWall, "wall step %d (%s)", r.StepID, r.Kind)
+			}
+			for _, f := range Fields {
+				st := sum.Overall.Fields[f]
+				assert.Equal(t, st.N, st.Exact, f)
+				assert.Zero(t, st.MAPE, f)
+			}
+			if c.name == "preempting" {
+				d, _ := datasets.Open(dir)
+				steps, _ := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+				var pre int32
+				for _, s := range steps {
+					pre += s.NumPreempted
+				}
+				assert.Positive(t, pre, "the scenario should preempt")
+			}
+		})
+	}
+}
+
+// Without step_requests, fields that need per-request detail (prefill
+// attention with several prefill requests, new-request tokens) are
+// approximated; device time stays close.
+func TestReplayStepsWithoutStepRequests(t *testing.T) {
+	dir, p := simulated(t, "async", nil)
+	sum, _ := replayAll(t, dir, StepOptions{FPM: p.FPM, Host: p.Host, NoJoin: true})
+	assert.False(t, sum.UsedStepRequests)
+	assert.NotEmpty(t, sum.Notes)
+	g := sum.Overall.Fields[FieldGPU]
+	assert.Less(t, g.MAPE, 0.01)
+	assert.Positive(t, g.Exact)
+}
+
+// A linear model priced exactly, then one whose decode_kv_tokens
+// coefficient is scaled ×1.5: the report attributes the error to that term.
+func TestReplayStepsAttributesPerturbedTerm(t *testing.T) {
+	terms := []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermDecodeRequests,
+		model.TermDecodeKVTokens, model.TermNewReqTokens}
+	coef := []float64{4.5e6, 9e3, 0.02, 2.5e4, 30, 8}
+	truth, err := model.NewLinear(terms, coef)
+	require.NoError(t, err)
+	dir := simulateWith(t, "linear-gen", truth)
+	host := model.DefaultHostModel()
+
+	sum, _ := replayAll(t, dir, StepOptions{FPM: truth, Host: host})
+	require.Equal(t, sum.Overall.Fields[FieldGPU].N, sum.Overall.Fields[FieldGPU].Exact)
+
+	cases := []struct {
+		term      string
+		scale     float64
+		collinear string // a term the record cannot tell apart from term
+	}{
+		{model.TermDecodeKVTokens, 1.5, ""},
+		{model.TermDecodeRequests, 0.8, ""},
+		{model.TermConst, 1.2, ""},
+		// Unchunked prompts without prefix hits: prefill tokens equal the
+		// new requests' prompt tokens step by step.
+		{model.TermPrefillTokens, 0.7, model.TermNewReqTokens},
+	}
+	for _, c := range cases {
+		t.Run(c.term, func(t *testing.T) {
+			pc := append([]float64(nil), coef...)
+			for i, n := range terms {
+				if n == c.term {
+					pc[i] *= c.scale
+				}
+			}
+			pert, err := model.NewLinear(terms, pc)
+			require.NoError(t, err)
+			sum, _ := replayAll(t, dir, StepOptions{FPM: pert, Host: host})
+			at := sum.Attribution
+			require.NotNil(t, at)
+			assert.Equal(t, FieldGPU, at.Target)
+			assert.InDelta(t, 1, at.R2, 1e-6)
+			if c.collinear != "" {
+				assert.Contains(t, []string{c.term, c.collinear}, at.Top)
+				other := c.term
+				if at.Top == c.term {
+					other = c.collinear
+				}
+				assert.Contains(t, at.Collinear, other)
+				return
+			}
+			assert.Equal(t, c.term, at.Top)
+			assert.Greater(t, at.Terms[0].Share, 0.99)
+			require.NotNil(t, at.Terms[0].RelCoef)
+			assert.InDelta(t, c.scale-1, *at.Terms[0].RelCoef, 1e-6)
+			// Device-time error is positive where the term is present.
+			require.NotEmpty(t, sum.Top)
+			assert.NotEmpty(t, sum.Top[0].Contributions)
+		})
+	}
+}
+
+func simulateWith(t *testing.T, name string, fpm model.FPM) string {
+	t.Helper()
+	if v, ok := simCache.Load(name); ok {
+		return v.(*simOut).dir
+	}
+	sc := sim.DefaultScenario()
+	sc.Seed = 11
+	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
+		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	p.FPM, p.FPMName = fpm, "test-linear"
+	dir := filepath.Join(sharedTmp(t), name)
+	_, err = sim.Run(p, dir, sim.RunOptions{Overwrite: true})
+	require.NoError(t, err)
+	simCache.Store(name, &simOut{dir: dir, plan: p})
+	return dir
+}
+
+func TestBatchBucket(t *testing.T) {
+	cases := map[int32]string{0: "1", 1: "1", 2: "2-4", 4: "2-4", 5: "5-8", 8: "5-8", 9: "9-16", 256: "129-256", 257: "257-512", 512: "257-512", 513: ">512"}
+	for b, want := range cases {
+		assert.Equal(t, want, batchBuckets[batchBucket(b)], "batch %d", b)
+	}
+}
+
+func TestRelHistQuantile(t *testing.T) {
+	var h relHist
+	for i := 1; i <= 1000; i++ {
+		h.add(float64(i) / 1000)
+	}
+	assert.InEpsilon(t, 0.5, h.quantile(0.5), 0.07)
+	assert.InEpsilon(t, 0.9, h.quantile(0.9), 0.07)
+	var z relHist
+	z.add(0)
+	assert.Zero(t, z.quantile(0.99))
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if tmpDir != "" {
+		os.RemoveAll(tmpDir)
+	}
+	os.Exit(code)
+}
