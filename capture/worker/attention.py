@@ -45,8 +45,8 @@ def dense_reference(q_list, k_list, v_list, scale):
         kk = k.float().repeat_interleave(G, dim=1)  # [S, H, D]
         vv = v.float().repeat_interleave(G, dim=1)
         s = torch.einsum("qhd,khd->hqk", q.float(), kk) * scale
-        qpos = torch.arange(seq_len - q_len, seq_len).view(q_len, 1)
-        kpos = torch.arange(seq_len).view(1, seq_len)
+        qpos = torch.arange(seq_len - q_len, seq_len, device=q.device).view(q_len, 1)
+        kpos = torch.arange(seq_len, device=q.device).view(1, seq_len)
         s = s.masked_fill((kpos > qpos).unsqueeze(0), float("-inf"))
         p = torch.softmax(s, dim=-1)
         outs.append(torch.einsum("hqk,khd->qhd", p, vv).to(q.dtype))
@@ -91,7 +91,10 @@ def _next_pow2(x):
 
 if HAVE_TRITON:
 
-    @triton.jit
+    # Batch-dependent integers are not specialised (Triton would otherwise
+    # compile a new variant the first time a count is 1 or a multiple of 16,
+    # in the middle of a measured step).
+    @triton.jit(do_not_specialize=["num_seqs", "num_tokens"])
     def _paged_attn_kernel(
         q_ptr, k_ptr, v_ptr, o_ptr,
         m_ptr, l_ptr, acc_ptr,
@@ -190,7 +193,7 @@ if HAVE_TRITON:
             tl.store(l_ptr + pidx, l_i, mask=row_ok)
             tl.store(acc_ptr + pidx[:, None] * D_PAD + offs_d[None, :], acc, mask=row_ok[:, None])
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["num_tokens"])
     def _split_reduce_kernel(
         m_ptr, l_ptr, acc_ptr, o_ptr, num_tokens, num_heads, o_stride_t, o_stride_h,
         NUM_SPLITS: tl.constexpr, HEAD_D: tl.constexpr, D_PAD: tl.constexpr,

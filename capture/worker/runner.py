@@ -192,6 +192,55 @@ class ModelRunner:
             self.log("cuda_graph_sizes ignored on device cpu")
         if pad_eager_sizes:
             self.pad_sizes = sorted(pad_eager_sizes)
+        t_w = time.monotonic_ns()
+        self._warmup()
+        self.warmup_ns = time.monotonic_ns() - t_w
+
+    def _warmup(self):
+        """Run the eager prefill/mixed and decode shapes and every sampling
+        path once, on the scratch block only, so Triton JIT compilation, cuBLAS
+        and lazy CUDA module loading happen before `ready` instead of inside
+        the first measured steps."""
+        b = self.batch
+        bs = self.ecfg.block_size
+        b.block_table_gpu.fill_(self.num_blocks)
+        q0 = min(17, self.ecfg.max_model_len, self.ecfg.max_num_batched_tokens - 1)
+        shapes = [[q0, 1], [1, 1, 1]] if q0 > 1 else [[1, 1, 1]]
+        for qlens in shapes:
+            n = len(qlens)
+            if n > self.ecfg.max_num_seqs:
+                continue
+            T = sum(qlens)
+            pos = np.concatenate([np.arange(q) for q in qlens])
+            self.positions_np[:T] = pos
+            self.input_ids_np[:T] = 0
+            self.slots_np[:T] = self.num_blocks * bs + pos % bs
+            self.qsl_np[0] = 0
+            self.qsl_np[1:n + 1] = np.cumsum(qlens)
+            self.seq_lens_np[:n] = qlens
+            self._copy_inputs(T, n)
+            meta = AttnMeta(n, T, max(qlens), self.qsl[:n + 1], self.seq_lens[:n], b.block_table_gpu[:n],
+                            self.slots[:T], self.qsl_np, self.seq_lens_np)
+            hidden = self.model.forward(self.input_ids[:T], self.positions[:T], meta, self.k_cache, self.v_cache)
+            logits = self.model.logits(hidden.index_select(0, self.qsl[1:n + 1].long() - 1))
+            b.temperature[:n] = 0.7
+            b.top_k[:n] = 0
+            b.top_k[0] = 50
+            b.top_p[:n] = 1.0
+            b.top_p[0] = 0.9
+            self.sample(logits, n).tolist()
+            b.temperature[:n] = 0.0
+            self.sample(logits, n).tolist()
+            b.top_k[:n] = 0
+            b.top_p[:n] = 1.0
+            warm = torch.Generator(device=self.device)
+            warm.manual_seed(0)
+            torch.empty(8, device=self.device).exponential_(generator=warm)
+        b.block_table_gpu.zero_()
+        self.k_cache[:, self.num_blocks].zero_()
+        self.v_cache[:, self.num_blocks].zero_()
+        if self.is_cuda:
+            torch.cuda.synchronize(self.device)
 
     # ------------------------------------------------------------------ graphs
     def _fill_padding(self, start, end):

@@ -69,7 +69,8 @@ def main():
                     "max_num_seqs": r.ecfg.max_num_seqs, "max_num_batched_tokens": r.ecfg.max_num_batched_tokens,
                     "max_model_len": r.ecfg.max_model_len, "kv_bytes": r.kv_bytes,
                     "weight_bytes": r.weight_bytes, "cuda_graph_sizes": r.graph_sizes,
-                    "build_ns": r.build_ns, "graph_capture_ns": r.graph_capture_ns, "memory": r.memory,
+                    "build_ns": r.build_ns, "graph_capture_ns": r.graph_capture_ns, "warmup_ns": r.warmup_ns,
+                    "memory": r.memory,
                 }
                 write_frame(fout, reply)
                 _log("ready: %s on %s, %d KV blocks, backend %s, graphs %s"
