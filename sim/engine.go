@@ -232,6 +232,10 @@ func (e *Engine) Run(now int64) (int64, error) {
 // reconcile runs update_from_output for the oldest step in flight.
 func (e *Engine) reconcile(r StepResult) (int64, error) {
 	e.waiting = false
+	// The scheduler receives an output when its loop asks for it: an output
+	// that arrived while the loop was busy is received now (vLLM's
+	// future.result(); Dynamo times update_from_output from there).
+	r.TOutput = max(r.TOutput, e.clock.Now())
 	e.clock.AdvanceTo(r.TOutput)
 	if err := e.update(&e.inflight[0], r); err != nil {
 		return NoWake, err

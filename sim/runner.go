@@ -35,42 +35,58 @@ type Result struct {
 // step_requests unless disabled, requests). The same plan and seed give a
 // byte-identical dataset.
 func Run(p *Plan, dir string, opts RunOptions) (*Result, error) {
-	sc := p.Scenario
-	var src workload.Peeker
-	var inputSHA string
-	var cleanup func()
-	switch sc.Workload.Kind {
-	case "trace":
-		d, sha, done, err := traceDataset(sc.Workload.Trace)
-		if err != nil {
-			return nil, err
-		}
-		cleanup, inputSHA = done, sha
-		w := sc.Workload
-		ts, err := workload.NewTrace(workload.TraceConfig{Dir: d, Limit: w.Limit, RateRPS: w.RateRPS,
-			StartNs: int64(w.StartS * 1e9), EndNs: int64(w.EndS * 1e9), Rebase: true, BlockSize: w.BlockSize,
-			WarmupRequests: w.Warmup})
-		if err != nil {
-			cleanup()
-			return nil, err
-		}
-		src = &rehash{TraceSource: ts, engineBlock: p.Sched.BlockSize}
-	case "benchmark":
-	default:
-		s, err := generator(sc)
-		if err != nil {
-			return nil, err
-		}
-		src = s
-	}
-	if cleanup != nil {
-		defer cleanup()
-	}
-	w, err := datasets.Create(dir, p.Manifest(opts.Command, inputSHA), datasets.CreateOptions{Overwrite: opts.Overwrite})
+	exec := NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs)
+	return Execute(p, dir, Backend{Exec: exec, Clock: &VirtualClock{}, Host: HostAdapter{p.Host}}, opts)
+}
+
+// Backend is what runs the steps: the simulated executor on a virtual
+// clock, or a real worker on the wall clock (package capture).
+type Backend struct {
+	Exec  Executor
+	Clock Clock
+	Host  HostCosts // nil for a real executor
+	// WorkerID names the worker in the steps table.
+	WorkerID string
+	// CheckpointSteps closes the open parts every so many steps, so an
+	// interrupted run keeps what it measured (0: only at the end).
+	CheckpointSteps int
+	// Manifest, when set, amends the manifest before writing (a capture adds
+	// its hardware).
+	Manifest func(*datasets.Manifest)
+	// Started and Stopping bracket the run: a capture samples the GPU into
+	// another table of the dataset in between.
+	Started  func(*datasets.Writer) error
+	Stopping func() error
+}
+
+// Execute runs the plan's workload on the backend and writes the dataset.
+// On failure the dataset is left partial with every completed part.
+func Execute(p *Plan, dir string, b Backend, opts RunOptions) (*Result, error) {
+	src, inputSHA, cleanup, err := p.Source()
 	if err != nil {
 		return nil, err
 	}
-	res, err := runInto(p, w, src, opts)
+	defer cleanup()
+	m := p.Manifest(opts.Command, inputSHA)
+	if b.Manifest != nil {
+		b.Manifest(&m)
+	}
+	w, err := datasets.Create(dir, m, datasets.CreateOptions{Overwrite: opts.Overwrite})
+	if err != nil {
+		return nil, err
+	}
+	if b.Started != nil {
+		if err := b.Started(w); err != nil {
+			_ = w.Abort(err.Error())
+			return nil, err
+		}
+	}
+	res, err := runInto(p, w, src, b, opts)
+	if b.Stopping != nil {
+		if serr := b.Stopping(); err == nil && serr != nil {
+			err = serr
+		}
+	}
 	if err != nil {
 		_ = w.Abort(err.Error())
 		return nil, err
@@ -82,18 +98,50 @@ func Run(p *Plan, dir string, opts RunOptions) (*Result, error) {
 	return res, nil
 }
 
-func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts RunOptions) (*Result, error) {
+// Source builds the plan's workload; nil for a benchmark grid, which the
+// runner injects point by point. cleanup removes temporary imports.
+func (p *Plan) Source() (src workload.Peeker, inputSHA string, cleanup func(), err error) {
+	sc := p.Scenario
+	cleanup = func() {}
+	switch sc.Workload.Kind {
+	case "trace":
+		d, sha, done, err := traceDataset(sc.Workload.Trace)
+		if err != nil {
+			return nil, "", cleanup, err
+		}
+		w := sc.Workload
+		ts, err := workload.NewTrace(workload.TraceConfig{Dir: d, Limit: w.Limit, RateRPS: w.RateRPS,
+			StartNs: int64(w.StartS * 1e9), EndNs: int64(w.EndS * 1e9), Rebase: true, BlockSize: w.BlockSize,
+			WarmupRequests: w.Warmup})
+		if err != nil {
+			done()
+			return nil, "", cleanup, err
+		}
+		return &rehash{TraceSource: ts, engineBlock: p.Sched.BlockSize}, sha, func() { ts.Close(); done() }, nil
+	case "benchmark":
+		return nil, "", cleanup, nil
+	default:
+		s, err := generator(sc)
+		return s, "", cleanup, err
+	}
+}
+
+func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts RunOptions) (*Result, error) {
 	sink, err := NewDatasetSink(w, p.Scenario.Output.StepRequests)
 	if err != nil {
 		return nil, err
 	}
+	sink.CheckpointSteps = b.CheckpointSteps
 	metrics := NewRunMetrics()
 	var out Sink = Tee{sink, metrics}
 	if opts.Progress != nil {
 		out = Tee{sink, metrics, &progressSink{f: opts.Progress}}
 	}
-	exec := NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs)
-	eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: "sim-0"}, exec, &VirtualClock{}, HostAdapter{p.Host}, out)
+	worker := b.WorkerID
+	if worker == "" {
+		worker = "sim-0"
+	}
+	eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: worker}, b.Exec, b.Clock, b.Host, out)
 	if err != nil {
 		return nil, err
 	}
@@ -102,13 +150,13 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts RunOptions) 
 	} else {
 		err = RunBenchmark(eng, p)
 	}
+	if err == nil {
+		err = eng.Finish(eng.Now())
+	}
+	if cerr := sink.Close(); err == nil {
+		err = cerr
+	}
 	if err != nil {
-		return nil, err
-	}
-	if err := eng.Finish(eng.Now()); err != nil {
-		return nil, err
-	}
-	if err := sink.Close(); err != nil {
 		return nil, err
 	}
 	return &Result{Report: metrics.Report(), Engine: eng.Stats()}, nil

@@ -12,6 +12,11 @@ type DatasetSink struct {
 	stepBuf    []datasets.Step
 	stepReqBuf []datasets.StepRequest
 	reqBuf     []datasets.Request
+
+	// CheckpointSteps makes every so many steps durable (closing the open
+	// parts); 0 leaves part sizes to the table writers.
+	CheckpointSteps int
+	sinceCheckpoint int
 }
 
 const sinkBatch = 8192
@@ -37,6 +42,12 @@ func NewDatasetSink(w *datasets.Writer, withStepRequests bool) (*DatasetSink, er
 
 // Step implements Sink.
 func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
+	if s.CheckpointSteps > 0 {
+		if s.sinceCheckpoint++; s.sinceCheckpoint >= s.CheckpointSteps {
+			s.sinceCheckpoint = 0
+			defer s.Checkpoint()
+		}
+	}
 	s.stepBuf = append(s.stepBuf, *st)
 	if len(s.stepBuf) >= sinkBatch {
 		if err := s.steps.Write(s.stepBuf); err != nil {
@@ -66,6 +77,32 @@ func (s *DatasetSink) Request(r *datasets.Request) error {
 		s.reqBuf = s.reqBuf[:0]
 	}
 	return nil
+}
+
+// Checkpoint writes every buffered row and closes the open parts, so that
+// everything recorded so far survives an interruption.
+func (s *DatasetSink) Checkpoint() error {
+	if err := s.steps.Write(s.stepBuf); err != nil {
+		return err
+	}
+	s.stepBuf = s.stepBuf[:0]
+	if err := s.steps.Checkpoint(); err != nil {
+		return err
+	}
+	if s.stepReqs != nil {
+		if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
+			return err
+		}
+		s.stepReqBuf = s.stepReqBuf[:0]
+		if err := s.stepReqs.Checkpoint(); err != nil {
+			return err
+		}
+	}
+	if err := s.reqs.Write(s.reqBuf); err != nil {
+		return err
+	}
+	s.reqBuf = s.reqBuf[:0]
+	return s.reqs.Checkpoint()
 }
 
 // Close flushes and closes the tables.

@@ -47,24 +47,9 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 			if out == "" {
 				return &exitError{code: 2, msg: "simulate: no output directory: use -o DIR"}
 			}
-			sc := sim.DefaultScenario()
-			if scenario != "" {
-				var err error
-				if sc, err = sim.LoadScenario(scenario); err != nil {
-					return &exitError{code: 2, msg: err.Error()}
-				}
-			}
-			for _, s := range sets {
-				if err := sc.Set(s); err != nil {
-					return &exitError{code: 2, msg: err.Error()}
-				}
-			}
-			if cmd.Flags().Changed("seed") {
-				sc.Seed = seed
-			}
-			plan, err := sc.Plan()
+			plan, err := loadPlan(scenario, sets, cmd.Flags().Changed("seed"), seed, nil)
 			if err != nil {
-				return &exitError{code: 2, msg: "simulate: bad scenario: " + err.Error()}
+				return err
 			}
 			bar := newProgress(-1, "simulating")
 			res, err := sim.Run(plan, out, sim.RunOptions{Overwrite: force, Command: os.Args,
@@ -87,6 +72,34 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing dataset")
 	return cmd
+}
+
+// loadPlan reads a scenario (or the default), applies --set overrides and
+// edits, and validates it; errors are usage errors (exit 2).
+func loadPlan(path string, sets []string, seedSet bool, seed uint64, edit func(*sim.Scenario)) (*sim.Plan, error) {
+	sc := sim.DefaultScenario()
+	if path != "" {
+		var err error
+		if sc, err = sim.LoadScenario(path); err != nil {
+			return nil, &exitError{code: 2, msg: err.Error()}
+		}
+	}
+	if edit != nil {
+		edit(&sc)
+	}
+	for _, s := range sets {
+		if err := sc.Set(s); err != nil {
+			return nil, &exitError{code: 2, msg: err.Error()}
+		}
+	}
+	if seedSet {
+		sc.Seed = seed
+	}
+	plan, err := sc.Plan()
+	if err != nil {
+		return nil, &exitError{code: 2, msg: "bad scenario: " + err.Error()}
+	}
+	return plan, nil
 }
 
 func printReport(w io.Writer, r *sim.Result) {

@@ -134,7 +134,7 @@ func TestDeque(t *testing.T) {
 func TestBlockPoolLRU(t *testing.T) {
 	p := newBlockPool(6, true) // blocks 1..5
 	a := p.allocate(3, nil)
-	require.Equal(t, []int{1, 2, 3}, a)
+	require.Equal(t, []int32{1, 2, 3}, a)
 	p.insert(1, 100)
 	p.insert(2, 200)
 	p.free(a) // tail first: 3, 2, 1 join the queue after 4, 5
@@ -146,7 +146,7 @@ func TestBlockPoolLRU(t *testing.T) {
 	p.touch(2) // hit: leaves the free queue
 	require.Equal(t, 4, p.numFree)
 	got := p.allocate(4, nil) // 4, 5, 3, then 1 (evicting hash 100)
-	require.Equal(t, []int{4, 5, 3, 1}, got)
+	require.Equal(t, []int32{4, 5, 3, 1}, got)
 	_, ok = p.lookup(100)
 	require.False(t, ok)
 	_, ok = p.lookup(200)

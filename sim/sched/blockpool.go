@@ -39,6 +39,12 @@ type blockPool struct {
 	numEvict int // blocks in the free queue that are still in the prefix cache
 
 	cache map[uint64]int32 // shared hash -> first cached block with that hash
+
+	// Requests owning unique cached blocks, by slot (slot 0 unused). Block
+	// records name their owner by slot so that they hold no pointers: the
+	// garbage collector never scans them and stores need no write barrier.
+	slots     []*reqState
+	freeSlots []int32
 }
 
 type blockMeta struct {
@@ -47,9 +53,9 @@ type blockMeta struct {
 	dupNext    int32 // next block with the same identity (insertion order), -1 at the end
 	ownIdx     int32 // unique blocks: the block index within owner
 	inFree     bool
-	hashed     bool      // in the prefix cache (shared or unique)
-	hash       uint64    // shared blocks: the chain hash
-	owner      *reqState // unique blocks: the request whose own[] indexes it
+	hashed     bool   // in the prefix cache (shared or unique)
+	hash       uint64 // shared blocks: the chain hash
+	owner      int32  // unique blocks: slot of the request whose own[] indexes it (0 = none)
 }
 
 const noBlock = -1
@@ -59,6 +65,7 @@ func newBlockPool(n int, caching bool) *blockPool {
 		n:       n,
 		caching: caching,
 		m:       make([]blockMeta, n+1),
+		slots:   make([]*reqState, 1),
 	}
 	if caching {
 		p.cache = make(map[uint64]int32)
@@ -108,7 +115,7 @@ func (p *blockPool) unlink(b int) {
 // allocate pops k blocks from the head of the free queue, evicting their
 // cached hashes, and appends them (ref count 1) to dst. The caller checks
 // k <= numFree first.
-func (p *blockPool) allocate(k int, dst []int) []int {
+func (p *blockPool) allocate(k int, dst []int32) []int32 {
 	s := int32(p.n)
 	for i := 0; i < k; i++ {
 		b := int(p.m[s].next)
@@ -120,7 +127,7 @@ func (p *blockPool) allocate(k int, dst []int) []int {
 			p.uncache(b)
 		}
 		p.m[b].ref = 1
-		dst = append(dst, b)
+		dst = append(dst, int32(b))
 	}
 	return dst
 }
@@ -136,9 +143,9 @@ func (p *blockPool) touch(b int) {
 
 // free drops one reference on each block, in reverse order so that a
 // request's tail blocks enter the free queue first and are evicted first.
-func (p *blockPool) free(blocks []int) {
+func (p *blockPool) free(blocks []int32) {
 	for i := len(blocks) - 1; i >= 0; i-- {
-		b := blocks[i]
+		b := int(blocks[i])
 		p.m[b].ref--
 		if p.m[b].ref < 0 {
 			panic("sched: block freed twice")
@@ -205,11 +212,22 @@ func (p *blockPool) insert(b int, h uint64) {
 func (p *blockPool) insertUnique(b int, st *reqState, idx int) {
 	p.m[b].hashed = true
 	p.m[b].dupNext = noBlock
-	p.m[b].owner = st
+	if st.slot == 0 {
+		if n := len(p.freeSlots); n > 0 {
+			st.slot = p.freeSlots[n-1]
+			p.freeSlots = p.freeSlots[:n-1]
+		} else {
+			st.slot = int32(len(p.slots))
+			p.slots = append(p.slots, nil)
+		}
+		p.slots[st.slot] = st
+	}
+	p.m[b].owner = st.slot
 	p.m[b].ownIdx = int32(idx)
 	if len(st.own) <= idx {
 		if cap(st.own) <= idx {
 			own := make([]int32, len(st.own), max(2*cap(st.own), idx+1, cap(st.blocks)))
+			// (own normally comes pre-sized from the scheduler's spare slices)
 			copy(own, st.own)
 			st.own = own
 		}
@@ -226,9 +244,10 @@ func (p *blockPool) insertUnique(b int, st *reqState, idx int) {
 
 // uncache drops block b from the prefix cache.
 func (p *blockPool) uncache(b int) {
-	if st := p.m[b].owner; st != nil {
+	if slot := p.m[b].owner; slot != 0 {
+		st := p.slots[slot]
 		p.removeChain(&st.own[p.m[b].ownIdx], b)
-		p.m[b].owner = nil
+		p.m[b].owner = 0
 	} else {
 		h := p.m[b].hash
 		head := p.cache[h]
@@ -258,7 +277,15 @@ func (p *blockPool) dropUnique(st *reqState) {
 		}
 	}
 	st.own = st.own[:0]
+	if st.slot != 0 {
+		p.slots[st.slot] = nil
+		p.freeSlots = append(p.freeSlots, st.slot)
+		st.slot = 0
+	}
 }
+
+// ownerOf returns the request owning unique block b, or nil.
+func (p *blockPool) ownerOf(b int) *reqState { return p.slots[p.m[b].owner] }
 
 // numCachedBlocks is the number of blocks registered in the prefix cache
 // (held or evictable).

@@ -63,7 +63,8 @@ func (s *Scheduler) CheckInvariants() error {
 		if st.numCached > len(st.blocks) {
 			return fmt.Errorf("%s: %d cached blocks > %d blocks", st.r.ID, st.numCached, len(st.blocks))
 		}
-		for i, b := range st.blocks {
+		for i, b32 := range st.blocks {
+			b := int(b32)
 			if b <= 0 || b >= p.n {
 				return fmt.Errorf("%s: bad block id %d", st.r.ID, b)
 			}
@@ -71,9 +72,9 @@ func (s *Scheduler) CheckInvariants() error {
 			if i < st.numCached && s.cfg.PrefixCaching {
 				ok := p.m[b].hashed
 				if i < len(st.r.BlockHashes) {
-					ok = ok && p.m[b].owner == nil && p.m[b].hash == st.r.BlockHashes[i]
+					ok = ok && p.m[b].owner == 0 && p.m[b].hash == st.r.BlockHashes[i]
 				} else {
-					ok = ok && p.m[b].owner == st && int(p.m[b].ownIdx) == i
+					ok = ok && p.ownerOf(b) == st && int(p.m[b].ownIdx) == i
 				}
 				if !ok {
 					return fmt.Errorf("%s: block %d (#%d) should be cached with its identity", st.r.ID, b, i)
@@ -102,7 +103,7 @@ func (s *Scheduler) CheckInvariants() error {
 				return fmt.Errorf("block %d hashed with prefix caching off", b)
 			}
 			var head int32
-			if o := p.m[b].owner; o != nil {
+			if o := p.ownerOf(b); o != nil {
 				if o.status == statusFinished || int(p.m[b].ownIdx) >= len(o.own) {
 					return fmt.Errorf("block %d cached for finished or unindexed %s", b, o.r.ID)
 				}
@@ -119,14 +120,14 @@ func (s *Scheduler) CheckInvariants() error {
 				if int(c) == b {
 					found = true
 				}
-				if !p.m[c].hashed || p.m[c].owner != p.m[b].owner || p.m[c].hash != p.m[b].hash || p.m[c].ownIdx != p.m[b].ownIdx && p.m[b].owner != nil {
+				if !p.m[c].hashed || p.m[c].owner != p.m[b].owner || p.m[c].hash != p.m[b].hash || p.m[c].ownIdx != p.m[b].ownIdx && p.m[b].owner != 0 {
 					return fmt.Errorf("cache chain of block %d holds block %d with another identity", b, c)
 				}
 			}
 			if !found {
 				return fmt.Errorf("block %d missing from its cache chain", b)
 			}
-		} else if p.m[b].owner != nil {
+		} else if p.m[b].owner != 0 {
 			return fmt.Errorf("block %d uncached but owned", b)
 		}
 	}

@@ -62,9 +62,10 @@ type reqState struct {
 	admitted     bool
 	preemptions  int
 
-	blocks    []int   // block table
+	blocks    []int32 // block table
 	numCached int     // leading blocks of the table registered in the prefix cache
 	own       []int32 // prefix-cache index of this request's unique blocks, by block index (see blockPool)
+	slot      int32   // blockPool slot while it owns unique cached blocks (0 = none)
 }
 
 // numTokens is prompt + real output tokens (vLLM request.num_tokens).

@@ -3,6 +3,7 @@ package sched
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 )
 
 // maxPlaceholders is the most sampled-but-unreconciled steps one request may
@@ -30,7 +31,8 @@ type Scheduler struct {
 	free            []*Output
 	res             UpdateResult
 	hitBuf          []int
-	bsShift         uint // log2(BlockSize)
+	spare           [32][][]int32 // recycled block tables and own[] indexes, by log2 capacity
+	bsShift         uint          // log2(BlockSize)
 }
 
 // New returns an empty scheduler, or the error of cfg.Validate.
@@ -185,7 +187,9 @@ func (s *Scheduler) Schedule() *Output {
 		if need > 0 {
 			old := len(st.blocks)
 			st.blocks = s.pool.allocate(need, st.blocks)
-			out.blockBuf = append(out.blockBuf, st.blocks[old:]...)
+			for _, b := range st.blocks[old:] {
+				out.blockBuf = append(out.blockBuf, int(b))
+			}
 		}
 		if cfg.PrefixCaching && min(st.computed+n, st.numTokens())>>s.bsShift > st.numCached {
 			s.cacheUpTo(st, min(st.computed+n, st.numTokens()))
@@ -256,11 +260,17 @@ func (s *Scheduler) Schedule() *Output {
 				s.pool.touch(b)
 			}
 			if st.blocks == nil {
-				// One allocation for the request's lifetime: its KV never
-				// exceeds prompt + max output - 1 tokens.
-				st.blocks = make([]int, 0, s.blocksFor(st.prompt+st.maxOut-1))
+				// Sized once for the request's lifetime (its KV never exceeds
+				// prompt + max output - 1 tokens), recycled when it finishes.
+				st.blocks = s.spareSlice(s.blocksFor(st.prompt + st.maxOut - 1))
+				if cfg.PrefixCaching {
+					st.own = s.spareSlice(cap(st.blocks))
+				}
 			}
-			st.blocks = append(st.blocks[:0], hits...)
+			st.blocks = st.blocks[:0]
+			for _, b := range hits {
+				st.blocks = append(st.blocks, int32(b))
+			}
 			st.blocks = s.pool.allocate(fresh, st.blocks)
 			st.numCached = len(hits)
 			resumed := st.status == statusPreempted
@@ -271,7 +281,9 @@ func (s *Scheduler) Schedule() *Output {
 			s.running = append(s.running, st)
 
 			nb := len(out.blockBuf)
-			out.blockBuf = append(out.blockBuf, st.blocks...)
+			for _, b := range st.blocks {
+				out.blockBuf = append(out.blockBuf, int(b))
+			}
 			end := len(out.blockBuf)
 			out.NewReqs = append(out.NewReqs, ScheduledReq{
 				Req:                st.r,
@@ -335,13 +347,33 @@ func (s *Scheduler) cacheUpTo(st *reqState, ntok int) {
 	}
 	for i := st.numCached; i < full; i++ {
 		if i < len(st.r.BlockHashes) {
-			s.pool.insert(st.blocks[i], st.r.BlockHashes[i])
+			s.pool.insert(int(st.blocks[i]), st.r.BlockHashes[i])
 		} else {
-			s.pool.insertUnique(st.blocks[i], st, i)
+			s.pool.insertUnique(int(st.blocks[i]), st, i)
 		}
 	}
 	if full > st.numCached {
 		st.numCached = full
+	}
+}
+
+// spareSlice returns an empty slice with capacity >= n, recycled if one is
+// available (capacities are powers of two).
+func (s *Scheduler) spareSlice(n int) []int32 {
+	c := bits.Len(uint(max(n, 1) - 1)) // smallest k with 1<<k >= n
+	if l := len(s.spare[c]); l > 0 {
+		x := s.spare[c][l-1]
+		s.spare[c] = s.spare[c][:l-1]
+		return x
+	}
+	return make([]int32, 0, 1<<c)
+}
+
+// recycle keeps a finished request's slice for a later request.
+func (s *Scheduler) recycle(x []int32) {
+	if c := cap(x); c > 0 && c&(c-1) == 0 && len(s.spare[bits.Len(uint(c-1))]) < 1024 {
+		k := bits.Len(uint(c - 1))
+		s.spare[k] = append(s.spare[k], x[:0])
 	}
 }
 
@@ -374,7 +406,9 @@ func (s *Scheduler) preempt(st *reqState, out *Output) {
 func (s *Scheduler) release(st *reqState) {
 	s.pool.dropUnique(st)
 	s.pool.free(st.blocks)
-	st.blocks = st.blocks[:0]
+	s.recycle(st.blocks)
+	s.recycle(st.own)
+	st.blocks, st.own = nil, nil
 	st.numCached = 0
 	st.status = statusFinished
 	delete(s.reqs, st.r.ID)

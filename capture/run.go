@@ -1,0 +1,186 @@
+package capture
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/sim"
+)
+
+// Options configure a capture.
+type Options struct {
+	Worker WorkerOptions
+	// Device is cuda, cuda:N or cpu.
+	Device string
+	// Preset names a worker model preset (llama-8b, tiny); empty sends the
+	// plan's model shape explicitly.
+	Preset string
+	// AttentionBackend: auto, triton or torch.
+	AttentionBackend string
+	// Seed seeds the worker's random weights.
+	Seed int64
+	// CheckpointSteps makes the dataset durable every so many steps.
+	CheckpointSteps int
+	// SamplePeriod of NVML readings (0: 100 ms).
+	SamplePeriod time.Duration
+	// Stderr receives the worker's log (nil: kept only for error reports).
+	Stderr io.Writer
+	// Monitor overrides NVML (tests); nil opens NVML and does without it
+	// where unavailable.
+	Monitor GPUMonitor
+	Run     sim.RunOptions
+}
+
+// Capture runs the plan's workload through the real scheduler and a GPU
+// worker and writes what happened to dir: every step with the bytes
+// really shipped and every timing window on one monotonic clock, the
+// worker's own timings, the requests and NVML samples.
+//
+// The dataset is written as it goes: a worker that dies, hangs or answers
+// garbage ends the capture with an error carrying its last stderr lines,
+// and the dataset keeps every completed part with a manifest that says it
+// is partial.
+func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
+	if opts.CheckpointSteps == 0 {
+		opts.CheckpointSteps = 256
+	}
+	if opts.SamplePeriod == 0 {
+		opts.SamplePeriod = 100 * time.Millisecond
+	}
+	proc, ready, err := Start(p, opts)
+	if err != nil {
+		return nil, err
+	}
+	// The worker decides how many KV blocks exist and which CUDA graphs it
+	// captured; the scheduler must agree with it.
+	p.Sched.NumGPUBlocks = ready.NumGPUBlocks
+	p.Graphs = ready.CUDAGraphSizes
+	if err := p.Sched.Validate(); err != nil {
+		proc.Kill()
+		return nil, fmt.Errorf("the worker's KV cache cannot hold this engine config: %w", err)
+	}
+	clock := NewWallClock()
+	exec := NewGPUExecutor(proc, clock, ready.ModelConfig.Vocab, uint64(opts.Seed))
+	mon := opts.Monitor
+	if mon == nil {
+		if m, err := OpenNVML(); err == nil {
+			mon = m
+			defer m.Close()
+		} else {
+			slog.Info("no GPU samples", "reason", err)
+		}
+	}
+	var gpus []GPUInfo
+	if mon != nil {
+		gpus, _ = mon.Devices()
+	}
+	var sampler *Sampler
+	b := sim.Backend{Exec: exec, Clock: clock, WorkerID: "gpu-0", CheckpointSteps: opts.CheckpointSteps,
+		Manifest: func(m *datasets.Manifest) { describe(m, ready, gpus, opts) },
+		Started: func(w *datasets.Writer) error {
+			if mon == nil {
+				return nil
+			}
+			s, err := StartSampler(mon, w, clock, opts.SamplePeriod)
+			sampler = s
+			return err
+		},
+		Stopping: func() error {
+			if sampler == nil {
+				return nil
+			}
+			return sampler.Stop()
+		},
+	}
+	res, err := sim.Execute(p, dir, b, opts.Run)
+	if err != nil {
+		proc.Kill()
+		return nil, err
+	}
+	if err := exec.Close(); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// Start launches the worker and initialises it with the plan's model and
+// engine limits. A config that cannot fit on the GPU is refused by the
+// worker before it builds anything.
+func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
+	proc, err := StartWorker(opts.Worker, opts.Stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	init := InitMsg{Type: "init", ProtocolVersion: 1, Seed: opts.Seed, Device: orDefault(opts.Device, "cuda"),
+		NumGPUBlocks: 0, GPUMemoryUtilization: p.Scenario.Engine.GPUMemoryUtilization, BlockSize: p.Sched.BlockSize,
+		MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens, MaxModelLen: p.Sched.MaxModelLen,
+		CUDAGraphSizes: p.Graphs, AttentionBackend: orDefault(opts.AttentionBackend, "auto")}
+	if p.Scenario.Engine.NumGPUBlocks > 0 {
+		init.NumGPUBlocks = p.Scenario.Engine.NumGPUBlocks
+	}
+	if opts.Preset != "" {
+		init.Model = opts.Preset
+	} else {
+		s := p.Shape
+		init.ModelConfig = &ModelConfig{Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim,
+			Intermediate: s.Intermediate, Vocab: s.Vocab, DType: "bfloat16"}
+	}
+	b, err := Frame(&init)
+	if err != nil {
+		proc.Kill()
+		return nil, nil, err
+	}
+	if err := proc.Send(b); err != nil {
+		proc.Kill()
+		return nil, nil, err
+	}
+	var ready ReadyMsg
+	if _, err := proc.Recv(&ready, proc.opts.StartTimeout); err != nil {
+		proc.Kill()
+		return nil, nil, fmt.Errorf("starting the worker: %w", err)
+	}
+	if ready.Type != "ready" {
+		proc.Kill()
+		return nil, nil, fmt.Errorf("worker answered %q to init", ready.Type)
+	}
+	return proc, &ready, nil
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// describe records the capture's provenance in the manifest.
+func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
+	m.Source.Kind = "capture"
+	m.Source.Format = "gpu-worker"
+	m.Created = time.Now().UTC().Format(time.RFC3339)
+	m.Source.Detail = map[string]string{
+		"device": r.Device, "torch": r.TorchVersion, "triton": r.TritonVersion, "attention_backend": r.AttentionBackend,
+		"kv_bytes": strconv.FormatInt(r.KVBytes, 10), "weight_bytes": strconv.FormatInt(r.WeightBytes, 10),
+		"build_ns": strconv.FormatInt(r.BuildNs, 10), "graph_capture_ns": strconv.FormatInt(r.GraphCaptureNs, 10),
+		"worker_seed": strconv.FormatInt(opts.Seed, 10),
+	}
+	hw := &datasets.Hardware{GPUName: r.GPUName, GPUCount: 1}
+	if len(gpus) > 0 {
+		g := gpus[0]
+		hw.GPUName, hw.GPUUUID, hw.Driver = g.Name, g.UUID, g.Driver
+		hw.SMClockMHz, hw.MemClockMHz, hw.PowerLimitW, hw.MemTotalBytes = g.SMClockMHz, g.MemClockMHz, g.PowerLimitW, g.MemTotalBytes
+	}
+	m.Hardware = hw
+	mc := r.ModelConfig
+	m.Model = &datasets.ModelShape{Name: m.Model.Name, Layers: mc.Layers, Hidden: mc.Hidden, Heads: mc.Heads, KVHeads: mc.KVHeads,
+		HeadDim: mc.HeadDim, Intermediate: mc.Intermediate, Vocab: mc.Vocab, DType: mc.DType, TensorParallel: 1}
+	if opts.Preset != "" {
+		m.Model.Name = opts.Preset
+	}
+	m.Engine.NumGPUBlocks = r.NumGPUBlocks
+	m.CUDAGraphSizes = r.CUDAGraphSizes
+}
