@@ -1,0 +1,312 @@
+package whatif
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/steplab/steplab/sim/rng"
+	"github.com/steplab/steplab/sim/workflow"
+)
+
+// Options tune Run.
+type Options struct {
+	// Jobs is the number of runs simulated at once (0 = GOMAXPROCS). The
+	// results do not depend on it.
+	Jobs int
+	// Progress, when set, is called after each finished run with the
+	// number done and the total (from one goroutine at a time).
+	Progress func(done, total int)
+}
+
+// RunResult is one repetition of one placement.
+type RunResult struct {
+	Placement string
+	Rep       int
+	// Seed of the repetition's stream (provenance).
+	Seed   uint64
+	Result *workflow.Result
+}
+
+// Output is what Run produced.
+type Output struct {
+	Scenario *Scenario
+	Runs     []RunResult // placement-major, then repetition
+	Audit    Audit
+}
+
+// RepStream is the random stream of repetition rep: every placement of a
+// repetition draws the same arrivals, lengths and service times (common
+// random numbers), so placements differ only by placement.
+func RepStream(seed uint64, rep int) *rng.Stream {
+	return rng.New(seed, "whatif").DeriveN(rep)
+}
+
+// Run simulates every placement × repetition, each on a fresh server.
+func Run(sc *Scenario, opts Options) (*Output, error) {
+	reps := sc.File.Load.Repetitions
+	type job struct{ p, r int }
+	var jobs []job
+	for p := range sc.Placements {
+		for r := 0; r < reps; r++ {
+			jobs = append(jobs, job{p, r})
+		}
+	}
+	runs := make([]RunResult, len(jobs))
+	errs := make([]error, len(jobs))
+	n := opts.Jobs
+	if n <= 0 {
+		n = runtime.GOMAXPROCS(0)
+	}
+	n = min(n, len(jobs))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next, done := 0, 0
+	for w := 0; w < n; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				if next >= len(jobs) {
+					mu.Unlock()
+					return
+				}
+				k := next
+				next++
+				mu.Unlock()
+				j := jobs[k]
+				pl := sc.Placements[j.p]
+				st := RepStream(sc.File.Seed, j.r)
+				res, err := workflow.Run(pl.Graph, sc.Load, st)
+				if err != nil {
+					err = fmt.Errorf("placement %s, repetition %d: %w", pl.Name, j.r, err)
+				}
+				runs[k], errs[k] = RunResult{Placement: pl.Name, Rep: j.r, Seed: st.Seed(), Result: res}, err
+				mu.Lock()
+				done++
+				if opts.Progress != nil {
+					opts.Progress(done, len(jobs))
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	out := &Output{Scenario: sc, Runs: runs}
+	out.Audit = audit(sc, runs)
+	return out, nil
+}
+
+// Audit is the qualification table.
+type Audit struct {
+	Scenario    string  `json:"scenario"`
+	Seed        uint64  `json:"seed"`
+	Load        string  `json:"load"`
+	OfferedRPS  float64 `json:"offered_rps"` // 0 for a closed loop
+	Users       int     `json:"users,omitempty"`
+	Requests    int     `json:"measured_requests"`
+	Warmup      int     `json:"warmup_requests"`
+	Repetitions int     `json:"repetitions"`
+	StartupS    float64 `json:"startup_s"`
+	DrainS      float64 `json:"drain_s"`
+	TimeoutS    float64 `json:"timeout_s"`
+	// Stages in document order (latency tables follow it).
+	Stages     []string         `json:"stages"`
+	Placements []PlacementAudit `json:"placements"`
+}
+
+// PlacementAudit summarises a placement's repetitions.
+type PlacementAudit struct {
+	Placement string     `json:"placement"`
+	Runs      []RunAudit `json:"runs"`
+	// WindowMeanRPS is the mean request-window throughput over repetitions.
+	WindowMeanRPS float64 `json:"window_mean_rps"`
+	// AchievedOverOffered is WindowMeanRPS / offered rate (open loop).
+	AchievedOverOffered float64 `json:"achieved_over_offered"`
+	// FullProcessMeanRPS is the mean of the runs' full-process throughput;
+	// FullProcessFromMeanWallRPS is mean valid requests / mean process wall.
+	FullProcessMeanRPS         float64 `json:"full_process_mean_rps"`
+	FullProcessFromMeanWallRPS float64 `json:"full_process_from_mean_wall_rps"`
+	// WindowDeltaPct is the change of WindowMeanRPS against the first
+	// placement, percent (0 for the first).
+	WindowDeltaPct float64 `json:"window_delta_vs_first_pct"`
+	Valid          int     `json:"valid"`
+	Errors         int     `json:"errors"`
+	Cancelled      int     `json:"cancelled"`
+	// Latencies of the valid measured requests of all repetitions.
+	E2E    Latency        `json:"e2e"`
+	Stages []StageLatency `json:"stages"`
+}
+
+// RunAudit is one repetition.
+type RunAudit struct {
+	Rep  int    `json:"rep"`
+	Seed uint64 `json:"seed"`
+	// Measured requests sent; Valid answered; Errors rejected or never
+	// answered; Cancelled timed out at the client.
+	Measured  int `json:"measured"`
+	Valid     int `json:"valid"`
+	Errors    int `json:"errors"`
+	Cancelled int `json:"cancelled"`
+	// The request window: first measured request sent to last measured
+	// response received (valid requests), and its throughput.
+	FirstRequestNs int64   `json:"first_request_ns"`
+	LastResponseNs int64   `json:"last_response_ns"`
+	WindowRPS      float64 `json:"window_rps"`
+	// ProcessWallNs: process start (0) to the end of the drain;
+	// FullProcessRPS = Valid / wall.
+	ProcessWallNs  int64          `json:"process_wall_ns"`
+	FullProcessRPS float64        `json:"full_process_rps"`
+	E2E            Latency        `json:"e2e"`
+	Stages         []StageLatency `json:"stages"`
+	Events         uint64         `json:"events"`
+}
+
+// Latency summarises durations in ms.
+type Latency struct {
+	N      int     `json:"n"`
+	MeanMs float64 `json:"mean_ms"`
+	P50Ms  float64 `json:"p50_ms"`
+	P90Ms  float64 `json:"p90_ms"`
+	P99Ms  float64 `json:"p99_ms"`
+	MaxMs  float64 `json:"max_ms"`
+}
+
+// StageLatency is a stage's latency: from its input's arrival (the last
+// input for a join) to the end of its work, queueing included.
+type StageLatency struct {
+	Stage string `json:"stage"`
+	Latency
+}
+
+func summarize(ns []int64) Latency {
+	if len(ns) == 0 {
+		return Latency{}
+	}
+	s := slices.Clone(ns)
+	slices.Sort(s)
+	sum := 0.0
+	for _, v := range s {
+		sum += float64(v)
+	}
+	q := func(p float64) float64 { // nearest rank
+		k := int(math.Ceil(p*float64(len(s)))) - 1
+		return float64(s[max(0, min(k, len(s)-1))]) / 1e6
+	}
+	return Latency{N: len(s), MeanMs: round(sum/float64(len(s))/1e6, 6), P50Ms: q(0.5), P90Ms: q(0.9), P99Ms: q(0.99),
+		MaxMs: float64(s[len(s)-1]) / 1e6}
+}
+
+// round keeps JSON output short and stable.
+func round(v float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(v*p) / p
+}
+
+type lat struct {
+	e2e    []int64
+	stages [][]int64
+}
+
+func (l *lat) add(q *workflow.Request) {
+	l.e2e = append(l.e2e, q.E2ENs())
+	for i, st := range q.Stages {
+		if d := st.LatencyNs(); d >= 0 {
+			l.stages[i] = append(l.stages[i], d)
+		}
+	}
+}
+
+func (l *lat) summary(names []string) (Latency, []StageLatency) {
+	out := make([]StageLatency, len(names))
+	for i, n := range names {
+		out[i] = StageLatency{Stage: n, Latency: summarize(l.stages[i])}
+	}
+	return summarize(l.e2e), out
+}
+
+func audit(sc *Scenario, runs []RunResult) Audit {
+	l := sc.File.Load
+	a := Audit{Scenario: sc.File.Name, Seed: sc.File.Seed, Load: l.Kind, OfferedRPS: sc.Offered(), Requests: l.Requests,
+		Warmup: l.Warmup, Repetitions: l.Repetitions, StartupS: l.StartupS, DrainS: l.DrainS, TimeoutS: l.TimeoutS,
+		Stages: sc.StageNames}
+	if l.Kind == workflow.LoadClosed {
+		a.Users = l.Users
+	}
+	names := sc.StageNames
+	for _, pl := range sc.Placements {
+		pa := PlacementAudit{Placement: pl.Name}
+		all := lat{stages: make([][]int64, len(names))}
+		var sumWall, sumValid float64
+		for _, r := range runs {
+			if r.Placement != pl.Name {
+				continue
+			}
+			ra := RunAudit{Rep: r.Rep, Seed: r.Seed, FirstRequestNs: -1, LastResponseNs: -1, Events: r.Result.Events}
+			one := lat{stages: make([][]int64, len(names))}
+			for i := range r.Result.Requests {
+				q := &r.Result.Requests[i]
+				if q.Warmup {
+					continue
+				}
+				ra.Measured++
+				switch q.Status {
+				case workflow.StatusOK:
+					ra.Valid++
+					if ra.FirstRequestNs < 0 || q.ArrivalNs < ra.FirstRequestNs {
+						ra.FirstRequestNs = q.ArrivalNs
+					}
+					ra.LastResponseNs = max(ra.LastResponseNs, q.ResponseNs)
+					one.add(q)
+					all.add(q)
+				case workflow.StatusTimeout:
+					ra.Cancelled++
+				default:
+					ra.Errors++
+				}
+			}
+			if w := ra.LastResponseNs - ra.FirstRequestNs; ra.Valid > 0 && w > 0 {
+				ra.WindowRPS = round(float64(ra.Valid)/(float64(w)/1e9), 6)
+			}
+			ra.ProcessWallNs = r.Result.ProcessEndNs
+			if ra.ProcessWallNs > 0 {
+				ra.FullProcessRPS = round(float64(ra.Valid)/(float64(ra.ProcessWallNs)/1e9), 6)
+			}
+			ra.E2E, ra.Stages = one.summary(names)
+			pa.Runs = append(pa.Runs, ra)
+			pa.Valid += ra.Valid
+			pa.Errors += ra.Errors
+			pa.Cancelled += ra.Cancelled
+			pa.WindowMeanRPS += ra.WindowRPS
+			pa.FullProcessMeanRPS += ra.FullProcessRPS
+			sumWall += float64(ra.ProcessWallNs) / 1e9
+			sumValid += float64(ra.Valid)
+		}
+		if k := float64(len(pa.Runs)); k > 0 {
+			pa.WindowMeanRPS = round(pa.WindowMeanRPS/k, 6)
+			pa.FullProcessMeanRPS = round(pa.FullProcessMeanRPS/k, 6)
+			if sumWall > 0 {
+				pa.FullProcessFromMeanWallRPS = round(sumValid/sumWall, 6)
+			}
+		}
+		if a.OfferedRPS > 0 {
+			pa.AchievedOverOffered = round(pa.WindowMeanRPS/a.OfferedRPS, 8)
+		}
+		pa.E2E, pa.Stages = all.summary(names)
+		a.Placements = append(a.Placements, pa)
+	}
+	if len(a.Placements) > 0 && a.Placements[0].WindowMeanRPS > 0 {
+		for i := range a.Placements {
+			a.Placements[i].WindowDeltaPct = round((a.Placements[i].WindowMeanRPS/a.Placements[0].WindowMeanRPS-1)*100, 6)
+		}
+	}
+	return a
+}

@@ -1,0 +1,669 @@
+package whatif
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/workflow"
+	"github.com/steplab/steplab/sim/workload"
+)
+
+// File is the scenario document (docs/whatif.md).
+type File struct {
+	Name    string      `yaml:"name"`
+	Seed    uint64      `yaml:"seed"`
+	Network NetworkSpec `yaml:"network"`
+	Load    LoadSpec    `yaml:"load"`
+	Stages  []StageSpec `yaml:"stages"`
+	// Placements maps placement name -> {stage: host}; read in document
+	// order from the node.
+	Placements yaml.Node `yaml:"placements"`
+}
+
+// NetworkSpec prices messages between stages.
+type NetworkSpec struct {
+	InlineUs      float64 `yaml:"inline_us"`
+	LatencyUs     float64 `yaml:"latency_us"`
+	BandwidthGbps float64 `yaml:"bandwidth_gbps"`
+	SerializeUs   float64 `yaml:"serialize_us"`
+}
+
+// LoadSpec is the client's load.
+type LoadSpec struct {
+	Kind        string         `yaml:"kind"` // constant | poisson | gamma | closed
+	RateRPS     float64        `yaml:"rate_rps"`
+	CV          float64        `yaml:"cv"`
+	Users       int            `yaml:"users"`
+	ThinkS      float64        `yaml:"think_s"`
+	Think       string         `yaml:"think"`
+	Requests    int            `yaml:"requests"`
+	Warmup      int            `yaml:"warmup_requests"`
+	Repetitions int            `yaml:"repetitions"`
+	StartupS    float64        `yaml:"startup_s"`
+	DrainS      float64        `yaml:"drain_s"`
+	TimeoutS    float64        `yaml:"timeout_s"`
+	Prompt      sim.LengthSpec `yaml:"prompt"`
+	Output      sim.LengthSpec `yaml:"output"`
+}
+
+// StageSpec is one stage.
+type StageSpec struct {
+	Name     string      `yaml:"name"`
+	Kind     string      `yaml:"kind"`
+	Host     string      `yaml:"host"`
+	Workers  int         `yaml:"workers"`
+	MaxQueue int         `yaml:"max_queue"`
+	Service  ServiceSpec `yaml:"service"`
+	Engine   *EngineSpec `yaml:"engine"`
+	To       []EdgeSpec  `yaml:"to"`
+}
+
+// ServiceSpec is a service-time model.
+type ServiceSpec struct {
+	Kind             string  `yaml:"kind"` // fixed | lognormal | per_token
+	Ms               float64 `yaml:"ms"`
+	MeanMs           float64 `yaml:"mean_ms"`
+	Sigma            float64 `yaml:"sigma"`
+	BaseMs           float64 `yaml:"base_ms"`
+	PerPromptTokenUs float64 `yaml:"per_prompt_token_us"`
+	PerOutputTokenUs float64 `yaml:"per_output_token_us"`
+}
+
+// EngineSpec configures an engine stage.
+type EngineSpec struct {
+	Hardware string         `yaml:"hardware"`
+	Model    string         `yaml:"model"`
+	FPM      string         `yaml:"fpm"`
+	Limits   sim.EngineSpec `yaml:"limits"`
+}
+
+// EdgeSpec is a message to another stage: a stage name, or {stage, bytes}.
+type EdgeSpec struct {
+	Stage string `yaml:"stage"`
+	Bytes int64  `yaml:"bytes"`
+}
+
+// UnmarshalYAML accepts a bare stage name.
+func (e *EdgeSpec) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		e.Stage = n.Value
+		return nil
+	}
+	type plain EdgeSpec
+	return n.Decode((*plain)(e))
+}
+
+// Doc is a scenario's YAML, kept as a node tree so that errors name lines
+// and Set can override keys.
+type Doc struct {
+	Path string
+	root *yaml.Node
+}
+
+// Load reads a scenario file.
+func Load(path string) (*Doc, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(path, b)
+}
+
+// Parse reads a scenario from bytes; path names it in messages (and FPM
+// artifact paths are relative to its directory).
+func Parse(path string, b []byte) (*Doc, error) {
+	var root yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&root); err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("%s: a scenario is a YAML mapping (name, seed, network, load, stages, placements)", path)
+	}
+	return &Doc{Path: path, root: root.Content[0]}, nil
+}
+
+// Clone returns an independent copy.
+func (d *Doc) Clone() *Doc { return &Doc{Path: d.Path, root: cloneNode(d.root)} }
+
+func cloneNode(n *yaml.Node) *yaml.Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		c.Content[i] = cloneNode(k)
+	}
+	c.Alias = cloneNode(n.Alias)
+	return &c
+}
+
+// Set overrides one key: KEY=VALUE with a dotted path; a list of stages is
+// indexed by stage name (stages.classifier.workers=8), and VALUE is YAML
+// (a number, a word, [a, b], {k: v}). A key the scenario lacks is added.
+func (d *Doc) Set(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("--set %q: want KEY=VALUE", kv)
+	}
+	var val yaml.Node
+	if err := yaml.Unmarshal([]byte(v), &val); err != nil {
+		return fmt.Errorf("--set %s: value: %v", kv, err)
+	}
+	var vn *yaml.Node
+	if len(val.Content) == 1 {
+		vn = val.Content[0]
+	} else {
+		vn = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
+	}
+	zeroLines(vn)
+	cur := d.root
+	parts := strings.Split(k, ".")
+	for i, p := range parts {
+		last := i == len(parts)-1
+		switch cur.Kind {
+		case yaml.MappingNode:
+			var next *yaml.Node
+			for j := 0; j+1 < len(cur.Content); j += 2 {
+				if cur.Content[j].Value == p {
+					next = cur.Content[j+1]
+					if last {
+						cur.Content[j+1] = vn
+					}
+				}
+			}
+			if next == nil {
+				next = vn
+				if !last {
+					next = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+				}
+				cur.Content = append(cur.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p}, next)
+			}
+			cur = next
+		case yaml.SequenceNode:
+			var next *yaml.Node
+			for j, item := range cur.Content {
+				if item.Kind == yaml.MappingNode && valueOf(item, "name") == p {
+					next = item
+					if last {
+						cur.Content[j] = vn
+					}
+				}
+			}
+			if next == nil {
+				return fmt.Errorf("--set %s: no item named %q in %s", kv, p, strings.Join(parts[:i], "."))
+			}
+			cur = next
+		default:
+			return fmt.Errorf("--set %s: %s is not a mapping", kv, strings.Join(parts[:i], "."))
+		}
+	}
+	return nil
+}
+
+func zeroLines(n *yaml.Node) {
+	n.Line, n.Column = 0, 0
+	for _, c := range n.Content {
+		zeroLines(c)
+	}
+}
+
+func valueOf(m *yaml.Node, key string) string {
+	if v := child(m, key); v != nil && v.Kind == yaml.ScalarNode {
+		return v.Value
+	}
+	return ""
+}
+
+func child(m *yaml.Node, key string) *yaml.Node {
+	if m == nil || m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for j := 0; j+1 < len(m.Content); j += 2 {
+		if m.Content[j].Value == key {
+			return m.Content[j+1]
+		}
+	}
+	return nil
+}
+
+// Scenario is a compiled, valid scenario.
+type Scenario struct {
+	File       File
+	Path       string
+	Load       workflow.Load
+	Placements []Placement
+	// StageNames in document order.
+	StageNames []string
+}
+
+// Placement is one arrangement of the stages on hosts.
+type Placement struct {
+	Name  string
+	Graph *workflow.Graph
+}
+
+// Offered is the open loop's rate (0 for a closed loop).
+func (s *Scenario) Offered() float64 {
+	if s.Load.Kind == workflow.LoadClosed {
+		return 0
+	}
+	return s.Load.RateRPS
+}
+
+// lineErr is an error at a line of the scenario.
+type lineErr struct {
+	path string
+	line int
+	msg  string
+}
+
+func (e *lineErr) Error() string {
+	if e.line <= 0 {
+		return fmt.Sprintf("%s (--set): %s", e.path, e.msg)
+	}
+	return fmt.Sprintf("%s:%d: %s", e.path, e.line, e.msg)
+}
+
+type compiler struct {
+	d    *Doc
+	errs []error
+}
+
+func (c *compiler) at(n *yaml.Node, format string, a ...any) {
+	line := 0
+	if n != nil {
+		line = n.Line
+	}
+	c.errs = append(c.errs, &lineErr{path: c.d.Path, line: line, msg: fmt.Sprintf(format, a...)})
+}
+
+// Compile checks the document and builds the scenario; every problem is
+// reported with its line.
+func (d *Doc) Compile() (*Scenario, error) {
+	c := &compiler{d: d}
+	c.checkKeys(d.root, reflect.TypeFor[File](), "")
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	var f File
+	if err := d.root.Decode(&f); err != nil {
+		return nil, fmt.Errorf("%s: %v", d.Path, err)
+	}
+	sc := &Scenario{File: f, Path: d.Path}
+	c.load(sc)
+	net := c.network(f.Network)
+	stagesNode := child(d.root, "stages")
+	if len(f.Stages) == 0 {
+		c.at(d.root, "no stages: a workflow needs at least a frontend and the stages it calls")
+		return nil, errors.Join(c.errs...)
+	}
+	base := make([]workflow.Stage, len(f.Stages))
+	stageNode := map[string]*yaml.Node{}
+	for i, s := range f.Stages {
+		n := stagesNode.Content[i]
+		if s.Name != "" {
+			stageNode[s.Name] = n
+		}
+		sc.StageNames = append(sc.StageNames, s.Name)
+		base[i] = c.stage(s, n, sc)
+	}
+	sc.Placements = c.placements(f, base, net, stageNode)
+	if len(c.errs) > 0 {
+		return nil, errors.Join(c.errs...)
+	}
+	for _, p := range sc.Placements {
+		for _, err := range p.Graph.Validate() {
+			var ge *workflow.Error
+			if !errors.As(err, &ge) {
+				c.at(d.root, "%v", err)
+				continue
+			}
+			n := stageNode[ge.Stage]
+			if n == nil {
+				n = d.root
+				if ge.Field == "network" {
+					n = child(d.root, "network")
+				}
+			}
+			switch {
+			case ge.Edge >= 0:
+				if to := child(n, "to"); to != nil && ge.Edge < len(to.Content) {
+					n = to.Content[ge.Edge]
+				}
+			case ge.Field == "host" && len(sc.Placements) > 1:
+				// unplaced: point at the stage; the placement is in the message
+			case ge.Field != "":
+				if v := child(n, ge.Field); v != nil {
+					n = v
+				}
+			}
+			msg := err.Error()
+			if len(sc.Placements) > 1 || p.Name != "default" {
+				msg = "placement " + p.Name + ": " + msg
+			}
+			c.at(n, "%s", msg)
+		}
+	}
+	if len(c.errs) > 0 {
+		return nil, errors.Join(dedupe(c.errs)...)
+	}
+	return sc, nil
+}
+
+// dedupe drops errors repeated across placements (the same stage problem
+// in every placement reads once).
+func dedupe(errs []error) []error {
+	var out []error
+	seen := map[string]bool{}
+	for _, e := range errs {
+		key := e.Error()
+		if le, ok := e.(*lineErr); ok {
+			if _, rest, ok := strings.Cut(le.msg, ": "); ok && strings.HasPrefix(le.msg, "placement ") {
+				key = fmt.Sprint(le.line, rest)
+			}
+		}
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// checkKeys refuses keys the document's types do not have.
+func (c *compiler) checkKeys(n *yaml.Node, t reflect.Type, where string) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n == nil || t == reflect.TypeFor[yaml.Node]() {
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		n = n.Alias
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			return // a scalar edge, or a type error Decode reports
+		}
+		fields := map[string]reflect.Type{}
+		var names []string
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = f.Type
+			names = append(names, name)
+		}
+		for j := 0; j+1 < len(n.Content); j += 2 {
+			k := n.Content[j]
+			ft, ok := fields[k.Value]
+			if !ok {
+				c.at(k, "unknown key %q%s: known keys are %s", k.Value, in(where), strings.Join(names, ", "))
+				continue
+			}
+			c.checkKeys(n.Content[j+1], ft, join(where, k.Value))
+		}
+	case reflect.Slice:
+		if n.Kind != yaml.SequenceNode {
+			return
+		}
+		for i, item := range n.Content {
+			w := fmt.Sprintf("%s[%d]", where, i)
+			if nm := valueOf(item, "name"); nm != "" {
+				w = fmt.Sprintf("%s[%s]", where, nm)
+			}
+			c.checkKeys(item, t.Elem(), w)
+		}
+	}
+}
+
+func in(where string) string {
+	if where == "" {
+		return ""
+	}
+	return " in " + where
+}
+
+func join(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "." + b
+}
+
+func (c *compiler) field(parent *yaml.Node, key string) *yaml.Node {
+	if v := child(parent, key); v != nil {
+		return v
+	}
+	return parent
+}
+
+func (c *compiler) network(n NetworkSpec) workflow.Network {
+	nn := child(c.d.root, "network")
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"inline_us", n.InlineUs}, {"latency_us", n.LatencyUs}, {"bandwidth_gbps", n.BandwidthGbps}, {"serialize_us", n.SerializeUs}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			c.at(c.field(nn, f.key), "network.%s is %g: use a finite value >= 0", f.key, f.v)
+		}
+	}
+	return workflow.Network{InlineNs: usNs(n.InlineUs), LatencyNs: usNs(n.LatencyUs), SerializeNs: usNs(n.SerializeUs),
+		BandwidthBytesPerSec: n.BandwidthGbps * 1e9 / 8}
+}
+
+func usNs(us float64) int64 { return int64(math.Round(us * 1e3)) }
+func msNs(ms float64) int64 { return int64(math.Round(ms * 1e6)) }
+func sNs(s float64) int64   { return int64(math.Round(s * 1e9)) }
+
+func (c *compiler) load(sc *Scenario) {
+	l := sc.File.Load
+	ln := child(c.d.root, "load")
+	if ln == nil {
+		c.at(c.d.root, "no load: add load: {kind: constant, rate_rps: ..., requests: ...}")
+		return
+	}
+	if l.Repetitions == 0 {
+		l.Repetitions = 1
+		sc.File.Load.Repetitions = 1
+	}
+	wl := workflow.Load{Kind: l.Kind, RateRPS: l.RateRPS, CV: l.CV, Users: l.Users, Think: l.Think, ThinkNs: sNs(l.ThinkS),
+		Requests: l.Requests, Warmup: l.Warmup, StartupNs: sNs(l.StartupS), DrainNs: sNs(l.DrainS), TimeoutNs: sNs(l.TimeoutS)}
+	switch l.Kind {
+	case workflow.LoadConstant, workflow.LoadPoisson, workflow.LoadGamma:
+		if !(l.RateRPS > 0) || math.IsInf(l.RateRPS, 0) {
+			c.at(c.field(ln, "rate_rps"), "load.rate_rps is %g: an open loop needs a positive rate", l.RateRPS)
+		}
+		if l.Kind == workflow.LoadGamma && !(l.CV > 0) {
+			c.at(c.field(ln, "cv"), "load.cv is %g: the gamma process needs a coefficient of variation > 0", l.CV)
+		}
+	case workflow.LoadClosed:
+		if l.Users < 1 {
+			c.at(c.field(ln, "users"), "load.users is %d: a closed loop needs at least one user", l.Users)
+		}
+		switch l.Think {
+		case "", workload.ThinkFixed, workload.ThinkExponential:
+		default:
+			c.at(c.field(ln, "think"), "load.think %q: use fixed or exponential", l.Think)
+		}
+	default:
+		c.at(c.field(ln, "kind"), "load.kind %q: use constant, poisson, gamma or closed", l.Kind)
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"startup_s", l.StartupS}, {"drain_s", l.DrainS}, {"timeout_s", l.TimeoutS}, {"think_s", l.ThinkS}, {"cv", l.CV}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			c.at(c.field(ln, f.key), "load.%s is %g: use a finite value >= 0", f.key, f.v)
+		}
+	}
+	if l.Requests < 1 {
+		c.at(c.field(ln, "requests"), "load.requests is %d: measure at least one request", l.Requests)
+	}
+	if l.Warmup < 0 {
+		c.at(c.field(ln, "warmup_requests"), "load.warmup_requests is %d: use 0 or more", l.Warmup)
+	}
+	if l.Repetitions < 1 {
+		c.at(c.field(ln, "repetitions"), "load.repetitions is %d: use 1 or more", l.Repetitions)
+	}
+	var err error
+	if wl.Lengths.Prompt, err = lengthDist(l.Prompt); err != nil {
+		c.at(c.field(ln, "prompt"), "load.prompt: %v", err)
+	}
+	if wl.Lengths.Output, err = lengthDist(l.Output); err != nil {
+		c.at(c.field(ln, "output"), "load.output: %v", err)
+	}
+	sc.Load = wl
+}
+
+func lengthDist(l sim.LengthSpec) (workload.LengthDist, error) {
+	var d workload.LengthDist
+	switch l.Kind {
+	case "fixed":
+		d = workload.Fixed(l.Value)
+		if l.Value < 1 {
+			return d, fmt.Errorf("fixed length %d: use at least 1 token", l.Value)
+		}
+	case "uniform":
+		d = workload.Uniform(l.Min, l.Max)
+		if l.Min < 1 || l.Max < l.Min {
+			return d, fmt.Errorf("uniform needs 1 <= min <= max (min %d, max %d)", l.Min, l.Max)
+		}
+	case "lognormal":
+		d = workload.Lognormal(l.Mean, l.Sigma)
+		d.Min, d.Max = l.Min, l.Max
+		if !(l.Mean >= 1) || l.Sigma < 0 {
+			return d, fmt.Errorf("lognormal needs mean >= 1 and sigma >= 0 (mean %g, sigma %g)", l.Mean, l.Sigma)
+		}
+	case "":
+		return d, errors.New("no length distribution: give kind: fixed|uniform|lognormal")
+	default:
+		return d, fmt.Errorf("kind %q: use fixed, uniform or lognormal", l.Kind)
+	}
+	return d, nil
+}
+
+func (c *compiler) stage(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Stage {
+	st := workflow.Stage{Name: s.Name, Kind: workflow.Kind(s.Kind), Host: s.Host, Workers: s.Workers, MaxQueue: s.MaxQueue}
+	sv := s.Service
+	sn := c.field(n, "service")
+	switch sv.Kind {
+	case "":
+	case workflow.ServiceFixed:
+		st.Service = workflow.ServiceTime{Kind: sv.Kind, MeanNs: sv.Ms * 1e6}
+	case workflow.ServiceLognormal:
+		st.Service = workflow.ServiceTime{Kind: sv.Kind, MeanNs: sv.MeanMs * 1e6, Sigma: sv.Sigma}
+	case workflow.ServicePerToken:
+		st.Service = workflow.ServiceTime{Kind: sv.Kind, BaseNs: sv.BaseMs * 1e6, PerPromptTokenNs: sv.PerPromptTokenUs * 1e3,
+			PerOutputTokenNs: sv.PerOutputTokenUs * 1e3}
+	default:
+		c.at(c.field(sn, "kind"), "stage %s: service.kind %q: use fixed, lognormal or per_token", s.Name, sv.Kind)
+	}
+	for _, e := range s.To {
+		st.To = append(st.To, workflow.Edge{To: e.Stage, Bytes: e.Bytes})
+	}
+	if s.Engine != nil {
+		if s.Kind != string(workflow.KindEngine) {
+			c.at(c.field(n, "engine"), "stage %s: an engine block on a %s stage: set kind: engine or remove it", s.Name, s.Kind)
+		}
+		st.Engine = c.engine(s, c.field(n, "engine"), sc)
+	}
+	return st
+}
+
+func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *sim.Plan {
+	e := s.Engine
+	ss := sim.DefaultScenario()
+	ss.Name = s.Name
+	if e.Hardware != "" {
+		ss.Hardware = e.Hardware
+	}
+	if e.Model != "" {
+		ss.Model = e.Model
+	}
+	if e.FPM != "" {
+		ss.FPM = e.FPM
+		if e.FPM != "roofline" && !filepath.IsAbs(e.FPM) {
+			ss.FPM = filepath.Join(filepath.Dir(c.d.Path), e.FPM)
+		}
+	}
+	// Limits decode over the simulator's defaults: keys left out keep them.
+	if ln := child(n, "limits"); ln != nil {
+		if err := ln.Decode(&ss.Engine); err != nil {
+			c.at(ln, "stage %s: engine.limits: %v", s.Name, err)
+			return nil
+		}
+	}
+	l := sc.File.Load
+	ss.Workload = sim.WorkloadSpec{Kind: "constant", RateRPS: 1, Prompt: l.Prompt, Output: l.Output}
+	p, err := ss.Plan()
+	if err != nil {
+		c.at(n, "stage %s: engine: %v", s.Name, err)
+		return nil
+	}
+	return p
+}
+
+func (c *compiler) placements(f File, base []workflow.Stage, net workflow.Network, stageNode map[string]*yaml.Node) []Placement {
+	pn := &f.Placements
+	build := func(name string, hosts map[string]string) Placement {
+		g := &workflow.Graph{Network: net, Stages: slices.Clone(base)}
+		for i := range g.Stages {
+			if h, ok := hosts[g.Stages[i].Name]; ok {
+				g.Stages[i].Host = h
+			}
+		}
+		return Placement{Name: name, Graph: g}
+	}
+	if pn.Kind == 0 || (pn.Kind == yaml.ScalarNode && pn.Tag == "!!null") {
+		return []Placement{build("default", nil)}
+	}
+	if pn.Kind != yaml.MappingNode || len(pn.Content) == 0 {
+		c.at(pn, "placements: a mapping of placement name -> {stage: host}")
+		return nil
+	}
+	var out []Placement
+	seen := map[string]bool{}
+	for j := 0; j+1 < len(pn.Content); j += 2 {
+		k, v := pn.Content[j], pn.Content[j+1]
+		if seen[k.Value] {
+			c.at(k, "placement %q appears twice", k.Value)
+			continue
+		}
+		seen[k.Value] = true
+		hosts := map[string]string{}
+		if v.Kind != yaml.MappingNode && !(v.Kind == yaml.ScalarNode && v.Tag == "!!null") {
+			c.at(v, "placement %s: a mapping of stage -> host", k.Value)
+			continue
+		}
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			sk, hv := v.Content[i], v.Content[i+1]
+			if _, ok := stageNode[sk.Value]; !ok {
+				c.at(sk, "placement %s places unknown stage %q", k.Value, sk.Value)
+				continue
+			}
+			if hv.Kind != yaml.ScalarNode || hv.Value == "" {
+				c.at(hv, "placement %s: stage %s: the host is a name", k.Value, sk.Value)
+				continue
+			}
+			hosts[sk.Value] = hv.Value
+		}
+		out = append(out, build(k.Value, hosts))
+	}
+	return out
+}
