@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"path/filepath"
 	"sort"
 
 	"gonum.org/v1/gonum/mat"
@@ -633,4 +635,102 @@ func (a *stepAcc) topSteps() []TopStep {
 		out = append(out, ts)
 	}
 	return out
+}
+
+// ---- output ---------------------------------------------------------------
+
+// Output names a replay's output directory: a dataset directory with
+// manifest.json (source kind "replay"), the comparison tables (steps.parquet
+// or requests.parquet, each a directory of parts), summary.json and the
+// figures.
+type Output struct {
+	Dir       string
+	Overwrite bool
+	Command   []string
+	// ModelName and DatasetDir are recorded in the manifest.
+	ModelName  string
+	DatasetDir string
+	// NoFigures skips the PNG/SVG figures.
+	NoFigures bool
+}
+
+func (o Output) create(kind string) (*datasets.Writer, error) {
+	m := datasets.Manifest{
+		Name:   filepath.Base(filepath.Clean(o.Dir)),
+		Tool:   datasets.Tool{Name: "steplab", Version: "dev", Command: o.Command},
+		Source: datasets.Source{Kind: "replay", Format: kind, Path: o.DatasetDir, Detail: map[string]string{"model": o.ModelName}},
+		Notes:  []string{"replay output: its tables are comparisons (recorded vs predicted), not the schema of DESIGN.md §5; see docs/replay.md"},
+	}
+	return datasets.Create(o.Dir, m, datasets.CreateOptions{Overwrite: o.Overwrite})
+}
+
+// StepReport is what RunSteps returns.
+type StepReport struct {
+	Summary *StepSummary
+	Files   []string
+}
+
+// RunSteps replays the steps of d and writes out/steps.parquet,
+// out/summary.json and the figures.
+func RunSteps(d *datasets.Dataset, opts StepOptions, out Output) (*StepReport, error) {
+	w, err := out.create("steps")
+	if err != nil {
+		return nil, err
+	}
+	tw, err := datasets.NewTableWriter[StepRow](w, datasets.TableSteps, datasets.DefaultTableOptions)
+	if err != nil {
+		return nil, err
+	}
+	buf := make([]StepRow, 0, 8192)
+	user := opts.Row
+	opts.Row = func(r *StepRow) error {
+		buf = append(buf, *r)
+		if len(buf) == cap(buf) {
+			if err := tw.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+		if user != nil {
+			return user(r)
+		}
+		return nil
+	}
+	sum, err := ReplaySteps(d, opts)
+	if err == nil {
+		err = tw.Write(buf)
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		_ = w.Abort(err.Error())
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName
+	rep := &StepReport{Summary: sum, Files: []string{datasets.TableDir(out.Dir, datasets.TableSteps)}}
+	p := filepath.Join(out.Dir, "summary.json")
+	if err := writeJSONFile(p, sum); err != nil {
+		return nil, err
+	}
+	rep.Files = append(rep.Files, p)
+	if !out.NoFigures {
+		f, err := StepFigures(sum, out.Dir)
+		if err != nil {
+			return nil, err
+		}
+		rep.Files = append(rep.Files, f...)
+	}
+	return rep, nil
+}
+
+func writeJSONFile(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return datasets.WriteFileAtomic(path, append(b, '\n'))
 }

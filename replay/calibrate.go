@@ -1,0 +1,411 @@
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+)
+
+// Host parameters calibrate can fit: multipliers on the host model's fixed
+// costs per step (the inter-step overhead the peers find to be the largest
+// error source).
+const (
+	// HostSchedUpdate scales schedule() and update_from_output() fixed
+	// costs (scheduler side, between steps).
+	HostSchedUpdate = "host.sched_update_fixed"
+	// HostPrep scales the worker's input preparation fixed cost.
+	HostPrep = "host.prep_fixed"
+)
+
+// CalibSet is one recorded run to calibrate on.
+type CalibSet struct {
+	Name   string
+	Trace  *Trace
+	Engine *Engine
+}
+
+// CalibOptions tune Calibrate.
+type CalibOptions struct {
+	// Start is the linear FPM whose coefficients are scaled.
+	Start *model.Linear
+	// Host is the starting host model.
+	Host model.HostModel
+	// Terms are the FPM terms that get a multiplier (nil: every term of Start).
+	Terms []string
+	// HostParams are the host multipliers fitted (nil: HostSchedUpdate and
+	// HostPrep; empty non-nil: none).
+	HostParams []string
+	// Holdout is the fraction of each run's requests, the last by arrival,
+	// held out of the fit and scored after it (0: none).
+	Holdout float64
+	// HoldoutSets are whole runs scored after the fit (held-out runs).
+	HoldoutSets []CalibSet
+	// MaxEvals bounds the number of objective evaluations (one replay of
+	// every set each); 0 means 60 per parameter, at least 150.
+	MaxEvals int
+	// Prior is the weight of a ridge on the log-multipliers that keeps
+	// parameters the record cannot identify near the start (0: 1e-3).
+	Prior float64
+	// Progress, when set, hears each evaluation's objective.
+	Progress func(eval int, objective float64)
+}
+
+// ParamValue is one fitted parameter.
+type ParamValue struct {
+	Name       string  `json:"name"`
+	Multiplier float64 `json:"multiplier"`
+	Start      float64 `json:"start"`
+	Value      float64 `json:"value"`
+}
+
+// MetricErrors are the relative errors (pred − rec)/rec of the calibrated
+// request metrics on one run, with the recorded and predicted values (ms).
+type MetricErrors struct {
+	Dataset  string             `json:"dataset"`
+	Split    string             `json:"split"` // train | holdout-requests | holdout-run
+	Requests int                `json:"requests"`
+	RelErr   map[string]float64 `json:"rel_err"`
+	Rec      map[string]float64 `json:"recorded_ms"`
+	Pred     map[string]float64 `json:"predicted_ms"`
+}
+
+// MeanAbs is the mean |relative error| over the metrics.
+func (m MetricErrors) MeanAbs() float64 {
+	var s float64
+	for _, v := range m.RelErr {
+		s += math.Abs(v)
+	}
+	return s / float64(max(1, len(m.RelErr)))
+}
+
+// CalibResult is what Calibrate returns.
+type CalibResult struct {
+	Params    []ParamValue    `json:"params"`
+	Linear    *model.Linear   `json:"-"`
+	Host      model.HostModel `json:"host"`
+	Evals     int             `json:"evaluations"`
+	Objective float64         `json:"objective"`
+	Before    []MetricErrors  `json:"before"` // the start model on the fit data
+	Train     []MetricErrors  `json:"train"`
+	Holdout   []MetricErrors  `json:"holdout,omitempty"`
+	Status    string          `json:"status"`
+}
+
+// calibMetrics are the request metrics the fit matches.
+var calibMetrics = []string{"ttft_mean", "ttft_p50", "ttft_p90", "itl_mean", "itl_p50", "itl_p90", "e2e_mean"}
+
+func metricsOf(s *RequestSummary) (rec, pred map[string]float64) {
+	rec, pred = map[string]float64{}, map[string]float64{}
+	put := func(prefix string, d DistCompare) {
+		rec[prefix+"_mean"], pred[prefix+"_mean"] = d.Recorded.Mean, d.Predicted.Mean
+		rec[prefix+"_p50"], pred[prefix+"_p50"] = d.Recorded.P50, d.Predicted.P50
+		rec[prefix+"_p90"], pred[prefix+"_p90"] = d.Recorded.P90, d.Predicted.P90
+	}
+	put("ttft", s.TTFT)
+	put("itl", s.ITL)
+	put("e2e", s.E2E)
+	return rec, pred
+}
+
+type calibProblem struct {
+	opts      CalibOptions
+	terms     []int // indices into Start.Terms
+	hostNames []string
+}
+
+func (p *calibProblem) build(theta []float64) (*model.Linear, model.HostModel) {
+	coef := append([]float64(nil), p.opts.Start.Coef...)
+	for i, ti := range p.terms {
+		coef[ti] *= math.Exp(theta[i])
+	}
+	l, _ := model.NewLinear(p.opts.Start.Terms, coef)
+	h := p.opts.Host
+	for j, name := range p.hostNames {
+		m := math.Exp(theta[len(p.terms)+j])
+		switch name {
+		case HostSchedUpdate:
+			h.ScheduleFixedNs *= m
+			h.UpdateFixedNs *= m
+		case HostPrep:
+			h.PrepFixedNs *= m
+		}
+	}
+	return l, h
+}
+
+// score replays one set with the model and compares the requests of rec
+// (all of the set's requests when rec is nil).
+func score(set CalibSet, sim *Trace, rec []datasets.Request, fpm model.FPM, host model.HostModel, split string) (MetricErrors, error) {
+	reqs, _, err := Simulate(sim, set.Engine, fpm, host)
+	if err != nil {
+		return MetricErrors{}, err
+	}
+	if rec == nil {
+		rec = sim.Rec
+	}
+	s, err := CompareRequests(rec, reqs, nil)
+	if err != nil {
+		return MetricErrors{}, err
+	}
+	r, p := metricsOf(s)
+	me := MetricErrors{Dataset: set.Name, Split: split, Requests: len(rec), RelErr: map[string]float64{}, Rec: map[string]float64{}, Pred: map[string]float64{}}
+	for _, k := range append(calibMetrics, "ttft_p99", "itl_p99", "e2e_p50", "e2e_p90") {
+		rv, pv := r[k], p[k]
+		if k == "ttft_p99" {
+			rv, pv = s.TTFT.Recorded.P99, s.TTFT.Predicted.P99
+		}
+		if k == "itl_p99" {
+			rv, pv = s.ITL.Recorded.P99, s.ITL.Predicted.P99
+		}
+		me.Rec[k], me.Pred[k] = rv, pv
+		if rv > 0 {
+			me.RelErr[k] = (pv - rv) / rv
+		}
+	}
+	return me, nil
+}
+
+// Calibrate fits multipliers on the start model's coefficients and on the
+// host model's fixed costs so that re-simulated request metrics (mean, p50
+// and p90 of TTFT and ITL, mean E2E) match the record: it minimises
+// Σ log(pred/rec)² over the metrics and runs, plus Prior·Σθ², over the
+// log-multipliers θ with Nelder-Mead (deterministic; at most MaxEvals
+// replays of every run). With Holdout > 0 the last fraction of each run's
+// requests is left out of the fit (the fit replays the first part only) and
+// scored after it by replaying the whole run.
+func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
+	if len(sets) == 0 {
+		return nil, errors.New("calibrate: no datasets")
+	}
+	if opts.Start == nil {
+		return nil, errors.New("calibrate: no start model")
+	}
+	if opts.Holdout < 0 || opts.Holdout >= 1 {
+		return nil, fmt.Errorf("calibrate: holdout fraction %g: want [0, 1)", opts.Holdout)
+	}
+	p := &calibProblem{opts: opts}
+	terms := opts.Terms
+	if terms == nil {
+		terms = opts.Start.Terms
+	}
+	for _, t := range terms {
+		found := false
+		for i, n := range opts.Start.Terms {
+			if n == t {
+				p.terms, found = append(p.terms, i), true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("calibrate: term %q is not in the start model (%v)", t, opts.Start.Terms)
+		}
+	}
+	p.hostNames = opts.HostParams
+	if p.hostNames == nil {
+		p.hostNames = []string{HostSchedUpdate, HostPrep}
+	}
+	for _, h := range p.hostNames {
+		if h != HostSchedUpdate && h != HostPrep {
+			return nil, fmt.Errorf("calibrate: unknown host parameter %q (want %s or %s)", h, HostSchedUpdate, HostPrep)
+		}
+	}
+	dim := len(p.terms) + len(p.hostNames)
+	if dim == 0 {
+		return nil, errors.New("calibrate: no parameters to fit")
+	}
+	prior := opts.Prior
+	if prior == 0 {
+		prior = 1e-3
+	}
+	maxEvals := opts.MaxEvals
+	if maxEvals <= 0 {
+		maxEvals = max(150, 60*dim)
+	}
+	// The fit windows.
+	train := make([]*Trace, len(sets))
+	for i, s := range sets {
+		n := len(s.Trace.Arrivals)
+		k := n - int(math.Round(float64(n)*opts.Holdout))
+		if k < 1 {
+			return nil, fmt.Errorf("calibrate: %s: holdout leaves no request to fit", s.Name)
+		}
+		train[i] = s.Trace.Window(0, k)
+	}
+	evals := 0
+	objective := func(theta []float64) float64 {
+		evals++
+		l, h := p.build(theta)
+		var obj float64
+		for i, s := range sets {
+			me, err := score(s, train[i], nil, l, h, "train")
+			if err != nil {
+				return 1e6
+			}
+			for _, k := range calibMetrics {
+				rv, pv := me.Rec[k], me.Pred[k]
+				if rv > 0 && pv > 0 {
+					d := math.Log(pv / rv)
+					obj += d * d
+				}
+			}
+		}
+		for _, t := range theta {
+			obj += prior * t * t
+		}
+		if opts.Progress != nil {
+			opts.Progress(evals, obj)
+		}
+		return obj
+	}
+	res := &CalibResult{}
+	l0, h0 := p.build(make([]float64, dim))
+	for i, s := range sets {
+		me, err := score(s, train[i], nil, l0, h0, "train")
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: %s: start model: %w", s.Name, err)
+		}
+		res.Before = append(res.Before, me)
+	}
+	theta, f, status := nelderMead(objective, make([]float64, dim), 0.5, maxEvals, 1e-7)
+	res.Status = status
+	res.Objective, res.Evals = f, evals
+	res.Linear, res.Host = p.build(theta)
+	for i, ti := range p.terms {
+		res.Params = append(res.Params, ParamValue{Name: "fpm." + opts.Start.Terms[ti], Multiplier: math.Exp(theta[i]),
+			Start: opts.Start.Coef[ti], Value: res.Linear.Coef[ti]})
+	}
+	for j, name := range p.hostNames {
+		pv := ParamValue{Name: name, Multiplier: math.Exp(theta[len(p.terms)+j])}
+		switch name {
+		case HostSchedUpdate:
+			pv.Start, pv.Value = opts.Host.ScheduleFixedNs+opts.Host.UpdateFixedNs, res.Host.ScheduleFixedNs+res.Host.UpdateFixedNs
+		case HostPrep:
+			pv.Start, pv.Value = opts.Host.PrepFixedNs, res.Host.PrepFixedNs
+		}
+		res.Params = append(res.Params, pv)
+	}
+	for i, s := range sets {
+		me, err := score(s, train[i], nil, res.Linear, res.Host, "train")
+		if err != nil {
+			return nil, err
+		}
+		res.Train = append(res.Train, me)
+		if k := len(train[i].Arrivals); k < len(s.Trace.Arrivals) {
+			me, err := score(s, s.Trace, s.Trace.Rec[k:], res.Linear, res.Host, "holdout-requests")
+			if err != nil {
+				return nil, err
+			}
+			res.Holdout = append(res.Holdout, me)
+		}
+	}
+	for _, s := range opts.HoldoutSets {
+		me, err := score(s, s.Trace, nil, res.Linear, res.Host, "holdout-run")
+		if err != nil {
+			return nil, err
+		}
+		res.Holdout = append(res.Holdout, me)
+	}
+	return res, nil
+}
+
+// Artifact is the calibrated model as a linear artifact; params.host holds
+// the fitted host model (read back by ResolveModel).
+func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, command string) (*model.Artifact, error) {
+	a := model.LinearArtifact(r.Linear)
+	a.Training = model.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests"}
+	a.CreatedBy = command
+	hp, err := jsonMarshal(hostParams{Host: &r.Host})
+	if err != nil {
+		return nil, err
+	}
+	a.Params = hp
+	m, err := jsonMarshal(r)
+	if err != nil {
+		return nil, err
+	}
+	a.Metrics = m
+	return a, nil
+}
+
+// nelderMead minimises f from x0 with the standard Nelder-Mead simplex
+// (reflection 1, expansion 2, contraction 0.5, shrink 0.5), an initial
+// simplex of x0 and x0 + step·e_i, stopping after maxEvals evaluations or
+// when the simplex's function values span less than tol. It is
+// deterministic. (gonum's optimize.NelderMead is the same method; its
+// package pulls a module this repository does not carry.)
+func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals int, tol float64) ([]float64, float64, string) {
+	n := len(x0)
+	pts := make([][]float64, n+1)
+	vals := make([]float64, n+1)
+	evals := 0
+	eval := func(x []float64) float64 { evals++; return f(x) }
+	for i := range pts {
+		pts[i] = append([]float64(nil), x0...)
+		if i > 0 {
+			pts[i][i-1] += step
+		}
+		vals[i] = eval(pts[i])
+	}
+	order := func() {
+		// insertion sort by value (stable: deterministic ties)
+		for i := 1; i <= n; i++ {
+			for j := i; j > 0 && vals[j] < vals[j-1]; j-- {
+				vals[j], vals[j-1] = vals[j-1], vals[j]
+				pts[j], pts[j-1] = pts[j-1], pts[j]
+			}
+		}
+	}
+	at := func(c []float64, w []float64, t float64) []float64 {
+		x := make([]float64, n)
+		for i := range x {
+			x[i] = c[i] + t*(w[i]-c[i])
+		}
+		return x
+	}
+	status := "evaluation limit"
+	for evals < maxEvals {
+		order()
+		if vals[n]-vals[0] <= tol*(1+math.Abs(vals[0])) {
+			status = "converged"
+			break
+		}
+		c := make([]float64, n)
+		for _, p := range pts[:n] {
+			for i := range c {
+				c[i] += p[i] / float64(n)
+			}
+		}
+		xr := at(c, pts[n], -1)
+		fr := eval(xr)
+		switch {
+		case fr < vals[0]:
+			xe := at(c, pts[n], -2)
+			if fe := eval(xe); fe < fr {
+				pts[n], vals[n] = xe, fe
+			} else {
+				pts[n], vals[n] = xr, fr
+			}
+		case fr < vals[n-1]:
+			pts[n], vals[n] = xr, fr
+		default:
+			var xc []float64
+			if fr < vals[n] {
+				xc = at(c, xr, 0.5)
+			} else {
+				xc = at(c, pts[n], 0.5)
+			}
+			if fc := eval(xc); fc < math.Min(fr, vals[n]) {
+				pts[n], vals[n] = xc, fc
+				continue
+			}
+			for k := 1; k <= n && evals < maxEvals; k++ {
+				pts[k] = at(pts[0], pts[k], 0.5)
+				vals[k] = eval(pts[k])
+			}
+		}
+	}
+	order()
+	return pts[0], vals[0], status
+}
