@@ -73,7 +73,10 @@
 //   - A request's first scheduled step puts it in Output.NewReqs; so does
 //     the step that resumes it after a preemption (Resumed, shipping prompt
 //     and outputs, which it recomputes less any prefix hit on its own cached
-//     blocks). Later steps put it in CachedReqs.
+//     blocks). Later steps put it in CachedReqs. A step is prefill (context
+//     phase) for a request without output tokens, and for a resumed request
+//     until its context is recomputed; otherwise it is a decode of exactly
+//     one token.
 //   - KV blocks: block 0 is vLLM's null block, so NumGPUBlocks-1 are usable.
 //     Freed blocks join the tail of an LRU free queue (a request's tail
 //     block first); allocation takes the head and evicts its cached hash.

@@ -51,10 +51,11 @@ type ScheduledReq struct {
 	// output placeholders of in-flight steps under async scheduling (as
 	// vLLM's CachedRequestData.num_output_tokens).
 	NumOutputTokens int
-	// IsPrefill: the context phase, no output token yet (NumOutputTokens ==
-	// 0; vLLM is_context_phase); decode otherwise. A resumed request that
-	// already produced tokens is not prefill by this definition even though
-	// it recomputes its context: use NumScheduledTokens for the work.
+	// IsPrefill: the context phase. True while the request has no output
+	// token yet (NumOutputTokens == 0, vLLM is_context_phase), and for a
+	// resumed request while it still recomputes its context (more than its
+	// newest token left: NumComputedTokens < NumTokens-1). Otherwise the step
+	// is a decode: exactly one token on top of the whole context.
 	IsPrefill bool
 	// Resumed: re-admitted after a preemption (only in NewReqs).
 	Resumed bool

@@ -179,8 +179,11 @@ func runProperty(seed int64) (uint64, error) {
 				if sr.NumBlocks*cfg.BlockSize < end {
 					return fail("%s: %d blocks for %d tokens", id, sr.NumBlocks, end)
 				}
-				if sr.IsPrefill != (sr.NumOutputTokens == 0) {
-					return fail("%s: IsPrefill %v with %d outputs", id, sr.IsPrefill, sr.NumOutputTokens)
+				if sr.IsPrefill != (sr.NumOutputTokens == 0 || sr.NumComputedTokens < sr.NumTokens-1) {
+					return fail("%s: IsPrefill %v with %d outputs, computed %d of %d", id, sr.IsPrefill, sr.NumOutputTokens, sr.NumComputedTokens, sr.NumTokens)
+				}
+				if !sr.IsPrefill && (sr.NumScheduledTokens != 1 || !sr.Samples) {
+					return fail("%s: decode step with %d tokens (samples=%v)", id, sr.NumScheduledTokens, sr.Samples)
 				}
 				if li == 1 { // new or resumed
 					if len(sr.BlockIDs) != sr.NumBlocks {

@@ -324,8 +324,8 @@ func (s *Scheduler) Schedule() *Output {
 // once per step and FCFS preemption never picks one already scheduled.
 func (s *Scheduler) advance(sr *ScheduledReq) {
 	st := sr.st
-	sr.IsPrefill = sr.NumOutputTokens == 0
 	sr.NumTokens = st.prompt + sr.NumOutputTokens
+	sr.IsPrefill = sr.NumOutputTokens == 0 || sr.NumComputedTokens < sr.NumTokens-1
 	sr.NumBlocks = len(st.blocks)
 	st.computed += sr.NumScheduledTokens
 	if st.computed >= st.numTokens()+st.placeholders {
