@@ -21,7 +21,9 @@ type Output struct {
 	// TotalScheduledTokens is the sum of NumScheduledTokens over both lists.
 	TotalScheduledTokens int
 	// PreemptedIDs are the requests preempted during this Schedule call, in
-	// preemption order.
+	// preemption order. An empty output can carry preemptions too (async:
+	// the requests ahead of the one that needed blocks were all skipped
+	// because their in-flight steps complete them), and FinishedIDs.
 	PreemptedIDs []string
 	// FinishedIDs are requests that finished (or were aborted) since the
 	// previous Schedule call (vLLM finished_req_ids): the worker frees their
