@@ -1,0 +1,278 @@
+package sweep
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// Files Write creates.
+const (
+	TableFile  = "sweep.parquet"
+	JSONFile   = "sweep.json"
+	Throughput = "throughput" // .png and .svg
+	LatencyP90 = "latency_p90"
+)
+
+// Row is a sweep table row without its varied columns, which come first.
+type Row struct {
+	Point     int32  `parquet:"point"`
+	Placement string `parquet:"placement"`
+	Rep       int32  `parquet:"rep"`
+	// Seed of the point's scenario; RepSeed of the repetition's stream.
+	Seed                uint64  `parquet:"seed"`
+	RepSeed             uint64  `parquet:"rep_seed"`
+	Load                string  `parquet:"load"`
+	OfferedRPS          float64 `parquet:"offered_rps"`
+	Measured            int32   `parquet:"measured"`
+	Valid               int32   `parquet:"valid"`
+	Errors              int32   `parquet:"errors"`
+	Cancelled           int32   `parquet:"cancelled"`
+	WindowRPS           float64 `parquet:"window_rps"`
+	AchievedOverOffered float64 `parquet:"achieved_over_offered"`
+	FullProcessRPS      float64 `parquet:"full_process_rps"`
+	E2EMeanMs           float64 `parquet:"e2e_mean_ms"`
+	E2EP50Ms            float64 `parquet:"e2e_p50_ms"`
+	E2EP90Ms            float64 `parquet:"e2e_p90_ms"`
+	E2EP99Ms            float64 `parquet:"e2e_p99_ms"`
+}
+
+// Rows flattens the result: point × placement × repetition.
+func (r *Result) Rows() []Row {
+	var rows []Row
+	for _, p := range r.Points {
+		for _, pl := range p.Audit.Placements {
+			for _, run := range pl.Runs {
+				ao := 0.0
+				if p.Audit.OfferedRPS > 0 {
+					ao = run.WindowRPS / p.Audit.OfferedRPS
+				}
+				rows = append(rows, Row{Point: int32(p.Index), Placement: pl.Placement, Rep: int32(run.Rep), Seed: p.Seed,
+					RepSeed: run.Seed, Load: p.Audit.Load, OfferedRPS: p.Audit.OfferedRPS, Measured: int32(run.Measured),
+					Valid: int32(run.Valid), Errors: int32(run.Errors), Cancelled: int32(run.Cancelled), WindowRPS: run.WindowRPS,
+					AchievedOverOffered: ao, FullProcessRPS: run.FullProcessRPS, E2EMeanMs: run.E2E.MeanMs,
+					E2EP50Ms: run.E2E.P50Ms, E2EP90Ms: run.E2E.P90Ms, E2EP99Ms: run.E2E.P99Ms})
+			}
+		}
+	}
+	return rows
+}
+
+// rowType is Row with the varied columns in front: a float64 column for a
+// key whose values are all numbers, a string column otherwise. The column
+// is named by the key.
+func rowType(vary []Vary) reflect.Type {
+	var fields []reflect.StructField
+	for i, v := range vary {
+		t := reflect.TypeFor[string]()
+		if numeric(v) {
+			t = reflect.TypeFor[float64]()
+		}
+		fields = append(fields, reflect.StructField{Name: "V" + strconv.Itoa(i), Type: t,
+			Tag: reflect.StructTag(`parquet:"` + v.Key + `"`)})
+	}
+	fields = append(fields, reflect.StructField{Name: "Row", Type: reflect.TypeFor[Row](), Anonymous: true})
+	return reflect.StructOf(fields)
+}
+
+// WriteTable writes the sweep's Parquet table (zstd) to path.
+func WriteTable(path string, r *Result) error {
+	for _, v := range r.Vary {
+		if strings.ContainsAny(v.Key, ",\"`") {
+			return fmt.Errorf("sweep: key %q cannot name a column", v.Key)
+		}
+	}
+	t := rowType(r.Vary)
+	proto := reflect.New(t)
+	w0, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriter(w0)
+	pw := parquet.NewWriter(bw, parquet.SchemaOf(proto.Interface()), parquet.Compression(&zstd.Codec{}))
+	rows := r.Rows()
+	pointRow := map[int32][]string{}
+	for _, p := range r.Points {
+		pointRow[int32(p.Index)] = p.Values
+	}
+	for _, row := range rows {
+		v := reflect.New(t).Elem()
+		for i, x := range pointRow[row.Point] {
+			f := v.Field(i)
+			if f.Kind() == reflect.Float64 {
+				n, _ := strconv.ParseFloat(x, 64)
+				f.SetFloat(n)
+			} else {
+				f.SetString(x)
+			}
+		}
+		v.Field(len(r.Vary)).Set(reflect.ValueOf(row))
+		if err := pw.Write(v.Addr().Interface()); err != nil {
+			w0.Close()
+			return err
+		}
+	}
+	if err := pw.Close(); err != nil {
+		w0.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		w0.Close()
+		return err
+	}
+	return w0.Close()
+}
+
+// Write stores sweep.parquet, sweep.json (every point's audit) and the
+// figures in dir.
+func Write(dir string, r *Result) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := WriteTable(filepath.Join(dir, TableFile), r); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, JSONFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	return Figures(dir, r)
+}
+
+// series is one line of a figure: a placement and the values of the
+// varied keys other than the x axis.
+type series struct {
+	label string
+	x, y  []float64
+}
+
+// xAxis picks the figure's x: the offered rate of an open loop, else
+// (closed loop) the number of users.
+func xAxis(r *Result) (name string, x func(p PointResult) float64) {
+	if len(r.Points) > 0 && r.Points[0].Audit.OfferedRPS == 0 {
+		return "closed-loop users", func(p PointResult) float64 { return float64(p.Audit.Users) }
+	}
+	return "offered load (req/s)", func(p PointResult) float64 { return p.Audit.OfferedRPS }
+}
+
+func lines(r *Result, y func(pa PointResult, placement int) float64) []series {
+	_, xf := xAxis(r)
+	var out []series
+	index := map[string]int{}
+	for _, p := range r.Points {
+		var other []string
+		for k, v := range r.Vary {
+			if v.Key != "load.rate_rps" && v.Key != "load.users" {
+				other = append(other, v.Key+"="+p.Values[k])
+			}
+		}
+		for i, pl := range p.Audit.Placements {
+			label := pl.Placement
+			if len(other) > 0 {
+				label += " (" + strings.Join(other, ", ") + ")"
+			}
+			k, ok := index[label]
+			if !ok {
+				k = len(out)
+				index[label] = k
+				out = append(out, series{label: label})
+			}
+			out[k].x = append(out[k].x, xf(p))
+			out[k].y = append(out[k].y, y(p, i))
+		}
+	}
+	for i := range out { // sort each line by x, stably
+		s := &out[i]
+		idx := make([]int, len(s.x))
+		for j := range idx {
+			idx[j] = j
+		}
+		slices.SortStableFunc(idx, func(a, b int) int {
+			switch {
+			case s.x[a] < s.x[b]:
+				return -1
+			case s.x[a] > s.x[b]:
+				return 1
+			}
+			return 0
+		})
+		x, yy := make([]float64, len(idx)), make([]float64, len(idx))
+		for j, k := range idx {
+			x[j], yy[j] = s.x[k], s.y[k]
+		}
+		s.x, s.y = x, yy
+	}
+	return out
+}
+
+func figure(path, title, ylabel string, r *Result, ls []series, diagonal bool) error {
+	p := plot.New()
+	p.Title.Text = title
+	xname, _ := xAxis(r)
+	p.X.Label.Text = xname
+	p.Y.Label.Text = ylabel
+	p.Add(plotter.NewGrid())
+	var args []any
+	for _, s := range ls {
+		xy := make(plotter.XYs, len(s.x))
+		for i := range s.x {
+			xy[i].X, xy[i].Y = s.x[i], s.y[i]
+		}
+		args = append(args, s.label, xy)
+	}
+	if diagonal && len(ls) > 0 && xname == "offered load (req/s)" {
+		lo, hi := slices.Min(ls[0].x), slices.Max(ls[0].x)
+		for _, s := range ls {
+			lo, hi = min(lo, slices.Min(s.x)), max(hi, slices.Max(s.x))
+		}
+		args = append(args, "offered", plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
+	}
+	if err := plotutil.AddLinePoints(p, args...); err != nil {
+		return err
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	for _, ext := range []string{".png", ".svg"} {
+		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path+ext); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Figures draws mean request-window throughput and mean p90 end-to-end
+// latency against the offered load, one line per placement (and per value
+// of any other varied key).
+func Figures(dir string, r *Result) error {
+	tp := lines(r, func(p PointResult, i int) float64 { return p.Audit.Placements[i].WindowMeanRPS })
+	if err := figure(filepath.Join(dir, Throughput), r.Scenario+": request-window throughput (mean of repetitions)",
+		"throughput (req/s)", r, tp, true); err != nil {
+		return err
+	}
+	lat := lines(r, func(p PointResult, i int) float64 {
+		runs := p.Audit.Placements[i].Runs
+		s := 0.0
+		for _, run := range runs {
+			s += run.E2E.P90Ms
+		}
+		return s / float64(max(1, len(runs)))
+	})
+	return figure(filepath.Join(dir, LatencyP90), r.Scenario+": p90 end-to-end latency (mean of repetitions)",
+		"p90 latency (ms)", r, lat, false)
+}
