@@ -31,6 +31,9 @@ type CalibSet struct {
 type CalibOptions struct {
 	// Start is the linear FPM whose coefficients are scaled.
 	Start *model.Linear
+	// Fixed, when set, is the device model used as it is: only host
+	// parameters are fitted (Start and Terms are ignored).
+	Fixed model.FPM
 	// Host is the starting host model.
 	Host model.HostModel
 	// Terms are the FPM terms that get a multiplier (nil: every term of Start).
@@ -84,7 +87,7 @@ func (m MetricErrors) MeanAbs() float64 {
 // CalibResult is what Calibrate returns.
 type CalibResult struct {
 	Params    []ParamValue    `json:"params"`
-	Linear    *model.Linear   `json:"-"`
+	Linear    *model.Linear   `json:"-"` // nil when the device model was Fixed
 	Host      model.HostModel `json:"host"`
 	Evals     int             `json:"evaluations"`
 	Objective float64         `json:"objective"`
@@ -116,12 +119,17 @@ type calibProblem struct {
 	hostNames []string
 }
 
-func (p *calibProblem) build(theta []float64) (*model.Linear, model.HostModel) {
-	coef := append([]float64(nil), p.opts.Start.Coef...)
-	for i, ti := range p.terms {
-		coef[ti] *= math.Exp(theta[i])
+func (p *calibProblem) build(theta []float64) (model.FPM, *model.Linear, model.HostModel) {
+	var l *model.Linear
+	var fpm model.FPM = p.opts.Fixed
+	if fpm == nil {
+		coef := append([]float64(nil), p.opts.Start.Coef...)
+		for i, ti := range p.terms {
+			coef[ti] *= math.Exp(theta[i])
+		}
+		l, _ = model.NewLinear(p.opts.Start.Terms, coef)
+		fpm = l
 	}
-	l, _ := model.NewLinear(p.opts.Start.Terms, coef)
 	h := p.opts.Host
 	for j, name := range p.hostNames {
 		m := math.Exp(theta[len(p.terms)+j])
@@ -133,7 +141,7 @@ func (p *calibProblem) build(theta []float64) (*model.Linear, model.HostModel) {
 			h.PrepFixedNs *= m
 		}
 	}
-	return l, h
+	return fpm, l, h
 }
 
 // score replays one set with the model and compares the requests of rec
@@ -180,7 +188,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	if len(sets) == 0 {
 		return nil, errors.New("calibrate: no datasets")
 	}
-	if opts.Start == nil {
+	if opts.Start == nil && opts.Fixed == nil {
 		return nil, errors.New("calibrate: no start model")
 	}
 	if opts.Holdout < 0 || opts.Holdout >= 1 {
@@ -188,7 +196,9 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	}
 	p := &calibProblem{opts: opts}
 	terms := opts.Terms
-	if terms == nil {
+	if opts.Fixed != nil {
+		terms = nil
+	} else if terms == nil {
 		terms = opts.Start.Terms
 	}
 	for _, t := range terms {
@@ -236,7 +246,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	evals := 0
 	objective := func(theta []float64) float64 {
 		evals++
-		l, h := p.build(theta)
+		l, _, h := p.build(theta)
 		var obj float64
 		for i, s := range sets {
 			me, err := score(s, train[i], nil, l, h, "train")
@@ -260,7 +270,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		return obj
 	}
 	res := &CalibResult{}
-	l0, h0 := p.build(make([]float64, dim))
+	l0, _, h0 := p.build(make([]float64, dim))
 	for i, s := range sets {
 		me, err := score(s, train[i], nil, l0, h0, "train")
 		if err != nil {
@@ -268,10 +278,36 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		}
 		res.Before = append(res.Before, me)
 	}
-	theta, f, status := nelderMead(objective, make([]float64, dim), 0.5, maxEvals, 1e-7)
+	// TTFT metrics are rugged in the parameters (a small change moves an
+	// arrival across a step boundary), so a simplex alone stalls in local
+	// minima: first a coarse coordinate search over multipliers ¼..4 (9
+	// points per parameter), then Nelder-Mead from the best point, then a
+	// restart with a small simplex.
+	theta := make([]float64, dim)
+	best := objective(theta)
+	for i := 0; i < dim && evals < maxEvals/2; i++ {
+		bi := theta[i]
+		for k := -4; k <= 4; k++ {
+			if k == 0 {
+				continue
+			}
+			x := append([]float64(nil), theta...)
+			x[i] = float64(k) * math.Ln2 / 2
+			if v := objective(x); v < best {
+				best, bi = v, x[i]
+			}
+		}
+		theta[i] = bi
+	}
+	left := maxEvals - evals
+	theta, f, status := nelderMead(objective, theta, 0.2, evals+left*2/3, 1e-7, &evals)
+	if evals < maxEvals {
+		theta, f, status = nelderMead(objective, theta, 0.03, maxEvals, 1e-9, &evals)
+	}
 	res.Status = status
 	res.Objective, res.Evals = f, evals
-	res.Linear, res.Host = p.build(theta)
+	var fpm model.FPM
+	fpm, res.Linear, res.Host = p.build(theta)
 	for i, ti := range p.terms {
 		res.Params = append(res.Params, ParamValue{Name: "fpm." + opts.Start.Terms[ti], Multiplier: math.Exp(theta[i]),
 			Start: opts.Start.Coef[ti], Value: res.Linear.Coef[ti]})
@@ -287,13 +323,13 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		res.Params = append(res.Params, pv)
 	}
 	for i, s := range sets {
-		me, err := score(s, train[i], nil, res.Linear, res.Host, "train")
+		me, err := score(s, train[i], nil, fpm, res.Host, "train")
 		if err != nil {
 			return nil, err
 		}
 		res.Train = append(res.Train, me)
 		if k := len(train[i].Arrivals); k < len(s.Trace.Arrivals) {
-			me, err := score(s, s.Trace, s.Trace.Rec[k:], res.Linear, res.Host, "holdout-requests")
+			me, err := score(s, s.Trace, s.Trace.Rec[k:], fpm, res.Host, "holdout-requests")
 			if err != nil {
 				return nil, err
 			}
@@ -301,7 +337,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		}
 	}
 	for _, s := range opts.HoldoutSets {
-		me, err := score(s, s.Trace, nil, res.Linear, res.Host, "holdout-run")
+		me, err := score(s, s.Trace, nil, fpm, res.Host, "holdout-run")
 		if err != nil {
 			return nil, err
 		}
@@ -313,6 +349,9 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 // Artifact is the calibrated model as a linear artifact; params.host holds
 // the fitted host model (read back by ResolveModel).
 func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, command string) (*model.Artifact, error) {
+	if r.Linear == nil {
+		return nil, errors.New("calibrate: the device model was fixed: no linear model to save")
+	}
 	a := model.LinearArtifact(r.Linear)
 	a.Training = model.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests"}
 	a.CreatedBy = command
@@ -329,18 +368,21 @@ func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, command string) 
 	return a, nil
 }
 
-// nelderMead minimises f from x0 with the standard Nelder-Mead simplex
+// nelderMead minimises f (which increments *counter per call) from x0 with the standard Nelder-Mead simplex
 // (reflection 1, expansion 2, contraction 0.5, shrink 0.5), an initial
-// simplex of x0 and x0 + step·e_i, stopping after maxEvals evaluations or
+// simplex of x0 and x0 + step·e_i, stopping when *counter reaches maxEvals or
 // when the simplex's function values span less than tol. It is
 // deterministic. (gonum's optimize.NelderMead is the same method; its
 // package pulls a module this repository does not carry.)
-func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals int, tol float64) ([]float64, float64, string) {
+func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals int, tol float64, counter *int) ([]float64, float64, string) {
 	n := len(x0)
 	pts := make([][]float64, n+1)
 	vals := make([]float64, n+1)
-	evals := 0
-	eval := func(x []float64) float64 { evals++; return f(x) }
+	var own int
+	if counter == nil {
+		counter = &own
+	}
+	eval := func(x []float64) float64 { return f(x) }
 	for i := range pts {
 		pts[i] = append([]float64(nil), x0...)
 		if i > 0 {
@@ -365,7 +407,7 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 		return x
 	}
 	status := "evaluation limit"
-	for evals < maxEvals {
+	for *counter < maxEvals {
 		order()
 		if vals[n]-vals[0] <= tol*(1+math.Abs(vals[0])) {
 			status = "converged"
@@ -400,7 +442,7 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 				pts[n], vals[n] = xc, fc
 				continue
 			}
-			for k := 1; k <= n && evals < maxEvals; k++ {
+			for k := 1; k <= n && *counter < maxEvals; k++ {
 				pts[k] = at(pts[0], pts[k], 0.5)
 				vals[k] = eval(pts[k])
 			}

@@ -1,0 +1,117 @@
+package replay
+
+import (
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim"
+)
+
+// Runs simulated with a known, perturbed host overhead under synchronous
+// scheduling; calibration from the default host model, with the device
+// model fixed to the one that generated the run, recovers the perturbation
+// within 10%. (Fitted together, the two fixed costs trade off: in a
+// synchronous loop both are paid once per step, and only their sum is
+// well identified by request metrics.)
+func TestCalibrateRecoversHostOverhead(t *testing.T) {
+	cases := []struct {
+		param string
+		mult  float64
+	}{
+		{HostPrep, 2.5},
+		{HostSchedUpdate, 0.5},
+		{HostSchedUpdate, 3},
+	}
+	for _, c := range cases {
+		t.Run(fmt.Sprintf("%s×%g", c.param, c.mult), func(t *testing.T) {
+			truth := model.DefaultHostModel()
+			if c.param == HostPrep {
+				truth.PrepFixedNs *= c.mult
+			} else {
+				truth.ScheduleFixedNs *= c.mult
+				truth.UpdateFixedNs *= c.mult
+			}
+			dir, p := simulateHost(t, fmt.Sprintf("host-%s-%g", c.param, c.mult), truth)
+			d, err := datasets.Open(dir)
+			require.NoError(t, err)
+			tr, err := LoadTrace(d)
+			require.NoError(t, err)
+			e, err := EngineOf(d.Manifest)
+			require.NoError(t, err)
+			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Engine: e}}, CalibOptions{Fixed: p.FPM, Host: model.DefaultHostModel(),
+				HostParams: []string{c.param}, MaxEvals: 100, Prior: 1e-9})
+			require.NoError(t, err)
+			require.Len(t, res.Params, 1)
+			assert.InEpsilon(t, c.mult, res.Params[0].Multiplier, 0.10)
+			assert.Less(t, res.Train[0].MeanAbs(), res.Before[0].MeanAbs())
+			assert.LessOrEqual(t, res.Evals, 100)
+		})
+	}
+}
+
+func simulateHost(t *testing.T, name string, host model.HostModel) (string, *sim.Plan) {
+	t.Helper()
+	if v, ok := simCache.Load(name); ok {
+		o := v.(*simOut)
+		return o.dir, o.plan
+	}
+	sc := sim.DefaultScenario()
+	sc.Seed = 7
+	sc.Engine.AsyncScheduling = false
+	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 4, Requests: 150,
+		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	p.Host = host
+	dir := sharedTmp(t) + "/" + name
+	_, err = sim.Run(p, dir, sim.RunOptions{Overwrite: true})
+	require.NoError(t, err)
+	simCache.Store(name, &simOut{dir: dir, plan: p})
+	return dir, p
+}
+
+// A time-ordered hold-out is scored after the fit, and the linear start
+// model, scaled, brings the metrics of a roofline-generated run closer.
+func TestCalibrateLinearWithHoldout(t *testing.T) {
+	dir, p := simulated(t, "async", nil)
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	tr, err := LoadTrace(d)
+	require.NoError(t, err)
+	e, err := EngineOf(d.Manifest)
+	require.NoError(t, err)
+	start := LinearFromRoofline(p.FPM.(model.Roofline))
+	// Start 40% off on every device term.
+	for i := range start.Coef {
+		start.Coef[i] *= 1.4
+	}
+	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Engine: e}}, CalibOptions{Start: start, Host: p.Host,
+		Terms: []string{model.TermConst, model.TermDecodeKVTokens, model.TermPrefillTokens}, HostParams: []string{}, Holdout: 0.3, MaxEvals: 120})
+	require.NoError(t, err)
+	require.Len(t, res.Holdout, 1)
+	assert.Equal(t, "holdout-requests", res.Holdout[0].Split)
+	assert.Less(t, res.Train[0].MeanAbs(), 0.5*res.Before[0].MeanAbs())
+	assert.Less(t, math.Abs(res.Holdout[0].RelErr["itl_mean"]), 0.1)
+	a, err := res.Artifact(nil, "test")
+	require.NoError(t, err)
+	assert.Equal(t, model.FormLinear, a.Form)
+	assert.NotEmpty(t, a.Params)
+}
+
+func TestNelderMeadQuadratic(t *testing.T) {
+	n := 0
+	f := func(x []float64) float64 { n++; return (x[0]-1)*(x[0]-1) + 3*(x[1]+2)*(x[1]+2) }
+	x, v, status := nelderMead(f, []float64{0, 0}, 0.5, 500, 1e-12, &n)
+	assert.LessOrEqual(t, n, 500)
+	assert.Equal(t, "converged", status)
+	assert.InDelta(t, 1, x[0], 1e-4)
+	assert.InDelta(t, -2, x[1], 1e-4)
+	assert.Less(t, v, 1e-8)
+}
