@@ -1,0 +1,435 @@
+package fit
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/steplab/steplab/model"
+)
+
+// FitReport is what `steplab fit` prints (and writes with --json): the
+// fitted coefficients with their intervals, the metrics in sample and
+// out of fold, the worst steps, and where the model went.
+type FitReport struct {
+	Output    string             `json:"output,omitempty"` // artifact path
+	Form      string             `json:"form"`
+	Method    string             `json:"method,omitempty"`
+	Target    string             `json:"target"`
+	Datasets  []model.DatasetRef `json:"datasets"`
+	Selection model.Selection    `json:"selection"`
+	Rows      int                `json:"rows"`
+	// Relabelled rows were admission-step decode points read at their
+	// benchmark coordinates (LoadOptions.BenchmarkCoords).
+	Relabelled   int                 `json:"relabelled_decode_points,omitempty"`
+	Warnings     []string            `json:"warnings,omitempty"`
+	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
+	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
+	// Grid form: what the build did.
+	Grid *GridStats `json:"grid,omitempty"`
+	// Training is the in-sample evaluation; CV the k-fold one (nil with
+	// --cv 0 or 1). Worst steps carry their dataset in WorstDatasets.
+	Training      Report    `json:"training"`
+	CV            *CVResult `json:"cross_validation,omitempty"`
+	WorstDatasets []string  `json:"worst_datasets,omitempty"`
+	Plots         []string  `json:"plots,omitempty"`
+}
+
+// EvalReport is what `steplab eval` prints: a model evaluated on
+// datasets it was (presumably) not fitted on.
+type EvalReport struct {
+	Model         string             `json:"model"`
+	Form          string             `json:"form"`
+	Target        string             `json:"target"`
+	Datasets      []model.DatasetRef `json:"datasets"`
+	Selection     model.Selection    `json:"selection"`
+	Rows          int                `json:"rows"`
+	Relabelled    int                `json:"relabelled_decode_points,omitempty"`
+	Warnings      []string           `json:"warnings,omitempty"`
+	Report        Report             `json:"report"`
+	WorstDatasets []string           `json:"worst_datasets,omitempty"`
+	Plots         []string           `json:"plots,omitempty"`
+}
+
+// WorstDatasetsOf names the dataset of each of r's worst steps.
+func WorstDatasetsOf(l *Loaded, r Report) []string {
+	if l == nil || len(l.Refs) < 2 {
+		return nil
+	}
+	out := make([]string, len(r.Worst))
+	for i, w := range r.Worst {
+		out[i] = l.DatasetOf(w.Row)
+	}
+	return out
+}
+
+// WriteCoefficients prints a coefficient table: term, value, interval,
+// in the units a perf engineer reads (ns per unit of the term).
+func WriteCoefficients(w io.Writer, coefs []model.Coefficient) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "term\tcoefficient\tinterval\tunit\t")
+	for _, c := range coefs {
+		iv := "-"
+		if c.Level > 0 {
+			iv = fmt.Sprintf("[%s, %s] %.0f%%", num(c.Lo), num(c.Hi), 100*c.Level)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", c.Term, num(c.Value), iv, termUnit(c.Term))
+	}
+	tw.Flush()
+}
+
+func termUnit(t string) string {
+	switch t {
+	case model.TermConst, model.TermPrefillStep:
+		return "ns/step"
+	case model.TermPrefillTokens, model.TermNewReqTokens:
+		return "ns/token"
+	case model.TermPrefillKVTokens, model.TermDecodeKVTokens:
+		return "ns/KV token"
+	case model.TermPrefillAttn:
+		return "ns/(token·KV)"
+	case model.TermPaddedBatch:
+		return "ns/slot"
+	default:
+		return "ns/request"
+	}
+}
+
+// num formats a number compactly (4 significant digits).
+func num(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "NaN"
+	case x == 0:
+		return "0"
+	}
+	return fmt.Sprintf("%.4g", x)
+}
+
+func r2s(x float64) string {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return "-"
+	}
+	return fmt.Sprintf("%.4f", x)
+}
+
+// WriteMetrics prints the metrics table of a report: overall, per kind
+// (sorted) and per batch-size bucket; errors in percent, RMSE in ms.
+func WriteMetrics(w io.Writer, r Report) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scope\tn\tMAPE %\tmedian %\tp90 %\tp99 %\tRMSE ms\tR²\tbias %\t")
+	row := func(name string, m Metrics) {
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.3f\t%s\t%+.2f\t\n", name, m.Count, m.MAPE, m.MedianAPE, m.P90APE, m.P99APE, m.RMSE/1e6, r2s(m.R2), m.MeanBias)
+	}
+	row("all", r.Overall)
+	kinds := make([]string, 0, len(r.ByKind))
+	for k := range r.ByKind {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for _, k := range kinds {
+		row("kind="+k, r.ByKind[k])
+	}
+	for _, b := range r.ByBucket {
+		row("batch "+b.Bucket, b.Metrics)
+	}
+	tw.Flush()
+}
+
+// WriteWorst prints the worst steps (datasets may be nil).
+func WriteWorst(w io.Writer, r Report, datasets []string) {
+	if len(r.Worst) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "step_id\tkind\tbatch\tactual ms\tpredicted ms\tAPE %\t"
+	if datasets != nil {
+		head += "dataset\t"
+	}
+	fmt.Fprintln(tw, head)
+	for i, s := range r.Worst {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%.3f\t%.3f\t%.1f\t", s.StepID, s.Kind, s.Batch, s.ActualNs/1e6, s.PredictedNs/1e6, s.APE)
+		if datasets != nil && i < len(datasets) {
+			fmt.Fprintf(tw, "%s\t", datasets[i])
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+// WriteText prints a fit report as `steplab fit` does.
+func (r *FitReport) WriteText(w io.Writer) {
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", s)
+	}
+	fmt.Fprintf(w, "%s model fitted on %d rows of %d dataset(s), target %s", r.Form, r.Rows, len(r.Datasets), r.Target)
+	if r.Method != "" {
+		fmt.Fprintf(w, ", method %s", r.Method)
+	}
+	fmt.Fprintln(w)
+	if r.Relabelled > 0 {
+		fmt.Fprintf(w, "%d admission-step decode points read at their benchmark coordinates\n", r.Relabelled)
+	}
+	for _, d := range r.Dropped {
+		fmt.Fprintf(w, "dropped term %s: %s\n", d.Term, d.Reason)
+	}
+	if len(r.Coefficients) > 0 {
+		fmt.Fprintln(w)
+		WriteCoefficients(w, r.Coefficients)
+	}
+	if r.Grid != nil {
+		fmt.Fprintf(w, "\ngrid: %d decode rows in %d cells (%d missing), %d prefill rows, %d mixed skipped, up to %d repeats per node\n",
+			r.Grid.DecodeRows, r.Grid.DecodeCells, r.Grid.MissingCells, r.Grid.PrefillRows, r.Grid.SkippedMixed, r.Grid.MaxRepeats)
+	}
+	fmt.Fprintln(w, "\nin-sample error:")
+	WriteMetrics(w, r.Training)
+	if r.CV != nil {
+		fmt.Fprintf(w, "\n%d-fold cross-validation (seed %d), out-of-fold error:\n", r.CV.K, r.CV.Seed)
+		WriteMetrics(w, r.CV.Report)
+		fmt.Fprintln(w, "\nworst steps (out of fold):")
+		WriteWorst(w, r.CV.Report, r.WorstDatasets)
+	} else {
+		fmt.Fprintln(w, "\nworst steps (in sample):")
+		WriteWorst(w, r.Training, r.WorstDatasets)
+	}
+	if r.Output != "" {
+		fmt.Fprintf(w, "\nmodel written to %s\n", r.Output)
+	}
+	for _, p := range r.Plots {
+		fmt.Fprintf(w, "plot %s\n", p)
+	}
+}
+
+// WriteText prints an evaluation report as `steplab eval` does.
+func (r *EvalReport) WriteText(w io.Writer) {
+	for _, s := range r.Warnings {
+		fmt.Fprintf(w, "WARNING: %s\n", s)
+	}
+	fmt.Fprintf(w, "%s model %s on %d rows of %d dataset(s), target %s\n\n", r.Form, r.Model, r.Rows, len(r.Datasets), r.Target)
+	WriteMetrics(w, r.Report)
+	fmt.Fprintln(w, "\nworst steps:")
+	WriteWorst(w, r.Report, r.WorstDatasets)
+	for _, p := range r.Plots {
+		fmt.Fprintf(w, "plot %s\n", p)
+	}
+}
+
+// FitConfig is a whole `steplab fit` run: what to read, how to fit, what
+// to report.
+type FitConfig struct {
+	Load LoadOptions
+	// Form is model.FormLinear (default) or model.FormGrid.
+	Form string
+	// Linear options (Terms nil: model.DefaultTerms; Method: MethodNNLS).
+	Linear Options
+	Grid   GridOptions
+	// CV folds (0 or 1: no cross-validation) and the seed of the folds and
+	// the bootstrap.
+	CV   int
+	Seed uint64
+	// Worst steps listed (default 10).
+	Worst int
+	// PlotsDir, when set, receives the figures of WritePlots (out-of-fold
+	// predictions with CV, in-sample otherwise).
+	PlotsDir string
+	// CreatedBy is recorded in the artifact (the command line).
+	CreatedBy string
+}
+
+// FitDatasets loads the datasets, fits, cross-validates and returns the
+// report and the artifact (training record and metrics filled; not yet
+// saved).
+func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *Loaded, error) {
+	l, err := LoadDatasets(paths, cfg.Load)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	worst := cfg.Worst
+	if worst == 0 {
+		worst = 10
+	}
+	d := l.Data
+	rep := &FitReport{Form: cfg.Form, Target: d.Target, Datasets: l.Refs, Selection: cfg.Load.Selection.Record(l.Policy),
+		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings}
+	if rep.Form == "" {
+		rep.Form = model.FormLinear
+	}
+	var fitFn FitFunc
+	var fpm model.FPM
+	var res *Result
+	switch rep.Form {
+	case model.FormLinear:
+		opt := cfg.Linear
+		opt.Seed = cfg.Seed
+		if res, err = Linear(d, opt); err != nil {
+			return nil, nil, nil, err
+		}
+		fpm = res.Model
+		rep.Method, rep.Dropped = res.Method, res.Dropped
+		rep.Coefficients = model.LinearArtifact(res.Model).Coefficients
+		cvOpt := opt
+		cvOpt.Bootstrap = 0
+		cvOpt.Terms = res.Model.Terms // the terms that survived DegenerateDrop
+		cvOpt.Degenerate = DegenerateDrop
+		fitFn = func(tr *Data) (model.FPM, error) {
+			r, err := Linear(tr, cvOpt)
+			if err != nil {
+				return nil, err
+			}
+			return r.Model, nil
+		}
+	case model.FormGrid:
+		g, st, err := BuildGrid(d, cfg.Grid)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		fpm, rep.Grid, rep.Method = g, st, "grid"
+		fitFn = func(tr *Data) (model.FPM, error) {
+			g, _, err := BuildGrid(tr, cfg.Grid)
+			return g, err
+		}
+	default:
+		return nil, nil, nil, fmt.Errorf("fit: unknown form %q (want %s or %s)", cfg.Form, model.FormLinear, model.FormGrid)
+	}
+	rep.Training = Evaluate(fpm, d, worst)
+	pred := make([]float64, d.Len())
+	for i, f := range d.Features {
+		pred[i] = fpm.PredictNs(f)
+	}
+	if cfg.CV > 1 {
+		cv, err := CrossValidate(d, cfg.CV, cfg.Seed, fitFn, worst)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		rep.CV, pred = cv, cv.Predictions
+		rep.WorstDatasets = WorstDatasetsOf(l, cv.Report)
+	} else {
+		rep.WorstDatasets = WorstDatasetsOf(l, rep.Training)
+	}
+	training := model.Training{Datasets: l.Refs, Selection: rep.Selection, Target: d.Target, Method: rep.Method, Rows: d.Len(), Seed: cfg.Seed}
+	metrics := struct {
+		Training Report    `json:"training"`
+		CV       *CVResult `json:"cross_validation,omitempty"`
+	}{rep.Training, rep.CV}
+	var art *model.Artifact
+	if res != nil {
+		if art, err = res.Artifact(training, metrics, cfg.CreatedBy); err != nil {
+			return nil, nil, nil, err
+		}
+	} else {
+		art = model.GridArtifact(fpm.(*model.Grid))
+		art.Training, art.CreatedBy = training, cfg.CreatedBy
+		for _, f := range FeatureDefinitions {
+			if slices.Contains([]string{"prefill_tokens", "decode_requests", "decode_kv_tokens"}, f.Name) {
+				art.Features = append(art.Features, f)
+			}
+		}
+		b, err := json.Marshal(metrics)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		art.Metrics = b
+		art.CreatedAt = time.Now().UTC().Format(time.RFC3339)
+	}
+	if cfg.PlotsDir != "" {
+		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, fpm, PlotOptions{Title: rep.Form + " fit"}); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return rep, art, l, nil
+}
+
+// EvalConfig is a `steplab eval` (or check) run.
+type EvalConfig struct {
+	Load     LoadOptions
+	Worst    int
+	PlotsDir string
+}
+
+// LoadModel reads a model artifact, wrapping errors with the path.
+func LoadModel(path string) (model.FPM, *model.Artifact, error) {
+	m, a, err := model.Load(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return m, a, nil
+}
+
+// EvalTarget is the timing a model is evaluated on: the configured one, or
+// under auto the target the model was fitted on (recorded in its
+// artifact), or auto.
+func EvalTarget(cfg string, a *model.Artifact) string {
+	if (cfg == "" || cfg == TargetAuto) && a != nil && a.Training.Target != "" {
+		return a.Training.Target
+	}
+	return cfg
+}
+
+// EvalDatasets evaluates the model at modelPath on the datasets.
+func EvalDatasets(modelPath string, paths []string, cfg EvalConfig) (*EvalReport, *Loaded, error) {
+	m, a, err := LoadModel(modelPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg.Load.Target = EvalTarget(cfg.Load.Target, a)
+	l, err := LoadDatasets(paths, cfg.Load)
+	if err != nil {
+		return nil, nil, err
+	}
+	worst := cfg.Worst
+	if worst == 0 {
+		worst = 10
+	}
+	d := l.Data
+	rep := &EvalReport{Model: modelPath, Form: a.Form, Target: d.Target, Datasets: l.Refs, Selection: cfg.Load.Selection.Record(l.Policy),
+		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings, Report: Evaluate(m, d, worst)}
+	rep.WorstDatasets = WorstDatasetsOf(l, rep.Report)
+	if cfg.PlotsDir != "" {
+		pred := make([]float64, d.Len())
+		for i, f := range d.Features {
+			pred[i] = m.PredictNs(f)
+		}
+		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, m, PlotOptions{Title: "eval " + filepath.Base(modelPath)}); err != nil {
+			return nil, nil, err
+		}
+	}
+	return rep, l, nil
+}
+
+// CheckDatasets runs the regression gate of the model at modelPath on the
+// datasets; baselinePath ("" for none) is evaluated on the same rows.
+// The returned error is about input only: a failed gate is a report with
+// Passed false (and Err() wrapping ErrCheckFailed).
+func CheckDatasets(modelPath, baselinePath string, paths []string, load LoadOptions, opt CheckOptions) (*CheckReport, error) {
+	m, a, err := LoadModel(modelPath)
+	if err != nil {
+		return nil, err
+	}
+	if baselinePath != "" {
+		b, _, err := LoadModel(baselinePath)
+		if err != nil {
+			return nil, fmt.Errorf("baseline: %w", err)
+		}
+		opt.Baseline, opt.BaselineName = b, baselinePath
+	}
+	if opt.Baseline == nil && opt.MaxRegression > 0 {
+		return nil, fmt.Errorf("fit: check: a regression bound needs a baseline model")
+	}
+	load.Target = EvalTarget(load.Target, a)
+	l, err := LoadDatasets(paths, load)
+	if err != nil {
+		return nil, err
+	}
+	r, err := Check(m, l.Data, opt)
+	if err != nil {
+		return nil, err
+	}
+	r.Model, r.Datasets, r.Warnings = modelPath, l.Refs, l.Warnings
+	return r, nil
+}

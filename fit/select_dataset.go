@@ -1,0 +1,248 @@
+package fit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+)
+
+// DecodeTerms is the basis of a decode-only model (a decode benchmark grid,
+// or the decode steps of a trace): a fixed cost, a per-request cost and a
+// per-KV-token attention read. The padded batch is left out because on a
+// grid of CUDA-graph sizes it equals decode_requests (collinear).
+var DecodeTerms = []string{model.TermConst, model.TermDecodeRequests, model.TermDecodeKVTokens}
+
+// ResolveTerms turns a --terms value into term names: "" or "default" is
+// model.DefaultTerms, "decode" is DecodeTerms, anything else a
+// comma-separated list of model term names (checked).
+func ResolveTerms(s string) ([]string, error) {
+	switch strings.TrimSpace(s) {
+	case "", "default":
+		return slices.Clone(model.DefaultTerms), nil
+	case "decode":
+		return slices.Clone(DecodeTerms), nil
+	}
+	var out []string
+	for _, t := range strings.Split(s, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	if _, err := model.NewBasis(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// LoadOptions says which rows of which timing LoadDatasets reads.
+type LoadOptions struct {
+	Selection Selection
+	// Target is TargetAuto (default), TargetGPU or TargetWall. With several
+	// datasets, auto resolves once over all selected rows.
+	Target string
+	// BenchmarkCoords reads each measured decode benchmark point at the
+	// coordinate the benchmark recorded — B requests decoding, reading
+	// their context — whichever engine step measured it. Under the
+	// admission_step policy that step is the batch's admission step, which
+	// the steps table (rightly) classifies as prefill: B new requests
+	// computing one token each on top of their resident context. A
+	// benchmark database (Dynamo's, AIConfigurator's) stores it as a decode
+	// point, contamination included; this option reproduces what a model
+	// fitted to such a database sees (DESIGN.md §8 R3). Rows it re-reads
+	// become kind decode with num_decode_requests = B and
+	// sum_decode_kv_tokens = the context they read; their admission
+	// columns (num_new_reqs, payload) are kept. Steady-state points are
+	// decode steps already and are not touched.
+	BenchmarkCoords bool
+}
+
+// Loaded is the result of LoadDatasets: the selected rows of every
+// dataset, concatenated, and their provenance.
+type Loaded struct {
+	Steps []datasets.Step
+	Data  *Data
+	// Refs identify the datasets (id, path, SHA-256, selected rows).
+	Refs []model.DatasetRef
+	// Offsets[i] is the first row of dataset i in Steps and Data.
+	Offsets []int
+	// Policy is the decode measurement policy of the data ("" when no
+	// manifest says; "mixed" when the datasets disagree).
+	Policy string
+	// Warnings are the loud notes of the load (admission-step data); each
+	// has been logged with slog.Warn too.
+	Warnings []string
+	// Relabelled counts the rows BenchmarkCoords re-read as decode points.
+	Relabelled int
+}
+
+// DatasetOf names the dataset of row i (its id).
+func (l *Loaded) DatasetOf(i int) string {
+	k := sort.SearchInts(l.Offsets, i+1) - 1
+	if k < 0 || k >= len(l.Refs) {
+		return ""
+	}
+	return l.Refs[k].ID
+}
+
+// AdmissionWarning is the warning for a dataset whose manifest says its
+// decode points were measured on the admission step.
+func AdmissionWarning(path string) string {
+	return fmt.Sprintf("%s: measurement_policy.decode is admission_step: its decode points were measured on the step that admits the batch, "+
+		"whose time includes admission work (full prompts shipped through scheduled_new_reqs, first-step worker bookkeeping) that production decode steps never pay; "+
+		"a model fitted to them over-predicts real decode traffic, more so at large batch and context, and more such points make it worse (DESIGN.md §8 R3). "+
+		"Re-measure with the steady_state_second_step policy", path)
+}
+
+// LoadDatasets opens each dataset directory, reads its steps table, keeps
+// the rows the selection passes (after BenchmarkCoords) and builds the
+// fitting data. A manifest whose measurement_policy.decode is
+// admission_step gets a loud warning: slog.Warn, and Loaded.Warnings for
+// the JSON result. An empty selection over all datasets is
+// ErrEmptySelection, naming what each filter removed.
+func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("fit: no dataset given")
+	}
+	if err := opt.Selection.Check(); err != nil {
+		return nil, err
+	}
+	l := &Loaded{}
+	policies := map[string]bool{}
+	var total int
+	for _, p := range paths {
+		d, err := datasets.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
+		}
+		if !d.Has(datasets.TableSteps) {
+			return nil, fmt.Errorf("fit: dataset %s has no %s table (fitting needs one row per engine step)", p, datasets.TableSteps)
+		}
+		ref, err := datasetRef(d)
+		if err != nil {
+			return nil, err
+		}
+		admission := false
+		if m := d.Manifest; m != nil && m.MeasurementPolicy != nil && m.MeasurementPolicy.Decode != "" {
+			policies[m.MeasurementPolicy.Decode] = true
+			if m.MeasurementPolicy.Decode == datasets.PolicyAdmissionStep {
+				admission = true
+				w := AdmissionWarning(p)
+				slog.Warn("admission-step decode measurements", "dataset", p, "warning", w)
+				l.Warnings = append(l.Warnings, w)
+			}
+		}
+		steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+		if err != nil {
+			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
+		}
+		total += len(steps)
+		if opt.BenchmarkCoords && admission {
+			for i := range steps {
+				if AsDecodePoint(&steps[i]) {
+					l.Relabelled++
+				}
+			}
+		}
+		kept := steps[:0]
+		for i := range steps {
+			if opt.Selection.Keep(&steps[i]) {
+				kept = append(kept, steps[i])
+			}
+		}
+		ref.Rows = int64(len(kept))
+		l.Offsets = append(l.Offsets, len(l.Steps))
+		l.Refs = append(l.Refs, ref)
+		l.Steps = append(l.Steps, kept...)
+	}
+	switch len(policies) {
+	case 0:
+	case 1:
+		for k := range policies {
+			l.Policy = k
+		}
+	default:
+		l.Policy = "mixed"
+	}
+	if len(l.Steps) == 0 {
+		// Re-run the selection over nothing but the counts for the message.
+		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d in %d dataset(s) pass the selection (roles %v, kinds %v, valid only %v)",
+			total, len(paths), orDefault(opt.Selection.Roles, DefaultRoles), orDefault(opt.Selection.Kinds, []string{"all"}), !opt.Selection.AllowInvalid))
+	}
+	data, err := DataFromSteps(l.Steps, opt.Target)
+	if err != nil {
+		if de, ok := err.(*DataError); ok && de.Row >= 0 {
+			de.Detail += " in dataset " + l.DatasetOf(de.Row)
+		}
+		return nil, err
+	}
+	l.Data = data
+	return l, nil
+}
+
+func orDefault(s, def []string) []string {
+	if s == nil {
+		return def
+	}
+	return s
+}
+
+// AsDecodePoint re-reads a measured decode benchmark point recorded on its
+// admission step (kind prefill, benchmark_id ≥ 0, every scheduled request
+// new and computing one token) as the decode point the benchmark meant:
+// kind decode, num_decode_requests = B, sum_decode_kv_tokens = the context
+// read. It reports whether it changed the row.
+func AsDecodePoint(st *datasets.Step) bool {
+	n := st.NumPrefillRequests
+	if st.Role != datasets.RoleMeasured || st.BenchmarkID < 0 || st.Kind != datasets.KindPrefill || n <= 0 ||
+		st.NumDecodeRequests != 0 || st.SumPrefillTokens != int64(n) || st.NumNewReqs != n {
+		return false
+	}
+	st.Kind = datasets.KindDecode
+	st.NumDecodeRequests = n
+	st.SumDecodeKVTokens = st.SumPrefillKVTokens
+	st.NumPrefillRequests, st.SumPrefillTokens, st.SumPrefillKVTokens, st.VarPrefillLength = 0, 0, 0, 0
+	return true
+}
+
+// datasetRef identifies a dataset: its manifest name (else its directory
+// name), path, and the SHA-256 of its manifest (which lists the SHA-256 of
+// every part) or, without a manifest, of its steps parts in order.
+func datasetRef(d *datasets.Dataset) (model.DatasetRef, error) {
+	ref := model.DatasetRef{ID: filepath.Base(filepath.Clean(d.Dir)), Path: d.Dir}
+	if d.Manifest != nil && d.Manifest.Name != "" {
+		ref.ID = d.Manifest.Name
+	}
+	h := sha256.New()
+	mf := filepath.Join(d.Dir, datasets.ManifestFile)
+	files := []string{mf}
+	if d.Manifest == nil {
+		parts, err := d.Parts(datasets.TableSteps)
+		if err != nil {
+			return ref, err
+		}
+		files = parts
+	}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return ref, fmt.Errorf("fit: hashing %s: %w", f, err)
+		}
+		_, err = io.Copy(h, fh)
+		fh.Close()
+		if err != nil {
+			return ref, fmt.Errorf("fit: hashing %s: %w", f, err)
+		}
+	}
+	ref.SHA256 = hex.EncodeToString(h.Sum(nil))
+	return ref, nil
+}
