@@ -54,8 +54,8 @@ type Process struct {
 	stderr *tail
 	opts   WorkerOptions
 
-	mu     sync.Mutex
-	exited chan struct{}
+	mu      sync.Mutex
+	exited  chan struct{}
 	waitErr error
 }
 

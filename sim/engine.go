@@ -86,6 +86,10 @@ type Engine struct {
 	Tag func(step *datasets.Step, out *sched.Output)
 
 	onFinish func(id string, t int64) error
+
+	// Finished and preempted ids of empty scheduler outputs, shipped with
+	// the next step.
+	carryFinished, carryPreempted []string
 }
 
 type inflightStep struct {
@@ -248,8 +252,18 @@ func (e *Engine) reconcile(r StepResult) (int64, error) {
 func (e *Engine) scheduleOne() (bool, error) {
 	tStart := e.clock.Now()
 	out := e.sch.Schedule()
+	e.countPreemptions(out.PreemptedIDs)
 	if out.Empty() {
+		// Nothing to run, but the worker must still hear of requests that
+		// finished or were preempted: they ride on the next step.
+		e.carryFinished = append(e.carryFinished, out.FinishedIDs...)
+		e.carryPreempted = append(e.carryPreempted, out.PreemptedIDs...)
 		return false, nil
+	}
+	if len(e.carryFinished)+len(e.carryPreempted) > 0 {
+		out.FinishedIDs = append(out.FinishedIDs, e.carryFinished...)
+		out.PreemptedIDs = append(e.carryPreempted, out.PreemptedIDs...)
+		e.carryFinished, e.carryPreempted = e.carryFinished[:0], nil
 	}
 	if e.host != nil {
 		e.clock.Spend(e.host.ScheduleNs(out))
@@ -258,28 +272,31 @@ func (e *Engine) scheduleOne() (bool, error) {
 	overlapped := len(e.inflight) > 0
 	afterIdle := e.idle && !overlapped
 	e.idle = false
-	// The payload is handed over at t_dispatch; serialization and the
-	// trip to the worker are the executor's (a real one serializes inside
-	// Submit, so its dispatch time includes it).
-	tDispatch := e.clock.Now()
-	p, err := e.exec.Submit(out, tDispatch)
+	// The payload is handed over at t_dispatch, once serialized: a real
+	// executor serializes inside Submit; the simulated one prices that
+	// work, with the trip to the worker, on the worker's side.
+	p, err := e.exec.Submit(out, e.clock.Now())
 	if err != nil {
 		return false, fmt.Errorf("step %d: %w", out.StepID, err)
 	}
+	tDispatch := e.clock.Now()
 	for _, sr := range out.NewReqs {
 		if st := e.reqs[sr.Req.ID]; st != nil && st.firstScheduled < 0 {
 			st.firstScheduled = tStart
 		}
 	}
-	e.stats.Preemptions += int64(len(out.PreemptedIDs))
-	for _, id := range out.PreemptedIDs {
+	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
+		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p})
+	return true, nil
+}
+
+func (e *Engine) countPreemptions(ids []string) {
+	e.stats.Preemptions += int64(len(ids))
+	for _, id := range ids {
 		if st := e.reqs[id]; st != nil {
 			st.preemptions++
 		}
 	}
-	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
-		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p})
-	return true, nil
 }
 
 // ErrStopped is returned when the engine is used after Close.
