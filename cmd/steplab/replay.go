@@ -1,0 +1,230 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/replay"
+)
+
+func init() { register(newReplayCmd) }
+
+func newReplayCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "replay",
+		Short: "Compare a model with a recorded run, step by step or request by request",
+		Long: `replay runs a recorded dataset through a model and shows where prediction and
+record part (docs/replay.md).
+
+  steplab replay steps MODEL DATASET -o OUT      re-price every recorded step
+  steplab replay requests MODEL DATASET -o OUT   re-simulate the recorded requests
+
+MODEL is a model artifact (steplab fit, steplab calibrate) or the word
+"roofline": the prior from the manifest's hardware and model shape.`,
+	}
+	cmd.AddCommand(newReplayStepsCmd(), newReplayRequestsCmd())
+	return cmd
+}
+
+func openForReplay(modelSpec, dir string) (*datasets.Dataset, *replay.Resolved, error) {
+	d, err := datasets.Open(dir)
+	if err != nil {
+		return nil, nil, &exitError{code: 2, msg: err.Error()}
+	}
+	m, err := replay.ResolveModel(modelSpec, d.Manifest)
+	if err != nil {
+		return nil, nil, &exitError{code: 2, msg: "replay: model: " + err.Error()}
+	}
+	return d, m, nil
+}
+
+func newReplayStepsCmd() *cobra.Command {
+	var out string
+	var asJSON, force, stepsOnly, noFigures bool
+	var top int
+	cmd := &cobra.Command{
+		Use:   "steps MODEL DATASET -o OUT",
+		Short: "Re-price every recorded step with a model and compare its timing fields",
+		Long: `steps re-prices every step of DATASET's steps table: the model prices its
+device time (gpu_time_ns) and the simulated executor's host model its host
+phases (host_prep_ns, schedule). narrow_time_ns and wall_time_ns depend on
+the previous step under async scheduling; they are re-derived one step ahead
+from this step's predicted phases and the recorded events of the steps
+before it. With the model that generated a simulated dataset every field is
+reproduced to the nanosecond.
+
+OUT is written as a directory:
+  steps.parquet/        one row per step: recorded, predicted, error, relative error per field
+  summary.json          error by kind, role, batch-size bucket and decile of the run;
+                        the term the device-time error is attributed to; the steps
+                        where prediction and record part most, with their composition
+  steps.time.{png,svg}       recorded vs predicted over time
+  steps.error_cdf.{png,svg}  CDF of |relative error| per step kind
+
+Examples:
+  steplab replay steps model.json out/capture -o out/replay-steps
+  steplab replay steps roofline out/sim -o out/rs --json
+  steplab replay steps model.json big-dataset -o out/rs --steps-only   # fastest, approximate prefill attention`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return &exitError{code: 2, msg: "replay steps: no output directory: use -o OUT"}
+			}
+			d, m, err := openForReplay(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			bar := newProgress(-1, "replaying steps")
+			start := time.Now()
+			rep, err := replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: top, NoJoin: stepsOnly,
+				Progress: func(n int64) { bar.Set64(n) }},
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: m.Name, DatasetDir: args[1], NoFigures: noFigures})
+			bar.Finish()
+			if err != nil {
+				return err
+			}
+			el := time.Since(start)
+			rep.Summary.Notes = append(rep.Summary.Notes, m.Notes...)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), rep.Summary)
+			}
+			printStepReport(cmd.OutOrStdout(), rep, el)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json to stdout")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
+	cmd.Flags().BoolVar(&stepsOnly, "steps-only", false, "ignore step_requests (faster; prefill attention and new-request tokens approximated)")
+	cmd.Flags().BoolVar(&noFigures, "no-figures", false, "skip the PNG/SVG figures")
+	cmd.Flags().IntVar(&top, "top", 20, "steps to report where prediction and record part most")
+	return cmd
+}
+
+func printStepReport(w io.Writer, rep *replay.StepReport, el time.Duration) {
+	s := rep.Summary
+	fmt.Fprintf(w, "replayed %d steps of %s with %s in %s (%.2fM steps/s)\n", s.Steps, s.Dataset, s.Model,
+		el.Round(time.Millisecond), float64(s.Steps)/el.Seconds()/1e6)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "field\tsteps\trecorded ms\tpredicted ms\tbias ms\tMAPE %\tp90 |rel| %\texact\t")
+	for _, f := range replay.Fields {
+		st, ok := s.Overall.Fields[f]
+		if !ok {
+			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\t-\t-\t\n", f)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%+.3f\t%.2f\t%.2f\t%d\t\n", f, st.N, st.RecMeanMs, st.PredMeanMs, st.BiasMs, 100*st.MAPE, 100*st.AbsRelP90, st.Exact)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\n%s MAPE by kind:", s.PrimaryField)
+	for _, g := range s.ByKind {
+		fmt.Fprintf(w, " %s %.2f%% (%d)", g.Group, 100*g.Fields[s.PrimaryField].MAPE, g.Steps)
+	}
+	fmt.Fprintln(w)
+	if a := s.Attribution; a != nil && a.Top != "" {
+		fmt.Fprintf(w, "%s error attributed to %s (%.0f%% of the explained error, R² %.3f)", a.Target, a.Top, 100*a.Terms[0].Share, a.R2)
+		if len(a.Collinear) > 0 {
+			fmt.Fprintf(w, "; collinear with %v here", a.Collinear)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(s.Top) > 0 {
+		t := s.Top[0]
+		fmt.Fprintf(w, "largest %s error: step %d (%s, %g prefill + %g decode requests): %.3f ms recorded, %.3f ms predicted\n",
+			t.Field, t.StepID, t.Kind, t.Features.PrefillRequests, t.Features.DecodeRequests, t.RecMs, t.PredMs)
+	}
+	for _, n := range s.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
+	fmt.Fprintln(w, "wrote:")
+	for _, f := range rep.Files {
+		fmt.Fprintln(w, " ", f)
+	}
+}
+
+func newReplayRequestsCmd() *cobra.Command {
+	var out string
+	var asJSON, force bool
+	cmd := &cobra.Command{
+		Use:   "requests MODEL DATASET -o OUT",
+		Short: "Re-simulate the recorded requests and compare TTFT, ITL and E2E",
+		Long: `requests re-simulates DATASET's recorded requests (arrival times, prompt and
+output lengths) on the engine of its manifest (limits, KV blocks, CUDA-graph
+sizes, async scheduling; defaults with a warning where the manifest is
+silent) with the model, and compares each request's TTFT, ITL ((finish −
+first token)/(outputs − 1)) and E2E, and their distributions (mean, p50,
+p90, p99). Where the record has steps, the step composition is compared
+too (steps per kind, mean batch size, mean tokens per step).
+
+OUT is written as a directory: requests.parquet/ (one row per request) and
+summary.json.
+
+Examples:
+  steplab import vllm-requests runs/rtxpro6000-llama -o ds/llama
+  steplab replay requests roofline ds/llama -o out/rr
+  steplab replay requests calibrated.json ds/llama -o out/rr-cal --json`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return &exitError{code: 2, msg: "replay requests: no output directory: use -o OUT"}
+			}
+			d, m, err := openForReplay(args[0], args[1])
+			if err != nil {
+				return err
+			}
+			sum, err := replay.RunRequests(d, replay.RequestOptions{FPM: m.FPM, Host: m.Host},
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: m.Name, DatasetDir: args[1]})
+			if err != nil {
+				return err
+			}
+			sum.Warnings = append(sum.Warnings, m.Notes...)
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), sum)
+			}
+			printRequestReport(cmd.OutOrStdout(), sum)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json to stdout")
+	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
+	return cmd
+}
+
+func printRequestReport(w io.Writer, s *replay.RequestSummary) {
+	fmt.Fprintf(w, "re-simulated %d requests of %s with %s: %d compared, %d finished in simulation\n", s.Requests, s.Dataset, s.Model, s.Compared, s.Finished)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "metric (ms)\trec mean\tsim mean\terr\trec p50\tsim p50\terr\trec p90\tsim p90\terr\trec p99\tsim p99\terr\t")
+	for _, r := range []struct {
+		n string
+		d replay.DistCompare
+	}{{"TTFT", s.TTFT}, {"ITL", s.ITL}, {"E2E", s.E2E}} {
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%+.1f%%\t%.2f\t%.2f\t%+.1f%%\t%.2f\t%.2f\t%+.1f%%\t%.2f\t%.2f\t%+.1f%%\t\n", r.n,
+			r.d.Recorded.Mean, r.d.Predicted.Mean, 100*r.d.RelErr["mean"], r.d.Recorded.P50, r.d.Predicted.P50, 100*r.d.RelErr["p50"],
+			r.d.Recorded.P90, r.d.Predicted.P90, 100*r.d.RelErr["p90"], r.d.Recorded.P99, r.d.Predicted.P99, 100*r.d.RelErr["p99"])
+	}
+	tw.Flush()
+	if s.RecordedSteps != nil && s.SimulatedSteps != nil {
+		fmt.Fprintf(w, "steps: recorded %d (mean batch %.1f, %.0f tokens/step), simulated %d (mean batch %.1f, %.0f tokens/step)\n",
+			s.RecordedSteps.Steps, s.RecordedSteps.MeanBatchSize, s.RecordedSteps.MeanTokens,
+			s.SimulatedSteps.Steps, s.SimulatedSteps.MeanBatchSize, s.SimulatedSteps.MeanTokens)
+	} else if s.SimulatedSteps != nil {
+		kinds := make([]string, 0)
+		for k := range s.SimulatedSteps.StepsByKind {
+			kinds = append(kinds, k)
+		}
+		sort.Strings(kinds)
+		fmt.Fprintf(w, "simulated steps: %d (mean batch %.1f, %.0f tokens/step); the record has no steps table\n",
+			s.SimulatedSteps.Steps, s.SimulatedSteps.MeanBatchSize, s.SimulatedSteps.MeanTokens)
+	}
+	for _, m := range s.Warnings {
+		fmt.Fprintln(w, "warning:", m)
+	}
+}
