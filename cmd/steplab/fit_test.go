@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/model"
+)
+
+// decodeSteps draws n decode steps of 4 ms + 20 µs/request + 30 ns/KV token
+// with 2% noise; mod edits each row.
+func decodeSteps(n int, seed uint64, mod func(i int, s *datasets.Step)) []datasets.Step {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	out := make([]datasets.Step, n)
+	for i := range out {
+		b, ctx := 1+rng.IntN(256), 128+rng.IntN(4096)
+		y := (4e6 + 20e3*float64(b) + 30*float64(b*ctx)) * (1 + 0.02*rng.NormFloat64())
+		out[i] = datasets.Step{StepID: int64(i), Kind: datasets.KindDecode, Role: datasets.RoleProduction, Valid: true, BenchmarkID: -1,
+			NumCachedReqs: int32(b), NumDecodeRequests: int32(b), SumDecodeKVTokens: int64(b * ctx), TotalScheduledTokens: int64(b),
+			WallTimeNs: int64(y), NarrowTimeNs: int64(y), GPUTimeNs: -1}
+		if mod != nil {
+			mod(i, &out[i])
+		}
+	}
+	return out
+}
+
+func stepsDataset(t *testing.T, dir string, steps []datasets.Step, policy string) string {
+	t.Helper()
+	m := datasets.Manifest{Name: filepath.Base(dir), Source: datasets.Source{Kind: "test"}}
+	if policy != "" {
+		m.MeasurementPolicy = &datasets.MeasurementPolicy{Decode: policy}
+	}
+	w, err := datasets.Create(dir, m, datasets.CreateOptions{})
+	require.NoError(t, err)
+	tw, err := datasets.NewTableWriter[datasets.Step](w, datasets.TableSteps, datasets.TableOptions{})
+	require.NoError(t, err)
+	require.NoError(t, tw.Write(steps))
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	return dir
+}
+
+func TestFitEvalCheckCLI(t *testing.T) {
+	dir := t.TempDir()
+	train := stepsDataset(t, filepath.Join(dir, "train"), decodeSteps(500, 1, nil), datasets.PolicyAdmissionStep)
+	held := stepsDataset(t, filepath.Join(dir, "held"), decodeSteps(300, 2, nil), "")
+	mpath := filepath.Join(dir, "model.json")
+	plots := filepath.Join(dir, "plots")
+
+	out, err := runCLI(t, "fit", train, "-o", mpath, "--terms", "decode", "--bootstrap", "50", "--cv", "4", "--plots", plots, "--json")
+	require.NoError(t, err, out)
+	var rep fit.FitReport
+	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)
+	require.Len(t, rep.Coefficients, 3)
+	require.InEpsilon(t, 30, rep.Coefficients[2].Value, 0.1)
+	require.Greater(t, rep.Coefficients[2].Level, 0.0, "coefficients carry intervals")
+	require.Len(t, rep.Warnings, 1, "admission_step manifest: warning in the JSON result")
+	require.NotNil(t, rep.CV)
+	require.Len(t, rep.Plots, 10)
+	_, art, err := model.Load(mpath)
+	require.NoError(t, err)
+	require.Len(t, art.Training.Datasets, 1)
+	require.Len(t, art.Training.Datasets[0].SHA256, 64)
+	require.Equal(t, []string{"measured", "production"}, art.Training.Selection.Roles)
+	require.Equal(t, datasets.PolicyAdmissionStep, art.Training.Selection.Policy)
+
+	out, err = runCLI(t, "fit", train, "-o", mpath, "--terms", "decode", "--bootstrap", "20")
+	require.NoError(t, err, out)
+	require.Contains(t, out, "WARNING")
+	require.Contains(t, out, "decode_kv_tokens")
+	require.Contains(t, out, "MAPE")
+	require.Contains(t, out, "worst steps")
+
+	out, err = runCLI(t, "eval", mpath, held, "--json")
+	require.NoError(t, err, out)
+	var ev fit.EvalReport
+	require.NoError(t, json.Unmarshal([]byte(out), &ev))
+	require.Equal(t, 300, ev.Rows)
+	require.Less(t, ev.Report.Overall.MAPE, 3.0)
+	out, err = runCLI(t, "eval", mpath, held)
+	require.NoError(t, err, out)
+	require.Contains(t, out, "batch 129-256")
+
+	// check: pass, fail on a bound, fail on a regression against a better
+	// baseline, JUnit written and parseable.
+	junit := filepath.Join(dir, "report.xml")
+	out, err = runCLI(t, "check", mpath, held, "--max-mape", "8", "--max-p90", "15", "--junit", junit)
+	require.NoError(t, err, out)
+	require.Equal(t, 0, exitCode(err))
+	require.Contains(t, out, "PASS")
+	out, err = runCLI(t, "check", mpath, held, "--max-mape", "0.5")
+	require.Equal(t, 1, exitCode(err), out)
+	require.Contains(t, out, "FAILED")
+	require.Contains(t, out, "mape_pct")
+
+	// A worse model: the same artifact with the KV cost doubled.
+	worse := *art
+	worse.Coefficients = append([]model.Coefficient(nil), art.Coefficients...)
+	worse.Coefficients[2].Value *= 2
+	wpath := filepath.Join(dir, "worse.json")
+	require.NoError(t, worse.Save(wpath))
+	out, err = runCLI(t, "check", wpath, held, "--max-mape", "1000", "--baseline", mpath, "--max-regression", "1", "--junit", junit)
+	require.Equal(t, 1, exitCode(err), out)
+	require.Contains(t, out, "mape_regression_pp")
+	b, rerr := os.ReadFile(junit)
+	require.NoError(t, rerr)
+	var suites fit.JUnitSuites
+	require.NoError(t, xml.Unmarshal(b, &suites))
+	require.Equal(t, 2, suites.Tests, "one testcase per check: MAPE bound and regression")
+	require.Equal(t, 1, suites.Failures)
+	out, err = runCLI(t, "check", mpath, held, "--baseline", wpath, "--max-regression", "1", "--json")
+	require.NoError(t, err, out)
+	var cr fit.CheckReport
+	require.NoError(t, json.Unmarshal([]byte(out), &cr))
+	require.True(t, cr.Passed)
+
+	// Usage errors exit 2.
+	_, err = runCLI(t, "check", mpath, held)
+	require.Equal(t, 2, exitCode(err))
+	_, err = runCLI(t, "check", mpath, held, "--max-mape", "5", "--max-regression", "1")
+	require.Equal(t, 2, exitCode(err))
+	_, err = runCLI(t, "check", filepath.Join(dir, "missing.json"), held, "--max-mape", "5")
+	require.Equal(t, 2, exitCode(err))
+	_, err = runCLI(t, "fit", train)
+	require.Equal(t, 2, exitCode(err))
+}
+
+// Degenerate input gets a clear error through the CLI path (exit 2) and no
+// model file.
+func TestFitCLIDegenerate(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name  string
+		steps []datasets.Step
+		args  []string
+		want  string
+	}{
+		{"too-few", decodeSteps(3, 1, nil), nil, "too few rows"},
+		{"constant", decodeSteps(50, 2, func(_ int, s *datasets.Step) { s.NumDecodeRequests = 8 }), nil, "constant term (terms decode_requests)"},
+		{"bad-timing", decodeSteps(50, 3, func(i int, s *datasets.Step) {
+			if i == 7 {
+				s.WallTimeNs = -1
+			}
+		}), nil, "bad timing at row 7 (step_id 7)"},
+		{"empty-scaffolding", decodeSteps(50, 4, func(_ int, s *datasets.Step) { s.Role = datasets.RoleScaffolding }), nil, "empty selection"},
+		{"empty-kind", decodeSteps(50, 5, nil), []string{"--kinds", "prefill"}, "empty selection"},
+		{"scaffolding-role", decodeSteps(50, 6, nil), []string{"--roles", "scaffolding"}, "never fitted"},
+		{"bad-target", decodeSteps(50, 7, nil), []string{"--target", "gpu_time_ns"}, "gpu_time_ns is -1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ds := stepsDataset(t, filepath.Join(dir, c.name), c.steps, "")
+			mpath := filepath.Join(dir, c.name+".json")
+			args := append([]string{"fit", ds, "-o", mpath, "--terms", "decode", "--bootstrap", "0", "--cv", "0"}, c.args...)
+			_, err := runCLI(t, args...)
+			require.Equal(t, 2, exitCode(err), "%v", err)
+			require.ErrorContains(t, err, c.want)
+			require.NoFileExists(t, mpath)
+		})
+	}
+}
