@@ -83,7 +83,7 @@ type Engine struct {
 
 	// Tag, when set, classifies each recorded step before it reaches the
 	// sink (a benchmark marks measured and scaffolding steps).
-	Tag func(step *datasets.Step, out *sched.Output)
+	Tag func(step *datasets.Step, rows []datasets.StepRequest, out *sched.Output)
 
 	onFinish func(id string, t int64) error
 

@@ -165,7 +165,7 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 
 	e.tokens(out, r.TOutput)
 	if e.Tag != nil {
-		e.Tag(&step, out)
+		e.Tag(&step, rows, out)
 	}
 	if err := e.sink.Step(&step, rows); err != nil {
 		return err

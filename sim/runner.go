@@ -270,6 +270,31 @@ func (p *Plan) GridConfig() workload.GridConfig {
 	return g
 }
 
+// asDecode records a decode benchmark step at its coordinate: B requests
+// computing one token each over their KV context. On the admission step
+// those requests are new, so vLLM's classification (and Dynamo's FPM)
+// would call them prefill; the benchmark point is a decode point whichever
+// step measures it, as Dynamo's artifact records it. The new-request and
+// payload columns still show that the step admitted them.
+func asDecode(s *datasets.Step, rows []datasets.StepRequest) {
+	if s.NumPrefillRequests == 0 {
+		return
+	}
+	var n, sum, sq float64
+	for i := range rows {
+		rows[i].IsPrefill = false
+		kv := float64(rows[i].NumComputedTokens)
+		n++
+		sum += kv
+		sq += kv * kv
+	}
+	s.Kind = datasets.KindDecode
+	s.NumDecodeRequests = int32(n)
+	s.SumDecodeKVTokens = int64(sum)
+	s.VarDecodeKVTokens = max(0, sq/n-(sum/n)*(sum/n))
+	s.NumPrefillRequests, s.SumPrefillTokens, s.SumPrefillKVTokens, s.VarPrefillLength = 0, 0, 0, 0
+}
+
 // RunBenchmark runs the plan's self-benchmark grid on the engine, one point
 // at a time with the engine idle in between, tagging each step: the step
 // the policy measures is "measured", the others "scaffolding".
@@ -285,7 +310,7 @@ func RunBenchmark(e *Engine, p *Plan) error {
 	var cur *workload.Point
 	var ordinal int
 	var replica bool
-	e.Tag = func(s *datasets.Step, _ *sched.Output) {
+	e.Tag = func(s *datasets.Step, rows []datasets.StepRequest, _ *sched.Output) {
 		s.Role = datasets.RoleScaffolding
 		s.BenchmarkID = cur.BenchmarkID
 		s.SampleReason = strings.Join(cur.SampleReasons, ",")
@@ -296,6 +321,9 @@ func RunBenchmark(e *Engine, p *Plan) error {
 			s.SampleReason = "eager_warmup"
 		case ordinal == cur.Plan.MeasuredStep:
 			s.Role = datasets.RoleMeasured
+		}
+		if cur.Type == workload.PointDecode {
+			asDecode(s, rows)
 		}
 		ordinal++
 	}
