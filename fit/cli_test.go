@@ -335,3 +335,31 @@ func TestFitOverheadsRecoversSimulatorPriors(t *testing.T) {
 	require.InEpsilon(t, wh.ShipMBps, of.Host.Model.ShipMBps, 0.05)
 	require.InEpsilon(t, wh.ShipFixedNs, of.Host.Model.ShipFixedNs, 0.05)
 }
+
+// An admission-step decode point recorded as the prefill step it is (B new
+// requests computing one token each) is read at its benchmark coordinate
+// under BenchmarkCoords, and left alone otherwise.
+func TestBenchmarkCoords(t *testing.T) {
+	steps := synthDecode(30, 13)
+	for i := range steps {
+		s := &steps[i]
+		n := s.NumDecodeRequests
+		s.Role, s.BenchmarkID, s.Kind = datasets.RoleMeasured, int64(i+1), datasets.KindPrefill
+		s.NumNewReqs, s.NumCachedReqs, s.NumPrefillRequests, s.SumPrefillTokens = n, 0, n, int64(n)
+		s.SumPrefillKVTokens, s.NumDecodeRequests, s.SumDecodeKVTokens = s.SumDecodeKVTokens, 0, 0
+	}
+	ds := writeDataset(t, filepath.Join(t.TempDir(), "adm"), steps, datasets.PolicyAdmissionStep)
+	dec := Selection{Kinds: []string{datasets.KindDecode}}
+	_, err := LoadDatasets([]string{ds}, LoadOptions{Selection: dec})
+	require.ErrorIs(t, err, ErrEmptySelection, "without BenchmarkCoords they are prefill steps")
+	l, err := LoadDatasets([]string{ds}, LoadOptions{Selection: dec, BenchmarkCoords: true})
+	require.NoError(t, err)
+	require.Equal(t, 30, l.Relabelled)
+	orig := synthDecode(30, 13)
+	for i, f := range l.Data.Features {
+		require.EqualValues(t, orig[i].NumDecodeRequests, f.DecodeRequests)
+		require.EqualValues(t, orig[i].SumDecodeKVTokens, f.DecodeKVTokens)
+		require.Zero(t, f.PrefillTokens)
+		require.EqualValues(t, orig[i].NumDecodeRequests, f.NewRequests, "the admission is still visible")
+	}
+}

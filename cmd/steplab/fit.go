@@ -97,8 +97,8 @@ Examples:
 			}
 			cfg := fit.FitConfig{
 				Load: sel.options(), Form: form,
-				Linear:   fit.Options{Terms: ts, Method: solver, Relative: relative, Degenerate: degenerate, Bootstrap: boot},
-				CV:       cv, Seed: seed, Worst: worst, PlotsDir: plots,
+				Linear: fit.Options{Terms: ts, Method: solver, Relative: relative, Degenerate: degenerate, Bootstrap: boot},
+				CV:     cv, Seed: seed, Worst: worst, PlotsDir: plots,
 				CreatedBy: strings.Join(append([]string{"steplab"}, os.Args[1:]...), " "),
 			}
 			if cv == 1 || cv < 0 {
