@@ -1,6 +1,8 @@
 package datasets
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +18,8 @@ import (
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 )
 
 // Dataset is an opened dataset directory.
@@ -110,6 +114,10 @@ func OpenParquet(path string) (*parquet.File, *os.File, error) {
 		f.Close()
 		return nil, nil, fmt.Errorf("%s: empty file, not Parquet", path)
 	}
+	if err := checkFraming(f, st.Size()); err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("%s: not a readable Parquet file (corrupt or truncated): %v", path, err)
+	}
 	pf, err := openParquetSafe(f, st.Size())
 	if err != nil {
 		f.Close()
@@ -127,6 +135,34 @@ func OpenParquet(path string) (*parquet.File, *os.File, error) {
 		}
 	}
 	return pf, f, nil
+}
+
+// checkFraming checks the magic bytes and the footer length before
+// parquet-go allocates a buffer of the length the file claims.
+func checkFraming(r io.ReaderAt, size int64) error {
+	if size < 12 {
+		return fmt.Errorf("%d bytes is too short for Parquet", size)
+	}
+	var head, tail [8]byte
+	if _, err := r.ReadAt(head[:4], 0); err != nil {
+		return err
+	}
+	if _, err := r.ReadAt(tail[:], size-8); err != nil {
+		return err
+	}
+	if string(head[:4]) != "PAR1" {
+		return fmt.Errorf("no Parquet magic at the start (%q)", head[:4])
+	}
+	if string(tail[4:]) != "PAR1" {
+		if string(tail[4:]) == "PARE" {
+			return errors.New("encrypted Parquet is not supported")
+		}
+		return fmt.Errorf("no Parquet magic at the end (%q): truncated?", tail[4:])
+	}
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 {
+		return fmt.Errorf("footer claims %d bytes, the file has %d", n, size)
+	}
+	return nil
 }
 
 func openParquetSafe(r io.ReaderAt, size int64) (pf *parquet.File, err error) {
@@ -213,6 +249,7 @@ type Scanner[T any] struct {
 	// columnar path
 	codec  *rowCodec
 	pf     *parquet.File
+	size   int64
 	cols   []*colReader
 	rg     int
 	rgLeft int64
@@ -296,6 +333,19 @@ func (s *Scanner[T]) readColumns(buf []T) (n int, err error) {
 			continue
 		}
 		chunks := rg.ColumnChunks()
+		md := s.pf.Metadata()
+		for _, c := range s.cols {
+			if c.missing {
+				continue
+			}
+			if s.rg-1 >= len(md.RowGroups) || c.leaf >= len(md.RowGroups[s.rg-1].Columns) {
+				return 0, fmt.Errorf("row group %d: no metadata for column %q", s.rg-1, c.name)
+			}
+			cmd := &md.RowGroups[s.rg-1].Columns[c.leaf].MetaData
+			if err := checkChunk(s.f, s.size, cmd, s.rgLeft, c.maxRep > 0); err != nil {
+				return 0, fmt.Errorf("row group %d, column %q: corrupt column chunk: %v", s.rg-1, c.name, err)
+			}
+		}
 		for _, c := range s.cols {
 			if err := c.startRowGroup(chunks); err != nil {
 				return 0, fmt.Errorf("row group %d: %w", s.rg-1, err)
@@ -335,7 +385,12 @@ func (s *Scanner[T]) openNext() error {
 			f.Close()
 			return err
 		}
-		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft = path, f, pf, cols, 0, 0
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft, s.size = path, f, pf, cols, 0, 0, st.Size()
 		return nil
 	}
 	if err := CheckColumns[T](path, pf); err != nil {
@@ -818,7 +873,7 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 				if err == io.EOF {
 					return fmt.Errorf("column %q: fewer values than rows (corrupt or truncated)", c.name)
 				}
-				return fmt.Errorf("column %q: %w", c.name, err)
+				return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
 			}
 		}
 		k := min(n-done, c.n-c.pos)
@@ -887,7 +942,7 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 				if err == io.EOF {
 					return fmt.Errorf("column %q: fewer values than rows (corrupt or truncated)", c.name)
 				}
-				return fmt.Errorf("column %q: %w", c.name, err)
+				return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
 			}
 		}
 		if c.reps[c.pos] != 0 {
@@ -902,7 +957,7 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 					break
 				}
 				if err != nil {
-					return fmt.Errorf("column %q: %w", c.name, err)
+					return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
 				}
 			}
 			if !first && c.reps[c.pos] == 0 {
@@ -932,4 +987,119 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 		*(*[]int64)(unsafe.Add(p, uintptr(r)*stride)) = row
 	}
 	return nil
+}
+
+// ---- page header checks ------------------------------------------------------
+
+// Limits on what one page of a column chunk may claim. parquet-go allocates
+// the sizes a page header claims before it can tell they are wrong, so a
+// corrupt header could make it allocate gigabytes; checkChunk refuses such
+// headers first.
+const (
+	maxPageBytes  = 256 << 20
+	maxPageValues = 64 << 20
+)
+
+// checkChunk walks the page headers of one column chunk, checking that
+// every page lies inside the chunk and inside the file, that its sizes and
+// value count are plausible, and that a zstd frame does not claim more
+// bytes than the page header.
+func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows int64, repeated bool) error {
+	start := md.DataPageOffset
+	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
+		start = md.DictionaryPageOffset
+	}
+	end := start + md.TotalCompressedSize
+	if start < 4 || md.TotalCompressedSize < 0 || end > fileSize-8 || end < start {
+		return fmt.Errorf("column chunk [%d, %d) lies outside the file (%d bytes)", start, end, fileSize)
+	}
+	var buf [1024]byte
+	var values int64
+	proto := new(thrift.CompactProtocol)
+	for pos := start; pos < end; {
+		n, err := r.ReadAt(buf[:min(int64(len(buf)), end-pos)], pos)
+		if n == 0 && err != nil {
+			return fmt.Errorf("page header at %d: %v", pos, err)
+		}
+		br := bytes.NewReader(buf[:n])
+		rd := proto.NewReader(br)
+		var h format.PageHeader
+		if err := thrift.NewDecoder(rd).Decode(&h); err != nil {
+			return fmt.Errorf("page header at %d: %v", pos, err)
+		}
+		hl := int64(n - br.Len()) // the reader does not buffer
+		body := pos + hl
+		switch {
+		case h.CompressedPageSize < 0 || body+int64(h.CompressedPageSize) > end:
+			return fmt.Errorf("page at %d: %d bytes run past the column chunk", pos, h.CompressedPageSize)
+		case h.UncompressedPageSize < 0 || h.UncompressedPageSize > maxPageBytes:
+			return fmt.Errorf("page at %d: implausible uncompressed size %d", pos, h.UncompressedPageSize)
+		}
+		var nv int32
+		switch {
+		case h.DataPageHeader.Valid:
+			nv = h.DataPageHeader.V.NumValues
+		case h.DataPageHeaderV2.Valid:
+			nv = h.DataPageHeaderV2.V.NumValues
+		case h.DictionaryPageHeader.Valid:
+			nv = h.DictionaryPageHeader.V.NumValues
+		}
+		if nv < 0 || nv > maxPageValues || (!repeated && !h.DictionaryPageHeader.Valid && int64(nv) > rgRows) {
+			return fmt.Errorf("page at %d: implausible value count %d", pos, nv)
+		}
+		if !h.DictionaryPageHeader.Valid {
+			values += int64(nv)
+		}
+		if md.Codec == format.Zstd && h.CompressedPageSize >= 6 {
+			var fh [14]byte
+			k, _ := r.ReadAt(fh[:min(int64(len(fh)), int64(h.CompressedPageSize))], body)
+			if fcs, ok := zstdContentSize(fh[:k]); ok && fcs > uint64(h.UncompressedPageSize) {
+				return fmt.Errorf("page at %d: zstd frame claims %d bytes, page header %d", pos, fcs, h.UncompressedPageSize)
+			}
+		}
+		pos = body + int64(h.CompressedPageSize)
+	}
+	if !repeated && values != rgRows {
+		return fmt.Errorf("column chunk holds %d values for %d rows", values, rgRows)
+	}
+	return nil
+}
+
+// zstdContentSize reads the frame content size of a zstd frame header.
+func zstdContentSize(b []byte) (uint64, bool) {
+	if len(b) < 6 || b[0] != 0x28 || b[1] != 0xB5 || b[2] != 0x2F || b[3] != 0xFD {
+		return 0, false
+	}
+	fhd := b[4]
+	single := fhd&0x20 != 0
+	p := 5
+	if !single {
+		p++ // window descriptor
+	}
+	p += []int{0, 1, 2, 4}[fhd&3] // dictionary id
+	var size int
+	switch fhd >> 6 {
+	case 0:
+		if !single {
+			return 0, false
+		}
+		size = 1
+	case 1:
+		size = 2
+	case 2:
+		size = 4
+	case 3:
+		size = 8
+	}
+	if p+size > len(b) {
+		return 0, false
+	}
+	var v uint64
+	for i := size - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[p+i])
+	}
+	if size == 2 {
+		v += 256
+	}
+	return v, true
 }

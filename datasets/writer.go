@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"hash/crc32"
 	"io"
 	"math/bits"
 	"os"
@@ -885,6 +886,9 @@ func (w *colFileWriter) appendPage(dst *[]byte, uncompressed *int64, hdr *format
 	}
 	w.comp = comp
 	hdr.CompressedPageSize = int32(len(comp))
+	// A CRC of the page as stored lets readers (parquet-go checks it) refuse
+	// a damaged page before decoding it.
+	hdr.CRC = int32(crc32.ChecksumIEEE(comp))
 	w.hdr.Reset()
 	if err := w.enc.Encode(hdr); err != nil {
 		return err
