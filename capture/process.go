@@ -20,7 +20,8 @@ const maxFrame = 1 << 30
 
 // WorkerOptions say how to start the worker process.
 type WorkerOptions struct {
-	// Python is the interpreter (default: python3 on PATH).
+	// Python is the interpreter (default: $STEPLAB_PYTHON, else python3 on
+	// PATH).
 	Python string
 	// Script is the worker entry point (default: capture/worker/worker.py
 	// below the current directory or next to the executable).
@@ -93,6 +94,9 @@ func (t *tail) Last() string {
 // StartWorker starts the worker process. stderrLog receives its stderr
 // (nil: discarded, but the last lines are kept for error reports).
 func StartWorker(opts WorkerOptions, stderrLog io.Writer) (*Process, error) {
+	if opts.Python == "" {
+		opts.Python = os.Getenv("STEPLAB_PYTHON")
+	}
 	if opts.Python == "" {
 		opts.Python = "python3"
 	}

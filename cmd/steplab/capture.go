@@ -32,7 +32,7 @@ func (f *captureFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Int64Var(&f.workerSeed, "worker-seed", 0, "seed of the worker's random weights")
 	cmd.Flags().StringVar(&f.device, "device", "cuda", "worker device: cuda, cuda:N or cpu")
 	cmd.Flags().StringVar(&f.preset, "preset", "", "worker model preset (llama-8b, tiny); default: the scenario's model shape")
-	cmd.Flags().StringVar(&f.python, "python", "python3", "Python interpreter with PyTorch")
+	cmd.Flags().StringVar(&f.python, "python", "", "Python interpreter with PyTorch (default: $STEPLAB_PYTHON, else python3)")
 	cmd.Flags().StringVar(&f.workerScript, "worker", "", "path of capture/worker/worker.py (default: found from the working directory)")
 	cmd.Flags().StringVar(&f.attention, "attention", "auto", "attention backend: auto, triton or torch")
 	cmd.Flags().IntVar(&f.checkpoint, "checkpoint-steps", 256, "make the dataset durable every N steps")
