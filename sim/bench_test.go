@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"github.com/steplab/steplab/datasets"
 	"path/filepath"
 	"testing"
 
@@ -35,4 +36,34 @@ func BenchmarkSimulateAzureConv(b *testing.B) {
 			b.ReportMetric(float64(steps), "steps/op")
 		})
 	}
+}
+
+type discard struct{}
+
+func (discard) Step(*datasets.Step, []datasets.StepRequest) error { return nil }
+func (discard) Request(*datasets.Request) error                   { return nil }
+
+// BenchmarkEngineAzureConv isolates the engine (scheduler, executor,
+// recording) from the dataset writer: the same trace into a discarding sink.
+func BenchmarkEngineAzureConv(b *testing.B) {
+	dir, _, cleanup, err := traceDataset(DefaultTrace)
+	require.NoError(b, err)
+	defer cleanup()
+	sc := DefaultScenario()
+	sc.Workload.Trace = dir
+	p, err := sc.Plan()
+	require.NoError(b, err)
+	var steps int64
+	for b.Loop() {
+		src, _, done, err := p.Source()
+		require.NoError(b, err)
+		eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async}, NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs),
+			&VirtualClock{}, HostAdapter{p.Host}, discard{})
+		require.NoError(b, err)
+		_, err = Drive(eng, src)
+		require.NoError(b, err)
+		done()
+		steps = eng.Stats().Steps
+	}
+	b.ReportMetric(float64(steps), "steps/op")
 }

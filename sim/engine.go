@@ -80,6 +80,7 @@ type Engine struct {
 	stats         Stats
 
 	rowBuf []datasets.StepRequest
+	step   datasets.Step
 
 	// Tag, when set, classifies each recorded step before it reaches the
 	// sink (a benchmark marks measured and scaffolding steps).

@@ -93,7 +93,8 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	tUpdateEnd := e.clock.Now()
 	c := Compose(out)
 
-	step := datasets.Step{
+	// One Step value reused across steps: sinks copy what they keep.
+	e.step = datasets.Step{
 		StepID:               out.StepID,
 		WorkerID:             e.cfg.WorkerID,
 		DPRank:               e.cfg.DPRank,
@@ -134,14 +135,14 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		KVBlocksTotal:        int64(e.sch.KVBlocksTotal()),
 	}
 	if r.PaddedBatch > 0 {
-		step.PaddedTokens = r.PaddedBatch - int64(c.NumDecode)
+		e.step.PaddedTokens = r.PaddedBatch - int64(c.NumDecode)
 	}
 	// Inter-update period (Dynamo's FPM wall_time); the first step after
 	// idle has no previous update to measure from.
 	if st.afterIdle || e.lastUpdateEnd < 0 {
-		step.WallTimeNs = step.NarrowTimeNs
+		e.step.WallTimeNs = e.step.NarrowTimeNs
 	} else {
-		step.WallTimeNs = r.TOutput - e.lastUpdateEnd
+		e.step.WallTimeNs = r.TOutput - e.lastUpdateEnd
 	}
 	e.lastUpdateEnd = tUpdateEnd
 
@@ -161,13 +162,13 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		i++
 	}
 	e.rowBuf = rows
-	e.countStep(step.Kind)
+	e.countStep(e.step.Kind)
 
 	e.tokens(out, r.TOutput)
 	if e.Tag != nil {
-		e.Tag(&step, rows, out)
+		e.Tag(&e.step, rows, out)
 	}
-	if err := e.sink.Step(&step, rows); err != nil {
+	if err := e.sink.Step(&e.step, rows); err != nil {
 		return err
 	}
 	for _, id := range res.FinishedIDs {

@@ -82,8 +82,11 @@ func (x *SimExecutor) Submit(out *sched.Output, now int64) (Payload, error) {
 	}
 	gpuStart := max(prepEnd, x.gpuFree)
 	x.gpuFree = gpuStart + dev
-	if x.head > 0 && x.head == len(x.results) {
-		x.results, x.head = x.results[:0], 0
+	// Results are consumed in order: compact the queue so its memory stays
+	// bounded by the steps in flight, not the length of the run.
+	if x.head > 64 && x.head*2 > len(x.results) {
+		n := copy(x.results, x.results[x.head:])
+		x.results, x.head = x.results[:n], 0
 	}
 	x.results = append(x.results, StepResult{
 		StepID: out.StepID, TOutput: x.gpuFree + x.OutputReturnNs,
