@@ -18,11 +18,18 @@ func newExportCmd() *cobra.Command {
 	var tables []string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "export DIR --format csv|arrow -o OUT",
-		Short: "Write a dataset's tables as CSV or Arrow IPC files",
+		Use:   "export DIR --format csv|arrow|perfetto -o OUT",
+		Short: "Write a dataset's tables as CSV or Arrow IPC files, or its step timeline for Perfetto",
 		Long: `export writes each table of a dataset as one file in OUT (created if needed):
 OUT/<table>.csv for spreadsheets and pandas.read_csv, or OUT/<table>.arrow
 (Arrow IPC file format) for pyarrow, polars and DuckDB.
+
+--format perfetto writes one file, OUT (e.g. trace.json): the step timeline
+in Chrome trace event format for ui.perfetto.dev and chrome://tracing. Per
+worker a scheduler track (schedule, dispatch, update), an in-flight track
+(wait: dispatch to output) and a device track (gpu_time_ns ending at
+t_output), queue and KV counters, and every request as an async slice from
+arrival to finish with its first token marked. See docs/report.md.
 
 Columns come from the table's Parquet schema: int64, int32, float64, bool,
 utf8 and list<int64> (prefix_hash_ids). In CSV the first row names the
@@ -33,6 +40,7 @@ batches; each file is written under a temporary name and renamed when done.
 Examples:
   steplab export out/run --format csv -o out/run-csv
   steplab export out/run --format arrow -o out/run-arrow --tables steps,requests
+  steplab export out/run --format perfetto -o out/run-trace.json
   python -c "import pandas as pd; print(pd.read_csv('out/run-csv/steps.csv').describe())"
   python -c "import pyarrow.ipc as ipc; print(ipc.open_file('out/run-arrow/steps.arrow').read_all())"`,
 		Args: cobra.ExactArgs(1),
@@ -41,8 +49,11 @@ Examples:
 				return &exitError{code: 2, msg: "export: no output directory: use -o OUT"}
 			}
 			format = strings.ToLower(format)
+			if format == export.Perfetto {
+				return runPerfettoExport(cmd, args[0], out, asJSON)
+			}
 			if format != export.CSV && format != export.Arrow {
-				return &exitError{code: 2, msg: fmt.Sprintf("export: --format %q: want csv or arrow", format)}
+				return &exitError{code: 2, msg: fmt.Sprintf("export: --format %q: want csv, arrow or perfetto", format)}
 			}
 			var sel []string
 			for _, t := range tables {
@@ -79,9 +90,27 @@ Examples:
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "", "csv or arrow (required)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (required)")
+	cmd.Flags().StringVar(&format, "format", "", "csv, arrow or perfetto (required)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (csv, arrow) or file (perfetto) (required)")
 	cmd.Flags().StringSliceVar(&tables, "tables", nil, "tables to export, comma-separated (default: all the dataset has)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the files written as JSON")
 	return cmd
+}
+
+// runPerfettoExport writes the step timeline of a dataset as a Chrome
+// trace event file (--format perfetto).
+func runPerfettoExport(cmd *cobra.Command, dir, out string, asJSON bool) error {
+	bar := newProgress(-1, "exporting")
+	res, err := export.PerfettoTrace(dir, out, export.PerfettoOptions{
+		Progress: func(table string, rows int64) { bar.Describe("exporting " + table); bar.Set64(rows) }})
+	bar.Finish()
+	if err != nil {
+		return &exitError{code: 2, msg: "export: " + err.Error()}
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d steps, %d requests, %d events (workers: %s); open it in ui.perfetto.dev or chrome://tracing\n",
+		res.Path, res.Steps, res.Requests, res.Events, strings.Join(res.Workers, ", "))
+	return nil
 }
