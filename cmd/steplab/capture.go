@@ -89,7 +89,7 @@ A capture writes as it goes: if the worker dies, hangs or answers garbage,
 the error shows its last stderr lines and the dataset keeps every completed
 part, marked partial.`,
 	}
-	c.AddCommand(newCaptureBenchCmd(), newCaptureTrafficCmd())
+	c.AddCommand(newCaptureBenchCmd(), newCaptureTrafficCmd(), newCaptureFPMCmd())
 	return c
 }
 
