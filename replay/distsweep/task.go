@@ -1,0 +1,194 @@
+package distsweep
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/steplab/steplab/replay/sweep"
+	"github.com/steplab/steplab/replay/whatif"
+)
+
+// ProtocolVersion is the version of Task and PartMeta; a worker refuses a
+// task of another version.
+const ProtocolVersion = 1
+
+// Spec is a sweep: everything a worker needs to build any of its points.
+type Spec struct {
+	// Path names the scenario in messages; relative FPM artifact paths
+	// resolve against its directory (make it absolute).
+	Path string `json:"path"`
+	// Scenario is the scenario file's bytes.
+	Scenario []byte `json:"scenario"`
+	// Sets are the --set overrides, applied in order before the varied
+	// values.
+	Sets []string `json:"sets,omitempty"`
+	// Vary are the varied keys with all their values (the table's column
+	// types depend on all of them).
+	Vary []sweep.Vary `json:"vary"`
+}
+
+// Doc parses the scenario and applies the sets.
+func (s *Spec) Doc() (*whatif.Doc, error) {
+	d, err := whatif.Parse(s.Path, s.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	for _, x := range s.Sets {
+		if err := d.Set(x); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// ID is the sweep's default id: 16 hex digits of the SHA-256 of the
+// scenario bytes, the sets and the varied values (not the path), so that
+// every pod of an Indexed Job, and a resubmission, agree on it.
+func (s *Spec) ID() string {
+	h := sha256.New()
+	b, _ := json.Marshal(struct {
+		Scenario []byte
+		Sets     []string
+		Vary     []sweep.Vary
+	}{s.Scenario, s.Sets, s.Vary})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// Points compiles every point (refusing the sweep if any is invalid, as a
+// local sweep does) and returns them with their seeds.
+func (s *Spec) Points() ([]sweep.Point, error) {
+	d, err := s.Doc()
+	if err != nil {
+		return nil, err
+	}
+	return sweep.Compile(d, s.Vary)
+}
+
+var idRE = regexp.MustCompile(`^[A-Za-z0-9_]{1,64}$`)
+
+// CheckID refuses a sweep id that cannot name a subject token, a KV key
+// and a file.
+func CheckID(id string) error {
+	if !idRE.MatchString(id) {
+		return fmt.Errorf("sweep id %q: use 1 to 64 letters, digits or _", id)
+	}
+	return nil
+}
+
+// TaskID is the id of point index of sweep id.
+func TaskID(sweepID string, index int) string { return fmt.Sprintf("%s-%06d", sweepID, index) }
+
+// PartName is the file name of a task's part.
+func PartName(sweepID string, index int) string { return TaskID(sweepID, index) + ".parquet" }
+
+// parsePartName splits <sweep id>-<index>.parquet.
+func parsePartName(name string) (sweepID string, index int, ok bool) {
+	base, found := strings.CutSuffix(name, ".parquet")
+	if !found || strings.HasPrefix(name, ".") {
+		return "", 0, false
+	}
+	i := strings.LastIndexByte(base, '-')
+	if i <= 0 || len(base)-i-1 != 6 {
+		return "", 0, false
+	}
+	if _, err := fmt.Sscanf(base[i+1:], "%06d", &index); err != nil {
+		return "", 0, false
+	}
+	return base[:i], index, CheckID(base[:i]) == nil
+}
+
+// Task is one point of a sweep, the message a worker pulls.
+type Task struct {
+	V       int    `json:"v"`
+	SweepID string `json:"sweep_id"`
+	// Run is the submission's nonce: dead letters of an earlier submission
+	// of the same sweep are told apart by it.
+	Run    string   `json:"run"`
+	Index  int      `json:"index"`
+	Total  int      `json:"total"`
+	Spec   Spec     `json:"spec"`
+	Values []string `json:"values"`
+	Seed   uint64   `json:"seed"`
+	// AckWaitNs and MaxDeliver are the consumer's, as the submitter set
+	// them: the heartbeat period and the dead-letter bound.
+	AckWaitNs  int64 `json:"ack_wait_ns"`
+	MaxDeliver int   `json:"max_deliver"`
+}
+
+// ID is the task id.
+func (t *Task) ID() string { return TaskID(t.SweepID, t.Index) }
+
+// Describe names the point: "point 3 (load.rate_rps=50)".
+func (t *Task) Describe() string {
+	var kv []string
+	for k, v := range t.Spec.Vary {
+		if k < len(t.Values) {
+			kv = append(kv, v.Key+"="+t.Values[k])
+		}
+	}
+	return fmt.Sprintf("point %d (%s)", t.Index, strings.Join(kv, ", "))
+}
+
+// Plan builds the tasks of a sweep, compiling every point first.
+func Plan(spec Spec, sweepID, run string) ([]Task, error) {
+	if err := CheckID(sweepID); err != nil {
+		return nil, err
+	}
+	pts, err := spec.Points()
+	if err != nil {
+		return nil, err
+	}
+	tasks := make([]Task, len(pts))
+	for i, p := range pts {
+		tasks[i] = Task{V: ProtocolVersion, SweepID: sweepID, Run: run, Index: p.Index, Total: len(pts),
+			Spec: spec, Values: p.Values, Seed: p.Seed}
+	}
+	return tasks, nil
+}
+
+// Execute runs the task's point: the result holds that one point.
+func (t *Task) Execute() (res *sweep.Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: panic: %v", t.Describe(), r)
+		}
+	}()
+	if t.V != ProtocolVersion {
+		return nil, fmt.Errorf("task protocol version %d, this steplab speaks %d", t.V, ProtocolVersion)
+	}
+	d, err := t.Spec.Doc()
+	if err != nil {
+		return nil, err
+	}
+	p, name, err := sweep.RunPoint(d, t.Spec.Vary, t.Index, t.Values)
+	if err != nil {
+		return nil, err
+	}
+	if p.Seed != t.Seed {
+		return nil, fmt.Errorf("%s: seed %d derived here, %d by the submitter (different steplab versions?)", t.Describe(), p.Seed, t.Seed)
+	}
+	return &sweep.Result{Scenario: name, Vary: t.Spec.Vary, Points: []sweep.PointResult{p}}, nil
+}
+
+// newRun returns a random submission nonce.
+func newRun() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// SpecFromFile builds a spec from a scenario file, its sets and its varied
+// keys; the path is made absolute.
+func SpecFromFile(path string, scenario []byte, sets []string, vary []sweep.Vary) Spec {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs
+	}
+	return Spec{Path: path, Scenario: scenario, Sets: sets, Vary: vary}
+}

@@ -1,0 +1,125 @@
+package sweep
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/compress/zstd"
+
+	"github.com/steplab/steplab/replay/whatif"
+)
+
+// Hooks for running a sweep elsewhere (package distsweep): one point at a
+// time, by index, with the same compilation, seed and simulation as Run,
+// so that gathering the points' results in index order gives the table
+// and figures Run and Write give.
+
+// Compile compiles every point of the grid, refusing the sweep if any is
+// invalid (naming it), and returns the points with their seeds, as Run
+// does before simulating.
+func Compile(doc *whatif.Doc, vary []Vary) ([]Point, error) {
+	if len(vary) == 0 {
+		return nil, fmt.Errorf("sweep: nothing to vary: give --vary KEY=V1,V2,...")
+	}
+	seen := map[string]bool{}
+	for _, v := range vary {
+		if seen[v.Key] {
+			return nil, fmt.Errorf("sweep: %s is varied twice", v.Key)
+		}
+		seen[v.Key] = true
+	}
+	grid := Grid(vary)
+	pts := make([]Point, len(grid))
+	for i, vals := range grid {
+		sc, err := compilePoint(doc, vary, i, vals)
+		if err != nil {
+			return nil, err
+		}
+		pts[i] = Point{Index: i, Values: vals, Seed: sc.File.Seed}
+	}
+	return pts, nil
+}
+
+// compilePoint sets the point's values on a copy of doc, compiles it and
+// gives it the point's seed, exactly as Run does.
+func compilePoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (*whatif.Scenario, error) {
+	if len(vals) != len(vary) {
+		return nil, fmt.Errorf("sweep point %d: %d values for %d varied keys", i, len(vals), len(vary))
+	}
+	d := doc.Clone()
+	var desc []string
+	for k, v := range vary {
+		if err := d.Set(v.Key + "=" + vals[k]); err != nil {
+			return nil, fmt.Errorf("sweep point %d: %w", i, err)
+		}
+		desc = append(desc, v.Key+"="+vals[k])
+	}
+	sc, err := d.Compile()
+	if err != nil {
+		return nil, fmt.Errorf("sweep point %d (%s): %w", i, strings.Join(desc, ", "), err)
+	}
+	sc.File.Seed = PointSeed(sc.File.Seed, i)
+	return sc, nil
+}
+
+// RunPoint simulates point i of the grid (values in vary order) on its own
+// and returns its audit and the scenario's name. The result is the one Run
+// gives for that point.
+func RunPoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (PointResult, string, error) {
+	sc, err := compilePoint(doc, vary, i, vals)
+	if err != nil {
+		return PointResult{}, "", err
+	}
+	out, err := whatif.Run(sc, whatif.Options{Jobs: 1})
+	if err != nil {
+		return PointResult{}, "", fmt.Errorf("sweep point %d: %w", i, err)
+	}
+	return PointResult{Point: Point{Index: i, Values: vals, Seed: sc.File.Seed}, Audit: out.Audit}, sc.File.Name, nil
+}
+
+// WriteRows writes r's rows as the table WriteTable writes (same columns,
+// same zstd), to w, with extra key-value metadata in the footer. A part of
+// a distributed sweep is this table for one point.
+func WriteRows(w io.Writer, r *Result, meta map[string]string) error {
+	for _, v := range r.Vary {
+		if strings.ContainsAny(v.Key, ",\"`") {
+			return fmt.Errorf("sweep: key %q cannot name a column", v.Key)
+		}
+	}
+	t := rowType(r.Vary)
+	opts := []parquet.WriterOption{parquet.SchemaOf(reflect.New(t).Interface()), parquet.Compression(&zstd.Codec{})}
+	for k, v := range meta {
+		opts = append(opts, parquet.KeyValueMetadata(k, v))
+	}
+	bw := bufio.NewWriter(w)
+	pw := parquet.NewWriter(bw, opts...)
+	pointRow := map[int32][]string{}
+	for _, p := range r.Points {
+		pointRow[int32(p.Index)] = p.Values
+	}
+	for _, row := range r.Rows() {
+		v := reflect.New(t).Elem()
+		for i, x := range pointRow[row.Point] {
+			f := v.Field(i)
+			if f.Kind() == reflect.Float64 {
+				n, _ := strconv.ParseFloat(x, 64)
+				f.SetFloat(n)
+			} else {
+				f.SetString(x)
+			}
+		}
+		v.Field(len(r.Vary)).Set(reflect.ValueOf(row))
+		if err := pw.Write(v.Addr().Interface()); err != nil {
+			return err
+		}
+	}
+	if err := pw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
+}
