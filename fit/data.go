@@ -225,7 +225,7 @@ const PayloadBytesPerToken = 4
 //	PrefillRequests = num_prefill_requests
 //	DecodeRequests  = num_decode_requests
 //	DecodeKVTokens  = sum_decode_kv_tokens
-//	PaddedBatch     = padded_tokens on a decode step when > 0, else num_decode_requests
+//	PaddedBatch     = num_decode_requests + padded_tokens (the CUDA-graph padding) on a decode step
 //	NewRequests     = num_new_reqs
 //	NewReqTokens    = payload_new_bytes / PayloadBytesPerToken
 //
@@ -256,7 +256,7 @@ func FeaturesOf(st *datasets.Step) model.Features {
 		f.PrefillAttn = T*K/n + (n*v+T*T/n)/2
 	}
 	if st.Kind == datasets.KindDecode && st.PaddedTokens > 0 {
-		f.PaddedBatch = float64(st.PaddedTokens)
+		f.PaddedBatch += float64(st.PaddedTokens)
 	}
 	if st.PayloadNewBytes > 0 {
 		f.NewReqTokens = float64(st.PayloadNewBytes) / PayloadBytesPerToken

@@ -18,7 +18,8 @@ func TestFeaturesOf(t *testing.T) {
 	require.Equal(t, 1.0, f.NewRequests)
 	require.Equal(t, "mixed", f.Kind())
 
-	st = datasets.Step{Kind: datasets.KindDecode, NumDecodeRequests: 30, SumDecodeKVTokens: 100, PaddedTokens: 32}
+	// padded_tokens is the padding: 30 requests run in the graph of 32.
+	st = datasets.Step{Kind: datasets.KindDecode, NumDecodeRequests: 30, SumDecodeKVTokens: 100, PaddedTokens: 2}
 	require.Equal(t, 32.0, FeaturesOf(&st).PaddedBatch)
 	st.PaddedTokens = 0
 	require.Equal(t, 30.0, FeaturesOf(&st).PaddedBatch)
