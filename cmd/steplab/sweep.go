@@ -17,8 +17,9 @@ func newSweepCmd() *cobra.Command {
 	var sets, varies []string
 	var asJSON bool
 	var jobs int
+	var dist sweepDist
 	cmd := &cobra.Command{
-		Use:   "sweep SCENARIO.yaml --vary KEY=V1,V2,... [--vary ...] -o DIR",
+		Use:   "sweep SCENARIO.yaml --vary KEY=V1,V2,... [--vary ...] -o DIR [--queue nats://HOST:PORT | --emit k8s-indexed-job | --point N]",
 		Short: "Run a what-if scenario over a grid of values, in parallel",
 		Long: `sweep runs a what-if scenario (see steplab whatif) at every point of the
 cartesian grid of the --vary values (the first --vary changes slowest),
@@ -48,9 +49,23 @@ Examples:
 
   # closed loop: x axis is the number of users
   steplab sweep examples/whatif/encoder-ensemble.yaml -o out/closed \
-      --set load.kind=closed --vary load.users=1,4,16,64`,
-		Args: cobra.ExactArgs(1),
+      --set load.kind=closed --vary load.users=1,4,16,64
+
+Across machines (docs/distributed.md):
+  # points on a NATS JetStream work queue; run steplab worker anywhere
+  steplab sweep SCENARIO.yaml --vary ... -o out/sweep --queue nats://HOST:4222 --results /shared/parts
+  # a Kubernetes Indexed Job: one pod per point, then a merge
+  steplab sweep SCENARIO.yaml --vary ... --emit k8s-indexed-job --parallelism 16 > sweep-job.yaml
+  steplab sweep SCENARIO.yaml --vary ... --point 7 --results DIR    # one point's part
+  steplab sweep --merge DIR -o out/sweep                            # the parts into sweep.parquet`,
+		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if dist.active() {
+				return dist.run(cmd, args, sets, varies, out, asJSON)
+			}
+			if len(args) != 1 {
+				return &exitError{code: 2, msg: "sweep: give the scenario file"}
+			}
 			if out == "" {
 				return &exitError{code: 2, msg: "sweep: no output directory: use -o DIR"}
 			}
@@ -113,5 +128,6 @@ Examples:
 	f.StringArrayVar(&sets, "set", nil, "override a scenario key for every point: KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print every point's audit as JSON")
 	f.IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "points simulated at once (results do not depend on it)")
+	dist.flags(f)
 	return cmd
 }

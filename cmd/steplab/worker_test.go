@@ -1,0 +1,92 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestSweepOverQueueCLI runs steplab sweep --queue against an embedded
+// JetStream server on loopback with two steplab worker commands, then the
+// Indexed Job path (--point, --merge): both give the local sweep's files.
+func TestSweepOverQueueCLI(t *testing.T) {
+	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+	require.NoError(t, err)
+	go s.Start()
+	require.True(t, s.ReadyForConnections(10*time.Second))
+	defer s.Shutdown()
+	url := s.ClientURL()
+	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
+
+	base := []string{ensemble, "--set", "load.requests=60", "--set", "load.repetitions=2", "--vary", "load.rate_rps=20,40,80"}
+	local := filepath.Join(t.TempDir(), "local")
+	_, err = runSteplab(t, append([]string{"sweep", "-o", local}, base...)...)
+	require.NoError(t, err)
+
+	parts := t.TempDir()
+	var wg sync.WaitGroup
+	for i := 0; i < 2; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out, err := runSteplab(t, "worker", "--queue", url, "--results", parts, "--max-idle", "1500ms", "--wait-queue", "20s")
+			assert.NoError(t, err, out)
+		}()
+	}
+	dist := filepath.Join(t.TempDir(), "dist")
+	out, err := runSteplab(t, append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--json", "--timeout", "30s"}, base...)...)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, `"event":"submitted"`)
+	assert.Contains(t, out, `"event":"complete"`)
+	wg.Wait()
+	sameFiles(t, local, dist)
+
+	// The Indexed Job path.
+	var manifest bytes.Buffer
+	out, err = runSteplab(t, append([]string{"sweep", "--emit", "k8s-indexed-job", "--parallelism", "2"}, base...)...)
+	require.NoError(t, err)
+	manifest.WriteString(out)
+	assert.Contains(t, manifest.String(), "completionMode: Indexed")
+	assert.Contains(t, manifest.String(), "completions: 3")
+	assert.Contains(t, manifest.String(), `"$(JOB_COMPLETION_INDEX)"`)
+	pods := t.TempDir()
+	for i := 0; i < 3; i++ {
+		_, err := runSteplab(t, append([]string{"sweep", "--point", []string{"0", "1", "2"}[i], "--results", pods}, base...)...)
+		require.NoError(t, err)
+	}
+	merged := filepath.Join(t.TempDir(), "merged")
+	_, err = runSteplab(t, "sweep", "--merge", pods, "-o", merged, "--timeout", "1s")
+	require.NoError(t, err)
+	sameFiles(t, local, merged)
+	_, err = runSteplab(t, append([]string{"sweep", "--point", "3", "--results", pods}, base...)...)
+	assert.Equal(t, 2, codeOf(err))
+	_, err = runSteplab(t, append([]string{"sweep", "--emit", "helm"}, base...)...)
+	assert.Equal(t, 2, codeOf(err))
+	_, err = runSteplab(t, append([]string{"sweep", "-o", dist, "--queue", "http://127.0.0.1:1"}, base...)...)
+	assert.Equal(t, 2, codeOf(err))
+}
+
+func sameFiles(t *testing.T, a, b string) {
+	t.Helper()
+	ents, err := os.ReadDir(a)
+	require.NoError(t, err)
+	require.NotEmpty(t, ents)
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		x, err := os.ReadFile(filepath.Join(a, e.Name()))
+		require.NoError(t, err)
+		y, err := os.ReadFile(filepath.Join(b, e.Name()))
+		require.NoError(t, err)
+		assert.True(t, bytes.Equal(x, y), "%s differs", e.Name())
+	}
+}
