@@ -131,3 +131,18 @@ func TestScenarioYAMLUnknownKey(t *testing.T) {
 	require.True(t, sc.Engine.ChunkedPrefill, "one override leaves the other booleans alone")
 	require.True(t, sc.Engine.PrefixCaching)
 }
+
+// A host model fitted from captures replaces the prior; a bad file is
+// refused with its path.
+func TestScenarioHostModel(t *testing.T) {
+	sc := DefaultScenario()
+	sc.Host = filepath.Join("..", "datasets", "h200", "models", "host.json")
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	require.InDelta(t, 57.6, p.Host.ShipMBps, 0.1, "the fitted ship bandwidth, not the default 200 MB/s")
+	bad := filepath.Join(t.TempDir(), "h.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"ship_mb_per_s": -1}`), 0o644))
+	sc.Host = bad
+	_, err = sc.Plan()
+	require.ErrorContains(t, err, "h.json")
+}

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -27,6 +28,11 @@ type Scenario struct {
 	// FPM is "roofline" (the prior from hardware and shape) or the path of
 	// a fitted model artifact (steplab fit).
 	FPM string `yaml:"fpm"`
+	// Host is "" (the default prior, model.DefaultHostModel) or the path
+	// of a host-overhead model in JSON: a model.HostModel, or an object
+	// holding one under "model" (as datasets/h200/models/host.json, fitted
+	// from captures).
+	Host string `yaml:"host"`
 
 	Engine   EngineSpec   `yaml:"engine"`
 	Workload WorkloadSpec `yaml:"workload"`
@@ -246,6 +252,13 @@ func (sc Scenario) Plan() (*Plan, error) {
 		}
 		p.FPM, p.FPMName = f, sc.FPM
 	}
+	if sc.Host != "" {
+		h, err := LoadHostModel(sc.Host)
+		if err != nil {
+			return nil, fmt.Errorf("host: %w", err)
+		}
+		p.Host = h
+	}
 	if err := sc.Workload.check(p.Sched); err != nil {
 		return nil, fmt.Errorf("workload: %w", err)
 	}
@@ -373,4 +386,26 @@ func depthOf(async bool) int {
 		return 2
 	}
 	return 1
+}
+
+// LoadHostModel reads a host-overhead model: a bare model.HostModel JSON
+// object, or one wrapped under "model" with provenance beside it.
+func LoadHostModel(path string) (model.HostModel, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return model.HostModel{}, err
+	}
+	var wrapped struct {
+		Model *model.HostModel `json:"model"`
+	}
+	h := model.DefaultHostModel()
+	if err := json.Unmarshal(b, &wrapped); err == nil && wrapped.Model != nil {
+		h = *wrapped.Model
+	} else if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("%s: not a host model: %v", path, err)
+	}
+	if err := h.Validate(); err != nil {
+		return h, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
 }
