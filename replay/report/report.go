@@ -1,0 +1,280 @@
+// Package report renders one self-contained HTML page from steplab's
+// inputs and outputs: a dataset summary, the fit quality of a model, a step
+// replay and what-if results, whichever apply. Figures are inlined as SVG
+// (or as base64 PNG when an SVG would be too large), the CSS is inline, and
+// the page loads nothing from the network, so it can be mailed, attached to
+// a review or archived by CI.
+//
+// Inputs are paths, recognised by what they contain (Detect):
+//
+//	DIR with audit.json              what-if output (steplab whatif -o DIR)
+//	DIR with sweep.json              sweep output (steplab sweep -o DIR)
+//	DIR with summary.json            step replay output (steplab replay steps -o DIR)
+//	DIR with manifest.json           dataset
+//	FILE.json (a model artifact)     the model whose fit quality is shown
+//
+// The checks run in that order: a what-if or replay output is also a
+// dataset (it has a manifest), and is reported as what it is. With a model
+// (Options.Model, or a model artifact among the inputs, or else the model
+// file a replay names, when it exists) the report evaluates it on every
+// dataset given, each on its own: the error tables and the
+// predicted-vs-measured and error-CDF figures.
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Kind is what an input path holds.
+type Kind string
+
+// Kinds of input.
+const (
+	KindDataset Kind = "dataset"
+	KindModel   Kind = "model"
+	KindReplay  Kind = "replay"
+	KindWhatIf  Kind = "whatif"
+	KindSweep   Kind = "sweep"
+)
+
+// Input is one path and what it holds.
+type Input struct {
+	Path string `json:"path"`
+	Kind Kind   `json:"kind"`
+}
+
+func exists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+// Detect says what path holds (see the package documentation).
+func Detect(path string) (Input, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return Input{}, err
+	}
+	if !fi.IsDir() {
+		if !strings.HasSuffix(strings.ToLower(path), ".json") {
+			return Input{}, fmt.Errorf("%s: not a directory and not a model artifact (.json)", path)
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Input{}, err
+		}
+		var probe struct {
+			ArtifactVersion *int   `json:"artifact_version"`
+			Form            string `json:"form"`
+		}
+		if json.Unmarshal(b, &probe) != nil || probe.ArtifactVersion == nil || probe.Form == "" {
+			return Input{}, fmt.Errorf("%s: not a model artifact (no artifact_version and form)", path)
+		}
+		return Input{Path: path, Kind: KindModel}, nil
+	}
+	switch {
+	case exists(filepath.Join(path, "audit.json")):
+		return Input{Path: path, Kind: KindWhatIf}, nil
+	case exists(filepath.Join(path, "sweep.json")):
+		return Input{Path: path, Kind: KindSweep}, nil
+	case exists(filepath.Join(path, "summary.json")):
+		var probe struct {
+			PrimaryField *string `json:"primary_field"`
+		}
+		b, err := os.ReadFile(filepath.Join(path, "summary.json"))
+		if err != nil {
+			return Input{}, err
+		}
+		if json.Unmarshal(b, &probe) != nil || probe.PrimaryField == nil {
+			return Input{}, fmt.Errorf("%s: summary.json is not a step replay's (steplab replay steps); request replays are not reported yet", path)
+		}
+		return Input{Path: path, Kind: KindReplay}, nil
+	case exists(filepath.Join(path, "manifest.json")):
+		return Input{Path: path, Kind: KindDataset}, nil
+	}
+	return Input{}, fmt.Errorf("%s: none of manifest.json (dataset), summary.json (replay steps), audit.json (whatif) or sweep.json (sweep)", path)
+}
+
+// Options configure Build.
+type Options struct {
+	// Paths are the inputs, detected by Detect.
+	Paths []string
+	// Model is a model artifact; it overrides one among the Paths.
+	Model string
+	// Title of the page (default: "steplab report").
+	Title string
+	// Tool names the program in the footer (e.g. "steplab v0.3.0").
+	Tool string
+	// Now stamps the page; zero leaves the time out (reproducible output).
+	Now time.Time
+	// MaxInlineSVG is the largest SVG inlined, in bytes; larger figures are
+	// embedded as PNG (default 300 KB).
+	MaxInlineSVG int
+	// Worst is the number of worst steps listed per table (default 10).
+	Worst int
+	// WorkDir holds intermediate figures (default: a temporary directory,
+	// removed afterwards).
+	WorkDir string
+}
+
+// Result says what a report holds.
+type Result struct {
+	Inputs   []Input  `json:"inputs"`
+	Model    string   `json:"model,omitempty"`
+	Sections []string `json:"sections"`
+	Figures  int      `json:"figures"`
+	Bytes    int64    `json:"bytes"`
+	Notes    []string `json:"notes,omitempty"`
+}
+
+// Write renders the report of opts to w.
+func Write(w io.Writer, opts Options) (*Result, error) {
+	if len(opts.Paths) == 0 && opts.Model == "" {
+		return nil, errors.New("report: no inputs (give datasets, replay, whatif or sweep directories, or a model)")
+	}
+	if opts.Title == "" {
+		opts.Title = "steplab report"
+	}
+	if opts.MaxInlineSVG <= 0 {
+		opts.MaxInlineSVG = 300_000
+	}
+	if opts.Worst <= 0 {
+		opts.Worst = 10
+	}
+	if opts.WorkDir == "" {
+		tmp, err := os.MkdirTemp("", "steplab-report-*")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		opts.WorkDir = tmp
+	}
+	res := &Result{}
+	var datasetsIn, replays, whatifs, sweeps []string
+	modelPath := opts.Model
+	for _, p := range opts.Paths {
+		in, err := Detect(p)
+		if err != nil {
+			return nil, fmt.Errorf("report: %w", err)
+		}
+		res.Inputs = append(res.Inputs, in)
+		switch in.Kind {
+		case KindDataset:
+			datasetsIn = append(datasetsIn, p)
+		case KindModel:
+			if modelPath == "" {
+				modelPath = p
+			} else if opts.Model == "" {
+				return nil, fmt.Errorf("report: two models given (%s and %s): give one, or choose with --model", modelPath, p)
+			}
+		case KindReplay:
+			replays = append(replays, p)
+		case KindWhatIf:
+			whatifs = append(whatifs, p)
+		case KindSweep:
+			sweeps = append(sweeps, p)
+		}
+	}
+	b := &builder{opts: opts, res: res}
+	if modelPath == "" {
+		// The model a replay used, when its file is still there.
+		for _, r := range replays {
+			if m := replayModel(r); m != "" {
+				modelPath = m
+				b.note(fmt.Sprintf("fit quality: using the model the replay %s used (%s)", r, m))
+				break
+			}
+		}
+	}
+	res.Model = modelPath
+
+	if len(datasetsIn) > 0 {
+		b.datasetSection(datasetsIn)
+	}
+	if modelPath != "" {
+		b.fitSection(modelPath, datasetsIn)
+	}
+	if len(replays) > 0 {
+		b.replaySection(replays)
+	}
+	if len(whatifs) > 0 || len(sweeps) > 0 {
+		b.whatifSection(whatifs, sweeps)
+	}
+	if b.err != nil {
+		return nil, b.err
+	}
+	pg := page{Title: opts.Title, Tool: opts.Tool, Inputs: res.Inputs, Model: modelPath, Sections: b.sections, Notes: res.Notes}
+	if !opts.Now.IsZero() {
+		pg.Generated = opts.Now.UTC().Format(time.RFC3339)
+	}
+	for _, s := range b.sections {
+		res.Sections = append(res.Sections, s.Title)
+	}
+	res.Figures = b.figures
+	cw := &countingWriter{w: w}
+	if err := pageTemplate.Execute(cw, pg); err != nil {
+		return nil, fmt.Errorf("report: %w", err)
+	}
+	res.Bytes = cw.n
+	return res, nil
+}
+
+// WriteFile renders the report into path, written under a temporary name
+// and renamed when complete.
+func WriteFile(path string, opts Options) (*Result, error) {
+	if d := filepath.Dir(path); d != "" {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	res, err := Write(f, opts)
+	if err == nil {
+		err = f.Chmod(0o644)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+		return nil, err
+	}
+	return res, nil
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func replayModel(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+	if err != nil {
+		return ""
+	}
+	var s struct {
+		Model string `json:"model"`
+	}
+	if json.Unmarshal(b, &s) != nil || s.Model == "" {
+		return ""
+	}
+	if in, err := Detect(s.Model); err == nil && in.Kind == KindModel {
+		return s.Model
+	}
+	return ""
+}
