@@ -81,12 +81,15 @@ func TestCaptureWorkerFailures(t *testing.T) {
 		name        string
 		mode        string
 		stepTimeout time.Duration
-		wantErr     []string // in the error message
+		// wantErr are in the error message. The worker's last words are
+		// checked only where it exits (or hangs): garbage arrives on
+		// stdout while its stderr line may still be in the pipe.
+		wantErr []string
 	}{
 		{"worker dies", "die", 0, []string{"fake-worker: simulated crash after 12 steps"}},
 		{"worker hangs", "hang", time.Second, []string{"worker answered nothing for 1s (hung?)", "fake-worker: simulated hang after 12 steps"}},
-		{"worker answers garbage", "garbage", 0, []string{"not a msgpack map", "fake-worker: writing garbage after 12 steps"}},
-		{"worker announces a huge frame", "huge", 0, []string{"frame of 4294967280 bytes: the stream is garbage", "fake-worker: writing a huge frame header"}},
+		{"worker answers garbage", "garbage", 0, []string{"not a msgpack map"}},
+		{"worker announces a huge frame", "huge", 0, []string{"frame of 4294967280 bytes: the stream is garbage"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -120,43 +123,61 @@ func TestCaptureWorkerFailures(t *testing.T) {
 			rep, verr := validate.Dataset(dir, validate.Options{})
 			require.NoError(t, verr)
 			assert.True(t, rep.Partial)
-			assertPartialValid(t, rep)
+			assertValid(t, rep, knownInFlightRequests)
 			assert.Equal(t, steps.Rows, rep.RowsChecked[datasets.TableSteps])
 		})
 	}
 }
 
-// assertPartialValid checks that validate finds no error in the completed
-// parts of a partial capture.
-//
-// Known defect, tolerated here and logged: a capture writes a requests row
-// only when the request finishes, so the step_requests rows of requests
-// still in flight at the failure name req_ids that the requests table of
-// the partial dataset lacks, and validate counts each as an error
-// (step_requests.req_id "is not in requests"). Either validate should
-// downgrade that check to a warning for a partial dataset, or the capture
-// should write the unfinished requests (status unfinished) when it aborts.
-func assertPartialValid(t *testing.T, rep *validate.Report) {
+// Known defects, tolerated by assertValid and logged (each class only
+// where the caller names it):
+var (
+	// A capture writes a requests row only when the request finishes, so
+	// the step_requests rows of requests still in flight at a failure name
+	// req_ids that the partial requests table lacks, and validate counts
+	// each as an error. validate should downgrade the check to a warning
+	// for a partial dataset, or the capture should write the unfinished
+	// requests when it aborts.
+	knownInFlightRequests = knownDefect{datasets.TableStepRequests, "req_id",
+		"step_requests rows name requests still in flight, absent from the partial requests table"}
+	// validate infers "first step after idle" from the timestamps
+	// (previous t_update_end <= t_schedule_start), while the engine, as
+	// Dynamo, means an idle engine. On the wall clock a step of a busy
+	// engine that was not overlapped (a benchmark point's steady step) is
+	// scheduled a few microseconds after the previous update: the engine
+	// records the inter-update period and validate wants the narrow
+	// window. checkCaptureDataset checks wall_time_ns exactly itself.
+	knownWallAfterUpdate = knownDefect{datasets.TableSteps, "wall_time_ns",
+		"non-overlapped steps of a busy engine: validate wants t_output - t_schedule_start, the engine (Dynamo) records the inter-update period"}
+)
+
+type knownDefect struct{ table, field, why string }
+
+// assertValid checks that validate found no error but those of the known
+// defects named.
+func assertValid(t *testing.T, rep *validate.Report, known ...knownDefect) {
 	t.Helper()
-	var known int64
+	isKnown := func(table, field string) *knownDefect {
+		for i := range known {
+			if known[i].table == table && known[i].field == field {
+				return &known[i]
+			}
+		}
+		return nil
+	}
 	for _, c := range rep.Counts {
 		if c.Level != validate.Error {
 			continue
 		}
-		if c.Table == datasets.TableStepRequests && c.Field == "req_id" {
-			known += c.N
+		if k := isKnown(c.Table, c.Field); k != nil {
+			t.Logf("known defect, tolerated: %d errors in %s.%s: %s", c.N, c.Table, c.Field, k.why)
 			continue
 		}
 		t.Errorf("validate: %d errors in %s.%s", c.N, c.Table, c.Field)
 	}
-	if known > 0 {
-		t.Logf("known defect: %d step_requests rows name requests still in flight, absent from the partial requests table", known)
-	}
-	if rep.Errors != known {
-		for _, v := range rep.Violations {
-			if v.Level == validate.Error && !(v.Table == datasets.TableStepRequests && v.Field == "req_id") {
-				t.Log(v)
-			}
+	for _, v := range rep.Violations {
+		if v.Level == validate.Error && isKnown(v.Table, v.Field) == nil {
+			t.Log(v)
 		}
 	}
 }
@@ -172,7 +193,7 @@ func TestCaptureFakeWorkerCompletes(t *testing.T) {
 	rep, err := validate.Dataset(dir, validate.Options{})
 	require.NoError(t, err)
 	assert.False(t, rep.Partial)
-	assert.Zero(t, rep.Errors, "%v", rep.Violations)
+	assertValid(t, rep, knownWallAfterUpdate)
 }
 
 // TestCaptureRefusedInit: a worker that refuses the config (it does not
@@ -262,7 +283,7 @@ func checkCaptureDataset(t *testing.T, dir string) *datasets.Manifest {
 	t.Helper()
 	rep, err := validate.Dataset(dir, validate.Options{})
 	require.NoError(t, err)
-	assert.Zero(t, rep.Errors, "%v", rep.Violations)
+	assertValid(t, rep, knownWallAfterUpdate)
 	assert.False(t, rep.Partial)
 
 	m, err := datasets.ReadManifest(dir)
@@ -286,7 +307,20 @@ func checkCaptureDataset(t *testing.T, dir string) *datasets.Manifest {
 	steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
 	require.NoError(t, err)
 	require.NotEmpty(t, steps)
+	prevUpdateEnd := int64(-1)
 	for _, s := range steps {
+		// wall_time_ns (Dynamo's FPM definition): the inter-update period,
+		// or the narrow window for the first step after idle.
+		interUpdate := s.TOutput - prevUpdateEnd
+		switch {
+		case prevUpdateEnd < 0:
+			assert.Equal(t, s.NarrowTimeNs, s.WallTimeNs, "step %d: the first step", s.StepID)
+		case s.Overlapped:
+			assert.Equal(t, interUpdate, s.WallTimeNs, "step %d: overlapped", s.StepID)
+		default:
+			assert.Contains(t, []int64{s.NarrowTimeNs, interUpdate}, s.WallTimeNs, "step %d", s.StepID)
+		}
+		prevUpdateEnd = s.TUpdateEnd
 		// Real frame sizes: the step's whole frame holds both request lists.
 		assert.Positive(t, s.PayloadBytes, "step %d", s.StepID)
 		assert.GreaterOrEqual(t, s.PayloadBytes, s.PayloadNewBytes+s.PayloadCachedBytes, "step %d", s.StepID)

@@ -95,6 +95,7 @@ def main():
         write_frame({"type": "error", "message": text})
         return 1
     blocks = msg.get("num_gpu_blocks") or 4096
+    log("ready (mode %s, failing after %d steps)" % (MODE, FAIL_AFTER))
     write_frame({
         "type": "ready", "protocol_version": 1, "device": "cpu", "gpu_name": "fake",
         "torch_version": "none", "triton_version": None, "attention_backend": "fake",
@@ -105,7 +106,6 @@ def main():
         "max_model_len": msg.get("max_model_len", 8192), "kv_bytes": 1, "weight_bytes": 1,
         "cuda_graph_sizes": [], "build_ns": 1, "graph_capture_ns": 0, "warmup_ns": 0, "memory": {},
     })
-    log("ready (mode %s, failing after %d steps)" % (MODE, FAIL_AFTER))
     known = {}  # req_id -> tokens known (prompt + sampled)
     done = 0
     while True:
