@@ -28,24 +28,24 @@ func writeBenchSteps(b testing.TB, dir string, rows int, append1 bool) {
 		b.Fatal(err)
 	}
 	// A pool of generated rows, replayed with shifted step ids and times so
-	// that every batch continues the trace. Each 8192-row page is
+	// that every batch continues the trace (the shift is applied in place,
+	// as a simulator fills the rows it then writes). Each 32Ki-row page is
 	// compressed on its own, so the 64Ki-row period is never seen by zstd.
-	pool := benchPool()
-	buf := make([]Step, 1024)
-	for done := 0; done < rows; done += len(buf) {
+	pool := append([]Step(nil), benchPool()...)
+	span := pool[len(pool)-1].TUpdateEnd
+	const batch = 1024
+	for done := 0; done < rows; done += batch {
 		off := done % len(pool)
-		cycle := int64(done / len(pool))
-		copy(buf, pool[off:off+len(buf)])
-		if cycle > 0 {
-			shift := cycle * pool[len(pool)-1].TUpdateEnd
+		buf := pool[off : off+batch]
+		if done >= len(pool) {
 			for i := range buf {
 				s := &buf[i]
-				s.StepID += cycle * int64(len(pool))
-				s.TScheduleStart += shift
-				s.TScheduleEnd += shift
-				s.TDispatch += shift
-				s.TOutput += shift
-				s.TUpdateEnd += shift
+				s.StepID += int64(len(pool))
+				s.TScheduleStart += span
+				s.TScheduleEnd += span
+				s.TDispatch += span
+				s.TOutput += span
+				s.TUpdateEnd += span
 			}
 		}
 		if append1 {

@@ -215,6 +215,7 @@ type TableWriter[T any] struct {
 	counter  countingWriter
 	pw       *parquet.GenericWriter[T]
 	cw       *colFileWriter
+	spare    *colFileWriter // the closed part's writer, reused by the next
 	partRows int64
 	pending  []T // rows batched by Append
 	err      error
@@ -291,7 +292,13 @@ func (t *TableWriter[T]) openPart() error {
 		{Key: KeyTable, Value: t.table},
 	}
 	if t.codec != nil {
-		t.cw, err = newColFileWriter(&t.counter, t.codec, t.opts.RowGroupRows, kv)
+		if t.spare != nil {
+			// Reuse the encoders (and their buffers) of the previous part.
+			t.cw, t.spare = t.spare, nil
+			err = t.cw.reset(&t.counter, kv)
+		} else {
+			t.cw, err = newColFileWriter(&t.counter, t.codec, t.opts.RowGroupRows, kv)
+		}
 		if err != nil {
 			f.Close()
 			os.Remove(f.Name())
@@ -456,6 +463,9 @@ func (t *TableWriter[T]) Checkpoint() error {
 		err = cerr
 	}
 	tmp := t.f.Name()
+	if err == nil {
+		t.spare = t.cw
+	}
 	t.pw, t.cw, t.f = nil, nil, nil
 	if err != nil {
 		os.Remove(tmp)
@@ -635,6 +645,22 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 		return nil, err
 	}
 	return w, nil
+}
+
+// reset prepares w for a new file, keeping its buffers.
+func (w *colFileWriter) reset(out io.Writer, kv []format.KeyValue) error {
+	w.out, w.pos, w.kv, w.err = out, 0, kv, nil
+	w.pageFill, w.rgFill, w.numRows, w.rowGroups = 0, 0, 0, nil
+	for _, c := range w.cols {
+		c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
+		c.defs, c.reps, c.ents = c.defs[:0], c.reps[:0], 0
+		c.chunk, c.uncompressed, c.numValues, c.skip = c.chunk[:0], 0, 0, 0
+		if c.dict != nil {
+			clear(c.dict)
+			c.dictVals, c.haveLast = c.dictVals[:0], false
+		}
+	}
+	return w.write([]byte("PAR1"))
 }
 
 func (w *colFileWriter) write(b []byte) error {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -275,4 +276,41 @@ func TestZstdRawFrames(t *testing.T) {
 		require.NoError(t, err, "size %d", n)
 		require.Equal(t, src, got, "size %d", n)
 	}
+}
+
+// Writing streams: the live heap after many parts is no larger than after
+// the first, whatever the table's length.
+func TestWriterMemoryBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 400k rows")
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := Create(dir, Manifest{}, CreateOptions{})
+	require.NoError(t, err)
+	tw, err := NewTableWriter[Step](w, TableSteps, TableOptions{RowGroupRows: 8192, PartRows: 50_000})
+	require.NoError(t, err)
+	g := newStepGen(1)
+	buf := make([]Step, 1000)
+	live := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	var first uint64
+	for i := range 400 {
+		g.fill(buf)
+		require.NoError(t, tw.Write(buf))
+		if i == 60 {
+			first = live()
+		}
+	}
+	last := live()
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	assert.LessOrEqual(t, last, first+4<<20, "live heap grew from %d to %d bytes over 340k more rows", first, last)
+	m, err := ReadManifest(dir)
+	require.NoError(t, err)
+	assert.Equal(t, int64(400_000), m.Tables[TableSteps].Rows)
+	assert.Len(t, m.Tables[TableSteps].Parts, 8)
 }
