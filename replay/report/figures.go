@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image/color"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -141,7 +142,7 @@ func wallTimeFigure(name string, groups []inspect.WallGroup) ([]byte, error) {
 		p.Y.Min, p.Y.Max = lo/2, hi*1.6
 	}
 	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = logTicks{}
 	p.Legend.Top, p.Legend.Left = false, false
 	p.Legend.YOffs = vg.Points(6)
 	return renderSVG(p)
@@ -219,4 +220,26 @@ func throughputFigure(a *whatif.Audit) ([]byte, error) {
 	p.NominalX(names...)
 	p.Y.Min = 0
 	return renderSVG(p)
+}
+
+// logTicks labels 1, 2 and 5 times each power of ten (plot.LogTicks labels
+// only the powers, too few over a range of one or two decades).
+type logTicks struct{}
+
+func (logTicks) Ticks(lo, hi float64) []plot.Tick {
+	var out []plot.Tick
+	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
+		for m := 1; m < 10; m++ {
+			v := float64(m) * math.Pow(10, e)
+			if v < lo || v > hi {
+				continue
+			}
+			t := plot.Tick{Value: v}
+			if m == 1 || m == 2 || m == 5 {
+				t.Label = strconv.FormatFloat(v, 'g', -1, 64)
+			}
+			out = append(out, t)
+		}
+	}
+	return out
 }

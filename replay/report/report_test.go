@@ -198,19 +198,35 @@ func runChromium(t *testing.T, bin string, args ...string) []byte {
 // With STEPLAB_SCREENSHOT=PATH it keeps the screenshot (docs/figures).
 func TestReportInChromium(t *testing.T) {
 	bin := chromium(t)
+	keep := os.Getenv("STEPLAB_SCREENSHOT")
+	if keep != "" {
+		var err error
+		keep, err = filepath.Abs(keep)
+		require.NoError(t, err)
+	}
 	in := makeInputs(t)
+	// Short relative paths, as a user would type them (the page shows them).
+	absSteady, err := filepath.Abs(steady)
+	require.NoError(t, err)
 	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "datasets", "h200"), 0o755))
+	require.NoError(t, os.Symlink(absSteady, filepath.Join(dir, "datasets", "h200", "bench-steady")))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "out"), 0o755))
+	for _, p := range []string{in.model, in.whatif, in.sweep, in.replay} {
+		require.NoError(t, os.Rename(p, filepath.Join(dir, "out", filepath.Base(p))))
+	}
+	t.Chdir(dir)
 	page := filepath.Join(dir, "report.html")
-	_, err := WriteFile(page, Options{Paths: []string{steady, in.whatif, in.sweep, in.replay}, Model: in.model, Title: "steplab report: H200 steady grid, ensemble what-if", Tool: "steplab test"})
+	_, err = WriteFile(page, Options{Paths: []string{"datasets/h200/bench-steady", "out/whatif", "out/sweep", "out/replay"}, Model: "out/model.json",
+		Title: "steplab report: H200 steady grid, ensemble what-if", Tool: "steplab test"})
 	require.NoError(t, err)
 	abs, err := filepath.Abs(page)
 	require.NoError(t, err)
 	url := "file://" + abs
 
 	shot := filepath.Join(dir, "shot.png")
-	if p := os.Getenv("STEPLAB_SCREENSHOT"); p != "" {
-		shot, err = filepath.Abs(p)
-		require.NoError(t, err)
+	if keep != "" {
+		shot = keep
 	}
 	runChromium(t, bin, "--screenshot="+shot, "--window-size=1280,2400", url)
 	f, err := os.Open(shot)
