@@ -98,7 +98,7 @@ func RunWorker(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 	var last atomic.Int64 // unix ns of the last task
 	last.Store(time.Now().UnixNano())
 	var busy atomic.Int64
-	var wg sync.WaitGroup
+	var wg, acks sync.WaitGroup
 	errs := make([]error, opts.Jobs)
 	for j := 0; j < opts.Jobs; j++ {
 		wg.Add(1)
@@ -126,7 +126,7 @@ func RunWorker(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 					continue
 				}
 				busy.Add(1)
-				ev := handle(ctx, msg, kv, &opts)
+				ev := handle(ctx, msg, kv, &opts, &acks)
 				busy.Add(-1)
 				last.Store(time.Now().UnixNano())
 				switch ev.Outcome {
@@ -146,6 +146,7 @@ func RunWorker(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 		}()
 	}
 	wg.Wait()
+	acks.Wait()
 	return stats, errors.Join(errs...)
 }
 
@@ -185,7 +186,7 @@ func waitQueue(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 }
 
 // handle runs one delivery of a task.
-func handle(ctx context.Context, msg jetstream.Msg, kv jetstream.KeyValue, opts *WorkerOptions) TaskEvent {
+func handle(ctx context.Context, msg jetstream.Msg, kv jetstream.KeyValue, opts *WorkerOptions, acks *sync.WaitGroup) TaskEvent {
 	start := time.Now()
 	attempt := 1
 	if md, err := msg.Metadata(); err == nil {
@@ -260,12 +261,19 @@ func handle(ctx context.Context, msg jetstream.Msg, kv jetstream.KeyValue, opts 
 		opts.Log.Warn("task failed, will retry", "task", ev.TaskID, "attempt", attempt, "err", err)
 		return ev
 	}
-	actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if aerr := msg.DoubleAck(actx); aerr != nil {
-		// The part is durable; a redelivery rewrites the same part.
-		opts.Log.Warn("ack", "task", ev.TaskID, "err", aerr)
-	}
+	// The part is durable: acknowledge, and wait for the server's
+	// confirmation while the next task is pulled (acks.Wait before the
+	// worker returns). Were the ack lost, the redelivery would rewrite the
+	// same part.
+	acks.Add(1)
+	go func() {
+		defer acks.Done()
+		actx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if aerr := msg.DoubleAck(actx); aerr != nil {
+			opts.Log.Warn("ack", "task", ev.TaskID, "err", aerr)
+		}
+	}()
 	ev.Outcome = "done"
 	opts.Log.Info("task done", "task", ev.TaskID, "attempt", attempt, "elapsed", ev.Elapsed)
 	return ev

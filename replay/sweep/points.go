@@ -82,9 +82,13 @@ func RunPoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (PointResult, 
 	return PointResult{Point: Point{Index: i, Values: vals, Seed: sc.File.Seed}, Audit: out.Audit}, sc.File.Name, nil
 }
 
+// partCodec is shared so that its encoders are pooled across parts.
+var partCodec = &zstd.Codec{}
+
 // WriteRows writes r's rows as the table WriteTable writes (same columns,
-// same zstd), to w, with extra key-value metadata in the footer. A part of
-// a distributed sweep is this table for one point.
+// zstd; smaller page buffers, for many small tables) to w, with extra
+// key-value metadata in the footer. A part of a distributed sweep is this
+// table for one point.
 func WriteRows(w io.Writer, r *Result, meta map[string]string) error {
 	for _, v := range r.Vary {
 		if strings.ContainsAny(v.Key, ",\"`") {
@@ -92,7 +96,8 @@ func WriteRows(w io.Writer, r *Result, meta map[string]string) error {
 		}
 	}
 	t := rowType(r.Vary)
-	opts := []parquet.WriterOption{parquet.SchemaOf(reflect.New(t).Interface()), parquet.Compression(&zstd.Codec{})}
+	opts := []parquet.WriterOption{parquet.SchemaOf(reflect.New(t).Interface()), parquet.Compression(partCodec),
+		parquet.PageBufferSize(64 << 10)}
 	for k, v := range meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
