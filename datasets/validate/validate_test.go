@@ -142,7 +142,7 @@ func TestInvariants(t *testing.T) {
 			wantErrors: []string{"steps[0].wall_time_ns"}},
 		{name: "wall time of an overlapped step is the inter-update period", mut: func(f *fixture) { f.steps[1].WallTimeNs = 1500 },
 			wantErrors: []string{"steps[1].wall_time_ns"}},
-		{name: "wall time after idle starts at the own schedule", mut: func(f *fixture) { f.steps[2].WallTimeNs = 6000 - 3100 },
+		{name: "wall time after idle is its own window or the inter-update period", mut: func(f *fixture) { f.steps[2].WallTimeNs = 6000 - 5100 },
 			wantErrors: []string{"steps[2].wall_time_ns"}},
 		{name: "previous update ending exactly at schedule start is idle", mut: func(f *fixture) {
 			f.steps[2].TScheduleStart, f.steps[2].NarrowTimeNs, f.steps[2].WallTimeNs = 3100, 2900, 2900
