@@ -35,11 +35,13 @@
 //
 // For step N of a (worker_id, dp_rank) with a previous step N-1: when N-1's
 // update ended after N's schedule started (N was scheduled while N-1 was in
-// flight: async scheduling, or no idle in between), wall_time_ns must be the
-// inter-update period t_output(N) - t_update_end(N-1). When N-1's update ended
-// at or before N's schedule start (the engine went idle), and for the first
-// step of a worker, the window starts at N's own schedule:
-// t_output(N) - t_schedule_start(N). A step flagged overlapped must have been
+// flight, async scheduling), wall_time_ns must be the inter-update period
+// t_output(N) - t_update_end(N-1). When N-1's update ended at or before N's
+// schedule start, the engine either went straight on (a synchronous loop:
+// the inter-update period again) or had been idle (Dynamo then times the
+// step from its own schedule: t_output(N) - t_schedule_start(N)); the
+// columns cannot tell the two apart, so either is accepted. The first step
+// of a worker must use its own schedule start. A step flagged overlapped must have been
 // scheduled before the previous update ended. Where a needed time is Unknown
 // the check is skipped.
 //
