@@ -48,6 +48,12 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	assert.Contains(t, out, `"event":"complete"`)
 	wg.Wait()
 	sameFiles(t, local, dist)
+	// Resubmitted with --resume: every part is there, nothing to run.
+	again := filepath.Join(t.TempDir(), "again")
+	out, err = runSteplab(t, append([]string{"sweep", "-o", again, "--queue", url, "--results", parts, "--resume", "--timeout", "5s"}, base...)...)
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "3 points in")
+	sameFiles(t, local, again)
 
 	// The Indexed Job path.
 	var manifest bytes.Buffer
