@@ -123,61 +123,18 @@ func TestCaptureWorkerFailures(t *testing.T) {
 			rep, verr := validate.Dataset(dir, validate.Options{})
 			require.NoError(t, verr)
 			assert.True(t, rep.Partial)
-			assertValid(t, rep, knownInFlightRequests)
+			assertValid(t, rep)
 			assert.Equal(t, steps.Rows, rep.RowsChecked[datasets.TableSteps])
 		})
 	}
 }
 
-// Known defects, tolerated by assertValid and logged (each class only
-// where the caller names it):
-var (
-	// A capture writes a requests row only when the request finishes, so
-	// the step_requests rows of requests still in flight at a failure name
-	// req_ids that the partial requests table lacks, and validate counts
-	// each as an error. validate should downgrade the check to a warning
-	// for a partial dataset, or the capture should write the unfinished
-	// requests when it aborts.
-	knownInFlightRequests = knownDefect{datasets.TableStepRequests, "req_id",
-		"step_requests rows name requests still in flight, absent from the partial requests table"}
-	// validate infers "first step after idle" from the timestamps
-	// (previous t_update_end <= t_schedule_start), while the engine, as
-	// Dynamo, means an idle engine. On the wall clock a step of a busy
-	// engine that was not overlapped (a benchmark point's steady step) is
-	// scheduled a few microseconds after the previous update: the engine
-	// records the inter-update period and validate wants the narrow
-	// window. checkCaptureDataset checks wall_time_ns exactly itself.
-	knownWallAfterUpdate = knownDefect{datasets.TableSteps, "wall_time_ns",
-		"non-overlapped steps of a busy engine: validate wants t_output - t_schedule_start, the engine (Dynamo) records the inter-update period"}
-)
-
-type knownDefect struct{ table, field, why string }
-
-// assertValid checks that validate found no error but those of the known
-// defects named.
-func assertValid(t *testing.T, rep *validate.Report, known ...knownDefect) {
+// assertValid checks that validate found no error.
+func assertValid(t *testing.T, rep *validate.Report) {
 	t.Helper()
-	isKnown := func(table, field string) *knownDefect {
-		for i := range known {
-			if known[i].table == table && known[i].field == field {
-				return &known[i]
-			}
-		}
-		return nil
-	}
-	for _, c := range rep.Counts {
-		if c.Level != validate.Error {
-			continue
-		}
-		if k := isKnown(c.Table, c.Field); k != nil {
-			t.Logf("known defect, tolerated: %d errors in %s.%s: %s", c.N, c.Table, c.Field, k.why)
-			continue
-		}
-		t.Errorf("validate: %d errors in %s.%s", c.N, c.Table, c.Field)
-	}
 	for _, v := range rep.Violations {
-		if v.Level == validate.Error && isKnown(v.Table, v.Field) == nil {
-			t.Log(v)
+		if v.Level == validate.Error {
+			t.Errorf("validate: %v", v)
 		}
 	}
 }
@@ -193,7 +150,7 @@ func TestCaptureFakeWorkerCompletes(t *testing.T) {
 	rep, err := validate.Dataset(dir, validate.Options{})
 	require.NoError(t, err)
 	assert.False(t, rep.Partial)
-	assertValid(t, rep, knownWallAfterUpdate)
+	assertValid(t, rep)
 }
 
 // TestCaptureRefusedInit: a worker that refuses the config (it does not
@@ -283,7 +240,7 @@ func checkCaptureDataset(t *testing.T, dir string) *datasets.Manifest {
 	t.Helper()
 	rep, err := validate.Dataset(dir, validate.Options{})
 	require.NoError(t, err)
-	assertValid(t, rep, knownWallAfterUpdate)
+	assertValid(t, rep)
 	assert.False(t, rep.Partial)
 
 	m, err := datasets.ReadManifest(dir)

@@ -82,8 +82,11 @@ func (m *nvmlMonitor) Sample(i int) (datasets.GPUSample, error) {
 	if v, r := d.GetEnforcedPowerLimit(); r == nvml.SUCCESS {
 		s.PowerLimitW = float64(v) / 1000
 	}
-	if t, r := d.GetTemperatureV().V1(); r == nvml.SUCCESS {
-		s.TemperatureC = int32(t.Temperature)
+	// GetTemperature is deprecated in favour of GetTemperatureV, whose
+	// versioned struct only exists in the C library: the old call works on
+	// every driver and in go-nvml's mocks.
+	if t, r := d.GetTemperature(nvml.TEMPERATURE_GPU); r == nvml.SUCCESS {
+		s.TemperatureC = int32(t)
 	}
 	if mem, r := d.GetMemoryInfo(); r == nvml.SUCCESS {
 		s.MemUsedBytes, s.MemTotalBytes = int64(mem.Used), int64(mem.Total)

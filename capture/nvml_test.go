@@ -37,6 +37,7 @@ func mockH200() *server.Server {
 		}
 		md.GetEnforcedPowerLimitFunc = func() (uint32, nvml.Return) { return 700_000, nvml.SUCCESS } // mW
 		md.GetPowerUsageFunc = func() (uint32, nvml.Return) { return uint32(412_500 + i), nvml.SUCCESS }
+		md.GetTemperatureFunc = func(nvml.TemperatureSensors) (uint32, nvml.Return) { return uint32(40 + i), nvml.SUCCESS }
 		md.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
 			return nvml.Utilization{Gpu: 97, Memory: 61}, nvml.SUCCESS
 		}
@@ -63,18 +64,11 @@ func TestNVMLDevicesFromMock(t *testing.T) {
 }
 
 func TestNVMLSampleFromMock(t *testing.T) {
-	// Sample reads the temperature through GetTemperatureV().V1(); go-nvml
-	// implements V1 only in C (nvmlDeviceGetTemperatureV), so no mock can
-	// stand in for it and calling it without a driver kills the test
-	// binary (undefined symbol). Sample becomes testable here once
-	// nvml.go reads the temperature through a mockable call such as
-	// GetTemperature(nvml.TEMPERATURE_GPU).
-	t.Skip("nvmlMonitor.Sample calls GetTemperatureV().V1(), which go-nvml's mock cannot replace (C only); see the comment")
 	mon, err := openNVMLWith(mockH200())
 	require.NoError(t, err)
 	s, err := mon.Sample(3)
 	require.NoError(t, err)
-	assert.Equal(t, datasets.GPUSample{GPUIndex: 3, SMClockMHz: 1980, MemClockMHz: 3201, PowerW: 412.503, PowerLimitW: 700,
+	assert.Equal(t, datasets.GPUSample{GPUIndex: 3, SMClockMHz: 1980, MemClockMHz: 3201, PowerW: 412.503, PowerLimitW: 700, TemperatureC: 43,
 		MemUsedBytes: 120 << 30, MemTotalBytes: 144384 << 20, UtilGPUPercent: 97, UtilMemPercent: 61}, s)
 }
 

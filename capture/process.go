@@ -63,10 +63,11 @@ type Process struct {
 // tail keeps the last lines a process wrote to stderr, and copies them to
 // a log writer.
 type tail struct {
-	mu    sync.Mutex
-	lines []string
-	max   int
-	log   io.Writer
+	mu      sync.Mutex
+	lines   []string
+	partial string
+	max     int
+	log     io.Writer
 }
 
 func (t *tail) Write(p []byte) (int, error) {
@@ -75,9 +76,12 @@ func (t *tail) Write(p []byte) (int, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		t.lines = append(t.lines, l)
-	}
+	// Writes need not end at line ends (a traceback arrives in pieces):
+	// keep the unfinished line until its end comes.
+	text := t.partial + string(p)
+	lines := strings.Split(text, "\n")
+	t.partial = lines[len(lines)-1]
+	t.lines = append(t.lines, lines[:len(lines)-1]...)
 	if len(t.lines) > t.max {
 		t.lines = append(t.lines[:0], t.lines[len(t.lines)-t.max:]...)
 	}
@@ -88,7 +92,11 @@ func (t *tail) Write(p []byte) (int, error) {
 func (t *tail) Last() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return strings.Join(t.lines, "\n")
+	all := t.lines
+	if t.partial != "" {
+		all = append(all[:len(all):len(all)], t.partial)
+	}
+	return strings.Join(all, "\n")
 }
 
 // StartWorker starts the worker process. stderrLog receives its stderr

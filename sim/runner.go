@@ -150,8 +150,11 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 	} else {
 		err = RunBenchmark(eng, p)
 	}
-	if err == nil {
-		err = eng.Finish(eng.Now())
+	// Even after a failure, record every live request (unfinished) and
+	// close the tables: what was measured stays, and the step_requests
+	// rows of the last steps name requests the requests table has.
+	if ferr := eng.Finish(eng.Now()); err == nil {
+		err = ferr
 	}
 	if cerr := sink.Close(); err == nil {
 		err = cerr
