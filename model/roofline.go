@@ -151,13 +151,33 @@ type RooflineBreakdown struct {
 	GEMMBound string `json:"gemm_bound"`
 }
 
-// Breakdown prices a step by part.
-func (r Roofline) Breakdown(f Features) RooflineBreakdown {
-	s := r.Shape
-	peak := r.HW.PeakFLOPs()
-	bw := r.HW.BandwidthBytes()
-	kvTok := float64(s.KVBytesPerToken())
+// rooflineConsts are the shape- and hardware-derived constants of a
+// prediction, computed once by Prepare rather than for every step.
+type rooflineConsts struct {
+	peak, bw, kvTok, pair         float64
+	fixed, weightStream           float64
+	gemmParams, lmHeadParams      float64
+	tp                            int
+	allReduceMsgPerToken, linkBps float64
+}
 
+func (r Roofline) consts() rooflineConsts {
+	s := r.Shape
+	c := rooflineConsts{
+		peak: r.HW.PeakFLOPs(), bw: r.HW.BandwidthBytes(), kvTok: float64(s.KVBytesPerToken()),
+		pair: s.AttnFLOPsPerPair(), fixed: r.FixedNs + float64(s.Layers)*r.PerLayerNs,
+		gemmParams: s.GEMMParamsPerGPU(), lmHeadParams: s.LMHeadParamsPerGPU(), tp: s.tp(),
+		allReduceMsgPerToken: float64(s.Hidden) * float64(s.DTypeBytes),
+		linkBps:              r.HW.InterconnectGBs * 1e9 * r.AllReduceEff,
+	}
+	c.weightStream = float64(s.StreamedWeightBytes()) / (c.bw * r.WeightBWEff) * 1e9
+	return c
+}
+
+// Breakdown prices a step by part.
+func (r Roofline) Breakdown(f Features) RooflineBreakdown { return r.breakdown(r.consts(), f) }
+
+func (r Roofline) breakdown(c rooflineConsts, f Features) RooflineBreakdown {
 	decodeRows := math.Max(f.DecodeRequests, f.PaddedBatch)
 	tokens := f.PrefillTokens + decodeRows
 	sampled := f.PrefillRequests + decodeRows
@@ -166,28 +186,43 @@ func (r Roofline) Breakdown(f Features) RooflineBreakdown {
 	}
 
 	var b RooflineBreakdown
-	b.FixedNs = r.FixedNs + float64(s.Layers)*r.PerLayerNs
-	b.WeightStreamNs = float64(s.StreamedWeightBytes()) / (bw * r.WeightBWEff) * 1e9
-	gemmFLOPs := 2 * (s.GEMMParamsPerGPU()*tokens + s.LMHeadParamsPerGPU()*sampled)
-	b.GEMMComputeNs = gemmFLOPs / (peak * r.GEMMEff) * 1e9
+	b.FixedNs = c.fixed
+	b.WeightStreamNs = c.weightStream
+	gemmFLOPs := 2 * (c.gemmParams*tokens + c.lmHeadParams*sampled)
+	b.GEMMComputeNs = gemmFLOPs / (c.peak * r.GEMMEff) * 1e9
 	b.GEMMNs, b.GEMMBound = b.WeightStreamNs, "memory"
 	if b.GEMMComputeNs > b.WeightStreamNs {
 		b.GEMMNs, b.GEMMBound = b.GEMMComputeNs, "compute"
 	}
 
-	pair := s.AttnFLOPsPerPair()
-	b.PrefillAttnNs = math.Max(pair*f.PrefillAttn/(peak*r.AttnEff), f.PrefillKVTokens*kvTok/(bw*r.KVBWEff)) * 1e9
-	b.DecodeAttnNs = math.Max(f.DecodeKVTokens*kvTok/(bw*r.KVBWEff), pair*f.DecodeKVTokens/(peak*r.AttnEff)) * 1e9
+	b.PrefillAttnNs = math.Max(c.pair*f.PrefillAttn/(c.peak*r.AttnEff), f.PrefillKVTokens*c.kvTok/(c.bw*r.KVBWEff)) * 1e9
+	b.DecodeAttnNs = math.Max(f.DecodeKVTokens*c.kvTok/(c.bw*r.KVBWEff), c.pair*f.DecodeKVTokens/(c.peak*r.AttnEff)) * 1e9
 
-	if tp := s.tp(); tp > 1 && tokens > 0 {
-		msg := tokens * float64(s.Hidden) * float64(s.DTypeBytes)
-		link := r.HW.InterconnectGBs * 1e9 * r.AllReduceEff
-		per := r.AllReduceLatencyNs + 2*float64(tp-1)/float64(tp)*msg/link*1e9
-		b.AllReduceNs = 2 * float64(s.Layers) * per
+	if c.tp > 1 && tokens > 0 {
+		msg := tokens * c.allReduceMsgPerToken
+		per := r.AllReduceLatencyNs + 2*float64(c.tp-1)/float64(c.tp)*msg/c.linkBps*1e9
+		b.AllReduceNs = 2 * float64(r.Shape.Layers) * per
 	}
 	b.TotalNs = b.FixedNs + b.GEMMNs + b.PrefillAttnNs + b.DecodeAttnNs + b.AllReduceNs
 	return b
 }
+
+// PreparedRoofline is a Roofline with its constants computed once: the
+// form a simulator prices millions of steps with. Build it with Prepare;
+// it predicts exactly what the Roofline does.
+type PreparedRoofline struct {
+	Roofline
+	c rooflineConsts
+}
+
+// Prepare computes the roofline's constants once.
+func (r Roofline) Prepare() *PreparedRoofline { return &PreparedRoofline{Roofline: r, c: r.consts()} }
+
+// PredictNs implements FPM.
+func (p *PreparedRoofline) PredictNs(f Features) float64 { return p.breakdown(p.c, f).TotalNs }
+
+// Breakdown prices a step by part.
+func (p *PreparedRoofline) Breakdown(f Features) RooflineBreakdown { return p.breakdown(p.c, f) }
 
 // PredictNs implements FPM: the step's device time in ns. Admission
 // features (NewRequests, NewReqTokens) are host work (HostModel), not

@@ -293,3 +293,24 @@ func TestRooflineGolden(t *testing.T) {
 		assert.InEpsilon(t, want[i].Ms, rows[i].Ms, 1e-9, "%s %s %s", rows[i].Hardware, rows[i].Shape, rows[i].Step)
 	}
 }
+
+// Prepare computes the constants once; it predicts exactly what the
+// Roofline does, for every shape and every kind of step.
+func TestPreparedRooflineMatches(t *testing.T) {
+	steps := []Features{
+		{DecodeRequests: 1, DecodeKVTokens: 100, PaddedBatch: 1},
+		{DecodeRequests: 250, DecodeKVTokens: 1e6, PaddedBatch: 256},
+		{PrefillTokens: 8192, PrefillRequests: 2, PrefillKVTokens: 4096, PrefillAttn: 4e7},
+		{PrefillTokens: 512, PrefillRequests: 1, PrefillKVTokens: 100, PrefillAttn: 2e5, DecodeRequests: 30, DecodeKVTokens: 3e4},
+	}
+	for _, name := range []string{"Llama-3.1-8B", "Llama-3.1-70B-TP4", "Qwen2.5-7B"} {
+		s, err := ShapeByName(name)
+		require.NoError(t, err)
+		r := NewRoofline(H200SXM, s)
+		p := r.Prepare()
+		for _, f := range steps {
+			require.Equal(t, r.PredictNs(f), p.PredictNs(f), "%s %+v", name, f)
+			require.Equal(t, r.Breakdown(f), p.Breakdown(f))
+		}
+	}
+}

@@ -110,6 +110,7 @@ type reqState struct {
 	lastToken      int64
 	outputs        int
 	preemptions    int32
+	done           bool // finished: a step still in flight samples nothing more
 }
 
 // NewEngine builds an engine. host may be nil (capture).
@@ -175,6 +176,7 @@ func (e *Engine) admit(now int64) error {
 			return fmt.Errorf("request %s arrived twice", a.ID)
 		}
 		st := &reqState{arr: a, firstScheduled: datasets.Unknown, firstToken: datasets.Unknown, lastToken: datasets.Unknown}
+		r.Tag = st
 		if err := e.sch.Add(r); err != nil {
 			e.stats.Rejected++
 			if err := e.sink.Request(&datasets.Request{ReqID: a.ID, ArrivalNs: a.AtNs, PromptTokens: int64(a.PromptTokens),
@@ -281,8 +283,8 @@ func (e *Engine) scheduleOne() (bool, error) {
 		return false, fmt.Errorf("step %d: %w", out.StepID, err)
 	}
 	tDispatch := e.clock.Now()
-	for _, sr := range out.NewReqs {
-		if st := e.reqs[sr.Req.ID]; st != nil && st.firstScheduled < 0 {
+	for i := range out.NewReqs {
+		if st := stateOf(&out.NewReqs[i]); st.firstScheduled < 0 {
 			st.firstScheduled = tStart
 		}
 	}
@@ -290,6 +292,9 @@ func (e *Engine) scheduleOne() (bool, error) {
 		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p})
 	return true, nil
 }
+
+// stateOf is the engine's state of a scheduled request.
+func stateOf(sr *sched.ScheduledReq) *reqState { return sr.Req.Tag.(*reqState) }
 
 func (e *Engine) countPreemptions(ids []string) {
 	e.stats.Preemptions += int64(len(ids))

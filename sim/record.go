@@ -205,8 +205,8 @@ func (e *Engine) tokens(out *sched.Output, tOut int64) {
 		if !sr.Samples {
 			return // a prompt chunk that does not reach the end
 		}
-		st := e.reqs[sr.Req.ID]
-		if st == nil || st.outputs >= st.arr.OutputTokens {
+		st := stateOf(sr)
+		if st.done || st.outputs >= st.arr.OutputTokens {
 			return
 		}
 		st.outputs++
@@ -228,6 +228,7 @@ func (e *Engine) finish(id string, t int64, status string) error {
 	if st == nil {
 		return nil
 	}
+	st.done = true
 	delete(e.reqs, id)
 	e.stats.Finished++
 	if e.onFinish != nil {

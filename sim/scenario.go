@@ -244,7 +244,7 @@ func (sc Scenario) Plan() (*Plan, error) {
 	p.Graphs = e.CUDAGraphSizes
 	switch sc.FPM {
 	case "", "roofline":
-		p.FPM, p.FPMName = model.NewRoofline(hw, shape), "roofline"
+		p.FPM, p.FPMName = model.NewRoofline(hw, shape).Prepare(), "roofline"
 	default:
 		f, _, err := model.Load(sc.FPM)
 		if err != nil {

@@ -24,6 +24,10 @@ type Request struct {
 	// after a preemption the request recomputes everything (less any prefix
 	// cache hit).
 	PrecomputedTokens int
+	// Tag is the caller's, opaque to the scheduler: the engine keeps its
+	// per-request state here so that a scheduled request leads to it
+	// without a lookup.
+	Tag any
 }
 
 type reqStatus uint8
