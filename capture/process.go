@@ -138,9 +138,15 @@ func StartWorker(opts WorkerOptions, stderrLog io.Writer) (*Process, error) {
 	}
 	p := &Process{cmd: cmd, stdin: stdin, frames: make(chan frame, 16), writes: make(chan []byte, 4),
 		wdone: make(chan error, 1), stderr: t, opts: opts, exited: make(chan struct{})}
-	go p.readLoop(bufio.NewReaderSize(stdout, 1<<20))
+	readDone := make(chan struct{})
+	go func() {
+		p.readLoop(bufio.NewReaderSize(stdout, 1<<20))
+		close(readDone)
+	}()
 	go p.writeLoop()
 	go func() {
+		// Wait closes the stdout pipe: only after the reader saw its end.
+		<-readDone
 		err := cmd.Wait()
 		p.mu.Lock()
 		p.waitErr = err
@@ -291,7 +297,13 @@ func (p *Process) waitExit(d time.Duration) <-chan struct{} {
 }
 
 // deadErr decorates err with the worker's exit status and last stderr lines.
+// A worker that failed usually exits at once: give it a moment, so that its
+// status is known and its last stderr lines have been read.
 func (p *Process) deadErr(err error) error {
+	select {
+	case <-p.exited:
+	case <-time.After(2 * time.Second):
+	}
 	status := "still running"
 	select {
 	case <-p.exited:

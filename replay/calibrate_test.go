@@ -87,7 +87,7 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 	require.NoError(t, err)
 	e, err := EngineOf(d.Manifest)
 	require.NoError(t, err)
-	start := LinearFromRoofline(p.FPM.(model.Roofline))
+	start := LinearFromRoofline(p.FPM.(*model.PreparedRoofline).Roofline)
 	// Start 40% off on every device term.
 	for i := range start.Coef {
 		start.Coef[i] *= 1.4

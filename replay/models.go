@@ -118,7 +118,7 @@ func ResolveModel(spec string, m *datasets.Manifest) (*Resolved, error) {
 		if err := rf.Validate(); err != nil {
 			return nil, err
 		}
-		r.FPM, r.Name = rf, fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name)
+		r.FPM, r.Name = rf.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name)
 		return r, nil
 	}
 	f, a, err := model.Load(spec)

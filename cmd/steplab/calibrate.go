@@ -90,7 +90,7 @@ Examples:
 				if err != nil {
 					return &exitError{code: 2, msg: "calibrate: no --start and no roofline prior for " + args[0] + ": " + err.Error()}
 				}
-				opts.Start = replay.LinearFromRoofline(r.FPM.(model.Roofline))
+				opts.Start = replay.LinearFromRoofline(r.FPM.(*model.PreparedRoofline).Roofline)
 				warn = append(warn, r.Notes...)
 			}
 			if len(terms) > 0 {
