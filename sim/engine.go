@@ -101,6 +101,13 @@ type inflightStep struct {
 	overlapped bool
 	afterIdle  bool
 	payload    Payload
+	comp       Composition
+}
+
+// composedSubmitter is an executor that can reuse the engine's composition
+// of a step (the simulated one).
+type composedSubmitter interface {
+	SubmitComposed(out *sched.Output, c *Composition, now int64) (Payload, error)
 }
 
 type reqState struct {
@@ -278,7 +285,14 @@ func (e *Engine) scheduleOne() (bool, error) {
 	// The payload is handed over at t_dispatch, once serialized: a real
 	// executor serializes inside Submit; the simulated one prices that
 	// work, with the trip to the worker, on the worker's side.
-	p, err := e.exec.Submit(out, e.clock.Now())
+	c := Compose(out)
+	var p Payload
+	var err error
+	if x, ok := e.exec.(composedSubmitter); ok {
+		p, err = x.SubmitComposed(out, &c, e.clock.Now())
+	} else {
+		p, err = e.exec.Submit(out, e.clock.Now())
+	}
 	if err != nil {
 		return false, fmt.Errorf("step %d: %w", out.StepID, err)
 	}
@@ -289,7 +303,7 @@ func (e *Engine) scheduleOne() (bool, error) {
 		}
 	}
 	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
-		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p})
+		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p, comp: c})
 	return true, nil
 }
 

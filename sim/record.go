@@ -91,7 +91,7 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	}
 	res := e.sch.Update(out)
 	tUpdateEnd := e.clock.Now()
-	c := Compose(out)
+	c := &st.comp
 
 	// One Step value reused across steps: sinks copy what they keep.
 	e.step = datasets.Step{

@@ -62,9 +62,15 @@ func PayloadOf(p model.PayloadModel, out *sched.Output, perReq []int64) (Payload
 
 // Submit implements Executor.
 func (x *SimExecutor) Submit(out *sched.Output, now int64) (Payload, error) {
+	c := Compose(out)
+	return x.SubmitComposed(out, &c, now)
+}
+
+// SubmitComposed is Submit for a caller that already composed the step
+// (the engine does, to record it): it saves composing it twice.
+func (x *SimExecutor) SubmitComposed(out *sched.Output, c *Composition, now int64) (Payload, error) {
 	var p Payload
 	p, x.perReq = PayloadOf(x.Payload, out, x.perReq)
-	c := Compose(out)
 	f := c.Features
 	padded := int64(0)
 	if c.NumPrefill == 0 && len(x.CaptureSizes) > 0 && c.NumDecode <= x.CaptureSizes[len(x.CaptureSizes)-1] {
