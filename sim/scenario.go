@@ -353,10 +353,11 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 	add("limit", strconv.Itoa(w.Limit))
 	add("users", strconv.Itoa(w.Users))
 	add("policy", w.Benchmark.Policy)
+	// The dataset is named after its directory (the writer fills Name);
+	// the scenario's name is provenance.
 	m := datasets.Manifest{
-		Name:   sc.Name,
 		Tool:   datasets.Tool{Name: "steplab", Version: "dev", Command: command},
-		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: map[string]string{"fpm": p.FPMName}},
+		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: map[string]string{"fpm": p.FPMName, "scenario": sc.Name}},
 		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
 			Simulated: true},
 		Model: &datasets.ModelShape{Name: p.Shape.Name, Layers: p.Shape.Layers, Hidden: p.Shape.Hidden, Heads: p.Shape.Heads,

@@ -232,6 +232,18 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	assert.Empty(t, out.Dead)
 	assertSameOutputs(t, want, r)
 
+	// The task killed before its ack had written its part, so the sweep
+	// could complete before the redelivery ran: wait for it (AckWait is
+	// 500 ms) before counting attempts.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, a := range attempts {
+			n += len(a)
+		}
+		return n >= 10
+	}, 10*time.Second, 20*time.Millisecond, "the abandoned tasks are redelivered")
 	w0.stop()
 	w1.stop()
 	assert.EqualValues(t, 1, w0.stats.Abandoned)
