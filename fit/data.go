@@ -211,11 +211,12 @@ const (
 )
 
 // PayloadBytesPerToken is the serialized size assumed per prompt token when
-// NewReqTokens has to be derived from payload_new_bytes (token ids shipped
-// as 32-bit integers). Block ids and sampling parameters ride in the same
-// bytes, so the feature over-counts a little; it stays proportional to the
-// admission work, which is what the coefficient prices.
-const PayloadBytesPerToken = 4
+// NewReqTokens has to be derived from payload_new_bytes: the payload
+// model's token-id width, so that a simulated dataset maps back to the
+// features the simulator priced. Block ids and sampling parameters ride in
+// the same bytes, so the feature over-counts a little; it stays
+// proportional to the admission work, which is what the coefficient prices.
+var PayloadBytesPerToken = model.DefaultPayloadModel().TokenIDBytes
 
 // FeaturesOf maps a steps row to model features:
 //
@@ -259,7 +260,7 @@ func FeaturesOf(st *datasets.Step) model.Features {
 		f.PaddedBatch += float64(st.PaddedTokens)
 	}
 	if st.PayloadNewBytes > 0 {
-		f.NewReqTokens = float64(st.PayloadNewBytes) / PayloadBytesPerToken
+		f.NewReqTokens = math.Round(float64(st.PayloadNewBytes) / PayloadBytesPerToken)
 	}
 	return f
 }

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"math"
 	"testing"
 
 	"github.com/steplab/steplab/datasets"
@@ -14,7 +15,7 @@ func TestFeaturesOf(t *testing.T) {
 	f := FeaturesOf(&st)
 	require.Equal(t, 512*(1024+256.0), f.PrefillAttn)
 	require.Equal(t, 30.0, f.PaddedBatch, "padding applies to decode steps only")
-	require.Equal(t, 512.0, f.NewReqTokens)
+	require.Equal(t, math.Round(2048/PayloadBytesPerToken), f.NewReqTokens, "payload_new_bytes over the token-id width")
 	require.Equal(t, 1.0, f.NewRequests)
 	require.Equal(t, "mixed", f.Kind())
 
@@ -39,7 +40,7 @@ func TestFeaturesOf(t *testing.T) {
 	require.Equal(t, 400.0*1000/2+(2*10000+400*400/2)/2, approx.PrefillAttn)
 	require.Equal(t, 100*(0+50.0)+300*(1000+150.0), exact.PrefillAttn)
 	require.Equal(t, 100.0, exact.NewReqTokens)
-	require.Equal(t, 250.0, approx.NewReqTokens)
+	require.Equal(t, math.Round(1000/PayloadBytesPerToken), approx.NewReqTokens)
 }
 
 func TestDataFromStepsTargets(t *testing.T) {

@@ -291,7 +291,7 @@ func HostStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest) ([]
 		st := &steps[i]
 		nt, ok := newTok[st.StepID]
 		if !ok && len(reqs) == 0 && st.PayloadNewBytes > 0 {
-			nt = int(st.PayloadNewBytes / PayloadBytesPerToken)
+			nt = int(math.Round(float64(st.PayloadNewBytes) / PayloadBytesPerToken))
 		}
 		rows[i] = model.HostStep{Requests: int(st.NumNewReqs + st.NumCachedReqs), NewRequests: int(st.NumNewReqs),
 			ScheduledTokens: int(st.TotalScheduledTokens), NewTokens: nt, PayloadBytes: st.PayloadBytes}

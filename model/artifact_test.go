@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -78,17 +79,23 @@ func TestArtifactRefusals(t *testing.T) {
 	require.Error(t, err)
 }
 
+// registeredForms numbers the forms TestRegisterForm registers: the
+// registry is process-wide and -count runs the test again.
+var registeredForms int
+
 func TestRegisterForm(t *testing.T) {
-	RegisterForm("test-const", func(a *Artifact) (FPM, error) {
+	registeredForms++
+	form := fmt.Sprintf("test-const-%d", registeredForms)
+	RegisterForm(form, func(a *Artifact) (FPM, error) {
 		var p struct{ Ns float64 }
 		if err := json.Unmarshal(a.Params, &p); err != nil {
 			return nil, err
 		}
 		return NewLinear([]string{"const"}, []float64{p.Ns})
 	})
-	fpm, _, err := Load(writeRaw(t, `{"artifact_version": 1, "form": "test-const", "params": {"Ns": 42}}`))
+	fpm, _, err := Load(writeRaw(t, `{"artifact_version": 1, "form": "`+form+`", "params": {"Ns": 42}}`))
 	require.NoError(t, err)
 	require.Equal(t, 42.0, fpm.PredictNs(Features{}))
 	require.Panics(t, func() { RegisterForm("linear", nil) })
-	require.Panics(t, func() { RegisterForm("test-const", nil) })
+	require.Panics(t, func() { RegisterForm(form, nil) })
 }

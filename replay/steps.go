@@ -7,6 +7,7 @@ import (
 	"math"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/model"
 )
 
@@ -164,49 +165,20 @@ type ReqAgg struct {
 	NewTokens float64
 }
 
-// bytesPerToken converts payload_new_bytes to tokens when step_requests
-// are absent (the payload model's token id width).
-var bytesPerToken = model.DefaultPayloadModel().TokenIDBytes
-
 // FeaturesOfStep maps a steps row to the features the simulator's Compose
-// computed for it. It differs from fit.FeaturesOf in two places, to be
-// exact on simulated data: PaddedBatch is num_decode_requests +
-// padded_tokens (padded_tokens is the CUDA-graph padding, not the padded
-// batch), and with step_requests (agg.Known) PrefillAttn and NewReqTokens
-// come from the per-request rows. Without them, PrefillAttn is exact when
-// the step has at most one prefill request (else Σc·k ≈ T·K/n) and
-// NewReqTokens is payload_new_bytes / 3.75.
+// computed for it: fit.FeaturesOf, with PrefillAttn and NewReqTokens taken
+// from the per-request rows where step_requests are joined (agg.Known), so
+// that replay is exact on simulated data. Without them, PrefillAttn is exact
+// when the step has at most one prefill request (else Σc·k ≈ T·K/n) and
+// NewReqTokens is payload_new_bytes over the token-id width.
 func FeaturesOfStep(st *stepCols, agg *ReqAgg) model.Features {
-	n := float64(st.NumPrefillRequests)
-	T := float64(st.SumPrefillTokens)
-	K := float64(st.SumPrefillKVTokens)
-	f := model.Features{
-		PrefillTokens:   T,
-		PrefillKVTokens: K,
-		PrefillRequests: n,
-		DecodeRequests:  float64(st.NumDecodeRequests),
-		DecodeKVTokens:  float64(st.SumDecodeKVTokens),
-		PaddedBatch:     float64(st.NumDecodeRequests),
-		NewRequests:     float64(st.NumNewReqs),
-	}
-	if st.PaddedTokens > 0 {
-		f.PaddedBatch += float64(st.PaddedTokens)
-	}
+	f := fit.FeaturesOf(&datasets.Step{Kind: st.Kind, NumNewReqs: st.NumNewReqs,
+		NumPrefillRequests: st.NumPrefillRequests, SumPrefillTokens: st.SumPrefillTokens, VarPrefillLength: st.VarPrefillLength,
+		SumPrefillKVTokens: st.SumPrefillKVTokens, NumDecodeRequests: st.NumDecodeRequests, SumDecodeKVTokens: st.SumDecodeKVTokens,
+		PaddedTokens: st.PaddedTokens, PayloadNewBytes: st.PayloadNewBytes})
 	if agg != nil && agg.Known {
 		f.PrefillAttn = agg.PrefillAttn
 		f.NewReqTokens = agg.NewTokens
-		return f
-	}
-	if n > 0 {
-		v := st.VarPrefillLength
-		if v < 0 || math.IsNaN(v) {
-			v = 0
-		}
-		// Compose adds n·(k + n/2) per request: with one request exact.
-		f.PrefillAttn = T*K/n + (n*v+T*T/n)/2
-	}
-	if st.PayloadNewBytes > 0 {
-		f.NewReqTokens = math.Round(float64(st.PayloadNewBytes) / bytesPerToken)
 	}
 	return f
 }
