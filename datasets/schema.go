@@ -113,7 +113,7 @@ type Step struct {
 // step_requests.parquet.
 type StepRequest struct {
 	StepID             int64  `parquet:"step_id,delta"`
-	ReqID              string `parquet:"req_id"`
+	ReqID              string `parquet:"req_id,dict"`
 	IsNew              bool   `parquet:"is_new"`
 	IsResumed          bool   `parquet:"is_resumed" default:"false"`
 	IsPrefill          bool   `parquet:"is_prefill"`
