@@ -1,0 +1,63 @@
+// Package validate checks a dataset directory against the data contract of
+// DESIGN.md §5 and the invariants of its step timings (§4), and reports every
+// violation with its table, row, part file and field.
+//
+// # What is checked
+//
+//   - manifest: present (a directory of tables without one is read as the
+//     current schema, with a warning), schema version readable, status known;
+//     every part the manifest lists exists with its row count, size and
+//     SHA-256; a partial dataset (an interrupted writer) is reported as a
+//     warning with the parts and rows it completed.
+//   - every table: each part is readable Parquet and has the columns
+//     validate needs (a missing column is an error naming it; the rows of that
+//     table are then not checked).
+//   - steps: timings ordered where known (t_schedule_start <= t_schedule_end
+//     <= t_dispatch <= t_output <= t_update_end, Unknown skipped),
+//     narrow_time_ns = t_output - t_schedule_start, wall_time_ns per Dynamo's
+//     FPM definition (below), no negative int except Unknown, no NaN, Inf or
+//     negative var_*, kind and role in their enums, kind agrees with the
+//     composition, step_id strictly increasing per (worker_id, dp_rank),
+//     invalid rows carry an invalid_reason, kv_blocks_used <= kv_blocks_total.
+//   - steps joined with step_requests: num_new_reqs + num_cached_reqs = rows,
+//     num_new_reqs = is_new rows, num_resumed_reqs = is_resumed rows,
+//     num_prefill_requests / num_decode_requests = is_prefill / !is_prefill
+//     rows, total_scheduled_tokens = Σ num_scheduled_tokens,
+//     sum_prefill_tokens = Σ over prefill rows; each step_requests row
+//     belongs to a step, names a known request (when requests exists) and
+//     appears once per step.
+//   - requests: req_id present and unique, arrival_ns >= 0, token counts >= 0,
+//     arrival <= first_scheduled <= first_token <= finish where known, status
+//     in its enum.
+//   - gpu_samples: no negative values except Unknown, power finite.
+//
+// # wall_time_ns
+//
+// For step N of a (worker_id, dp_rank) with a previous step N-1: when N-1's
+// update ended after N's schedule started (N was scheduled while N-1 was in
+// flight, async scheduling), wall_time_ns must be the inter-update period
+// t_output(N) - t_update_end(N-1). When N-1's update ended at or before N's
+// schedule start, the engine either went straight on (a synchronous loop:
+// the inter-update period again) or had been idle (Dynamo then times the
+// step from its own schedule: t_output(N) - t_schedule_start(N)); the
+// columns cannot tell the two apart, so either is accepted. The first step
+// of a worker must use its own schedule start. A step flagged overlapped must have been
+// scheduled before the previous update ended. Where a needed time is Unknown
+// the check is skipped.
+//
+// # Memory
+//
+// steps and step_requests are read as two streams in step order and merged:
+// memory is one buffer per stream plus the step_requests rows of one step,
+// and one small record per (worker_id, dp_rank). The merge expects the
+// step_requests rows of a step to follow those of the step before (writers
+// write both tables in step order). When the step_ids of steps increase
+// across the whole table, a step_requests group whose step_id is behind the
+// current step is reported as an orphan and skipped; otherwise (several
+// workers interleaved) groups are matched in order only.
+//
+// The requests table needs a set of every req_id (to find duplicates and
+// to resolve step_requests.req_id): memory proportional to the number of
+// requests, about 60 bytes plus the id per request. Nothing else grows with
+// the size of a table.
+package validate
