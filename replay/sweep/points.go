@@ -23,26 +23,35 @@ import (
 // invalid (naming it), and returns the points with their seeds, as Run
 // does before simulating.
 func Compile(doc *whatif.Doc, vary []Vary) ([]Point, error) {
+	_, pts, err := compileAll(doc, vary)
+	return pts, err
+}
+
+// compileAll compiles every point of the grid, refusing the sweep if any
+// is invalid.
+func compileAll(doc *whatif.Doc, vary []Vary) ([]*whatif.Scenario, []Point, error) {
 	if len(vary) == 0 {
-		return nil, fmt.Errorf("sweep: nothing to vary: give --vary KEY=V1,V2,...")
+		return nil, nil, fmt.Errorf("sweep: nothing to vary: give --vary KEY=V1,V2,...")
 	}
 	seen := map[string]bool{}
 	for _, v := range vary {
 		if seen[v.Key] {
-			return nil, fmt.Errorf("sweep: %s is varied twice", v.Key)
+			return nil, nil, fmt.Errorf("sweep: %s is varied twice", v.Key)
 		}
 		seen[v.Key] = true
 	}
 	grid := Grid(vary)
+	scs := make([]*whatif.Scenario, len(grid))
 	pts := make([]Point, len(grid))
 	for i, vals := range grid {
 		sc, err := compilePoint(doc, vary, i, vals)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		scs[i] = sc
 		pts[i] = Point{Index: i, Values: vals, Seed: sc.File.Seed}
 	}
-	return pts, nil
+	return scs, pts, nil
 }
 
 // compilePoint sets the point's values on a copy of doc, compiles it and

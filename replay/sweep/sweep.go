@@ -2,11 +2,10 @@ package sweep
 
 import (
 	"fmt"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 
+	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/replay/whatif"
 	"github.com/steplab/steplab/sim/rng"
 )
@@ -98,80 +97,25 @@ func PointSeed(seed uint64, i int) uint64 { return rng.New(seed, "sweep").Derive
 // Run compiles every point (refusing the sweep if any is invalid, naming
 // it) and simulates them.
 func Run(doc *whatif.Doc, vary []Vary, opts Options) (*Result, error) {
-	if len(vary) == 0 {
-		return nil, fmt.Errorf("sweep: nothing to vary: give --vary KEY=V1,V2,...")
+	scs, pts, err := compileAll(doc, vary)
+	if err != nil {
+		return nil, err
 	}
-	seen := map[string]bool{}
-	for _, v := range vary {
-		if seen[v.Key] {
-			return nil, fmt.Errorf("sweep: %s is varied twice", v.Key)
-		}
-		seen[v.Key] = true
+	res := &Result{Vary: vary, Points: make([]PointResult, len(pts))}
+	for i := range pts {
+		res.Points[i].Point = pts[i]
+		res.Scenario = scs[i].File.Name
 	}
-	grid := Grid(vary)
-	scs := make([]*whatif.Scenario, len(grid))
-	res := &Result{Vary: vary, Points: make([]PointResult, len(grid))}
-	for i, vals := range grid {
-		d := doc.Clone()
-		var desc []string
-		for k, v := range vary {
-			if err := d.Set(v.Key + "=" + vals[k]); err != nil {
-				return nil, fmt.Errorf("sweep point %d: %w", i, err)
-			}
-			desc = append(desc, v.Key+"="+vals[k])
-		}
-		sc, err := d.Compile()
+	err = pool.Run(len(scs), opts.Jobs, func(i int) error {
+		out, err := whatif.Run(scs[i], whatif.Options{Jobs: 1})
 		if err != nil {
-			return nil, fmt.Errorf("sweep point %d (%s): %w", i, strings.Join(desc, ", "), err)
+			return fmt.Errorf("sweep point %d: %w", i, err)
 		}
-		seed := PointSeed(sc.File.Seed, i)
-		sc.File.Seed = seed
-		scs[i] = sc
-		res.Points[i].Point = Point{Index: i, Values: vals, Seed: seed}
-		res.Scenario = sc.File.Name
-	}
-	n := opts.Jobs
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
-	}
-	n = min(n, len(grid))
-	errs := make([]error, len(grid))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next, done := 0, 0
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next >= len(grid) {
-					mu.Unlock()
-					return
-				}
-				i := next
-				next++
-				mu.Unlock()
-				out, err := whatif.Run(scs[i], whatif.Options{Jobs: 1})
-				if err != nil {
-					errs[i] = fmt.Errorf("sweep point %d: %w", i, err)
-				} else {
-					res.Points[i].Audit = out.Audit
-				}
-				mu.Lock()
-				done++
-				if opts.Progress != nil {
-					opts.Progress(done, len(grid))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
+		res.Points[i].Audit = out.Audit
+		return nil
+	}, opts.Progress)
+	if err != nil {
+		return nil, err
 	}
 	return res, nil
 }

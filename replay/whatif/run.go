@@ -3,10 +3,9 @@ package whatif
 import (
 	"fmt"
 	"math"
-	"runtime"
 	"slices"
-	"sync"
 
+	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/workflow"
 )
@@ -55,50 +54,19 @@ func Run(sc *Scenario, opts Options) (*Output, error) {
 		}
 	}
 	runs := make([]RunResult, len(jobs))
-	errs := make([]error, len(jobs))
-	n := opts.Jobs
-	if n <= 0 {
-		n = runtime.GOMAXPROCS(0)
-	}
-	n = min(n, len(jobs))
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	next, done := 0, 0
-	for w := 0; w < n; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				mu.Lock()
-				if next >= len(jobs) {
-					mu.Unlock()
-					return
-				}
-				k := next
-				next++
-				mu.Unlock()
-				j := jobs[k]
-				pl := sc.Placements[j.p]
-				st := RepStream(sc.File.Seed, j.r)
-				res, err := workflow.Run(pl.Graph, sc.Load, st)
-				if err != nil {
-					err = fmt.Errorf("placement %s, repetition %d: %w", pl.Name, j.r, err)
-				}
-				runs[k], errs[k] = RunResult{Placement: pl.Name, Rep: j.r, Seed: st.Seed(), Result: res}, err
-				mu.Lock()
-				done++
-				if opts.Progress != nil {
-					opts.Progress(done, len(jobs))
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, err := range errs {
+	err := pool.Run(len(jobs), opts.Jobs, func(k int) error {
+		j := jobs[k]
+		pl := sc.Placements[j.p]
+		st := RepStream(sc.File.Seed, j.r)
+		res, err := workflow.Run(pl.Graph, sc.Load, st)
+		runs[k] = RunResult{Placement: pl.Name, Rep: j.r, Seed: st.Seed(), Result: res}
 		if err != nil {
-			return nil, err
+			return fmt.Errorf("placement %s, repetition %d: %w", pl.Name, j.r, err)
 		}
+		return nil
+	}, opts.Progress)
+	if err != nil {
+		return nil, err
 	}
 	out := &Output{Scenario: sc, Runs: runs}
 	out.Audit = audit(sc, runs)
