@@ -69,16 +69,9 @@ Across machines (docs/distributed.md):
 			if out == "" {
 				return &exitError{code: 2, msg: "sweep: no output directory: use -o DIR"}
 			}
-			if len(varies) == 0 {
-				return &exitError{code: 2, msg: "sweep: nothing to vary: give --vary KEY=V1,V2,..."}
-			}
-			var vs []sweep.Vary
-			for _, s := range varies {
-				v, err := sweep.ParseVary(s)
-				if err != nil {
-					return &exitError{code: 2, msg: err.Error()}
-				}
-				vs = append(vs, v)
+			vs, err := parseVaries(varies)
+			if err != nil {
+				return err
 			}
 			d, err := loadScenarioDoc(args[0], sets)
 			if err != nil {
@@ -130,4 +123,20 @@ Across machines (docs/distributed.md):
 	f.IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "points simulated at once (results do not depend on it)")
 	dist.flags(f)
 	return cmd
+}
+
+// parseVaries reads the --vary flags (usage errors exit 2).
+func parseVaries(varies []string) ([]sweep.Vary, error) {
+	if len(varies) == 0 {
+		return nil, &exitError{code: 2, msg: "sweep: nothing to vary: give --vary KEY=V1,V2,..."}
+	}
+	var vs []sweep.Vary
+	for _, s := range varies {
+		v, err := sweep.ParseVary(s)
+		if err != nil {
+			return nil, &exitError{code: 2, msg: err.Error()}
+		}
+		vs = append(vs, v)
+	}
+	return vs, nil
 }

@@ -175,16 +175,9 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 	if len(args) != 1 {
 		return &exitError{code: 2, msg: "sweep: give the scenario file"}
 	}
-	if len(varies) == 0 {
-		return &exitError{code: 2, msg: "sweep: nothing to vary: give --vary KEY=V1,V2,..."}
-	}
-	var vs []sweep.Vary
-	for _, s := range varies {
-		v, err := sweep.ParseVary(s)
-		if err != nil {
-			return &exitError{code: 2, msg: err.Error()}
-		}
-		vs = append(vs, v)
+	vs, err := parseVaries(varies)
+	if err != nil {
+		return err
 	}
 	b, err := os.ReadFile(args[0])
 	if err != nil {
