@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/steplab/steplab/datasets"
@@ -114,7 +113,6 @@ type reqState struct {
 	arr            Arrival
 	firstScheduled int64
 	firstToken     int64
-	lastToken      int64
 	outputs        int
 	preemptions    int32
 	done           bool // finished: a step still in flight samples nothing more
@@ -182,7 +180,7 @@ func (e *Engine) admit(now int64) error {
 		if _, dup := e.reqs[a.ID]; dup {
 			return fmt.Errorf("request %s arrived twice", a.ID)
 		}
-		st := &reqState{arr: a, firstScheduled: datasets.Unknown, firstToken: datasets.Unknown, lastToken: datasets.Unknown}
+		st := &reqState{arr: a, firstScheduled: datasets.Unknown, firstToken: datasets.Unknown}
 		r.Tag = st
 		if err := e.sch.Add(r); err != nil {
 			e.stats.Rejected++
@@ -318,6 +316,3 @@ func (e *Engine) countPreemptions(ids []string) {
 		}
 	}
 }
-
-// ErrStopped is returned when the engine is used after Close.
-var ErrStopped = errors.New("engine stopped")

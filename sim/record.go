@@ -213,7 +213,6 @@ func (e *Engine) tokens(out *sched.Output, tOut int64) {
 		if st.firstToken < 0 {
 			st.firstToken = tOut
 		}
-		st.lastToken = tOut
 	}
 	for k := range out.NewReqs {
 		visit(&out.NewReqs[k])
