@@ -219,21 +219,10 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 // benchmarks use it on embedded traces, e.g.
 // ReadRequests("azure", "embedded:azure-conv-2023").
 func ReadRequests(format, src string) ([]datasets.Request, error) {
-	f, err := LookupFormat(format)
-	if err != nil {
-		return nil, err
-	}
-	if f.Table != datasets.TableRequests {
-		return nil, fmt.Errorf("format %s writes %s, not requests", f.Name, f.Table)
-	}
-	in, err := openInput(src, f.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
 	var rows []datasets.Request
-	s := &sink{request: func(r datasets.Request) error { rows = append(rows, r); return nil }}
-	if err := f.run(in, s); err != nil {
+	err := readInto(format, src, datasets.TableRequests,
+		&sink{request: func(r datasets.Request) error { rows = append(rows, r); return nil }})
+	if err != nil {
 		return nil, err
 	}
 	return rows, nil
@@ -242,24 +231,31 @@ func ReadRequests(format, src string) ([]datasets.Request, error) {
 // ReadSteps is ReadRequests for the step formats (dynamo-fpm-artifact,
 // dynamo-fpm).
 func ReadSteps(format, src string) ([]datasets.Step, error) {
-	f, err := LookupFormat(format)
-	if err != nil {
-		return nil, err
-	}
-	if f.Table != datasets.TableSteps {
-		return nil, fmt.Errorf("format %s writes %s, not steps", f.Name, f.Table)
-	}
-	in, err := openInput(src, f.Name)
-	if err != nil {
-		return nil, err
-	}
-	defer in.Close()
 	var rows []datasets.Step
-	s := &sink{step: func(r datasets.Step) error { rows = append(rows, r); return nil }}
-	if err := f.run(in, s); err != nil {
+	err := readInto(format, src, datasets.TableSteps,
+		&sink{step: func(r datasets.Step) error { rows = append(rows, r); return nil }})
+	if err != nil {
 		return nil, err
 	}
 	return rows, nil
+}
+
+// readInto runs a format's parser over src into s, checking that the
+// format writes table.
+func readInto(format, src, table string, s *sink) error {
+	f, err := LookupFormat(format)
+	if err != nil {
+		return err
+	}
+	if f.Table != table {
+		return fmt.Errorf("format %s writes %s, not %s", f.Name, f.Table, table)
+	}
+	in, err := openInput(src, f.Name)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	return f.run(in, s)
 }
 
 func orDefault(s, d string) string {
