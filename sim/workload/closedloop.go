@@ -100,13 +100,8 @@ func NewClosedLoop(cfg ClosedLoopConfig) (*ClosedLoop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	root := cfg.Rand
-	if root == nil {
-		root = rng.New(cfg.Seed, "workload")
-	}
-	if cfg.IDPrefix == "" {
-		cfg.IDPrefix = DefaultIDPrefix
-	}
+	root := rootStream(cfg.Rand, cfg.Seed)
+	cfg.IDPrefix = idPrefix(cfg.IDPrefix)
 	c := &ClosedLoop{
 		cfg:         cfg,
 		think:       root.Derive("think"),
@@ -116,12 +111,7 @@ func NewClosedLoop(cfg ClosedLoopConfig) (*ClosedLoop, error) {
 		outstanding: make(map[string]int32, cfg.Users),
 		lastAt:      cfg.StartNs,
 	}
-	if cfg.Requests > 0 {
-		c.total = int64(cfg.Requests) + int64(cfg.WarmupRequests)
-	}
-	if cfg.DurationNs > 0 {
-		c.endNs = cfg.StartNs + cfg.DurationNs
-	}
+	c.total, c.endNs = bounds(cfg.Requests, cfg.WarmupRequests, cfg.StartNs, cfg.DurationNs)
 	for u := 0; u < cfg.Users; u++ {
 		off := int64(0)
 		if cfg.RampNs > 0 {

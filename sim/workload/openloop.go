@@ -113,13 +113,8 @@ func NewOpenLoop(cfg OpenLoopConfig) (*OpenLoop, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	root := cfg.Rand
-	if root == nil {
-		root = rng.New(cfg.Seed, "workload")
-	}
-	if cfg.IDPrefix == "" {
-		cfg.IDPrefix = DefaultIDPrefix
-	}
+	root := rootStream(cfg.Rand, cfg.Seed)
+	cfg.IDPrefix = idPrefix(cfg.IDPrefix)
 	g := &OpenLoop{
 		cfg:       cfg,
 		arr:       root.Derive("arrivals"),
@@ -130,12 +125,7 @@ func NewOpenLoop(cfg OpenLoopConfig) (*OpenLoop, error) {
 	if cfg.Process == ProcessGamma {
 		g.shape = 1 / (cfg.CV * cfg.CV)
 	}
-	if cfg.Requests > 0 {
-		g.total = int64(cfg.Requests) + int64(cfg.WarmupRequests)
-	}
-	if cfg.DurationNs > 0 {
-		g.endNs = cfg.StartNs + cfg.DurationNs
-	}
+	g.total, g.endNs = bounds(cfg.Requests, cfg.WarmupRequests, cfg.StartNs, cfg.DurationNs)
 	return g, nil
 }
 
@@ -212,3 +202,31 @@ func (g *OpenLoop) Err() error { return nil }
 
 // Complete implements Completer; an open loop ignores completions.
 func (g *OpenLoop) Complete(string, int64) error { return nil }
+
+// rootStream is the generator's root stream: the caller's (a repetition's
+// derived stream) or the one of the seed.
+func rootStream(r *rng.Stream, seed uint64) *rng.Stream {
+	if r != nil {
+		return r
+	}
+	return rng.New(seed, "workload")
+}
+
+func idPrefix(p string) string {
+	if p == "" {
+		return DefaultIDPrefix
+	}
+	return p
+}
+
+// bounds turns a request count (measured plus warm-ups) and a duration
+// into the generator's limits; 0 means unbounded.
+func bounds(requests, warmup int, startNs, durationNs int64) (total, endNs int64) {
+	if requests > 0 {
+		total = int64(requests) + int64(warmup)
+	}
+	if durationNs > 0 {
+		endNs = startNs + durationNs
+	}
+	return total, endNs
+}
