@@ -593,26 +593,12 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec) ([]*colReader, erro
 	}
 }
 
+// physName names a physical type; a byte array is what steplab strings are.
 func physName(k parquet.Kind) string {
-	switch k {
-	case parquet.Boolean:
-		return "BOOLEAN"
-	case parquet.Int32:
-		return "INT32"
-	case parquet.Int64:
-		return "INT64"
-	case parquet.Int96:
-		return "INT96"
-	case parquet.Float:
-		return "FLOAT"
-	case parquet.Double:
-		return "DOUBLE"
-	case parquet.ByteArray:
+	if k == parquet.ByteArray {
 		return "BYTE_ARRAY (string)"
-	case parquet.FixedLenByteArray:
-		return "FIXED_LEN_BYTE_ARRAY"
 	}
-	return "unknown"
+	return k.String()
 }
 
 func (c *colReader) startRowGroup(chunks []parquet.ColumnChunk) error {

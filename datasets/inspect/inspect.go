@@ -511,7 +511,7 @@ func File(path string) (*FileInfo, error) {
 		if !ok {
 			continue
 		}
-		ci := ColumnInfo{Name: strings.Join(col, "."), PhysicalType: physicalName(leaf.Node.Type().Kind()), Repetition: repetition(leaf.Node)}
+		ci := ColumnInfo{Name: strings.Join(col, "."), PhysicalType: leaf.Node.Type().Kind().String(), Repetition: repetition(leaf.Node)}
 		if lt := leaf.Node.Type().LogicalType(); lt != nil {
 			ci.LogicalType = lt.String()
 		}
@@ -543,28 +543,6 @@ func File(path string) (*FileInfo, error) {
 		fi.RowGroups = []RowGroupInfo{}
 	}
 	return fi, nil
-}
-
-func physicalName(k parquet.Kind) string {
-	switch k {
-	case parquet.Boolean:
-		return "BOOLEAN"
-	case parquet.Int32:
-		return "INT32"
-	case parquet.Int64:
-		return "INT64"
-	case parquet.Int96:
-		return "INT96"
-	case parquet.Float:
-		return "FLOAT"
-	case parquet.Double:
-		return "DOUBLE"
-	case parquet.ByteArray:
-		return "BYTE_ARRAY"
-	case parquet.FixedLenByteArray:
-		return "FIXED_LEN_BYTE_ARRAY"
-	}
-	return k.String()
 }
 
 func repetition(n parquet.Node) string {
