@@ -438,59 +438,54 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 		return err
 	}
 	defer sc.Close()
-	buf := make([]perfettoStep, opts.BatchRows)
-	for {
-		n, err := sc.Read(buf)
-		if err == io.EOF {
-			break
-		}
+	for st, err := range sc.All() {
 		if err != nil {
 			return err
 		}
-		for i := range buf[:n] {
-			st := &buf[i]
-			wid := st.WorkerID
-			if wid == "" {
-				wid = "worker"
-			}
-			w := t.worker(wid)
-			phases := []struct {
-				group      int
-				name       string
-				start, end int64
-			}{
-				{laneHost, "schedule", st.TScheduleStart, st.TScheduleEnd},
-				{laneHost, "dispatch", st.TScheduleEnd, st.TDispatch},
-				{laneWait, "wait", st.TDispatch, st.TOutput},
-				{laneHost, "update", st.TOutput, st.TUpdateEnd},
-			}
-			for _, p := range phases {
-				if err := t.slice(wid, w, p.group, p.name, p.start, p.end, st); err != nil {
-					return err
-				}
-			}
-			if st.GPUTimeNs >= 0 && st.TOutput >= 0 {
-				end := st.TOutput - opts.OutputReturnNs
-				if err := t.slice(wid, w, laneDevice, "gpu", end-st.GPUTimeNs, end, st); err != nil {
-					return err
-				}
-			}
-			if ts := max(st.TUpdateEnd, st.TOutput); ts >= 0 {
-				if err := t.counter(w, wid, "requests", ts, "running", int64(st.NumRunning), "waiting", int64(st.NumWaiting)); err != nil {
-					return err
-				}
-				if err := t.counter(w, wid, "kv blocks used", ts, "blocks", st.KVBlocksUsed); err != nil {
-					return err
-				}
-			}
-			res.Steps++
+		wid := st.WorkerID
+		if wid == "" {
+			wid = "worker"
 		}
-		if opts.Progress != nil {
+		w := t.worker(wid)
+		phases := []struct {
+			group      int
+			name       string
+			start, end int64
+		}{
+			{laneHost, "schedule", st.TScheduleStart, st.TScheduleEnd},
+			{laneHost, "dispatch", st.TScheduleEnd, st.TDispatch},
+			{laneWait, "wait", st.TDispatch, st.TOutput},
+			{laneHost, "update", st.TOutput, st.TUpdateEnd},
+		}
+		for _, p := range phases {
+			if err := t.slice(wid, w, p.group, p.name, p.start, p.end, st); err != nil {
+				return err
+			}
+		}
+		if st.GPUTimeNs >= 0 && st.TOutput >= 0 {
+			end := st.TOutput - opts.OutputReturnNs
+			if err := t.slice(wid, w, laneDevice, "gpu", end-st.GPUTimeNs, end, st); err != nil {
+				return err
+			}
+		}
+		if ts := max(st.TUpdateEnd, st.TOutput); ts >= 0 {
+			if err := t.counter(w, wid, "requests", ts, "running", int64(st.NumRunning), "waiting", int64(st.NumWaiting)); err != nil {
+				return err
+			}
+			if err := t.counter(w, wid, "kv blocks used", ts, "blocks", st.KVBlocksUsed); err != nil {
+				return err
+			}
+		}
+		res.Steps++
+		if opts.Progress != nil && res.Steps%int64(opts.BatchRows) == 0 {
 			opts.Progress(datasets.TableSteps, res.Steps)
 		}
 	}
 	if err := sc.Close(); err != nil {
 		return err
+	}
+	if opts.Progress != nil {
+		opts.Progress(datasets.TableSteps, res.Steps)
 	}
 
 	// Requests.
@@ -500,58 +495,53 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 			return err
 		}
 		defer rs.Close()
-		rbuf := make([]perfettoRequest, opts.BatchRows)
-		for {
-			n, err := rs.Read(rbuf)
-			if err == io.EOF {
-				break
-			}
+		for r, err := range rs.All() {
 			if err != nil {
 				return err
 			}
-			for i := range rbuf[:n] {
-				r := &rbuf[i]
-				if r.ArrivalNs < 0 {
-					continue
-				}
-				end := r.FinishNs
-				if end < r.ArrivalNs {
-					end = max(r.ArrivalNs, r.FirstSchedNs, r.FirstTokenNs)
-				}
-				label := "req " + r.ReqID
-				err := t.async('b', label, r.ReqID, r.ArrivalNs, func() {
-					t.buf = append(t.buf, `"req_id":`...)
-					t.buf = appendJSONString(t.buf, r.ReqID)
-					t.buf = append(t.buf, `,"prompt_tokens":`...)
-					t.buf = strconv.AppendInt(t.buf, r.PromptTokens, 10)
-					t.buf = append(t.buf, `,"output_tokens":`...)
-					t.buf = strconv.AppendInt(t.buf, r.OutputTokens, 10)
-					t.buf = append(t.buf, `,"first_scheduled_ns":`...)
-					t.buf = strconv.AppendInt(t.buf, r.FirstSchedNs, 10)
-					t.buf = append(t.buf, `,"num_preemptions":`...)
-					t.buf = strconv.AppendInt(t.buf, int64(r.NumPreemptions), 10)
-					t.buf = append(t.buf, `,"status":`...)
-					t.buf = appendJSONString(t.buf, r.Status)
-				})
-				if err != nil {
-					return err
-				}
-				if r.FirstTokenNs >= r.ArrivalNs && r.FirstTokenNs <= end {
-					if err := t.async('n', "first token", r.ReqID, r.FirstTokenNs, nil); err != nil {
-						return err
-					}
-				}
-				if err := t.async('e', label, r.ReqID, end, nil); err != nil {
-					return err
-				}
-				res.Requests++
+			if r.ArrivalNs < 0 {
+				continue
 			}
-			if opts.Progress != nil {
+			end := r.FinishNs
+			if end < r.ArrivalNs {
+				end = max(r.ArrivalNs, r.FirstSchedNs, r.FirstTokenNs)
+			}
+			label := "req " + r.ReqID
+			err := t.async('b', label, r.ReqID, r.ArrivalNs, func() {
+				t.buf = append(t.buf, `"req_id":`...)
+				t.buf = appendJSONString(t.buf, r.ReqID)
+				t.buf = append(t.buf, `,"prompt_tokens":`...)
+				t.buf = strconv.AppendInt(t.buf, r.PromptTokens, 10)
+				t.buf = append(t.buf, `,"output_tokens":`...)
+				t.buf = strconv.AppendInt(t.buf, r.OutputTokens, 10)
+				t.buf = append(t.buf, `,"first_scheduled_ns":`...)
+				t.buf = strconv.AppendInt(t.buf, r.FirstSchedNs, 10)
+				t.buf = append(t.buf, `,"num_preemptions":`...)
+				t.buf = strconv.AppendInt(t.buf, int64(r.NumPreemptions), 10)
+				t.buf = append(t.buf, `,"status":`...)
+				t.buf = appendJSONString(t.buf, r.Status)
+			})
+			if err != nil {
+				return err
+			}
+			if r.FirstTokenNs >= r.ArrivalNs && r.FirstTokenNs <= end {
+				if err := t.async('n', "first token", r.ReqID, r.FirstTokenNs, nil); err != nil {
+					return err
+				}
+			}
+			if err := t.async('e', label, r.ReqID, end, nil); err != nil {
+				return err
+			}
+			res.Requests++
+			if opts.Progress != nil && res.Requests%int64(opts.BatchRows) == 0 {
 				opts.Progress(datasets.TableRequests, res.Requests)
 			}
 		}
 		if err := rs.Close(); err != nil {
 			return err
+		}
+		if opts.Progress != nil {
+			opts.Progress(datasets.TableRequests, res.Requests)
 		}
 	}
 	res.Workers = t.order
