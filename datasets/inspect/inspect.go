@@ -1,9 +1,7 @@
 package inspect
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"sort"
@@ -262,19 +260,13 @@ func scanAll[T any](d *datasets.Dataset, table string, f func(*T)) error {
 		return err
 	}
 	defer sc.Close()
-	buf := make([]T, 4096)
-	for {
-		n, err := sc.Read(buf)
-		for i := 0; i < n; i++ {
-			f(&buf[i])
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
+	for row, err := range sc.All() {
 		if err != nil {
 			return err
 		}
+		f(row)
 	}
+	return nil
 }
 
 type groupKey struct{ kind, batch string }
