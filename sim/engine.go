@@ -72,6 +72,7 @@ type Engine struct {
 	pendHead int
 	reqs     map[string]*reqState
 	inflight []inflightStep
+	comp     Composition // of the step being submitted
 
 	lastUpdateEnd int64
 	idle          bool // nothing ran since the last step's update: the next step follows idle
@@ -283,11 +284,13 @@ func (e *Engine) scheduleOne() (bool, error) {
 	// The payload is handed over at t_dispatch, once serialized: a real
 	// executor serializes inside Submit; the simulated one prices that
 	// work, with the trip to the worker, on the worker's side.
-	c := Compose(out)
+	// The composition lives in the engine, not on the stack: passed by
+	// pointer through an interface it would escape, one allocation a step.
+	e.comp = Compose(out)
 	var p Payload
 	var err error
 	if x, ok := e.exec.(composedSubmitter); ok {
-		p, err = x.SubmitComposed(out, &c, e.clock.Now())
+		p, err = x.SubmitComposed(out, &e.comp, e.clock.Now())
 	} else {
 		p, err = e.exec.Submit(out, e.clock.Now())
 	}
@@ -301,7 +304,7 @@ func (e *Engine) scheduleOne() (bool, error) {
 		}
 	}
 	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
-		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p, comp: c})
+		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p, comp: e.comp})
 	return true, nil
 }
 

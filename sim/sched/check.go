@@ -23,14 +23,14 @@ func (s *Scheduler) CheckInvariants() error {
 	seen := 0
 	evict := 0
 	sent := int32(p.n)
-	for b, prev := p.m[sent].next, sent; b != sent; prev, b = b, p.m[b].next {
-		if p.m[b].prev != prev {
-			return fmt.Errorf("free queue: block %d has prev %d, want %d", b, p.m[b].prev, prev)
+	for b, prev := p.q[sent].next, sent; b != sent; prev, b = b, p.q[b].next {
+		if p.q[b].prev != prev {
+			return fmt.Errorf("free queue: block %d has prev %d, want %d", b, p.q[b].prev, prev)
 		}
-		if !p.m[b].inFree || p.m[b].ref != 0 || b == 0 {
-			return fmt.Errorf("free queue: block %d inFree=%v ref=%d", b, p.m[b].inFree, p.m[b].ref)
+		if !p.q[b].inFree || p.q[b].ref != 0 || b == 0 {
+			return fmt.Errorf("free queue: block %d inFree=%v ref=%d", b, p.q[b].inFree, p.q[b].ref)
 		}
-		if p.m[b].hashed {
+		if p.q[b].hashed {
 			evict++
 		}
 		seen++
@@ -70,7 +70,7 @@ func (s *Scheduler) CheckInvariants() error {
 			}
 			refs[b]++
 			if i < st.numCached && s.cfg.PrefixCaching {
-				ok := p.m[b].hashed
+				ok := p.q[b].hashed
 				if i < len(st.r.BlockHashes) {
 					ok = ok && p.m[b].owner == 0 && p.m[b].hash == st.r.BlockHashes[i]
 				} else {
@@ -92,13 +92,13 @@ func (s *Scheduler) CheckInvariants() error {
 		}
 	}
 	for b := 1; b < p.n; b++ {
-		if refs[b] != p.m[b].ref {
-			return fmt.Errorf("block %d: ref %d but held by %d tables", b, p.m[b].ref, refs[b])
+		if refs[b] != p.q[b].ref {
+			return fmt.Errorf("block %d: ref %d but held by %d tables", b, p.q[b].ref, refs[b])
 		}
-		if (p.m[b].ref == 0) != p.m[b].inFree {
-			return fmt.Errorf("block %d: ref %d inFree %v", b, p.m[b].ref, p.m[b].inFree)
+		if (p.q[b].ref == 0) != p.q[b].inFree {
+			return fmt.Errorf("block %d: ref %d inFree %v", b, p.q[b].ref, p.q[b].inFree)
 		}
-		if p.m[b].hashed {
+		if p.q[b].hashed {
 			if !p.caching {
 				return fmt.Errorf("block %d hashed with prefix caching off", b)
 			}
@@ -120,7 +120,7 @@ func (s *Scheduler) CheckInvariants() error {
 				if int(c) == b {
 					found = true
 				}
-				if !p.m[c].hashed || p.m[c].owner != p.m[b].owner || p.m[c].hash != p.m[b].hash || p.m[c].ownIdx != p.m[b].ownIdx && p.m[b].owner != 0 {
+				if !p.q[c].hashed || p.m[c].owner != p.m[b].owner || p.m[c].hash != p.m[b].hash || p.m[c].ownIdx != p.m[b].ownIdx && p.m[b].owner != 0 {
 					return fmt.Errorf("cache chain of block %d holds block %d with another identity", b, c)
 				}
 			}

@@ -229,7 +229,7 @@ func (s *Scheduler) Schedule() *Output {
 						break
 					}
 					hits = append(hits, blk)
-					if s.pool.m[blk].ref == 0 {
+					if s.pool.q[blk].ref == 0 {
 						evictable++
 					}
 				}
