@@ -19,7 +19,10 @@ type DatasetSink struct {
 	sinceCheckpoint int
 }
 
-const sinkBatch = 8192
+// sinkBatch is the rows buffered per table before they go to its writer:
+// one gathering pass of the column writer, so that the rows copied in are
+// still in cache when the columns read them back.
+const sinkBatch = 256
 
 // NewDatasetSink opens the steps, step_requests (unless withStepRequests
 // is false) and requests tables of w.
