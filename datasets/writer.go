@@ -22,8 +22,8 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/parquet-go/parquet-go"
 	kzstd "github.com/klauspost/compress/zstd"
+	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 	"github.com/parquet-go/parquet-go/deprecated"
 	"github.com/parquet-go/parquet-go/encoding/bytestreamsplit"
@@ -569,6 +569,7 @@ type colFileWriter struct {
 	hdr       bytes.Buffer
 	enc       *thrift.Encoder
 	body, tmp []byte
+	narrow    []int32 // int64 values of a page that fit in 32 bits
 	comp      []byte
 	err       error
 }
@@ -836,6 +837,27 @@ func (w *colFileWriter) flushPages() error {
 	return nil
 }
 
+// encodeDeltaInt64 appends values DELTA_BINARY_PACKED. When every value lies
+// within ±2^29, every delta and every delta less the block's minimum fits
+// in 31 bits, so the int32 encoder writes the very bytes the int64 one
+// would (the format does not depend on the physical type), and parquet-go
+// vectorizes the int32 path for more bit widths. Counts, tokens, bytes and
+// durations all qualify; absolute timestamps do not.
+func encodeDeltaInt64(dst []byte, scratch []int32, values []int64) ([]byte, []int32, error) {
+	scratch = slices.Grow(scratch[:0], len(values))[:len(values)]
+	for i, v := range values {
+		if v < -narrowBound || v >= narrowBound {
+			b, err := (&delta.BinaryPackedEncoding{}).EncodeInt64(dst, values)
+			return b, scratch, err
+		}
+		scratch[i] = int32(v)
+	}
+	b, err := (&delta.BinaryPackedEncoding{}).EncodeInt32(dst, scratch)
+	return b, scratch, err
+}
+
+const narrowBound = 1 << 29
+
 func appendLevels(dst, tmp []byte, levels []byte) ([]byte, []byte, error) {
 	var err error
 	tmp, err = (&rle.Encoding{BitWidth: 1}).EncodeLevels(tmp, levels)
@@ -862,7 +884,7 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 		body = append(body, tmp...)
 	case kindInt64:
 		if c.valueEnc == format.DeltaBinaryPacked {
-			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt64(tmp, c.i64)
+			tmp, w.narrow, err = encodeDeltaInt64(tmp, w.narrow, c.i64)
 		} else {
 			tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
 		}
