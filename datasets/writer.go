@@ -661,6 +661,23 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 				ce.recent = new([dictRecent]int32)
 			}
 		}
+		// Page buffers at full size from the start: growing them by
+		// doubling would copy each one a dozen times per part.
+		page := min(pageRows, rowGroupRows)
+		switch f.kind {
+		case kindInt64:
+			ce.i64 = make([]int64, 0, page)
+		case kindInt32:
+			ce.i32 = make([]int32, 0, page)
+		case kindFloat64:
+			ce.f64 = make([]float64, 0, page)
+		case kindBool:
+			ce.bools = make([]byte, 0, page)
+		case kindString:
+			if f.dict {
+				ce.idx = make([]int32, 0, page)
+			}
+		}
 		w.cols = append(w.cols, ce)
 	}
 	if err := w.write([]byte("PAR1")); err != nil {

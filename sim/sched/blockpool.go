@@ -2,7 +2,7 @@ package sched
 
 // blockPool is the KV block manager: a fixed set of blocks, a free queue in
 // eviction order (LRU: allocation takes the head, freeing appends to the
-// tail), reference counts for blocks shared through prefix hits, and the
+// tail, a prefix hit takes a block out of the middle), reference counts for blocks shared through prefix hits, and the
 // prefix cache, a hash map from block hash to the cached block(s).
 //
 // It follows vLLM v1's BlockPool/FreeKVCacheBlockQueue:
@@ -32,15 +32,21 @@ type blockPool struct {
 	n       int // blocks including the null block
 	caching bool
 
-	// q and m hold one record per block plus the free-queue sentinel at
-	// index n. q is what allocating and freeing touch: walking the free
-	// queue is a chain of dependent loads, and 16 bytes a block keep it in
-	// cache (a pool of 56K blocks in L2). m is the prefix-cache identity,
-	// touched only for cached blocks.
-	q        []blockLink
-	m        []blockMeta
-	numFree  int
-	numEvict int // blocks in the free queue that are still in the prefix cache
+	// q and m hold one record per block. q is what allocating and freeing
+	// touch; m is the prefix-cache identity, touched only for cached blocks.
+	q []blockState
+	m []blockMeta
+	// The free queue is the ring entries [head, tail) of fifo, oldest first.
+	// A block taken out of the middle (a prefix hit) leaves a stale entry
+	// behind: an entry is live only while its block's q.pos still names it.
+	// vLLM links the queue; an array is read in order, so popping many
+	// blocks (a prompt's worth) is not a chain of cache misses. Positions
+	// grow without wrapping; the live entries move to the front when the
+	// array fills.
+	fifo       []int32
+	head, tail int32
+	numFree    int
+	numEvict   int // blocks in the free queue that are still in the prefix cache
 
 	cache map[uint64]int32 // shared hash -> first cached block with that hash
 
@@ -51,11 +57,11 @@ type blockPool struct {
 	freeSlots []int32
 }
 
-type blockLink struct {
-	prev, next int32 // free queue (doubly linked, sentinel at index n)
-	ref        int32
-	inFree     bool
-	hashed     bool // in the prefix cache (shared or unique)
+type blockState struct {
+	pos    int32 // index in fifo while in the free queue
+	ref    int32
+	inFree bool
+	hashed bool // in the prefix cache (shared or unique)
 }
 
 type blockMeta struct {
@@ -71,15 +77,14 @@ func newBlockPool(n int, caching bool) *blockPool {
 	p := &blockPool{
 		n:       n,
 		caching: caching,
-		m:       make([]blockMeta, n+1),
-		q:       make([]blockLink, n+1),
+		m:       make([]blockMeta, n),
+		q:       make([]blockState, n),
+		fifo:    make([]int32, 2*n),
 		slots:   make([]*reqState, 1),
 	}
 	if caching {
 		p.cache = make(map[uint64]int32)
 	}
-	s := int32(n)
-	p.q[s].prev, p.q[s].next = s, s
 	for b := range p.m {
 		p.m[b].dupNext = noBlock
 	}
@@ -97,11 +102,12 @@ func (p *blockPool) usable() int { return p.n - 1 }
 func (p *blockPool) used() int { return p.usable() - p.numFree }
 
 func (p *blockPool) pushBack(b int) {
-	s := int32(p.n)
-	last := p.q[s].prev
-	p.q[b].prev, p.q[b].next = last, s
-	p.q[last].next = int32(b)
-	p.q[s].prev = int32(b)
+	if int(p.tail) == len(p.fifo) {
+		p.compact()
+	}
+	p.fifo[p.tail] = int32(b)
+	p.q[b].pos = p.tail
+	p.tail++
 	p.q[b].inFree = true
 	p.numFree++
 	if p.q[b].hashed {
@@ -109,10 +115,26 @@ func (p *blockPool) pushBack(b int) {
 	}
 }
 
+// compact moves the live entries of the free queue to the front of fifo.
+// The queue holds at most n blocks in an array of 2n, so this runs at most
+// once every n pushes.
+func (p *blockPool) compact() {
+	live := int32(0)
+	for i := p.head; i < p.tail; i++ {
+		if b := p.fifo[i]; p.live(b, i) {
+			p.fifo[live] = b
+			p.q[b].pos = live
+			live++
+		}
+	}
+	p.head, p.tail = 0, live
+}
+
+// live reports whether fifo entry i (holding b) is b's place in the queue.
+func (p *blockPool) live(b, i int32) bool { return p.q[b].inFree && p.q[b].pos == i }
+
+// unlink takes b out of the free queue; its entry in fifo goes stale.
 func (p *blockPool) unlink(b int) {
-	pr, nx := p.q[b].prev, p.q[b].next
-	p.q[pr].next = nx
-	p.q[nx].prev = pr
 	p.q[b].inFree = false
 	p.numFree--
 	if p.q[b].hashed {
@@ -124,12 +146,15 @@ func (p *blockPool) unlink(b int) {
 // cached hashes, and appends them (ref count 1) to dst. The caller checks
 // k <= numFree first.
 func (p *blockPool) allocate(k int, dst []int32) []int32 {
-	s := int32(p.n)
 	for i := 0; i < k; i++ {
-		b := int(p.q[s].next)
-		if b == p.n {
+		for p.head < p.tail && !p.live(p.fifo[p.head], p.head) {
+			p.head++
+		}
+		if p.head == p.tail {
 			panic("sched: block pool exhausted (caller must check numFree)")
 		}
+		b := int(p.fifo[p.head])
+		p.head++
 		p.unlink(b)
 		if p.q[b].hashed {
 			p.uncache(b)

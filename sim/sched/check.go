@@ -22,20 +22,28 @@ func (s *Scheduler) CheckInvariants() error {
 	// Free queue.
 	seen := 0
 	evict := 0
-	sent := int32(p.n)
-	for b, prev := p.q[sent].next, sent; b != sent; prev, b = b, p.q[b].next {
-		if p.q[b].prev != prev {
-			return fmt.Errorf("free queue: block %d has prev %d, want %d", b, p.q[b].prev, prev)
+	if p.head < 0 || p.head > p.tail || int(p.tail) > len(p.fifo) {
+		return fmt.Errorf("free queue: bounds [%d, %d) of %d", p.head, p.tail, len(p.fifo))
+	}
+	for i := p.head; i < p.tail; i++ {
+		b := p.fifo[i]
+		if b <= 0 || int(b) >= p.n {
+			return fmt.Errorf("free queue: entry %d names block %d", i, b)
 		}
-		if !p.q[b].inFree || p.q[b].ref != 0 || b == 0 {
-			return fmt.Errorf("free queue: block %d inFree=%v ref=%d", b, p.q[b].inFree, p.q[b].ref)
+		if !p.live(b, i) {
+			continue
+		}
+		if p.q[b].ref != 0 {
+			return fmt.Errorf("free queue: block %d has ref %d", b, p.q[b].ref)
 		}
 		if p.q[b].hashed {
 			evict++
 		}
 		seen++
-		if seen > p.n {
-			return fmt.Errorf("free queue: cycle")
+	}
+	for b := 1; b < p.n; b++ {
+		if pos := p.q[b].pos; p.q[b].inFree && (pos < p.head || pos >= p.tail || int(p.fifo[pos]) != b) {
+			return fmt.Errorf("free queue: block %d marked free but not queued", b)
 		}
 	}
 	if seen != p.numFree {
