@@ -770,11 +770,9 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		c.bools = slices.Grow(c.bools, n)[:l+n]
 		dst := c.bools[l:]
 		for i := range dst {
-			if *(*bool)(unsafe.Add(p, uintptr(i)*stride)) {
-				dst[i] = 1
-			} else {
-				dst[i] = 0
-			}
+			// A Go bool is the byte 0 or 1: copying it avoids a branch
+			// that random flags mispredict.
+			dst[i] = *(*byte)(unsafe.Add(p, uintptr(i)*stride))
 		}
 	case kindString:
 		if c.dict == nil {
@@ -791,10 +789,13 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		for i := range dst {
 			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
 			slot := &c.recent[(uintptr(unsafe.Pointer(unsafe.StringData(s)))>>3)%dictRecent]
-			// Same pointer and length compare without reading the bytes.
-			if id := *slot - 1; id >= 0 && c.dictVals[id] == s {
-				dst[i] = id
-				continue
+			if id := *slot - 1; id >= 0 {
+				// The same string header is the same string; another one
+				// at a reused address is compared by content.
+				if v := c.dictVals[id]; unsafe.StringData(v) == unsafe.StringData(s) && len(v) == len(s) || v == s {
+					dst[i] = id
+					continue
+				}
 			}
 			id, ok := c.dict[s]
 			if !ok {

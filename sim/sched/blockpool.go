@@ -36,15 +36,17 @@ type blockPool struct {
 	// touch; m is the prefix-cache identity, touched only for cached blocks.
 	q []blockState
 	m []blockMeta
-	// The free queue is the ring entries [head, tail) of fifo, oldest first.
-	// A block taken out of the middle (a prefix hit) leaves a stale entry
-	// behind: an entry is live only while its block's q.pos still names it.
-	// vLLM links the queue; an array is read in order, so popping many
-	// blocks (a prompt's worth) is not a chain of cache misses. Positions
-	// grow without wrapping; the live entries move to the front when the
-	// array fills.
+	// The free queue is the entries [head, tail) of fifo, oldest first. A
+	// block taken out of the middle (a prefix hit) leaves a tombstone
+	// (noBlock) behind. vLLM links the queue; an array is read in order, so
+	// popping blocks is not a chain of cache misses, and with the two flags
+	// below in bitsets (7 KB for 56K blocks) popping reads nothing at the
+	// block's own record. Positions grow without wrapping; the live entries
+	// move to the front when the array fills.
 	fifo       []int32
 	head, tail int32
+	inFree     bitset // in the free queue
+	hashed     bitset // in the prefix cache (shared or unique)
 	numFree    int
 	numEvict   int // blocks in the free queue that are still in the prefix cache
 
@@ -58,11 +60,16 @@ type blockPool struct {
 }
 
 type blockState struct {
-	pos    int32 // index in fifo while in the free queue
-	ref    int32
-	inFree bool
-	hashed bool // in the prefix cache (shared or unique)
+	pos int32 // index in fifo while in the free queue
+	ref int32
 }
+
+type bitset []uint64
+
+func newBitset(n int) bitset    { return make(bitset, (n+63)/64) }
+func (s bitset) has(i int) bool { return s[i>>6]&(1<<(i&63)) != 0 }
+func (s bitset) set(i int)      { s[i>>6] |= 1 << (i & 63) }
+func (s bitset) unset(i int)    { s[i>>6] &^= 1 << (i & 63) }
 
 type blockMeta struct {
 	dupNext int32  // next block with the same identity (insertion order), -1 at the end
@@ -80,6 +87,8 @@ func newBlockPool(n int, caching bool) *blockPool {
 		m:       make([]blockMeta, n),
 		q:       make([]blockState, n),
 		fifo:    make([]int32, 2*n),
+		inFree:  newBitset(n),
+		hashed:  newBitset(n),
 		slots:   make([]*reqState, 1),
 	}
 	if caching {
@@ -108,9 +117,9 @@ func (p *blockPool) pushBack(b int) {
 	p.fifo[p.tail] = int32(b)
 	p.q[b].pos = p.tail
 	p.tail++
-	p.q[b].inFree = true
+	p.inFree.set(b)
 	p.numFree++
-	if p.q[b].hashed {
+	if p.hashed.has(b) {
 		p.numEvict++
 	}
 }
@@ -121,7 +130,7 @@ func (p *blockPool) pushBack(b int) {
 func (p *blockPool) compact() {
 	live := int32(0)
 	for i := p.head; i < p.tail; i++ {
-		if b := p.fifo[i]; p.live(b, i) {
+		if b := p.fifo[i]; b != noBlock {
 			p.fifo[live] = b
 			p.q[b].pos = live
 			live++
@@ -130,14 +139,12 @@ func (p *blockPool) compact() {
 	p.head, p.tail = 0, live
 }
 
-// live reports whether fifo entry i (holding b) is b's place in the queue.
-func (p *blockPool) live(b, i int32) bool { return p.q[b].inFree && p.q[b].pos == i }
-
-// unlink takes b out of the free queue; its entry in fifo goes stale.
+// unlink takes b out of the free queue, leaving a tombstone in fifo.
 func (p *blockPool) unlink(b int) {
-	p.q[b].inFree = false
+	p.fifo[p.q[b].pos] = noBlock
+	p.inFree.unset(b)
 	p.numFree--
-	if p.q[b].hashed {
+	if p.hashed.has(b) {
 		p.numEvict--
 	}
 }
@@ -147,7 +154,7 @@ func (p *blockPool) unlink(b int) {
 // k <= numFree first.
 func (p *blockPool) allocate(k int, dst []int32) []int32 {
 	for i := 0; i < k; i++ {
-		for p.head < p.tail && !p.live(p.fifo[p.head], p.head) {
+		for p.head < p.tail && p.fifo[p.head] == noBlock {
 			p.head++
 		}
 		if p.head == p.tail {
@@ -155,11 +162,14 @@ func (p *blockPool) allocate(k int, dst []int32) []int32 {
 		}
 		b := int(p.fifo[p.head])
 		p.head++
-		p.unlink(b)
-		if p.q[b].hashed {
+		// unlink without the tombstone: the head moved past the entry.
+		p.inFree.unset(b)
+		p.numFree--
+		if p.hashed.has(b) {
+			p.numEvict--
 			p.uncache(b)
 		}
-		p.q[b].ref = 1
+		p.q[b].ref = 1 // a store: b's record is not read here
 		dst = append(dst, int32(b))
 	}
 	return dst
@@ -232,7 +242,7 @@ func (p *blockPool) removeChain(head *int32, b int) {
 // under shared hash h.
 func (p *blockPool) insert(b int, h uint64) {
 	p.m[b].hash = h
-	p.q[b].hashed = true
+	p.hashed.set(b)
 	p.m[b].dupNext = noBlock
 	if head, ok := p.cache[h]; ok {
 		p.appendChain(head, b)
@@ -243,7 +253,7 @@ func (p *blockPool) insert(b int, h uint64) {
 
 // insertUnique registers block b as st's unique block idx.
 func (p *blockPool) insertUnique(b int, st *reqState, idx int) {
-	p.q[b].hashed = true
+	p.hashed.set(b)
 	p.m[b].dupNext = noBlock
 	if st.slot == 0 {
 		if n := len(p.freeSlots); n > 0 {
@@ -291,10 +301,10 @@ func (p *blockPool) uncache(b int) {
 			p.cache[h] = head
 		}
 	}
-	if p.q[b].inFree {
+	if p.inFree.has(b) {
 		p.numEvict--
 	}
-	p.q[b].hashed = false
+	p.hashed.unset(b)
 	p.m[b].hash = 0
 	p.m[b].dupNext = noBlock
 }
@@ -325,7 +335,7 @@ func (p *blockPool) ownerOf(b int) *reqState { return p.slots[p.m[b].owner] }
 func (p *blockPool) numCachedBlocks() int {
 	n := 0
 	for b := 1; b < p.n; b++ {
-		if p.q[b].hashed {
+		if p.hashed.has(b) {
 			n++
 		}
 	}

@@ -27,22 +27,25 @@ func (s *Scheduler) CheckInvariants() error {
 	}
 	for i := p.head; i < p.tail; i++ {
 		b := p.fifo[i]
+		if b == noBlock {
+			continue
+		}
 		if b <= 0 || int(b) >= p.n {
 			return fmt.Errorf("free queue: entry %d names block %d", i, b)
 		}
-		if !p.live(b, i) {
-			continue
+		if !p.inFree.has(int(b)) || p.q[b].pos != i {
+			return fmt.Errorf("free queue: entry %d names block %d, which is not queued there", i, b)
 		}
 		if p.q[b].ref != 0 {
 			return fmt.Errorf("free queue: block %d has ref %d", b, p.q[b].ref)
 		}
-		if p.q[b].hashed {
+		if p.hashed.has(int(b)) {
 			evict++
 		}
 		seen++
 	}
 	for b := 1; b < p.n; b++ {
-		if pos := p.q[b].pos; p.q[b].inFree && (pos < p.head || pos >= p.tail || int(p.fifo[pos]) != b) {
+		if pos := p.q[b].pos; p.inFree.has(b) && (pos < p.head || pos >= p.tail || int(p.fifo[pos]) != b) {
 			return fmt.Errorf("free queue: block %d marked free but not queued", b)
 		}
 	}
@@ -78,7 +81,7 @@ func (s *Scheduler) CheckInvariants() error {
 			}
 			refs[b]++
 			if i < st.numCached && s.cfg.PrefixCaching {
-				ok := p.q[b].hashed
+				ok := p.hashed.has(b)
 				if i < len(st.r.BlockHashes) {
 					ok = ok && p.m[b].owner == 0 && p.m[b].hash == st.r.BlockHashes[i]
 				} else {
@@ -103,10 +106,10 @@ func (s *Scheduler) CheckInvariants() error {
 		if refs[b] != p.q[b].ref {
 			return fmt.Errorf("block %d: ref %d but held by %d tables", b, p.q[b].ref, refs[b])
 		}
-		if (p.q[b].ref == 0) != p.q[b].inFree {
-			return fmt.Errorf("block %d: ref %d inFree %v", b, p.q[b].ref, p.q[b].inFree)
+		if (p.q[b].ref == 0) != p.inFree.has(b) {
+			return fmt.Errorf("block %d: ref %d inFree %v", b, p.q[b].ref, p.inFree.has(b))
 		}
-		if p.q[b].hashed {
+		if p.hashed.has(b) {
 			if !p.caching {
 				return fmt.Errorf("block %d hashed with prefix caching off", b)
 			}
@@ -128,7 +131,7 @@ func (s *Scheduler) CheckInvariants() error {
 				if int(c) == b {
 					found = true
 				}
-				if !p.q[c].hashed || p.m[c].owner != p.m[b].owner || p.m[c].hash != p.m[b].hash || p.m[c].ownIdx != p.m[b].ownIdx && p.m[b].owner != 0 {
+				if !p.hashed.has(int(c)) || p.m[c].owner != p.m[b].owner || p.m[c].hash != p.m[b].hash || p.m[c].ownIdx != p.m[b].ownIdx && p.m[b].owner != 0 {
 					return fmt.Errorf("cache chain of block %d holds block %d with another identity", b, c)
 				}
 			}
