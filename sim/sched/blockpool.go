@@ -2,8 +2,9 @@ package sched
 
 // blockPool is the KV block manager: a fixed set of blocks, a free queue in
 // eviction order (LRU: allocation takes the head, freeing appends to the
-// tail, a prefix hit takes a block out of the middle), reference counts for blocks shared through prefix hits, and the
-// prefix cache, a hash map from block hash to the cached block(s).
+// tail, a prefix hit takes a block out of the middle), reference counts for
+// blocks shared through prefix hits, and the prefix cache, a hash map from
+// block hash to the cached block(s).
 //
 // It follows vLLM v1's BlockPool/FreeKVCacheBlockQueue:
 //   - block 0 is the null block and is never handed out;
@@ -26,8 +27,9 @@ package sched
 // its entries are dropped when the request finishes (nobody can hit them
 // any more; the blocks stay in the free queue in the same LRU position).
 //
-// All state lives in flat slices indexed by block id; the only map is the
-// hash index, which is used for lookups and never iterated for output.
+// All state lives in flat slices and bitsets indexed by block id; the only
+// map is the hash index, which is used for lookups and never iterated for
+// output.
 type blockPool struct {
 	n       int // blocks including the null block
 	caching bool
