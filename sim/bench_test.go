@@ -1,31 +1,54 @@
 package sim
 
 import (
-	"github.com/steplab/steplab/datasets"
 	"path/filepath"
 	"testing"
 
+	"github.com/steplab/steplab/datasets"
 	"github.com/stretchr/testify/require"
 )
+
+// tableSets are the two outputs the simulation benchmarks measure: every
+// table (the default), and without step_requests.
+var tableSets = []struct {
+	name     string
+	stepReqs bool
+}{{"all-tables", true}, {"steps+requests", false}}
+
+// azurePlan plans the default scenario on the embedded Azure conversation
+// trace, imported once for the benchmark.
+func azurePlan(b *testing.B, stepReqs bool) *Plan {
+	dir, _, cleanup, err := traceDataset(DefaultTrace)
+	require.NoError(b, err)
+	b.Cleanup(cleanup)
+	sc := DefaultScenario()
+	sc.Workload.Trace = dir
+	sc.Output.StepRequests = stepReqs
+	p, err := sc.Plan()
+	require.NoError(b, err)
+	return p
+}
+
+// driveInto runs p's workload on a simulated engine recording into sink.
+func driveInto(b *testing.B, p *Plan, sink Sink) *Engine {
+	src, _, done, err := p.Source()
+	require.NoError(b, err)
+	defer done()
+	eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async}, NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs),
+		&VirtualClock{}, HostAdapter{p.Host}, sink)
+	require.NoError(b, err)
+	_, err = Drive(eng, src)
+	require.NoError(b, err)
+	return eng
+}
 
 // BenchmarkSimulateAzureConv is DESIGN.md §7's simulation target: the whole
 // Azure conversation trace (19,366 requests) on the default engine, dataset
 // written. Run with -cpu 1 -benchmem.
 func BenchmarkSimulateAzureConv(b *testing.B) {
-	dir, _, cleanup, err := traceDataset(DefaultTrace)
-	require.NoError(b, err)
-	defer cleanup()
-	for _, stepReqs := range []bool{true, false} {
-		name := "steps+requests"
-		if stepReqs {
-			name = "all-tables"
-		}
-		b.Run(name, func(b *testing.B) {
-			sc := DefaultScenario()
-			sc.Workload.Trace = dir
-			sc.Output.StepRequests = stepReqs
-			p, err := sc.Plan()
-			require.NoError(b, err)
+	for _, ts := range tableSets {
+		b.Run(ts.name, func(b *testing.B) {
+			p := azurePlan(b, ts.stepReqs)
 			out := filepath.Join(b.TempDir(), "ds")
 			var steps int64
 			for b.Loop() {
@@ -46,24 +69,10 @@ func (discard) Request(*datasets.Request) error                   { return nil }
 // BenchmarkEngineAzureConv isolates the engine (scheduler, executor,
 // recording) from the dataset writer: the same trace into a discarding sink.
 func BenchmarkEngineAzureConv(b *testing.B) {
-	dir, _, cleanup, err := traceDataset(DefaultTrace)
-	require.NoError(b, err)
-	defer cleanup()
-	sc := DefaultScenario()
-	sc.Workload.Trace = dir
-	p, err := sc.Plan()
-	require.NoError(b, err)
+	p := azurePlan(b, true)
 	var steps int64
 	for b.Loop() {
-		src, _, done, err := p.Source()
-		require.NoError(b, err)
-		eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async}, NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs),
-			&VirtualClock{}, HostAdapter{p.Host}, discard{})
-		require.NoError(b, err)
-		_, err = Drive(eng, src)
-		require.NoError(b, err)
-		done()
-		steps = eng.Stats().Steps
+		steps = driveInto(b, p, discard{}).Stats().Steps
 	}
 	b.ReportMetric(float64(steps), "steps/op")
 }
@@ -111,37 +120,19 @@ func replayRows(s *DatasetSink, rec *recorder) error {
 // records for the Azure conversation trace, written through a DatasetSink.
 // BenchmarkSimulateAzureConv's time is about this plus BenchmarkEngineAzureConv.
 func BenchmarkDatasetSink(b *testing.B) {
-	dir, _, cleanup, err := traceDataset(DefaultTrace)
-	require.NoError(b, err)
-	defer cleanup()
-	sc := DefaultScenario()
-	sc.Workload.Trace = dir
-	p, err := sc.Plan()
-	require.NoError(b, err)
-	src, _, done, err := p.Source()
-	require.NoError(b, err)
 	var rec recorder
-	eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async}, NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs),
-		&VirtualClock{}, HostAdapter{p.Host}, &rec)
-	require.NoError(b, err)
-	_, err = Drive(eng, src)
-	require.NoError(b, err)
-	done()
-	for _, stepReqs := range []bool{true, false} {
-		name := "steps+requests"
-		if stepReqs {
-			name = "all-tables"
-		}
-		b.Run(name, func(b *testing.B) {
+	driveInto(b, azurePlan(b, true), &rec)
+	for _, ts := range tableSets {
+		b.Run(ts.name, func(b *testing.B) {
 			out := filepath.Join(b.TempDir(), "ds")
 			rows := len(rec.steps) + len(rec.reqs)
-			if stepReqs {
+			if ts.stepReqs {
 				rows += len(rec.stepReqs)
 			}
 			for b.Loop() {
 				w, err := datasets.Create(out, datasets.Manifest{}, datasets.CreateOptions{Overwrite: true})
 				require.NoError(b, err)
-				s, err := NewDatasetSink(w, stepReqs)
+				s, err := NewDatasetSink(w, ts.stepReqs)
 				require.NoError(b, err)
 				if err := replayRows(s, &rec); err != nil {
 					b.Fatal(err)
