@@ -487,16 +487,21 @@ func (g *gridLimits) warmups() []Point {
 	return out
 }
 
+// gridAxis is one axis of the grid: the explicit values, sorted and
+// deduplicated, or else the CUDA-graph capture sizes up to max, thinned to
+// at most samples.
+func gridAxis(explicit, captures []int, max, samples int) []int {
+	if len(explicit) > 0 {
+		return sortedSet(explicit)
+	}
+	return limitCudagraphAxis(cudagraphAxis(captures, max), captures, samples)
+}
+
 func (g *gridLimits) prefillPoints() []Point {
 	c := g.cfg
 	explicit := len(c.PrefillTokens) > 0
-	var totals []int
-	if explicit {
-		totals = sortedSet(c.PrefillTokens)
-	} else {
-		totals = cudagraphAxis(g.prefillCaptures, c.MaxNumBatchedTokens)
-		totals = limitCudagraphAxis(totals, g.prefillCaptures, orDefault(c.PrefillMaxTokenSamples, DefaultPrefillMaxTokenSamples))
-	}
+	totals := gridAxis(c.PrefillTokens, g.prefillCaptures, c.MaxNumBatchedTokens,
+		orDefault(c.PrefillMaxTokenSamples, DefaultPrefillMaxTokenSamples))
 	var out []Point
 	for i := len(totals) - 1; i >= 0; i-- { // largest first
 		t := totals[i]
@@ -532,13 +537,8 @@ func (g *gridLimits) prefillPoint(total, b int, explicit bool) Point {
 func (g *gridLimits) decodePoints() []Point {
 	c := g.cfg
 	explicitB := len(c.DecodeBatchSizes) > 0
-	var batches []int
-	if explicitB {
-		batches = sortedSet(c.DecodeBatchSizes)
-	} else {
-		batches = cudagraphAxis(g.decodeCaptures, g.feasibleMaxBatch)
-		batches = limitCudagraphAxis(batches, g.decodeCaptures, orDefault(c.DecodeMaxBatchSizeSamples, DefaultDecodeMaxBatchSizeSamples))
-	}
+	batches := gridAxis(c.DecodeBatchSizes, g.decodeCaptures, g.feasibleMaxBatch,
+		orDefault(c.DecodeMaxBatchSizeSamples, DefaultDecodeMaxBatchSizeSamples))
 	var out []Point
 	for _, b := range batches {
 		if len(c.DecodeContexts) > 0 {
