@@ -594,10 +594,9 @@ type colEnc struct {
 	dict     map[string]int32
 	dictVals []string
 	// recent maps a string's data pointer to a dictionary index (plus one;
-	// 0 is empty), checked against dictVals before use: rows name the same
-	// few hundred strings over and over (the requests of running steps),
-	// each time through the same string header, and a pointer hash is much
-	// cheaper than hashing the bytes for the map.
+	// 0 is empty): rows name the same few hundred strings over and over
+	// (the requests of running steps), each time through the same string
+	// header, and a pointer hash is much cheaper than hashing the bytes.
 	recent *[dictRecent]int32
 
 	// encoded data pages of the row group
@@ -632,17 +631,22 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 	for i := range c.fields {
 		f := &c.fields[i]
 		ce := &colEnc{f: f, path: []string{f.name}}
+		// Page buffers get their full size at once: growing them by
+		// doubling would copy each one a dozen times per part.
+		page := min(pageRows, rowGroupRows)
 		switch f.kind {
 		case kindInt32:
 			ce.typ, ce.valueEnc = format.Int32, format.Plain
 			if f.delta {
 				ce.valueEnc = format.DeltaBinaryPacked
 			}
+			ce.i32 = make([]int32, 0, page)
 		case kindInt64:
 			ce.typ, ce.valueEnc = format.Int64, format.Plain
 			if f.delta {
 				ce.valueEnc = format.DeltaBinaryPacked
 			}
+			ce.i64 = make([]int64, 0, page)
 		case kindInt64List:
 			ce.typ, ce.valueEnc = format.Int64, format.Plain
 			ce.path = []string{f.name, "list", "element"}
@@ -651,30 +655,16 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 			if f.split {
 				ce.valueEnc = format.ByteStreamSplit
 			}
+			ce.f64 = make([]float64, 0, page)
 		case kindBool:
 			ce.typ, ce.valueEnc = format.Boolean, format.Plain
+			ce.bools = make([]byte, 0, page)
 		case kindString:
 			ce.typ, ce.valueEnc = format.ByteArray, format.Plain
 			if f.dict {
 				ce.valueEnc = format.RLEDictionary
 				ce.dict = map[string]int32{}
 				ce.recent = new([dictRecent]int32)
-			}
-		}
-		// Page buffers at full size from the start: growing them by
-		// doubling would copy each one a dozen times per part.
-		page := min(pageRows, rowGroupRows)
-		switch f.kind {
-		case kindInt64:
-			ce.i64 = make([]int64, 0, page)
-		case kindInt32:
-			ce.i32 = make([]int32, 0, page)
-		case kindFloat64:
-			ce.f64 = make([]float64, 0, page)
-		case kindBool:
-			ce.bools = make([]byte, 0, page)
-		case kindString:
-			if f.dict {
 				ce.idx = make([]int32, 0, page)
 			}
 		}
@@ -789,13 +779,11 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		for i := range dst {
 			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
 			slot := &c.recent[(uintptr(unsafe.Pointer(unsafe.StringData(s)))>>3)%dictRecent]
-			if id := *slot - 1; id >= 0 {
-				// The same string header is the same string; another one
-				// at a reused address is compared by content.
-				if v := c.dictVals[id]; unsafe.StringData(v) == unsafe.StringData(s) && len(v) == len(s) || v == s {
-					dst[i] = id
-					continue
-				}
+			// A hit is checked by content (a reused address may hold
+			// another string); the comparison stops at equal pointers.
+			if id := *slot - 1; id >= 0 && c.dictVals[id] == s {
+				dst[i] = id
+				continue
 			}
 			id, ok := c.dict[s]
 			if !ok {
