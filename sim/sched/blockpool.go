@@ -141,9 +141,11 @@ func (p *blockPool) compact() {
 	p.head, p.tail = 0, live
 }
 
-// unlink takes b out of the free queue, leaving a tombstone in fifo.
-func (p *blockPool) unlink(b int) {
-	p.fifo[p.q[b].pos] = noBlock
+// unlink takes b, queued at fifo[pos], out of the free queue, leaving a
+// tombstone there. Callers that know pos (the head) need not read b's
+// record for it.
+func (p *blockPool) unlink(b int, pos int32) {
+	p.fifo[pos] = noBlock
 	p.inFree.unset(b)
 	p.numFree--
 	if p.hashed.has(b) {
@@ -163,12 +165,9 @@ func (p *blockPool) allocate(k int, dst []int32) []int32 {
 			panic("sched: block pool exhausted (caller must check numFree)")
 		}
 		b := int(p.fifo[p.head])
+		p.unlink(b, p.head)
 		p.head++
-		// unlink without the tombstone: the head moved past the entry.
-		p.inFree.unset(b)
-		p.numFree--
 		if p.hashed.has(b) {
-			p.numEvict--
 			p.uncache(b)
 		}
 		p.q[b].ref = 1 // a store: b's record is not read here
@@ -181,7 +180,7 @@ func (p *blockPool) allocate(k int, dst []int32) []int32 {
 // queue if nobody held it.
 func (p *blockPool) touch(b int) {
 	if p.q[b].ref == 0 {
-		p.unlink(b)
+		p.unlink(b, p.q[b].pos)
 	}
 	p.q[b].ref++
 }
