@@ -697,17 +697,7 @@ func RunSteps(d *datasets.Dataset, opts StepOptions, out Output) (*StepReport, e
 		return nil
 	}
 	sum, err := ReplaySteps(d, opts)
-	if err == nil {
-		err = tw.Write(buf)
-	}
-	if err == nil {
-		err = tw.Close()
-	}
-	if err != nil {
-		_ = w.Abort(err.Error())
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
+	if err := finishTable(w, tw, buf, err); err != nil {
 		return nil, err
 	}
 	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName
@@ -725,6 +715,23 @@ func RunSteps(d *datasets.Dataset, opts StepOptions, out Output) (*StepReport, e
 		rep.Files = append(rep.Files, f...)
 	}
 	return rep, nil
+}
+
+// finishTable writes the rows left in buf and closes the table and the
+// output. If the replay failed (err) or the table cannot be finished, the
+// output is aborted instead, so that it is marked partial, not complete.
+func finishTable[T any](w *datasets.Writer, tw *datasets.TableWriter[T], buf []T, err error) error {
+	if err == nil {
+		err = tw.Write(buf)
+	}
+	if err == nil {
+		err = tw.Close()
+	}
+	if err != nil {
+		_ = w.Abort(err.Error())
+		return err
+	}
+	return w.Close()
 }
 
 func writeJSONFile(path string, v any) error {

@@ -495,17 +495,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	}
 	var buf []RequestRow
 	sum, err := CompareRequests(t.Rec, simReqs, func(r *RequestRow) error { buf = append(buf, *r); return nil })
-	if err == nil {
-		err = tw.Write(buf)
-	}
-	if err == nil {
-		err = tw.Close()
-	}
-	if err != nil {
-		_ = w.Abort(err.Error())
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
+	if err := finishTable(w, tw, buf, err); err != nil {
 		return nil, err
 	}
 	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -90,25 +91,40 @@ func rowType(vary []Vary) reflect.Type {
 
 // WriteTable writes the sweep's Parquet table (zstd) to path.
 func WriteTable(path string, r *Result) error {
-	for _, v := range r.Vary {
+	if err := checkKeys(r.Vary); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := writeRows(f, r, parquet.Compression(&zstd.Codec{})); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func checkKeys(vary []Vary) error {
+	for _, v := range vary {
 		if strings.ContainsAny(v.Key, ",\"`") {
 			return fmt.Errorf("sweep: key %q cannot name a column", v.Key)
 		}
 	}
+	return nil
+}
+
+// writeRows writes the table of WriteTable and WriteRows, which differ only
+// in opts (compression, page size, metadata).
+func writeRows(w io.Writer, r *Result, opts ...parquet.WriterOption) error {
 	t := rowType(r.Vary)
-	proto := reflect.New(t)
-	w0, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriter(w0)
-	pw := parquet.NewWriter(bw, parquet.SchemaOf(proto.Interface()), parquet.Compression(&zstd.Codec{}))
-	rows := r.Rows()
+	bw := bufio.NewWriter(w)
+	pw := parquet.NewWriter(bw, append([]parquet.WriterOption{parquet.SchemaOf(reflect.New(t).Interface())}, opts...)...)
 	pointRow := map[int32][]string{}
 	for _, p := range r.Points {
 		pointRow[int32(p.Index)] = p.Values
 	}
-	for _, row := range rows {
+	for _, row := range r.Rows() {
 		v := reflect.New(t).Elem()
 		for i, x := range pointRow[row.Point] {
 			f := v.Field(i)
@@ -121,19 +137,13 @@ func WriteTable(path string, r *Result) error {
 		}
 		v.Field(len(r.Vary)).Set(reflect.ValueOf(row))
 		if err := pw.Write(v.Addr().Interface()); err != nil {
-			w0.Close()
 			return err
 		}
 	}
 	if err := pw.Close(); err != nil {
-		w0.Close()
 		return err
 	}
-	if err := bw.Flush(); err != nil {
-		w0.Close()
-		return err
-	}
-	return w0.Close()
+	return bw.Flush()
 }
 
 // Write stores sweep.parquet, sweep.json (every point's audit) and the

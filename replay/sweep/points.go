@@ -1,11 +1,8 @@
 package sweep
 
 import (
-	"bufio"
 	"fmt"
 	"io"
-	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -99,41 +96,12 @@ var partCodec = &zstd.Codec{}
 // key-value metadata in the footer. A part of a distributed sweep is this
 // table for one point.
 func WriteRows(w io.Writer, r *Result, meta map[string]string) error {
-	for _, v := range r.Vary {
-		if strings.ContainsAny(v.Key, ",\"`") {
-			return fmt.Errorf("sweep: key %q cannot name a column", v.Key)
-		}
+	if err := checkKeys(r.Vary); err != nil {
+		return err
 	}
-	t := rowType(r.Vary)
-	opts := []parquet.WriterOption{parquet.SchemaOf(reflect.New(t).Interface()), parquet.Compression(partCodec),
-		parquet.PageBufferSize(64 << 10)}
+	opts := []parquet.WriterOption{parquet.Compression(partCodec), parquet.PageBufferSize(64 << 10)}
 	for k, v := range meta {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
-	bw := bufio.NewWriter(w)
-	pw := parquet.NewWriter(bw, opts...)
-	pointRow := map[int32][]string{}
-	for _, p := range r.Points {
-		pointRow[int32(p.Index)] = p.Values
-	}
-	for _, row := range r.Rows() {
-		v := reflect.New(t).Elem()
-		for i, x := range pointRow[row.Point] {
-			f := v.Field(i)
-			if f.Kind() == reflect.Float64 {
-				n, _ := strconv.ParseFloat(x, 64)
-				f.SetFloat(n)
-			} else {
-				f.SetString(x)
-			}
-		}
-		v.Field(len(r.Vary)).Set(reflect.ValueOf(row))
-		if err := pw.Write(v.Addr().Interface()); err != nil {
-			return err
-		}
-	}
-	if err := pw.Close(); err != nil {
-		return err
-	}
-	return bw.Flush()
+	return writeRows(w, r, opts...)
 }
