@@ -725,6 +725,16 @@ func widen(dst []int64, src []int32) []int64 {
 	return dst
 }
 
+// dictLookup returns dict[i] for each index, reusing dst's storage; the
+// indexes must already be checked against len(dict).
+func dictLookup[T any](dst, dict []T, idx []int32) []T {
+	dst = slices.Grow(dst[:0], len(idx))[:len(idx)]
+	for j, i := range idx {
+		dst[j] = dict[i]
+	}
+	return dst
+}
+
 func countNulls(defs []byte, maxDef byte) int {
 	n := 0
 	for _, d := range defs {
@@ -791,28 +801,16 @@ func (c *colReader) decodeIndexed(d parquet.Dictionary, idx []int32) error {
 	}
 	switch c.f.kind {
 	case kindInt64, kindInt64List:
-		c.i64 = slices.Grow(c.sI64[:0], len(idx))[:len(idx)]
-		for j, i := range idx {
-			c.i64[j] = c.dictI64[i]
-		}
+		c.i64 = dictLookup(c.sI64, c.dictI64, idx)
 		c.sI64 = c.i64
 	case kindInt32:
-		c.i32 = slices.Grow(c.sI32[:0], len(idx))[:len(idx)]
-		for j, i := range idx {
-			c.i32[j] = c.dictI32[i]
-		}
+		c.i32 = dictLookup(c.sI32, c.dictI32, idx)
 		c.sI32 = c.i32
 	case kindFloat64:
-		c.f64 = slices.Grow(c.sF64[:0], len(idx))[:len(idx)]
-		for j, i := range idx {
-			c.f64[j] = c.dictF64[i]
-		}
+		c.f64 = dictLookup(c.sF64, c.dictF64, idx)
 		c.sF64 = c.f64
 	case kindString:
-		c.strs = slices.Grow(c.sStr[:0], len(idx))[:len(idx)]
-		for j, i := range idx {
-			c.strs[j] = c.dictStr[i]
-		}
+		c.strs = dictLookup(c.sStr, c.dictStr, idx)
 		c.sStr = c.strs
 	}
 	return nil

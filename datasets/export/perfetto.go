@@ -33,6 +33,14 @@ type PerfettoOptions struct {
 	Progress func(table string, rows int64)
 }
 
+// progress reports rows of table after every BatchRows rows, and once more
+// when the table is done so the last count is never left unreported.
+func (o *PerfettoOptions) progress(table string, rows int64, done bool) {
+	if o.Progress != nil && (done || rows%int64(o.BatchRows) == 0) {
+		o.Progress(table, rows)
+	}
+}
+
 // PerfettoResult says what PerfettoTrace wrote.
 type PerfettoResult struct {
 	Path     string   `json:"path"`
@@ -477,16 +485,12 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 			}
 		}
 		res.Steps++
-		if opts.Progress != nil && res.Steps%int64(opts.BatchRows) == 0 {
-			opts.Progress(datasets.TableSteps, res.Steps)
-		}
+		opts.progress(datasets.TableSteps, res.Steps, false)
 	}
 	if err := sc.Close(); err != nil {
 		return err
 	}
-	if opts.Progress != nil {
-		opts.Progress(datasets.TableSteps, res.Steps)
-	}
+	opts.progress(datasets.TableSteps, res.Steps, true)
 
 	// Requests.
 	if !opts.NoRequests && d.Has(datasets.TableRequests) {
@@ -533,16 +537,12 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 				return err
 			}
 			res.Requests++
-			if opts.Progress != nil && res.Requests%int64(opts.BatchRows) == 0 {
-				opts.Progress(datasets.TableRequests, res.Requests)
-			}
+			opts.progress(datasets.TableRequests, res.Requests, false)
 		}
 		if err := rs.Close(); err != nil {
 			return err
 		}
-		if opts.Progress != nil {
-			opts.Progress(datasets.TableRequests, res.Requests)
-		}
+		opts.progress(datasets.TableRequests, res.Requests, true)
 	}
 	res.Workers = t.order
 	_, err = t.bw.WriteString("\n]}\n")

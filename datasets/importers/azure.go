@@ -112,16 +112,7 @@ func runAzure(in *input, s *sink) error {
 			}
 		}
 		off := t.Sub(t0) // saturates at ~292 years; Before() check keeps it >= 0
-		if err := s.addRequest(datasets.Request{
-			ReqID:            fmt.Sprintf("%06d", n),
-			ArrivalNs:        int64(off),
-			PromptTokens:     tok[0],
-			OutputTokens:     tok[1],
-			FirstScheduledNs: datasets.Unknown,
-			FirstTokenNs:     datasets.Unknown,
-			FinishNs:         datasets.Unknown,
-			Status:           datasets.StatusNotRun,
-		}); err != nil {
+		if err := s.addRequest(traceRequest(n, int64(off), tok[0], tok[1])); err != nil {
 			return err
 		}
 		n++

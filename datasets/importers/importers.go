@@ -132,50 +132,14 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	}()
 
 	s := &sink{m: base}
-	const batch = 4096
 	switch f.Table {
 	case datasets.TableRequests:
-		tw, err := datasets.NewTableWriter[datasets.Request](w, f.Table, datasets.DefaultTableOptions)
-		if err != nil {
-			return nil, err
-		}
-		buf := make([]datasets.Request, 0, batch)
-		s.request = func(r datasets.Request) error {
-			buf = append(buf, r)
-			if len(buf) == batch {
-				err := tw.Write(buf)
-				buf = buf[:0]
-				return err
-			}
-			return nil
-		}
-		s.flush = func() error {
-			if err := tw.Write(buf); err != nil {
-				return err
-			}
-			return tw.Close()
-		}
+		s.request, s.flush, err = batchWriter[datasets.Request](w, f.Table)
 	case datasets.TableSteps:
-		tw, err := datasets.NewTableWriter[datasets.Step](w, f.Table, datasets.DefaultTableOptions)
-		if err != nil {
-			return nil, err
-		}
-		buf := make([]datasets.Step, 0, batch)
-		s.step = func(r datasets.Step) error {
-			buf = append(buf, r)
-			if len(buf) == batch {
-				err := tw.Write(buf)
-				buf = buf[:0]
-				return err
-			}
-			return nil
-		}
-		s.flush = func() error {
-			if err := tw.Write(buf); err != nil {
-				return err
-			}
-			return tw.Close()
-		}
+		s.step, s.flush, err = batchWriter[datasets.Step](w, f.Table)
+	}
+	if err != nil {
+		return nil, err
 	}
 	if err := f.run(in, s); err != nil {
 		_ = w.Abort(err.Error())
@@ -212,6 +176,34 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 		res.FirstNs, res.LastNs, res.SpanNs = s.first, s.last, s.last-s.first
 	}
 	return res, nil
+}
+
+// batchWriter opens table for rows of type T and returns add, which buffers
+// rows and writes them a batch at a time, and flush, which writes the rest
+// and closes the table.
+func batchWriter[T any](w *datasets.Writer, table string) (add func(T) error, flush func() error, err error) {
+	const batch = 4096
+	tw, err := datasets.NewTableWriter[T](w, table, datasets.DefaultTableOptions)
+	if err != nil {
+		return nil, nil, err
+	}
+	buf := make([]T, 0, batch)
+	add = func(r T) error {
+		buf = append(buf, r)
+		if len(buf) == batch {
+			err := tw.Write(buf)
+			buf = buf[:0]
+			return err
+		}
+		return nil
+	}
+	flush = func() error {
+		if err := tw.Write(buf); err != nil {
+			return err
+		}
+		return tw.Close()
+	}
+	return add, flush, nil
 }
 
 // ReadRequests parses a request trace (azure, mooncake, vllm-requests) into
@@ -341,6 +333,21 @@ func (s *sink) detail(k, v string) {
 		s.m.Source.Detail = map[string]string{}
 	}
 	s.m.Source.Detail[k] = v
+}
+
+// traceRequest is row n of an arrival trace (Azure, Mooncake): the trace
+// records when a request came and its token counts, never how it ran.
+func traceRequest(n int, arrivalNs, promptTokens, outputTokens int64) datasets.Request {
+	return datasets.Request{
+		ReqID:            fmt.Sprintf("%06d", n),
+		ArrivalNs:        arrivalNs,
+		PromptTokens:     promptTokens,
+		OutputTokens:     outputTokens,
+		FirstScheduledNs: datasets.Unknown,
+		FirstTokenNs:     datasets.Unknown,
+		FinishNs:         datasets.Unknown,
+		Status:           datasets.StatusNotRun,
+	}
 }
 
 // input is an opened source: a file on disk or an embedded file. Reads go

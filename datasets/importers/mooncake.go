@@ -77,17 +77,9 @@ func runMooncake(in *input, s *sink) error {
 		if int64(len(rec.HashIDs)) != (inLen+MooncakeBlockTokens-1)/MooncakeBlockTokens {
 			mismatched++
 		}
-		if err := s.addRequest(datasets.Request{
-			ReqID:            fmt.Sprintf("%06d", n),
-			ArrivalNs:        t - t0,
-			PromptTokens:     inLen,
-			OutputTokens:     outLen,
-			PrefixHashIDs:    rec.HashIDs,
-			FirstScheduledNs: datasets.Unknown,
-			FirstTokenNs:     datasets.Unknown,
-			FinishNs:         datasets.Unknown,
-			Status:           datasets.StatusNotRun,
-		}); err != nil {
+		r := traceRequest(n, t-t0, inLen, outLen)
+		r.PrefixHashIDs = rec.HashIDs
+		if err := s.addRequest(r); err != nil {
 			return err
 		}
 		n++
