@@ -22,6 +22,7 @@ import random
 import subprocess
 import sys
 import time
+import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -219,6 +220,16 @@ def protocol_run(args):
     return bye.get("type") == "bye" and rc == 0
 
 
+def guarded(what, fn, *args):
+    """fn(*args), or False after logging its exception, so that one broken
+    check still lets the others run and report."""
+    try:
+        return fn(*args)
+    except Exception as e:
+        traceback.print_exc()
+        log("%s FAILED: %s" % (what, e))
+        return False
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -241,27 +252,9 @@ def main():
     ok = True
     if cuda and not args.skip_checks:
         if attention.HAVE_TRITON:
-            try:
-                ok &= check_kernels()
-            except Exception as e:
-                import traceback
-                traceback.print_exc()
-                log("kernel check FAILED: %s" % e)
-                ok = False
-        try:
-            ok &= check_tiny_graphs()
-        except Exception as e:
-            import traceback
-            traceback.print_exc()
-            log("tiny graph check FAILED: %s" % e)
-            ok = False
-    try:
-        ok &= protocol_run(args)
-    except Exception as e:
-        import traceback
-        traceback.print_exc()
-        log("protocol run FAILED: %s" % e)
-        ok = False
+            ok &= guarded("kernel check", check_kernels)
+        ok &= guarded("tiny graph check", check_tiny_graphs)
+    ok &= guarded("protocol run", protocol_run, args)
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "selftest.json"), "w") as f:

@@ -1,9 +1,7 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,28 +11,6 @@ import (
 )
 
 const ensemble = "../../examples/whatif/encoder-ensemble.yaml"
-
-func runSteplab(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	cmd := newRootCmd()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&out)
-	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), err
-}
-
-func codeOf(err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
-}
 
 func TestWhatifAndSweepCLI(t *testing.T) {
 	small := []string{"--set", "load.requests=100", "--set", "load.repetitions=2"}
@@ -58,8 +34,8 @@ func TestWhatifAndSweepCLI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			out, err := runSteplab(t, tt.args...)
-			require.Equal(t, tt.code, codeOf(err), "%v\n%s", err, out)
+			out, err := runCLI(t, tt.args...)
+			require.Equal(t, tt.code, exitCode(err), "%v\n%s", err, out)
 			text := out
 			if err != nil {
 				text += err.Error()
@@ -89,7 +65,7 @@ stages:
 `
 	p := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(p, []byte(src), 0o644))
-	_, err := runSteplab(t, "whatif", p, "-o", t.TempDir())
-	require.Equal(t, 2, codeOf(err))
+	_, err := runCLI(t, "whatif", p, "-o", t.TempDir())
+	require.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, "bad.yaml:5: unknown key \"wrokers\"")
 }

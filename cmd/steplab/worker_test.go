@@ -28,7 +28,7 @@ func TestSweepOverQueueCLI(t *testing.T) {
 
 	base := []string{ensemble, "--set", "load.requests=60", "--set", "load.repetitions=2", "--vary", "load.rate_rps=20,40,80"}
 	local := filepath.Join(t.TempDir(), "local")
-	_, err = runSteplab(t, append([]string{"sweep", "-o", local}, base...)...)
+	_, err = runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
 	require.NoError(t, err)
 
 	parts := t.TempDir()
@@ -37,12 +37,12 @@ func TestSweepOverQueueCLI(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := runSteplab(t, "worker", "--queue", url, "--results", parts, "--max-idle", "1500ms", "--wait-queue", "20s")
+			out, err := runCLI(t, "worker", "--queue", url, "--results", parts, "--max-idle", "1500ms", "--wait-queue", "20s")
 			assert.NoError(t, err, out)
 		}()
 	}
 	dist := filepath.Join(t.TempDir(), "dist")
-	out, err := runSteplab(t, append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--json", "--timeout", "30s"}, base...)...)
+	out, err := runCLI(t, append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--json", "--timeout", "30s"}, base...)...)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"event":"submitted"`)
 	assert.Contains(t, out, `"event":"complete"`)
@@ -50,14 +50,14 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	sameFiles(t, local, dist)
 	// Resubmitted with --resume: every part is there, nothing to run.
 	again := filepath.Join(t.TempDir(), "again")
-	out, err = runSteplab(t, append([]string{"sweep", "-o", again, "--queue", url, "--results", parts, "--resume", "--timeout", "5s"}, base...)...)
+	out, err = runCLI(t, append([]string{"sweep", "-o", again, "--queue", url, "--results", parts, "--resume", "--timeout", "5s"}, base...)...)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "3 points in")
 	sameFiles(t, local, again)
 
 	// The Indexed Job path.
 	var manifest bytes.Buffer
-	out, err = runSteplab(t, append([]string{"sweep", "--emit", "k8s-indexed-job", "--parallelism", "2"}, base...)...)
+	out, err = runCLI(t, append([]string{"sweep", "--emit", "k8s-indexed-job", "--parallelism", "2"}, base...)...)
 	require.NoError(t, err)
 	manifest.WriteString(out)
 	assert.Contains(t, manifest.String(), "completionMode: Indexed")
@@ -65,19 +65,19 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	assert.Contains(t, manifest.String(), `"$(JOB_COMPLETION_INDEX)"`)
 	pods := t.TempDir()
 	for i := 0; i < 3; i++ {
-		_, err := runSteplab(t, append([]string{"sweep", "--point", []string{"0", "1", "2"}[i], "--results", pods}, base...)...)
+		_, err := runCLI(t, append([]string{"sweep", "--point", []string{"0", "1", "2"}[i], "--results", pods}, base...)...)
 		require.NoError(t, err)
 	}
 	merged := filepath.Join(t.TempDir(), "merged")
-	_, err = runSteplab(t, "sweep", "--merge", pods, "-o", merged, "--timeout", "1s")
+	_, err = runCLI(t, "sweep", "--merge", pods, "-o", merged, "--timeout", "1s")
 	require.NoError(t, err)
 	sameFiles(t, local, merged)
-	_, err = runSteplab(t, append([]string{"sweep", "--point", "3", "--results", pods}, base...)...)
-	assert.Equal(t, 2, codeOf(err))
-	_, err = runSteplab(t, append([]string{"sweep", "--emit", "helm"}, base...)...)
-	assert.Equal(t, 2, codeOf(err))
-	_, err = runSteplab(t, append([]string{"sweep", "-o", dist, "--queue", "http://127.0.0.1:1"}, base...)...)
-	assert.Equal(t, 2, codeOf(err))
+	_, err = runCLI(t, append([]string{"sweep", "--point", "3", "--results", pods}, base...)...)
+	assert.Equal(t, 2, exitCode(err))
+	_, err = runCLI(t, append([]string{"sweep", "--emit", "helm"}, base...)...)
+	assert.Equal(t, 2, exitCode(err))
+	_, err = runCLI(t, append([]string{"sweep", "-o", dist, "--queue", "http://127.0.0.1:1"}, base...)...)
+	assert.Equal(t, 2, exitCode(err))
 }
 
 func sameFiles(t *testing.T, a, b string) {
