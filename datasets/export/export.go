@@ -114,27 +114,16 @@ func Dataset(dir, outDir string, opts Options) (*Result, error) {
 	return res, nil
 }
 
+// writeAtomic writes path through datasets.WriteAtomic, returning what write
+// counted.
 func writeAtomic(path string, write func(io.Writer) (int64, error)) (int64, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	var n int64
+	err := datasets.WriteAtomic(path, func(w io.Writer) error {
+		var err error
+		n, err = write(w)
+		return err
+	})
 	if err != nil {
-		return 0, err
-	}
-	tmp := f.Name()
-	n, err := write(f)
-	if err == nil {
-		err = f.Chmod(0o644) // CreateTemp makes 0600; an export is for sharing
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
 		return 0, err
 	}
 	return n, nil

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/steplab/steplab/datasets"
 )
 
 // Kind is what an input path holds.
@@ -209,22 +211,13 @@ func WriteFile(path string, opts Options) (*Result, error) {
 			return nil, err
 		}
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	var res *Result
+	err := datasets.WriteAtomic(path, func(w io.Writer) error {
+		var err error
+		res, err = Write(w, opts)
+		return err
+	})
 	if err != nil {
-		return nil, err
-	}
-	res, err := Write(f, opts)
-	if err == nil {
-		err = f.Chmod(0o644)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
 		return nil, err
 	}
 	return res, nil
