@@ -22,10 +22,14 @@ package sched
 // leading full prompt block with a caller-supplied chain hash) is indexed in
 // the hash map. A unique block (any other full block: content only its own
 // request has) can only ever be hit by that request, after a preemption; it
-// is indexed in the request's own slice (reqState.own, by block index)
-// instead of the map, which keeps the hot path free of map operations, and
-// its entries are dropped when the request finishes (nobody can hit them
-// any more; the blocks stay in the free queue in the same LRU position).
+// is registered when the request is preempted (Scheduler.registerOwn), not
+// when it fills, and indexed in the request's own slice (reqState.own, by
+// block index) instead of the map, which keeps the hot path free of map
+// operations. Its entries are dropped when the request finishes (nobody can
+// hit them any more; the blocks stay in the free queue in the same LRU
+// position). The blocks in the free queue, the only ones eviction and
+// lookups see, are therefore cached exactly as if every full block were
+// registered when it filled.
 //
 // All state lives in flat slices and bitsets indexed by block id; the only
 // map is the hash index, which is used for lookups and never iterated for

@@ -85,7 +85,8 @@ func (s *Scheduler) CheckInvariants() error {
 				if i < len(st.r.BlockHashes) {
 					ok = ok && p.m[b].owner == 0 && p.m[b].hash == st.r.BlockHashes[i]
 				} else {
-					ok = ok && p.ownerOf(b) == st && int(p.m[b].ownIdx) == i
+					// Registered at a preemption, or not yet (registerOwn).
+					ok = !ok || p.ownerOf(b) == st && int(p.m[b].ownIdx) == i
 				}
 				if !ok {
 					return fmt.Errorf("%s: block %d (#%d) should be cached with its identity", st.r.ID, b, i)

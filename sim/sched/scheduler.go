@@ -345,15 +345,26 @@ func (s *Scheduler) cacheUpTo(st *reqState, ntok int) {
 	if full > len(st.blocks) {
 		full = len(st.blocks)
 	}
-	for i := st.numCached; i < full; i++ {
-		if i < len(st.r.BlockHashes) {
-			s.pool.insert(int(st.blocks[i]), st.r.BlockHashes[i])
-		} else {
-			s.pool.insertUnique(int(st.blocks[i]), st, i)
-		}
+	// A shared block enters the prefix cache as soon as it is full: other
+	// requests may hit it at once. A unique block can be hit only by its own
+	// request after a preemption, so registerOwn registers it then; most
+	// requests are never preempted and never pay for it.
+	for i := st.numCached; i < min(full, len(st.r.BlockHashes)); i++ {
+		s.pool.insert(int(st.blocks[i]), st.r.BlockHashes[i])
 	}
 	if full > st.numCached {
 		st.numCached = full
+	}
+}
+
+// registerOwn puts st's full unique blocks into the prefix cache as it is
+// preempted, so that it can hit them when it resumes. Blocks it hit on an
+// earlier resume are registered already.
+func (s *Scheduler) registerOwn(st *reqState) {
+	for i := len(st.r.BlockHashes); i < st.numCached; i++ {
+		if b := int(st.blocks[i]); !s.pool.hashed.has(b) {
+			s.pool.insertUnique(b, st, i)
+		}
 	}
 }
 
@@ -391,6 +402,7 @@ func (s *Scheduler) lookupBlock(st *reqState, i int) (int, bool) {
 // WAITING with its computed tokens reset (recompute). The caller has removed
 // it from the running list.
 func (s *Scheduler) preempt(st *reqState, out *Output) {
+	s.registerOwn(st)
 	s.pool.free(st.blocks)
 	st.blocks = st.blocks[:0]
 	st.numCached = 0
