@@ -2,45 +2,81 @@ package datasets
 
 import (
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 
 	"github.com/parquet-go/parquet-go/encoding/delta"
 	"github.com/stretchr/testify/require"
 )
 
-// TestEncodeDeltaInt64 checks the premise of encodeDeltaInt64: whatever
-// path it takes, its bytes are those of parquet-go's int64 encoder, for
-// values inside, at and beyond the narrowing bound, in every order.
-func TestEncodeDeltaInt64(t *testing.T) {
+// TestDeltaInt32PathSameBytes checks the premise of narrowBound: for values
+// within it, parquet-go's int32 delta encoder writes the bytes of its int64
+// one, at the bound, inside it and in every order.
+func TestDeltaInt32PathSameBytes(t *testing.T) {
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, 1))
 	gens := map[string]func(i int) int64{
-		"small":      func(int) int64 { return r.Int64N(5000) },
-		"bound":      func(int) int64 { return []int64{-narrowBound, narrowBound - 1, 0}[r.IntN(3)] },
-		"wide":       func(int) int64 { return r.Int64N(2*narrowBound) - narrowBound },
-		"past-bound": func(int) int64 { return narrowBound + r.Int64N(10) },
-		"monotone":   func(i int) int64 { return int64(i) * 1_000_003 },
-		"constant":   func(int) int64 { return -1 },
-		"huge":       func(int) int64 { return int64(r.Uint64()) },
+		"small":    func(int) int64 { return r.Int64N(5000) },
+		"bound":    func(int) int64 { return []int64{-narrowBound, narrowBound - 1, 0}[r.IntN(3)] },
+		"wide":     func(int) int64 { return r.Int64N(2*narrowBound) - narrowBound },
+		"monotone": func(i int) int64 { return int64(i) * 16_411 },
+		"constant": func(int) int64 { return -1 },
 	}
-	var scratch []int32
 	for name, gen := range gens {
-		for _, n := range []int{0, 1, 2, 127, 128, 129, 1000, 32768} {
+		for _, n := range []int{0, 1, 2, 127, 128, 129, 1000, pageRows} {
 			values := make([]int64, n)
+			narrow := make([]int32, n)
 			for i := range values {
 				values[i] = gen(i)
-			}
-			// One out-of-bound value anywhere sends the page to the int64 path.
-			if n > 2 && name == "small" {
-				values[r.IntN(n)] = -narrowBound - 1
+				narrow[i] = int32(values[i])
 			}
 			want, err := (&delta.BinaryPackedEncoding{}).EncodeInt64(nil, values)
 			require.NoError(t, err)
-			var got []byte
-			got, scratch, err = encodeDeltaInt64(nil, scratch, values)
+			got, err := (&delta.BinaryPackedEncoding{}).EncodeInt32(nil, narrow)
 			require.NoError(t, err)
 			require.Equal(t, want, got, "%s, %d values (seed %d)", name, n, seed)
 		}
 	}
+}
+
+type deltaRow struct {
+	V int64 `parquet:"v,delta"`
+}
+
+// TestNarrowPagesRoundTrip writes an int64 delta column whose pages start
+// within narrowBound and leave it part way (and the other way round), so
+// that pages are gathered narrow, turn wide mid-page and start narrow again,
+// and reads every value back.
+func TestNarrowPagesRoundTrip(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 2))
+	rows := make([]deltaRow, 3*pageRows+77)
+	for i := range rows {
+		switch {
+		case i%pageRows == pageRows/2: // one wide value mid-page
+			rows[i].V = narrowBound + r.Int64N(1<<40)
+		case i/pageRows == 1 && i%pageRows > pageRows/2: // the rest of that page wide too
+			rows[i].V = -narrowBound - 1 - r.Int64N(1<<20)
+		default:
+			rows[i].V = r.Int64N(2*narrowBound) - narrowBound
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := Create(dir, Manifest{}, CreateOptions{})
+	require.NoError(t, err)
+	tw, err := NewTableWriter[deltaRow](w, "t", TableOptions{RowGroupRows: 2 * pageRows})
+	require.NoError(t, err)
+	// Batches that do not align with pages, so a page turns wide inside one.
+	for i := 0; i < len(rows); i += 1000 {
+		require.NoError(t, tw.Write(rows[i:min(i+1000, len(rows))]))
+	}
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	d, err := Open(dir)
+	require.NoError(t, err)
+	got, err := ReadAll[deltaRow](d, "t")
+	require.NoError(t, err)
+	require.Equal(t, rows, got, "seed %d", seed)
 }

@@ -569,7 +569,6 @@ type colFileWriter struct {
 	hdr       bytes.Buffer
 	enc       *thrift.Encoder
 	body, tmp []byte
-	narrow    []int32 // int64 values of a page that fit in 32 bits
 	comp      []byte
 	err       error
 }
@@ -580,15 +579,18 @@ type colEnc struct {
 	path []string
 
 	// values of the page being filled
-	i64   []int64
-	i32   []int32
-	f64   []float64
-	bools []byte
-	plain []byte
-	idx   []int32
-	defs  []byte
-	reps  []byte
-	ents  int
+	i64 []int64
+	i32 []int32 // int32 columns, and int64 delta columns while narrow
+	// narrow: an int64 delta column, gathered into i32 while its page fits
+	// (gatherNarrow); wide: the open page did not fit and is in i64.
+	narrow, wide bool
+	f64          []float64
+	bools        []byte
+	plain        []byte
+	idx          []int32
+	defs         []byte
+	reps         []byte
+	ents         int
 
 	// dictionary of the row group (string columns tagged dict)
 	dict     map[string]int32
@@ -645,8 +647,11 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 			ce.typ, ce.valueEnc = format.Int64, format.Plain
 			if f.delta {
 				ce.valueEnc = format.DeltaBinaryPacked
+				ce.narrow = true
+				ce.i32 = make([]int32, 0, page)
+			} else {
+				ce.i64 = make([]int64, 0, page)
 			}
-			ce.i64 = make([]int64, 0, page)
 		case kindInt64List:
 			ce.typ, ce.valueEnc = format.Int64, format.Plain
 			ce.path = []string{f.name, "list", "element"}
@@ -682,7 +687,7 @@ func (w *colFileWriter) reset(out io.Writer, kv []format.KeyValue) error {
 	w.pageFill, w.rgFill, w.numRows, w.rowGroups = 0, 0, 0, nil
 	for _, c := range w.cols {
 		c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
-		c.defs, c.reps, c.ents = c.defs[:0], c.reps[:0], 0
+		c.defs, c.reps, c.ents, c.wide = c.defs[:0], c.reps[:0], 0, false
 		c.chunk, c.uncompressed, c.numValues, c.skip = c.chunk[:0], 0, 0, 0
 		if c.dict != nil {
 			c.resetDict()
@@ -735,11 +740,10 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 	p := unsafe.Add(base, c.f.offset)
 	switch c.f.kind {
 	case kindInt64:
-		l := len(c.i64)
-		c.i64 = slices.Grow(c.i64, n)[:l+n]
-		dst := c.i64[l:]
-		for i := range dst {
-			dst[i] = *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+		if c.narrow && !c.wide {
+			c.gatherNarrow(p, stride, n)
+		} else {
+			c.gatherInt64(p, stride, n)
 		}
 	case kindInt32:
 		l := len(c.i32)
@@ -818,6 +822,44 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 	c.ents += n
 }
 
+func (c *colEnc) gatherInt64(p unsafe.Pointer, stride uintptr, n int) {
+	l := len(c.i64)
+	c.i64 = slices.Grow(c.i64, n)[:l+n]
+	dst := c.i64[l:]
+	for i := range dst {
+		dst[i] = *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+	}
+}
+
+// gatherNarrow gathers an int64 delta column into i32 while the page's
+// values fit (see narrowBound); the first value that does not turns the
+// page wide: what it holds moves to i64, and the rest is gathered there.
+func (c *colEnc) gatherNarrow(p unsafe.Pointer, stride uintptr, n int) {
+	l := len(c.i32)
+	c.i32 = slices.Grow(c.i32, n)[:l+n]
+	dst := c.i32[l:]
+	for i := range dst {
+		v := *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+		if v < -narrowBound || v >= narrowBound {
+			c.i64 = widen(c.i64, c.i32[:l+i])
+			c.i32 = c.i32[:0]
+			c.wide = true
+			c.gatherInt64(unsafe.Add(p, uintptr(i)*stride), stride, n-i)
+			return
+		}
+		dst[i] = int32(v)
+	}
+}
+
+// narrowBound bounds the int64 values a delta page may hold to be encoded
+// through parquet-go's int32 path: within ±2^29, every delta and every delta
+// less its block's minimum fits in 31 bits, so the int32 encoder writes the
+// very bytes the int64 one would (the format does not depend on the
+// physical type), and parquet-go vectorizes the int32 path for more bit
+// widths. Counts, tokens, bytes and durations qualify; absolute timestamps
+// do not.
+const narrowBound = 1 << 29
+
 // dictRecent is the size of a dictionary column's pointer cache (a prime,
 // so that aligned pointers spread over it).
 const dictRecent = 4093
@@ -842,27 +884,6 @@ func (w *colFileWriter) flushPages() error {
 	w.pageFill = 0
 	return nil
 }
-
-// encodeDeltaInt64 appends values DELTA_BINARY_PACKED. When every value lies
-// within ±2^29, every delta and every delta less the block's minimum fits
-// in 31 bits, so the int32 encoder writes the very bytes the int64 one
-// would (the format does not depend on the physical type), and parquet-go
-// vectorizes the int32 path for more bit widths. Counts, tokens, bytes and
-// durations all qualify; absolute timestamps do not.
-func encodeDeltaInt64(dst []byte, scratch []int32, values []int64) ([]byte, []int32, error) {
-	scratch = slices.Grow(scratch[:0], len(values))[:len(values)]
-	for i, v := range values {
-		if v < -narrowBound || v >= narrowBound {
-			b, err := (&delta.BinaryPackedEncoding{}).EncodeInt64(dst, values)
-			return b, scratch, err
-		}
-		scratch[i] = int32(v)
-	}
-	b, err := (&delta.BinaryPackedEncoding{}).EncodeInt32(dst, scratch)
-	return b, scratch, err
-}
-
-const narrowBound = 1 << 29
 
 func appendLevels(dst, tmp []byte, levels []byte) ([]byte, []byte, error) {
 	var err error
@@ -889,9 +910,12 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 		tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
 		body = append(body, tmp...)
 	case kindInt64:
-		if c.valueEnc == format.DeltaBinaryPacked {
-			tmp, w.narrow, err = encodeDeltaInt64(tmp, w.narrow, c.i64)
-		} else {
+		switch {
+		case c.narrow && !c.wide:
+			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(tmp, c.i32)
+		case c.valueEnc == format.DeltaBinaryPacked:
+			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt64(tmp, c.i64)
+		default:
 			tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
 		}
 		body = append(body, tmp...)
@@ -945,7 +969,7 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 	}
 	c.numValues += int64(c.ents)
 	c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
-	c.defs, c.reps, c.ents = c.defs[:0], c.reps[:0], 0
+	c.defs, c.reps, c.ents, c.wide = c.defs[:0], c.reps[:0], 0, false
 	return nil
 }
 
