@@ -595,11 +595,11 @@ type colEnc struct {
 	// dictionary of the row group (string columns tagged dict)
 	dict     map[string]int32
 	dictVals []string
-	// recent maps a string's data pointer to a dictionary index (plus one;
-	// 0 is empty): rows name the same few hundred strings over and over
-	// (the requests of running steps), each time through the same string
-	// header, and a pointer hash is much cheaper than hashing the bytes.
-	recent *[dictRecent]int32
+	// recent maps a string's data pointer and length to its dictionary
+	// index: rows name the same few hundred strings over and over (the
+	// requests of running steps), each time through the same string
+	// header, and comparing a pointer is much cheaper than hashing bytes.
+	recent *[dictRecent]dictSlot
 
 	// encoded data pages of the row group
 	chunk        []byte
@@ -669,7 +669,7 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 			if f.dict {
 				ce.valueEnc = format.RLEDictionary
 				ce.dict = map[string]int32{}
-				ce.recent = new([dictRecent]int32)
+				ce.recent = new([dictRecent]dictSlot)
 				ce.idx = make([]int32, 0, page)
 			}
 		}
@@ -782,11 +782,10 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		dst := c.idx[l:]
 		for i := range dst {
 			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
-			slot := &c.recent[(uintptr(unsafe.Pointer(unsafe.StringData(s)))>>3)%dictRecent]
-			// A hit is checked by content (a reused address may hold
-			// another string); the comparison stops at equal pointers.
-			if id := *slot - 1; id >= 0 && c.dictVals[id] == s {
-				dst[i] = id
+			ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+			slot := &c.recent[(ptr*0x9E3779B97F4A7C15)>>(64-dictRecentBits)]
+			if slot.p == ptr && ptr != 0 && int(slot.n) == len(s) {
+				dst[i] = slot.id
 				continue
 			}
 			id, ok := c.dict[s]
@@ -795,7 +794,12 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 				c.dict[s] = id
 				c.dictVals = append(c.dictVals, s)
 			}
-			*slot = id + 1
+			// Only the bytes dictVals holds are cached: they stay alive,
+			// so no other string can take their address while the slot
+			// names it (the cache is cleared with the dictionary).
+			if unsafe.StringData(c.dictVals[id]) == unsafe.StringData(s) {
+				*slot = dictSlot{p: ptr, n: int32(len(s)), id: id}
+			}
 			dst[i] = id
 		}
 	case kindInt64List:
@@ -860,9 +864,18 @@ func (c *colEnc) gatherNarrow(p unsafe.Pointer, stride uintptr, n int) {
 // do not.
 const narrowBound = 1 << 29
 
-// dictRecent is the size of a dictionary column's pointer cache (a prime,
-// so that aligned pointers spread over it).
-const dictRecent = 4093
+// dictRecent is the size of a dictionary column's pointer cache, direct
+// mapped by a multiplicative hash of the pointer: 8192 slots keep the few
+// hundred strings of a row group mostly out of each other's way.
+const (
+	dictRecentBits = 13
+	dictRecent     = 1 << dictRecentBits
+)
+
+type dictSlot struct {
+	p     uintptr
+	n, id int32
+}
 
 func (c *colEnc) resetDict() {
 	clear(c.dict)

@@ -1,0 +1,56 @@
+package datasets
+
+import (
+	"math/rand/v2"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+type dictRow struct {
+	S string `parquet:"s,dict"`
+}
+
+// TestDictPointerCache writes a dictionary column through the writer's
+// pointer cache in every way it can be fooled: the same bytes behind
+// different pointers, different bytes sharing a prefix of one buffer
+// (same pointer, other length), more strings than cache slots, and row
+// groups that reset the dictionary. Every value must read back.
+func TestDictPointerCache(t *testing.T) {
+	seed := rand.Uint64()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewPCG(seed, 3))
+	buf := "request-0123456789"
+	var names []string
+	for i := range 3 * dictRecent {
+		names = append(names, "req-"+strconv.Itoa(i))
+	}
+	rows := make([]dictRow, 100_000)
+	for i := range rows {
+		switch r.IntN(4) {
+		case 0: // one header, reused
+			rows[i].S = names[r.IntN(300)]
+		case 1: // the same bytes, a fresh pointer each time
+			rows[i].S = string([]byte(names[r.IntN(300)]))
+		case 2: // one pointer, several lengths
+			rows[i].S = buf[:r.IntN(len(buf)+1)]
+		default: // many strings: slots collide
+			rows[i].S = names[r.IntN(len(names))]
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := Create(dir, Manifest{}, CreateOptions{})
+	require.NoError(t, err)
+	tw, err := NewTableWriter[dictRow](w, "t", TableOptions{RowGroupRows: 30_000})
+	require.NoError(t, err)
+	require.NoError(t, tw.Write(rows))
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	d, err := Open(dir)
+	require.NoError(t, err)
+	got, err := ReadAll[dictRow](d, "t")
+	require.NoError(t, err)
+	require.Equal(t, rows, got, "seed %d", seed)
+}
