@@ -175,9 +175,14 @@ func (r Roofline) consts() rooflineConsts {
 }
 
 // Breakdown prices a step by part.
-func (r Roofline) Breakdown(f Features) RooflineBreakdown { return r.breakdown(r.consts(), f) }
+func (r Roofline) Breakdown(f Features) RooflineBreakdown {
+	c := r.consts()
+	return r.breakdown(&c, &f)
+}
 
-func (r Roofline) breakdown(c rooflineConsts, f Features) RooflineBreakdown {
+// breakdown takes pointers: a simulator calls it once a step, and copying
+// the model, its constants and the features each time showed in profiles.
+func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 	decodeRows := math.Max(f.DecodeRequests, f.PaddedBatch)
 	tokens := f.PrefillTokens + decodeRows
 	sampled := f.PrefillRequests + decodeRows
@@ -219,10 +224,10 @@ type PreparedRoofline struct {
 func (r Roofline) Prepare() *PreparedRoofline { return &PreparedRoofline{Roofline: r, c: r.consts()} }
 
 // PredictNs implements FPM.
-func (p *PreparedRoofline) PredictNs(f Features) float64 { return p.breakdown(p.c, f).TotalNs }
+func (p *PreparedRoofline) PredictNs(f Features) float64 { return p.breakdown(&p.c, &f).TotalNs }
 
 // Breakdown prices a step by part.
-func (p *PreparedRoofline) Breakdown(f Features) RooflineBreakdown { return p.breakdown(p.c, f) }
+func (p *PreparedRoofline) Breakdown(f Features) RooflineBreakdown { return p.breakdown(&p.c, &f) }
 
 // PredictNs implements FPM: the step's device time in ns. Admission
 // features (NewRequests, NewReqTokens) are host work (HostModel), not
