@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"math/rand/v2"
 	"path/filepath"
 	"testing"
 
@@ -13,9 +12,7 @@ import (
 // within it, parquet-go's int32 delta encoder writes the bytes of its int64
 // one, at the bound, inside it and in every order.
 func TestDeltaInt32PathSameBytes(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 1))
+	r := seededRand(t)
 	gens := map[string]func(i int) int64{
 		"small":    func(int) int64 { return r.Int64N(5000) },
 		"bound":    func(int) int64 { return []int64{-narrowBound, narrowBound - 1, 0}[r.IntN(3)] },
@@ -35,7 +32,7 @@ func TestDeltaInt32PathSameBytes(t *testing.T) {
 			require.NoError(t, err)
 			got, err := (&delta.BinaryPackedEncoding{}).EncodeInt32(nil, narrow)
 			require.NoError(t, err)
-			require.Equal(t, want, got, "%s, %d values (seed %d)", name, n, seed)
+			require.Equal(t, want, got, "%s, %d values", name, n)
 		}
 	}
 }
@@ -49,9 +46,7 @@ type deltaRow struct {
 // that pages are gathered narrow, turn wide mid-page and start narrow again,
 // and reads every value back.
 func TestNarrowPagesRoundTrip(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 2))
+	r := seededRand(t)
 	rows := make([]deltaRow, 3*pageRows+77)
 	for i := range rows {
 		switch {
@@ -64,19 +59,8 @@ func TestNarrowPagesRoundTrip(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "ds")
-	w, err := Create(dir, Manifest{}, CreateOptions{})
-	require.NoError(t, err)
-	tw, err := NewTableWriter[deltaRow](w, "t", TableOptions{RowGroupRows: 2 * pageRows})
-	require.NoError(t, err)
-	// Batches that do not align with pages, so a page turns wide inside one.
-	for i := 0; i < len(rows); i += 1000 {
-		require.NoError(t, tw.Write(rows[i:min(i+1000, len(rows))]))
-	}
-	require.NoError(t, tw.Close())
-	require.NoError(t, w.Close())
-	d, err := Open(dir)
-	require.NoError(t, err)
-	got, err := ReadAll[deltaRow](d, "t")
-	require.NoError(t, err)
-	require.Equal(t, rows, got, "seed %d", seed)
+	// Batches (writeTable's 100 rows) do not align with pages, so a page
+	// turns wide inside one.
+	writeTable(t, dir, "t", rows, TableOptions{RowGroupRows: 2 * pageRows}, false)
+	require.Equal(t, rows, readTable[deltaRow](t, dir, "t"))
 }

@@ -1,7 +1,6 @@
 package datasets
 
 import (
-	"math/rand/v2"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -19,9 +18,7 @@ type dictRow struct {
 // (same pointer, other length), more strings than cache slots, and row
 // groups that reset the dictionary. Every value must read back.
 func TestDictPointerCache(t *testing.T) {
-	seed := rand.Uint64()
-	t.Logf("seed %d", seed)
-	r := rand.New(rand.NewPCG(seed, 3))
+	r := seededRand(t)
 	buf := "request-0123456789"
 	var names []string
 	for i := range 3 * dictRecent {
@@ -41,16 +38,6 @@ func TestDictPointerCache(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "ds")
-	w, err := Create(dir, Manifest{}, CreateOptions{})
-	require.NoError(t, err)
-	tw, err := NewTableWriter[dictRow](w, "t", TableOptions{RowGroupRows: 30_000})
-	require.NoError(t, err)
-	require.NoError(t, tw.Write(rows))
-	require.NoError(t, tw.Close())
-	require.NoError(t, w.Close())
-	d, err := Open(dir)
-	require.NoError(t, err)
-	got, err := ReadAll[dictRow](d, "t")
-	require.NoError(t, err)
-	require.Equal(t, rows, got, "seed %d", seed)
+	writeTable(t, dir, "t", rows, TableOptions{RowGroupRows: 30_000}, false)
+	require.Equal(t, rows, readTable[dictRow](t, dir, "t"))
 }

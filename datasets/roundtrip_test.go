@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"bytes"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -13,6 +14,20 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+var flagSeed = flag.Uint64("datasets.seed", 0, "seed for the randomized tests (0: a fresh one)")
+
+// seededRand is the random source of a randomized test: a fresh seed, or
+// -datasets.seed; the seed is logged so that a failure can be replayed.
+func seededRand(t *testing.T) *rand.Rand {
+	t.Helper()
+	seed := *flagSeed
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	t.Logf("seed %d (replay with -datasets.seed=%d)", seed, seed)
+	return rand.New(rand.NewPCG(seed, 0))
+}
 
 // writeTable writes rows as one table of a new dataset under t.TempDir(),
 // through Write (batches of 100) or Append, and returns the dataset dir.
