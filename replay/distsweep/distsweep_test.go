@@ -223,8 +223,26 @@ func TestWorkerKilledMidTask(t *testing.T) {
 			return errors.New("killed")
 		}})
 	close(ready)
+	// The sweep completes, and purges its queue, once every point has a
+	// part. The task killed before its ack has one already, so the live
+	// workers hold the point killed before its write until that task has
+	// been redelivered: else the purge could beat the redelivery.
+	redelivered := make(chan struct{})
+	var once sync.Once
+	hold := func(task *Task) error {
+		if id, _ := killedBeforeAck.Load().(string); id == task.ID() {
+			once.Do(func() { close(redelivered) })
+		}
+		if id, _ := killedBeforeWrite.Load().(string); id == task.ID() {
+			select {
+			case <-redelivered:
+			case <-time.After(10 * time.Second):
+			}
+		}
+		return nil
+	}
 	for i := 2; i < 4; i++ {
-		startWorker(t, s, WorkerOptions{Results: results, Name: fmt.Sprint("w", i), OnTask: record})
+		startWorker(t, s, WorkerOptions{Results: results, Name: fmt.Sprint("w", i), OnTask: record, beforeWrite: hold})
 	}
 	r, out, err := submit(t, s, spec, SubmitOptions{Results: results, Queue: QueueConfig{AckWait: 500 * time.Millisecond, MaxDeliver: 3}})
 	require.NoError(t, err)
@@ -232,9 +250,8 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	assert.Empty(t, out.Dead)
 	assertSameOutputs(t, want, r)
 
-	// The task killed before its ack had written its part, so the sweep
-	// could complete before the redelivery ran: wait for it (AckWait is
-	// 500 ms) before counting attempts.
+	// The redelivered task may still be running when the sweep completes:
+	// wait for its attempt to be recorded before counting.
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
