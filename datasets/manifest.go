@@ -103,6 +103,11 @@ type ModelShape struct {
 	DType          string  `json:"dtype"`
 	TensorParallel int     `json:"tensor_parallel,omitempty"`
 	ParamsBillion  float64 `json:"params_billion,omitempty"`
+	// KVDType is the KV cache's element type when it differs from DType
+	// (an fp8 KV cache).
+	KVDType        string `json:"kv_dtype,omitempty"`
+	TiedEmbeddings bool   `json:"tied_embeddings,omitempty"`
+	QKVBias        bool   `json:"qkv_bias,omitempty"`
 }
 
 // EngineConfig holds the scheduler limits of DESIGN.md §3.
@@ -118,6 +123,10 @@ type EngineConfig struct {
 	AsyncScheduling           bool `json:"async_scheduling"`
 	BatchQueueDepth           int  `json:"batch_queue_depth,omitempty"`
 	WorkerCount               int  `json:"worker_count,omitempty"`
+	// GPUMemoryUtilization is the fraction of device memory the engine
+	// could use (vLLM's gpu_memory_utilization), from which the KV
+	// capacity is estimated when num_gpu_blocks is not recorded.
+	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
 }
 
 // Workload describes the arrivals that drove the run.

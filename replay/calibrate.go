@@ -1,12 +1,14 @@
 package replay
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim"
 )
 
 // Host parameters calibrate can fit: multipliers on the host model's fixed
@@ -22,9 +24,11 @@ const (
 
 // CalibSet is one recorded run to calibrate on.
 type CalibSet struct {
-	Name   string
-	Trace  *Trace
-	Engine *Engine
+	Name  string
+	Trace *Trace
+	// Plan is the run's engine (sim.PlanFromManifest); calibration
+	// replaces its forward-pass and host models.
+	Plan *sim.Plan
 }
 
 // CalibOptions tune Calibrate.
@@ -144,15 +148,23 @@ func (p *calibProblem) build(theta []float64) (model.FPM, *model.Linear, model.H
 	return fpm, l, h
 }
 
+// withModels is the plan priced with another forward-pass and host model:
+// what each calibration step replays.
+func withModels(p *sim.Plan, fpm model.FPM, host model.HostModel) *sim.Plan {
+	q := *p
+	q.FPM, q.Host = fpm, host
+	return &q
+}
+
 // score replays one set with the model and compares the requests of rec
 // (all of the set's requests when rec is nil).
-func score(set CalibSet, sim *Trace, rec []datasets.Request, fpm model.FPM, host model.HostModel, split string) (MetricErrors, error) {
-	reqs, _, err := Simulate(sim, set.Engine, fpm, host)
+func score(set CalibSet, tr *Trace, rec []datasets.Request, fpm model.FPM, host model.HostModel, split string) (MetricErrors, error) {
+	reqs, _, err := Simulate(tr, withModels(set.Plan, fpm, host))
 	if err != nil {
 		return MetricErrors{}, err
 	}
 	if rec == nil {
-		rec = sim.Rec
+		rec = tr.Rec
 	}
 	s, err := CompareRequests(rec, reqs, nil)
 	if err != nil {
@@ -347,7 +359,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 }
 
 // Artifact is the calibrated model as a linear artifact; params.host holds
-// the fitted host model (read back by ResolveModel).
+// the fitted host model (read back by sim.Price).
 func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, command string) (*model.Artifact, error) {
 	if r.Linear == nil {
 		return nil, errors.New("calibrate: the device model was fixed: no linear model to save")
@@ -355,12 +367,10 @@ func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, command string) 
 	a := model.LinearArtifact(r.Linear)
 	a.Training = model.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests"}
 	a.CreatedBy = command
-	hp, err := jsonMarshal(hostParams{Host: &r.Host})
-	if err != nil {
+	if err := sim.WithHost(a, r.Host); err != nil {
 		return nil, err
 	}
-	a.Params = hp
-	m, err := jsonMarshal(r)
+	m, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}

@@ -42,9 +42,7 @@ func TestCalibrateRecoversHostOverhead(t *testing.T) {
 			require.NoError(t, err)
 			tr, err := LoadTrace(d)
 			require.NoError(t, err)
-			e, err := EngineOf(d.Manifest)
-			require.NoError(t, err)
-			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Engine: e}}, CalibOptions{Fixed: p.FPM, Host: model.DefaultHostModel(),
+			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: p}}, CalibOptions{Fixed: p.FPM, Host: model.DefaultHostModel(),
 				HostParams: []string{c.param}, MaxEvals: 100, Prior: 1e-9})
 			require.NoError(t, err)
 			require.Len(t, res.Params, 1)
@@ -85,14 +83,14 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)
 	require.NoError(t, err)
-	e, err := EngineOf(d.Manifest)
+	r, err := p.Roofline()
 	require.NoError(t, err)
-	start := LinearFromRoofline(p.FPM.(*model.PreparedRoofline).Roofline)
+	start := r.Linear()
 	// Start 40% off on every device term.
 	for i := range start.Coef {
 		start.Coef[i] *= 1.4
 	}
-	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Engine: e}}, CalibOptions{Start: start, Host: p.Host,
+	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: p}}, CalibOptions{Start: start, Host: p.Host,
 		Terms: []string{model.TermConst, model.TermDecodeKVTokens, model.TermPrefillTokens}, HostParams: []string{}, Holdout: 0.3, MaxEvals: 120})
 	require.NoError(t, err)
 	require.Len(t, res.Holdout, 1)

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -10,78 +11,8 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
 )
-
-// Engine is the engine a recorded run is re-simulated on: the manifest's
-// limits, CUDA-graph sizes and KV capacity (sim.Plan's pieces).
-type Engine struct {
-	Sched  sched.Config
-	Async  bool
-	Graphs []int
-	// Warnings says what was not in the manifest and took a default.
-	Warnings []string
-}
-
-// EngineOf builds the engine of a dataset from its manifest, falling back to
-// sim.DefaultScenario's engine for what is absent (with a warning). The KV
-// capacity is the manifest's num_gpu_blocks, else computed from the
-// hardware and model shape at 0.9 memory utilisation.
-func EngineOf(m *datasets.Manifest) (*Engine, error) {
-	def := sim.DefaultScenario().Engine
-	e := &Engine{Async: def.AsyncScheduling, Graphs: def.CUDAGraphSizes}
-	c := sched.Config{MaxNumSeqs: def.MaxNumSeqs, MaxNumBatchedTokens: def.MaxNumBatchedTokens, BlockSize: def.BlockSize,
-		MaxModelLen: def.MaxModelLen, ChunkedPrefill: true, PrefixCaching: true}
-	if m == nil || m.Engine == nil {
-		e.Warnings = append(e.Warnings, "manifest has no engine section: default engine limits (max_num_seqs 256, max_num_batched_tokens 8192, block 16, async)")
-	} else {
-		me := m.Engine
-		set := func(dst *int, v int, name string) {
-			if v > 0 {
-				*dst = v
-			} else {
-				e.Warnings = append(e.Warnings, fmt.Sprintf("engine.%s not recorded: default %d", name, *dst))
-			}
-		}
-		set(&c.MaxNumSeqs, me.MaxNumSeqs, "max_num_seqs")
-		set(&c.MaxNumBatchedTokens, me.MaxNumBatchedTokens, "max_num_batched_tokens")
-		set(&c.BlockSize, me.BlockSize, "block_size")
-		set(&c.MaxModelLen, me.MaxModelLen, "max_model_len")
-		c.ChunkedPrefill, c.PrefixCaching, c.LongPrefillTokenThreshold = me.ChunkedPrefill, me.PrefixCaching, me.LongPrefillTokenThreshold
-		c.NumGPUBlocks = me.NumGPUBlocks
-		e.Async = me.AsyncScheduling
-	}
-	if m != nil && len(m.CUDAGraphSizes) > 0 {
-		e.Graphs = m.CUDAGraphSizes
-	} else {
-		e.Warnings = append(e.Warnings, "cuda_graph_capture_sizes not recorded: vLLM defaults up to 512")
-	}
-	if c.NumGPUBlocks <= 0 {
-		hw, herr := HardwareOf(m)
-		sh, _, serr := ShapeOf(m)
-		if herr != nil || serr != nil {
-			c.NumGPUBlocks = 1 + (c.MaxModelLen/c.BlockSize+1)*c.MaxNumSeqs
-			e.Warnings = append(e.Warnings, fmt.Sprintf("num_gpu_blocks not recorded and the KV capacity cannot be computed (%v; %v): %d blocks (no KV pressure)",
-				herr, serr, c.NumGPUBlocks))
-		} else {
-			n, err := model.KVBlocks(hw, sh, c.BlockSize, 0.9)
-			if err != nil {
-				return nil, fmt.Errorf("engine: %w", err)
-			}
-			c.NumGPUBlocks = n
-			e.Warnings = append(e.Warnings, fmt.Sprintf("num_gpu_blocks not recorded: %d from %s memory and the %s shape at 0.9 utilisation", n, hw.Name, sh.Name))
-		}
-	}
-	if kvMax := (c.NumGPUBlocks - 1) * c.BlockSize; c.MaxModelLen > kvMax {
-		c.MaxModelLen = kvMax
-	}
-	if err := c.Validate(); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	e.Sched = c
-	return e, nil
-}
 
 // Trace is a recorded run's requests, loaded once: arrivals for the engine
 // and the recorded latencies to compare with.
@@ -233,14 +164,12 @@ func (s *simSink) Request(r *datasets.Request) error {
 	return nil
 }
 
-// Simulate re-simulates the trace's arrivals on the engine with the FPM and
-// host model and returns the simulated requests by id and the step
+// Simulate re-simulates the trace's arrivals on the plan's engine with its
+// models and returns the simulated requests by id and the step
 // composition.
-func Simulate(t *Trace, e *Engine, fpm model.FPM, host model.HostModel) (map[string]datasets.Request, *Composition, error) {
+func Simulate(t *Trace, p *sim.Plan) (map[string]datasets.Request, *Composition, error) {
 	sink := &simSink{reqs: make(map[string]datasets.Request, len(t.Arrivals))}
-	exec := sim.NewSimExecutor(fpm, model.DefaultPayloadModel(), host, e.Graphs)
-	eng, err := sim.NewEngine(sim.EngineConfig{Sched: e.Sched, Async: e.Async, WorkerID: "replay-0"}, exec, &sim.VirtualClock{},
-		sim.HostAdapter{M: host}, sink)
+	eng, err := p.NewEngine(sim.Backend{WorkerID: "replay-0"}, sink)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -386,7 +315,7 @@ type EngineSummary struct {
 	CUDAGraphs          int  `json:"cuda_graph_sizes"`
 }
 
-func engineSummary(e *Engine) EngineSummary {
+func engineSummary(e *sim.Plan) EngineSummary {
 	c := e.Sched
 	return EngineSummary{MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumGPUBlocks: c.NumGPUBlocks, MaxModelLen: c.MaxModelLen, ChunkedPrefill: c.ChunkedPrefill, PrefixCaching: c.PrefixCaching,
@@ -462,10 +391,12 @@ func CompareRequests(rec []datasets.Request, simReqs map[string]datasets.Request
 
 // RequestOptions tune RunRequests.
 type RequestOptions struct {
-	FPM  model.FPM
-	Host model.HostModel
-	// Engine overrides the manifest's engine.
-	Engine *Engine
+	// Plan is the engine and models the requests are re-simulated with
+	// (sim.PlanFromManifest of the dataset, usually).
+	Plan *sim.Plan
+	// Warnings say what the plan assumed; they are carried into the
+	// summary.
+	Warnings []string
 }
 
 // RunRequests re-simulates the dataset's requests and writes
@@ -475,13 +406,11 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if err != nil {
 		return nil, err
 	}
-	e := opts.Engine
+	e := opts.Plan
 	if e == nil {
-		if e, err = EngineOf(d.Manifest); err != nil {
-			return nil, err
-		}
+		return nil, errors.New("replay requests: no plan to re-simulate on")
 	}
-	simReqs, comp, err := Simulate(t, e, opts.FPM, opts.Host)
+	simReqs, comp, err := Simulate(t, e)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +429,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	}
 	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName
 	sum.Engine = engineSummary(e)
-	sum.Warnings = append(sum.Warnings, e.Warnings...)
+	sum.Warnings = append(sum.Warnings, opts.Warnings...)
 	sum.RecordedSteps, sum.SimulatedSteps = t.Steps, comp
 	if err := writeJSONFile(filepath.Join(out.Dir, "summary.json"), sum); err != nil {
 		return nil, err

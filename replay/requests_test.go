@@ -26,7 +26,13 @@ func TestReplayRequestsReproducesSimulation(t *testing.T) {
 			d, err := datasets.Open(dir)
 			require.NoError(t, err)
 			out := filepath.Join(t.TempDir(), "out")
-			sum, err := RunRequests(d, RequestOptions{FPM: p.FPM, Host: p.Host}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
+			// The engine comes back from the manifest alone: Plan.Manifest and
+			// PlanFromManifest are inverses.
+			back, warn, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{})
+			require.NoError(t, err)
+			assert.Empty(t, warn)
+			assert.Equal(t, p.Sched, back.Sched)
+			sum, err := RunRequests(d, RequestOptions{Plan: back}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
 			require.NoError(t, err)
 			assert.Equal(t, sum.Requests, sum.Compared)
 			for _, dc := range []DistCompare{sum.TTFT, sum.ITL, sum.E2E} {
@@ -54,9 +60,7 @@ func TestReplayRequestsSlowerModel(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)
 	require.NoError(t, err)
-	e, err := EngineOf(d.Manifest)
-	require.NoError(t, err)
-	reqs, _, err := Simulate(tr, e, scaled{p.FPM, 1.3}, p.Host)
+	reqs, _, err := Simulate(tr, withModels(p, scaled{p.FPM, 1.3}, p.Host))
 	require.NoError(t, err)
 	sum, err := CompareRequests(tr.Rec, reqs, nil)
 	require.NoError(t, err)
@@ -72,28 +76,10 @@ type scaled struct {
 func (s scaled) PredictNs(f model.Features) float64 { return s.k * s.f.PredictNs(f) }
 
 // Manifest without an engine section: defaults with warnings.
-func TestEngineOfDefaults(t *testing.T) {
-	e, err := EngineOf(&datasets.Manifest{})
+func TestPlanFromManifestDefaults(t *testing.T) {
+	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "H200"}, Model: &datasets.ModelShape{Name: "Llama-3.1-8B"}}
+	p, warn, err := sim.PlanFromManifest(m, sim.ManifestOptions{})
 	require.NoError(t, err)
-	assert.NotEmpty(t, e.Warnings)
-	assert.Equal(t, 256, e.Sched.MaxNumSeqs)
-}
-
-func TestHardwareAndShapeOfLLMServingSimRuns(t *testing.T) {
-	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "RTXPRO6000"}, Model: &datasets.ModelShape{Name: "meta-llama/Llama-3.1-8B"}}
-	hw, err := HardwareOf(m)
-	require.NoError(t, err)
-	assert.Equal(t, RTXPro6000, hw)
-	sh, note, err := ShapeOf(m)
-	require.NoError(t, err)
-	assert.Equal(t, model.Llama318B.Name, sh.Name)
-	assert.Empty(t, note)
-	m.Model.Name = "Qwen/Qwen3-30B-A3B-Instruct-2507"
-	sh, note, err = ShapeOf(m)
-	require.NoError(t, err)
-	assert.Equal(t, 48, sh.Layers)
-	assert.NotEmpty(t, note)
-	m.Hardware.GPUName = "MI300X"
-	_, err = HardwareOf(m)
-	assert.ErrorContains(t, err, "RTX PRO 6000")
+	assert.NotEmpty(t, warn)
+	assert.Equal(t, 256, p.Sched.MaxNumSeqs)
 }

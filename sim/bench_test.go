@@ -34,8 +34,7 @@ func driveInto(b *testing.B, p *Plan, sink Sink) *Engine {
 	src, _, done, err := p.Source()
 	require.NoError(b, err)
 	defer done()
-	eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async}, NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs),
-		&VirtualClock{}, HostAdapter{p.Host}, sink)
+	eng, err := p.NewEngine(Backend{}, sink)
 	require.NoError(b, err)
 	_, err = Drive(eng, src)
 	require.NoError(b, err)

@@ -35,12 +35,12 @@ type Result struct {
 // step_requests unless disabled, requests). The same plan and seed give a
 // byte-identical dataset.
 func Run(p *Plan, dir string, opts RunOptions) (*Result, error) {
-	exec := NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs)
-	return Execute(p, dir, Backend{Exec: exec, Clock: &VirtualClock{}, Host: HostAdapter{p.Host}}, opts)
+	return Execute(p, dir, Backend{}, opts)
 }
 
-// Backend is what runs the steps: the simulated executor on a virtual
-// clock, or a real worker on the wall clock (package capture).
+// Backend is what runs the steps: the plan's simulated executor on a
+// virtual clock (the zero Backend), or a real worker on the wall clock
+// (package capture).
 type Backend struct {
 	Exec  Executor
 	Clock Clock
@@ -137,11 +137,7 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 	if opts.Progress != nil {
 		out = Tee{sink, metrics, &progressSink{f: opts.Progress}}
 	}
-	worker := b.WorkerID
-	if worker == "" {
-		worker = "sim-0"
-	}
-	eng, err := NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: worker}, b.Exec, b.Clock, b.Host, out)
+	eng, err := p.NewEngine(b, out)
 	if err != nil {
 		return nil, err
 	}

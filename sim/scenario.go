@@ -2,17 +2,13 @@ package sim
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -182,89 +178,6 @@ func (sc *Scenario) Set(kv string) error {
 	return nil
 }
 
-// Plan is a validated scenario, ready to run.
-type Plan struct {
-	Scenario Scenario
-	HW       model.Hardware
-	Shape    model.Shape
-	FPM      model.FPM
-	FPMName  string
-	Sched    sched.Config
-	Async    bool
-	Graphs   []int
-	Payload  model.PayloadModel
-	Host     model.HostModel
-}
-
-// Plan checks the scenario and resolves presets, refusing anything that
-// could not run with a message that says what to change.
-func (sc Scenario) Plan() (*Plan, error) {
-	var errs []error
-	p := &Plan{Scenario: sc, Payload: model.DefaultPayloadModel(), Host: model.DefaultHostModel()}
-	hw, err := model.HardwareByName(sc.Hardware)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("hardware: %w", err))
-	}
-	shape, err := model.ShapeByName(sc.Model)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("model: %w", err))
-	}
-	p.HW, p.Shape = hw, shape
-	e := sc.Engine
-	if e.BlockSize <= 0 || e.BlockSize&(e.BlockSize-1) != 0 {
-		errs = append(errs, fmt.Errorf("engine.block_size is %d: use a power of two such as 16", e.BlockSize))
-	}
-	if e.GPUMemoryUtilization <= 0 || e.GPUMemoryUtilization > 1 {
-		errs = append(errs, fmt.Errorf("engine.gpu_memory_utilization is %g: use a fraction in (0, 1], e.g. 0.9", e.GPUMemoryUtilization))
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	blocks := e.NumGPUBlocks
-	if blocks == 0 {
-		blocks, err = model.KVBlocks(hw, shape, e.BlockSize, e.GPUMemoryUtilization)
-		if err != nil {
-			return nil, fmt.Errorf("model %s does not fit on %s: %w", shape.Name, hw.Name, err)
-		}
-	}
-	p.Sched = sched.Config{
-		MaxNumSeqs: e.MaxNumSeqs, MaxNumBatchedTokens: e.MaxNumBatchedTokens, BlockSize: e.BlockSize,
-		NumGPUBlocks: blocks, MaxModelLen: e.MaxModelLen, ChunkedPrefill: e.ChunkedPrefill,
-		PrefixCaching: e.PrefixCaching, LongPrefillTokenThreshold: e.LongPrefillTokenThreshold,
-	}
-	if err := p.Sched.Validate(); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
-	}
-	p.Async = e.AsyncScheduling
-	for i, g := range e.CUDAGraphSizes {
-		if g < 1 || (i > 0 && g <= e.CUDAGraphSizes[i-1]) {
-			return nil, fmt.Errorf("engine.cuda_graph_sizes must be positive and increasing; entry %d is %d", i, g)
-		}
-	}
-	p.Graphs = e.CUDAGraphSizes
-	switch sc.FPM {
-	case "", "roofline":
-		p.FPM, p.FPMName = model.NewRoofline(hw, shape).Prepare(), "roofline"
-	default:
-		f, _, err := model.Load(sc.FPM)
-		if err != nil {
-			return nil, fmt.Errorf("fpm: %w", err)
-		}
-		p.FPM, p.FPMName = f, sc.FPM
-	}
-	if sc.Host != "" {
-		h, err := LoadHostModel(sc.Host)
-		if err != nil {
-			return nil, fmt.Errorf("host: %w", err)
-		}
-		p.Host = h
-	}
-	if err := sc.Workload.check(p.Sched); err != nil {
-		return nil, fmt.Errorf("workload: %w", err)
-	}
-	return p, nil
-}
-
 // check refuses workloads that cannot run on the engine before anything
 // is simulated.
 func (w WorkloadSpec) check(c sched.Config) error {
@@ -305,6 +218,16 @@ func (w WorkloadSpec) checkLengths(c sched.Config) error {
 	if w.LengthsFrom != "" {
 		return nil
 	}
+	return checkLengths(w.Prompt, w.Output, c)
+}
+
+// CheckLengths refuses prompt and output length distributions whose
+// longest request could not fit the engine's max_model_len.
+func (p *Plan) CheckLengths(prompt, output LengthSpec) error {
+	return checkLengths(prompt, output, p.Sched)
+}
+
+func checkLengths(prompt, output LengthSpec, c sched.Config) error {
 	most := func(l LengthSpec) int {
 		switch l.Kind {
 		case "fixed":
@@ -314,7 +237,7 @@ func (w WorkloadSpec) checkLengths(c sched.Config) error {
 		}
 		return 0
 	}
-	if p, o := most(w.Prompt), most(w.Output); p+o > c.MaxModelLen {
+	if p, o := most(prompt), most(output); p+o > c.MaxModelLen {
 		return fmt.Errorf("prompt (up to %d) + output (up to %d) tokens exceed max_model_len %d: shorten the lengths or raise engine.max_model_len",
 			p, o, c.MaxModelLen)
 	}
@@ -335,78 +258,4 @@ func (l LengthSpec) dist(field string) (workload.LengthDist, error) {
 		return workload.LengthDist{}, fmt.Errorf("%s: no length distribution (kind: fixed|uniform|lognormal)", field)
 	}
 	return workload.LengthDist{}, fmt.Errorf("%s.kind %q: use fixed, uniform or lognormal", field, l.Kind)
-}
-
-// Manifest is the provenance the scenario's dataset carries.
-func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
-	sc := p.Scenario
-	params := map[string]string{}
-	w := sc.Workload
-	add := func(k, v string) {
-		if v != "" && v != "0" {
-			params[k] = v
-		}
-	}
-	add("trace", w.Trace)
-	add("rate_rps", strconv.FormatFloat(w.RateRPS, 'g', -1, 64))
-	add("requests", strconv.Itoa(w.Requests))
-	add("limit", strconv.Itoa(w.Limit))
-	add("users", strconv.Itoa(w.Users))
-	add("policy", w.Benchmark.Policy)
-	// The dataset is named after its directory (the writer fills Name);
-	// the scenario's name is provenance.
-	m := datasets.Manifest{
-		Tool:   datasets.Tool{Name: "steplab", Version: "dev", Command: command},
-		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: map[string]string{"fpm": p.FPMName, "scenario": sc.Name}},
-		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
-			Simulated: true},
-		Model: &datasets.ModelShape{Name: p.Shape.Name, Layers: p.Shape.Layers, Hidden: p.Shape.Hidden, Heads: p.Shape.Heads,
-			KVHeads: p.Shape.KVHeads, HeadDim: p.Shape.HeadDim, Intermediate: p.Shape.Intermediate, Vocab: p.Shape.Vocab,
-			DType: "bfloat16", TensorParallel: max(1, p.Shape.TP)},
-		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
-			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
-			ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
-			LongPrefillTokenThreshold: p.Sched.LongPrefillTokenThreshold, AsyncScheduling: p.Async, BatchQueueDepth: depthOf(p.Async), WorkerCount: 1},
-		CUDAGraphSizes: p.Graphs,
-		Workload:       &datasets.Workload{Kind: w.Kind, Params: params, Seed: sc.Seed, InputSHA256: inputSHA},
-	}
-	if w.Kind == "benchmark" {
-		pol := w.Benchmark.Policy
-		if pol == "" {
-			pol = datasets.PolicySteadyStateSecondStep
-		}
-		m.MeasurementPolicy = &datasets.MeasurementPolicy{Decode: pol, Prefill: datasets.PolicySingleStep}
-	} else {
-		m.MeasurementPolicy = &datasets.MeasurementPolicy{Decode: datasets.PolicyProduction, Prefill: datasets.PolicyProduction}
-	}
-	return m
-}
-
-func depthOf(async bool) int {
-	if async {
-		return 2
-	}
-	return 1
-}
-
-// LoadHostModel reads a host-overhead model: a bare model.HostModel JSON
-// object, or one wrapped under "model" with provenance beside it.
-func LoadHostModel(path string) (model.HostModel, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return model.HostModel{}, err
-	}
-	var wrapped struct {
-		Model *model.HostModel `json:"model"`
-	}
-	h := model.DefaultHostModel()
-	if err := json.Unmarshal(b, &wrapped); err == nil && wrapped.Model != nil {
-		h = *wrapped.Model
-	} else if err := json.Unmarshal(b, &h); err != nil {
-		return h, fmt.Errorf("%s: not a host model: %v", path, err)
-	}
-	if err := h.Validate(); err != nil {
-		return h, fmt.Errorf("%s: %w", path, err)
-	}
-	return h, nil
 }

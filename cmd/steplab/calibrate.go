@@ -13,12 +13,13 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/sim"
 )
 
 func init() { register(newCalibrateCmd) }
 
 func newCalibrateCmd() *cobra.Command {
-	var out, start string
+	var out, start, host string
 	var holdoutDirs, terms, hostParams []string
 	var holdout float64
 	var maxEvals int
@@ -61,37 +62,30 @@ Examples:
 			if holdout > 0 && len(holdoutDirs) > 0 {
 				return &exitError{code: 2, msg: "calibrate: use --holdout or --holdout-dataset, not both"}
 			}
-			sets, refs, warn, err := calibSets(args)
+			spec := sim.ManifestOptions{FPM: start, Host: host}
+			sets, refs, warn, err := calibSets(args, spec)
 			if err != nil {
 				return err
 			}
-			hsets, _, hwarn, err := calibSets(holdoutDirs)
+			hsets, _, hwarn, err := calibSets(holdoutDirs, spec)
 			if err != nil {
 				return err
 			}
 			warn = append(warn, hwarn...)
-			opts := replay.CalibOptions{Host: model.DefaultHostModel(), Holdout: holdout, HoldoutSets: hsets, MaxEvals: maxEvals}
+			p := sets[0].Plan
+			opts := replay.CalibOptions{Host: p.Host, Holdout: holdout, HoldoutSets: hsets, MaxEvals: maxEvals}
 			if start != "" {
-				f, _, err := model.Load(start)
-				if err != nil {
-					return &exitError{code: 2, msg: err.Error()}
-				}
-				lin, ok := f.(*model.Linear)
+				lin, ok := p.FPM.(*model.Linear)
 				if !ok {
 					return &exitError{code: 2, msg: "calibrate: --start must be a linear artifact"}
 				}
 				opts.Start = lin
-				if r, err := replay.ResolveModel(start, nil); err == nil {
-					opts.Host = r.Host
-				}
 			} else {
-				d, _ := datasets.Open(args[0])
-				r, err := replay.ResolveModel("roofline", d.Manifest)
+				r, err := p.Roofline()
 				if err != nil {
 					return &exitError{code: 2, msg: "calibrate: no --start and no roofline prior for " + args[0] + ": " + err.Error()}
 				}
-				opts.Start = replay.LinearFromRoofline(r.FPM.(*model.PreparedRoofline).Roofline)
-				warn = append(warn, r.Notes...)
+				opts.Start = r.Linear()
 			}
 			if len(terms) > 0 {
 				opts.Terms = terms
@@ -128,6 +122,7 @@ Examples:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "model artifact to write (JSON)")
 	cmd.Flags().Float64Var(&holdout, "holdout", 0, "fraction of each dataset's requests (the last by arrival) held out and scored")
 	cmd.Flags().StringArrayVar(&holdoutDirs, "holdout-dataset", nil, "dataset scored after the fit, not fitted (repeatable)")
+	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model to start from (default: the start artifact's params.host, else the prior)")
 	cmd.Flags().StringVar(&start, "start", "", "linear model artifact to start from (default: the linearised roofline prior)")
 	cmd.Flags().StringSliceVar(&terms, "terms", nil, "FPM terms that get a multiplier (default: every term of the start model)")
 	cmd.Flags().StringSliceVar(&hostParams, "host", []string{replay.HostSchedUpdate, replay.HostPrep}, "host multipliers fitted (none for none)")
@@ -136,7 +131,7 @@ Examples:
 	return cmd
 }
 
-func calibSets(dirs []string) ([]replay.CalibSet, []model.DatasetRef, []string, error) {
+func calibSets(dirs []string, spec sim.ManifestOptions) ([]replay.CalibSet, []model.DatasetRef, []string, error) {
 	var sets []replay.CalibSet
 	var refs []model.DatasetRef
 	var warn []string
@@ -149,14 +144,14 @@ func calibSets(dirs []string) ([]replay.CalibSet, []model.DatasetRef, []string, 
 		if err != nil {
 			return nil, nil, nil, &exitError{code: 2, msg: err.Error()}
 		}
-		e, err := replay.EngineOf(d.Manifest)
+		p, pw, err := sim.PlanFromManifest(d.Manifest, spec)
 		if err != nil {
 			return nil, nil, nil, &exitError{code: 2, msg: dir + ": " + err.Error()}
 		}
-		for _, w := range e.Warnings {
+		for _, w := range pw {
 			warn = append(warn, dir+": "+w)
 		}
-		sets = append(sets, replay.CalibSet{Name: dir, Trace: tr, Engine: e})
+		sets = append(sets, replay.CalibSet{Name: dir, Trace: tr, Plan: p})
 		ref := model.DatasetRef{ID: dir, Path: dir, Rows: int64(len(tr.Rec))}
 		if d.Manifest != nil {
 			ref.SHA256 = d.Manifest.Source.SHA256

@@ -12,6 +12,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/sim"
 )
 
 func init() { register(newReplayCmd) }
@@ -33,20 +34,24 @@ MODEL is a model artifact (steplab fit, steplab calibrate) or the word
 	return cmd
 }
 
-func openForReplay(modelSpec, dir string) (*datasets.Dataset, *replay.Resolved, error) {
+// modelName names the forward-pass model of a replay in its reports.
+func modelName(p *sim.Pricing) string {
+	if p.FPMName == sim.FPMRoofline {
+		return fmt.Sprintf("roofline(%s, %s)", p.HW.Name, p.Shape.Name)
+	}
+	return p.FPMName
+}
+
+func openDataset(dir string) (*datasets.Dataset, error) {
 	d, err := datasets.Open(dir)
 	if err != nil {
-		return nil, nil, &exitError{code: 2, msg: err.Error()}
+		return nil, &exitError{code: 2, msg: err.Error()}
 	}
-	m, err := replay.ResolveModel(modelSpec, d.Manifest)
-	if err != nil {
-		return nil, nil, &exitError{code: 2, msg: "replay: model: " + err.Error()}
-	}
-	return d, m, nil
+	return d, nil
 }
 
 func newReplayStepsCmd() *cobra.Command {
-	var out string
+	var out, host string
 	var asJSON, force, stepsOnly, noFigures bool
 	var top int
 	cmd := &cobra.Command{
@@ -77,15 +82,19 @@ Examples:
 			if out == "" {
 				return &exitError{code: 2, msg: "replay steps: no output directory: use -o OUT"}
 			}
-			d, m, err := openForReplay(args[0], args[1])
+			d, err := openDataset(args[1])
 			if err != nil {
 				return err
+			}
+			m, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: args[0], Host: host})
+			if err != nil {
+				return &exitError{code: 2, msg: "replay steps: " + err.Error()}
 			}
 			bar := newProgress(-1, "replaying steps")
 			start := time.Now()
 			rep, err := replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: top, NoJoin: stepsOnly,
 				Progress: func(n int64) { bar.Set64(n) }},
-				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: m.Name, DatasetDir: args[1], NoFigures: noFigures})
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: modelName(m), DatasetDir: args[1], NoFigures: noFigures})
 			bar.Finish()
 			if err != nil {
 				return err
@@ -102,6 +111,7 @@ Examples:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json to stdout")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
+	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
 	cmd.Flags().BoolVar(&stepsOnly, "steps-only", false, "ignore step_requests (faster; prefill attention and new-request tokens approximated)")
 	cmd.Flags().BoolVar(&noFigures, "no-figures", false, "skip the PNG/SVG figures")
 	cmd.Flags().IntVar(&top, "top", 20, "steps to report where prediction and record part most")
@@ -150,7 +160,7 @@ func printStepReport(w io.Writer, rep *replay.StepReport, el time.Duration) {
 }
 
 func newReplayRequestsCmd() *cobra.Command {
-	var out string
+	var out, host string
 	var asJSON, force bool
 	cmd := &cobra.Command{
 		Use:   "requests MODEL DATASET -o OUT",
@@ -175,16 +185,19 @@ Examples:
 			if out == "" {
 				return &exitError{code: 2, msg: "replay requests: no output directory: use -o OUT"}
 			}
-			d, m, err := openForReplay(args[0], args[1])
+			d, err := openDataset(args[1])
 			if err != nil {
 				return err
 			}
-			sum, err := replay.RunRequests(d, replay.RequestOptions{FPM: m.FPM, Host: m.Host},
-				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: m.Name, DatasetDir: args[1]})
+			p, warn, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{FPM: args[0], Host: host})
+			if err != nil {
+				return &exitError{code: 2, msg: "replay requests: " + err.Error()}
+			}
+			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn},
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: modelName(&p.Pricing), DatasetDir: args[1]})
 			if err != nil {
 				return err
 			}
-			sum.Warnings = append(sum.Warnings, m.Notes...)
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), sum)
 			}
@@ -195,6 +208,7 @@ Examples:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json to stdout")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
+	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
 	return cmd
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 	"github.com/steplab/steplab/replay/whatif"
+	"github.com/steplab/steplab/sim"
 )
 
 const (
@@ -52,10 +53,10 @@ func makeInputs(t *testing.T) inputs {
 
 	d, err := datasets.Open(traffic)
 	require.NoError(t, err)
-	m, err := replay.ResolveModel(in.model, d.Manifest)
+	m, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: in.model})
 	require.NoError(t, err)
 	_, err = replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: 10},
-		replay.Output{Dir: in.replay, ModelName: m.Name, DatasetDir: traffic})
+		replay.Output{Dir: in.replay, ModelName: m.FPMName, DatasetDir: traffic})
 	require.NoError(t, err)
 
 	doc, err := whatif.Load(ensemble)

@@ -609,9 +609,10 @@ func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *sim.Plan {
 			return nil
 		}
 	}
-	l := sc.File.Load
-	ss.Workload = sim.WorkloadSpec{Kind: "constant", RateRPS: 1, Prompt: l.Prompt, Output: l.Output}
-	p, err := ss.Plan()
+	p, err := ss.EnginePlan()
+	if err == nil {
+		err = p.CheckLengths(sc.File.Load.Prompt, sc.File.Load.Output)
+	}
 	if err != nil {
 		c.at(n, "stage %s: engine: %v", s.Name, err)
 		return nil

@@ -134,11 +134,7 @@ func Run(g *Graph, load Load, r *rng.Stream) (*Result, error) {
 		st := &w.stages[i]
 		st.rand = r.Derive("stage/" + s.Name)
 		if s.Kind == KindEngine {
-			p := s.Engine
-			exec := sim.NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs)
-			sink := &engineSink{w: w, stage: i}
-			eng, err := sim.NewEngine(sim.EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: s.Name}, exec,
-				&sim.VirtualClock{}, sim.HostAdapter{M: p.Host}, sink)
+			eng, err := s.Engine.NewEngine(sim.Backend{WorkerID: s.Name}, &engineSink{w: w, stage: i})
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: %w", s.Name, err)
 			}

@@ -1,0 +1,271 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+)
+
+// Manifest is the provenance the plan's dataset carries. PlanFromManifest
+// is its inverse for the engine: hardware, model, FPM and host specs,
+// limits, KV capacity, CUDA graphs and async mode come back as they went.
+func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
+	sc := p.Scenario
+	params := map[string]string{}
+	w := sc.Workload
+	add := func(k, v string) {
+		if v != "" && v != "0" {
+			params[k] = v
+		}
+	}
+	add("trace", w.Trace)
+	add("rate_rps", strconv.FormatFloat(w.RateRPS, 'g', -1, 64))
+	add("requests", strconv.Itoa(w.Requests))
+	add("limit", strconv.Itoa(w.Limit))
+	add("users", strconv.Itoa(w.Users))
+	add("policy", w.Benchmark.Policy)
+	detail := map[string]string{"fpm": p.FPMName, "scenario": sc.Name}
+	if p.HostName != "" {
+		detail["host"] = p.HostName
+	}
+	// The dataset is named after its directory (the writer fills Name);
+	// the scenario's name is provenance.
+	m := datasets.Manifest{
+		Tool:   datasets.Tool{Name: "steplab", Version: "dev", Command: command},
+		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: detail},
+		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
+			Simulated: true},
+		Model: manifestShape(p.Shape),
+		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
+			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
+			ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
+			LongPrefillTokenThreshold: p.Sched.LongPrefillTokenThreshold, AsyncScheduling: p.Async, BatchQueueDepth: depthOf(p.Async),
+			WorkerCount: 1, GPUMemoryUtilization: sc.Engine.GPUMemoryUtilization},
+		CUDAGraphSizes: p.Graphs,
+		Workload:       &datasets.Workload{Kind: w.Kind, Params: params, Seed: sc.Seed, InputSHA256: inputSHA},
+	}
+	if w.Kind == "benchmark" {
+		pol := w.Benchmark.Policy
+		if pol == "" {
+			pol = datasets.PolicySteadyStateSecondStep
+		}
+		m.MeasurementPolicy = &datasets.MeasurementPolicy{Decode: pol, Prefill: datasets.PolicySingleStep}
+	} else {
+		m.MeasurementPolicy = &datasets.MeasurementPolicy{Decode: datasets.PolicyProduction, Prefill: datasets.PolicyProduction}
+	}
+	return m
+}
+
+func depthOf(async bool) int {
+	if async {
+		return 2
+	}
+	return 1
+}
+
+// manifestShape and shapeOfManifest are the two directions of the model
+// section.
+func manifestShape(s model.Shape) *datasets.ModelShape {
+	ms := &datasets.ModelShape{Name: s.Name, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
+		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab,
+		DType: dtypeName(s.DTypeBytes), TensorParallel: max(1, s.TP), TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias,
+		ParamsBillion: float64(s.ParamCount()) / 1e9}
+	if s.KVDTypeBytes > 0 && s.KVDTypeBytes != s.DTypeBytes {
+		ms.KVDType = dtypeName(s.KVDTypeBytes)
+	}
+	return ms
+}
+
+func shapeOfManifest(ms *datasets.ModelShape) (model.Shape, error) {
+	bytes, err := dtypeBytes(ms.DType)
+	if err != nil {
+		return model.Shape{}, err
+	}
+	s := model.Shape{Name: ms.Name, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads, KVHeads: ms.KVHeads,
+		HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, DTypeBytes: bytes, TP: max(1, ms.TensorParallel),
+		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias}
+	if ms.KVDType != "" {
+		if s.KVDTypeBytes, err = dtypeBytes(ms.KVDType); err != nil {
+			return s, fmt.Errorf("kv_dtype: %w", err)
+		}
+	}
+	return s, s.Validate()
+}
+
+func dtypeName(bytes int) string {
+	switch bytes {
+	case 1:
+		return "fp8"
+	case 4:
+		return "float32"
+	}
+	return "bfloat16"
+}
+
+func dtypeBytes(name string) (int, error) {
+	switch strings.ToLower(name) {
+	case "", "auto", "bfloat16", "bf16", "float16", "fp16", "half":
+		return 2, nil
+	case "float32", "fp32", "float":
+		return 4, nil
+	case "fp8", "float8", "float8_e4m3fn", "fp8_e4m3", "fp8_e5m2":
+		return 1, nil
+	}
+	return 0, fmt.Errorf("model.dtype %q: use bfloat16, float16, float32 or fp8", name)
+}
+
+// ManifestOptions choose the models a recorded run is re-priced with.
+type ManifestOptions struct {
+	// FPM is the forward-pass model spec ("" or "roofline": the prior of
+	// the recorded hardware and model).
+	FPM string
+	// Host is the host-model spec ("": the FPM artifact's params.host or
+	// the default prior).
+	Host string
+}
+
+// PlanFromManifest rebuilds the engine a dataset ran on from its manifest:
+// the inverse of Plan.Manifest. What the manifest does not record takes
+// DefaultScenario's value, each such default a warning. A recorded
+// num_gpu_blocks always wins over the estimate from GPU memory; a recorded
+// layer shape wins over the catalogue's shape of the model's name.
+func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string, error) {
+	if m == nil {
+		m = &datasets.Manifest{}
+	}
+	sc := DefaultScenario()
+	sc.Name, sc.FPM, sc.Host = m.Name, o.FPM, o.Host
+	if m.Workload != nil {
+		sc.Seed = m.Workload.Seed
+	}
+	var warn []string
+	e := &sc.Engine
+	if me := m.Engine; me == nil {
+		warn = append(warn, fmt.Sprintf("manifest has no engine section: default engine limits (max_num_seqs %d, max_num_batched_tokens %d, block %d, async)",
+			e.MaxNumSeqs, e.MaxNumBatchedTokens, e.BlockSize))
+	} else {
+		set := func(dst *int, v int, name string) {
+			if v > 0 {
+				*dst = v
+			} else {
+				warn = append(warn, fmt.Sprintf("engine.%s not recorded: default %d", name, *dst))
+			}
+		}
+		set(&e.MaxNumSeqs, me.MaxNumSeqs, "max_num_seqs")
+		set(&e.MaxNumBatchedTokens, me.MaxNumBatchedTokens, "max_num_batched_tokens")
+		set(&e.BlockSize, me.BlockSize, "block_size")
+		set(&e.MaxModelLen, me.MaxModelLen, "max_model_len")
+		e.ChunkedPrefill, e.PrefixCaching, e.LongPrefillTokenThreshold = me.ChunkedPrefill, me.PrefixCaching, me.LongPrefillTokenThreshold
+		e.AsyncScheduling, e.NumGPUBlocks = me.AsyncScheduling, me.NumGPUBlocks
+		if me.GPUMemoryUtilization > 0 {
+			e.GPUMemoryUtilization = me.GPUMemoryUtilization
+		}
+	}
+	if len(m.CUDAGraphSizes) > 0 {
+		e.CUDAGraphSizes = m.CUDAGraphSizes
+	} else {
+		warn = append(warn, fmt.Sprintf("cuda_graph_capture_sizes not recorded: vLLM defaults up to %d", e.CUDAGraphSizes[len(e.CUDAGraphSizes)-1]))
+	}
+
+	r := resolveManifest(m)
+	if e.NumGPUBlocks <= 0 {
+		if !r.known() {
+			// Without a capacity the replay runs without KV pressure, which
+			// the record may well have had: say so.
+			e.NumGPUBlocks = 1 + (e.MaxModelLen/e.BlockSize+1)*e.MaxNumSeqs
+			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded and the KV capacity cannot be estimated (%v): %d blocks (no KV pressure)",
+				r.err(), e.NumGPUBlocks))
+		} else {
+			n, err := model.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization)
+			if err != nil {
+				return nil, warn, fmt.Errorf("engine: %w", err)
+			}
+			e.NumGPUBlocks = n
+			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from %s memory, the %s weights and gpu_memory_utilization %g",
+				n, r.hw.Name, r.shape.Name, e.GPUMemoryUtilization))
+		}
+	}
+	if kvMax := (e.NumGPUBlocks - 1) * e.BlockSize; e.MaxModelLen > kvMax {
+		warn = append(warn, fmt.Sprintf("max_model_len %d exceeds the KV capacity of %d tokens: replayed at %d", e.MaxModelLen, kvMax, kvMax))
+		e.MaxModelLen = kvMax
+	}
+	p, err := sc.planOn(r)
+	if err != nil {
+		return nil, warn, err
+	}
+	return p, append(warn, p.Notes...), nil
+}
+
+// PricingFromManifest resolves only the models that price a recorded
+// run's steps (step replay needs no engine): the hardware and model shape
+// are looked up only when the FPM is the roofline prior.
+func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, error) {
+	r := resolveManifest(m)
+	if (o.FPM == "" || o.FPM == FPMRoofline) && !r.known() {
+		return nil, r.err()
+	}
+	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host})
+}
+
+// resolveManifest looks up the manifest's hardware in the catalogue and
+// takes its model from the recorded layer shape, else from the catalogue's
+// shape of its name at the recorded tensor parallelism. Failures are kept,
+// not returned: only some uses need both.
+func resolveManifest(m *datasets.Manifest) resolved {
+	var r resolved
+	switch {
+	case m == nil || m.Hardware == nil || m.Hardware.GPUName == "":
+		r.hwErr = errors.New("hardware: the manifest names no GPU")
+	default:
+		hw, err := model.HardwareByName(m.Hardware.GPUName)
+		if err != nil {
+			r.hw.Name, r.hwErr = m.Hardware.GPUName, fmt.Errorf("hardware: %w", err)
+		} else {
+			r.hw, r.hwKnown = hw, true
+		}
+	}
+	var ms *datasets.ModelShape
+	if m != nil {
+		ms = m.Model
+	}
+	switch {
+	case ms == nil || (ms.Name == "" && ms.Layers == 0):
+		r.shapeErr = errors.New("model: the manifest has no model section: record the model's name or layer shape")
+	case ms.Layers > 0 && ms.Hidden > 0:
+		s, err := shapeOfManifest(ms)
+		if err != nil {
+			r.shapeErr = fmt.Errorf("model: the manifest's layer shape: %w", err)
+		}
+		r.shape, r.shapeKnown = s, err == nil
+	default:
+		s, err := model.ShapeByName(ms.Name)
+		if err == nil && ms.TensorParallel > 1 {
+			s = s.WithTP(ms.TensorParallel)
+			err = s.Validate()
+		}
+		if err != nil {
+			r.shapeErr = fmt.Errorf("model: the manifest records no layer shape and %w", err)
+		}
+		r.shape, r.shapeKnown = s, err == nil
+	}
+	r.shape.Name = cmpOr(r.shape.Name, nameOf(ms))
+	return r
+}
+
+func nameOf(ms *datasets.ModelShape) string {
+	if ms == nil {
+		return ""
+	}
+	return ms.Name
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,136 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim/sched"
+)
+
+// Plan is a validated scenario, ready to run: the priced models (Pricing),
+// the scheduler limits, the async mode and the CUDA-graph sizes of one
+// engine, and the scenario it came from.
+type Plan struct {
+	Scenario Scenario
+	Pricing
+	Sched  sched.Config
+	Async  bool
+	Graphs []int
+}
+
+// Plan checks the scenario and resolves its catalogue names and model
+// specs, refusing anything that could not run with a message that says what
+// to change.
+func (sc Scenario) Plan() (*Plan, error) {
+	p, err := sc.EnginePlan()
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.Workload.check(p.Sched); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	return p, nil
+}
+
+// EnginePlan is Plan without the workload: the engine alone, for callers
+// that bring their own arrivals (request replay, what-if stages).
+func (sc Scenario) EnginePlan() (*Plan, error) {
+	var errs []error
+	hw, err := model.HardwareByName(sc.Hardware)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("hardware: %w", err))
+	}
+	shape, err := model.ShapeByName(sc.Model)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("model: %w", err))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
+}
+
+// resolved is what the catalogue (or a manifest's record) says of the
+// hardware and model. A manifest may name a GPU the catalogue lacks; then
+// only what needs no hardware can be planned.
+type resolved struct {
+	hw                  model.Hardware
+	shape               model.Shape
+	hwKnown, shapeKnown bool
+	hwErr, shapeErr     error
+}
+
+// known reports whether both the hardware and the shape are known; err
+// says why not.
+func (r resolved) known() bool { return r.hwKnown && r.shapeKnown }
+
+func (r resolved) err() error { return errors.Join(r.hwErr, r.shapeErr) }
+
+// planOn is the one place an engine is planned, from a scenario or from a
+// manifest (PlanFromManifest).
+func (sc Scenario) planOn(r resolved) (*Plan, error) {
+	e := sc.Engine
+	var errs []error
+	if e.BlockSize <= 0 || e.BlockSize&(e.BlockSize-1) != 0 {
+		errs = append(errs, fmt.Errorf("engine.block_size is %d: use a power of two such as 16", e.BlockSize))
+	}
+	if e.GPUMemoryUtilization <= 0 || e.GPUMemoryUtilization > 1 {
+		errs = append(errs, fmt.Errorf("engine.gpu_memory_utilization is %g: use a fraction in (0, 1], e.g. 0.9", e.GPUMemoryUtilization))
+	}
+	for i, g := range e.CUDAGraphSizes {
+		if g < 1 || (i > 0 && g <= e.CUDAGraphSizes[i-1]) {
+			errs = append(errs, fmt.Errorf("engine.cuda_graph_sizes must be positive and increasing; entry %d is %d", i, g))
+			break
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	needHW := e.NumGPUBlocks == 0 || sc.FPM == "" || sc.FPM == FPMRoofline
+	if needHW && !r.known() {
+		return nil, r.err()
+	}
+	blocks := e.NumGPUBlocks
+	if blocks == 0 {
+		var err error
+		blocks, err = model.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization)
+		if err != nil {
+			return nil, fmt.Errorf("model %s does not fit on %s: %w", r.shape.Name, r.hw.Name, err)
+		}
+	}
+	p := &Plan{Scenario: sc, Async: e.AsyncScheduling, Graphs: e.CUDAGraphSizes}
+	p.Sched = sched.Config{
+		MaxNumSeqs: e.MaxNumSeqs, MaxNumBatchedTokens: e.MaxNumBatchedTokens, BlockSize: e.BlockSize,
+		NumGPUBlocks: blocks, MaxModelLen: e.MaxModelLen, ChunkedPrefill: e.ChunkedPrefill,
+		PrefixCaching: e.PrefixCaching, LongPrefillTokenThreshold: e.LongPrefillTokenThreshold,
+	}
+	if err := p.Sched.Validate(); err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	pr, err := Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: sc.FPM, Host: sc.Host})
+	if err != nil {
+		field := "fpm"
+		if sc.FPM == "" || sc.FPM == FPMRoofline {
+			field = "hardware"
+		}
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	p.Pricing = *pr
+	return p, nil
+}
+
+// NewEngine builds the plan's engine, writing to sink: the one engine
+// constructor of simulate, capture, request replay, calibrate, what-if and
+// sweeps. A Backend without an executor runs the plan's simulated executor
+// on a virtual clock; a capture brings its GPU executor and wall clock.
+func (p *Plan) NewEngine(b Backend, sink Sink) (*Engine, error) {
+	if b.Exec == nil {
+		b.Exec, b.Clock, b.Host = p.Executor(p.Graphs), &VirtualClock{}, HostAdapter{M: p.Host}
+	}
+	worker := b.WorkerID
+	if worker == "" {
+		worker = "sim-0"
+	}
+	return NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: worker}, b.Exec, b.Clock, b.Host, sink)
+}

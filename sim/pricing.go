@@ -1,0 +1,169 @@
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/steplab/steplab/model"
+)
+
+// FPMRoofline is the forward-pass model spec of the prior priced from the
+// hardware and model shape alone.
+const FPMRoofline = "roofline"
+
+// PricingSpec names what prices an engine's steps: the GPU and the model it
+// runs (already looked up in the catalogue), a forward-pass model spec and
+// a host-overhead model spec.
+type PricingSpec struct {
+	Hardware model.Hardware
+	Shape    model.Shape
+	// FPM is "" or "roofline" (the prior) or the path of a model artifact
+	// (steplab fit, steplab calibrate).
+	FPM string
+	// Host is "" (the artifact's params.host when the FPM artifact carries
+	// one, else the default prior) or the path of a host-overhead model:
+	// a model.HostModel in JSON, one wrapped under "model", or a model
+	// artifact carrying params.host.
+	Host string
+}
+
+// Pricing is a priced engine: the models the simulated executor uses.
+type Pricing struct {
+	HW    model.Hardware
+	Shape model.Shape
+	FPM   model.FPM
+	// FPMName names the FPM in reports and manifests: "roofline" or the
+	// artifact path as given.
+	FPMName string
+	// Artifact is the FPM's artifact (nil for the roofline).
+	Artifact *model.Artifact
+	Host     model.HostModel
+	// HostName is the host spec as given, "" for the default prior.
+	HostName string
+	Payload  model.PayloadModel
+	// Notes say where a model came from when that was not the obvious
+	// place (a host model read from the FPM artifact).
+	Notes []string
+}
+
+// Price resolves a pricing spec: the one place an FPM spec and a host spec
+// become models. A hardware left zero is accepted only when nothing needs
+// it (a fitted artifact prices the steps).
+func Price(spec PricingSpec) (*Pricing, error) {
+	p := &Pricing{HW: spec.Hardware, Shape: spec.Shape, Payload: model.DefaultPayloadModel(), Host: model.DefaultHostModel(),
+		HostName: spec.Host}
+	switch spec.FPM {
+	case "", FPMRoofline:
+		r, err := p.Roofline()
+		if err != nil {
+			return nil, err
+		}
+		p.FPM, p.FPMName = r.Prepare(), FPMRoofline
+	default:
+		f, a, err := model.Load(spec.FPM)
+		if err != nil {
+			return nil, err
+		}
+		p.FPM, p.FPMName, p.Artifact = f, spec.FPM, a
+	}
+	switch {
+	case spec.Host != "":
+		h, err := LoadHostModel(spec.Host)
+		if err != nil {
+			return nil, err
+		}
+		p.Host = h
+	case p.Artifact != nil:
+		h, ok, err := artifactHost(p.Artifact)
+		if err != nil {
+			return nil, fmt.Errorf("%s: params.host: %w", spec.FPM, err)
+		}
+		if ok {
+			p.Host = h
+			p.Notes = append(p.Notes, fmt.Sprintf("host model from %s (params.host)", filepath.Base(spec.FPM)))
+		}
+	}
+	return p, nil
+}
+
+// Roofline is the prior of the pricing's hardware and shape, whatever FPM
+// prices the steps: calibrate starts from its linearisation.
+func (p *Pricing) Roofline() (model.Roofline, error) {
+	r := model.NewRoofline(p.HW, p.Shape)
+	if err := r.Validate(); err != nil {
+		return r, fmt.Errorf("roofline prior: %w", err)
+	}
+	return r, nil
+}
+
+// Executor is a simulated executor pricing steps with these models and
+// padding decode batches to the given CUDA-graph sizes.
+func (p *Pricing) Executor(graphs []int) *SimExecutor {
+	return NewSimExecutor(p.FPM, p.Payload, p.Host, graphs)
+}
+
+// hostParams is where calibrate stores its fitted host model in an
+// artifact's params.
+type hostParams struct {
+	Host *model.HostModel `json:"host,omitempty"`
+}
+
+func artifactHost(a *model.Artifact) (model.HostModel, bool, error) {
+	if len(a.Params) == 0 {
+		return model.HostModel{}, false, nil
+	}
+	var hp hostParams
+	if err := json.Unmarshal(a.Params, &hp); err != nil || hp.Host == nil {
+		return model.HostModel{}, false, nil
+	}
+	if err := hp.Host.Validate(); err != nil {
+		return model.HostModel{}, false, err
+	}
+	return *hp.Host, true, nil
+}
+
+// WithHost stores a host model in an artifact's params.host, where Price
+// reads it back.
+func WithHost(a *model.Artifact, h model.HostModel) error {
+	b, err := json.Marshal(hostParams{Host: &h})
+	if err != nil {
+		return err
+	}
+	a.Params = b
+	return nil
+}
+
+// LoadHostModel reads a host-overhead model: a bare model.HostModel JSON
+// object, one wrapped under "model" with provenance beside it, or a model
+// artifact whose params.host holds one (steplab calibrate writes those).
+func LoadHostModel(path string) (model.HostModel, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return model.HostModel{}, fmt.Errorf("host model: %w", err)
+	}
+	if a, err := model.ParseArtifact(b); err == nil {
+		h, ok, err := artifactHost(a)
+		if err != nil {
+			return h, fmt.Errorf("%s: params.host: %w", path, err)
+		}
+		if !ok {
+			return h, fmt.Errorf("%s: a model artifact without params.host: pass a host model (steplab calibrate writes one into its artifact)", path)
+		}
+		return h, nil
+	}
+	var wrapped struct {
+		Model *model.HostModel `json:"model"`
+	}
+	h := model.DefaultHostModel()
+	if err := json.Unmarshal(b, &wrapped); err == nil && wrapped.Model != nil {
+		h = *wrapped.Model
+	} else if err := json.Unmarshal(b, &h); err != nil {
+		return h, fmt.Errorf("%s: not a host model: %v", path, err)
+	}
+	if err := h.Validate(); err != nil {
+		return h, fmt.Errorf("%s: %w", path, err)
+	}
+	return h, nil
+}
