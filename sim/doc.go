@@ -40,6 +40,18 @@
 //	res, err := sim.Run(plan, "out/azure", sim.RunOptions{})
 //	fmt.Println(res.TTFT.P90, res.ITL.P50, res.Steps)
 //
+// One plan, one engine. Price is the one place a hardware, a model shape,
+// an FPM spec ("roofline" or an artifact path) and a host spec become the
+// models that price steps; Scenario.EnginePlan resolves the engine limits
+// and KV capacity around them; Plan.NewEngine is the one engine
+// constructor (simulate, capture, request replay, calibration, what-if
+// stages and sweeps all call it). Plan.Manifest records a plan in its
+// dataset and PlanFromManifest reads it back, so a recorded run is
+// re-simulated on the engine it ran on:
+//
+//	p, warnings, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{FPM: "model.json"})
+//	eng, err := p.NewEngine(sim.Backend{}, sink) // simulated executor, virtual clock
+//
 // The same plan and seed give a byte-identical dataset: nothing in this
 // package reads the wall clock, uses global random state or lets map order
 // reach an output. Memory is flat in trace length: rows stream to the
