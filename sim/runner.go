@@ -112,7 +112,7 @@ func (p *Plan) Source() (src workload.Peeker, inputSHA string, cleanup func(), e
 		w := sc.Workload
 		ts, err := workload.NewTrace(workload.TraceConfig{Dir: d, Limit: w.Limit, RateRPS: w.RateRPS,
 			StartNs: int64(w.StartS * 1e9), EndNs: int64(w.EndS * 1e9), Rebase: true, BlockSize: w.BlockSize,
-			WarmupRequests: w.Warmup})
+			WarmupRequests: w.Warmup, MaxModelLen: p.Sched.MaxModelLen})
 		if err != nil {
 			done()
 			return nil, "", cleanup, err

@@ -38,6 +38,10 @@ type TraceConfig struct {
 	BlockSize int
 	// WarmupRequests marks the first arrivals of the window Warmup.
 	WarmupRequests int
+	// MaxModelLen, when > 0, refuses a trace with a request whose prompt
+	// plus output tokens exceed it: the engine would reject it, so the
+	// scenario cannot replay the trace as recorded.
+	MaxModelLen int
 }
 
 // Validate reports the first invalid setting, naming the field.
@@ -100,6 +104,11 @@ type TraceSource struct {
 	// sorted in memory (unsorted tables)
 	rows []datasets.Request
 
+	// tooLong counts the requests beyond MaxModelLen; longest is the
+	// longest of them.
+	tooLong int
+	longest traceIndex
+
 	emitted int
 	next    Arrival
 	have    bool
@@ -124,6 +133,18 @@ func NewTrace(cfg TraceConfig) (*TraceSource, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !sorted {
+		// The pre-pass measured the table's first rows, not the window's.
+		t.tooLong, t.longest = 0, traceIndex{}
+		if err := t.loadSorted(d); err != nil {
+			return nil, err
+		}
+	}
+	if t.tooLong > 0 {
+		l := t.longest
+		return nil, fmt.Errorf("workload: trace: %s: %d requests need more than max_model_len %d tokens (the longest, %q, has %d prompt + %d output tokens): raise engine.max_model_len to %d, or choose a window without them",
+			cfg.Dir, t.tooLong, cfg.MaxModelLen, l.ReqID, l.PromptTokens, l.OutputTokens, l.PromptTokens+l.OutputTokens)
+	}
 	if t.n == 0 {
 		return nil, fmt.Errorf("workload: trace: %s: no requests in the window [StartNs=%d, EndNs=%d): the trace is empty or the window misses it", cfg.Dir, cfg.StartNs, cfg.EndNs)
 	}
@@ -145,8 +166,6 @@ func NewTrace(cfg TraceConfig) (*TraceSource, error) {
 		}
 		t.sc = sc
 		t.buf = make([]datasets.Request, 1024)
-	} else if err := t.loadSorted(d); err != nil {
-		return nil, err
 	}
 	return t, nil
 }
@@ -186,6 +205,7 @@ func (t *TraceSource) prepass(d *datasets.Dataset) (sorted bool, err error) {
 					if t.n == 0 || r.ArrivalNs > t.lastNs {
 						t.lastNs = r.ArrivalNs
 					}
+					t.measure(r)
 					t.n++
 				}
 			}
@@ -220,8 +240,25 @@ func (t *TraceSource) loadSorted(d *datasets.Dataset) error {
 	}
 	t.rows = rows
 	t.n = len(rows)
-	t.firstNs, t.lastNs = rows[0].ArrivalNs, rows[len(rows)-1].ArrivalNs
+	if t.n > 0 {
+		t.firstNs, t.lastNs = rows[0].ArrivalNs, rows[len(rows)-1].ArrivalNs
+	}
+	for _, r := range rows {
+		t.measure(traceIndex{ReqID: r.ReqID, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens})
+	}
 	return nil
+}
+
+// measure counts a replayed request that MaxModelLen cannot hold.
+func (t *TraceSource) measure(r traceIndex) {
+	n := r.PromptTokens + r.OutputTokens
+	if t.cfg.MaxModelLen <= 0 || n <= int64(t.cfg.MaxModelLen) {
+		return
+	}
+	t.tooLong++
+	if n > t.longest.PromptTokens+t.longest.OutputTokens {
+		t.longest = r
+	}
 }
 
 // BlockSize is the number of prompt tokens behind each source prefix hash

@@ -175,3 +175,34 @@ func TestLoadEmpirical(t *testing.T) {
 	_, err = LoadEmpirical(writeTrace(t, nil))
 	assert.ErrorContains(t, err, "requests table is empty")
 }
+
+// A trace with requests the engine's max_model_len cannot hold is refused
+// before it runs, naming the longest; the window's limit decides which
+// requests count, in sorted and unsorted tables alike.
+func TestTraceBeyondMaxModelLen(t *testing.T) {
+	rows := traceRows(10) // request i needs 601 + 2i tokens
+	unsorted := append([]datasets.Request(nil), rows...)
+	unsorted[0], unsorted[9] = unsorted[9], unsorted[0]
+	for _, c := range []struct {
+		name  string
+		rows  []datasets.Request
+		limit int
+		max   int
+		err   string
+	}{
+		{"all fit", rows, 0, 619, ""},
+		{"two too long", rows, 0, 616, `2 requests need more than max_model_len 616 tokens (the longest, "r9", has 609 prompt + 10 output tokens): raise engine.max_model_len to 619`},
+		{"limit excludes them", rows, 8, 616, ""},
+		{"unsorted", unsorted, 0, 616, `"r9"`},
+		{"unsorted, limited", unsorted, 8, 616, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := NewTrace(TraceConfig{Dir: writeTrace(t, c.rows), Limit: c.limit, MaxModelLen: c.max})
+			if c.err == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.ErrorContains(t, err, c.err)
+			}
+		})
+	}
+}
