@@ -320,7 +320,7 @@ func (p *Process) deadErr(err error) error {
 	if last == "" {
 		last = "(nothing)"
 	}
-	return &WorkerError{Err: err, Status: status, Stderr: last}
+	return &WorkerError{Err: err, Status: status, Stderr: last, Python: p.opts.Python}
 }
 
 // WorkerError is a failure of the worker process.
@@ -328,10 +328,16 @@ type WorkerError struct {
 	Err    error
 	Status string
 	Stderr string
+	// Python is the interpreter that ran the worker.
+	Python string
 }
 
 func (e *WorkerError) Error() string {
-	return fmt.Sprintf("%v (worker %s); last stderr lines:\n%s", e.Err, e.Status, e.Stderr)
+	msg := fmt.Sprintf("%v (worker %s); last stderr lines:\n%s", e.Err, e.Status, e.Stderr)
+	if strings.Contains(e.Stderr, "No module named") {
+		msg += fmt.Sprintf("\nthe worker's Python (%s) lacks a module the worker needs (torch, numpy, msgpack): install them, or point --python or STEPLAB_PYTHON at an interpreter that has them", e.Python)
+	}
+	return msg
 }
 
 func (e *WorkerError) Unwrap() error { return e.Err }

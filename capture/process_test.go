@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +165,21 @@ func TestWorkerErrorUnwraps(t *testing.T) {
 	err := error(&WorkerError{Err: base, Status: "exit status 1", Stderr: "last words"})
 	assert.ErrorIs(t, err, base)
 	assert.Equal(t, "boom (worker exit status 1); last stderr lines:\nlast words", err.Error())
+}
+
+// A worker whose Python lacks a module says which flag or variable chooses
+// another interpreter.
+func TestWorkerMissingModuleNamesPython(t *testing.T) {
+	requirePython(t)
+	script := filepath.Join(t.TempDir(), "worker.py")
+	require.NoError(t, os.WriteFile(script, []byte("import steplab_no_such_module\n"), 0o644))
+	p, err := StartWorker(WorkerOptions{Python: python, Script: script, StartTimeout: 10 * time.Second}, nil)
+	require.NoError(t, err)
+	t.Cleanup(p.Kill)
+	var ready ReadyMsg
+	_, err = p.Recv(&ready, 10*time.Second)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "No module named 'steplab_no_such_module'")
+	assert.Contains(t, err.Error(), "point --python or STEPLAB_PYTHON at an interpreter")
+	assert.Contains(t, err.Error(), python)
 }

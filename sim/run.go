@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/steplab/steplab/sim/workload"
@@ -13,6 +14,16 @@ import (
 // The engine's loop runs at its own host time; arrivals are handed to it
 // before each iteration, so it sees exactly those that arrived by then.
 func Drive(e *Engine, src workload.Peeker) (int64, error) {
+	return DriveUntil(e, src, nil)
+}
+
+// ErrInterrupted ends a run whose stop channel closed: what ran so far is
+// kept (Execute leaves a partial dataset with every recorded row).
+var ErrInterrupted = errors.New("interrupted")
+
+// DriveUntil is Drive that also ends, with ErrInterrupted, once stop is
+// closed (a nil stop never closes).
+func DriveUntil(e *Engine, src workload.Peeker, stop <-chan struct{}) (int64, error) {
 	completer, _ := src.(workload.Completer)
 	if completer != nil {
 		e.onFinish = func(id string, t int64) error { return completer.Complete(id, t) }
@@ -20,6 +31,11 @@ func Drive(e *Engine, src workload.Peeker) (int64, error) {
 	}
 	next := int64(0)
 	for {
+		select {
+		case <-stop:
+			return e.Now(), ErrInterrupted
+		default:
+		}
 		t := max(next, e.Now())
 		for {
 			at, st := src.NextAt()

@@ -22,6 +22,9 @@ type RunOptions struct {
 	Command []string
 	// Progress, when set, is called with the number of requests finished.
 	Progress func(done int64)
+	// Stop, when closed, ends the run early with ErrInterrupted; the
+	// dataset is left partial with every row recorded until then.
+	Stop <-chan struct{}
 }
 
 // Result is what a simulation run reports.
@@ -142,9 +145,9 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 		return nil, err
 	}
 	if src != nil {
-		_, err = Drive(eng, src)
+		_, err = DriveUntil(eng, src, opts.Stop)
 	} else {
-		err = RunBenchmark(eng, p)
+		err = runBenchmark(eng, p, opts.Stop)
 	}
 	// Even after a failure, record every live request (unfinished) and
 	// close the tables: what was measured stays, and the step_requests
@@ -294,10 +297,10 @@ func asDecode(s *datasets.Step, rows []datasets.StepRequest) {
 	s.NumPrefillRequests, s.SumPrefillTokens, s.SumPrefillKVTokens, s.VarPrefillLength = 0, 0, 0, 0
 }
 
-// RunBenchmark runs the plan's self-benchmark grid on the engine, one point
+// runBenchmark runs the plan's self-benchmark grid on the engine, one point
 // at a time with the engine idle in between, tagging each step: the step
 // the policy measures is "measured", the others "scaffolding".
-func RunBenchmark(e *Engine, p *Plan) error {
+func runBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
 	points, err := workload.BuildGrid(p.GridConfig())
 	if err != nil {
 		return fmt.Errorf("benchmark: %w", err)
@@ -329,6 +332,11 @@ func RunBenchmark(e *Engine, p *Plan) error {
 	defer func() { e.Tag = nil }()
 	t := e.Now()
 	for i := range points {
+		select {
+		case <-stop:
+			return ErrInterrupted
+		default:
+		}
 		cur = &points[i]
 		runs := 1
 		if cur.EagerWarmup {

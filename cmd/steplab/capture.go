@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -46,13 +47,19 @@ func (f *captureFlags) run(cmd *cobra.Command, plan *sim.Plan, out string) (*sim
 		Worker: capture.WorkerOptions{Python: f.python, Script: f.workerScript},
 		Device: f.device, Preset: f.preset, AttentionBackend: f.attention, Seed: f.workerSeed,
 		CheckpointSteps: f.checkpoint,
-		Run:             sim.RunOptions{Overwrite: f.force, Command: os.Args},
+		Run:             sim.RunOptions{Overwrite: f.force, Command: os.Args, Stop: cmd.Context().Done()},
 	}
 	if f.verbose {
 		opts.Stderr = os.Stderr
 	}
 	res, err := capture.Capture(plan, out, opts)
 	if err != nil {
+		if errors.Is(err, sim.ErrInterrupted) {
+			return nil, interrupted("capture", out, err)
+		}
+		if _, serr := os.Stat(filepath.Join(out, datasets.ManifestFile)); serr != nil {
+			return nil, fmt.Errorf("capture failed before anything was measured (no dataset written): %w", err)
+		}
 		return nil, fmt.Errorf("capture failed (the dataset at %s keeps what was measured and is marked partial): %w", out, err)
 	}
 	if f.asJSON {

@@ -1,13 +1,23 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	err := newRootCmd().Execute()
+	// The first SIGINT or SIGTERM cancels the command's context: long
+	// commands stop and keep what they wrote. A second one kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	err := newRootCmd().ExecuteContext(ctx)
 	if err == nil {
 		return
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -53,10 +54,10 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 			}
 			bar := newProgress(-1, "simulating")
 			res, err := sim.Run(plan, out, sim.RunOptions{Overwrite: force, Command: os.Args,
-				Progress: func(n int64) { bar.Set64(n) }})
+				Progress: func(n int64) { bar.Set64(n) }, Stop: cmd.Context().Done()})
 			bar.Finish()
 			if err != nil {
-				return err
+				return interrupted("simulate", out, err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
@@ -72,6 +73,15 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing dataset")
 	return cmd
+}
+
+// interrupted turns a run stopped by a signal into exit code 130 and a
+// message naming the partial dataset it left.
+func interrupted(what, out string, err error) error {
+	if errors.Is(err, sim.ErrInterrupted) {
+		return &exitError{code: 130, msg: fmt.Sprintf("%s interrupted: %s holds a partial dataset with every row recorded until then (steplab validate %s)", what, out, out)}
+	}
+	return err
 }
 
 // loadPlan reads a scenario (or the default), applies --set overrides and
