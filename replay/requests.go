@@ -51,6 +51,9 @@ func LoadTrace(d *datasets.Dataset) (*Trace, error) {
 	if len(t.Arrivals) == 0 {
 		return nil, fmt.Errorf("%s: no requests with prompt and output lengths to replay", d.Dir)
 	}
+	if !t.timed() {
+		return nil, fmt.Errorf("%s records no request latencies (first_token_ns and finish_ns are unset): request replay and calibration compare against them; to run its arrivals on an engine, use steplab simulate --set workload.trace=%s", d.Dir, d.Dir)
+	}
 	if d.Has(datasets.TableSteps) {
 		c, err := recordedComposition(d)
 		if err != nil {
@@ -59,6 +62,16 @@ func LoadTrace(d *datasets.Dataset) (*Trace, error) {
 		t.Steps = c
 	}
 	return t, nil
+}
+
+// timed reports whether any recorded request has a latency to compare.
+func (t *Trace) timed() bool {
+	for i := range t.Rec {
+		if l := latOf(&t.Rec[i]); l.ttft >= 0 || l.e2e >= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Window returns the trace restricted to requests [lo, hi) by arrival order.
@@ -410,6 +423,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if e == nil {
 		return nil, errors.New("replay requests: no plan to re-simulate on")
 	}
+
 	simReqs, comp, err := Simulate(t, e)
 	if err != nil {
 		return nil, err

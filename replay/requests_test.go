@@ -83,3 +83,24 @@ func TestPlanFromManifestDefaults(t *testing.T) {
 	assert.NotEmpty(t, warn)
 	assert.Equal(t, 256, p.Sched.MaxNumSeqs)
 }
+
+// A trace without recorded latencies (an imported arrival trace) has
+// nothing to compare: refused, pointing at simulate.
+func TestLoadTraceWithoutLatencies(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "trace")
+	w, err := datasets.Create(dir, datasets.Manifest{Source: datasets.Source{Kind: "import", Format: "test"}}, datasets.CreateOptions{})
+	require.NoError(t, err)
+	tw, err := datasets.NewTableWriter[datasets.Request](w, datasets.TableRequests, datasets.DefaultTableOptions)
+	require.NoError(t, err)
+	require.NoError(t, tw.Write([]datasets.Request{
+		{ReqID: "a", ArrivalNs: 0, PromptTokens: 10, OutputTokens: 5, FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, Status: datasets.StatusNotRun},
+		{ReqID: "b", ArrivalNs: 9, PromptTokens: 12, OutputTokens: 3, FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, Status: datasets.StatusNotRun},
+	}))
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	_, err = LoadTrace(d)
+	assert.ErrorContains(t, err, "records no request latencies")
+	assert.ErrorContains(t, err, "steplab simulate --set workload.trace="+dir)
+}
