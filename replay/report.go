@@ -639,9 +639,19 @@ func (a *stepAcc) topSteps() []TopStep {
 
 // ---- output ---------------------------------------------------------------
 
+// Tables of a replay's output directory. They are replay's own tables, not
+// the data contract's steps and requests: a replay output validates and
+// inspects as what it is.
+const (
+	// TableStepComparison: one row per replayed step (StepRow).
+	TableStepComparison = "step_comparison"
+	// TableRequestComparison: one row per replayed request (RequestRow).
+	TableRequestComparison = "request_comparison"
+)
+
 // Output names a replay's output directory: a dataset directory with
-// manifest.json (source kind "replay"), the comparison tables (steps.parquet
-// or requests.parquet, each a directory of parts), summary.json and the
+// manifest.json (source kind "replay"), the comparison table (step_comparison.parquet
+// or request_comparison.parquet, a directory of parts), summary.json and the
 // figures.
 type Output struct {
 	Dir       string
@@ -670,14 +680,14 @@ type StepReport struct {
 	Files   []string
 }
 
-// RunSteps replays the steps of d and writes out/steps.parquet,
+// RunSteps replays the steps of d and writes out/step_comparison.parquet,
 // out/summary.json and the figures.
 func RunSteps(d *datasets.Dataset, opts StepOptions, out Output) (*StepReport, error) {
 	w, err := out.create("steps")
 	if err != nil {
 		return nil, err
 	}
-	tw, err := datasets.NewTableWriter[StepRow](w, datasets.TableSteps, datasets.DefaultTableOptions)
+	tw, err := datasets.NewTableWriter[StepRow](w, TableStepComparison, datasets.DefaultTableOptions)
 	if err != nil {
 		return nil, err
 	}
@@ -701,7 +711,7 @@ func RunSteps(d *datasets.Dataset, opts StepOptions, out Output) (*StepReport, e
 		return nil, err
 	}
 	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName
-	rep := &StepReport{Summary: sum, Files: []string{datasets.TableDir(out.Dir, datasets.TableSteps)}}
+	rep := &StepReport{Summary: sum, Files: []string{datasets.TableDir(out.Dir, TableStepComparison)}}
 	p := filepath.Join(out.Dir, "summary.json")
 	if err := writeJSONFile(p, sum); err != nil {
 		return nil, err

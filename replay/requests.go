@@ -213,7 +213,7 @@ func latOf(r *datasets.Request) latencies {
 	return l
 }
 
-// RequestRow is one row of a request replay's requests.parquet. For each of
+// RequestRow is one row of a request replay's request_comparison table. For each of
 // ttft, itl (per request: (finish − first token)/(outputs − 1)) and e2e:
 // rec_X and pred_X in ns (−1 when undefined), err_X = pred − rec and
 // rel_err_X = err / rec (NaN when either is undefined).
@@ -413,7 +413,7 @@ type RequestOptions struct {
 }
 
 // RunRequests re-simulates the dataset's requests and writes
-// out/requests.parquet and out/summary.json.
+// out/request_comparison.parquet and out/summary.json.
 func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*RequestSummary, error) {
 	t, err := LoadTrace(d)
 	if err != nil {
@@ -432,7 +432,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if err != nil {
 		return nil, err
 	}
-	tw, err := datasets.NewTableWriter[RequestRow](w, datasets.TableRequests, datasets.DefaultTableOptions)
+	tw, err := datasets.NewTableWriter[RequestRow](w, TableRequestComparison, datasets.DefaultTableOptions)
 	if err != nil {
 		return nil, err
 	}

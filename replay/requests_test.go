@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/datasets/validate"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
@@ -46,8 +47,11 @@ func TestReplayRequestsReproducesSimulation(t *testing.T) {
 			assert.NoError(t, err)
 			o, err := datasets.Open(out)
 			require.NoError(t, err)
-			rows, err := datasets.ReadAll[RequestRow](o, datasets.TableRequests)
+			rows, err := datasets.ReadAll[RequestRow](o, TableRequestComparison)
 			require.NoError(t, err)
+			rep, err := validate.Dataset(out, validate.Options{})
+			require.NoError(t, err)
+			assert.True(t, rep.OK(), "a replay output validates: %v", rep.Violations)
 			assert.Len(t, rows, sum.Requests)
 		})
 	}

@@ -33,7 +33,7 @@ const (
 	fWall
 )
 
-// StepRow is one row of a step replay's steps.parquet: a recorded step, its
+// StepRow is one row of a step replay's step_comparison table: a recorded step, its
 // re-priced timing fields and their errors. For each field X:
 // rec_X is the record (−1 when the source did not record it), pred_X the
 // prediction, err_X = pred_X − rec_X in ns (0 when rec_X is unknown) and

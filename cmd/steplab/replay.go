@@ -66,7 +66,7 @@ before it. With the model that generated a simulated dataset every field is
 reproduced to the nanosecond.
 
 OUT is written as a directory:
-  steps.parquet/        one row per step: recorded, predicted, error, relative error per field
+  step_comparison.parquet/  one row per step: recorded, predicted, error, relative error per field
   summary.json          error by kind, role, batch-size bucket and decile of the run;
                         the term the device-time error is attributed to; the steps
                         where prediction and record part most, with their composition
@@ -173,7 +173,7 @@ first token)/(outputs − 1)) and E2E, and their distributions (mean, p50,
 p90, p99). Where the record has steps, the step composition is compared
 too (steps per kind, mean batch size, mean tokens per step).
 
-OUT is written as a directory: requests.parquet/ (one row per request) and
+OUT is written as a directory: request_comparison.parquet/ (one row per request) and
 summary.json.
 
 Examples:

@@ -41,7 +41,7 @@ It prints the audit table of an offered-load qualification, per placement:
   latency                    p50/p90/p99 and mean, per stage and end to end
 
 and writes DIR/audit.md, DIR/audit.json and a dataset (DIR/manifest.json,
-DIR/requests.parquet: one row per request; DIR/request_stages.parquet: one
+DIR/whatif_requests.parquet: one row per request; DIR/request_stages.parquet: one
 row per request and stage). The same scenario and seed give byte-identical
 outputs. See docs/whatif.md for every scenario key.
 
@@ -84,7 +84,7 @@ are addressed by name (stages.NAME.KEY), and VALUE is YAML.`,
 				return whatif.WriteJSON(cmd.OutOrStdout(), &res.Audit)
 			}
 			whatif.WriteMarkdown(cmd.OutOrStdout(), &res.Audit)
-			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s (audit.md, audit.json, requests.parquet, request_stages.parquet)\n", out)
+			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s (audit.md, audit.json, whatif_requests.parquet, request_stages.parquet)\n", out)
 			return nil
 		},
 	}

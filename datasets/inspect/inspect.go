@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -187,7 +188,7 @@ func Dataset(dir string) (*Summary, error) {
 	} else {
 		s.Notes = append(s.Notes, "no manifest.json: no provenance")
 	}
-	for _, t := range datasets.Tables {
+	for _, t := range tableNames(d) {
 		if !d.Has(t) {
 			continue
 		}
@@ -554,4 +555,21 @@ func containsStr(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// tableNames lists the data contract's tables, then any other table the
+// manifest lists (a replay's comparisons, a what-if's requests) by name.
+func tableNames(d *datasets.Dataset) []string {
+	names := slices.Clone(datasets.Tables)
+	if d.Manifest == nil {
+		return names
+	}
+	var extra []string
+	for t := range d.Manifest.Tables {
+		if !slices.Contains(names, t) {
+			extra = append(extra, t)
+		}
+	}
+	slices.Sort(extra)
+	return append(names, extra...)
 }

@@ -15,13 +15,16 @@ import (
 
 // Table names of the dataset Write creates.
 const (
-	TableRequests      = datasets.TableRequests // one row per request
-	TableRequestStages = "request_stages"       // one row per request and stage
+	// TableRequests holds every placement's and repetition's requests in
+	// one table: not the data contract's requests table of one run, whose
+	// arrival rate and latencies tools would read as one run's.
+	TableRequests      = "whatif_requests" // one row per request
+	TableRequestStages = "request_stages"  // one row per request and stage
 )
 
 // RequestRow is one request of one repetition of one placement. The first
-// columns are the data contract's requests table (DESIGN.md §5), so any
-// steplab tool reads it; the rest are the what-if's.
+// columns are named as the data contract's requests table's, so a reader
+// that knows that table knows them; the rest are the what-if's.
 type RequestRow struct {
 	// ReqID is "<placement>/<rep>/<load id>".
 	ReqID            string `parquet:"req_id"`
@@ -99,7 +102,7 @@ func Write(dir string, out *Output, opts WriteOptions) error {
 		Tool:     datasets.Tool{Name: "steplab", Version: "dev", Command: opts.Command},
 		Source:   datasets.Source{Kind: "simulate", Format: "whatif", Detail: map[string]string{"placements": strings.Join(pls, ",")}},
 		Workload: &datasets.Workload{Kind: l.Kind, Params: params, Seed: sc.File.Seed},
-		Notes: []string{"what-if workflow simulation: requests holds one row per request of every placement and repetition " +
+		Notes: []string{"what-if workflow simulation: whatif_requests holds one row per request of every placement and repetition " +
 			"(req_id = placement/rep/id); request_stages one row per request and stage; see audit.json"},
 	}
 	w, err := datasets.Create(dir, m, datasets.CreateOptions{Overwrite: opts.Overwrite})
