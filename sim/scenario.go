@@ -1,10 +1,10 @@
 package sim
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -117,7 +117,11 @@ func DefaultScenario() Scenario {
 			MaxModelLen: 32768, ChunkedPrefill: true, PrefixCaching: true, AsyncScheduling: true,
 			CUDAGraphSizes: DefaultCUDAGraphSizes(512),
 		},
-		Workload: WorkloadSpec{Kind: "trace", Trace: DefaultTrace},
+		// Lengths for the generator kinds: a scenario that switches kind to
+		// poisson, constant, gamma or closed runs without naming them.
+		Workload: WorkloadSpec{Kind: "trace", Trace: DefaultTrace, Think: "fixed",
+			Prompt: LengthSpec{Kind: "lognormal", Mean: 1000, Sigma: 0.8, Min: 1, Max: 8000},
+			Output: LengthSpec{Kind: "fixed", Value: 128}},
 		Output:   OutputSpec{StepRequests: true},
 	}
 }
@@ -137,20 +141,42 @@ func DefaultCUDAGraphSizes(max int) []int {
 	return s
 }
 
-// LoadScenario reads a YAML scenario over the defaults. Unknown keys are
-// refused with their line.
+// LoadScenario reads a YAML scenario over the defaults; an empty file is
+// the defaults. Unknown keys are refused with their line and the keys
+// valid there.
 func LoadScenario(path string) (Scenario, error) {
 	sc := DefaultScenario()
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return sc, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&sc); err != nil {
-		return sc, fmt.Errorf("%s: %v", path, err)
+	if err := decodeScenario(&sc, b, func(line int) string { return fmt.Sprintf("%s:%d", path, line) }); err != nil {
+		return sc, err
 	}
 	return sc, nil
+}
+
+// decodeScenario decodes YAML over sc after checking its keys; at names a
+// line for messages.
+func decodeScenario(sc *Scenario, b []byte, at func(line int) string) error {
+	var root yaml.Node
+	if err := yaml.Unmarshal(b, &root); err != nil {
+		return fmt.Errorf("%s: %v", at(0), err)
+	}
+	if root.Kind == 0 {
+		return nil
+	}
+	var errs []error
+	for _, e := range UnknownKeys(&root, reflect.TypeFor[Scenario]()) {
+		errs = append(errs, fmt.Errorf("%s: %v", at(e.Line), e))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := root.Decode(sc); err != nil {
+		return fmt.Errorf("%s: %v", at(0), err)
+	}
+	return nil
 }
 
 // Set applies one override KEY=VALUE with a dotted YAML path
@@ -170,12 +196,7 @@ func (sc *Scenario) Set(kv string) error {
 		}
 	}
 	sb.WriteString(" " + v + "\n")
-	dec := yaml.NewDecoder(strings.NewReader(sb.String()))
-	dec.KnownFields(true)
-	if err := dec.Decode(sc); err != nil {
-		return fmt.Errorf("--set %s: %v", kv, err)
-	}
-	return nil
+	return decodeScenario(sc, []byte(sb.String()), func(int) string { return "--set " + kv })
 }
 
 // check refuses workloads that cannot run on the engine before anything

@@ -293,7 +293,7 @@ func (c *compiler) at(n *yaml.Node, format string, a ...any) {
 // reported with its line.
 func (d *Doc) Compile() (*Scenario, error) {
 	c := &compiler{d: d}
-	c.checkKeys(d.root, reflect.TypeFor[File](), "")
+	c.checkKeys(d.root, reflect.TypeFor[File]())
 	if len(c.errs) > 0 {
 		return nil, errors.Join(c.errs...)
 	}
@@ -383,67 +383,10 @@ func dedupe(errs []error) []error {
 }
 
 // checkKeys refuses keys the document's types do not have.
-func (c *compiler) checkKeys(n *yaml.Node, t reflect.Type, where string) {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
+func (c *compiler) checkKeys(n *yaml.Node, t reflect.Type) {
+	for _, e := range sim.UnknownKeys(n, t) {
+		c.errs = append(c.errs, &lineErr{path: c.d.Path, line: e.Line, msg: e.Error()})
 	}
-	if n == nil || t == reflect.TypeFor[yaml.Node]() {
-		return
-	}
-	if n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if n.Kind != yaml.MappingNode {
-			return // a scalar edge, or a type error Decode reports
-		}
-		fields := map[string]reflect.Type{}
-		var names []string
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "" || name == "-" {
-				continue
-			}
-			fields[name] = f.Type
-			names = append(names, name)
-		}
-		for j := 0; j+1 < len(n.Content); j += 2 {
-			k := n.Content[j]
-			ft, ok := fields[k.Value]
-			if !ok {
-				c.at(k, "unknown key %q%s: known keys are %s", k.Value, in(where), strings.Join(names, ", "))
-				continue
-			}
-			c.checkKeys(n.Content[j+1], ft, join(where, k.Value))
-		}
-	case reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			return
-		}
-		for i, item := range n.Content {
-			w := fmt.Sprintf("%s[%d]", where, i)
-			if nm := valueOf(item, "name"); nm != "" {
-				w = fmt.Sprintf("%s[%s]", where, nm)
-			}
-			c.checkKeys(item, t.Elem(), w)
-		}
-	}
-}
-
-func in(where string) string {
-	if where == "" {
-		return ""
-	}
-	return " in " + where
-}
-
-func join(a, b string) string {
-	if a == "" {
-		return b
-	}
-	return a + "." + b
 }
 
 func (c *compiler) field(parent *yaml.Node, key string) *yaml.Node {
