@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +16,7 @@ import (
 func init() { register(newExportCmd) }
 
 func newExportCmd() *cobra.Command {
-	var format, out string
+	var format, out, window string
 	var tables []string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -29,7 +31,10 @@ in Chrome trace event format for ui.perfetto.dev and chrome://tracing. Per
 worker a scheduler track (schedule, dispatch, update), an in-flight track
 (wait: dispatch to output) and a device track (gpu_time_ns ending at
 t_output), queue and KV counters, and every request as an async slice from
-arrival to finish with its first token marked. See docs/report.md.
+arrival to finish with its first token marked. A whole run can be large
+(about 1.2 KB per step): the size is announced before anything is written,
+and --window START:END keeps the steps scheduled, and the requests alive,
+within those seconds of the run. See docs/report.md.
 
 Columns come from the table's Parquet schema: int64, int32, float64, bool,
 utf8 and list<int64> (prefix_hash_ids). In CSV the first row names the
@@ -41,6 +46,7 @@ Examples:
   steplab export out/run --format csv -o out/run-csv
   steplab export out/run --format arrow -o out/run-arrow --tables steps,requests
   steplab export out/run --format perfetto -o out/run-trace.json
+  steplab export out/run --format perfetto -o out/minute-2.json --window 60:120
   python -c "import pandas as pd; print(pd.read_csv('out/run-csv/steps.csv').describe())"
   python -c "import pyarrow.ipc as ipc; print(ipc.open_file('out/run-arrow/steps.arrow').read_all())"`,
 		Args: cobra.ExactArgs(1),
@@ -50,7 +56,7 @@ Examples:
 			}
 			format = strings.ToLower(format)
 			if format == export.Perfetto {
-				return runPerfettoExport(cmd, args[0], out, asJSON)
+				return runPerfettoExport(cmd, args[0], out, window, asJSON)
 			}
 			if format != export.CSV && format != export.Arrow {
 				return &exitError{code: 2, msg: fmt.Sprintf("export: --format %q: want csv, arrow or perfetto", format)}
@@ -94,15 +100,38 @@ Examples:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (csv, arrow) or file (perfetto) (required)")
 	cmd.Flags().StringSliceVar(&tables, "tables", nil, "tables to export, comma-separated (default: all the dataset has)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the files written as JSON")
+	cmd.Flags().StringVar(&window, "window", "", "perfetto: only START:END seconds of the run (either may be empty)")
 	return cmd
 }
 
 // runPerfettoExport writes the step timeline of a dataset as a Chrome
-// trace event file (--format perfetto).
-func runPerfettoExport(cmd *cobra.Command, dir, out string, asJSON bool) error {
-	bar := newProgress(-1, "exporting")
-	res, err := export.PerfettoTrace(dir, out, export.PerfettoOptions{
-		Progress: func(table string, rows int64) { bar.Describe("exporting " + table); bar.Set64(rows) }})
+// trace event file (--format perfetto), announcing its size first.
+func runPerfettoExport(cmd *cobra.Command, dir, out, window string, asJSON bool) error {
+	opts := export.PerfettoOptions{}
+	if window != "" {
+		from, to, err := parseWindow(window)
+		if err != nil {
+			return &exitError{code: 2, msg: "export: --window " + err.Error()}
+		}
+		opts.FromNs, opts.ToNs = from, to
+	}
+	size, err := export.PerfettoEstimate(dir, opts)
+	if err != nil {
+		return &exitError{code: 2, msg: "export: " + err.Error()}
+	}
+	hint := ""
+	if window == "" {
+		hint = "; --window START:END (seconds of the run) bounds it"
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "perfetto: writing about %s (%d steps, %d requests)%s\n", humanBytes(size.Bytes), size.Steps, size.Requests, hint)
+	bar := newProgress(size.Steps+size.Requests, "exporting")
+	opts.Progress = func(table string, rows int64) {
+		if table == datasets.TableRequests {
+			rows += size.Steps
+		}
+		bar.Set64(rows)
+	}
+	res, err := export.PerfettoTrace(dir, out, opts)
 	bar.Finish()
 	if err != nil {
 		return &exitError{code: 2, msg: "export: " + err.Error()}
@@ -113,4 +142,43 @@ func runPerfettoExport(cmd *cobra.Command, dir, out string, asJSON bool) error {
 	fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %d steps, %d requests, %d events (workers: %s); open it in ui.perfetto.dev or chrome://tracing\n",
 		res.Path, res.Steps, res.Requests, res.Events, strings.Join(res.Workers, ", "))
 	return nil
+}
+
+// parseWindow reads START:END in seconds of the run (either may be empty)
+// into nanoseconds; an empty END is the end of the run (0).
+func parseWindow(s string) (from, to int64, err error) {
+	a, b, ok := strings.Cut(s, ":")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q: want START:END in seconds, e.g. 120:180 or 600:", s)
+	}
+	sec := func(v string) (int64, error) {
+		if v == "" {
+			return 0, nil
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || math.IsNaN(f) || math.IsInf(f, 0) {
+			return 0, fmt.Errorf("%q: %q is not a number of seconds >= 0", s, v)
+		}
+		return int64(f * 1e9), nil
+	}
+	if from, err = sec(a); err != nil {
+		return 0, 0, err
+	}
+	if to, err = sec(b); err != nil {
+		return 0, 0, err
+	}
+	if to != 0 && to <= from {
+		return 0, 0, fmt.Errorf("%q: the end must come after the start", s)
+	}
+	return from, to, nil
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return fmt.Sprintf("%.1f GB", float64(n)/1e9)
+	case n >= 1e6:
+		return fmt.Sprintf("%.0f MB", float64(n)/1e6)
+	}
+	return fmt.Sprintf("%.0f KB", float64(n)/1e3)
 }

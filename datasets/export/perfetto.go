@@ -31,6 +31,19 @@ type PerfettoOptions struct {
 	// Progress, when set, is called after each batch with the rows of the
 	// table written so far.
 	Progress func(table string, rows int64)
+	// FromNs and ToNs bound the trace to a window of the run [FromNs,
+	// ToNs) (ToNs 0: to the end): the steps scheduled in it and the
+	// requests alive in it.
+	FromNs, ToNs int64
+
+	// limit, when > 0, stops each table after that many rows (the sample
+	// PerfettoEstimate writes).
+	limit int64
+}
+
+// inWindow reports whether [start, end] meets the window.
+func (o *PerfettoOptions) inWindow(start, end int64) bool {
+	return end >= o.FromNs && (o.ToNs <= 0 || start < o.ToNs)
 }
 
 // progress reports rows of table after every BatchRows rows, and once more
@@ -161,6 +174,141 @@ func PerfettoTrace(dir, outPath string, opts PerfettoOptions) (*PerfettoResult, 
 		return nil, err
 	}
 	return res, nil
+}
+
+// stepStart is when a step begins on the timeline: its schedule() call,
+// else its output where a source did not record the call.
+func stepStart(st *perfettoStep) int64 {
+	if st.TScheduleStart >= 0 {
+		return st.TScheduleStart
+	}
+	return st.TOutput
+}
+
+// requestEnd is where a request's slice ends: its finish, else the last
+// thing known of it.
+func requestEnd(r *perfettoRequest) int64 {
+	if r.FinishNs >= r.ArrivalNs {
+		return r.FinishNs
+	}
+	return max(r.ArrivalNs, r.FirstSchedNs, r.FirstTokenNs)
+}
+
+// PerfettoSize is what a Perfetto export of a dataset would hold and about
+// how large the file would be.
+type PerfettoSize struct {
+	Steps    int64 `json:"steps"`
+	Requests int64 `json:"requests"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// perfettoSample is how many steps and requests the estimate renders.
+const perfettoSample = 2000
+
+// PerfettoEstimate counts the steps and requests an export with opts would
+// write and estimates the file's size by rendering the first of them: a
+// caller can announce a large file, or bound it with a window, before
+// writing anything.
+func PerfettoEstimate(dir string, opts PerfettoOptions) (*PerfettoSize, error) {
+	d, err := datasets.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	size := &PerfettoSize{}
+	if d.Has(datasets.TableSteps) {
+		sc, err := datasets.Scan[perfettoStepTimes](d, datasets.TableSteps)
+		if err != nil {
+			return nil, err
+		}
+		defer sc.Close()
+		for st, err := range sc.All() {
+			if err != nil {
+				return nil, err
+			}
+			at := stepStart(&perfettoStep{TScheduleStart: st.TScheduleStart, TOutput: st.TOutput})
+			if opts.inWindow(at, at) {
+				size.Steps++
+			}
+		}
+	}
+	if !opts.NoRequests && d.Has(datasets.TableRequests) {
+		rs, err := datasets.Scan[perfettoRequestTimes](d, datasets.TableRequests)
+		if err != nil {
+			return nil, err
+		}
+		defer rs.Close()
+		for r, err := range rs.All() {
+			if err != nil {
+				return nil, err
+			}
+			pr := perfettoRequest{ArrivalNs: r.ArrivalNs, FirstSchedNs: r.FirstSchedNs, FirstTokenNs: r.FirstTokenNs, FinishNs: r.FinishNs}
+			if r.ArrivalNs >= 0 && opts.inWindow(r.ArrivalNs, requestEnd(&pr)) {
+				size.Requests++
+			}
+		}
+	}
+	// Render a sample of steps alone, then with requests: each kind of
+	// row weighs what it weighed in the sample.
+	stepsOnly := opts
+	stepsOnly.NoRequests = true
+	sBytes, sRes, err := perfettoSampleSize(d, stepsOnly)
+	if err != nil {
+		return nil, err
+	}
+	size.Bytes = sBytes
+	if sRes.Steps > 0 {
+		size.Bytes += int64(float64(sBytes) / float64(sRes.Steps) * float64(size.Steps-sRes.Steps))
+	}
+	if size.Requests > 0 {
+		aBytes, aRes, err := perfettoSampleSize(d, opts)
+		if err != nil {
+			return nil, err
+		}
+		if aRes.Requests > 0 {
+			size.Bytes += int64(float64(aBytes-sBytes) / float64(aRes.Requests) * float64(size.Requests))
+		}
+	}
+	return size, nil
+}
+
+// perfettoSampleSize renders the first perfettoSample steps and requests
+// of an export to a counter.
+func perfettoSampleSize(d *datasets.Dataset, opts PerfettoOptions) (int64, *PerfettoResult, error) {
+	opts.limit, opts.Progress = perfettoSample, nil
+	if opts.BatchRows <= 0 {
+		opts.BatchRows = DefaultBatchRows
+	}
+	cw := &countingWriter{}
+	tw := newTraceWriter(cw)
+	res := &PerfettoResult{}
+	if err := tw.run(d, opts, res); err != nil {
+		return 0, nil, err
+	}
+	if err := tw.bw.Flush(); err != nil {
+		return 0, nil, err
+	}
+	return cw.n, res, nil
+}
+
+// perfettoStepTimes and perfettoRequestTimes are the columns the estimate
+// counts with.
+type perfettoStepTimes struct {
+	TScheduleStart int64 `parquet:"t_schedule_start"`
+	TOutput        int64 `parquet:"t_output"`
+}
+
+type perfettoRequestTimes struct {
+	ArrivalNs    int64 `parquet:"arrival_ns"`
+	FirstSchedNs int64 `parquet:"first_scheduled_ns"`
+	FirstTokenNs int64 `parquet:"first_token_ns"`
+	FinishNs     int64 `parquet:"finish_ns"`
+}
+
+type countingWriter struct{ n int64 }
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	c.n += int64(len(p))
+	return len(p), nil
 }
 
 type traceWriter struct {
@@ -450,6 +598,12 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 		if err != nil {
 			return err
 		}
+		if at := stepStart(st); !opts.inWindow(at, at) {
+			continue
+		}
+		if opts.limit > 0 && res.Steps >= opts.limit {
+			break
+		}
 		wid := st.WorkerID
 		if wid == "" {
 			wid = "worker"
@@ -506,9 +660,12 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 			if r.ArrivalNs < 0 {
 				continue
 			}
-			end := r.FinishNs
-			if end < r.ArrivalNs {
-				end = max(r.ArrivalNs, r.FirstSchedNs, r.FirstTokenNs)
+			end := requestEnd(r)
+			if !opts.inWindow(r.ArrivalNs, end) {
+				continue
+			}
+			if opts.limit > 0 && res.Requests >= opts.limit {
+				break
 			}
 			label := "req " + r.ReqID
 			err := t.async('b', label, r.ReqID, r.ArrivalNs, func() {

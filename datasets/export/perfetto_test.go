@@ -299,3 +299,49 @@ func TestUsec(t *testing.T) {
 		require.Equal(t, want, us(ns))
 	}
 }
+
+// The estimate counts what the export writes and is within 10% of its
+// size; a window keeps only the steps scheduled and the requests alive in
+// it, and the whole trace is then the sum of disjoint windows' steps.
+func TestPerfettoEstimateAndWindow(t *testing.T) {
+	dir := filepath.Join("..", "h200", "traffic-azure-12rps")
+	if _, err := os.Stat(filepath.Join(dir, "manifest.json")); err != nil {
+		t.Skip("bundled H200 dataset not present:", err)
+	}
+	out := filepath.Join(t.TempDir(), "all.json")
+	est, err := PerfettoEstimate(dir, PerfettoOptions{})
+	require.NoError(t, err)
+	res, err := PerfettoTrace(dir, out, PerfettoOptions{})
+	require.NoError(t, err)
+	require.Equal(t, res.Steps, est.Steps)
+	require.Equal(t, res.Requests, est.Requests)
+	st, err := os.Stat(out)
+	require.NoError(t, err)
+	require.InEpsilon(t, st.Size(), est.Bytes, 0.10, "estimate %d vs %d bytes", est.Bytes, st.Size())
+
+	cut := int64(20e9)
+	var steps int64
+	for _, w := range [][2]int64{{0, cut}, {cut, 0}} {
+		o := PerfettoOptions{FromNs: w[0], ToNs: w[1]}
+		wo := filepath.Join(t.TempDir(), "w.json")
+		r, err := PerfettoTrace(dir, wo, o)
+		require.NoError(t, err)
+		e, err := PerfettoEstimate(dir, o)
+		require.NoError(t, err)
+		require.Equal(t, r.Steps, e.Steps)
+		require.Positive(t, r.Steps)
+		require.Less(t, r.Requests, res.Requests)
+		steps += r.Steps
+		for _, ev := range readTrace(t, wo) {
+			if ev.Ph == "X" && ev.Name == "schedule" {
+				ts, err := strconv.ParseFloat(string(ev.TS), 64)
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, ts*1e3, float64(w[0])-1)
+				if w[1] > 0 {
+					require.Less(t, ts*1e3, float64(w[1]))
+				}
+			}
+		}
+	}
+	require.Equal(t, res.Steps, steps, "disjoint windows split the steps")
+}
