@@ -153,6 +153,13 @@ func TestReportSubsetsAndErrors(t *testing.T) {
 	require.Error(t, err)
 	_, err = Write(&buf, Options{Paths: []string{in.model, in.model}})
 	require.ErrorContains(t, err, "two models")
+	// A missing model or an unreadable dataset is an error, not a note.
+	_, err = Write(&buf, Options{Paths: []string{steady}, Model: filepath.Join(t.TempDir(), "missing.json")})
+	require.ErrorContains(t, err, "--model")
+	broken := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(broken, "manifest.json"), []byte("{not json"), 0o644))
+	_, err = Write(&buf, Options{Paths: []string{broken}})
+	require.ErrorContains(t, err, "cannot be read")
 
 	// A dense figure above the SVG limit is embedded as PNG.
 	buf.Reset()

@@ -70,8 +70,8 @@ func (b *builder) datasetSection(dirs []string) {
 		s.Blocks = append(s.Blocks, bl)
 		sum, err := inspect.Dataset(dir)
 		if err != nil {
-			bl.Notes = append(bl.Notes, "could not summarise: "+err.Error())
-			continue
+			b.err = fmt.Errorf("%s: cannot be read: %w", dir, err)
+			return
 		}
 		bl.Notes = append(bl.Notes, sum.Notes...)
 		prov := &table{Caption: "Provenance", Head: []string{"field", "value"}}
@@ -196,7 +196,7 @@ func (b *builder) fitSection(modelPath string, dirs []string) {
 	b.sections = append(b.sections, s)
 	_, art, err := fit.LoadModel(modelPath)
 	if err != nil {
-		s.Blocks = append(s.Blocks, &block{Notes: []string{"could not load the model: " + err.Error()}})
+		b.err = fmt.Errorf("--model: %w", err)
 		return
 	}
 	var trained []string
