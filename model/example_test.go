@@ -10,8 +10,8 @@ import (
 // alone: here a steady decode step of 256 requests at 4K tokens of context
 // each, and a fresh 8K-token prefill, for Llama-3.1-8B on an H200.
 func ExampleRoofline() {
-	hw, _ := model.HardwareByName("H200")
-	shape, _ := model.ShapeByName("Llama-3.1-8B")
+	hw, _ := model.LookupHardware("H200")
+	shape, _ := model.LookupModel("Llama-3.1-8B")
 	r := model.NewRoofline(hw, shape)
 
 	decode := model.Features{DecodeRequests: 256, PaddedBatch: 256, DecodeKVTokens: 256 * 4096}
@@ -64,9 +64,13 @@ func ExampleHostModel() {
 
 // KVBlocks sizes the KV cache, and refuses a model that does not fit.
 func ExampleKVBlocks() {
-	n, _ := model.KVBlocks(model.H200SXM, model.Llama318B, 16, 0.9)
+	h200, _ := model.LookupHardware("H200")
+	h100, _ := model.LookupHardware("H100")
+	llama8B, _ := model.LookupModel("Llama-3.1-8B")
+	llama70B, _ := model.LookupModel("Llama-3.1-70B")
+	n, _ := model.KVBlocks(h200, llama8B, 16, 0.9)
 	fmt.Printf("Llama-3.1-8B on H200: %d blocks of 16 tokens\n", n)
-	_, err := model.KVBlocks(model.H100SXM, model.Llama3170B, 16, 0.9)
+	_, err := model.KVBlocks(h100, llama70B, 16, 0.9)
 	fmt.Println(err)
 	// Output:
 	// Llama-3.1-8B on H200: 56387 blocks of 16 tokens

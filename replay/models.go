@@ -3,56 +3,26 @@ package replay
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 )
 
-// RTXPro6000 is the NVIDIA RTX PRO 6000 Blackwell (GB202, 188 SMs):
-// 96 GB GDDR7 on a 512-bit bus at 28 Gbps = 1,792 GB/s (NVIDIA's
-// announcement; LLMServingSim's bench config uses a measured 1,597 GB/s);
-// ~500 TFLOPS dense bf16 tensor (4,000 TOPS FP4 with sparsity halved three
-// times); no NVLink: PCIe Gen5 x16, ~64 GB/s per direction. model has no
-// preset for it, so replay resolves it here.
-var RTXPro6000 = model.Hardware{Name: "RTX-PRO-6000", PeakTFLOPS: 500, MemBandwidthGBs: 1792, MemGB: 96, InterconnectGBs: 64}
-
-// extraShapes are shapes replay resolves beyond model's presets.
-var extraShapes = map[string]struct {
-	s     model.Shape
-	proxy string
-}{
-	// Qwen3-30B-A3B is a mixture of experts (48 layers, 128 experts of
-	// intermediate 768, 8 active per token). model.Shape is dense, so this
-	// is an active-parameter proxy (intermediate 8×768): its weight
-	// streaming is under-counted at large batch, where most experts are
-	// read; calibrate rather than trust its prior.
-	"qwen3-30b-a3b": {model.Shape{Name: "Qwen3-30B-A3B(active-proxy)", Layers: 48, Hidden: 2048, Heads: 32, KVHeads: 4, HeadDim: 128,
-		Intermediate: 6144, Vocab: 151936, DTypeBytes: 2, TP: 1}, "MoE approximated by a dense active-parameter proxy"},
-}
-
 // HardwareOf resolves the manifest's GPU to a hardware description.
 func HardwareOf(m *datasets.Manifest) (model.Hardware, error) {
 	if m == nil || m.Hardware == nil || m.Hardware.GPUName == "" {
 		return model.Hardware{}, fmt.Errorf("manifest names no GPU")
 	}
-	name := m.Hardware.GPUName
-	if h, err := model.HardwareByName(name); err == nil {
-		return h, nil
-	}
-	k := strings.NewReplacer(" ", "", "-", "", "_", "").Replace(strings.ToLower(name))
-	if strings.Contains(k, "rtxpro6000") {
-		return RTXPro6000, nil
-	}
-	_, err := model.HardwareByName(name)
-	return model.Hardware{}, fmt.Errorf("%w (replay also knows RTX PRO 6000)", err)
+	return model.LookupHardware(m.Hardware.GPUName)
 }
 
 func jsonMarshal(v any) (json.RawMessage, error) { return json.Marshal(v) }
 
 // ShapeOf resolves the manifest's model to a shape: its recorded layer
-// shape, a preset by name (with or without the "org/" prefix), or one of
-// replay's extra shapes. note is non-empty when the shape is approximate.
+// shape, else the catalogue's (model.LookupModel). note carries the
+// catalogue's notes on the shape (what was derived or resolved loosely).
 func ShapeOf(m *datasets.Manifest) (s model.Shape, note string, err error) {
 	if m == nil || m.Model == nil {
 		return s, "", fmt.Errorf("manifest has no model section")
@@ -61,24 +31,14 @@ func ShapeOf(m *datasets.Manifest) (s model.Shape, note string, err error) {
 	tp := max(1, mm.TensorParallel)
 	if mm.Layers > 0 && mm.Hidden > 0 {
 		s = model.Shape{Name: mm.Name, Layers: mm.Layers, Hidden: mm.Hidden, Heads: mm.Heads, KVHeads: mm.KVHeads, HeadDim: mm.HeadDim,
-			Intermediate: mm.Intermediate, Vocab: mm.Vocab, DTypeBytes: 2, TP: tp}
+			Intermediate: mm.Intermediate, Vocab: mm.Vocab, DType: model.DTypeBF16, TP: tp}
 		return s, "", s.Validate()
 	}
-	name := mm.Name
-	if i := strings.LastIndex(name, "/"); i >= 0 {
-		name = name[i+1:]
+	sh, err := model.LookupModel(mm.Name)
+	if err != nil {
+		return s, "", fmt.Errorf("no layer shape in the manifest: %w", err)
 	}
-	base := strings.ToLower(name)
-	for _, suf := range []string{"-instruct-2507", "-instruct", "-2507"} {
-		base = strings.TrimSuffix(base, suf)
-	}
-	if sh, err := model.ShapeByName(base); err == nil {
-		return sh.WithTP(tp), "", nil
-	}
-	if e, ok := extraShapes[base]; ok {
-		return e.s.WithTP(tp), e.proxy, nil
-	}
-	return s, "", fmt.Errorf("model %q: no layer shape in the manifest and no preset (%s)", mm.Name, strings.Join(model.ShapeNames(), ", "))
+	return sh.WithTP(tp), strings.Join(sh.Notes, "; "), nil
 }
 
 // Resolved is a model ready to replay: the FPM, the host model (fitted by
@@ -148,11 +108,15 @@ func LinearFromRoofline(r model.Roofline) *model.Linear {
 	s := r.Shape
 	peak := r.HW.PeakFLOPs()
 	bw := r.HW.BandwidthBytes()
-	fixed := r.FixedNs + float64(s.Layers)*r.PerLayerNs + float64(s.StreamedWeightBytes())/(bw*r.WeightBWEff)*1e9
-	perTok := 2 * (s.GEMMParamsPerGPU() + s.LMHeadParamsPerGPU()/64) / (peak * r.GEMMEff) * 1e9
-	attn := s.AttnFLOPsPerPair() / (peak * r.AttnEff) * 1e9
-	perDecode := 2 * (s.GEMMParamsPerGPU() + s.LMHeadParamsPerGPU()) / (peak * r.GEMMEff) * 1e9
-	kv := float64(s.KVBytesPerToken()) / (bw * r.KVBWEff) * 1e9
+	// The efficiency curves at their large-x ends: a linear model's slopes
+	// are the costs of large steps.
+	streamed := float64(s.StreamedWeightBytes())
+	gemmEff, attnEff, kvEff := r.GEMMEff.At(math.Inf(1)), r.AttnEff.At(math.Inf(1)), r.KVBWEff.At(math.Inf(1))
+	fixed := r.FixedNs + float64(s.Layers)*r.PerLayerNs + streamed/(bw*r.WeightBWEff.At(streamed))*1e9
+	perTok := 2 * (s.GEMMParamsPerGPU() + s.LMHeadParamsPerGPU()/64) / (peak * gemmEff) * 1e9
+	attn := s.AttnFLOPsPerPair() / (peak * attnEff) * 1e9
+	perDecode := 2 * (s.GEMMParamsPerGPU() + s.LMHeadParamsPerGPU()) / (peak * gemmEff) * 1e9
+	kv := float64(s.KVBytesPerToken()) / (bw * kvEff) * 1e9
 	l, _ := model.NewLinear(
 		[]string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermDecodeRequests, model.TermDecodeKVTokens},
 		[]float64{fixed, perTok, attn, perDecode, kv})

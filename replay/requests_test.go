@@ -83,17 +83,18 @@ func TestHardwareAndShapeOfLLMServingSimRuns(t *testing.T) {
 	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "RTXPRO6000"}, Model: &datasets.ModelShape{Name: "meta-llama/Llama-3.1-8B"}}
 	hw, err := HardwareOf(m)
 	require.NoError(t, err)
-	assert.Equal(t, RTXPro6000, hw)
+	assert.Equal(t, "RTX-PRO-6000-Server", hw.Name)
 	sh, note, err := ShapeOf(m)
 	require.NoError(t, err)
-	assert.Equal(t, model.Llama318B.Name, sh.Name)
-	assert.Empty(t, note)
+	assert.Equal(t, "Llama-3.1-8B", sh.Name)
+	assert.Contains(t, note, "head_dim absent")
 	m.Model.Name = "Qwen/Qwen3-30B-A3B-Instruct-2507"
 	sh, note, err = ShapeOf(m)
 	require.NoError(t, err)
 	assert.Equal(t, 48, sh.Layers)
-	assert.NotEmpty(t, note)
-	m.Hardware.GPUName = "MI300X"
+	assert.Equal(t, 128, sh.MoE.Experts, "the MoE shape, not a dense proxy")
+	assert.Contains(t, note, "fine-tune suffixes")
+	m.Hardware.GPUName = "MI250X"
 	_, err = HardwareOf(m)
-	assert.ErrorContains(t, err, "RTX PRO 6000")
+	assert.ErrorContains(t, err, "nearest known")
 }

@@ -23,8 +23,8 @@ import (
 type Scenario struct {
 	Name     string `yaml:"name"`
 	Seed     uint64 `yaml:"seed"`
-	Hardware string `yaml:"hardware"` // preset: H200, H100 (model.HardwareNames)
-	Model    string `yaml:"model"`    // preset shape: Llama-3.1-8B, Llama-3.1-70B-TP4, ... (model.ShapeNames)
+	Hardware string `yaml:"hardware"` // catalogue name (H200, RTX 4090, ...) or a spec file: model.LookupHardware
+	Model    string `yaml:"model"`    // catalogue name (Llama-3.1-8B, Llama-3.1-70B-TP4, ...) or a config.json: model.LookupModel
 	// FPM is "roofline" (the prior from hardware and shape) or the path of
 	// a fitted model artifact (steplab fit).
 	FPM string `yaml:"fpm"`
@@ -201,11 +201,11 @@ type Plan struct {
 func (sc Scenario) Plan() (*Plan, error) {
 	var errs []error
 	p := &Plan{Scenario: sc, Payload: model.DefaultPayloadModel(), Host: model.DefaultHostModel()}
-	hw, err := model.HardwareByName(sc.Hardware)
+	hw, err := model.LookupHardware(sc.Hardware)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("hardware: %w", err))
 	}
-	shape, err := model.ShapeByName(sc.Model)
+	shape, err := model.LookupModel(sc.Model)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("model: %w", err))
 	}
