@@ -62,9 +62,13 @@ func TestHardwareValidate(t *testing.T) {
 		{"zero memory", func(h *Hardware) { h.MemGB = 0 }, "memory_gb"},
 		{"negative sms", func(h *Hardware) { h.SMs = -4 }, "sms: -4"},
 		{"no links", func(h *Hardware) { h.Interconnects = nil }, "interconnects: missing"},
-		{"negative link", func(h *Hardware) { h.Interconnects = []Interconnect{{Kind: LinkNVLink, GBsPerDirection: -1, LatencyUs: 5}} },
+		{"negative link", func(h *Hardware) {
+			h.Interconnects = []Interconnect{{Kind: LinkNVLink, GBsPerDirection: -1, LatencyUs: 5}}
+		},
 			"interconnects[0].gbs_per_direction"},
-		{"unknown link", func(h *Hardware) { h.Interconnects = []Interconnect{{Kind: "infiniband", GBsPerDirection: 50, LatencyUs: 5}} },
+		{"unknown link", func(h *Hardware) {
+			h.Interconnects = []Interconnect{{Kind: "infiniband", GBsPerDirection: 50, LatencyUs: 5}}
+		},
 			`interconnects[0].kind: "infiniband"`},
 		{"bad efficiency", func(h *Hardware) { h.Roofline.WeightBWEff = Flat(1.5) }, "roofline.weight_bandwidth_efficiency"},
 	}
