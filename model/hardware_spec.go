@@ -39,17 +39,21 @@ func parseHardwareSpec(data []byte) (Hardware, error) {
 	if err := checkKnownKeys(doc, reflect.TypeFor[Hardware](), ""); err != nil {
 		return Hardware{}, err
 	}
-	for _, k := range []string{"fp8", "int8"} {
-		if n := mappingValue(mappingValue(doc, "tflops"), k); n != nil && n.Tag == "!!null" {
-			return Hardware{}, fmt.Errorf("line %d: tflops.%s: empty: give the dense peak, or leave the key out where the chip has none", n.Line, k)
-		}
-	}
 	if mappingValue(doc, "roofline") == nil {
 		return Hardware{}, errors.New(`roofline: missing: write "roofline: generic" for the documented default, or give its fields`)
 	}
 	var hw Hardware
 	if err := doc.Decode(&hw); err != nil {
 		return Hardware{}, err
+	}
+	// Absent means the chip has none; a written zero is a mistake.
+	for _, p := range []struct {
+		key string
+		v   float64
+	}{{"fp8", hw.TFLOPS.FP8}, {"int8", hw.TFLOPS.INT8}} {
+		if n := mappingValue(mappingValue(doc, "tflops"), p.key); n != nil && p.v == 0 {
+			return Hardware{}, fmt.Errorf("line %d: tflops.%s: empty or 0: give the dense peak, or leave the key out where the chip has none", n.Line, p.key)
+		}
 	}
 	if err := hw.validate(); err != nil {
 		return Hardware{}, err
