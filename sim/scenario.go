@@ -196,8 +196,8 @@ type Plan struct {
 	Host     model.HostModel
 }
 
-// Plan checks the scenario and resolves presets, refusing anything that
-// could not run with a message that says what to change.
+// Plan checks the scenario and resolves its hardware and model, refusing
+// anything that could not run with a message that says what to change.
 func (sc Scenario) Plan() (*Plan, error) {
 	var errs []error
 	p := &Plan{Scenario: sc, Payload: model.DefaultPayloadModel(), Host: model.DefaultHostModel()}
