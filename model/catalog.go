@@ -35,20 +35,21 @@ const CatalogEnv = "STEPLAB_CATALOG"
 // models/*.json or models/<name>/config.json, with an optional
 // models/<name>/aliases.txt (one alias per line).
 type Catalog struct {
-	hardware []Hardware
-	hwKeys   map[string]int // normalised name or alias → index
-	hwSource []int          // source of each entry (0: built-in)
-
-	models      []Shape
-	modelKeys   map[string]int // lower-case name or alias → index
-	modelSource []int
-
-	notes []string
+	hardware registry[Hardware]
+	models   registry[Shape]
+	notes    []string
 }
 
 // LoadCatalog reads the built-in catalogue and then dirs.
 func LoadCatalog(dirs ...string) (*Catalog, error) {
-	c := &Catalog{hwKeys: map[string]int{}, modelKeys: map[string]int{}}
+	c := &Catalog{
+		hardware: registry[Hardware]{kind: "hardware", key: hardwareKey,
+			name: func(h *Hardware) string { return h.Name }, file: func(h *Hardware) string { return h.File },
+			note: func(h *Hardware, n string) { h.Notes = append(h.Notes, n) }},
+		models: registry[Shape]{kind: "model", key: modelKey,
+			name: func(s *Shape) string { return s.Name }, file: func(s *Shape) string { return s.File },
+			note: func(s *Shape, n string) { s.Notes = append(s.Notes, n) }},
+	}
 	sub, err := fs.Sub(builtinFS, "catalog")
 	if err != nil {
 		return nil, err
@@ -126,10 +127,10 @@ func LookupModel(ref string) (Shape, error) {
 }
 
 // Hardware lists the catalogue's hardware, sorted by name.
-func (c *Catalog) Hardware() []Hardware { return append([]Hardware(nil), c.hardware...) }
+func (c *Catalog) Hardware() []Hardware { return append([]Hardware(nil), c.hardware.entries...) }
 
 // Models lists the catalogue's models, sorted by name.
-func (c *Catalog) Models() []Shape { return append([]Shape(nil), c.models...) }
+func (c *Catalog) Models() []Shape { return append([]Shape(nil), c.models.entries...) }
 
 // Notes are what loading said (user entries shadowing others).
 func (c *Catalog) Notes() []string { return append([]string(nil), c.notes...) }
@@ -149,7 +150,7 @@ func (c *Catalog) addFS(fsys fs.FS, label string, source int) error {
 		if err != nil {
 			return err
 		}
-		if err := c.addHardware(hw, source); err != nil {
+		if err := c.hardware.add(hw, hw.Aliases, source, &c.notes); err != nil {
 			return err
 		}
 	}
@@ -179,12 +180,12 @@ func (c *Catalog) addFS(fsys fs.FS, label string, source int) error {
 		if err != nil {
 			return fmt.Errorf("%s%s: %w", label, f, err)
 		}
-		if err := c.addModel(s, aliases, source); err != nil {
+		if err := c.models.add(s, aliases, source, &c.notes); err != nil {
 			return err
 		}
 	}
-	sort.Sort(byHWName{c})
-	sort.Sort(byModelName{c})
+	c.hardware.sortByName()
+	c.models.sortByName()
 	return nil
 }
 
@@ -223,84 +224,59 @@ func readAliases(fsys fs.FS, name string, nested bool) ([]string, error) {
 	return out, sc.Err()
 }
 
-// addHardware registers an entry under its name and aliases. A key an
-// earlier source holds moves to the new entry (with a note; taking the
-// name shadows the whole entry); a key the same source holds twice is an
-// error.
-func (c *Catalog) addHardware(hw Hardware, source int) error {
-	idx := len(c.hardware)
-	keys, err := entryKeys(hw.Name, hw.Aliases, hardwareKey)
-	if err != nil {
-		return fmt.Errorf("%s: %w", hw.File, err)
-	}
-	for i, k := range keys {
-		old, ok := c.hwKeys[k]
-		if !ok || old == idx {
-			continue
-		}
-		prev := c.hardware[old]
-		if c.hwSource[old] == source {
-			return fmt.Errorf("%s and %s both claim the hardware name %q", prev.File, hw.File, k)
-		}
-		if i == 0 || hardwareKey(prev.Name) == k {
-			msg := fmt.Sprintf("hardware %s (%s) shadows %s (%s)", hw.Name, hw.File, prev.Name, prev.File)
-			hw.Notes = append(hw.Notes, msg)
-			c.notes = append(c.notes, msg)
-			for pk, pi := range c.hwKeys {
-				if pi == old {
-					c.hwKeys[pk] = idx
-				}
-			}
-		} else {
-			msg := fmt.Sprintf("alias %q now names %s (%s), not %s", k, hw.Name, hw.File, prev.Name)
-			hw.Notes = append(hw.Notes, msg)
-			c.notes = append(c.notes, msg)
-		}
-	}
-	for _, k := range keys {
-		c.hwKeys[k] = idx
-	}
-	c.hardware = append(c.hardware, hw)
-	c.hwSource = append(c.hwSource, source)
-	c.dropUnreferenced()
-	return nil
+// registry holds one kind of catalogue entry under lookup keys (the
+// normalised name and aliases of each).
+type registry[T any] struct {
+	kind    string
+	entries []T
+	sources []int          // the source each entry came from (0: built-in)
+	keys    map[string]int // key → entry
+	key     func(string) string
+	name    func(*T) string
+	file    func(*T) string
+	note    func(*T, string)
 }
 
-// addModel registers a shape under its name and aliases, with the same
-// shadowing rules as addHardware.
-func (c *Catalog) addModel(s Shape, aliases []string, source int) error {
-	idx := len(c.models)
-	keys, err := entryKeys(s.Name, aliases, modelKey)
+// add registers an entry under its name and aliases. A key an earlier
+// source holds moves to the new entry, with a note (taking the name
+// shadows the whole entry, its aliases included); a key the same source
+// holds twice is an error.
+func (r *registry[T]) add(e T, aliases []string, source int, notes *[]string) error {
+	if r.keys == nil {
+		r.keys = map[string]int{}
+	}
+	idx := len(r.entries)
+	keys, err := entryKeys(r.name(&e), aliases, r.key)
 	if err != nil {
-		return fmt.Errorf("%s: %w", s.File, err)
+		return fmt.Errorf("%s: %w", r.file(&e), err)
 	}
 	for i, k := range keys {
-		old, ok := c.modelKeys[k]
+		old, ok := r.keys[k]
 		if !ok || old == idx {
 			continue
 		}
-		prev := c.models[old]
-		if c.modelSource[old] == source {
-			return fmt.Errorf("%s and %s both claim the model name %q", prev.File, s.File, k)
+		prev := &r.entries[old]
+		if r.sources[old] == source {
+			return fmt.Errorf("%s and %s both claim the %s name %q", r.file(prev), r.file(&e), r.kind, k)
 		}
-		msg := fmt.Sprintf("alias %q now names model %s (%s), not %s", k, s.Name, s.File, prev.Name)
-		if i == 0 || modelKey(prev.Name) == k {
-			msg = fmt.Sprintf("model %s (%s) shadows %s (%s)", s.Name, s.File, prev.Name, prev.File)
-			for pk, pi := range c.modelKeys {
+		msg := fmt.Sprintf("alias %q now names %s %s (%s), not %s", k, r.kind, r.name(&e), r.file(&e), r.name(prev))
+		if i == 0 || r.key(r.name(prev)) == k {
+			msg = fmt.Sprintf("%s %s (%s) shadows %s (%s)", r.kind, r.name(&e), r.file(&e), r.name(prev), r.file(prev))
+			for pk, pi := range r.keys {
 				if pi == old {
-					c.modelKeys[pk] = idx
+					r.keys[pk] = idx
 				}
 			}
 		}
-		s.Notes = append(s.Notes, msg)
-		c.notes = append(c.notes, msg)
+		r.note(&e, msg)
+		*notes = append(*notes, msg)
 	}
 	for _, k := range keys {
-		c.modelKeys[k] = idx
+		r.keys[k] = idx
 	}
-	c.models = append(c.models, s)
-	c.modelSource = append(c.modelSource, source)
-	c.dropUnreferenced()
+	r.entries = append(r.entries, e)
+	r.sources = append(r.sources, source)
+	r.dropUnreferenced()
 	return nil
 }
 
@@ -322,71 +298,82 @@ func entryKeys(name string, aliases []string, key func(string) string) ([]string
 	return keys, nil
 }
 
-// dropUnreferenced removes shadowed entries (no key points to them) and
-// renumbers the keys.
-func (c *Catalog) dropUnreferenced() {
-	c.hardware, c.hwSource = compact(c.hardware, c.hwSource, c.hwKeys)
-	c.models, c.modelSource = compact(c.models, c.modelSource, c.modelKeys)
-}
-
-func compact[T any](entries []T, sources []int, keys map[string]int) ([]T, []int) {
-	used := make([]bool, len(entries))
-	for _, i := range keys {
+// dropUnreferenced removes shadowed entries (no key points to them).
+func (r *registry[T]) dropUnreferenced() {
+	used := make([]bool, len(r.entries))
+	for _, i := range r.keys {
 		used[i] = true
 	}
-	remap := make([]int, len(entries))
-	var outE []T
-	var outS []int
-	for i := range entries {
-		if used[i] {
-			remap[i] = len(outE)
-			outE = append(outE, entries[i])
-			outS = append(outS, sources[i])
+	var order []int
+	for i, u := range used {
+		if u {
+			order = append(order, i)
 		}
 	}
-	for k, i := range keys {
-		keys[k] = remap[i]
+	r.reorder(order)
+}
+
+// sortByName orders the entries by name, case-insensitively.
+func (r *registry[T]) sortByName() {
+	order := make([]int, len(r.entries))
+	for i := range order {
+		order[i] = i
 	}
-	return outE, outS
+	sort.SliceStable(order, func(a, b int) bool {
+		return strings.ToLower(r.name(&r.entries[order[a]])) < strings.ToLower(r.name(&r.entries[order[b]]))
+	})
+	r.reorder(order)
 }
 
-// byHWName and byModelName sort a catalogue's entries by name, keeping the
-// key maps in step.
-type byHWName struct{ c *Catalog }
-
-func (s byHWName) Len() int { return len(s.c.hardware) }
-func (s byHWName) Less(i, j int) bool {
-	return strings.ToLower(s.c.hardware[i].Name) < strings.ToLower(s.c.hardware[j].Name)
-}
-func (s byHWName) Swap(i, j int) {
-	c := s.c
-	c.hardware[i], c.hardware[j] = c.hardware[j], c.hardware[i]
-	c.hwSource[i], c.hwSource[j] = c.hwSource[j], c.hwSource[i]
-	swapKeys(c.hwKeys, i, j)
-}
-
-type byModelName struct{ c *Catalog }
-
-func (s byModelName) Len() int { return len(s.c.models) }
-func (s byModelName) Less(i, j int) bool {
-	return strings.ToLower(s.c.models[i].Name) < strings.ToLower(s.c.models[j].Name)
-}
-func (s byModelName) Swap(i, j int) {
-	c := s.c
-	c.models[i], c.models[j] = c.models[j], c.models[i]
-	c.modelSource[i], c.modelSource[j] = c.modelSource[j], c.modelSource[i]
-	swapKeys(c.modelKeys, i, j)
+// reorder keeps the entries at the indices order lists, in that order,
+// and renumbers the keys.
+func (r *registry[T]) reorder(order []int) {
+	at := make(map[int]int, len(order))
+	entries, sources := make([]T, len(order)), make([]int, len(order))
+	for n, i := range order {
+		at[i] = n
+		entries[n], sources[n] = r.entries[i], r.sources[i]
+	}
+	for k, i := range r.keys {
+		r.keys[k] = at[i]
+	}
+	r.entries, r.sources = entries, sources
 }
 
-func swapKeys(keys map[string]int, i, j int) {
-	for k, v := range keys {
-		switch v {
-		case i:
-			keys[k] = j
-		case j:
-			keys[k] = i
+// lookup is the entry under key.
+func (r *registry[T]) lookup(key string) (T, bool) {
+	i, ok := r.keys[key]
+	if !ok {
+		var zero T
+		return zero, false
+	}
+	return r.entries[i], true
+}
+
+// nearest is ": nearest known: A, B, C" for the (up to three) entries
+// whose keys are closest to key by edit distance.
+func (r *registry[T]) nearest(key string) string {
+	best := map[string]int{}
+	for k, i := range r.keys {
+		name, d := r.name(&r.entries[i]), editDistance(key, k)
+		if old, ok := best[name]; !ok || d < old {
+			best[name] = d
 		}
 	}
+	names := make([]string, 0, len(best))
+	for n := range best {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(i, j int) bool {
+		if best[names[i]] != best[names[j]] {
+			return best[names[i]] < best[names[j]]
+		}
+		return names[i] < names[j]
+	})
+	if len(names) == 0 {
+		return ""
+	}
+	return ": nearest known: " + strings.Join(names[:min(3, len(names))], ", ")
 }
 
 // vendorWords are dropped when normalising a hardware name: they tell no
@@ -458,15 +445,11 @@ func (c *Catalog) LookupHardware(ref string) (Hardware, error) {
 	if isPathRef(ref, false, ".yaml", ".yml") {
 		return LoadHardwareFile(ref)
 	}
-	if i, ok := c.hwKeys[hardwareKey(ref)]; ok {
-		return c.hardware[i], nil
-	}
-	names := make(map[string]string, len(c.hwKeys))
-	for k, i := range c.hwKeys {
-		names[k] = c.hardware[i].Name
+	if hw, ok := c.hardware.lookup(hardwareKey(ref)); ok {
+		return hw, nil
 	}
 	return Hardware{}, fmt.Errorf("model: unknown hardware %q%s; list the catalogue with `steplab catalog hardware`, or pass the path of a spec file (hardware: my-gpu.yaml) or add one to a %s directory (docs/catalog.md)",
-		ref, nearestNote(hardwareKey(ref), names), CatalogEnv)
+		ref, c.hardware.nearest(hardwareKey(ref)), CatalogEnv)
 }
 
 // LookupModel resolves ref: the path of a config.json or of a directory
@@ -496,12 +479,8 @@ func (c *Catalog) LookupModel(ref string) (Shape, error) {
 	}
 	s, ok := c.modelByKey(key, ref)
 	if !ok {
-		names := make(map[string]string, len(c.modelKeys))
-		for k, i := range c.modelKeys {
-			names[k] = c.models[i].Name
-		}
 		return Shape{}, fmt.Errorf("model: unknown model %q%s; list the catalogue with `steplab catalog models`, or pass the path of a Hugging Face config.json (or of its directory), or add one to a %s directory (docs/catalog.md)",
-			ref, nearestNote(key, names), CatalogEnv)
+			ref, c.models.nearest(key), CatalogEnv)
 	}
 	if tp > 0 {
 		s = s.WithTP(tp)
@@ -513,12 +492,12 @@ func (c *Catalog) LookupModel(ref string) (Shape, error) {
 }
 
 func (c *Catalog) modelByKey(key, ref string) (Shape, bool) {
-	if i, ok := c.modelKeys[key]; ok {
-		return c.models[i], true
+	if s, ok := c.models.lookup(key); ok {
+		return s, true
 	}
 	base := baseModelKey(key)
 	var found []int
-	for k, i := range c.modelKeys {
+	for k, i := range c.models.keys {
 		if baseModelKey(k) == base && !slices.Contains(found, i) {
 			found = append(found, i)
 		}
@@ -526,7 +505,7 @@ func (c *Catalog) modelByKey(key, ref string) (Shape, bool) {
 	if len(found) != 1 {
 		return Shape{}, false
 	}
-	s := c.models[found[0]]
+	s := c.models.entries[found[0]]
 	return s.withNote(fmt.Sprintf("%q resolved to catalogue model %s: fine-tune suffixes (instruct, chat, it, base, date tags) do not change the architecture", ref, s.Name)), true
 }
 
@@ -548,40 +527,6 @@ func isPathRef(ref string, configDir bool, exts ...string) bool {
 		}
 	}
 	return false
-}
-
-// nearestNote is ": nearest known: A, B, C" for the (up to three) entry
-// names whose keys are closest to key by edit distance.
-func nearestNote(key string, names map[string]string) string {
-	best := map[string]int{}
-	for k, name := range names {
-		d := editDistance(key, k)
-		if old, ok := best[name]; !ok || d < old {
-			best[name] = d
-		}
-	}
-	type cand struct {
-		name string
-		d    int
-	}
-	var cs []cand
-	for n, d := range best {
-		cs = append(cs, cand{n, d})
-	}
-	sort.Slice(cs, func(i, j int) bool {
-		if cs[i].d != cs[j].d {
-			return cs[i].d < cs[j].d
-		}
-		return cs[i].name < cs[j].name
-	})
-	var out []string
-	for _, c := range cs[:min(3, len(cs))] {
-		out = append(out, c.name)
-	}
-	if len(out) == 0 {
-		return ""
-	}
-	return ": nearest known: " + strings.Join(out, ", ")
 }
 
 // editDistance is the Levenshtein distance between a and b (bytes).

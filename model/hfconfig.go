@@ -114,19 +114,21 @@ var (
 	// mlp_only_layers or decoder_sparse_step say; Qwen2-MoE adds one
 	// shared expert.
 	moeQwen = func(c *hfConfig) (MoE, error) {
-		step := 1
-		if c.DecoderSparseStep != nil {
-			step = *c.DecoderSparseStep
+		step, err := atLeastOne(c.DecoderSparseStep, "decoder_sparse_step")
+		if err != nil {
+			return MoE{}, err
 		}
-		if step < 1 {
-			return MoE{}, fmt.Errorf("decoder_sparse_step %d: must be >= 1", step)
-		}
-		dense := 0
-		for i := range c.NumHiddenLayers {
-			if slices.Contains(c.MLPOnlyLayers, i) || (i+1)%step != 0 {
-				dense++
+		// Sparse: every step-th layer (i+1 a multiple of step) not listed
+		// in mlp_only_layers.
+		n := c.NumHiddenLayers
+		sparse := n / step
+		var listed []int
+		for _, i := range c.MLPOnlyLayers {
+			if i >= 0 && i < n && (i+1)%step == 0 && !slices.Contains(listed, i) {
+				listed = append(listed, i)
 			}
 		}
+		dense := n - (sparse - len(listed))
 		m := MoE{Experts: c.NumExperts, TopK: c.NumExpertsPerTok, ExpertIntermediate: c.MoEIntermediateSize, DenseLayers: dense}
 		if c.SharedExpertIntermediateSize > 0 {
 			m.SharedExperts, m.SharedIntermediate = 1, c.SharedExpertIntermediateSize
@@ -137,19 +139,15 @@ var (
 	// moe_intermediate_size, dense for the first first_k_dense_replace
 	// layers and off the moe_layer_freq grid.
 	moeDeepSeek = func(c *hfConfig) (MoE, error) {
-		freq := 1
-		if c.MoELayerFreq != nil {
-			freq = *c.MoELayerFreq
+		freq, err := atLeastOne(c.MoELayerFreq, "moe_layer_freq")
+		if err != nil {
+			return MoE{}, err
 		}
-		if freq < 1 {
-			return MoE{}, fmt.Errorf("moe_layer_freq %d: must be >= 1", freq)
-		}
-		dense := 0
-		for i := range c.NumHiddenLayers {
-			if i < c.FirstKDenseReplace || i%freq != 0 {
-				dense++
-			}
-		}
+		// Sparse: the layers from first_k_dense_replace on whose index is
+		// a multiple of moe_layer_freq.
+		n := c.NumHiddenLayers
+		multiples := func(x int) int { return (max(x, 0) + freq - 1) / freq } // of freq in [0, x)
+		dense := n - (multiples(n) - multiples(min(c.FirstKDenseReplace, n)))
 		m := MoE{Experts: c.NRoutedExperts, TopK: c.NumExpertsPerTok, ExpertIntermediate: c.MoEIntermediateSize, DenseLayers: dense}
 		if c.NSharedExperts > 0 {
 			m.SharedExperts, m.SharedIntermediate = c.NSharedExperts, c.MoEIntermediateSize
@@ -157,6 +155,18 @@ var (
 		return m, nil
 	}
 )
+
+// atLeastOne reads an optional layer period: 1 when absent, an error
+// naming key when below 1.
+func atLeastOne(p *int, key string) (int, error) {
+	if p == nil {
+		return 1, nil
+	}
+	if *p < 1 {
+		return 0, fmt.Errorf("%s %d: must be >= 1", key, *p)
+	}
+	return *p, nil
+}
 
 // hfArchitectures are the supported architectures (config.json's
 // architectures[0]); hfModelTypes the same families by model_type, for a

@@ -63,6 +63,35 @@ func TestHFConfigFamilies(t *testing.T) {
 	})
 }
 
+// TestHFConfigDenseLayers: which layers of an MoE are dense.
+func TestHFConfigDenseLayers(t *testing.T) {
+	const common = `"hidden_size": 64, "num_hidden_layers": 10, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+		"num_experts_per_tok": 2, "moe_intermediate_size": 4`
+	tests := []struct {
+		name, cfg string
+		dense     int
+	}{
+		// Sparse where i+1 is even (1, 3, 5, 7, 9), less the listed 1 and 3
+		// (4 is dense anyway, 3 is listed twice): 3 sparse, 7 dense.
+		{"Qwen sparse step and mlp_only_layers", `{"architectures": ["Qwen3MoeForCausalLM"], ` + common +
+			`, "num_experts": 4, "decoder_sparse_step": 2, "mlp_only_layers": [1, 3, 3, 4]}`, 7},
+		// Sparse from layer 3 on where i is even: 4, 6, 8.
+		{"DeepSeek first_k_dense_replace and moe_layer_freq", `{"architectures": ["DeepseekV3ForCausalLM"], ` + common +
+			`, "n_routed_experts": 4, "first_k_dense_replace": 3, "moe_layer_freq": 2,
+			"kv_lora_rank": 8, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4}`, 7},
+		{"DeepSeek every layer past the first", `{"architectures": ["DeepseekV3ForCausalLM"], ` + common +
+			`, "n_routed_experts": 4, "first_k_dense_replace": 1,
+			"kv_lora_rank": 8, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4}`, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseHFConfig("m", []byte(tc.cfg))
+			require.NoError(t, err)
+			assert.Equal(t, tc.dense, s.MoE.DenseLayers)
+		})
+	}
+}
+
 func TestHFConfigDerivedAndDefaulted(t *testing.T) {
 	s, err := ParseHFConfig("bare", []byte(`{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
 		"num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "torch_dtype": "float32"}`))
@@ -162,13 +191,7 @@ func TestShapeWithDTypes(t *testing.T) {
 // FuzzParseHFConfig: any input is a shape that validates or an error,
 // never a panic. The seed corpus is the built-in configs.
 func FuzzParseHFConfig(f *testing.F) {
-	files, err := fs.Glob(builtinFS, "catalog/models/*/config.json")
-	require.NoError(f, err)
-	for _, p := range files {
-		b, err := fs.ReadFile(builtinFS, p)
-		require.NoError(f, err)
-		f.Add(b)
-	}
+	addSeedFiles(f, "catalog/models/*/config.json")
 	f.Add([]byte(`{"model_type": "qwen3_moe", "num_experts": 0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseHFConfig("fuzz", b)
@@ -184,13 +207,7 @@ func FuzzParseHFConfig(f *testing.F) {
 // FuzzParseHardwareSpec: any input is a valid Hardware or an error, never
 // a panic. The seed corpus is the built-in spec files.
 func FuzzParseHardwareSpec(f *testing.F) {
-	files, err := fs.Glob(builtinFS, "catalog/hardware/*.yaml")
-	require.NoError(f, err)
-	for _, p := range files {
-		b, err := fs.ReadFile(builtinFS, p)
-		require.NoError(f, err)
-		f.Add(b)
-	}
+	addSeedFiles(f, "catalog/hardware/*.yaml")
 	f.Add([]byte(userSpec))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		hw, err := ParseHardwareSpec("fuzz.yaml", b)
@@ -200,4 +217,17 @@ func FuzzParseHardwareSpec(f *testing.F) {
 		require.NoError(t, hw.Validate())
 		assert.Positive(t, NewRoofline(hw, tiny).PredictNs(decodeStep(1, 16)))
 	})
+}
+
+// addSeedFiles adds the built-in catalogue files matching pattern to a
+// fuzz target's seed corpus.
+func addSeedFiles(f *testing.F, pattern string) {
+	files, err := fs.Glob(builtinFS, pattern)
+	require.NoError(f, err)
+	require.NotEmpty(f, files)
+	for _, p := range files {
+		b, err := fs.ReadFile(builtinFS, p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
 }
