@@ -57,6 +57,21 @@ func TestHFConfigFamilies(t *testing.T) {
 		assert.Equal(t, int64(32*2*32*96*2), s.KVBytesPerToken())
 		assert.Zero(t, s.SlidingKVBytesPerRequest())
 	})
+	t.Run("Gemma 3: the decoder under text_config, 5 of 6 layers slide", func(t *testing.T) {
+		s, err := ParseHFConfig("gemma-3-12b", []byte(`{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+			"torch_dtype": "bfloat16", "text_config": {"model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+			"num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "num_hidden_layers": 48, "vocab_size": 262208,
+			"sliding_window": 1024, "sliding_window_pattern": 6}, "vision_config": {"hidden_size": 1152}}`))
+		require.NoError(t, err)
+		assert.Equal(t, 48, s.Layers)
+		assert.Equal(t, 40, s.SlidingLayers)
+		assert.Equal(t, 1024, s.SlidingWindow)
+		assert.True(t, s.TiedEmbeddings)
+		assert.Equal(t, DTypeBF16, s.DType, "the wrapper's torch_dtype")
+		// The language model of Gemma 3 12B: ~11.8B of its 12.2B (the rest
+		// is the vision tower, not modelled).
+		assert.InDelta(t, 11.8e9, float64(s.ParamCount()), 0.2e9)
+	})
 	t.Run("Llama: derived head_dim is a note", func(t *testing.T) {
 		assert.Equal(t, []string{"head_dim absent: 128 (= hidden_size/num_attention_heads)"}, llama8B.Notes)
 		assert.Equal(t, "LlamaForCausalLM", llama8B.Architecture)
