@@ -88,11 +88,17 @@ type Hardware struct {
 	PowerLimitW   float64 `json:"power_limit_w,omitempty"`
 	MemTotalBytes int64   `json:"mem_total_bytes,omitempty"`
 	Simulated     bool    `json:"simulated,omitempty"`
+	// Spec is the hardware spec file a simulation priced the GPU from,
+	// when it was a file rather than a catalogue name.
+	Spec string `json:"spec,omitempty"`
 }
 
-// ModelShape is the decoder architecture the steps ran.
+// ModelShape is the decoder architecture the steps ran. The fields past
+// the dense ones are optional: mixture-of-experts MLPs, latent attention,
+// sliding windows and per-part dtypes, as the model catalogue states them.
 type ModelShape struct {
 	Name           string  `json:"name,omitempty"`
+	Architecture   string  `json:"architecture,omitempty"`
 	Layers         int     `json:"layers"`
 	Hidden         int     `json:"hidden"`
 	Heads          int     `json:"heads"`
@@ -103,11 +109,46 @@ type ModelShape struct {
 	DType          string  `json:"dtype"`
 	TensorParallel int     `json:"tensor_parallel,omitempty"`
 	ParamsBillion  float64 `json:"params_billion,omitempty"`
-	// KVDType is the KV cache's element type when it differs from DType
-	// (an fp8 KV cache).
+	// WeightDType is the linear layers' weight dtype when it differs from
+	// DType (an fp8 checkpoint); KVDType the KV cache's (an fp8 cache).
+	WeightDType    string `json:"weight_dtype,omitempty"`
 	KVDType        string `json:"kv_dtype,omitempty"`
 	TiedEmbeddings bool   `json:"tied_embeddings,omitempty"`
 	QKVBias        bool   `json:"qkv_bias,omitempty"`
+	// SlidingLayers layers attend over at most SlidingWindow tokens.
+	SlidingWindow int       `json:"sliding_window,omitempty"`
+	SlidingLayers int       `json:"sliding_layers,omitempty"`
+	MLA           *ModelMLA `json:"mla,omitempty"`
+	MoE           *ModelMoE `json:"moe,omitempty"`
+	// Notes say what the model's source did not state and was derived or
+	// assumed.
+	Notes []string `json:"notes,omitempty"`
+	// Config is where the shape was read: a catalogue entry
+	// ("builtin:models/...") or a config.json path.
+	Config string `json:"config,omitempty"`
+}
+
+// ModelMLA is multi-head latent attention (DeepSeek): the KV cache holds a
+// compressed latent of KVLoraRank plus a shared rotary key per token.
+type ModelMLA struct {
+	QLoraRank     int `json:"q_lora_rank,omitempty"`
+	KVLoraRank    int `json:"kv_lora_rank"`
+	QKNopeHeadDim int `json:"qk_nope_head_dim"`
+	QKRopeHeadDim int `json:"qk_rope_head_dim"`
+	VHeadDim      int `json:"v_head_dim"`
+}
+
+// ModelMoE is a mixture-of-experts MLP: Experts routed experts of
+// ExpertIntermediate width, TopK per token, shared experts always active,
+// and the first DenseLayers layers dense.
+type ModelMoE struct {
+	Experts            int    `json:"experts"`
+	TopK               int    `json:"top_k"`
+	ExpertIntermediate int    `json:"expert_intermediate"`
+	SharedExperts      int    `json:"shared_experts,omitempty"`
+	SharedIntermediate int    `json:"shared_intermediate,omitempty"`
+	DenseLayers        int    `json:"dense_layers,omitempty"`
+	DType              string `json:"dtype,omitempty"`
 }
 
 // EngineConfig holds the scheduler limits of DESIGN.md §3.

@@ -3,6 +3,31 @@
 // model (bytes a scheduler ships per step), the host-overhead model, and
 // versioned JSON model artifacts.
 //
-// It reads no files but its own artifacts and imports no other steplab
-// package: an FPM knows features and durations, not datasets.
+// # The catalogue
+//
+// The roofline prior (Roofline) and the memory model (KVBlocks) price a
+// step from a Hardware and a Shape, and both are data. A Hardware is read
+// from a YAML spec file: datasheet figures (memory, bandwidth, dense peaks
+// per dtype, SMs, clock, interconnects) and the achievable-fraction curves
+// the roofline uses (RooflineParams, "generic" for GPUs without
+// measurements). A Shape is read from a Hugging Face config.json: dense or
+// mixture-of-experts MLPs, GQA or MLA attention, sliding-window layers,
+// weight and KV dtypes, with notes on whatever the config left out.
+//
+// The built-in catalogue embeds a spec file per GPU (A100 to B200, GeForce
+// and RTX PRO cards, MI300X/MI325X) and a config.json per model; the
+// directories listed in STEPLAB_CATALOG extend it. Resolve names with
+//
+//	hw, err := model.LookupHardware("NVIDIA GeForce RTX 4090") // any spelling, or a *.yaml path
+//	s, err := model.LookupModel("Qwen/Qwen3-30B-A3B")          // org/ and -Instruct optional, or a config.json path
+//	s, err = s.WithDTypes("fp8", "fp8")                        // what the scenario serves
+//	r := model.NewRoofline(hw, s)
+//
+// or hold a Catalog of your own (LoadCatalog). docs/catalog.md documents the
+// spec file format, the name-resolution rule and the MoE/MLA assumptions;
+// `steplab catalog` lists and shows entries.
+//
+// It reads no files but its own artifacts, catalogue entries and the files
+// a caller names, and imports no other steplab package: an FPM knows
+// features and durations, not datasets.
 package model

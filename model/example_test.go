@@ -10,8 +10,8 @@ import (
 // alone: here a steady decode step of 256 requests at 4K tokens of context
 // each, and a fresh 8K-token prefill, for Llama-3.1-8B on an H200.
 func ExampleRoofline() {
-	hw, _ := model.HardwareByName("H200")
-	shape, _ := model.ShapeByName("Llama-3.1-8B")
+	hw, _ := model.LookupHardware("H200")
+	shape, _ := model.LookupModel("Llama-3.1-8B")
 	r := model.NewRoofline(hw, shape)
 
 	decode := model.Features{DecodeRequests: 256, PaddedBatch: 256, DecodeKVTokens: 256 * 4096}
@@ -64,11 +64,51 @@ func ExampleHostModel() {
 
 // KVBlocks sizes the KV cache, and refuses a model that does not fit.
 func ExampleKVBlocks() {
-	n, _ := model.KVBlocks(model.H200SXM, model.Llama318B, 16, 0.9)
+	h200, _ := model.LookupHardware("H200")
+	h100, _ := model.LookupHardware("H100")
+	llama8B, _ := model.LookupModel("Llama-3.1-8B")
+	llama70B, _ := model.LookupModel("Llama-3.1-70B")
+	n, _ := model.KVBlocks(h200, llama8B, 16, 0.9)
 	fmt.Printf("Llama-3.1-8B on H200: %d blocks of 16 tokens\n", n)
-	_, err := model.KVBlocks(model.H100SXM, model.Llama3170B, 16, 0.9)
+	_, err := model.KVBlocks(h100, llama70B, 16, 0.9)
 	fmt.Println(err)
 	// Output:
 	// Llama-3.1-8B on H200: 56387 blocks of 16 tokens
 	// model: Llama-3.1-70B needs 141 GB of weights per GPU at TP=1 but H100-SXM has 86 GB (80 GiB), 77 GB of it at gpu_memory_utilization 0.90: raise tensor parallel to 2 or more
+}
+
+// LookupHardware resolves a GPU from any spelling a tool reports — NVML's
+// device name, a folder name, a short name — or from a spec file's path.
+func ExampleLookupHardware() {
+	for _, name := range []string{"NVIDIA GeForce RTX 4090", "H100_80GB_HBM3", "h200"} {
+		hw, err := model.LookupHardware(name)
+		if err != nil {
+			fmt.Println(err)
+			continue
+		}
+		link, _ := hw.TPLink()
+		fmt.Printf("%-24s -> %s: %g GB at %g GB/s, %g dense bf16 TFLOPS, TP over %s\n",
+			name, hw.Name, hw.MemGB, hw.MemBandwidthGBs, hw.TFLOPS.BF16, link.Kind)
+	}
+	// Output:
+	// NVIDIA GeForce RTX 4090  -> RTX-4090: 24 GB at 1008 GB/s, 165.2 dense bf16 TFLOPS, TP over pcie
+	// H100_80GB_HBM3           -> H100-SXM: 80 GB at 3350 GB/s, 989 dense bf16 TFLOPS, TP over nvlink
+	// h200                     -> H200-SXM: 141 GB at 4800 GB/s, 989 dense bf16 TFLOPS, TP over nvlink
+}
+
+// LookupModel resolves a model from its Hugging Face name (org prefix and
+// fine-tune suffixes allowed) or a config.json path; an MoE prices a
+// batch-1 decode by the experts it actually reads.
+func ExampleLookupModel() {
+	s, _ := model.LookupModel("Qwen/Qwen3-30B-A3B-Instruct-2507")
+	fmt.Printf("%s: %d layers, %d experts top-%d, %.1fB parameters, %.1fB active\n",
+		s.Name, s.Layers, s.MoE.Experts, s.MoE.TopK, float64(s.ParamCount())/1e9, float64(s.ActiveParamCount())/1e9)
+	fmt.Printf("weights streamed per step: %.1f GB at 1 token, %.1f GB at 256\n",
+		s.StreamedWeightBytesAt(1)/1e9, s.StreamedWeightBytesAt(256)/1e9)
+	ds, _ := model.LookupModel("deepseek-ai/DeepSeek-V3")
+	fmt.Printf("%s: %d KV bytes per token (MLA latent), %s weights\n", ds.Name, ds.KVBytesPerToken(), ds.WeightDType)
+	// Output:
+	// Qwen3-30B-A3B: 48 layers, 128 experts top-8, 30.5B parameters, 3.4B active
+	// weights streamed per step: 6.1 GB at 1 token, 60.4 GB at 256
+	// DeepSeek-V3: 70272 KV bytes per token (MLA latent), fp8 weights
 }

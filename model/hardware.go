@@ -1,99 +1,202 @@
 package model
 
 import (
+	"errors"
 	"fmt"
-	"sort"
+	"math"
 	"strings"
 )
 
-// Hardware is what the roofline prior and the memory model need to know
-// about one accelerator: its datasheet peaks. Efficiency factors (how much
-// of a peak a kernel reaches) belong to the model that uses them (Roofline),
-// not to the hardware.
+// Hardware is what the roofline prior and the memory model know about one
+// accelerator: its datasheet figures and the achievable fractions of them
+// real kernels reach (Roofline). It is read from a spec file (YAML, the
+// same field names as its JSON; see ParseHardwareSpec and
+// docs/catalog.md); the built-in catalogue holds one per GPU.
 type Hardware struct {
-	Name string `json:"name"`
-	// PeakTFLOPS is the dense bf16 tensor-core peak (no sparsity), in 1e12
-	// FLOP/s.
-	PeakTFLOPS float64 `json:"peak_tflops"`
-	// MemBandwidthGBs is the HBM bandwidth in GB/s (1e9 bytes/s).
-	MemBandwidthGBs float64 `json:"mem_bandwidth_gbs"`
+	Name    string   `json:"name" yaml:"name"`
+	Vendor  string   `json:"vendor,omitempty" yaml:"vendor"`
+	Aliases []string `json:"aliases,omitempty" yaml:"aliases"`
 	// MemGB is the device memory as marketed ("80 GB"). The driver reports
 	// about that many GiB (an H100 shows 81,559 MiB, an H200 143,771 MiB),
 	// so the capacity the memory model uses is MemGB·2^30 bytes (MemBytes).
-	MemGB float64 `json:"mem_gb"`
-	// InterconnectGBs is the GPU-to-GPU bandwidth per direction (NVLink),
-	// in GB/s, used for tensor-parallel all-reduces.
-	InterconnectGBs float64 `json:"interconnect_gbs"`
+	MemGB float64 `json:"memory_gb" yaml:"memory_gb"`
+	// MemBandwidthGBs is the memory (HBM or GDDR) bandwidth in GB/s
+	// (1e9 bytes/s).
+	MemBandwidthGBs float64 `json:"memory_bandwidth_gbs" yaml:"memory_bandwidth_gbs"`
+	// TFLOPS holds the dense peaks per data type.
+	TFLOPS Peaks `json:"tflops" yaml:"tflops"`
+	// SMs is the streaming multiprocessor count (compute units on AMD).
+	SMs int `json:"sms" yaml:"sms"`
+	// BoostClockMHz is the maximum boost (AMD: peak engine) clock.
+	BoostClockMHz float64 `json:"boost_clock_mhz" yaml:"boost_clock_mhz"`
+	// Interconnects are the device's links: the fastest GPU-to-GPU one
+	// carries tensor-parallel all-reduces (TPLink).
+	Interconnects []Interconnect `json:"interconnects" yaml:"interconnects"`
+	// Roofline holds the achievable-fraction curves and overheads the
+	// roofline prior prices steps with on this device.
+	Roofline RooflineParams `json:"roofline" yaml:"roofline"`
+	// Sources cite where the figures come from.
+	Sources []Source `json:"sources,omitempty" yaml:"sources"`
+	// Notes are caveats about the entry (set by the file or by the
+	// catalogue, e.g. when a user file shadows a built-in one).
+	Notes []string `json:"notes,omitempty" yaml:"notes"`
+	// File is where the entry was read ("builtin:hardware/h200-sxm.yaml"
+	// or a path); not part of a spec file.
+	File string `json:"file,omitempty" yaml:"-"`
+}
+
+// Peaks are dense peak rates (no 2:4 sparsity) per data type, in TFLOPS
+// (TOPS for int8): fp32 on the vector units, the others on tensor (matrix)
+// cores with fp32 accumulation, which inference GEMMs use. FP8 and INT8
+// are 0 where the chip has no such unit (fp8 on an A100).
+type Peaks struct {
+	FP32 float64 `json:"fp32" yaml:"fp32"`
+	BF16 float64 `json:"bf16" yaml:"bf16"`
+	FP16 float64 `json:"fp16" yaml:"fp16"`
+	FP8  float64 `json:"fp8,omitempty" yaml:"fp8"`
+	INT8 float64 `json:"int8,omitempty" yaml:"int8"`
+}
+
+// Interconnect kinds.
+const (
+	LinkNVLink = "nvlink" // GPU-to-GPU NVLink (direct, bridge or NVSwitch)
+	LinkXGMI   = "xgmi"   // AMD Infinity Fabric between GPUs
+	LinkPCIe   = "pcie"   // the host bus (GPU-to-GPU traffic without a faster link)
+	LinkC2C    = "c2c"    // chip-to-CPU (NVLink-C2C): not a GPU-to-GPU path
+)
+
+// Interconnect is one kind of link of a device.
+type Interconnect struct {
+	Kind string `json:"kind" yaml:"kind"`
+	// GBsPerDirection is the device's aggregate bandwidth over this kind
+	// of link, per direction, in GB/s (datasheets quote NVLink
+	// bidirectionally: 900 GB/s is 450 per direction).
+	GBsPerDirection float64 `json:"gbs_per_direction" yaml:"gbs_per_direction"`
+	// LatencyUs is the latency of one small all-reduce over the link, in
+	// µs: the fixed term of the roofline's all-reduce cost.
+	LatencyUs float64 `json:"latency_us" yaml:"latency_us"`
+}
+
+// Source cites a figure: a URL (a datasheet, a whitepaper) or a note (a
+// documented estimate), for Fields (dotted spec keys; none: the whole
+// file).
+type Source struct {
+	URL    string   `json:"url,omitempty" yaml:"url"`
+	Note   string   `json:"note,omitempty" yaml:"note"`
+	Fields []string `json:"fields,omitempty" yaml:"fields"`
 }
 
 // MemBytes is the device memory capacity in bytes (MemGB GiB).
 func (h Hardware) MemBytes() float64 { return h.MemGB * (1 << 30) }
 
-// PeakFLOPs is the peak in FLOP/s.
-func (h Hardware) PeakFLOPs() float64 { return h.PeakTFLOPS * 1e12 }
+// PeakFLOPs is the dense bf16 peak in FLOP/s.
+func (h Hardware) PeakFLOPs() float64 { return h.TFLOPS.BF16 * 1e12 }
 
-// BandwidthBytes is the HBM bandwidth in bytes/s.
+// BandwidthBytes is the memory bandwidth in bytes/s.
 func (h Hardware) BandwidthBytes() float64 { return h.MemBandwidthGBs * 1e9 }
 
-// Validate reports a preset or a hand-written Hardware that cannot price
-// anything.
+// PeakTFLOPSFor is the dense peak for a canonical dtype (0 where the chip
+// has none).
+func (h Hardware) PeakTFLOPSFor(dtype string) float64 {
+	switch dtype {
+	case DTypeFP32:
+		return h.TFLOPS.FP32
+	case DTypeBF16:
+		return h.TFLOPS.BF16
+	case DTypeFP16:
+		return h.TFLOPS.FP16
+	case DTypeFP8:
+		return h.TFLOPS.FP8
+	}
+	return 0
+}
+
+// TPLink is the fastest GPU-to-GPU link (NVLink, xGMI or PCIe), the one a
+// tensor-parallel group's all-reduces use; ok is false when the device
+// lists none.
+func (h Hardware) TPLink() (link Interconnect, ok bool) {
+	for _, l := range h.Interconnects {
+		if l.Kind != LinkC2C && l.GBsPerDirection > link.GBsPerDirection {
+			link, ok = l, true
+		}
+	}
+	return link, ok
+}
+
+// Validate reports a hardware description that cannot price anything,
+// naming the spec field at fault.
 func (h Hardware) Validate() error {
-	switch {
-	case h.Name == "":
-		return fmt.Errorf("model: hardware: empty name")
-	case !(h.PeakTFLOPS > 0):
-		return fmt.Errorf("model: hardware %s: peak_tflops must be > 0, got %v", h.Name, h.PeakTFLOPS)
-	case !(h.MemBandwidthGBs > 0):
-		return fmt.Errorf("model: hardware %s: mem_bandwidth_gbs must be > 0, got %v", h.Name, h.MemBandwidthGBs)
-	case !(h.MemGB > 0):
-		return fmt.Errorf("model: hardware %s: mem_gb must be > 0, got %v", h.Name, h.MemGB)
-	case h.InterconnectGBs < 0:
-		return fmt.Errorf("model: hardware %s: interconnect_gbs must be >= 0, got %v", h.Name, h.InterconnectGBs)
+	if err := h.validate(); err != nil {
+		name := h.Name
+		if name == "" {
+			name = "(unnamed)"
+		}
+		return fmt.Errorf("model: hardware %s: %w", name, err)
 	}
 	return nil
 }
 
-// Datasheet presets (NVIDIA H100 and H200 SXM datasheets: 989 TFLOPS dense
-// bf16 — the datasheets' 1,979 is with 2:4 sparsity —, HBM3 3.35 TB/s and
-// HBM3e 4.8 TB/s, NVLink 4 at 900 GB/s bidirectional = 450 GB/s per
-// direction).
-var (
-	H100SXM = Hardware{Name: "H100-SXM", PeakTFLOPS: 989, MemBandwidthGBs: 3350, MemGB: 80, InterconnectGBs: 450}
-	H200SXM = Hardware{Name: "H200-SXM", PeakTFLOPS: 989, MemBandwidthGBs: 4800, MemGB: 141, InterconnectGBs: 450}
-)
-
-var hardwarePresets = map[string]Hardware{
-	"h100-sxm": H100SXM,
-	"h200-sxm": H200SXM,
+func (h Hardware) validate() error {
+	if strings.TrimSpace(h.Name) == "" {
+		return errors.New("name: missing")
+	}
+	for _, f := range []struct {
+		key  string
+		v    float64
+		hint string
+	}{
+		{"memory_gb", h.MemGB, "the device memory in GB as marketed"},
+		{"memory_bandwidth_gbs", h.MemBandwidthGBs, "the memory bandwidth in GB/s"},
+		{"tflops.fp32", h.TFLOPS.FP32, "the dense fp32 peak in TFLOPS"},
+		{"tflops.bf16", h.TFLOPS.BF16, "the dense bf16 tensor peak in TFLOPS"},
+		{"tflops.fp16", h.TFLOPS.FP16, "the dense fp16 tensor peak in TFLOPS"},
+		{"sms", float64(h.SMs), "the SM (or CU) count"},
+		{"boost_clock_mhz", h.BoostClockMHz, "the boost clock in MHz"},
+	} {
+		if err := positive(f.key, f.v, f.hint); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"tflops.fp8", h.TFLOPS.FP8}, {"tflops.int8", h.TFLOPS.INT8}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return fmt.Errorf("%s: %v: must be > 0, or absent where the chip has none", f.key, f.v)
+		}
+	}
+	if len(h.Interconnects) == 0 {
+		return errors.New("interconnects: missing: list at least the host link (kind: pcie)")
+	}
+	for i, l := range h.Interconnects {
+		switch l.Kind {
+		case LinkNVLink, LinkXGMI, LinkPCIe, LinkC2C:
+		default:
+			return fmt.Errorf("interconnects[%d].kind: %q: use nvlink, xgmi, pcie or c2c", i, l.Kind)
+		}
+		if err := positive(fmt.Sprintf("interconnects[%d].gbs_per_direction", i), l.GBsPerDirection, "the bandwidth per direction in GB/s"); err != nil {
+			return err
+		}
+		if err := positive(fmt.Sprintf("interconnects[%d].latency_us", i), l.LatencyUs, "the small all-reduce latency in µs"); err != nil {
+			return err
+		}
+	}
+	for i, s := range h.Sources {
+		if s.URL == "" && s.Note == "" {
+			return fmt.Errorf("sources[%d]: give a url or a note", i)
+		}
+	}
+	return h.Roofline.validate()
 }
 
-// hardwareAliases maps other spellings (as nvidia-smi, AIConfigurator's
-// systems database or a user write them) to a preset key.
-var hardwareAliases = map[string]string{
-	"h100": "h100-sxm", "h100sxm": "h100-sxm", "h100_sxm": "h100-sxm", "nvidia h100 80gb hbm3": "h100-sxm",
-	"h200": "h200-sxm", "h200sxm": "h200-sxm", "h200_sxm": "h200-sxm", "nvidia h200": "h200-sxm",
-}
-
-// HardwareNames lists the preset names.
-func HardwareNames() []string {
-	out := make([]string, 0, len(hardwarePresets))
-	for _, h := range hardwarePresets {
-		out = append(out, h.Name)
+// positive checks a required figure: absent (0), negative or not finite is
+// an error naming the key and what to give.
+func positive(key string, v float64, hint string) error {
+	switch {
+	case v == 0:
+		return fmt.Errorf("%s: missing or zero: give %s", key, hint)
+	case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
+		return fmt.Errorf("%s: %v: must be a positive number (%s)", key, v, hint)
 	}
-	sort.Strings(out)
-	return out
-}
-
-// HardwareByName returns a preset by name, case-insensitively ("H200",
-// "h200-sxm", "H200_SXM" and "NVIDIA H200" all name the H200 SXM). An
-// unknown name is an error that lists the valid ones.
-func HardwareByName(name string) (Hardware, error) {
-	k := strings.ToLower(strings.TrimSpace(name))
-	if h, ok := hardwarePresets[k]; ok {
-		return h, nil
-	}
-	if a, ok := hardwareAliases[k]; ok {
-		return hardwarePresets[a], nil
-	}
-	return Hardware{}, fmt.Errorf("model: unknown hardware %q: valid names are %s", name, strings.Join(HardwareNames(), ", "))
+	return nil
 }

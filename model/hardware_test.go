@@ -8,51 +8,45 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestHardwarePresets(t *testing.T) {
+func TestHardwareFigures(t *testing.T) {
 	tests := []struct {
 		hw              Hardware
 		tflops, bw, mem float64
+		link            float64
 	}{
-		{H100SXM, 989, 3350, 80},
-		{H200SXM, 989, 4800, 141},
+		{h100, 989, 3350, 80, 450},
+		{h200, 989, 4800, 141, 450},
 	}
 	for _, tc := range tests {
 		t.Run(tc.hw.Name, func(t *testing.T) {
 			require.NoError(t, tc.hw.Validate())
-			assert.Equal(t, tc.tflops, tc.hw.PeakTFLOPS)
+			assert.Equal(t, tc.tflops, tc.hw.TFLOPS.BF16)
 			assert.Equal(t, tc.bw, tc.hw.MemBandwidthGBs)
 			assert.Equal(t, tc.mem, tc.hw.MemGB)
 			// The driver reports within 1% of MemGB GiB (81,559 / 143,771 MiB).
 			assert.InDelta(t, tc.mem*(1<<30), tc.hw.MemBytes(), 0.01*tc.hw.MemBytes())
 			assert.Equal(t, tc.tflops*1e12, tc.hw.PeakFLOPs())
 			assert.Equal(t, tc.bw*1e9, tc.hw.BandwidthBytes())
+			link, ok := tc.hw.TPLink()
+			require.True(t, ok)
+			assert.Equal(t, LinkNVLink, link.Kind, "NVLink, not PCIe, carries TP")
+			assert.Equal(t, tc.link, link.GBsPerDirection)
 		})
 	}
 }
 
-func TestHardwareByName(t *testing.T) {
-	tests := []struct {
-		in   string
-		want string
-	}{
-		{"H100-SXM", "H100-SXM"},
-		{"h100", "H100-SXM"},
-		{"H100_SXM", "H100-SXM"},
-		{"  H200 ", "H200-SXM"},
-		{"h200-sxm", "H200-SXM"},
-		{"NVIDIA H200", "H200-SXM"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.in, func(t *testing.T) {
-			hw, err := HardwareByName(tc.in)
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, hw.Name)
-		})
-	}
-	_, err := HardwareByName("A100")
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `"A100"`)
-	assert.Contains(t, err.Error(), "H100-SXM, H200-SXM", "the error lists the valid names")
+func TestHardwarePeakPerDType(t *testing.T) {
+	a100 := mustHardware("A100-SXM-80GB")
+	assert.Zero(t, a100.PeakTFLOPSFor(DTypeFP8), "an A100 has no fp8 tensor cores")
+	assert.Equal(t, 312.0, a100.PeakTFLOPSFor(DTypeBF16))
+	assert.Equal(t, 1979.0, h200.PeakTFLOPSFor(DTypeFP8))
+	// fp8 weights run at the fp8 peak where the chip has one, else at the
+	// activation dtype's (weight-only fp8).
+	fp8 := llama8B
+	fp8.WeightDType = DTypeFP8
+	assert.Equal(t, DTypeFP8, fp8.gemmDType(h200))
+	assert.Equal(t, DTypeBF16, fp8.gemmDType(a100))
+	assert.Equal(t, DTypeBF16, llama8B.gemmDType(h200))
 }
 
 func TestHardwareValidate(t *testing.T) {
@@ -61,15 +55,27 @@ func TestHardwareValidate(t *testing.T) {
 		mut  func(*Hardware)
 		msg  string
 	}{
-		{"no name", func(h *Hardware) { h.Name = "" }, "empty name"},
-		{"zero flops", func(h *Hardware) { h.PeakTFLOPS = 0 }, "peak_tflops"},
-		{"zero bandwidth", func(h *Hardware) { h.MemBandwidthGBs = 0 }, "mem_bandwidth_gbs"},
-		{"zero memory", func(h *Hardware) { h.MemGB = 0 }, "mem_gb"},
-		{"negative link", func(h *Hardware) { h.InterconnectGBs = -1 }, "interconnect_gbs"},
+		{"no name", func(h *Hardware) { h.Name = "" }, "name: missing"},
+		{"zero flops", func(h *Hardware) { h.TFLOPS.BF16 = 0 }, "tflops.bf16: missing or zero"},
+		{"negative fp8", func(h *Hardware) { h.TFLOPS.FP8 = -1 }, "tflops.fp8"},
+		{"zero bandwidth", func(h *Hardware) { h.MemBandwidthGBs = 0 }, "memory_bandwidth_gbs"},
+		{"zero memory", func(h *Hardware) { h.MemGB = 0 }, "memory_gb"},
+		{"negative sms", func(h *Hardware) { h.SMs = -4 }, "sms: -4"},
+		{"no links", func(h *Hardware) { h.Interconnects = nil }, "interconnects: missing"},
+		{"negative link", func(h *Hardware) {
+			h.Interconnects = []Interconnect{{Kind: LinkNVLink, GBsPerDirection: -1, LatencyUs: 5}}
+		},
+			"interconnects[0].gbs_per_direction"},
+		{"unknown link", func(h *Hardware) {
+			h.Interconnects = []Interconnect{{Kind: "infiniband", GBsPerDirection: 50, LatencyUs: 5}}
+		},
+			`interconnects[0].kind: "infiniband"`},
+		{"bad efficiency", func(h *Hardware) { h.Roofline.WeightBWEff = Flat(1.5) }, "roofline.weight_bandwidth_efficiency"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := H200SXM
+			h := h200
+			h.Interconnects = append([]Interconnect(nil), h200.Interconnects...)
 			tc.mut(&h)
 			err := h.Validate()
 			require.Error(t, err)
@@ -79,10 +85,31 @@ func TestHardwareValidate(t *testing.T) {
 }
 
 func TestHardwareJSONRoundTrip(t *testing.T) {
-	b, err := json.Marshal(H200SXM)
+	b, err := json.Marshal(h200)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"name":"H200-SXM","peak_tflops":989,"mem_bandwidth_gbs":4800,"mem_gb":141,"interconnect_gbs":450}`, string(b))
+	assert.Contains(t, string(b), `"memory_bandwidth_gbs":4800`)
+	assert.Contains(t, string(b), `"gemm_efficiency":0.8`, "a flat curve is written as its number")
 	var back Hardware
 	require.NoError(t, json.Unmarshal(b, &back))
-	assert.Equal(t, H200SXM, back)
+	assert.Equal(t, h200, back)
+}
+
+func TestCurve(t *testing.T) {
+	c := Curve{Points: [][2]float64{{1, 0.2}, {64, 0.6}, {4096, 0.8}}}
+	tests := []struct{ x, want float64 }{
+		{-5, 0.2}, {1, 0.2}, {32.5, 0.4}, {64, 0.6}, {2080, 0.7}, {4096, 0.8}, {1e9, 0.8},
+	}
+	for _, tc := range tests {
+		assert.InDelta(t, tc.want, c.At(tc.x), 1e-12, "x=%v", tc.x)
+	}
+	assert.Equal(t, 0.8, Flat(0.8).At(123))
+	for _, in := range []string{`0.75`, `[[1,0.2],[64,0.6]]`} {
+		var got Curve
+		require.NoError(t, json.Unmarshal([]byte(in), &got))
+		out, err := json.Marshal(got)
+		require.NoError(t, err)
+		assert.JSONEq(t, in, string(out))
+	}
+	var bad Curve
+	assert.Error(t, json.Unmarshal([]byte(`"fast"`), &bad))
 }

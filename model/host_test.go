@@ -59,7 +59,7 @@ func admissionVsSteady(r Roofline, h HostModel, p PayloadModel, b, ctx int) (adm
 // and by 2–6× at B=256 with 4K contexts (Llama-3.1-8B, H200) — the
 // mechanism of DESIGN.md §8 R3.
 func TestHostAdmissionInflation(t *testing.T) {
-	r := NewRoofline(H200SXM, Llama318B)
+	r := NewRoofline(h200, llama8B)
 	h, p := DefaultHostModel(), DefaultPayloadModel()
 	tests := []struct {
 		b      int

@@ -32,10 +32,19 @@ const (
 // activations of an 8192-token pass (the gate/up output of the MLP, 2·I/TP
 // wide, and four hidden-sized buffers per token: residual, normed input,
 // attention output, MLP output), and 256 rows of fp32 logits for the
-// sampler. About 1.9 GB for Llama-3.1-8B.
+// sampler. About 1.9 GB for Llama-3.1-8B. An MoE's MLP width is the
+// widest of its dense MLP (where it has dense layers) and its top-k routed
+// plus shared experts.
 func ActivationReserveBytes(s Shape) int64 {
 	tp := float64(s.tp())
-	perToken := (2*float64(s.Intermediate)/tp + 4*float64(s.Hidden)) * float64(s.DTypeBytes)
+	width := float64(s.Intermediate)
+	if m := s.MoE; s.isMoE() {
+		moe := float64(m.TopK*m.ExpertIntermediate + m.SharedExperts*m.SharedIntermediate)
+		if m.DenseLayers == 0 || moe > width {
+			width = moe
+		}
+	}
+	perToken := (2*width/tp + 4*float64(s.Hidden)) * DTypeBytes(s.DType)
 	logits := float64(reserveSamplerSeqs) * float64(s.Vocab) * 4
 	return int64(reserveNonTorchBytes + reserveProfileTokens*perToken + logits)
 }
@@ -44,6 +53,11 @@ func ActivationReserveBytes(s Shape) int64 {
 // one GPU of hw running shape s at gpu_memory_utilization gpuMemUtil:
 //
 //	floor((util·MemBytes − WeightBytes − ActivationReserveBytes) / (blockSize·KVBytesPerToken))
+//
+// with every weight at its dtype and every expert counted (all of them
+// stay resident). KVBytesPerToken counts the full-attention layers: the
+// sliding-window layers' few tokens per request are not set aside (a
+// shape notes it).
 //
 // It is an error, worded for someone choosing a scenario, when the weights
 // alone do not fit (with the smallest tensor-parallel degree that would

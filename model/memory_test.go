@@ -14,13 +14,13 @@ func TestKVBlocksFits(t *testing.T) {
 		minTok, maxTok int // plausible KV-cache capacity in tokens at util 0.9, block 16
 	}{
 		// vLLM logs ~450K tokens for Llama-3.1-8B on an H100 at 0.9.
-		{H100SXM, Llama318B, 400_000, 500_000},
-		{H200SXM, Llama318B, 800_000, 1_000_000},
+		{h100, llama8B, 400_000, 500_000},
+		{h200, llama8B, 800_000, 1_000_000},
 		// 70B at TP=2 on H100 just fits, with little room for KV.
-		{H100SXM, Llama3170B.WithTP(2), 10_000, 60_000},
-		{H200SXM, Llama3170B.WithTP(8), 2_500_000, 3_200_000},
+		{h100, llama70B.WithTP(2), 10_000, 60_000},
+		{h200, llama70B.WithTP(8), 2_500_000, 3_200_000},
 		// Qwen2.5-7B has 4 KV heads: about twice the tokens of Llama-3.1-8B.
-		{H100SXM, Qwen257B, 900_000, 1_200_000},
+		{h100, qwen7B, 900_000, 1_200_000},
 	}
 	for _, tc := range tests {
 		t.Run(tc.hw.Name+"/"+tc.s.Name, func(t *testing.T) {
@@ -38,16 +38,16 @@ func TestKVBlocksFits(t *testing.T) {
 func TestKVBlocksMonotone(t *testing.T) {
 	prev := 0
 	for _, u := range []float64{0.5, 0.7, 0.9, 0.95} {
-		n, err := KVBlocks(H200SXM, Llama318B, 16, u)
+		n, err := KVBlocks(h200, llama8B, 16, u)
 		require.NoError(t, err)
 		assert.Greater(t, n, prev, "more memory utilization, more blocks")
 		prev = n
 	}
-	n16, _ := KVBlocks(H200SXM, Llama318B, 16, 0.9)
-	n32, _ := KVBlocks(H200SXM, Llama318B, 32, 0.9)
+	n16, _ := KVBlocks(h200, llama8B, 16, 0.9)
+	n32, _ := KVBlocks(h200, llama8B, 32, 0.9)
 	assert.InDelta(t, n16/2, n32, 1, "blocks twice as large: half as many")
-	n4, _ := KVBlocks(H200SXM, Llama3170B.WithTP(4), 16, 0.9)
-	n8, _ := KVBlocks(H200SXM, Llama3170B.WithTP(8), 16, 0.9)
+	n4, _ := KVBlocks(h200, llama70B.WithTP(4), 16, 0.9)
+	n8, _ := KVBlocks(h200, llama70B.WithTP(8), 16, 0.9)
 	assert.Greater(t, n8, n4, "more tensor parallelism, more KV room per GPU")
 }
 
@@ -60,19 +60,19 @@ func TestKVBlocksRefusals(t *testing.T) {
 		util  float64
 		want  []string
 	}{
-		{"70B on one H100", H100SXM, Llama3170B, 16, 0.9,
+		{"70B on one H100", h100, llama70B, 16, 0.9,
 			[]string{"Llama-3.1-70B needs 141 GB of weights per GPU at TP=1 but H100-SXM has 86 GB (80 GiB)", "raise tensor parallel to 2 or more"}},
-		{"70B on one H200", H200SXM, Llama3170B, 16, 0.9,
+		{"70B on one H200", h200, llama70B, 16, 0.9,
 			[]string{"needs 141 GB of weights per GPU at TP=1", "H200-SXM", "raise tensor parallel to 2 or more"}},
-		{"70B TP2 on H100 at low util", H100SXM, Llama3170B.WithTP(2), 16, 0.5,
+		{"70B TP2 on H100 at low util", h100, llama70B.WithTP(2), 16, 0.5,
 			[]string{"at TP=2", "raise tensor parallel to 4 or more"}},
-		{"no room for KV", H100SXM, Llama318B, 16, 0.2,
+		{"no room for KV", h100, llama8B, 16, 0.2,
 			[]string{"leaves no memory for the KV cache", "raise gpu_memory_utilization or tensor parallel"}},
-		{"zero block", H100SXM, Llama318B, 0, 0.9, []string{"block size must be > 0"}},
-		{"util above 1", H100SXM, Llama318B, 16, 1.5, []string{"gpu_memory_utilization must be in (0, 1]"}},
-		{"util zero", H100SXM, Llama318B, 16, 0, []string{"gpu_memory_utilization"}},
-		{"bad shape", H100SXM, Shape{Name: "x"}, 16, 0.9, []string{"layers must be > 0"}},
-		{"bad hardware", Hardware{Name: "x"}, Llama318B, 16, 0.9, []string{"peak_tflops"}},
+		{"zero block", h100, llama8B, 0, 0.9, []string{"block size must be > 0"}},
+		{"util above 1", h100, llama8B, 16, 1.5, []string{"gpu_memory_utilization must be in (0, 1]"}},
+		{"util zero", h100, llama8B, 16, 0, []string{"gpu_memory_utilization"}},
+		{"bad shape", h100, Shape{Name: "x"}, 16, 0.9, []string{"layers must be > 0"}},
+		{"bad hardware", Hardware{Name: "x"}, llama8B, 16, 0.9, []string{"memory_gb: missing"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,7 +89,7 @@ func TestKVBlocksRefusals(t *testing.T) {
 func TestActivationReserve(t *testing.T) {
 	// About 2 GB for an 8B model: 1 GiB non-torch, ~0.74 GB of activations
 	// at 8192 tokens, ~0.13 GB of logits.
-	assert.InDelta(t, 1.94e9, float64(ActivationReserveBytes(Llama318B)), 0.05e9)
-	assert.Less(t, ActivationReserveBytes(Llama3170B.WithTP(8)), ActivationReserveBytes(Llama3170B))
-	assert.Greater(t, ActivationReserveBytes(Tiny), int64(1<<30))
+	assert.InDelta(t, 1.94e9, float64(ActivationReserveBytes(llama8B)), 0.05e9)
+	assert.Less(t, ActivationReserveBytes(llama70B.WithTP(8)), ActivationReserveBytes(llama70B))
+	assert.Greater(t, ActivationReserveBytes(tiny), int64(1<<30))
 }

@@ -1,11 +1,15 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
-// Roofline is the prior forward-pass model (DESIGN.md §6): a step's device
+// Roofline is the prior forward-pass model: a step's device
 // time from the hardware's peaks and the model's shape alone, for when no
 // data exists. Like BLIS's roofline mode it prices each phase as the max
 // of its compute time and its memory time, with efficiency factors for how
@@ -22,7 +26,17 @@ import (
 // CUDA-graph bucket (PaddedBatch) when it is larger than DecodeRequests:
 // padded rows cost GEMM time and no attention. sampled (the LM-head rows)
 // is one per request: vLLM computes logits only at each request's last
-// scheduled position.
+// scheduled position. Peak is the device's dense peak for the GEMMs' dtype
+// (fp8 for fp8 weights on a chip with fp8 tensor cores, else the
+// activation dtype) and for attention the activation dtype's; the
+// efficiencies are the hardware's RooflineParams curves, evaluated per
+// step.
+//
+// Beyond dense GQA models: an MoE streams, per MoE layer, the experts its
+// tokens route to (ExpectedExperts of them under uniform routing) and
+// multiplies top-k of them per token; MLA reads its latent KV and pays
+// attention FLOPs over the latent width when decoding; sliding-window
+// layers read at most SlidingWindow keys per request.
 //
 // Mixed steps: the weights are streamed once for the whole step, so a mixed
 // step costs its prefill alone plus the marginal cost of its decode work —
@@ -34,9 +48,9 @@ import (
 // pass is compute-bound (decode tokens riding on a long prefill chunk pay
 // their GEMM FLOPs, which a memory-bound decode step alone hides).
 //
-// Calibration, Llama-3.1-8B bf16 on an H200 with the defaults (targets in
-// brackets, from the H200 vLLM 0.24 kernel tables of AIConfigurator in
-// data/external/aiconfigurator-h200-vllm-0.24.0, per layer):
+// Calibration, Llama-3.1-8B bf16 on an H200 with the H200's spec (targets
+// in brackets, from AIConfigurator's H200 vLLM 0.24 kernel tables, per
+// layer); GenericRoofline carries these values to other devices:
 //
 //   - decode B=1, 128-token context: 4.6 ms [4–7 ms: 15 GB of weights at
 //     ~80% of 4.8 TB/s, plus launch gaps and the sampler].
@@ -44,7 +58,7 @@ import (
 //     The KV reads alone are 137 GB: FA3 decode attention measured
 //     0.493 ms/layer at B=128×4,096 (2.15 GB/layer, 4.36 TB/s = 91% of
 //     peak), 31.5 ms over 32 layers at B=256, so a 20–35 ms budget is not
-//     reachable with a bf16 KV cache; an fp8 cache (KVDTypeBytes 1) gives
+//     reachable with a bf16 KV cache; an fp8 cache (KVDType fp8) gives
 //     ~21 ms.
 //   - decode KV cost: KVBytesPerToken/(BW·KVBWEff) = 30 ns per KV token, i.e.
 //     0.95 ns per token per layer — the measured 0.94 ns (B=128×4,096) and
@@ -65,50 +79,112 @@ import (
 type Roofline struct {
 	HW    Hardware `json:"hardware"`
 	Shape Shape    `json:"shape"`
-	// GEMMEff is the fraction of PeakTFLOPS the projection and MLP GEMMs
-	// reach when compute-bound.
-	GEMMEff float64 `json:"gemm_eff"`
-	// AttnEff is the fraction of PeakTFLOPS attention (flash attention)
-	// reaches when compute-bound (prefill).
-	AttnEff float64 `json:"attn_eff"`
-	// WeightBWEff is the fraction of HBM bandwidth reached streaming the
-	// weights (memory-bound GEMMs at small batch).
-	WeightBWEff float64 `json:"weight_bw_eff"`
-	// KVBWEff is the fraction of HBM bandwidth reached reading the KV
-	// cache (paged decode attention).
-	KVBWEff float64 `json:"kv_bw_eff"`
+	// RooflineParams are the hardware's achievable fractions and
+	// overheads (HW.Roofline when built by NewRoofline).
+	RooflineParams
+	// AllReduceLatencyNs per all-reduce (two per layer) when TP > 1: the
+	// latency of the hardware's TP link.
+	AllReduceLatencyNs float64 `json:"allreduce_latency_ns"`
+}
+
+// RooflineParams are how much of a device's peaks real kernels reach, as
+// curves over a documented x, and the overheads the roofline does not
+// count. A hardware spec file states them (docs/catalog.md); GenericRoofline
+// is the documented default for devices without measurements.
+type RooflineParams struct {
+	// Basis says what the values were measured or fitted on ("generic"
+	// for GenericRoofline).
+	Basis string `json:"basis" yaml:"basis"`
+	// GEMMEff is the fraction of the GEMM dtype's peak the projection and
+	// MLP GEMMs reach when compute-bound; x: the step's GEMM rows (tokens,
+	// padding included).
+	GEMMEff Curve `json:"gemm_efficiency" yaml:"gemm_efficiency"`
+	// AttnEff is the fraction of the activation dtype's peak attention
+	// reaches when compute-bound; x: the query tokens (prefill tokens, or
+	// decode requests).
+	AttnEff Curve `json:"attention_efficiency" yaml:"attention_efficiency"`
+	// WeightBWEff is the fraction of memory bandwidth reached streaming
+	// the weights (memory-bound GEMMs); x: the weight bytes the step reads.
+	WeightBWEff Curve `json:"weight_bandwidth_efficiency" yaml:"weight_bandwidth_efficiency"`
+	// KVBWEff is the fraction of memory bandwidth reached reading the KV
+	// cache (paged attention); x: the KV bytes the step reads.
+	KVBWEff Curve `json:"kv_bandwidth_efficiency" yaml:"kv_bandwidth_efficiency"`
+	// AllReduceEff is the fraction of the TP link's bandwidth an
+	// all-reduce's payload moves at; x: the bytes of one all-reduce.
+	AllReduceEff Curve `json:"allreduce_efficiency" yaml:"allreduce_efficiency"`
 	// FixedNs is paid once per step: CUDA-graph launch, logits gather,
 	// sampler.
-	FixedNs float64 `json:"fixed_ns"`
+	FixedNs float64 `json:"fixed_ns" yaml:"fixed_ns"`
 	// PerLayerNs is paid per decoder layer: kernel gaps and the small
 	// element-wise kernels (norms, RoPE, activation, residual) the roofline
 	// does not count.
-	PerLayerNs float64 `json:"per_layer_ns"`
-	// AllReduceLatencyNs per all-reduce (two per layer) when TP > 1.
-	AllReduceLatencyNs float64 `json:"allreduce_latency_ns"`
-	// AllReduceEff is the fraction of HW.InterconnectGBs an all-reduce's
-	// payload moves at.
-	AllReduceEff float64 `json:"allreduce_eff"`
+	PerLayerNs float64 `json:"per_layer_ns" yaml:"per_layer_ns"`
 }
 
-// NewRoofline returns the prior for a shape on a hardware with the default
-// efficiencies (see Roofline).
-func NewRoofline(hw Hardware, s Shape) Roofline {
-	return Roofline{
-		HW: hw, Shape: s,
-		GEMMEff:            0.80,
-		AttnEff:            0.52,
-		WeightBWEff:        0.80,
-		KVBWEff:            0.90,
-		FixedNs:            200_000,
-		PerLayerNs:         15_000,
-		AllReduceLatencyNs: 5_000,
-		AllReduceEff:       0.70,
+// GenericRoofline is the default for a device with no measurement of its
+// own (a spec file says "roofline: generic"): the flat fractions and
+// overheads calibrated on the H200 (see Roofline), assumed to carry over.
+// A device's own measurements replace it in its spec file.
+func GenericRoofline() RooflineParams {
+	return RooflineParams{
+		Basis:        "generic",
+		GEMMEff:      Flat(0.80),
+		AttnEff:      Flat(0.52),
+		WeightBWEff:  Flat(0.80),
+		KVBWEff:      Flat(0.90),
+		AllReduceEff: Flat(0.70),
+		FixedNs:      200_000,
+		PerLayerNs:   15_000,
 	}
 }
 
-// Validate checks the hardware, the shape and that every efficiency is in
-// (0, 1] and every overhead finite and non-negative.
+// UnmarshalYAML reads "generic" (GenericRoofline) or a mapping with every
+// field.
+func (p *RooflineParams) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		if n.Value != "generic" {
+			return fmt.Errorf("line %d: roofline: %q: write \"generic\" for the documented default or give its fields", n.Line, n.Value)
+		}
+		*p = GenericRoofline()
+		return nil
+	}
+	type plain RooflineParams // no UnmarshalYAML: no recursion
+	var v plain
+	if err := n.Decode(&v); err != nil {
+		return err
+	}
+	*p = RooflineParams(v)
+	return nil
+}
+
+func (p RooflineParams) validate() error {
+	if strings.TrimSpace(p.Basis) == "" {
+		return errors.New("roofline.basis: missing: say what the values were measured or fitted on, or write roofline: generic")
+	}
+	for _, c := range []struct {
+		key string
+		c   Curve
+	}{{"gemm_efficiency", p.GEMMEff}, {"attention_efficiency", p.AttnEff}, {"weight_bandwidth_efficiency", p.WeightBWEff},
+		{"kv_bandwidth_efficiency", p.KVBWEff}, {"allreduce_efficiency", p.AllReduceEff}} {
+		if err := c.c.validateFraction("roofline." + c.key); err != nil {
+			return err
+		}
+	}
+	if err := positive("roofline.fixed_ns", p.FixedNs, "the per-step overhead in ns"); err != nil {
+		return err
+	}
+	return positive("roofline.per_layer_ns", p.PerLayerNs, "the per-layer overhead in ns")
+}
+
+// NewRoofline returns the prior for a shape on a hardware, with the
+// hardware's roofline parameters and its TP link's latency.
+func NewRoofline(hw Hardware, s Shape) Roofline {
+	link, _ := hw.TPLink()
+	return Roofline{HW: hw, Shape: s, RooflineParams: hw.Roofline, AllReduceLatencyNs: link.LatencyUs * 1000}
+}
+
+// Validate checks the hardware, the shape, the parameters and that a
+// tensor-parallel shape has a link to all-reduce over.
 func (r Roofline) Validate() error {
 	if err := r.HW.Validate(); err != nil {
 		return err
@@ -116,20 +192,14 @@ func (r Roofline) Validate() error {
 	if err := r.Shape.Validate(); err != nil {
 		return err
 	}
-	for name, e := range map[string]float64{"gemm_eff": r.GEMMEff, "attn_eff": r.AttnEff,
-		"weight_bw_eff": r.WeightBWEff, "kv_bw_eff": r.KVBWEff, "allreduce_eff": r.AllReduceEff} {
-		if !(e > 0 && e <= 1) {
-			return fmt.Errorf("model: roofline %s = %v: must be in (0, 1]", name, e)
-		}
+	if err := r.RooflineParams.validate(); err != nil {
+		return fmt.Errorf("model: roofline: %w", err)
 	}
-	for name, v := range map[string]float64{"fixed_ns": r.FixedNs, "per_layer_ns": r.PerLayerNs,
-		"allreduce_latency_ns": r.AllReduceLatencyNs} {
-		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("model: roofline %s = %v: must be finite and >= 0", name, v)
-		}
+	if v := r.AllReduceLatencyNs; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+		return fmt.Errorf("model: roofline allreduce_latency_ns = %v: must be finite and >= 0", v)
 	}
-	if r.Shape.tp() > 1 && !(r.HW.InterconnectGBs > 0) {
-		return fmt.Errorf("model: roofline: TP=%d needs hardware %s to have an interconnect bandwidth", r.Shape.tp(), r.HW.Name)
+	if _, ok := r.HW.TPLink(); r.Shape.tp() > 1 && !ok {
+		return fmt.Errorf("model: roofline: TP=%d needs hardware %s to list a GPU-to-GPU interconnect", r.Shape.tp(), r.HW.Name)
 	}
 	return nil
 }
@@ -149,28 +219,65 @@ type RooflineBreakdown struct {
 	// GEMMBound is "memory" or "compute": which side of the roofline the
 	// step's GEMMs are on.
 	GEMMBound string `json:"gemm_bound"`
+	// ExpertsPerLayer is the expected distinct experts the step reads per
+	// MoE layer (0 for a dense model).
+	ExpertsPerLayer float64 `json:"experts_per_layer,omitempty"`
 }
 
 // rooflineConsts are the shape- and hardware-derived constants of a
 // prediction, computed once by Prepare rather than for every step.
 type rooflineConsts struct {
-	peak, bw, kvTok, pair         float64
-	fixed, weightStream           float64
-	gemmParams, lmHeadParams      float64
-	tp                            int
-	allReduceMsgPerToken, linkBps float64
+	gemmPeak, attnPeak, bw float64
+	// kvTok is the KV bytes per token read over the whole context (the
+	// full-attention layers); kvWin those read over at most window tokens
+	// per request (the sliding-window layers).
+	kvTok, kvWin, window float64
+	// pair and decPair are the attention FLOPs per (query, key) pair of
+	// the full-attention layers (prefill and decode forms); pairWin and
+	// decPairWin those of the sliding-window layers.
+	pair, decPair, pairWin, decPairWin float64
+	fixed, weightStream                float64
+	gemmParams, lmHeadParams           float64
+	// MoE: the weights streamed besides the routed experts, one expert's
+	// bytes, and the MoE layers.
+	moe                                    bool
+	nonExpertBytes, expertBytes, moeLayers float64
+	tp                                     int
+	allReduceMsgPerToken, linkBps          float64
 }
 
 func (r Roofline) consts() rooflineConsts {
 	s := r.Shape
+	link, _ := r.HW.TPLink()
 	c := rooflineConsts{
-		peak: r.HW.PeakFLOPs(), bw: r.HW.BandwidthBytes(), kvTok: float64(s.KVBytesPerToken()),
+		gemmPeak: r.HW.PeakTFLOPSFor(s.gemmDType(r.HW)) * 1e12, attnPeak: r.HW.PeakTFLOPSFor(s.DType) * 1e12,
+		bw: r.HW.BandwidthBytes(), kvTok: float64(s.KVBytesPerToken()),
 		pair: s.AttnFLOPsPerPair(), fixed: r.FixedNs + float64(s.Layers)*r.PerLayerNs,
 		gemmParams: s.GEMMParamsPerGPU(), lmHeadParams: s.LMHeadParamsPerGPU(), tp: s.tp(),
-		allReduceMsgPerToken: float64(s.Hidden) * float64(s.DTypeBytes),
-		linkBps:              r.HW.InterconnectGBs * 1e9 * r.AllReduceEff,
+		allReduceMsgPerToken: float64(s.Hidden) * DTypeBytes(s.DType),
+		linkBps:              link.GBsPerDirection * 1e9,
 	}
-	c.weightStream = float64(s.StreamedWeightBytes()) / (c.bw * r.WeightBWEff) * 1e9
+	c.decPair = c.pair
+	if s.isMLA() {
+		c.decPair = float64(s.Layers) * s.attnPairFLOPsPerLayer(true)
+	}
+	if s.SlidingLayers > 0 {
+		full, win := float64(s.fullLayers()), float64(s.SlidingLayers)
+		c.kvTok = full * float64(s.kvLayerBytes())
+		c.kvWin = win * float64(s.kvLayerBytes())
+		c.window = float64(s.SlidingWindow)
+		c.pair, c.pairWin = full*s.attnPairFLOPsPerLayer(false), win*s.attnPairFLOPsPerLayer(false)
+		c.decPair, c.decPairWin = full*s.attnPairFLOPsPerLayer(true), win*s.attnPairFLOPsPerLayer(true)
+	}
+	if s.isMoE() {
+		m := s.MoE
+		c.moe = true
+		c.expertBytes = s.expertBytesPerGPU()
+		c.moeLayers = float64(s.moeLayers())
+		c.nonExpertBytes = float64(s.StreamedWeightBytes()) - c.moeLayers*float64(m.Experts)*c.expertBytes
+	}
+	streamed := float64(s.StreamedWeightBytes())
+	c.weightStream = streamed / (c.bw * r.WeightBWEff.At(streamed)) * 1e9
 	return c
 }
 
@@ -193,19 +300,38 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 	var b RooflineBreakdown
 	b.FixedNs = c.fixed
 	b.WeightStreamNs = c.weightStream
+	if c.moe {
+		m := r.Shape.MoE
+		b.ExpertsPerLayer = ExpectedExperts(m.Experts, m.TopK, tokens)
+		bytes := c.nonExpertBytes + c.moeLayers*b.ExpertsPerLayer*c.expertBytes
+		b.WeightStreamNs = bytes / (c.bw * r.WeightBWEff.At(bytes)) * 1e9
+	}
 	gemmFLOPs := 2 * (c.gemmParams*tokens + c.lmHeadParams*sampled)
-	b.GEMMComputeNs = gemmFLOPs / (c.peak * r.GEMMEff) * 1e9
+	b.GEMMComputeNs = gemmFLOPs / (c.gemmPeak * r.GEMMEff.At(tokens)) * 1e9
 	b.GEMMNs, b.GEMMBound = b.WeightStreamNs, "memory"
 	if b.GEMMComputeNs > b.WeightStreamNs {
 		b.GEMMNs, b.GEMMBound = b.GEMMComputeNs, "compute"
 	}
 
-	b.PrefillAttnNs = math.Max(c.pair*f.PrefillAttn/(c.peak*r.AttnEff), f.PrefillKVTokens*c.kvTok/(c.bw*r.KVBWEff)) * 1e9
-	b.DecodeAttnNs = math.Max(f.DecodeKVTokens*c.kvTok/(c.bw*r.KVBWEff), c.pair*f.DecodeKVTokens/(c.peak*r.AttnEff)) * 1e9
+	// Sliding-window layers see at most window keys per query and hold at
+	// most window tokens per request.
+	attn, kv := c.pair*f.PrefillAttn, f.PrefillKVTokens*c.kvTok
+	if c.window > 0 {
+		attn += c.pairWin * math.Min(f.PrefillAttn, f.PrefillTokens*c.window)
+		kv += c.kvWin * math.Min(f.PrefillKVTokens, math.Max(f.PrefillRequests, 1)*c.window)
+	}
+	b.PrefillAttnNs = math.Max(attn/(c.attnPeak*r.AttnEff.At(f.PrefillTokens)), kv/(c.bw*r.KVBWEff.At(kv))) * 1e9
+	attn, kv = c.decPair*f.DecodeKVTokens, f.DecodeKVTokens*c.kvTok
+	if c.window > 0 {
+		held := math.Min(f.DecodeKVTokens, f.DecodeRequests*c.window)
+		attn += c.decPairWin * held
+		kv += c.kvWin * held
+	}
+	b.DecodeAttnNs = math.Max(kv/(c.bw*r.KVBWEff.At(kv)), attn/(c.attnPeak*r.AttnEff.At(f.DecodeRequests))) * 1e9
 
 	if c.tp > 1 && tokens > 0 {
 		msg := tokens * c.allReduceMsgPerToken
-		per := r.AllReduceLatencyNs + 2*float64(c.tp-1)/float64(c.tp)*msg/c.linkBps*1e9
+		per := r.AllReduceLatencyNs + 2*float64(c.tp-1)/float64(c.tp)*msg/(c.linkBps*r.AllReduceEff.At(msg))*1e9
 		b.AllReduceNs = 2 * float64(r.Shape.Layers) * per
 	}
 	b.TotalNs = b.FixedNs + b.GEMMNs + b.PrefillAttnNs + b.DecodeAttnNs + b.AllReduceNs

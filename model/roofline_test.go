@@ -26,21 +26,21 @@ func prefillStep(n float64) Features {
 // TestRooflineAnchors checks the calibration stated on Roofline for
 // Llama-3.1-8B bf16 on an H200 (and the H100 for contrast).
 func TestRooflineAnchors(t *testing.T) {
-	h200 := NewRoofline(H200SXM, Llama318B)
-	h100 := NewRoofline(H100SXM, Llama318B)
-	require.NoError(t, h200.Validate())
+	onH200 := NewRoofline(h200, llama8B)
+	onH100 := NewRoofline(h100, llama8B)
+	require.NoError(t, onH200.Validate())
 	tests := []struct {
 		name   string
 		r      Roofline
 		f      Features
 		lo, hi float64 // ms
 	}{
-		{"H200 decode B=1 short context", h200, decodeStep(1, 128), 4, 7},
-		{"H200 decode B=256 at 4K", h200, decodeStep(256, 4096), 30, 45},
-		{"H200 prefill 8K", h200, prefillStep(8192), 150, 220},
-		{"H100 decode B=1 short context", h100, decodeStep(1, 128), 5.5, 8},
-		{"H100 decode B=256 at 4K", h100, decodeStep(256, 4096), 42, 62},
-		{"H200 70B TP8 decode B=1", NewRoofline(H200SXM, Llama3170B.WithTP(8)), decodeStep(1, 128), 5, 10},
+		{"H200 decode B=1 short context", onH200, decodeStep(1, 128), 4, 7},
+		{"H200 decode B=256 at 4K", onH200, decodeStep(256, 4096), 30, 45},
+		{"H200 prefill 8K", onH200, prefillStep(8192), 150, 220},
+		{"H100 decode B=1 short context", onH100, decodeStep(1, 128), 5.5, 8},
+		{"H100 decode B=256 at 4K", onH100, decodeStep(256, 4096), 42, 62},
+		{"H200 70B TP8 decode B=1", NewRoofline(h200, llama70B.WithTP(8)), decodeStep(1, 128), 5, 10},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,14 +51,14 @@ func TestRooflineAnchors(t *testing.T) {
 	}
 	// Decode B=1 is weight streaming; B=256 at 4K is KV reads; an 8K
 	// prefill is compute.
-	assert.Equal(t, "memory", h200.Breakdown(decodeStep(1, 128)).GEMMBound)
-	b := h200.Breakdown(decodeStep(256, 4096))
+	assert.Equal(t, "memory", onH200.Breakdown(decodeStep(1, 128)).GEMMBound)
+	b := onH200.Breakdown(decodeStep(256, 4096))
 	assert.Greater(t, b.DecodeAttnNs, 0.8*b.TotalNs)
-	assert.Equal(t, "compute", h200.Breakdown(prefillStep(8192)).GEMMBound)
+	assert.Equal(t, "compute", onH200.Breakdown(prefillStep(8192)).GEMMBound)
 	// An fp8 KV cache roughly halves the B=256 step.
-	fp8 := Llama318B
-	fp8.KVDTypeBytes = 1
-	assert.InDelta(t, 21, NewRoofline(H200SXM, fp8).PredictNs(decodeStep(256, 4096))/1e6, 2)
+	fp8 := llama8B
+	fp8.KVDType = DTypeFP8
+	assert.InDelta(t, 21, NewRoofline(h200, fp8).PredictNs(decodeStep(256, 4096))/1e6, 2)
 }
 
 // TestRooflineKVCostPerToken: the marginal cost of one more decode KV
@@ -70,20 +70,20 @@ func TestRooflineKVCostPerToken(t *testing.T) {
 		hw     Hardware
 		lo, hi float64 // ns per token per layer
 	}{
-		{H200SXM, 0.8, 1.2},
-		{H100SXM, 1.1, 1.6},
+		{h200, 0.8, 1.2},
+		{h100, 1.1, 1.6},
 	}
 	for _, tc := range tests {
 		t.Run(tc.hw.Name, func(t *testing.T) {
-			r := NewRoofline(tc.hw, Llama318B)
+			r := NewRoofline(tc.hw, llama8B)
 			base := decodeStep(64, 2048)
 			more := base
 			more.DecodeKVTokens += 100_000
 			perTok := (r.PredictNs(more) - r.PredictNs(base)) / 100_000
-			perLayer := perTok / float64(Llama318B.Layers)
+			perLayer := perTok / float64(llama8B.Layers)
 			assert.GreaterOrEqual(t, perLayer, tc.lo)
 			assert.LessOrEqual(t, perLayer, tc.hi)
-			assert.InEpsilon(t, float64(Llama318B.KVBytesPerToken())/(tc.hw.BandwidthBytes()*r.KVBWEff)*1e9, perTok, 1e-9)
+			assert.InEpsilon(t, float64(llama8B.KVBytesPerToken())/(tc.hw.BandwidthBytes()*r.KVBWEff.At(0))*1e9, perTok, 1e-9)
 		})
 	}
 }
@@ -91,7 +91,7 @@ func TestRooflineKVCostPerToken(t *testing.T) {
 // TestRooflineMonotone: more of any feature never makes a step faster,
 // from several starting points, and the work features make it slower.
 func TestRooflineMonotone(t *testing.T) {
-	shapes := []Shape{Llama318B, Llama3170B.WithTP(4), Qwen257B, Tiny}
+	shapes := []Shape{llama8B, llama70B.WithTP(4), qwen7B, tiny}
 	bases := []Features{
 		{},
 		decodeStep(1, 16),
@@ -116,7 +116,7 @@ func TestRooflineMonotone(t *testing.T) {
 		{"NewReqTokens", func(f *Features) { f.NewReqTokens += 1e5 }, false},
 	}
 	for _, s := range shapes {
-		r := NewRoofline(H200SXM, s)
+		r := NewRoofline(h200, s)
 		for bi, base := range bases {
 			for _, bp := range bumps {
 				f := base
@@ -130,7 +130,7 @@ func TestRooflineMonotone(t *testing.T) {
 		}
 	}
 	// Admission features are host work, not device time.
-	r := NewRoofline(H200SXM, Llama318B)
+	r := NewRoofline(h200, llama8B)
 	f := decodeStep(64, 1000)
 	g := f
 	g.NewRequests, g.NewReqTokens = 64, 64000
@@ -140,7 +140,7 @@ func TestRooflineMonotone(t *testing.T) {
 // TestRooflinePadding: CUDA-graph padding rows cost GEMM time but read no
 // KV.
 func TestRooflinePadding(t *testing.T) {
-	r := NewRoofline(H200SXM, Llama318B)
+	r := NewRoofline(h200, llama8B)
 	exact := decodeStep(300, 1000)
 	padded := exact
 	padded.PaddedBatch = 512
@@ -157,8 +157,8 @@ func TestRooflinePadding(t *testing.T) {
 // TestRooflineMixed: a mixed step is its prefill plus the marginal cost of
 // its decode work, with fixed costs and the weight stream paid once.
 func TestRooflineMixed(t *testing.T) {
-	for _, s := range []Shape{Llama318B, Llama3170B.WithTP(8)} {
-		r := NewRoofline(H200SXM, s)
+	for _, s := range []Shape{llama8B, llama70B.WithTP(8)} {
+		r := NewRoofline(h200, s)
 		for _, pf := range []float64{64, 512, 4096} {
 			for _, b := range []float64{8, 128} {
 				p := prefillStep(pf)
@@ -191,19 +191,19 @@ func TestRooflineMixed(t *testing.T) {
 
 func TestRooflineTensorParallel(t *testing.T) {
 	f := decodeStep(64, 2048)
-	b1 := NewRoofline(H200SXM, Llama3170B.WithTP(4)).Breakdown(f)
-	b2 := NewRoofline(H200SXM, Llama3170B.WithTP(8)).Breakdown(f)
+	b1 := NewRoofline(h200, llama70B.WithTP(4)).Breakdown(f)
+	b2 := NewRoofline(h200, llama70B.WithTP(8)).Breakdown(f)
 	assert.Greater(t, b1.AllReduceNs, 0.0)
 	assert.Greater(t, b2.AllReduceNs, b1.AllReduceNs*0.9, "more ranks: no cheaper all-reduces")
 	assert.Less(t, b2.WeightStreamNs, b1.WeightStreamNs, "half the weights per rank")
 	assert.Less(t, b2.TotalNs, b1.TotalNs)
 	// 160 all-reduces of a 16 KB message (B=1): latency-bound, ~0.8 ms.
-	small := NewRoofline(H200SXM, Llama3170B.WithTP(8)).Breakdown(decodeStep(1, 128))
+	small := NewRoofline(h200, llama70B.WithTP(8)).Breakdown(decodeStep(1, 128))
 	assert.InDelta(t, 160*5e3, small.AllReduceNs, 0.1e6)
 	// At B=64 each message is 1 MB: ~11 µs each (measured on H200: ~12 µs
 	// for 1 MB with vLLM's custom all-reduce under CUDA graphs).
 	assert.InDelta(t, 160*11e3, b2.AllReduceNs, 0.4e6)
-	assert.Zero(t, NewRoofline(H200SXM, Llama318B).Breakdown(f).AllReduceNs)
+	assert.Zero(t, NewRoofline(h200, llama8B).Breakdown(f).AllReduceNs)
 }
 
 func TestRooflineValidate(t *testing.T) {
@@ -212,15 +212,20 @@ func TestRooflineValidate(t *testing.T) {
 		mut  func(*Roofline)
 		msg  string
 	}{
-		{"gemm eff zero", func(r *Roofline) { r.GEMMEff = 0 }, "gemm_eff"},
-		{"kv eff above one", func(r *Roofline) { r.KVBWEff = 1.2 }, "kv_bw_eff"},
+		{"gemm eff zero", func(r *Roofline) { r.GEMMEff = Flat(0) }, "gemm_efficiency"},
+		{"kv eff above one", func(r *Roofline) { r.KVBWEff = Flat(1.2) }, "kv_bandwidth_efficiency"},
+		{"curve not ascending", func(r *Roofline) { r.GEMMEff = Curve{Points: [][2]float64{{64, 0.5}, {8, 0.8}}} }, "strictly ascending"},
+		{"no basis", func(r *Roofline) { r.Basis = "" }, "roofline.basis"},
 		{"negative fixed", func(r *Roofline) { r.FixedNs = -1 }, "fixed_ns"},
 		{"bad shape", func(r *Roofline) { r.Shape.Heads = 0 }, "heads"},
-		{"TP without link", func(r *Roofline) { r.Shape = Llama3170B.WithTP(8); r.HW.InterconnectGBs = 0 }, "interconnect"},
+		{"TP without link", func(r *Roofline) {
+			r.Shape = llama70B.WithTP(8)
+			r.HW.Interconnects = []Interconnect{{Kind: LinkC2C, GBsPerDirection: 450, LatencyUs: 5}}
+		}, "GPU-to-GPU interconnect"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r := NewRoofline(H200SXM, Llama318B)
+			r := NewRoofline(h200, llama8B)
 			tc.mut(&r)
 			err := r.Validate()
 			require.Error(t, err)
@@ -230,7 +235,7 @@ func TestRooflineValidate(t *testing.T) {
 }
 
 func TestRooflineJSONRoundTrip(t *testing.T) {
-	r := NewRoofline(H100SXM, Llama3170B.WithTP(4))
+	r := NewRoofline(h100, llama70B.WithTP(4))
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
 	var back Roofline
@@ -271,9 +276,9 @@ func TestRooflineGolden(t *testing.T) {
 		}
 	}
 	for i := range rows {
-		hw, err := HardwareByName(rows[i].Hardware)
+		hw, err := builtin.LookupHardware(rows[i].Hardware)
 		require.NoError(t, err)
-		sh, err := ShapeByName(rows[i].Shape)
+		sh, err := builtin.LookupModel(rows[i].Shape)
 		require.NoError(t, err)
 		rows[i].Ms = NewRoofline(hw, sh).PredictNs(rows[i].Features) / 1e6
 	}
@@ -304,9 +309,9 @@ func TestPreparedRooflineMatches(t *testing.T) {
 		{PrefillTokens: 512, PrefillRequests: 1, PrefillKVTokens: 100, PrefillAttn: 2e5, DecodeRequests: 30, DecodeKVTokens: 3e4},
 	}
 	for _, name := range []string{"Llama-3.1-8B", "Llama-3.1-70B-TP4", "Qwen2.5-7B"} {
-		s, err := ShapeByName(name)
+		s, err := builtin.LookupModel(name)
 		require.NoError(t, err)
-		r := NewRoofline(H200SXM, s)
+		r := NewRoofline(h200, s)
 		p := r.Prepare()
 		for _, f := range steps {
 			require.Equal(t, r.PredictNs(f), p.PredictNs(f), "%s %+v", name, f)

@@ -2,98 +2,98 @@ package model
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
 
-// Shape is a dense decoder-only transformer (Llama/Qwen family: GQA
-// attention, SwiGLU MLP, RMSNorm) as one engine runs it: TP is the tensor
-// parallel degree, and the per-GPU quantities (WeightBytes, KVBytesPerToken,
-// GEMMParamsPerGPU) are for one of its TP ranks. The roofline prior and the
-// memory model price a step from it; the dataset manifest records the same
-// fields (DESIGN.md §5).
+// Shape is a decoder-only transformer as one engine runs it: dense or
+// mixture-of-experts MLPs, GQA or MLA (multi-head latent) attention,
+// optionally sliding-window layers. TP is the tensor-parallel degree, and
+// the per-GPU quantities (WeightBytes, KVBytesPerToken, GEMMParamsPerGPU)
+// are for one of its TP ranks. The roofline prior and the memory model
+// price a step from it. Shapes come from Hugging Face config.json files
+// (ParseHFConfig; the catalogue embeds several, see LookupModel).
 type Shape struct {
-	Name         string `json:"name"`
+	Name string `json:"name"`
+	// Architecture is the config's architectures[0] (LlamaForCausalLM).
+	Architecture string `json:"architecture,omitempty"`
 	Layers       int    `json:"layers"`
 	Hidden       int    `json:"hidden"`
 	Heads        int    `json:"heads"`
 	KVHeads      int    `json:"kv_heads"`
-	HeadDim      int    `json:"head_dim"`
-	Intermediate int    `json:"intermediate"`
-	Vocab        int    `json:"vocab"`
-	// DTypeBytes is the width of weights and activations (2 for bf16).
-	DTypeBytes int `json:"dtype_bytes"`
-	// KVDTypeBytes is the width of a KV-cache element; 0 means DTypeBytes
-	// (1 for an fp8 KV cache).
-	KVDTypeBytes int `json:"kv_dtype_bytes,omitempty"`
+	// HeadDim is the attention head width (MLA: the query/key width,
+	// qk_nope_head_dim + qk_rope_head_dim).
+	HeadDim int `json:"head_dim"`
+	// Intermediate is the dense MLP width (the dense layers of an MoE).
+	Intermediate int `json:"intermediate"`
+	Vocab        int `json:"vocab"`
+	// DType is the activation (compute) dtype: bf16, fp16 or fp32.
+	DType string `json:"dtype"`
+	// WeightDType is the dtype of the linear layers' weights ("" = DType;
+	// fp8 for an fp8 checkpoint). Embeddings and norms stay in DType.
+	WeightDType string `json:"weight_dtype,omitempty"`
+	// KVDType is the KV-cache dtype ("" = DType; fp8 for an fp8 cache).
+	KVDType string `json:"kv_dtype,omitempty"`
 	// TP is the tensor-parallel degree (0 is read as 1).
 	TP int `json:"tp"`
 	// TiedEmbeddings: the LM head reuses the input embedding matrix.
 	TiedEmbeddings bool `json:"tied_embeddings,omitempty"`
 	// QKVBias: the q, k and v projections carry biases (Qwen2).
 	QKVBias bool `json:"qkv_bias,omitempty"`
+	// SlidingLayers layers attend over at most SlidingWindow tokens.
+	SlidingWindow int `json:"sliding_window,omitempty"`
+	SlidingLayers int `json:"sliding_layers,omitempty"`
+	MLA           MLA `json:"mla,omitzero"`
+	MoE           MoE `json:"moe,omitzero"`
+	// Notes record what the shape's source did not state and was derived
+	// or assumed ("head_dim = hidden/heads"), for the manifest.
+	Notes []string `json:"notes,omitempty"`
+	// File is where the shape was read ("builtin:models/..." or a path).
+	File string `json:"file,omitempty"`
 }
 
-// Presets. Numbers are the models' Hugging Face config.json values.
-var (
-	// Llama318B is meta-llama/Llama-3.1-8B: 8.03B parameters, 16.1 GB bf16,
-	// 128 KiB of KV per token.
-	Llama318B = Shape{Name: "Llama-3.1-8B", Layers: 32, Hidden: 4096, Heads: 32, KVHeads: 8, HeadDim: 128,
-		Intermediate: 14336, Vocab: 128256, DTypeBytes: 2, TP: 1}
-	// Llama3170B is meta-llama/Llama-3.1-70B at TP=1 (141 GB of weights:
-	// fits no single H100 or H200); see WithTP and the -TP4/-TP8 presets.
-	Llama3170B = Shape{Name: "Llama-3.1-70B", Layers: 80, Hidden: 8192, Heads: 64, KVHeads: 8, HeadDim: 128,
-		Intermediate: 28672, Vocab: 128256, DTypeBytes: 2, TP: 1}
-	// Qwen257B is Qwen/Qwen2.5-7B: 7.62B parameters, untied embeddings,
-	// biased q/k/v, 56 KiB of KV per token (4 KV heads).
-	Qwen257B = Shape{Name: "Qwen2.5-7B", Layers: 28, Hidden: 3584, Heads: 28, KVHeads: 4, HeadDim: 128,
-		Intermediate: 18944, Vocab: 152064, DTypeBytes: 2, TP: 1, QKVBias: true}
-	// Tiny is a 2-layer toy for CPU tests and examples; no real model has it.
-	Tiny = Shape{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 16,
-		Intermediate: 128, Vocab: 256, DTypeBytes: 2, TP: 1, TiedEmbeddings: true}
-)
-
-var shapePresets = func() map[string]Shape {
-	m := map[string]Shape{}
-	for _, s := range []Shape{Llama318B, Llama3170B, Llama3170B.WithTP(4), Llama3170B.WithTP(8), Qwen257B, Tiny} {
-		m[strings.ToLower(s.Name)] = s
-	}
-	return m
-}()
-
-// ShapeNames lists the preset names.
-func ShapeNames() []string {
-	out := make([]string, 0, len(shapePresets))
-	for _, s := range shapePresets {
-		out = append(out, s.Name)
-	}
-	sort.Strings(out)
-	return out
+// MLA is DeepSeek's multi-head latent attention: the KV cache holds one
+// compressed latent (KVLoraRank) plus a shared rotary key (QKRopeHeadDim)
+// per token and layer, for all heads and replicated on every TP rank. The
+// zero value means GQA attention.
+type MLA struct {
+	// QLoraRank is the query compression rank (0: queries are projected
+	// directly, as DeepSeek-V2-Lite does).
+	QLoraRank     int `json:"q_lora_rank,omitempty"`
+	KVLoraRank    int `json:"kv_lora_rank"`
+	QKNopeHeadDim int `json:"qk_nope_head_dim"`
+	QKRopeHeadDim int `json:"qk_rope_head_dim"`
+	VHeadDim      int `json:"v_head_dim"`
 }
 
-// ShapeByName returns a preset by name, case-insensitively. A "-TP<n>"
-// suffix on any preset sets its tensor-parallel degree
-// ("Llama-3.1-8B-TP2"). An unknown name is an error that lists the valid
-// ones.
-func ShapeByName(name string) (Shape, error) {
-	k := strings.ToLower(strings.TrimSpace(name))
-	if s, ok := shapePresets[k]; ok {
-		return s, nil
+// MoE describes mixture-of-experts MLPs. The zero value means dense.
+type MoE struct {
+	Experts int `json:"experts"`
+	// TopK experts are routed per token.
+	TopK int `json:"top_k"`
+	// ExpertIntermediate is the width of one routed expert's MLP.
+	ExpertIntermediate int `json:"expert_intermediate"`
+	// SharedExperts always-active experts of SharedIntermediate width each.
+	SharedExperts      int `json:"shared_experts,omitempty"`
+	SharedIntermediate int `json:"shared_intermediate,omitempty"`
+	// DenseLayers layers have a dense MLP of Shape.Intermediate instead
+	// (DeepSeek's first_k_dense_replace).
+	DenseLayers int `json:"dense_layers,omitempty"`
+	// DType is the experts' weight dtype when it differs from the other
+	// weights (mxfp4 in gpt-oss); "" = the shape's weight dtype.
+	DType string `json:"dtype,omitempty"`
+}
+
+func (s Shape) isMoE() bool { return s.MoE.Experts > 0 }
+func (s Shape) isMLA() bool { return s.MLA.KVLoraRank > 0 }
+
+// moeLayers is the number of layers with routed experts.
+func (s Shape) moeLayers() int {
+	if !s.isMoE() {
+		return 0
 	}
-	if i := strings.LastIndex(k, "-tp"); i > 0 {
-		if tp, err := strconv.Atoi(k[i+3:]); err == nil && tp > 0 {
-			if s, ok := shapePresets[k[:i]]; ok {
-				s = s.WithTP(tp)
-				if err := s.Validate(); err != nil {
-					return Shape{}, err
-				}
-				return s, nil
-			}
-		}
-	}
-	return Shape{}, fmt.Errorf("model: unknown model shape %q: valid names are %s (append -TP<n> to set tensor parallelism)",
-		name, strings.Join(ShapeNames(), ", "))
+	return s.Layers - s.MoE.DenseLayers
 }
 
 // WithTP returns the shape run at tensor-parallel degree tp, named
@@ -113,30 +113,118 @@ func (s Shape) WithTP(tp int) Shape {
 	return s
 }
 
-// Validate reports a shape the models cannot use: non-positive sizes, or a
-// TP degree that does not divide the attention heads (vLLM refuses those).
+// WithDTypes returns the shape with its weight and KV-cache dtypes set, as
+// a scenario states them ("" or "auto": keep the checkpoint's). Weights
+// bf16, fp16 or fp32 set the activation dtype too (vLLM's --dtype); fp8
+// quantizes every linear layer, experts included. The KV cache takes bf16,
+// fp16, fp32 or fp8.
+func (s Shape) WithDTypes(weights, kv string) (Shape, error) {
+	if w := strings.TrimSpace(weights); w != "" && !strings.EqualFold(w, "auto") {
+		d, err := CanonicalDType(w)
+		if err != nil {
+			return s, fmt.Errorf("model: shape %s: weights: %w", s.Name, err)
+		}
+		switch d {
+		case DTypeFP8:
+			s.WeightDType = d
+		case DTypeMXFP4:
+			return s, fmt.Errorf("model: shape %s: weights: mxfp4 is read from a checkpoint's quantization_config, not set: use bf16, fp16, fp32 or fp8", s.Name)
+		default:
+			s.DType, s.WeightDType = d, ""
+		}
+		s.MoE.DType = ""
+		s = s.withNote("weights " + d + " (set by the scenario)")
+	}
+	if k := strings.TrimSpace(kv); k != "" && !strings.EqualFold(k, "auto") {
+		d, err := CanonicalDType(k)
+		if err != nil || d == DTypeMXFP4 {
+			return s, fmt.Errorf("model: shape %s: kv cache dtype %q: use bf16, fp16, fp32, fp8 or auto", s.Name, k)
+		}
+		s.KVDType = d
+		s = s.withNote("kv cache " + d + " (set by the scenario)")
+	}
+	return s, s.Validate()
+}
+
+// withNote returns the shape with a note appended (the notes slice is
+// copied, never shared with the receiver's).
+func (s Shape) withNote(n string) Shape {
+	s.Notes = append(slices.Clip(s.Notes), n)
+	return s
+}
+
+// Validate reports a shape the models cannot use: non-positive sizes,
+// unknown dtypes, inconsistent MoE/MLA/sliding fields, or a TP degree that
+// does not divide the attention heads (vLLM refuses those).
 func (s Shape) Validate() error {
+	if err := s.validate(); err != nil {
+		return fmt.Errorf("model: shape %s: %w", s.Name, err)
+	}
+	return nil
+}
+
+func (s Shape) validate() error {
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"layers", s.Layers}, {"hidden", s.Hidden}, {"heads", s.Heads}, {"kv_heads", s.KVHeads},
-		{"head_dim", s.HeadDim}, {"intermediate", s.Intermediate}, {"vocab", s.Vocab}, {"dtype_bytes", s.DTypeBytes}} {
+		{"head_dim", s.HeadDim}, {"intermediate", s.Intermediate}, {"vocab", s.Vocab}} {
 		if f.v <= 0 {
-			return fmt.Errorf("model: shape %s: %s must be > 0, got %d", s.Name, f.name, f.v)
+			return fmt.Errorf("%s must be > 0, got %d", f.name, f.v)
 		}
 	}
-	if s.KVDTypeBytes < 0 || s.TP < 0 {
-		return fmt.Errorf("model: shape %s: kv_dtype_bytes and tp must be >= 0", s.Name)
+	if s.TP < 0 {
+		return fmt.Errorf("tp must be >= 0, got %d", s.TP)
+	}
+	if err := s.validateDTypes(); err != nil {
+		return err
 	}
 	tp := s.tp()
 	if s.Heads%tp != 0 {
-		return fmt.Errorf("model: shape %s: %d attention heads are not divisible by TP=%d", s.Name, s.Heads, tp)
+		return fmt.Errorf("%d attention heads are not divisible by TP=%d", s.Heads, tp)
 	}
 	if s.KVHeads%tp != 0 && tp%s.KVHeads != 0 {
-		return fmt.Errorf("model: shape %s: %d KV heads and TP=%d: one must divide the other", s.Name, s.KVHeads, tp)
+		return fmt.Errorf("%d KV heads and TP=%d: one must divide the other", s.KVHeads, tp)
 	}
 	if s.Heads%s.KVHeads != 0 {
-		return fmt.Errorf("model: shape %s: %d heads are not a multiple of %d KV heads", s.Name, s.Heads, s.KVHeads)
+		return fmt.Errorf("%d heads are not a multiple of %d KV heads", s.Heads, s.KVHeads)
+	}
+	if s.SlidingLayers < 0 || s.SlidingLayers > s.Layers || (s.SlidingLayers > 0) != (s.SlidingWindow > 0) {
+		return fmt.Errorf("sliding_layers %d and sliding_window %d: both > 0 (at most layers) or both 0", s.SlidingLayers, s.SlidingWindow)
+	}
+	if m := s.MLA; m != (MLA{}) {
+		if m.KVLoraRank <= 0 || m.QKNopeHeadDim <= 0 || m.QKRopeHeadDim <= 0 || m.VHeadDim <= 0 || m.QLoraRank < 0 {
+			return fmt.Errorf("mla: kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim must be > 0, got %+v", m)
+		}
+	}
+	if m := s.MoE; m != (MoE{}) {
+		switch {
+		case m.Experts <= 0 || m.ExpertIntermediate <= 0:
+			return fmt.Errorf("moe: experts and expert_intermediate must be > 0, got %d and %d", m.Experts, m.ExpertIntermediate)
+		case m.TopK < 1 || m.TopK > m.Experts:
+			return fmt.Errorf("moe: top_k %d must be in [1, experts=%d]", m.TopK, m.Experts)
+		case m.SharedExperts < 0 || (m.SharedExperts > 0) != (m.SharedIntermediate > 0):
+			return fmt.Errorf("moe: shared_experts %d and shared_intermediate %d: both > 0 or both 0", m.SharedExperts, m.SharedIntermediate)
+		case m.DenseLayers < 0 || m.DenseLayers >= s.Layers:
+			return fmt.Errorf("moe: dense_layers %d must be in [0, layers=%d)", m.DenseLayers, s.Layers)
+		}
+	}
+	return nil
+}
+
+func (s Shape) validateDTypes() error {
+	switch s.DType {
+	case DTypeBF16, DTypeFP16, DTypeFP32:
+	default:
+		return fmt.Errorf("dtype %q: the activation dtype must be bf16, fp16 or fp32", s.DType)
+	}
+	for _, f := range []struct{ name, v string }{{"weight_dtype", s.WeightDType}, {"kv_dtype", s.KVDType}, {"moe.dtype", s.MoE.DType}} {
+		if f.v == "" {
+			continue
+		}
+		if _, ok := dtypeBytes[f.v]; !ok || (f.name == "kv_dtype" && f.v == DTypeMXFP4) {
+			return fmt.Errorf("%s %q: use bf16, fp16, fp32 or fp8", f.name, f.v)
+		}
 	}
 	return nil
 }
@@ -148,11 +236,38 @@ func (s Shape) tp() int {
 	return s.TP
 }
 
-func (s Shape) kvDType() int {
-	if s.KVDTypeBytes > 0 {
-		return s.KVDTypeBytes
+// weightDType is the linear layers' dtype.
+func (s Shape) weightDType() string {
+	if s.WeightDType != "" {
+		return s.WeightDType
 	}
-	return s.DTypeBytes
+	return s.DType
+}
+
+// kvDType is the KV cache's dtype.
+func (s Shape) kvDType() string {
+	if s.KVDType != "" {
+		return s.KVDType
+	}
+	return s.DType
+}
+
+// expertDType is the routed experts' dtype.
+func (s Shape) expertDType() string {
+	if s.MoE.DType != "" {
+		return s.MoE.DType
+	}
+	return s.weightDType()
+}
+
+// gemmDType is the dtype the GEMMs run at: fp8 where the weights are fp8
+// and the device has fp8 tensor cores (W8A8), else the activation dtype
+// (weight-only quantization dequantizes to it).
+func (s Shape) gemmDType(hw Hardware) string {
+	if s.weightDType() == DTypeFP8 && hw.TFLOPS.FP8 > 0 {
+		return DTypeFP8
+	}
+	return s.DType
 }
 
 // KVHeadsPerGPU is the KV heads one TP rank holds: KVHeads/TP, or 1 (a
@@ -165,41 +280,75 @@ func (s Shape) KVHeadsPerGPU() int {
 	return n
 }
 
-// layerParams returns the parameters of one decoder layer: those sharded
-// across TP ranks (projections, per GPU) and those replicated (norms).
-func (s Shape) layerParams(perGPU bool) (sharded, replicated float64) {
+// layerParams are one layer's parameters by kind, for one TP rank or the
+// whole model.
+type layerParams struct {
+	attn   float64 // attention projections (+ biases, MLA norms)
+	mlp    float64 // a dense MLP (gate, up, down)
+	expert float64 // one routed expert
+	shared float64 // the shared experts together
+	router float64 // the router (replicated)
+	norms  float64 // RMSNorms (replicated)
+}
+
+func (s Shape) layerParams(perGPU bool) layerParams {
 	h, hd := float64(s.Hidden), float64(s.HeadDim)
 	qHeads, kvHeads := float64(s.Heads), float64(s.KVHeads)
 	inter := float64(s.Intermediate)
+	tp := 1.0
 	if perGPU {
-		tp := float64(s.tp())
+		tp = float64(s.tp())
 		qHeads /= tp
 		kvHeads = float64(s.KVHeadsPerGPU())
 		inter /= tp
 	}
-	q := h * qHeads * hd
-	kv := 2 * h * kvHeads * hd
-	o := qHeads * hd * h
-	mlp := 3 * h * inter // gate, up, down
-	sharded = q + kv + o + mlp
-	if s.QKVBias {
-		sharded += (qHeads + 2*kvHeads) * hd
+	var p layerParams
+	if s.isMLA() {
+		m := s.MLA
+		qk, kvr, rope, v := float64(m.QKNopeHeadDim+m.QKRopeHeadDim), float64(m.KVLoraRank), float64(m.QKRopeHeadDim), float64(m.VHeadDim)
+		if m.QLoraRank > 0 {
+			qr := float64(m.QLoraRank)
+			p.attn = h*qr + qr + qr*qHeads*qk // q_a (replicated), its norm, q_b
+		} else {
+			p.attn = h * qHeads * qk
+		}
+		p.attn += h*(kvr+rope) + kvr // kv_a (replicated) and its norm
+		p.attn += kvr * qHeads * (float64(m.QKNopeHeadDim) + v)
+		p.attn += qHeads * v * h
+	} else {
+		p.attn = h*qHeads*hd + 2*h*kvHeads*hd + qHeads*hd*h // q, k and v, o
+		if s.QKVBias {
+			p.attn += (qHeads + 2*kvHeads) * hd
+		}
 	}
-	replicated = 2 * h // input and post-attention RMSNorm
-	return sharded, replicated
+	p.mlp = 3 * h * inter // gate, up, down
+	if s.isMoE() {
+		m := s.MoE
+		p.expert = 3 * h * float64(m.ExpertIntermediate) / tp
+		p.shared = float64(m.SharedExperts) * 3 * h * float64(m.SharedIntermediate) / tp
+		p.router = h * float64(m.Experts)
+	}
+	p.norms = 2 * h // input and post-attention RMSNorm
+	return p
 }
 
-// ParamCount is the total parameter count of the model (all TP ranks
-// together, KV heads counted once): embeddings, decoder layers, final norm
-// and, unless tied, the LM head.
-func (s Shape) ParamCount() int64 {
-	sh, rep := s.layerParams(false)
-	emb := float64(s.Vocab) * float64(s.Hidden)
-	n := emb + float64(s.Layers)*(sh+rep) + float64(s.Hidden)
-	if !s.TiedEmbeddings {
-		n += emb
+// paramSums totals parameters over the layers: linear weights outside the
+// routed experts, the routed experts' (all of them, or the top-k a token
+// uses) and the replicated norms, for one rank or the whole model.
+func (s Shape) paramSums(perGPU, activeOnly bool) (linear, experts, norms float64) {
+	p := s.layerParams(perGPU)
+	layers := float64(s.Layers)
+	dense, moe := layers, 0.0
+	if s.isMoE() {
+		dense, moe = float64(s.MoE.DenseLayers), float64(s.moeLayers())
+		n := float64(s.MoE.Experts)
+		if activeOnly {
+			n = float64(s.MoE.TopK)
+		}
+		experts = moe * n * p.expert
 	}
-	return int64(n)
+	linear = layers*p.attn + dense*p.mlp + moe*(p.shared+p.router)
+	return linear, experts, layers * p.norms
 }
 
 // embeddingParamsPerGPU is the vocabulary-parallel share of the input
@@ -208,50 +357,151 @@ func (s Shape) embeddingParamsPerGPU() float64 {
 	return float64(s.Vocab) * float64(s.Hidden) / float64(s.tp())
 }
 
+// ParamCount is the total parameter count of the model (all TP ranks
+// together, KV heads counted once): embeddings, decoder layers with every
+// expert, final norm and, unless tied, the LM head. Biases of experts and
+// attention sinks (gpt-oss) and per-head q/k norms (Qwen3) are not
+// counted: under 0.1% of any catalogue model.
+func (s Shape) ParamCount() int64 { return s.paramCount(false) }
+
+// ActiveParamCount is the parameters one token uses: ParamCount with
+// top-k routed experts instead of all (embeddings counted, as DeepSeek,
+// Mistral and Qwen state their active counts).
+func (s Shape) ActiveParamCount() int64 { return s.paramCount(true) }
+
+func (s Shape) paramCount(active bool) int64 {
+	linear, experts, norms := s.paramSums(false, active)
+	emb := float64(s.Vocab) * float64(s.Hidden)
+	n := emb + linear + experts + norms + float64(s.Hidden)
+	if !s.TiedEmbeddings {
+		n += emb
+	}
+	return int64(n)
+}
+
 // LMHeadParamsPerGPU is the LM-head share (vocabulary-parallel) one rank
 // holds and multiplies per sampled token.
 func (s Shape) LMHeadParamsPerGPU() float64 { return s.embeddingParamsPerGPU() }
 
 // GEMMParamsPerGPU is the weights one rank multiplies per token in the
-// decoder layers (projections and MLP; not the embedding lookup, not the LM
-// head, which runs once per sampled token): the 2·params FLOPs per token of
-// the roofline.
+// decoder layers (projections, dense MLPs, the top-k routed and the shared
+// experts, the router; not the embedding lookup, not the LM head, which
+// runs once per sampled token): the 2·params FLOPs per token of the
+// roofline.
 func (s Shape) GEMMParamsPerGPU() float64 {
-	sh, _ := s.layerParams(true)
-	return float64(s.Layers) * sh
+	linear, experts, _ := s.paramSums(true, true)
+	return linear + experts
 }
 
-// WeightBytes is the weights one TP rank holds, in bytes: the sharded
-// projections, MLP, embedding and LM head divided by TP (replicated KV heads
-// where TP > KVHeads), plus the replicated norms.
-func (s Shape) WeightBytes() int64 {
-	sh, rep := s.layerParams(true)
-	n := float64(s.Layers)*(sh+rep) + float64(s.Hidden) + s.embeddingParamsPerGPU()
+// WeightBytes is the weights one TP rank holds, in bytes, each part at its
+// dtype: linear layers at the weight dtype (experts at theirs), embedding,
+// LM head and norms at the activation dtype. Projections, MLPs and experts
+// are sharded by TP (replicated KV heads where TP > KVHeads); the LM head
+// and the embedding are vocabulary-parallel.
+func (s Shape) WeightBytes() int64 { return int64(s.weightBytes(false)) }
+
+func (s Shape) weightBytes(activeOnly bool) float64 {
+	linear, experts, norms := s.paramSums(true, activeOnly)
+	other := norms + float64(s.Hidden) + s.embeddingParamsPerGPU()
 	if !s.TiedEmbeddings {
-		n += s.LMHeadParamsPerGPU()
+		other += s.LMHeadParamsPerGPU()
 	}
-	return int64(n * float64(s.DTypeBytes))
+	ab, wb, eb := DTypeBytes(s.DType), DTypeBytes(s.weightDType()), DTypeBytes(s.expertDType())
+	if wb == ab && eb == ab {
+		return (linear + experts + other) * ab
+	}
+	return linear*wb + experts*eb + other*ab
 }
 
-// StreamedWeightBytes is what one rank reads from HBM per forward pass: all
-// its weights but the input embedding table, of which only the rows of the
-// step's tokens are gathered (a tied table is read whole by the LM head).
+// StreamedWeightBytes is what one rank reads from HBM per forward pass
+// that touches every expert: all its weights but the input embedding
+// table, of which only the rows of the step's tokens are gathered (a tied
+// table is read whole by the LM head). A dense model reads this every
+// step; an MoE reads the experts its tokens route to (StreamedWeightBytesAt).
 func (s Shape) StreamedWeightBytes() int64 {
 	if s.TiedEmbeddings {
 		return s.WeightBytes()
 	}
-	return s.WeightBytes() - int64(s.embeddingParamsPerGPU()*float64(s.DTypeBytes))
+	return s.WeightBytes() - int64(s.embeddingParamsPerGPU()*DTypeBytes(s.DType))
 }
 
-// KVBytesPerToken is the KV cache one rank stores (and a decode step reads)
-// per token: K and V, every layer, the rank's KV heads.
+// expertBytesPerGPU is one routed expert's weights on one rank.
+func (s Shape) expertBytesPerGPU() float64 {
+	return s.layerParams(true).expert * DTypeBytes(s.expertDType())
+}
+
+// StreamedWeightBytesAt is the weight bytes one rank reads in a step of
+// tokens tokens: the non-expert weights, plus in each MoE layer the
+// experts the step's tokens route to, ExpectedExperts of them (uniform
+// routing). It is StreamedWeightBytes for a dense model.
+func (s Shape) StreamedWeightBytesAt(tokens float64) float64 {
+	all := float64(s.StreamedWeightBytes())
+	if !s.isMoE() {
+		return all
+	}
+	m := s.MoE
+	perLayer := s.expertBytesPerGPU()
+	moe := float64(s.moeLayers())
+	return all - moe*float64(m.Experts)*perLayer + moe*ExpectedExperts(m.Experts, m.TopK, tokens)*perLayer
+}
+
+// kvLayerBytes is the KV cache one rank stores per token in one layer: K
+// and V of its KV heads (GQA), or the latent and the rotary key (MLA, the
+// same on every rank).
+func (s Shape) kvLayerBytes() int64 {
+	b := int64(DTypeBytes(s.kvDType()))
+	if s.isMLA() {
+		return int64(s.MLA.KVLoraRank+s.MLA.QKRopeHeadDim) * b
+	}
+	return int64(2*s.KVHeadsPerGPU()*s.HeadDim) * b
+}
+
+// fullLayers is the layers attending over the whole context.
+func (s Shape) fullLayers() int { return s.Layers - s.SlidingLayers }
+
+// KVBytesPerToken is the KV cache one rank stores per token of context:
+// every full-attention layer's. Sliding-window layers hold at most
+// SlidingWindow tokens per request whatever the context, so they are not
+// a per-token cost (SlidingKVBytesPerRequest) — unless every layer slides,
+// when they are counted here as full attention (an upper bound past the
+// window).
 func (s Shape) KVBytesPerToken() int64 {
-	return int64(2 * s.Layers * s.KVHeadsPerGPU() * s.HeadDim * s.kvDType())
+	layers := s.fullLayers()
+	if layers == 0 {
+		layers = s.Layers
+	}
+	return int64(layers) * s.kvLayerBytes()
+}
+
+// SlidingKVBytesPerRequest is the most KV one request holds in the
+// sliding-window layers (0 without any, or when every layer slides).
+func (s Shape) SlidingKVBytesPerRequest() int64 {
+	if s.fullLayers() == 0 {
+		return 0
+	}
+	return int64(s.SlidingLayers) * int64(s.SlidingWindow) * s.kvLayerBytes()
+}
+
+// attnPairFLOPsPerLayer is the attention FLOPs one rank spends per
+// (query token, key token) pair in one layer, 2 FLOPs per multiply-add.
+// GQA: QKᵀ and AV over the head width. MLA decodes in the absorbed form
+// (QKᵀ over latent + rotary key, AV over the latent) and prefills in the
+// expanded one (qk and v head widths), as vLLM runs it.
+func (s Shape) attnPairFLOPsPerLayer(decode bool) float64 {
+	heads := float64(s.Heads / s.tp())
+	if s.isMLA() {
+		m := s.MLA
+		if decode {
+			return 2 * heads * float64(2*m.KVLoraRank+m.QKRopeHeadDim)
+		}
+		return 2 * heads * float64(m.QKNopeHeadDim+m.QKRopeHeadDim+m.VHeadDim)
+	}
+	return 4 * heads * float64(s.HeadDim)
 }
 
 // AttnFLOPsPerPair is the attention FLOPs one rank spends per
-// (query token, key token) pair: QKᵀ and AV, 2 FLOPs per multiply-add, over
-// the rank's query heads and every layer.
+// (query token, key token) pair over every layer (prefill form; a
+// sliding-window layer pays it only for keys inside its window).
 func (s Shape) AttnFLOPsPerPair() float64 {
-	return 4 * float64(s.Layers) * float64(s.Heads/s.tp()) * float64(s.HeadDim)
+	return float64(s.Layers) * s.attnPairFLOPsPerLayer(false)
 }

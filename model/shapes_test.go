@@ -15,12 +15,12 @@ func TestShapeSizes(t *testing.T) {
 		weightsGB  float64 // per GPU, bf16
 		kvPerToken int64   // per GPU
 	}{
-		{Llama318B, 8.03e9, 16.06, 2 * 32 * 8 * 128 * 2},
-		{Llama3170B, 70.55e9, 141.1, 2 * 80 * 8 * 128 * 2},
-		{Llama3170B.WithTP(4), 70.55e9, 141.1 / 4, 2 * 80 * 2 * 128 * 2},
-		{Llama3170B.WithTP(8), 70.55e9, 141.1 / 8, 2 * 80 * 1 * 128 * 2},
-		{Qwen257B, 7.62e9, 15.23, 2 * 28 * 4 * 128 * 2},
-		{Tiny, 2*(4*64*16*2+2*64*2*16+3*64*128+2*64) + 256*64 + 64, 0, 2 * 2 * 2 * 16 * 2},
+		{llama8B, 8.03e9, 16.06, 2 * 32 * 8 * 128 * 2},
+		{llama70B, 70.55e9, 141.1, 2 * 80 * 8 * 128 * 2},
+		{llama70B.WithTP(4), 70.55e9, 141.1 / 4, 2 * 80 * 2 * 128 * 2},
+		{llama70B.WithTP(8), 70.55e9, 141.1 / 8, 2 * 80 * 1 * 128 * 2},
+		{qwen7B, 7.62e9, 15.23, 2 * 28 * 4 * 128 * 2},
+		{tiny, 2*(4*64*16*2+2*64*2*16+3*64*128+2*64) + 256*64 + 64, 0, 2 * 2 * 2 * 16 * 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.s.Name, func(t *testing.T) {
@@ -35,28 +35,28 @@ func TestShapeSizes(t *testing.T) {
 	}
 	// The tiny shape ties its embeddings: its weights are exactly its
 	// parameters in bf16, and the LM head streams the whole table.
-	assert.Equal(t, 2*Tiny.ParamCount(), Tiny.WeightBytes())
-	assert.Equal(t, Tiny.WeightBytes(), Tiny.StreamedWeightBytes())
+	assert.Equal(t, 2*tiny.ParamCount(), tiny.WeightBytes())
+	assert.Equal(t, tiny.WeightBytes(), tiny.StreamedWeightBytes())
 	// Untied: the embedding table is gathered, not streamed.
-	assert.InEpsilon(t, 16.06e9-2*128256*4096, float64(Llama318B.StreamedWeightBytes()), 0.01)
+	assert.InEpsilon(t, 16.06e9-2*128256*4096, float64(llama8B.StreamedWeightBytes()), 0.01)
 }
 
 func TestShapeTPReplicatesKVHeads(t *testing.T) {
 	// Llama-3.1-8B has 8 KV heads: at TP=16 each rank keeps one replicated
 	// head, so per-GPU KV stops shrinking past TP=8.
-	s8 := Llama318B.WithTP(8)
-	s16 := Llama318B.WithTP(16)
+	s8 := llama8B.WithTP(8)
+	s16 := llama8B.WithTP(16)
 	require.NoError(t, s16.Validate())
 	assert.Equal(t, 1, s16.KVHeadsPerGPU())
 	assert.Equal(t, s8.KVBytesPerToken(), s16.KVBytesPerToken())
 	assert.Less(t, s16.WeightBytes(), s8.WeightBytes())
 	// An fp8 KV cache halves the KV bytes.
-	fp8 := Llama318B
-	fp8.KVDTypeBytes = 1
-	assert.Equal(t, Llama318B.KVBytesPerToken()/2, fp8.KVBytesPerToken())
+	fp8 := llama8B
+	fp8.KVDType = DTypeFP8
+	assert.Equal(t, llama8B.KVBytesPerToken()/2, fp8.KVBytesPerToken())
 }
 
-func TestShapeByName(t *testing.T) {
+func TestShapeLookupTP(t *testing.T) {
 	tests := []struct {
 		in     string
 		name   string
@@ -74,30 +74,31 @@ func TestShapeByName(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {
-			s, err := ShapeByName(tc.in)
+			s, err := builtin.LookupModel(tc.in)
 			require.NoError(t, err)
 			assert.Equal(t, tc.name, s.Name)
 			assert.Equal(t, tc.tp, s.TP)
 			assert.Equal(t, tc.layers, s.Layers)
 		})
 	}
-	for _, bad := range []string{"GPT-4", "Llama-3.1-8B-TPx", "Llama-3.1-8B-TP3"} {
-		t.Run(bad, func(t *testing.T) {
-			_, err := ShapeByName(bad)
+	for _, bad := range []struct{ in, msg string }{
+		{"GPT-4", "unknown model"},
+		{"Llama-3.1-8B-TPx", "unknown model"},
+		{"Llama-3.1-8B-TP3", "not divisible by TP=3"},
+		{"Llama-3.1-8B-TP0", "must be >= 1"},
+	} {
+		t.Run(bad.in, func(t *testing.T) {
+			_, err := builtin.LookupModel(bad.in)
 			require.Error(t, err)
+			assert.Contains(t, err.Error(), bad.msg)
 		})
 	}
-	_, err := ShapeByName("GPT-4")
-	assert.Contains(t, err.Error(), "Llama-3.1-70B-TP8")
-	assert.Contains(t, err.Error(), "Qwen2.5-7B")
-	_, err = ShapeByName("Llama-3.1-8B-TP3")
-	assert.Contains(t, err.Error(), "not divisible by TP=3")
 }
 
 func TestShapeWithTPRenames(t *testing.T) {
-	assert.Equal(t, "Llama-3.1-70B-TP8", Llama3170B.WithTP(4).WithTP(8).Name)
-	assert.Equal(t, "Llama-3.1-70B", Llama3170B.WithTP(4).WithTP(1).Name)
-	assert.Equal(t, Llama3170B, Llama3170B.WithTP(8).WithTP(1))
+	assert.Equal(t, "Llama-3.1-70B-TP8", llama70B.WithTP(4).WithTP(8).Name)
+	assert.Equal(t, "Llama-3.1-70B", llama70B.WithTP(4).WithTP(1).Name)
+	assert.Equal(t, llama70B, llama70B.WithTP(8).WithTP(1))
 }
 
 func TestShapeValidate(t *testing.T) {
@@ -114,7 +115,7 @@ func TestShapeValidate(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Llama318B
+			s := llama8B
 			tc.mut(&s)
 			err := s.Validate()
 			require.Error(t, err)
@@ -124,14 +125,14 @@ func TestShapeValidate(t *testing.T) {
 }
 
 func TestShapeJSONRoundTrip(t *testing.T) {
-	for _, s := range []Shape{Llama318B, Llama3170B.WithTP(8), Qwen257B, Tiny} {
+	for _, s := range []Shape{llama8B, llama70B.WithTP(8), qwen7B, tiny} {
 		b, err := json.Marshal(s)
 		require.NoError(t, err)
 		var back Shape
 		require.NoError(t, json.Unmarshal(b, &back))
 		assert.Equal(t, s, back)
 	}
-	b, _ := json.Marshal(Llama318B)
+	b, _ := json.Marshal(llama8B)
 	assert.Contains(t, string(b), `"kv_heads":8`)
 	assert.Contains(t, string(b), `"intermediate":14336`)
 }

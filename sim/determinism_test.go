@@ -126,7 +126,7 @@ func TestScenarioYAMLUnknownKey(t *testing.T) {
 	sc := DefaultScenario()
 	require.NoError(t, sc.Set("engine.max_num_seqs=64"))
 	require.Equal(t, 64, sc.Engine.MaxNumSeqs)
-	require.EqualError(t, sc.Set("nope=1"), `--set nope=1: unknown key "nope": known keys are name, seed, hardware, model, fpm, host, engine, workload, output`)
+	require.EqualError(t, sc.Set("nope=1"), `--set nope=1: unknown key "nope": known keys are name, seed, hardware, model, tensor_parallel, weight_dtype, kv_cache_dtype, fpm, host, engine, workload, output`)
 	require.ErrorContains(t, sc.Set("workload.prompt.kindd=fixed"), `unknown key "kindd" in workload.prompt: known keys are kind, value, min, max, mean, sigma`)
 
 	// An empty file is the defaults.

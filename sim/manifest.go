@@ -38,7 +38,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 		Tool:   datasets.Tool{Name: "steplab", Version: "dev", Command: command},
 		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: detail},
 		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
-			Simulated: true},
+			Simulated: true, Spec: specFile(p.HW)},
 		Model: manifestShape(p.Shape),
 		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
 			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
@@ -60,6 +60,15 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 	return m
 }
 
+// specFile is the spec file a hardware came from, "" for a built-in
+// entry: the manifest names it so the plan can be rebuilt.
+func specFile(h model.Hardware) string {
+	if strings.HasPrefix(h.File, "builtin:") {
+		return ""
+	}
+	return h.File
+}
+
 func depthOf(async bool) int {
 	if async {
 		return 2
@@ -70,52 +79,50 @@ func depthOf(async bool) int {
 // manifestShape and shapeOfManifest are the two directions of the model
 // section.
 func manifestShape(s model.Shape) *datasets.ModelShape {
-	ms := &datasets.ModelShape{Name: s.Name, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
-		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab,
-		DType: dtypeName(s.DTypeBytes), TensorParallel: max(1, s.TP), TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias,
-		ParamsBillion: float64(s.ParamCount()) / 1e9}
-	if s.KVDTypeBytes > 0 && s.KVDTypeBytes != s.DTypeBytes {
-		ms.KVDType = dtypeName(s.KVDTypeBytes)
+	ms := &datasets.ModelShape{Name: s.Name, Architecture: s.Architecture, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
+		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
+		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
+		TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias, SlidingWindow: s.SlidingWindow, SlidingLayers: s.SlidingLayers,
+		Notes: s.Notes, Config: s.File}
+	if s.MLA != (model.MLA{}) {
+		m := datasets.ModelMLA(s.MLA)
+		ms.MLA = &m
+	}
+	if s.MoE != (model.MoE{}) {
+		m := datasets.ModelMoE(s.MoE)
+		ms.MoE = &m
 	}
 	return ms
 }
 
 func shapeOfManifest(ms *datasets.ModelShape) (model.Shape, error) {
-	bytes, err := dtypeBytes(ms.DType)
-	if err != nil {
-		return model.Shape{}, err
+	s := model.Shape{Name: ms.Name, Architecture: ms.Architecture, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads,
+		KVHeads: ms.KVHeads, HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, TP: max(1, ms.TensorParallel),
+		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias, SlidingWindow: ms.SlidingWindow, SlidingLayers: ms.SlidingLayers,
+		Notes: ms.Notes, File: ms.Config}
+	if ms.MLA != nil {
+		s.MLA = model.MLA(*ms.MLA)
 	}
-	s := model.Shape{Name: ms.Name, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads, KVHeads: ms.KVHeads,
-		HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, DTypeBytes: bytes, TP: max(1, ms.TensorParallel),
-		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias}
-	if ms.KVDType != "" {
-		if s.KVDTypeBytes, err = dtypeBytes(ms.KVDType); err != nil {
-			return s, fmt.Errorf("kv_dtype: %w", err)
+	if ms.MoE != nil {
+		s.MoE = model.MoE(*ms.MoE)
+	}
+	var err error
+	for _, d := range []struct {
+		field, v string
+		dst      *string
+	}{{"dtype", ms.DType, &s.DType}, {"weight_dtype", ms.WeightDType, &s.WeightDType}, {"kv_dtype", ms.KVDType, &s.KVDType}} {
+		if d.v == "" || d.v == "auto" {
+			continue
+		}
+		if *d.dst, err = model.CanonicalDType(d.v); err != nil {
+			return s, fmt.Errorf("%s: %w", d.field, err)
 		}
 	}
+	if s.DType == "" {
+		s.DType = model.DTypeBF16
+		s.Notes = append(s.Notes, "dtype not recorded: bf16 assumed")
+	}
 	return s, s.Validate()
-}
-
-func dtypeName(bytes int) string {
-	switch bytes {
-	case 1:
-		return "fp8"
-	case 4:
-		return "float32"
-	}
-	return "bfloat16"
-}
-
-func dtypeBytes(name string) (int, error) {
-	switch strings.ToLower(name) {
-	case "", "auto", "bfloat16", "bf16", "float16", "fp16", "half":
-		return 2, nil
-	case "float32", "fp32", "float":
-		return 4, nil
-	case "fp8", "float8", "float8_e4m3fn", "fp8_e4m3", "fp8_e5m2":
-		return 1, nil
-	}
-	return 0, fmt.Errorf("model.dtype %q: use bfloat16, float16, float32 or fp8", name)
 }
 
 // ManifestOptions choose the models a recorded run is re-priced with.
@@ -193,6 +200,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 		warn = append(warn, fmt.Sprintf("max_model_len %d exceeds the KV capacity of %d tokens: replayed at %d", e.MaxModelLen, kvMax, kvMax))
 		e.MaxModelLen = kvMax
 	}
+	sc.Hardware, sc.Model = r.hw.Name, r.shape.Name
 	p, err := sc.planOn(r)
 	if err != nil {
 		return nil, warn, err
@@ -221,7 +229,10 @@ func resolveManifest(m *datasets.Manifest) resolved {
 	case m == nil || m.Hardware == nil || m.Hardware.GPUName == "":
 		r.hwErr = errors.New("hardware: the manifest names no GPU")
 	default:
-		hw, err := model.HardwareByName(m.Hardware.GPUName)
+		hw, err := model.LookupHardware(m.Hardware.GPUName)
+		if err != nil && m.Hardware.Spec != "" {
+			hw, err = model.LookupHardware(m.Hardware.Spec)
+		}
 		if err != nil {
 			r.hw.Name, r.hwErr = m.Hardware.GPUName, fmt.Errorf("hardware: %w", err)
 		} else {
@@ -242,7 +253,7 @@ func resolveManifest(m *datasets.Manifest) resolved {
 		}
 		r.shape, r.shapeKnown = s, err == nil
 	default:
-		s, err := model.ShapeByName(ms.Name)
+		s, err := model.LookupModel(ms.Name)
 		if err == nil && ms.TensorParallel > 1 {
 			s = s.WithTP(ms.TensorParallel)
 			err = s.Validate()

@@ -4,7 +4,9 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,11 +31,14 @@ func TestPlanFromManifestInverse(t *testing.T) {
 	t.Logf("seed %d (replay with -sim.manifest-seed=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 0))
 	hosts := []string{"", filepath.Join("..", "datasets", "h200", "models", "host.json")}
-	models := []string{"Llama-3.1-8B", "Qwen2.5-7B", "Llama-3.1-70B-TP4", "tiny"}
-	for i := 0; i < 40; i++ {
+	cat, err := model.DefaultCatalog()
+	require.NoError(t, err)
+	hws, models := cat.Hardware(), cat.Models()
+	for i, planned := 0, 0; planned < 60 && i < 1000; i++ {
 		sc := DefaultScenario()
-		sc.Hardware = []string{"H100", "H200"}[r.IntN(2)]
-		sc.Model = models[r.IntN(len(models))]
+		sc.Hardware = hws[r.IntN(len(hws))].Name
+		sc.Model = models[r.IntN(len(models))].Name
+		sc.KVCacheDType = []string{"", "fp8"}[r.IntN(2)]
 		sc.Host = hosts[r.IntN(len(hosts))]
 		sc.Engine.MaxNumSeqs = 1 << (4 + r.IntN(6))
 		sc.Engine.MaxNumBatchedTokens = 1 << (11 + r.IntN(4))
@@ -53,7 +58,11 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		}
 		name := fmt.Sprintf("%d:%s/%s", i, sc.Hardware, sc.Model)
 		p, err := sc.EnginePlan()
+		if err != nil && strings.Contains(err.Error(), "does not fit") {
+			continue // a model too large for this GPU at its parallelism
+		}
 		require.NoError(t, err, name)
+		planned++
 		m := p.Manifest(nil, "")
 		back, warn, err := PlanFromManifest(&m, ManifestOptions{FPM: p.FPMName, Host: p.HostName})
 		require.NoError(t, err, name)
@@ -115,4 +124,66 @@ func TestPlanFromManifestPartial(t *testing.T) {
 	_, warn, err = PlanFromManifest(m, ManifestOptions{})
 	require.NoError(t, err)
 	assert.Len(t, warn, 3, "no engine, no graphs, capacity estimated: %v", warn)
+}
+
+// A GPU from a spec file and a model from a config.json, neither in the
+// catalogue, simulate; their dataset's manifest plans the same engine
+// again.
+func TestSimulateFromSpecFileAndConfig(t *testing.T) {
+	dir := t.TempDir()
+	gpu := filepath.Join(dir, "my-gpu.yaml")
+	require.NoError(t, os.WriteFile(gpu, []byte(`name: Imaginary-GPU-48G
+memory_gb: 48
+memory_bandwidth_gbs: 1200
+tflops: {fp32: 40, bf16: 300, fp16: 300}
+sms: 100
+boost_clock_mhz: 2000
+interconnects: [{kind: pcie, gbs_per_direction: 32, latency_us: 15}]
+roofline: generic
+`), 0o644))
+	cfg := filepath.Join(dir, "my-model", "config.json")
+	require.NoError(t, os.MkdirAll(filepath.Dir(cfg), 0o755))
+	require.NoError(t, os.WriteFile(cfg, []byte(`{"architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
+  "num_key_value_heads": 4, "vocab_size": 32000, "torch_dtype": "bfloat16", "tie_word_embeddings": false}`), 0o644))
+
+	sc := DefaultScenario()
+	sc.Hardware, sc.Model = gpu, cfg
+	sc.Workload.Limit = 200
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	assert.Equal(t, "Imaginary-GPU-48G", p.HW.Name)
+	assert.Equal(t, 22, p.Shape.Layers)
+	out := filepath.Join(dir, "ds")
+	res, err := Run(p, out, RunOptions{})
+	require.NoError(t, err)
+	assert.NotEmpty(t, res.Report.Steps)
+
+	d, err := datasets.Open(out)
+	require.NoError(t, err)
+	assert.Equal(t, gpu, d.Manifest.Hardware.Spec)
+	back, warn, err := PlanFromManifest(d.Manifest, ManifestOptions{})
+	require.NoError(t, err)
+	assert.Empty(t, warn)
+	assert.Equal(t, p.HW, back.HW)
+	assert.Equal(t, p.Shape, back.Shape)
+	assert.Equal(t, p.Sched, back.Sched)
+}
+
+// The bundled real vLLM runs name their GPU and model as their tools wrote
+// them; the catalogue resolves both, the MoE as a MoE.
+func TestPlanFromManifestForeignNames(t *testing.T) {
+	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "RTXPRO6000"},
+		Model:  &datasets.ModelShape{Name: "Qwen/Qwen3-30B-A3B-Instruct-2507"},
+		Engine: &datasets.EngineConfig{MaxNumSeqs: 128, MaxNumBatchedTokens: 2048, BlockSize: 16, NumGPUBlocks: 20000, MaxModelLen: 4096, ChunkedPrefill: true}}
+	p, _, err := PlanFromManifest(m, ManifestOptions{})
+	require.NoError(t, err)
+	assert.Contains(t, p.HW.Name, "RTX-PRO-6000")
+	assert.Equal(t, 128, p.Shape.MoE.Experts, "the MoE shape, not a dense proxy")
+	assert.Equal(t, 20000, p.Sched.NumGPUBlocks)
+
+	m.Hardware.GPUName = "MI250X"
+	_, _, err = PlanFromManifest(m, ManifestOptions{})
+	assert.ErrorContains(t, err, "MI250X")
+	assert.ErrorContains(t, err, "nearest known")
 }

@@ -37,18 +37,40 @@ func (sc Scenario) Plan() (*Plan, error) {
 // that bring their own arrivals (request replay, what-if stages).
 func (sc Scenario) EnginePlan() (*Plan, error) {
 	var errs []error
-	hw, err := model.HardwareByName(sc.Hardware)
+	hw, err := model.LookupHardware(sc.Hardware)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("hardware: %w", err))
 	}
-	shape, err := model.ShapeByName(sc.Model)
+	shape, err := sc.shape()
 	if err != nil {
-		errs = append(errs, fmt.Errorf("model: %w", err))
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
+}
+
+// shape looks the model up and applies the scenario's parallelism and
+// dtypes.
+func (sc Scenario) shape() (model.Shape, error) {
+	s, err := model.LookupModel(sc.Model)
+	if err != nil {
+		return s, fmt.Errorf("model: %w", err)
+	}
+	if sc.TensorParallel < 0 {
+		return s, fmt.Errorf("tensor_parallel is %d: use 1 or more (0: the model's own)", sc.TensorParallel)
+	}
+	if sc.TensorParallel > 0 {
+		s = s.WithTP(sc.TensorParallel)
+	}
+	if s, err = s.WithDTypes(sc.WeightDType, sc.KVCacheDType); err != nil {
+		return s, fmt.Errorf("weight_dtype/kv_cache_dtype: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return s, fmt.Errorf("tensor_parallel: %w", err)
+	}
+	return s, nil
 }
 
 // resolved is what the catalogue (or a manifest's record) says of the

@@ -19,8 +19,16 @@ import (
 type Scenario struct {
 	Name     string `yaml:"name"`
 	Seed     uint64 `yaml:"seed"`
-	Hardware string `yaml:"hardware"` // preset: H200, H100 (model.HardwareNames)
-	Model    string `yaml:"model"`    // preset shape: Llama-3.1-8B, Llama-3.1-70B-TP4, ... (model.ShapeNames)
+	Hardware string `yaml:"hardware"` // catalogue name (H200, RTX 4090, ...) or a spec file: model.LookupHardware
+	Model    string `yaml:"model"`    // catalogue name (Llama-3.1-8B, Llama-3.1-70B-TP4, ...) or a config.json: model.LookupModel
+	// TensorParallel runs the model over that many GPUs (0: the model's
+	// own degree, 1 unless its name ends in -TP<n>).
+	TensorParallel int `yaml:"tensor_parallel"`
+	// WeightDType and KVCacheDType override the checkpoint's weight and
+	// KV-cache dtypes (bf16, fp16, fp8; "" or auto keeps them), as vLLM's
+	// --quantization fp8 and --kv-cache-dtype fp8 do.
+	WeightDType  string `yaml:"weight_dtype"`
+	KVCacheDType string `yaml:"kv_cache_dtype"`
 	// FPM is "roofline" (the prior from hardware and shape) or the path of
 	// a fitted model artifact (steplab fit).
 	FPM string `yaml:"fpm"`

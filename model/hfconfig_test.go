@@ -1,0 +1,248 @@
+package model
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestHFConfigFamilies checks what each family's config implies beyond
+// the common fields.
+func TestHFConfigFamilies(t *testing.T) {
+	t.Run("DeepSeek-V3: MLA latent KV, dense first layers, shared expert, fp8 weights", func(t *testing.T) {
+		s := mustShape("DeepSeek-V3")
+		assert.Equal(t, MLA{QLoraRank: 1536, KVLoraRank: 512, QKNopeHeadDim: 128, QKRopeHeadDim: 64, VHeadDim: 128}, s.MLA)
+		assert.Equal(t, MoE{Experts: 256, TopK: 8, ExpertIntermediate: 2048, SharedExperts: 1, SharedIntermediate: 2048, DenseLayers: 3}, s.MoE)
+		// One latent of 512 and a rotary key of 64 per layer, bf16: not
+		// 2·128 heads·128 as GQA would be.
+		assert.Equal(t, int64(61*(512+64)*2), s.KVBytesPerToken())
+		// The latent is replicated on every TP rank.
+		assert.Equal(t, s.KVBytesPerToken(), s.WithTP(8).KVBytesPerToken())
+		assert.Equal(t, DTypeFP8, s.WeightDType)
+		assert.Equal(t, DTypeBF16, s.DType)
+	})
+	t.Run("gpt-oss: alternating sliding window, mxfp4 experts", func(t *testing.T) {
+		s := mustShape("gpt-oss-20b")
+		assert.Equal(t, 12, s.SlidingLayers)
+		assert.Equal(t, 128, s.SlidingWindow)
+		assert.Equal(t, MoE{Experts: 32, TopK: 4, ExpertIntermediate: 2880, DType: DTypeMXFP4}, s.MoE)
+		// Only the 12 full-attention layers grow with the context.
+		assert.Equal(t, int64(12*2*8*64*2), s.KVBytesPerToken())
+		assert.Equal(t, int64(12*128*2*8*64*2), s.SlidingKVBytesPerRequest())
+		// mxfp4 experts: the checkpoint is ~13 GB, not the 42 GB of bf16.
+		assert.InDelta(t, 13.8e9, float64(s.WeightBytes()), 0.5e9)
+		assert.Contains(t, strings.Join(s.Notes, "\n"), "torch_dtype absent: bf16 assumed")
+	})
+	t.Run("Gemma 2: explicit head_dim, tied embeddings by default, every other layer slides", func(t *testing.T) {
+		s := mustShape("gemma-2-9b-it")
+		assert.Equal(t, 256, s.HeadDim, "not hidden/heads = 224")
+		assert.True(t, s.TiedEmbeddings)
+		assert.Equal(t, 21, s.SlidingLayers)
+		assert.Contains(t, strings.Join(s.Notes, "\n"), "tie_word_embeddings absent: true")
+	})
+	t.Run("Qwen2: q/k/v biases; Qwen3-MoE: explicit head_dim, all layers sparse", func(t *testing.T) {
+		assert.True(t, qwen7B.QKVBias)
+		assert.Zero(t, qwen7B.SlidingLayers, "use_sliding_window false")
+		s := mustShape("Qwen3-30B-A3B")
+		assert.Equal(t, 128, s.HeadDim)
+		assert.Equal(t, MoE{Experts: 128, TopK: 8, ExpertIntermediate: 768}, s.MoE)
+		assert.False(t, s.QKVBias)
+	})
+	t.Run("Phi-3: every layer slides: sized as full attention", func(t *testing.T) {
+		s := mustShape("Phi-3-mini-4k-instruct")
+		assert.Equal(t, s.Layers, s.SlidingLayers)
+		assert.Equal(t, int64(32*2*32*96*2), s.KVBytesPerToken())
+		assert.Zero(t, s.SlidingKVBytesPerRequest())
+	})
+	t.Run("Gemma 3: the decoder under text_config, 5 of 6 layers slide", func(t *testing.T) {
+		s, err := ParseHFConfig("gemma-3-12b", []byte(`{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+			"torch_dtype": "bfloat16", "text_config": {"model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+			"num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "num_hidden_layers": 48, "vocab_size": 262208,
+			"sliding_window": 1024, "sliding_window_pattern": 6}, "vision_config": {"hidden_size": 1152}}`))
+		require.NoError(t, err)
+		assert.Equal(t, 48, s.Layers)
+		assert.Equal(t, 40, s.SlidingLayers)
+		assert.Equal(t, 1024, s.SlidingWindow)
+		assert.True(t, s.TiedEmbeddings)
+		assert.Equal(t, DTypeBF16, s.DType, "the wrapper's torch_dtype")
+		// The language model of Gemma 3 12B: ~11.8B of its 12.2B (the rest
+		// is the vision tower, not modelled).
+		assert.InDelta(t, 11.8e9, float64(s.ParamCount()), 0.2e9)
+	})
+	t.Run("Llama: derived head_dim is a note", func(t *testing.T) {
+		assert.Equal(t, []string{"head_dim absent: 128 (= hidden_size/num_attention_heads)"}, llama8B.Notes)
+		assert.Equal(t, "LlamaForCausalLM", llama8B.Architecture)
+	})
+}
+
+// TestHFConfigDenseLayers: which layers of an MoE are dense.
+func TestHFConfigDenseLayers(t *testing.T) {
+	const common = `"hidden_size": 64, "num_hidden_layers": 10, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+		"num_experts_per_tok": 2, "moe_intermediate_size": 4`
+	tests := []struct {
+		name, cfg string
+		dense     int
+	}{
+		// Sparse where i+1 is even (1, 3, 5, 7, 9), less the listed 1 and 3
+		// (4 is dense anyway, 3 is listed twice): 3 sparse, 7 dense.
+		{"Qwen sparse step and mlp_only_layers", `{"architectures": ["Qwen3MoeForCausalLM"], ` + common +
+			`, "num_experts": 4, "decoder_sparse_step": 2, "mlp_only_layers": [1, 3, 3, 4]}`, 7},
+		// Sparse from layer 3 on where i is even: 4, 6, 8.
+		{"DeepSeek first_k_dense_replace and moe_layer_freq", `{"architectures": ["DeepseekV3ForCausalLM"], ` + common +
+			`, "n_routed_experts": 4, "first_k_dense_replace": 3, "moe_layer_freq": 2,
+			"kv_lora_rank": 8, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4}`, 7},
+		{"DeepSeek every layer past the first", `{"architectures": ["DeepseekV3ForCausalLM"], ` + common +
+			`, "n_routed_experts": 4, "first_k_dense_replace": 1,
+			"kv_lora_rank": 8, "qk_nope_head_dim": 4, "qk_rope_head_dim": 4, "v_head_dim": 4}`, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := ParseHFConfig("m", []byte(tc.cfg))
+			require.NoError(t, err)
+			assert.Equal(t, tc.dense, s.MoE.DenseLayers)
+		})
+	}
+}
+
+func TestHFConfigDerivedAndDefaulted(t *testing.T) {
+	s, err := ParseHFConfig("bare", []byte(`{"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
+		"num_attention_heads": 8, "intermediate_size": 1024, "vocab_size": 1000, "torch_dtype": "float32"}`))
+	require.NoError(t, err)
+	assert.Equal(t, "LlamaForCausalLM", s.Architecture, "model_type dispatches without architectures")
+	assert.Equal(t, 8, s.KVHeads)
+	assert.Equal(t, 64, s.HeadDim)
+	assert.Equal(t, DTypeBF16, s.DType)
+	notes := strings.Join(s.Notes, "\n")
+	for _, n := range []string{"num_key_value_heads absent: 8", "head_dim absent: 64", "tie_word_embeddings absent: false", "torch_dtype float32: served in bf16"} {
+		assert.Contains(t, notes, n)
+	}
+}
+
+func TestHFConfigQuantization(t *testing.T) {
+	base := `{"architectures": ["Qwen3ForCausalLM"], "hidden_size": 512, "num_hidden_layers": 4, "num_attention_heads": 8,
+		"num_key_value_heads": 4, "head_dim": 64, "intermediate_size": 1024, "vocab_size": 1000, "tie_word_embeddings": false,
+		"torch_dtype": "bfloat16", "quantization_config": %s}`
+	tests := []struct {
+		quant, weights, note string
+	}{
+		{`{"quant_method": "fp8", "fmt": "e4m3"}`, DTypeFP8, "quantization_config fp8"},
+		{`{"quant_method": "mxfp4"}`, DTypeMXFP4, "linear weights mxfp4"},
+		{`{"quant_method": "awq", "bits": 4}`, "", `quantization_config "awq" is not modelled`},
+	}
+	for _, tc := range tests {
+		s, err := ParseHFConfig("q", []byte(strings.Replace(base, "%s", tc.quant, 1)))
+		require.NoError(t, err, tc.quant)
+		assert.Equal(t, tc.weights, s.WeightDType, tc.quant)
+		assert.Contains(t, strings.Join(s.Notes, "\n"), tc.note)
+	}
+}
+
+func TestHFConfigErrors(t *testing.T) {
+	tests := []struct {
+		name, cfg string
+		want      []string
+	}{
+		{"unsupported architecture", `{"architectures": ["MambaForCausalLM"], "hidden_size": 1}`,
+			[]string{`unsupported architecture "MambaForCausalLM"`, "DeepseekV3ForCausalLM", "GptOssForCausalLM", "LlamaForCausalLM"}},
+		{"unsupported model_type", `{"model_type": "rwkv"}`, []string{`model_type "rwkv"`}},
+		{"missing layers", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9}`,
+			[]string{"num_hidden_layers: missing"}},
+		{"heads do not divide hidden", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 100, "num_hidden_layers": 1, "num_attention_heads": 3, "intermediate_size": 8, "vocab_size": 9}`,
+			[]string{"head_dim absent", "not a multiple"}},
+		{"MoE without experts", `{"architectures": ["MixtralForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9}`,
+			[]string{"MixtralForCausalLM: expert count"}},
+		{"MLA without ranks", `{"architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9}`,
+			[]string{"kv_lora_rank"}},
+		{"layer_types length", `{"architectures": ["GptOssForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"sliding_window": 8, "layer_types": ["sliding_attention"], "num_local_experts": 4, "num_experts_per_tok": 2}`, []string{"layer_types has 1 entries for 2 layers"}},
+		{"bad dtype", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "torch_dtype": "int4"}`,
+			[]string{`unknown dtype "int4"`}},
+		{"not json", `{"architectures": [`, []string{"not a config.json"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := ParseHFConfig("m", []byte(tc.cfg))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "config.json of m: ")
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
+			}
+		})
+	}
+}
+
+func TestShapeWithDTypes(t *testing.T) {
+	s, err := llama8B.WithDTypes("fp8", "fp8")
+	require.NoError(t, err)
+	assert.Equal(t, DTypeFP8, s.WeightDType)
+	assert.Equal(t, DTypeFP8, s.KVDType)
+	assert.Equal(t, llama8B.KVBytesPerToken()/2, s.KVBytesPerToken())
+	// Linear weights halve; embeddings and norms stay bf16.
+	emb := float64(2 * llama8B.Vocab * llama8B.Hidden)
+	assert.InDelta(t, (float64(llama8B.WeightBytes())-emb*2)/2+emb*2, float64(s.WeightBytes()), 1e6)
+	assert.Len(t, llama8B.Notes, 1, "the receiver's notes are not touched")
+	assert.Len(t, s.Notes, 3)
+
+	fp16, err := llama8B.WithDTypes("float16", "auto")
+	require.NoError(t, err)
+	assert.Equal(t, DTypeFP16, fp16.DType)
+	assert.Empty(t, fp16.KVDType)
+	same, err := llama8B.WithDTypes("", "")
+	require.NoError(t, err)
+	assert.Equal(t, llama8B, same)
+	// fp8 weights override an mxfp4 checkpoint's experts.
+	oss, err := mustShape("gpt-oss-20b").WithDTypes("fp8", "")
+	require.NoError(t, err)
+	assert.Empty(t, oss.MoE.DType)
+	for _, bad := range [][2]string{{"int4", ""}, {"", "mxfp4"}, {"mxfp4", ""}} {
+		_, err := llama8B.WithDTypes(bad[0], bad[1])
+		assert.Error(t, err, "%v", bad)
+	}
+}
+
+// FuzzParseHFConfig: any input is a shape that validates or an error,
+// never a panic. The seed corpus is the built-in configs.
+func FuzzParseHFConfig(f *testing.F) {
+	addSeedFiles(f, "catalog/models/*/config.json")
+	f.Add([]byte(`{"model_type": "qwen3_moe", "num_experts": 0}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseHFConfig("fuzz", b)
+		if err != nil {
+			return
+		}
+		require.NoError(t, s.Validate())
+		assert.Positive(t, s.ParamCount())
+		assert.Positive(t, s.KVBytesPerToken())
+	})
+}
+
+// FuzzParseHardwareSpec: any input is a valid Hardware or an error, never
+// a panic. The seed corpus is the built-in spec files.
+func FuzzParseHardwareSpec(f *testing.F) {
+	addSeedFiles(f, "catalog/hardware/*.yaml")
+	f.Add([]byte(userSpec))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		hw, err := ParseHardwareSpec("fuzz.yaml", b)
+		if err != nil {
+			return
+		}
+		require.NoError(t, hw.Validate())
+		assert.Positive(t, NewRoofline(hw, tiny).PredictNs(decodeStep(1, 16)))
+	})
+}
+
+// addSeedFiles adds the built-in catalogue files matching pattern to a
+// fuzz target's seed corpus.
+func addSeedFiles(f *testing.F, pattern string) {
+	files, err := fs.Glob(builtinFS, pattern)
+	require.NoError(f, err)
+	require.NotEmpty(f, files)
+	for _, p := range files {
+		b, err := fs.ReadFile(builtinFS, p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
+}
