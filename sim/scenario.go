@@ -130,7 +130,7 @@ func DefaultScenario() Scenario {
 		Workload: WorkloadSpec{Kind: "trace", Trace: DefaultTrace, Think: "fixed",
 			Prompt: LengthSpec{Kind: "lognormal", Mean: 1000, Sigma: 0.8, Min: 1, Max: 8000},
 			Output: LengthSpec{Kind: "fixed", Value: 128}},
-		Output:   OutputSpec{StepRequests: true},
+		Output: OutputSpec{StepRequests: true},
 	}
 }
 
