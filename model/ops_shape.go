@@ -1,0 +1,53 @@
+package model
+
+// opsShape is every dimension of a model the operations prior reads, per
+// GPU of the tensor-parallel group. opsShapeOf is the one place that reads
+// Shape: a new kind of model (mixture of experts, latent attention, other
+// dtypes) is wired by filling these fields from its Shape fields.
+type opsShape struct {
+	layers int
+	hidden int
+	// Attention, per GPU: query heads, KV heads and their width.
+	qHeads, kvHeads, headDim int
+	// Dense MLP intermediate size per GPU (gate, up and down).
+	inter int
+	// Mixture of experts: routed experts, experts per token and each
+	// expert's intermediate size per GPU; experts == 0 is a dense model.
+	experts, topK, expertInter int
+	vocab                      int // LM-head rows per GPU
+	tp                         int
+	// dtype names the GEMM table and the attention compute dtype,
+	// kvDType the KV-cache dtype of the attention tables.
+	dtype, kvDType string
+	// Element widths in bytes: weights, activations, KV cache.
+	weightBytes, actBytes, kvBytes float64
+}
+
+// opsShapeOf reads a Shape.
+func opsShapeOf(s Shape) opsShape {
+	tp := s.tp()
+	return opsShape{
+		layers: s.Layers, hidden: s.Hidden,
+		qHeads: s.Heads / tp, kvHeads: s.KVHeadsPerGPU(), headDim: s.HeadDim,
+		inter: s.Intermediate / tp,
+		vocab: s.Vocab / tp, tp: tp,
+		dtype: dtypeName(s.DTypeBytes), kvDType: dtypeName(s.kvDType()),
+		weightBytes: float64(s.DTypeBytes), actBytes: float64(s.DTypeBytes), kvBytes: float64(s.kvDType()),
+	}
+}
+
+// activationWidth is the width the MLP's SiLU·mul runs over per token.
+func (s *opsShape) activationWidth() int {
+	if s.experts > 0 {
+		return s.expertInter * s.topK
+	}
+	return s.inter
+}
+
+// dtypeName maps an element width to the dtype name the databases use.
+func dtypeName(bytes int) string {
+	if bytes == 1 {
+		return "fp8"
+	}
+	return "bfloat16"
+}
