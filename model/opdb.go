@@ -125,14 +125,14 @@ func (db *OpDB) index() (*opIndex, error) {
 	}
 	gb := map[string]*opTableBuilder{}
 	for i, r := range db.GEMM {
-		c := []float64{float64(r.N), float64(r.K), float64(r.M)}
-		if err := checkPositive(fmt.Sprintf("opdb %s: %s row %d", db.Name, OpTableGEMM, i), gemmAxes, c, r.LatencyMs); err != nil {
+		b := gb[r.DType]
+		if b == nil {
+			b = newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s", db.Name, r.DType, OpTableGEMM), gemmAxes)
+			gb[r.DType] = b
+		}
+		if err := b.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, r.LatencyMs); err != nil {
 			return nil, err
 		}
-		if gb[r.DType] == nil {
-			gb[r.DType] = newOpTableBuilder(len(gemmAxes))
-		}
-		gb[r.DType].add(c, r.LatencyMs*1e6)
 	}
 	for dt, b := range gb {
 		x.gemm[dt] = b.build()
@@ -146,18 +146,19 @@ func (db *OpDB) index() (*opIndex, error) {
 	}{{OpTableContextAttention, db.ContextAttention, x.ctx}, {OpTableGenerationAttention, db.GenerationAttention, x.gen}} {
 		bs := map[attnKey]*opTableBuilder{}
 		for i, r := range t.rows {
-			c := []float64{float64(r.HeadDim), float64(r.KVHeads), float64(r.Heads), float64(r.SeqLen), float64(r.Batch)}
-			if err := checkPositive(fmt.Sprintf("opdb %s: %s row %d", db.Name, t.name, i), attnAxes, c, r.LatencyMs); err != nil {
-				return nil, err
-			}
 			if r.Window < 0 {
 				return nil, fmt.Errorf("opdb %s: %s row %d: window = %d: must be >= 0", db.Name, t.name, i, r.Window)
 			}
 			k := attnKey{r.DType, r.KVDType, r.Window}
-			if bs[k] == nil {
-				bs[k] = newOpTableBuilder(len(attnAxes))
+			b := bs[k]
+			if b == nil {
+				b = newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, t.name), attnAxes)
+				bs[k] = b
 			}
-			bs[k].add(c, r.LatencyMs*1e6)
+			c := opCoords{float64(r.HeadDim), float64(r.KVHeads), float64(r.Heads), float64(r.SeqLen), float64(r.Batch)}
+			if err := b.add(i, c, r.LatencyMs); err != nil {
+				return nil, err
+			}
 		}
 		for k, b := range bs {
 			t.into[k] = b.build()
@@ -165,14 +166,14 @@ func (db *OpDB) index() (*opIndex, error) {
 	}
 	ab := map[bool]*opTableBuilder{}
 	for i, r := range db.AllReduce {
-		c := []float64{float64(r.GPUs), float64(r.MessageBytes)}
-		if err := checkPositive(fmt.Sprintf("opdb %s: %s row %d", db.Name, OpTableAllReduce, i), arAxes, c, r.LatencyMs); err != nil {
+		b := ab[r.Graph]
+		if b == nil {
+			b = newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, OpTableAllReduce), arAxes)
+			ab[r.Graph] = b
+		}
+		if err := b.add(i, opCoords{float64(r.GPUs), float64(r.MessageBytes)}, r.LatencyMs); err != nil {
 			return nil, err
 		}
-		if ab[r.Graph] == nil {
-			ab[r.Graph] = newOpTableBuilder(len(arAxes))
-		}
-		ab[r.Graph].add(c, r.LatencyMs*1e6)
 	}
 	for g, b := range ab {
 		x.allreduce[g] = b.build()

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 )
@@ -275,13 +276,21 @@ func (o *Ops) memOpNs(bytes float64) float64 {
 
 // gemmNs is one GEMM of m rows by a k→n weight.
 func (o *Ops) gemmNs(m float64, n, k int) (float64, bool) {
-	q := [3]float64{float64(n), float64(k), math.Ceil(m)}
-	return o.gemm.lookup(q[:], o.gemmSOL)
+	return o.gemm.lookup(opCoords{float64(n), float64(k), math.Ceil(m)}, (*gemmCost)(o))
 }
 
-// gemmSOL is a GEMM's speed of light: its FLOPs at the tensor-core peak or
-// its operand and result bytes at the HBM bandwidth, whichever is longer.
-func (o *Ops) gemmSOL(c []float64) float64 {
+// The speed-of-light cost of each operation, as a solver for its table.
+type (
+	gemmCost       Ops
+	contextCost    Ops
+	generationCost Ops
+	ringCost       struct{}
+)
+
+// sol is a GEMM's speed of light: its FLOPs at the tensor-core peak or its
+// operand and result bytes at the HBM bandwidth, whichever is longer.
+func (g *gemmCost) sol(c opCoords) float64 {
+	o := (*Ops)(g)
 	n, k, m := c[0], c[1], c[2]
 	s := &o.db.sys
 	return math.Max(2*m*n*k/s.BF16FLOPS, (m*k+n*k+m*n)*o.shape.weightBytes/s.MemBandwidth)
@@ -324,14 +333,15 @@ func (o *Ops) contextAttnNs(f *Features) (float64, bool) {
 		work = f.PrefillTokens * (k + c/2)
 	}
 	sh := &o.shape
-	q := [5]float64{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), math.Ceil(full), math.Ceil(n)}
-	ns, x := o.ctx.lookup(q[:], o.contextSOL)
+	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), math.Ceil(full), math.Ceil(n)}
+	ns, x := o.ctx.lookup(q, (*contextCost)(o))
 	return ns * work / (n * full * full / 2), x
 }
 
-// contextSOL is causal attention's speed of light over batch requests of
-// seq tokens: its FLOPs, or reading q, k and v and writing the output.
-func (o *Ops) contextSOL(c []float64) float64 {
+// sol is causal attention's speed of light over batch requests of seq
+// tokens: its FLOPs, or reading q, k and v and writing the output.
+func (a *contextCost) sol(c opCoords) float64 {
+	o := (*Ops)(a)
 	hd, kvh, qh, seq, batch := c[0], c[1], c[2], c[3], c[4]
 	s := &o.db.sys
 	flops := 4 * batch * qh * hd * seq * seq / 2
@@ -343,13 +353,14 @@ func (o *Ops) contextSOL(c []float64) float64 {
 // attending to kv keys each.
 func (o *Ops) generationAttnNs(batch, kv float64) (float64, bool) {
 	sh := &o.shape
-	q := [5]float64{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), math.Ceil(kv), math.Ceil(batch)}
-	return o.gen.lookup(q[:], o.generationSOL)
+	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), math.Ceil(kv), math.Ceil(batch)}
+	return o.gen.lookup(q, (*generationCost)(o))
 }
 
-// generationSOL is decode attention's speed of light: reading the KV
-// cache, or its FLOPs.
-func (o *Ops) generationSOL(c []float64) float64 {
+// sol is decode attention's speed of light: reading the KV cache, or its
+// FLOPs.
+func (a *generationCost) sol(c opCoords) float64 {
+	o := (*Ops)(a)
 	hd, kvh, qh, seq, batch := c[0], c[1], c[2], c[3], c[4]
 	s := &o.db.sys
 	return math.Max(4*batch*qh*hd*seq/s.BF16FLOPS, batch*seq*2*kvh*hd*o.shape.kvBytes/s.MemBandwidth)
@@ -360,12 +371,31 @@ func (o *Ops) generationSOL(c []float64) float64 {
 // interconnect when the database has none.
 func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 	tp := float64(o.shape.tp)
+	q := opCoords{tp, math.Ceil(msg)}
 	if t := o.db.allreduce[true]; t != nil {
-		q := [2]float64{tp, math.Ceil(msg)}
-		return t.lookup(q[:], ringSOL)
+		return t.lookup(q, ringCost{})
 	}
-	return ringSOL([]float64{tp, msg}) / o.db.sys.IntraNodeBandwidth * 1e9, true
+	return ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9, true
 }
 
-// ringSOL is a ring all-reduce's bytes on the wire per GPU, 2(n−1)/n·msg.
-func ringSOL(c []float64) float64 { return 2 * (c[0] - 1) / c[0] * c[1] }
+// sol is a ring all-reduce's bytes on the wire per GPU, 2(n−1)/n·msg.
+func (ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * c[1] }
+
+// OpsParams are the params of an artifact of form FormOps: which database
+// (a name package datasets/opdb ships, or a directory, relative to the
+// artifact's), the model shape and the engine.
+type OpsParams struct {
+	Database string    `json:"database"`
+	Shape    Shape     `json:"shape"`
+	Engine   OpsEngine `json:"engine"`
+}
+
+// OpsArtifact wraps a prior into an artifact (training, metrics and
+// provenance are left for the caller to fill).
+func OpsArtifact(database string, s Shape, e OpsEngine) (*Artifact, error) {
+	p, err := json.Marshal(OpsParams{Database: database, Shape: s, Engine: e})
+	if err != nil {
+		return nil, err
+	}
+	return &Artifact{ArtifactVersion: ArtifactVersion, Form: FormOps, Params: p}, nil
+}

@@ -32,35 +32,46 @@ type opTable struct {
 
 // opTableBuilder collects the rows of one table before they are sorted.
 type opTableBuilder struct {
-	axes int
-	root map[float64]any // nested maps; the last level holds float64
+	table string   // for errors: database and table name
+	axes  []string // axis names, outermost first
+	root  map[float64]any
 }
 
-func newOpTableBuilder(axes int) *opTableBuilder {
-	return &opTableBuilder{axes: axes, root: map[float64]any{}}
+func newOpTableBuilder(table string, axes []string) *opTableBuilder {
+	return &opTableBuilder{table: table, axes: axes, root: map[float64]any{}}
 }
 
-// add records a measured latency at coords; a second row at the same
-// coordinates keeps the faster (the better kernel a framework would pick).
-func (b *opTableBuilder) add(coords []float64, ns float64) {
-	m := b.root
-	for i, c := range coords {
-		if i == len(coords)-1 {
-			if old, ok := m[c]; !ok || ns < old.(float64) {
-				m[c] = ns
-			}
-			return
+// add records row's latency (ms) at c. It refuses a coordinate or a
+// latency a log-space lookup cannot use, naming the row and the axis. A
+// second row at the same coordinates keeps the faster (the kernel a
+// framework would pick).
+func (b *opTableBuilder) add(row int, c opCoords, ms float64) error {
+	for i, a := range b.axes {
+		if !(c[i] > 0) || math.IsInf(c[i], 0) {
+			return fmt.Errorf("%s row %d: %s = %v: must be > 0", b.table, row, a, c[i])
 		}
-		next, ok := m[c].(map[float64]any)
+	}
+	if !(ms > 0) || math.IsInf(ms, 0) {
+		return fmt.Errorf("%s row %d: latency = %v: must be a positive number of milliseconds", b.table, row, ms)
+	}
+	ns := ms * 1e6
+	m := b.root
+	last := len(b.axes) - 1
+	for _, x := range c[:last] {
+		next, ok := m[x].(map[float64]any)
 		if !ok {
 			next = map[float64]any{}
-			m[c] = next
+			m[x] = next
 		}
 		m = next
 	}
+	if old, ok := m[c[last]]; !ok || ns < old.(float64) {
+		m[c[last]] = ns
+	}
+	return nil
 }
 
-func (b *opTableBuilder) build() *opTable { return buildLevel(b.root, b.axes) }
+func (b *opTableBuilder) build() *opTable { return buildLevel(b.root, len(b.axes)) }
 
 func buildLevel(m map[float64]any, axes int) *opTable {
 	t := &opTable{keys: make([]float64, 0, len(m))}
@@ -78,61 +89,48 @@ func buildLevel(m map[float64]any, axes int) *opTable {
 	return t
 }
 
-// solFunc is an op's speed-of-light time at the given coordinates (any
-// positive unit: only ratios are used).
-type solFunc func(coords []float64) float64
+// opCoords is a lookup's coordinates, one per axis (at most five; unused
+// trailing axes are ignored). Passed by value so that a lookup allocates
+// nothing.
+type opCoords [5]float64
 
-// lookup prices q (one coordinate per axis, all > 0). q is used as
-// scratch and restored.
-func (t *opTable) lookup(q []float64, sol solFunc) (ns float64, extrapolated bool) {
-	return t.at(q, 0, sol)
+// solver is an op's speed-of-light time at given coordinates (any
+// positive unit: only ratios are used).
+type solver interface{ sol(c opCoords) float64 }
+
+// lookup prices q (one coordinate per axis, all > 0).
+func (t *opTable) lookup(q opCoords, s solver) (ns float64, extrapolated bool) {
+	return t.at(&q, 0, s)
 }
 
-func (t *opTable) at(q []float64, d int, sol solFunc) (float64, bool) {
+func (t *opTable) at(q *opCoords, d int, s solver) (float64, bool) {
 	x := q[d]
 	n := len(t.keys)
 	i := sort.SearchFloat64s(t.keys, x) // first key >= x
 	switch {
 	case i < n && t.keys[i] == x:
-		return t.value(i, q, d, sol)
+		return t.value(i, q, d, s)
 	case i == 0 || i == n:
 		e := 0
 		if i == n {
 			e = n - 1
 		}
 		q[d] = t.keys[e]
-		v, _ := t.value(e, q, d, sol)
-		edge := sol(q)
+		v, _ := t.value(e, q, d, s)
+		edge := s.sol(*q)
 		q[d] = x
-		return v * sol(q) / edge, true
+		return v * s.sol(*q) / edge, true
 	}
-	lo, x0 := t.value(i-1, q, d, sol)
-	hi, x1 := t.value(i, q, d, sol)
+	lo, x0 := t.value(i-1, q, d, s)
+	hi, x1 := t.value(i, q, d, s)
 	w := math.Log(x/t.keys[i-1]) / math.Log(t.keys[i]/t.keys[i-1])
 	return math.Exp((1-w)*math.Log(lo) + w*math.Log(hi)), x0 || x1
 }
 
 // value is entry i of this level at q (q[d] is not read below level d).
-func (t *opTable) value(i int, q []float64, d int, sol solFunc) (float64, bool) {
+func (t *opTable) value(i int, q *opCoords, d int, s solver) (float64, bool) {
 	if t.subs == nil {
 		return t.ns[i], false
 	}
-	return t.subs[i].at(q, d+1, sol)
-}
-
-// span is the measured range of the first axis.
-func (t *opTable) span() (lo, hi float64) { return t.keys[0], t.keys[len(t.keys)-1] }
-
-// checkPositive refuses a coordinate or latency a log-space lookup cannot
-// use, naming the table and the axis.
-func checkPositive(table string, axes []string, coords []float64, ns float64) error {
-	for i, c := range coords {
-		if !(c > 0) || math.IsInf(c, 0) {
-			return fmt.Errorf("%s: %s = %v: must be > 0", table, axes[i], c)
-		}
-	}
-	if !(ns > 0) || math.IsInf(ns, 0) {
-		return fmt.Errorf("%s: latency = %v: must be a positive number of milliseconds", table, ns)
-	}
-	return nil
+	return t.subs[i].at(q, d+1, s)
 }

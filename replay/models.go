@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/datasets/opdb"
 	"github.com/steplab/steplab/model"
 )
 
@@ -98,28 +99,13 @@ type hostParams struct {
 
 // ResolveModel turns a MODEL argument into a model: the path of an
 // artifact (its params.host, written by calibrate, replaces the default
-// host model), or "roofline" for the prior from the manifest's hardware
-// and model shape.
+// host model), "roofline" for the roofline prior from the manifest's
+// hardware and model shape, or an ops spec ("ops", "ops:NAME", "ops:DIR")
+// for the measured-operations prior of that shape (package datasets/opdb).
 func ResolveModel(spec string, m *datasets.Manifest) (*Resolved, error) {
 	r := &Resolved{Host: model.DefaultHostModel(), Name: spec}
-	if spec == "roofline" {
-		hw, err := HardwareOf(m)
-		if err != nil {
-			return nil, fmt.Errorf("roofline: %w", err)
-		}
-		sh, note, err := ShapeOf(m)
-		if err != nil {
-			return nil, fmt.Errorf("roofline: %w", err)
-		}
-		if note != "" {
-			r.Notes = append(r.Notes, "roofline: "+note)
-		}
-		rf := model.NewRoofline(hw, sh)
-		if err := rf.Validate(); err != nil {
-			return nil, err
-		}
-		r.FPM, r.Name = rf.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name)
-		return r, nil
+	if spec == "roofline" || opdb.IsSpec(spec) {
+		return resolvePrior(r, spec, m)
 	}
 	f, a, err := model.Load(spec)
 	if err != nil {
@@ -136,6 +122,36 @@ func ResolveModel(spec string, m *datasets.Manifest) (*Resolved, error) {
 			r.Notes = append(r.Notes, "host model from the artifact's params.host")
 		}
 	}
+	return r, nil
+}
+
+// resolvePrior builds a prior (roofline or ops) from the manifest's
+// hardware and model shape.
+func resolvePrior(r *Resolved, spec string, m *datasets.Manifest) (*Resolved, error) {
+	hw, err := HardwareOf(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	sh, note, err := ShapeOf(m)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", spec, err)
+	}
+	if note != "" {
+		r.Notes = append(r.Notes, spec+": "+note)
+	}
+	if spec != "roofline" {
+		o, err := opdb.Prior(spec, hw, sh)
+		if err != nil {
+			return nil, err
+		}
+		r.FPM, r.Name = o, fmt.Sprintf("ops(%s, %s)", o.Database(), sh.Name)
+		return r, nil
+	}
+	rf := model.NewRoofline(hw, sh)
+	if err := rf.Validate(); err != nil {
+		return nil, err
+	}
+	r.FPM, r.Name = rf.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name)
 	return r, nil
 }
 

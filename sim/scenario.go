@@ -12,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/datasets/opdb"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
@@ -25,8 +26,10 @@ type Scenario struct {
 	Seed     uint64 `yaml:"seed"`
 	Hardware string `yaml:"hardware"` // preset: H200, H100 (model.HardwareNames)
 	Model    string `yaml:"model"`    // preset shape: Llama-3.1-8B, Llama-3.1-70B-TP4, ... (model.ShapeNames)
-	// FPM is "roofline" (the prior from hardware and shape) or the path of
-	// a fitted model artifact (steplab fit).
+	// FPM is "roofline" (the prior from hardware and shape), an ops spec
+	// ("ops", "ops:NAME" or "ops:DIR": the measured-operations prior of
+	// package datasets/opdb for the shape) or the path of a model artifact
+	// (steplab fit).
 	FPM string `yaml:"fpm"`
 	// Host is "" (the default prior, model.DefaultHostModel) or the path
 	// of a host-overhead model in JSON: a model.HostModel, or an object
@@ -242,9 +245,14 @@ func (sc Scenario) Plan() (*Plan, error) {
 		}
 	}
 	p.Graphs = e.CUDAGraphSizes
-	switch sc.FPM {
-	case "", "roofline":
+	switch {
+	case sc.FPM == "" || sc.FPM == "roofline":
 		p.FPM, p.FPMName = model.NewRoofline(hw, shape).Prepare(), "roofline"
+	case opdb.IsSpec(sc.FPM):
+		if p.FPM, err = opdb.Prior(sc.FPM, hw, shape); err != nil {
+			return nil, fmt.Errorf("fpm: %w", err)
+		}
+		p.FPMName = sc.FPM
 	default:
 		f, _, err := model.Load(sc.FPM)
 		if err != nil {
