@@ -276,7 +276,7 @@ func (o *Ops) memOpNs(bytes float64) float64 {
 
 // gemmNs is one GEMM of m rows by a k→n weight.
 func (o *Ops) gemmNs(m float64, n, k int) (float64, bool) {
-	return o.gemm.lookup(opCoords{float64(n), float64(k), math.Ceil(m)}, (*gemmCost)(o))
+	return o.gemm.lookup(opCoords{float64(n), float64(k), m}, (*gemmCost)(o))
 }
 
 // The speed-of-light cost of each operation, as a solver for its table.
@@ -333,7 +333,7 @@ func (o *Ops) contextAttnNs(f *Features) (float64, bool) {
 		work = f.PrefillTokens * (k + c/2)
 	}
 	sh := &o.shape
-	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), math.Ceil(full), math.Ceil(n)}
+	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), full, n}
 	ns, x := o.ctx.lookup(q, (*contextCost)(o))
 	return ns * work / (n * full * full / 2), x
 }
@@ -353,7 +353,7 @@ func (a *contextCost) sol(c opCoords) float64 {
 // attending to kv keys each.
 func (o *Ops) generationAttnNs(batch, kv float64) (float64, bool) {
 	sh := &o.shape
-	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), math.Ceil(kv), math.Ceil(batch)}
+	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), kv, batch}
 	return o.gen.lookup(q, (*generationCost)(o))
 }
 
@@ -371,7 +371,7 @@ func (a *generationCost) sol(c opCoords) float64 {
 // interconnect when the database has none.
 func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 	tp := float64(o.shape.tp)
-	q := opCoords{tp, math.Ceil(msg)}
+	q := opCoords{tp, msg}
 	if t := o.db.allreduce[true]; t != nil {
 		return t.lookup(q, ringCost{})
 	}
