@@ -24,7 +24,10 @@ import (
 
 const h200OpsDatabase = "h200-sxm-vllm-0.24.0"
 
-var h200OpsTraffic = []string{"traffic-azure-5rps", "traffic-azure-12rps"}
+var (
+	h200OpsTraffic = []string{"traffic-azure-5rps", "traffic-azure-12rps"}
+	h200OpsAll     = append([]string{"bench-steady", "bench-admission"}, h200OpsTraffic...)
+)
 
 func h200OpsPrior(t *testing.T) *model.Ops {
 	t.Helper()
@@ -61,9 +64,12 @@ func logReport(t *testing.T, label string, r Report) {
 // finding, so a change to the composition that moves it fails here.
 func TestH200OpsPrior(t *testing.T) {
 	o := h200OpsPrior(t)
-	for _, name := range append([]string{"bench-steady"}, h200OpsTraffic...) {
+	for _, name := range h200OpsAll {
 		r := Evaluate(o, h200GPUData(t, name), 0)
 		logReport(t, "no fit, "+name, r)
+		if name == "bench-admission" {
+			continue // admission work inflates its decode points (docs/h200-ground-truth.md)
+		}
 		require.Less(t, r.Overall.MeanBias, -15.0, "%s: the prior for vLLM's kernels under-predicts steplab's worker", name)
 		require.Greater(t, r.Overall.MeanBias, -45.0, "%s", name)
 		require.Less(t, r.ByKind["decode"].MAPE, 40.0, "%s", name)
@@ -116,12 +122,20 @@ func TestH200OpsEngine(t *testing.T) {
 	require.Greater(t, e.GraphStepNs, 0.5e6)
 	require.Greater(t, e.EagerStepNs, e.GraphStepNs)
 
-	logReport(t, "engine, bench-steady (fitted on)", Evaluate(m, l.Data, 0))
-	for _, name := range h200OpsTraffic {
+	for _, name := range h200OpsAll {
 		r := Evaluate(m, h200GPUData(t, name), 0)
 		logReport(t, "engine, "+name, r)
-		require.LessOrEqual(t, r.Overall.MAPE, 15.0, "%s: MAPE of the prior with the worker's engine", name)
+		if name != "bench-admission" {
+			require.LessOrEqual(t, r.Overall.MAPE, 15.0, "%s: MAPE of the prior with the worker's engine", name)
+		}
 	}
+	// What is left is mostly ragged batches: the features carry the mean
+	// KV length, and the worker's decode attention is set by the longest
+	// request from 33 requests up (docs/h200-ground-truth.md).
+	cells := h200RaggedBias(t, m, TargetGPU)
+	logRagged(t, "engine on traffic gpu_time", cells)
+	long, short := cells[[2]string{"33-128", ">=4K"}], cells[[2]string{"33-128", "<2K"}]
+	require.Less(t, long.bias/float64(long.n), short.bias/float64(short.n)-5)
 }
 
 func engineMap(t *testing.T, e model.OpsEngine) map[string]float64 {

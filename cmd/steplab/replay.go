@@ -26,8 +26,10 @@ record part (docs/replay.md).
   steplab replay steps MODEL DATASET -o OUT      re-price every recorded step
   steplab replay requests MODEL DATASET -o OUT   re-simulate the recorded requests
 
-MODEL is a model artifact (steplab fit, steplab calibrate) or the word
-"roofline": the prior from the manifest's hardware and model shape.`,
+MODEL is a model artifact (steplab fit, steplab calibrate), the word
+"roofline" (the prior from the manifest's hardware and model shape), or an
+ops spec: "ops", "ops:NAME" or "ops:DIR", the measured-operations prior of
+that shape from a kernel database (docs/ops-prior.md).`,
 	}
 	cmd.AddCommand(newReplayStepsCmd(), newReplayRequestsCmd())
 	return cmd
