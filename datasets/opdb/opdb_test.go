@@ -300,6 +300,16 @@ func TestRooflineEfficiencyH200(t *testing.T) {
 		t.Fatalf("no point at %v", x)
 		return 0
 	}
+	for _, x := range []float64{1, 16, 64, 256, 1024, 8192} {
+		t.Logf("GEMM efficiency at %5.0f tokens: %.3f", x, at(r.GEMM, x))
+	}
+	for _, x := range []float64{1024, 4096, 16384} {
+		t.Logf("context attention efficiency at %5.0f tokens: %.3f", x, at(r.Attn, x))
+	}
+	t.Logf("weight streaming %.3f of bandwidth; KV reads %.3f at batch %.0f × %.0f tokens", r.WeightBW, r.KVBW, r.KVBWAt[0], r.KVBWAt[1])
+	for _, a := range r.AllReduce {
+		t.Logf("all-reduce over %d GPUs: %.2f µs, %.3f of the interconnect", a.GPUs, a.LatencyNs/1e3, a.BWFraction)
+	}
 	// GEMMs: ~80% of peak compute-bound (the roofline quotes 82% and 73%
 	// for two of them at 8,192 tokens), a few % at one token.
 	require.InDelta(t, 0.78, at(r.GEMM, 8192), 0.08)

@@ -98,49 +98,42 @@ func (c *columns) values(col string, what string, kinds ...parquet.Kind) (vals [
 	return vals, nil
 }
 
-// ints reads an integer column.
-func (c *columns) ints(col string) ([]int64, error) {
-	vals, err := c.values(col, "an integer", parquet.Int64, parquet.Int32)
+// column reads a whole column of one of kinds and converts its values.
+func column[T any](c *columns, col, what string, conv func(parquet.Value) T, kinds ...parquet.Kind) ([]T, error) {
+	vals, err := c.values(col, what, kinds...)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]int64, len(vals))
+	out := make([]T, len(vals))
 	for i, v := range vals {
-		out[i] = v.Int64()
-		if v.Kind() == parquet.Int32 {
-			out[i] = int64(v.Int32())
-		}
+		out[i] = conv(v)
 	}
 	return out, nil
+}
+
+// ints reads an integer column.
+func (c *columns) ints(col string) ([]int64, error) {
+	return column(c, col, "an integer", func(v parquet.Value) int64 {
+		if v.Kind() == parquet.Int32 {
+			return int64(v.Int32())
+		}
+		return v.Int64()
+	}, parquet.Int64, parquet.Int32)
 }
 
 // floats reads a floating-point column.
 func (c *columns) floats(col string) ([]float64, error) {
-	vals, err := c.values(col, "a float", parquet.Double, parquet.Float)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]float64, len(vals))
-	for i, v := range vals {
-		out[i] = v.Double()
+	return column(c, col, "a float", func(v parquet.Value) float64 {
 		if v.Kind() == parquet.Float {
-			out[i] = float64(v.Float())
+			return float64(v.Float())
 		}
-	}
-	return out, nil
+		return v.Double()
+	}, parquet.Double, parquet.Float)
 }
 
 // strings reads a string column.
 func (c *columns) strings(col string) ([]string, error) {
-	vals, err := c.values(col, "a string", parquet.ByteArray)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]string, len(vals))
-	for i, v := range vals {
-		out[i] = string(v.ByteArray())
-	}
-	return out, nil
+	return column(c, col, "a string", func(v parquet.Value) string { return string(v.ByteArray()) }, parquet.ByteArray)
 }
 
 // intsOr reads an optional integer column, def in every row when absent.
