@@ -9,7 +9,7 @@ import (
 // Synthetic laws of the test database, in ms: power laws, so that the
 // log-space lookup is exact between measured points and every expected
 // value below can be written out by hand.
-func gemmMs(m, n, k float64) float64 { return 1e-7 * m * n * k }
+func gemmMs(m, n, k float64) float64   { return 1e-7 * m * n * k }
 func ctxMs(batch, seq float64) float64 { return 1e-6 * batch * seq * seq }
 func genMs(batch, seq float64) float64 { return 1e-5 * batch * seq }
 
@@ -187,7 +187,7 @@ func TestOpsTensorParallel(t *testing.T) {
 	o := tinyOps(t, Tiny.WithTP(2))
 	f := Features{DecodeRequests: 4, PaddedBatch: 4, DecodeKVTokens: 400}
 	b := o.Breakdown(f)
-	msg := 4.0 * 64 * 2 // rows · hidden · bf16 bytes = 512, between 128 and 1024
+	msg := 4.0 * 64 * 2                 // rows · hidden · bf16 bytes = 512, between 128 and 1024
 	lo, hi := 1e-3+128e-9, 1e-3+1024e-9 // ms at the neighbouring messages
 	ar, ext := o.allReduceNs(msg)
 	require.False(t, ext)

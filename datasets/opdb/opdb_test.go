@@ -174,7 +174,9 @@ func TestLoadFSRefuses(t *testing.T) {
 		{"only beam search", func(t *testing.T, fs fstest.MapFS) {
 			fs[ContextAttentionFile] = &fstest.MapFile{Data: parquetBytes(t, []attnRow{{1, 16, 4, 2, 16, 4, "bfloat16", "bfloat16", 0, 0, 0.1}})}
 		}, "context_attention_perf.parquet: no rows of beam width 1"},
-		{"bad meta", func(t *testing.T, fs fstest.MapFS) { fs["gemm/"+MetaFile] = &fstest.MapFile{Data: []byte("runtime: [")} }, "gemm/collection_meta.yaml"},
+		{"bad meta", func(t *testing.T, fs fstest.MapFS) {
+			fs["gemm/"+MetaFile] = &fstest.MapFile{Data: []byte("runtime: [")}
+		}, "gemm/collection_meta.yaml"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
