@@ -97,88 +97,89 @@ var (
 	arAxes   = []string{"gpus", "message_bytes"}
 )
 
-// opIndex is an OpDB ready to look up: one opTable per discrete key.
+// opIndex is the part of an OpDB one model shape reads, ready to look
+// up: its GEMM dtype, its attention dtypes (full attention, window 0) and
+// the CUDA-graph all-reduces (nil when the database has none).
 type opIndex struct {
-	sys        OpSystem
-	gemm       map[string]*opTable // by dtype
-	ctx, gen   map[attnKey]*opTable
-	allreduce  map[bool]*opTable // by graph
-	gemmDTypes []string
+	sys                       OpSystem
+	gemm, ctx, gen, allreduce *opTable
 }
 
-type attnKey struct {
-	dtype, kvDType string
-	window         int
-}
-
-// index validates the database and builds its lookup tables. An error
-// names the table, the row and the field.
-func (db *OpDB) index() (*opIndex, error) {
+// index validates the rows the shape reads and builds their tables. An
+// error names the table, the row and the field, or what the database has
+// when it has nothing for the shape.
+func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 	if err := db.System.validate(); err != nil {
 		return nil, fmt.Errorf("opdb %s: %w", db.Name, err)
 	}
-	x := &opIndex{sys: db.System, gemm: map[string]*opTable{}, ctx: map[attnKey]*opTable{},
-		gen: map[attnKey]*opTable{}, allreduce: map[bool]*opTable{}}
-	if len(db.GEMM) == 0 || len(db.ContextAttention) == 0 || len(db.GenerationAttention) == 0 {
-		return nil, fmt.Errorf("opdb %s: needs gemm, context_attention and generation_attention rows (have %d, %d, %d)",
-			db.Name, len(db.GEMM), len(db.ContextAttention), len(db.GenerationAttention))
-	}
-	gb := map[string]*opTableBuilder{}
+	x := &opIndex{sys: db.System}
+	gb := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s", db.Name, sh.dtype, OpTableGEMM), gemmAxes)
+	have := map[string]bool{}
 	for i, r := range db.GEMM {
-		b := gb[r.DType]
-		if b == nil {
-			b = newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s", db.Name, r.DType, OpTableGEMM), gemmAxes)
-			gb[r.DType] = b
+		have[r.DType] = true
+		if r.DType != sh.dtype {
+			continue
 		}
-		if err := b.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, r.LatencyMs); err != nil {
+		if err := gb.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, r.LatencyMs); err != nil {
 			return nil, err
 		}
 	}
-	for dt, b := range gb {
-		x.gemm[dt] = b.build()
-		x.gemmDTypes = append(x.gemmDTypes, dt)
+	if len(gb.root) == 0 {
+		return nil, fmt.Errorf("opdb %s: no %s GEMMs measured (have %s)", db.Name, sh.dtype, strings.Join(sortedKeys(have), ", "))
 	}
-	sort.Strings(x.gemmDTypes)
-	for _, t := range []struct {
-		name string
-		rows []AttentionRow
-		into map[attnKey]*opTable
-	}{{OpTableContextAttention, db.ContextAttention, x.ctx}, {OpTableGenerationAttention, db.GenerationAttention, x.gen}} {
-		bs := map[attnKey]*opTableBuilder{}
-		for i, r := range t.rows {
-			if r.Window < 0 {
-				return nil, fmt.Errorf("opdb %s: %s row %d: window = %d: must be >= 0", db.Name, t.name, i, r.Window)
-			}
-			k := attnKey{r.DType, r.KVDType, r.Window}
-			b := bs[k]
-			if b == nil {
-				b = newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, t.name), attnAxes)
-				bs[k] = b
-			}
-			c := opCoords{float64(r.HeadDim), float64(r.KVHeads), float64(r.Heads), float64(r.SeqLen), float64(r.Batch)}
-			if err := b.add(i, c, r.LatencyMs); err != nil {
-				return nil, err
-			}
-		}
-		for k, b := range bs {
-			t.into[k] = b.build()
-		}
+	x.gemm = gb.build()
+	var err error
+	if x.ctx, err = db.attnIndex(OpTableContextAttention, db.ContextAttention, sh); err != nil {
+		return nil, err
 	}
-	ab := map[bool]*opTableBuilder{}
+	if x.gen, err = db.attnIndex(OpTableGenerationAttention, db.GenerationAttention, sh); err != nil {
+		return nil, err
+	}
+	ab := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, OpTableAllReduce), arAxes)
 	for i, r := range db.AllReduce {
-		b := ab[r.Graph]
-		if b == nil {
-			b = newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, OpTableAllReduce), arAxes)
-			ab[r.Graph] = b
+		if !r.Graph {
+			continue
 		}
-		if err := b.add(i, opCoords{float64(r.GPUs), float64(r.MessageBytes)}, r.LatencyMs); err != nil {
+		if err := ab.add(i, opCoords{float64(r.GPUs), float64(r.MessageBytes)}, r.LatencyMs); err != nil {
 			return nil, err
 		}
 	}
-	for g, b := range ab {
-		x.allreduce[g] = b.build()
+	if len(ab.root) > 0 {
+		x.allreduce = ab.build()
 	}
 	return x, nil
+}
+
+// attnIndex builds the attention table of the shape's compute and KV
+// dtypes, full attention (rows whose table names no compute dtype serve
+// any).
+func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape) (*opTable, error) {
+	b := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, name), attnAxes)
+	have := map[string]bool{}
+	for i, r := range rows {
+		have[fmt.Sprintf("%s with a %s KV cache, window %d", r.DType, r.KVDType, r.Window)] = true
+		if (r.DType != sh.dtype && r.DType != "") || r.KVDType != sh.kvDType || r.Window != 0 {
+			continue
+		}
+		c := opCoords{float64(r.HeadDim), float64(r.KVHeads), float64(r.Heads), float64(r.SeqLen), float64(r.Batch)}
+		if err := b.add(i, c, r.LatencyMs); err != nil {
+			return nil, err
+		}
+	}
+	if len(b.root) == 0 {
+		return nil, fmt.Errorf("opdb %s: no %s measured in %s with a %s KV cache, window 0 (have %s)",
+			db.Name, name, sh.dtype, sh.kvDType, strings.Join(sortedKeys(have), "; "))
+	}
+	return b.build(), nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (s OpSystem) validate() error {
@@ -194,30 +195,4 @@ func (s OpSystem) validate() error {
 		return fmt.Errorf("system %s: gpu.mem_empirical_constant_latency and node.intra_node_bw must be >= 0", s.GPU)
 	}
 	return nil
-}
-
-// gemmTable returns the table of a GEMM dtype, or an error listing the
-// dtypes the database has.
-func (x *opIndex) gemmTable(dtype string) (*opTable, error) {
-	if t, ok := x.gemm[dtype]; ok {
-		return t, nil
-	}
-	return nil, fmt.Errorf("no %s GEMMs measured (have %s)", dtype, strings.Join(x.gemmDTypes, ", "))
-}
-
-// attnTable returns the attention table of a compute dtype, KV dtype and
-// window; rows whose table does not name a compute dtype serve any.
-func attnTable(tables map[attnKey]*opTable, name, dtype, kvDType string, window int) (*opTable, error) {
-	if t, ok := tables[attnKey{dtype, kvDType, window}]; ok {
-		return t, nil
-	}
-	if t, ok := tables[attnKey{"", kvDType, window}]; ok {
-		return t, nil
-	}
-	var have []string
-	for k := range tables {
-		have = append(have, fmt.Sprintf("%s with a %s KV cache, window %d", k.dtype, k.kvDType, k.window))
-	}
-	sort.Strings(have)
-	return nil, fmt.Errorf("no %s measured in %s with a %s KV cache, window %d (have %s)", name, dtype, kvDType, window, strings.Join(have, "; "))
 }

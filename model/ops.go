@@ -44,9 +44,6 @@ type Ops struct {
 	name   string
 	shape  opsShape
 	engine OpsEngine
-	gemm   *opTable
-	ctx    *opTable
-	gen    *opTable
 }
 
 // OpsEngine is how the engine that runs a model departs from the
@@ -96,39 +93,20 @@ func orOne(x float64) float64 {
 
 // NewOps builds the prior for a model shape from a database, for the
 // database's own framework (see WithEngine). It refuses a shape whose
-// dtype the database did not measure, naming what it has.
+// dtypes the database did not measure, naming what it has.
 func NewOps(db *OpDB, s Shape) (*Ops, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	x, err := db.index()
+	sh := opsShapeOf(s)
+	x, err := db.index(&sh)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("model: %w", err)
 	}
-	o := &Ops{db: x, name: db.Name, shape: opsShapeOf(s)}
-	if err := o.bind(); err != nil {
-		return nil, fmt.Errorf("model: opdb %s: %w", db.Name, err)
+	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
+		return nil, fmt.Errorf("model: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
 	}
-	return o, nil
-}
-
-// bind picks the tables of the shape's dtypes.
-func (o *Ops) bind() error {
-	sh, x := &o.shape, o.db
-	var err error
-	if o.gemm, err = x.gemmTable(sh.dtype); err != nil {
-		return err
-	}
-	if o.ctx, err = attnTable(x.ctx, OpTableContextAttention, sh.dtype, sh.kvDType, 0); err != nil {
-		return err
-	}
-	if o.gen, err = attnTable(x.gen, OpTableGenerationAttention, sh.dtype, sh.kvDType, 0); err != nil {
-		return err
-	}
-	if sh.tp > 1 && x.allreduce[true] == nil && !(x.sys.IntraNodeBandwidth > 0) {
-		return fmt.Errorf("TP=%d needs an all-reduce table or node.intra_node_bw", sh.tp)
-	}
-	return nil
+	return &Ops{db: x, name: db.Name, shape: sh}, nil
 }
 
 // WithEngine returns the prior for an engine other than the database's
@@ -276,7 +254,7 @@ func (o *Ops) memOpNs(bytes float64) float64 {
 
 // gemmNs is one GEMM of m rows by a k→n weight.
 func (o *Ops) gemmNs(m float64, n, k int) (float64, bool) {
-	return o.gemm.lookup(opCoords{float64(n), float64(k), m}, (*gemmCost)(o))
+	return o.db.gemm.lookup(opCoords{float64(n), float64(k), m}, (*gemmCost)(o))
 }
 
 // The speed-of-light cost of each operation, as a solver for its table.
@@ -334,7 +312,7 @@ func (o *Ops) contextAttnNs(f *Features) (float64, bool) {
 	}
 	sh := &o.shape
 	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), full, n}
-	ns, x := o.ctx.lookup(q, (*contextCost)(o))
+	ns, x := o.db.ctx.lookup(q, (*contextCost)(o))
 	return ns * work / (n * full * full / 2), x
 }
 
@@ -354,7 +332,7 @@ func (a *contextCost) sol(c opCoords) float64 {
 func (o *Ops) generationAttnNs(batch, kv float64) (float64, bool) {
 	sh := &o.shape
 	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), kv, batch}
-	return o.gen.lookup(q, (*generationCost)(o))
+	return o.db.gen.lookup(q, (*generationCost)(o))
 }
 
 // sol is decode attention's speed of light: reading the KV cache, or its
@@ -372,7 +350,7 @@ func (a *generationCost) sol(c opCoords) float64 {
 func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 	tp := float64(o.shape.tp)
 	q := opCoords{tp, msg}
-	if t := o.db.allreduce[true]; t != nil {
+	if t := o.db.allreduce; t != nil {
 		return t.lookup(q, ringCost{})
 	}
 	return ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9, true
