@@ -110,18 +110,10 @@ func OpenParquet(path string) (*parquet.File, *os.File, error) {
 		f.Close()
 		return nil, nil, err
 	}
-	if st.Size() == 0 {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: empty file, not Parquet", path)
-	}
-	if err := checkFraming(f, st.Size()); err != nil {
-		f.Close()
-		return nil, nil, fmt.Errorf("%s: not a readable Parquet file (corrupt or truncated): %v", path, err)
-	}
-	pf, err := openParquetSafe(f, st.Size())
+	pf, err := OpenParquetAt(path, f, st.Size())
 	if err != nil {
 		f.Close()
-		return nil, nil, fmt.Errorf("%s: not a readable Parquet file (corrupt or truncated): %v", path, err)
+		return nil, nil, err
 	}
 	if v, ok := pf.Lookup("steplab.schema_version"); ok {
 		n, err := strconv.Atoi(v)
@@ -135,6 +127,23 @@ func OpenParquet(path string) (*parquet.File, *os.File, error) {
 		}
 	}
 	return pf, f, nil
+}
+
+// OpenParquetAt opens Parquet held by r (size bytes; an embedded or
+// in-memory file as well as an open one), turning every failure, panics of
+// the decoder included, into an error that names the file.
+func OpenParquetAt(name string, r io.ReaderAt, size int64) (*parquet.File, error) {
+	if size == 0 {
+		return nil, fmt.Errorf("%s: empty file, not Parquet", name)
+	}
+	if err := checkFraming(r, size); err != nil {
+		return nil, fmt.Errorf("%s: not a readable Parquet file (corrupt or truncated): %v", name, err)
+	}
+	pf, err := openParquetSafe(r, size)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not a readable Parquet file (corrupt or truncated): %v", name, err)
+	}
+	return pf, nil
 }
 
 // checkFraming checks the magic bytes and the footer length before

@@ -286,6 +286,73 @@ func h200Traffic(t *testing.T, paddedFix bool) *Data {
 	return d
 }
 
+// Bands of h200RaggedBias: decode batch size, longest context in the step.
+var (
+	h200BatchBands   = []string{"9-32", "33-128"}
+	h200ContextBands = []string{"<2K", "2K-4K", ">=4K"}
+)
+
+type raggedCell struct {
+	n    int
+	bias float64 // sum of per-step bias, percent
+}
+
+// h200RaggedBias is m's bias on the traffic runs' production decode steps
+// of 9 requests or more, by batch band and by the longest context in the
+// step (computed + scheduled tokens of its longest request), on target.
+func h200RaggedBias(t *testing.T, m model.FPM, target string) map[[2]string]*raggedCell {
+	t.Helper()
+	var steps []datasets.Step
+	var maxCtx []int64
+	for _, n := range []string{"traffic-azure-5rps", "traffic-azure-12rps"} {
+		set := h200Load(t, n)
+		mx := map[int64]int64{}
+		for _, r := range set.reqs {
+			mx[r.StepID] = max(mx[r.StepID], r.NumComputedTokens+r.NumScheduledTokens)
+		}
+		for _, st := range set.steps {
+			if st.Kind == datasets.KindDecode && st.Role == datasets.RoleProduction && st.Valid && st.NumDecodeRequests >= 9 {
+				steps = append(steps, st)
+				maxCtx = append(maxCtx, mx[st.StepID])
+			}
+		}
+	}
+	d, err := DataFromSteps(steps, target)
+	require.NoError(t, err)
+	cells := map[[2]string]*raggedCell{}
+	for i := range d.Y {
+		bk := h200BatchBands[0]
+		if d.Features[i].DecodeRequests > 32 {
+			bk = h200BatchBands[1]
+		}
+		ck := h200ContextBands[0]
+		if maxCtx[i] >= 4096 {
+			ck = h200ContextBands[2]
+		} else if maxCtx[i] >= 2048 {
+			ck = h200ContextBands[1]
+		}
+		c := cells[[2]string{bk, ck}]
+		if c == nil {
+			c = &raggedCell{}
+			cells[[2]string{bk, ck}] = c
+		}
+		c.n++
+		c.bias += 100 * (m.PredictNs(d.Features[i]) - d.Y[i]) / d.Y[i]
+	}
+	return cells
+}
+
+func logRagged(t *testing.T, label string, cells map[[2]string]*raggedCell) {
+	t.Helper()
+	for _, bk := range h200BatchBands {
+		for _, ck := range h200ContextBands {
+			if c := cells[[2]string{bk, ck}]; c != nil {
+				t.Logf("%s, B %-6s longest context %-6s n=%5d mean bias %+6.2f%%", label, bk, ck, c.n, c.bias/float64(c.n))
+			}
+		}
+	}
+}
+
 func h200Grid(t *testing.T, name string, maxB int) *Data {
 	t.Helper()
 	var steps []datasets.Step
@@ -355,56 +422,11 @@ func TestH200R3Fits(t *testing.T) {
 	// one program walks each request's KV serially, so the longest
 	// context sets the attention time. The residual grows with the
 	// longest context in the step.
-	var maxCtx []int64
-	for _, n := range []string{"traffic-azure-5rps", "traffic-azure-12rps"} {
-		set := h200Load(t, n)
-		mx := map[int64]int64{}
-		for _, r := range set.reqs {
-			mx[r.StepID] = max(mx[r.StepID], r.NumComputedTokens+r.NumScheduledTokens)
-		}
-		for _, st := range set.steps {
-			if st.Kind == datasets.KindDecode && st.Role == datasets.RoleProduction && st.Valid {
-				maxCtx = append(maxCtx, mx[st.StepID])
-			}
-		}
-	}
-	require.Len(t, maxCtx, traffic.Len())
 	stModel, err := Linear(h200Grid(t, "bench-steady", 512), Options{Terms: DecodeTerms})
 	require.NoError(t, err)
-	type cell struct {
-		n    int
-		bias float64
-	}
-	cells := map[[2]string]*cell{}
-	for i := range traffic.Y {
-		b := traffic.Features[i].DecodeRequests
-		if b < 9 {
-			continue
-		}
-		bk := "9-32"
-		if b > 32 {
-			bk = "33-128"
-		}
-		ck := "<2K"
-		if maxCtx[i] >= 4096 {
-			ck = ">=4K"
-		} else if maxCtx[i] >= 2048 {
-			ck = "2K-4K"
-		}
-		c := cells[[2]string{bk, ck}]
-		if c == nil {
-			c = &cell{}
-			cells[[2]string{bk, ck}] = c
-		}
-		c.n++
-		c.bias += 100 * (stModel.Model.PredictNs(traffic.Features[i]) - traffic.Y[i]) / traffic.Y[i]
-	}
-	for _, bk := range []string{"9-32", "33-128"} {
-		for _, ck := range []string{"<2K", "2K-4K", ">=4K"} {
-			if c := cells[[2]string{bk, ck}]; c != nil {
-				t.Logf("steady model on traffic, B %-6s longest context %-6s n=%5d mean bias %+6.2f%%", bk, ck, c.n, c.bias/float64(c.n))
-			}
-		}
+	cells := h200RaggedBias(t, stModel.Model, TargetWall)
+	logRagged(t, "steady model on traffic", cells)
+	for _, bk := range h200BatchBands {
 		short, long := cells[[2]string{bk, "<2K"}], cells[[2]string{bk, ">=4K"}]
 		require.Less(t, long.bias/float64(long.n), short.bias/float64(short.n)-5, "B %s: longer longest context, larger under-prediction", bk)
 	}

@@ -377,6 +377,14 @@ func EvalDatasets(modelPath string, paths []string, cfg EvalConfig) (*EvalReport
 	if err != nil {
 		return nil, nil, err
 	}
+	return EvalModel(m, a, modelPath, paths, cfg)
+}
+
+// EvalModel evaluates a model on the datasets: one loaded from an
+// artifact a (its training target is the default), or a prior built
+// without one (a nil; named by name, evaluated on device time where the
+// data has it).
+func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg EvalConfig) (*EvalReport, *Loaded, error) {
 	cfg.Load.Target = EvalTarget(cfg.Load.Target, a)
 	l, err := LoadDatasets(paths, cfg.Load)
 	if err != nil {
@@ -387,7 +395,11 @@ func EvalDatasets(modelPath string, paths []string, cfg EvalConfig) (*EvalReport
 		worst = 10
 	}
 	d := l.Data
-	rep := &EvalReport{Model: modelPath, Form: a.Form, Target: d.Target, Datasets: l.Refs, Selection: cfg.Load.Selection.Record(l.Policy),
+	form := "prior"
+	if a != nil {
+		form = a.Form
+	}
+	rep := &EvalReport{Model: name, Form: form, Target: d.Target, Datasets: l.Refs, Selection: cfg.Load.Selection.Record(l.Policy),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings, Report: Evaluate(m, d, worst)}
 	rep.WorstDatasets = WorstDatasetsOf(l, rep.Report)
 	if cfg.PlotsDir != "" {
@@ -395,7 +407,7 @@ func EvalDatasets(modelPath string, paths []string, cfg EvalConfig) (*EvalReport
 		for i, f := range d.Features {
 			pred[i] = m.PredictNs(f)
 		}
-		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, m, PlotOptions{Title: "eval " + filepath.Base(modelPath)}); err != nil {
+		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, m, PlotOptions{Title: "eval " + filepath.Base(name)}); err != nil {
 			return nil, nil, err
 		}
 	}

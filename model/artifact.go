@@ -19,6 +19,9 @@ const (
 	FormLinear   = "linear"
 	FormGrid     = "grid"
 	FormRoofline = "roofline"
+	// FormOps is the measured-operations prior (Ops, OpsParams); package
+	// datasets/opdb registers its decoder, which reads the database.
+	FormOps = "ops"
 )
 
 // Artifact is a fitted model as stored on disk: versioned JSON that says
@@ -55,6 +58,11 @@ type Artifact struct {
 	Metrics   json.RawMessage `json:"metrics,omitempty"`
 	CreatedBy string          `json:"created_by"`
 	CreatedAt string          `json:"created_at,omitempty"`
+
+	// Path is the file Load read the artifact from ("" otherwise): a
+	// registered form resolves relative references in its params against
+	// its directory.
+	Path string `json:"-"`
 }
 
 // Coefficient is one fitted coefficient with its interval (Lo = Hi = 0 and
@@ -108,9 +116,9 @@ var (
 	forms   = map[string]FormDecoder{}
 )
 
-// RegisterForm makes Load understand another form (the roofline prior
-// registers itself this way). Registering linear or grid, or a form twice,
-// panics.
+// RegisterForm makes Load understand another form (package datasets/opdb
+// registers FormOps this way, since its decoder reads a database).
+// Registering linear or grid, or a form twice, panics.
 func RegisterForm(form string, dec FormDecoder) {
 	formsMu.Lock()
 	defer formsMu.Unlock()
@@ -219,6 +227,7 @@ func Load(path string) (FPM, *Artifact, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)
 	}
+	a.Path = path
 	m, err := a.Model()
 	if err != nil {
 		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)

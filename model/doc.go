@@ -27,6 +27,15 @@
 // spec file format, the name-resolution rule and the MoE/MLA assumptions;
 // `steplab catalog` lists and shows entries.
 //
+// # The forward-pass models
+//
+// Linear and Grid are fitted to captured steps (package fit);
+// Roofline prices a step from the hardware's peaks and the model shape;
+// Ops composes the latencies of the operations of a forward pass from a
+// database of kernels measured on the GPU (OpDB, read by package
+// datasets/opdb) and, with FitRooflineEfficiency, measures the roofline's
+// efficiencies.
+//
 // It reads no files but its own artifacts, catalogue entries and the files
 // a caller names, and imports no other steplab package: an FPM knows
 // features and durations, not datasets.

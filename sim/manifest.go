@@ -213,7 +213,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 // are looked up only when the FPM is the roofline prior.
 func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, error) {
 	r := resolveManifest(m)
-	if (o.FPM == "" || o.FPM == FPMRoofline) && !r.known() {
+	if IsPrior(o.FPM) && !r.known() {
 		return nil, r.err()
 	}
 	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host})

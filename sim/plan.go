@@ -109,7 +109,7 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	needHW := e.NumGPUBlocks == 0 || sc.FPM == "" || sc.FPM == FPMRoofline
+	needHW := e.NumGPUBlocks == 0 || IsPrior(sc.FPM)
 	if needHW && !r.known() {
 		return nil, r.err()
 	}
@@ -132,11 +132,7 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 	}
 	pr, err := Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: sc.FPM, Host: sc.Host})
 	if err != nil {
-		field := "fpm"
-		if sc.FPM == "" || sc.FPM == FPMRoofline {
-			field = "hardware"
-		}
-		return nil, fmt.Errorf("%s: %w", field, err)
+		return nil, fmt.Errorf("fpm: %w", err)
 	}
 	p.Pricing = *pr
 	return p, nil

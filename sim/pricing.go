@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/steplab/steplab/datasets/opdb"
 	"github.com/steplab/steplab/model"
 )
 
@@ -19,8 +20,9 @@ const FPMRoofline = "roofline"
 type PricingSpec struct {
 	Hardware model.Hardware
 	Shape    model.Shape
-	// FPM is "" or "roofline" (the prior) or the path of a model artifact
-	// (steplab fit, steplab calibrate).
+	// FPM is "" or "roofline" (the roofline prior), an ops spec (the
+	// measured-operations prior: "ops", "ops:NAME" or "ops:DIR") or the
+	// path of a model artifact (steplab fit, steplab calibrate).
 	FPM string
 	// Host is "" (the artifact's params.host when the FPM artifact carries
 	// one, else the default prior) or the path of a host-overhead model:
@@ -54,13 +56,19 @@ type Pricing struct {
 func Price(spec PricingSpec) (*Pricing, error) {
 	p := &Pricing{HW: spec.Hardware, Shape: spec.Shape, Payload: model.DefaultPayloadModel(), Host: model.DefaultHostModel(),
 		HostName: spec.Host}
-	switch spec.FPM {
-	case "", FPMRoofline:
+	switch {
+	case spec.FPM == "" || spec.FPM == FPMRoofline:
 		r, err := p.Roofline()
 		if err != nil {
 			return nil, err
 		}
 		p.FPM, p.FPMName = r.Prepare(), FPMRoofline
+	case opdb.IsSpec(spec.FPM):
+		o, err := opdb.Prior(spec.FPM, p.HW, p.Shape)
+		if err != nil {
+			return nil, err
+		}
+		p.FPM, p.FPMName = o, spec.FPM
 	default:
 		f, a, err := model.Load(spec.FPM)
 		if err != nil {
@@ -86,6 +94,19 @@ func Price(spec PricingSpec) (*Pricing, error) {
 		}
 	}
 	return p, nil
+}
+
+// IsPrior reports whether an FPM spec names a prior priced from the
+// hardware and shape alone (which both must then be known).
+func IsPrior(fpm string) bool { return fpm == "" || fpm == FPMRoofline || opdb.IsSpec(fpm) }
+
+// Name names the FPM in reports: a prior with its hardware and shape, an
+// artifact by its path.
+func (p *Pricing) Name() string {
+	if IsPrior(p.FPMName) {
+		return fmt.Sprintf("%s(%s, %s)", p.FPMName, p.HW.Name, p.Shape.Name)
+	}
+	return p.FPMName
 }
 
 // Roofline is the prior of the pricing's hardware and shape, whatever FPM

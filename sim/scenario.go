@@ -29,8 +29,10 @@ type Scenario struct {
 	// --quantization fp8 and --kv-cache-dtype fp8 do.
 	WeightDType  string `yaml:"weight_dtype"`
 	KVCacheDType string `yaml:"kv_cache_dtype"`
-	// FPM is "roofline" (the prior from hardware and shape) or the path of
-	// a fitted model artifact (steplab fit).
+	// FPM is "roofline" (the prior from hardware and shape), an ops spec
+	// ("ops", "ops:NAME" or "ops:DIR": the measured-operations prior of
+	// package datasets/opdb for the shape) or the path of a model artifact
+	// (steplab fit, steplab calibrate).
 	FPM string `yaml:"fpm"`
 	// Host is "" (the default prior, model.DefaultHostModel) or the path
 	// of a host-overhead model in JSON: a model.HostModel, or an object

@@ -1,9 +1,14 @@
 package main
 
 import (
+	"strings"
+
 	"github.com/spf13/cobra"
 
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/datasets/opdb"
 	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/sim"
 )
 
 func init() { register(newEvalCmd) }
@@ -16,22 +21,37 @@ func newEvalCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "eval MODEL DATASET...",
 		Short: "Evaluate a model on held-out datasets",
-		Long: `eval predicts every selected step of the datasets with a model artifact and
-reports the error: overall, per step kind and per batch-size bucket (n, MAPE,
+		Long: `eval predicts every selected step of the datasets with a model and reports
+the error: overall, per step kind and per batch-size bucket (n, MAPE,
 median/p90/p99 absolute percentage error, RMSE, R², mean bias), and the worst
 steps. Use datasets the model was not fitted on: that is the error a planner
 will see on new traffic.
 
+MODEL is a model artifact, or a prior built for the first dataset's hardware
+and model shape (its manifest): "roofline", or the measured-operations prior
+"ops" (the kernel database shipped for the GPU), "ops:NAME" (a shipped
+database: ` + strings.Join(opdb.Names(), ", ") + `) or "ops:DIR" (a database directory
+in AIConfigurator's layout; see docs/ops-prior.md).
+
 The timing evaluated is the one the model was fitted on (recorded in the
-artifact) unless --target says otherwise. Row selection is as in fit.
+artifact; device time for a prior) unless --target says otherwise. Row
+selection is as in fit.
 
 Examples:
   steplab eval model.json runs/production
   steplab eval model.json runs/prod-a runs/prod-b --kinds decode --json
+  steplab eval ops datasets/h200/traffic-azure-5rps
   steplab eval model.json runs/production --plots figs/`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			rep, _, err := fit.EvalDatasets(args[0], args[1:], fit.EvalConfig{Load: sel.options(), Worst: worst, PlotsDir: plots})
+			cfg := fit.EvalConfig{Load: sel.options(), Worst: worst, PlotsDir: plots}
+			var rep *fit.EvalReport
+			var err error
+			if spec := args[0]; sim.IsPrior(spec) {
+				rep, err = evalPrior(spec, args[1:], cfg)
+			} else {
+				rep, _, err = fit.EvalDatasets(spec, args[1:], cfg)
+			}
 			if err != nil {
 				return inputError("eval", err)
 			}
@@ -47,4 +67,22 @@ Examples:
 	cmd.Flags().IntVar(&worst, "worst", 10, "worst steps to list")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// evalPrior evaluates a prior built from the first dataset's manifest.
+func evalPrior(spec string, paths []string, cfg fit.EvalConfig) (*fit.EvalReport, error) {
+	d, err := datasets.Open(paths[0])
+	if err != nil {
+		return nil, err
+	}
+	p, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: spec})
+	if err != nil {
+		return nil, err
+	}
+	rep, _, err := fit.EvalModel(p.FPM, nil, p.Name(), paths, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep.Warnings = append(rep.Warnings, p.Notes...)
+	return rep, nil
 }

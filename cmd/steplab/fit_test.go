@@ -168,3 +168,27 @@ func TestFitCLIDegenerate(t *testing.T) {
 		})
 	}
 }
+
+// eval builds a prior from the first dataset's manifest: the roofline or
+// the measured-operations prior by spec, evaluated on device time.
+func TestEvalPriorCLI(t *testing.T) {
+	ds := filepath.Join("..", "..", "datasets", "h200", "traffic-azure-12rps")
+	for spec, name := range map[string]string{"ops": "ops(h200-sxm-vllm-0.24.0, Llama-3.1-8B)", "roofline": "roofline(H200-SXM, Llama-3.1-8B)"} {
+		out, err := runCLI(t, "eval", spec, ds, "--kinds", "decode", "--json")
+		require.NoError(t, err, out)
+		var ev fit.EvalReport
+		require.NoError(t, json.Unmarshal([]byte(out), &ev), out)
+		require.Equal(t, name, ev.Model)
+		require.Equal(t, "prior", ev.Form)
+		require.Equal(t, fit.TargetGPU, ev.Target)
+		require.Equal(t, 2785, ev.Rows)
+		require.Greater(t, ev.Report.Overall.MAPE, 20.0, "no prior knows steplab's worker")
+	}
+	out, err := runCLI(t, "eval", "ops:nope", ds)
+	require.Equal(t, 2, exitCode(err), out)
+	require.Contains(t, err.Error(), "h200-sxm-vllm-0.24.0")
+	noGPU := stepsDataset(t, filepath.Join(t.TempDir(), "nogpu"), decodeSteps(20, 1, nil), "")
+	_, err = runCLI(t, "eval", "ops", noGPU)
+	require.Equal(t, 2, exitCode(err))
+	require.ErrorContains(t, err, "manifest names no GPU")
+}

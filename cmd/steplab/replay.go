@@ -27,19 +27,13 @@ record part (docs/replay.md).
   steplab replay steps MODEL DATASET -o OUT      re-price every recorded step
   steplab replay requests MODEL DATASET -o OUT   re-simulate the recorded requests
 
-MODEL is a model artifact (steplab fit, steplab calibrate) or the word
-"roofline": the prior from the manifest's hardware and model shape.`,
+MODEL is a model artifact (steplab fit, steplab calibrate), the word
+"roofline" (the prior from the manifest's hardware and model shape), or an
+ops spec: "ops", "ops:NAME" or "ops:DIR", the measured-operations prior of
+that shape from a kernel database (docs/ops-prior.md).`,
 	}
 	cmd.AddCommand(newReplayStepsCmd(), newReplayRequestsCmd())
 	return cmd
-}
-
-// modelName names the forward-pass model of a replay in its reports.
-func modelName(p *sim.Pricing) string {
-	if p.FPMName == sim.FPMRoofline {
-		return fmt.Sprintf("roofline(%s, %s)", p.HW.Name, p.Shape.Name)
-	}
-	return p.FPMName
 }
 
 func openDataset(dir string) (*datasets.Dataset, error) {
@@ -94,7 +88,7 @@ Examples:
 			start := time.Now()
 			rep, err := replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: top, NoJoin: stepsOnly,
 				Progress: func(n int64) { bar.Set64(n) }},
-				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: modelName(m), DatasetDir: args[1], NoFigures: noFigures})
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: m.Name(), DatasetDir: args[1], NoFigures: noFigures})
 			bar.Finish()
 			if err != nil {
 				return err
@@ -194,7 +188,7 @@ Examples:
 				return &exitError{code: 2, msg: "replay requests: " + err.Error()}
 			}
 			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn},
-				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: modelName(&p.Pricing), DatasetDir: args[1]})
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Name(), DatasetDir: args[1]})
 			if err != nil {
 				return err
 			}

@@ -42,7 +42,8 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
       --set workload.output.kind=fixed --set workload.output.value=128
   steplab simulate -o out/bench --set workload.kind=benchmark \
       --set workload.benchmark.policy=admission_step
-  steplab simulate -o out/fitted --set fpm=model.json`,
+  steplab simulate -o out/fitted --set fpm=model.json
+  steplab simulate -o out/ops --set fpm=ops          (measured-operations prior, docs/ops-prior.md)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/datasets/opdb"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/workflow"
 	"github.com/steplab/steplab/sim/workload"
@@ -541,7 +542,7 @@ func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *sim.Plan {
 	}
 	if e.FPM != "" {
 		ss.FPM = e.FPM
-		if e.FPM != "roofline" && !filepath.IsAbs(e.FPM) {
+		if e.FPM != "roofline" && !opdb.IsSpec(e.FPM) && !filepath.IsAbs(e.FPM) {
 			ss.FPM = filepath.Join(filepath.Dir(c.d.Path), e.FPM)
 		}
 	}

@@ -1,0 +1,149 @@
+package opdb
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/parquet-go/parquet-go"
+
+	"github.com/steplab/steplab/datasets"
+)
+
+// columns is one Parquet file read column by column: only the columns a
+// table needs, each checked for its type and for nulls.
+type columns struct {
+	name string // the file, as errors name it
+	pf   *parquet.File
+	rows int
+}
+
+func openColumns(fsys fs.FS, name string) (*columns, error) {
+	b, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return nil, err
+	}
+	pf, err := datasets.OpenParquetAt(name, bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	return &columns{name: name, pf: pf, rows: int(pf.NumRows())}, nil
+}
+
+// has reports whether the file has a column.
+func (c *columns) has(col string) bool {
+	_, ok := c.pf.Schema().Lookup(col)
+	return ok
+}
+
+// values reads a whole column, refusing a missing column, one of another
+// physical type than kinds, and a null in any row.
+func (c *columns) values(col string, what string, kinds ...parquet.Kind) (vals []parquet.Value, err error) {
+	leaf, ok := c.pf.Schema().Lookup(col)
+	if !ok {
+		return nil, fmt.Errorf("%s: no column %q (%s)", c.name, col, what)
+	}
+	kind := leaf.Node.Type().Kind()
+	okKind := false
+	for _, k := range kinds {
+		okKind = okKind || k == kind
+	}
+	if !okKind || leaf.MaxRepetitionLevel > 0 {
+		return nil, fmt.Errorf("%s: column %q is %v: want %s", c.name, col, leaf.Node.Type(), what)
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			vals, err = nil, fmt.Errorf("%s: column %q: corrupt data: %v", c.name, col, p)
+		}
+	}()
+	vals = make([]parquet.Value, 0, c.rows)
+	buf := make([]parquet.Value, 1024)
+	for _, rg := range c.pf.RowGroups() {
+		pages := rg.ColumnChunks()[leaf.ColumnIndex].Pages()
+		for {
+			p, err := pages.ReadPage()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				pages.Close()
+				return nil, fmt.Errorf("%s: column %q: %w", c.name, col, err)
+			}
+			r := p.Values()
+			for {
+				n, err := r.ReadValues(buf)
+				for _, v := range buf[:n] {
+					if v.IsNull() {
+						return nil, fmt.Errorf("%s: column %q row %d is null: every row needs a value", c.name, col, len(vals))
+					}
+					vals = append(vals, v.Clone())
+				}
+				if errors.Is(err, io.EOF) {
+					break
+				}
+				if err != nil {
+					pages.Close()
+					return nil, fmt.Errorf("%s: column %q: %w", c.name, col, err)
+				}
+			}
+			parquet.Release(p)
+		}
+		pages.Close()
+	}
+	if len(vals) != c.rows {
+		return nil, fmt.Errorf("%s: column %q has %d values for %d rows", c.name, col, len(vals), c.rows)
+	}
+	return vals, nil
+}
+
+// column reads a whole column of one of kinds and converts its values.
+func column[T any](c *columns, col, what string, conv func(parquet.Value) T, kinds ...parquet.Kind) ([]T, error) {
+	vals, err := c.values(col, what, kinds...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]T, len(vals))
+	for i, v := range vals {
+		out[i] = conv(v)
+	}
+	return out, nil
+}
+
+// ints reads an integer column.
+func (c *columns) ints(col string) ([]int64, error) {
+	return column(c, col, "an integer", func(v parquet.Value) int64 {
+		if v.Kind() == parquet.Int32 {
+			return int64(v.Int32())
+		}
+		return v.Int64()
+	}, parquet.Int64, parquet.Int32)
+}
+
+// floats reads a floating-point column.
+func (c *columns) floats(col string) ([]float64, error) {
+	return column(c, col, "a float", func(v parquet.Value) float64 {
+		if v.Kind() == parquet.Float {
+			return float64(v.Float())
+		}
+		return v.Double()
+	}, parquet.Double, parquet.Float)
+}
+
+// strings reads a string column.
+func (c *columns) strings(col string) ([]string, error) {
+	return column(c, col, "a string", func(v parquet.Value) string { return string(v.ByteArray()) }, parquet.ByteArray)
+}
+
+// intsOr reads an optional integer column, def in every row when absent.
+func (c *columns) intsOr(col string, def int64) ([]int64, error) {
+	if c.has(col) {
+		return c.ints(col)
+	}
+	out := make([]int64, c.rows)
+	for i := range out {
+		out[i] = def
+	}
+	return out, nil
+}

@@ -1,0 +1,81 @@
+package opdb
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/model"
+)
+
+func TestShipped(t *testing.T) {
+	require.Equal(t, []string{h200}, Names())
+	a, err := Open(h200)
+	require.NoError(t, err)
+	b, err := Open(h200)
+	require.NoError(t, err)
+	require.Same(t, a, b, "a shipped database is read once")
+	db, err := ForHardware(h200HW)
+	require.NoError(t, err)
+	require.Same(t, a, db)
+	_, err = ForHardware(h100HW)
+	require.ErrorContains(t, err, "no database shipped with steplab was measured on H100-SXM")
+}
+
+func TestSpec(t *testing.T) {
+	for s, want := range map[string]bool{"ops": true, "ops:" + h200: true, "ops:/some/dir": true, "opsx": false, "roofline": false, "model.json": false} {
+		require.Equal(t, want, IsSpec(s), s)
+	}
+	for _, spec := range []string{"ops", "ops:" + h200} {
+		o, err := Prior(spec, h200HW, llama8B)
+		require.NoError(t, err, spec)
+		require.Equal(t, h200, o.Database())
+	}
+	_, err := Prior("ops", h100HW, llama8B)
+	require.ErrorContains(t, err, "H100-SXM")
+	_, err = Prior("ops:nope", h200HW, llama8B)
+	require.ErrorContains(t, err, `"nope" is neither`)
+	_, err = Prior("roofline", h200HW, llama8B)
+	require.ErrorContains(t, err, "not an ops spec")
+}
+
+// An ops artifact names its database, shape and engine; model.Load builds
+// the prior from it (this package registers the form), reading a relative
+// database directory next to the artifact.
+func TestArtifact(t *testing.T) {
+	dir := t.TempDir()
+	e := model.OpsEngine{Name: "test", GEMMScale: 1.5, GraphStepNs: 1e6}
+	f := model.Features{DecodeRequests: 8, PaddedBatch: 8, DecodeKVTokens: 8 * 1000}
+	want, err := Prior("ops", h200HW, llama8B)
+	require.NoError(t, err)
+	want, err = want.WithEngine(e)
+	require.NoError(t, err)
+
+	require.NoError(t, os.CopyFS(filepath.Join(dir, "db"), shippedFS(h200)))
+	for _, database := range []string{h200, "db"} {
+		a, err := model.OpsArtifact(database, llama8B, e)
+		require.NoError(t, err)
+		path := filepath.Join(dir, "ops.json")
+		require.NoError(t, a.Save(path))
+		m, got, err := model.Load(path)
+		require.NoError(t, err, database)
+		require.Equal(t, model.FormOps, got.Form)
+		require.Equal(t, want.PredictNs(f), m.PredictNs(f), database)
+		require.Equal(t, e, m.(*model.Ops).Engine())
+	}
+	for _, c := range []struct{ params, want string }{
+		{`{"database": ""}`, "params.database is empty"},
+		{`{"database": "nope"}`, `"nope" is neither`},
+		{`{"database": "` + h200 + `", "shape": {"name": "x"}}`, "layers must be > 0"},
+		{`{"database": "` + h200 + `", "shape": ` + tinyShapeJSON + `, "engine": {"eager_step_ns": -1}}`, "eager_step_ns = -1"},
+		{`[1]`, "ops artifact: params"},
+	} {
+		a := &model.Artifact{ArtifactVersion: 1, Form: model.FormOps, Params: []byte(c.params)}
+		_, err := a.Model()
+		require.ErrorContains(t, err, c.want, c.params)
+	}
+}
+
+const tinyShapeJSON = `{"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "intermediate": 128, "vocab": 256, "dtype": "bf16", "tp": 1}`

@@ -1,0 +1,394 @@
+package model
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+)
+
+// Ops is the measured-operations prior: it prices a step by composing the
+// latencies of the operations one forward pass runs, looked up in a
+// database of kernels measured on the GPU (OpDB), as AIConfigurator does.
+// It needs no fit: the database and the model shape are all it reads.
+//
+// Per decoder layer, for a step of T prefill tokens (n chunks reading K
+// cached tokens between them) and B decoding requests run as a batch of
+// P ≥ B rows (the CUDA-graph size), over m = T + P rows:
+//
+//	GEMM(m, qkv) + GEMM(m, o) + MLP(m)
+//	+ context attention: n requests of T/n new tokens after K/n cached
+//	+ generation attention: B requests at their mean KV length
+//	+ element-wise ops: two residual-add + RMSNorm passes, the SiLU·mul
+//	+ two all-reduces of m·hidden activations when TP > 1
+//
+// and once per step the embedding gather, the final norm and the LM head
+// over one row per request. A mixed step runs all of it in one pass: the
+// weights are read once, the GEMMs see the prefill and decode rows
+// together and each attention kernel prices its own requests
+// (AIConfigurator's three-pass mixed-step composition). A dense MLP is
+// GEMM(m, 2·inter) + GEMM(m, inter → hidden); a mixture of experts runs
+// the expert GEMMs at the expected rows per expert over the expected
+// number of experts the step's tokens touch.
+//
+// Lookups interpolate in log space between measured points and, past the
+// measured grid, scale the nearest measured point by the operation's
+// speed-of-light cost (see opTable); Breakdown names the operations that
+// were extrapolated. Operations the database does not measure (norms,
+// activation, embedding gather) cost bytes/(bandwidth·scaling) plus a
+// constant each, with the database's own system constants.
+//
+// The database prices its framework's kernels; an engine running other
+// kernels or other launch overheads is described by an OpsEngine.
+type Ops struct {
+	db     *opIndex
+	name   string
+	shape  opsShape
+	engine OpsEngine
+}
+
+// OpsEngine is how the engine that runs a model departs from the
+// framework whose kernels the database measured. The zero value is that
+// framework itself. Every field is a measured property of an engine, to
+// be fitted on a benchmark grid of it (fit.OpsEngine) and tested on other
+// data; the values of steplab's own GPU worker and what they were fitted
+// to are in docs/ops-prior.md.
+type OpsEngine struct {
+	// Name says which engine this is.
+	Name string `json:"name,omitempty"`
+	// GEMMScale, ContextAttnScale and GenerationAttnScale multiply the
+	// database's GEMM (projections, MLP, LM head) and attention latencies:
+	// the engine's kernels are other kernels or run at another clock.
+	// 0 reads as 1.
+	GEMMScale           float64 `json:"gemm_scale,omitempty"`
+	ContextAttnScale    float64 `json:"context_attn_scale,omitempty"`
+	GenerationAttnScale float64 `json:"generation_attn_scale,omitempty"`
+	// GraphStepNs is added to a decode-only step (replayed from a CUDA
+	// graph) and EagerStepNs to a step with prefill work (launched kernel
+	// by kernel): per-step work the composition does not see, such as
+	// unfused small kernels and the host's dispatch of an eager pass.
+	GraphStepNs float64 `json:"graph_step_ns,omitempty"`
+	EagerStepNs float64 `json:"eager_step_ns,omitempty"`
+}
+
+// Validate refuses negative or non-finite fields.
+func (e OpsEngine) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"gemm_scale", e.GEMMScale}, {"context_attn_scale", e.ContextAttnScale}, {"generation_attn_scale", e.GenerationAttnScale},
+		{"graph_step_ns", e.GraphStepNs}, {"eager_step_ns", e.EagerStepNs}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return fmt.Errorf("model: ops engine %s: %s = %v: must be finite and >= 0", e.Name, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+func orOne(x float64) float64 {
+	if x == 0 {
+		return 1
+	}
+	return x
+}
+
+// NewOps builds the prior for a model shape from a database, for the
+// database's own framework (see WithEngine). It refuses a shape whose
+// dtypes the database did not measure, naming what it has.
+func NewOps(db *OpDB, s Shape) (*Ops, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	sh := opsShapeOf(s)
+	x, err := db.index(&sh)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
+		return nil, fmt.Errorf("model: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
+	}
+	return &Ops{db: x, name: db.Name, shape: sh}, nil
+}
+
+// WithEngine returns the prior for an engine other than the database's
+// framework.
+func (o *Ops) WithEngine(e OpsEngine) (*Ops, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	c := *o
+	c.engine = e
+	return &c, nil
+}
+
+// Engine is the engine the prior prices for.
+func (o *Ops) Engine() OpsEngine { return o.engine }
+
+// Database names the database the prior reads.
+func (o *Ops) Database() string { return o.name }
+
+// OpsBreakdown is a step priced by operation, in ns, engine scales
+// applied; TotalNs is the sum.
+type OpsBreakdown struct {
+	GEMMNs           float64 `json:"gemm_ns"` // projections and MLP, all layers
+	LMHeadNs         float64 `json:"lm_head_ns"`
+	ContextAttnNs    float64 `json:"context_attn_ns"`
+	GenerationAttnNs float64 `json:"generation_attn_ns"`
+	ElementwiseNs    float64 `json:"elementwise_ns"` // norms, activation, residual adds, embedding
+	AllReduceNs      float64 `json:"allreduce_ns"`
+	EngineStepNs     float64 `json:"engine_step_ns"` // OpsEngine.GraphStepNs or EagerStepNs
+	TotalNs          float64 `json:"total_ns"`
+	// Extrapolated lists the operations priced past the measured grid.
+	Extrapolated []string `json:"extrapolated,omitempty"`
+}
+
+// Operations Breakdown can name as extrapolated, by bit.
+const (
+	extGEMM = 1 << iota
+	extLMHead
+	extContext
+	extGeneration
+	extAllReduce
+)
+
+var extNames = []string{OpTableGEMM, "lm_head", OpTableContextAttention, OpTableGenerationAttention, OpTableAllReduce}
+
+// PredictNs implements FPM: the step's device time in ns. Admission
+// features (NewRequests, NewReqTokens) are host work, not device time.
+func (o *Ops) PredictNs(f Features) float64 {
+	var b OpsBreakdown
+	o.price(&f, &b)
+	return b.TotalNs
+}
+
+// Breakdown prices a step by operation.
+func (o *Ops) Breakdown(f Features) OpsBreakdown {
+	var b OpsBreakdown
+	ext := o.price(&f, &b)
+	for i, n := range extNames {
+		if ext&(1<<i) != 0 {
+			b.Extrapolated = append(b.Extrapolated, n)
+		}
+	}
+	return b
+}
+
+// price fills b and returns the extrapolated operations as bits; it does
+// not allocate (a simulator prices every step with it).
+func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
+	sh, e := &o.shape, &o.engine
+	decodeRows := math.Max(f.DecodeRequests, f.PaddedBatch)
+	rows := f.PrefillTokens + decodeRows
+	if rows <= 0 {
+		return 0
+	}
+	L := float64(sh.layers)
+	flag := func(bit int, x bool) {
+		if x {
+			ext |= bit
+		}
+	}
+
+	qkv, x1 := o.gemmNs(rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
+	proj, x2 := o.gemmNs(rows, sh.hidden, sh.qHeads*sh.headDim)
+	mlp, x3 := o.mlpNs(rows)
+	b.GEMMNs = (L*(qkv+proj) + mlp) * orOne(e.GEMMScale)
+	flag(extGEMM, x1 || x2 || x3)
+
+	if s := sampledRows(f); s > 0 {
+		lm, x := o.gemmNs(s, sh.vocab, sh.hidden)
+		b.LMHeadNs = lm * orOne(e.GEMMScale)
+		flag(extLMHead, x)
+	}
+	if f.PrefillTokens > 0 {
+		ns, x := o.contextAttnNs(f)
+		b.ContextAttnNs = L * ns * orOne(e.ContextAttnScale)
+		flag(extContext, x)
+	}
+	if f.DecodeRequests > 0 {
+		ns, x := o.generationAttnNs(f.DecodeRequests, f.DecodeKVTokens/f.DecodeRequests+1)
+		b.GenerationAttnNs = L * ns * orOne(e.GenerationAttnScale)
+		flag(extGeneration, x)
+	}
+	b.ElementwiseNs = o.elementwiseNs(rows)
+	if sh.tp > 1 {
+		ar, x := o.allReduceNs(rows * float64(sh.hidden) * sh.actBytes)
+		b.AllReduceNs = 2 * L * ar
+		flag(extAllReduce, x)
+	}
+	b.EngineStepNs = e.GraphStepNs
+	if f.PrefillTokens > 0 {
+		b.EngineStepNs = e.EagerStepNs
+	}
+	b.TotalNs = b.GEMMNs + b.LMHeadNs + b.ContextAttnNs + b.GenerationAttnNs + b.ElementwiseNs + b.AllReduceNs + b.EngineStepNs
+	return ext
+}
+
+// sampledRows is the LM head's rows: one per request, at its last
+// scheduled position (a prefill chunk always belongs to a request).
+func sampledRows(f *Features) float64 {
+	s := f.PrefillRequests + f.DecodeRequests
+	if f.PrefillTokens > 0 && f.PrefillRequests < 1 {
+		s++
+	}
+	return s
+}
+
+// elementwiseNs is AIConfigurator's element-wise work of a step over rows
+// tokens: per layer two fused residual-add + RMSNorm passes (2·hidden in
+// and out) and the SiLU·mul activation (2·inter in, inter out); once the
+// embedding gather and the final norm.
+func (o *Ops) elementwiseNs(rows float64) float64 {
+	sh := &o.shape
+	h, w := float64(sh.hidden), sh.actBytes
+	addNorm := o.memOpNs(rows * 4 * h * w)
+	act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
+	return float64(sh.layers)*(2*addNorm+act) + o.memOpNs(rows*h*w) + addNorm
+}
+
+// memOpNs prices an operation the database does not measure by the bytes
+// it moves, as AIConfigurator's mem-op formula does.
+func (o *Ops) memOpNs(bytes float64) float64 {
+	s := &o.db.sys
+	return (bytes/(s.MemBandwidth*s.MemBWScaling) + s.MemConstantS) * 1e9
+}
+
+// gemmNs is one GEMM of m rows by a k→n weight.
+func (o *Ops) gemmNs(m float64, n, k int) (float64, bool) {
+	return o.db.gemm.lookup(opCoords{float64(n), float64(k), m}, (*gemmCost)(o))
+}
+
+// The speed-of-light cost of each operation, as a solver for its table.
+type (
+	gemmCost       Ops
+	contextCost    Ops
+	generationCost Ops
+	ringCost       struct{}
+)
+
+// sol is a GEMM's speed of light: its FLOPs at the tensor-core peak or its
+// operand and result bytes at the HBM bandwidth, whichever is longer.
+func (g *gemmCost) sol(c opCoords) float64 {
+	o := (*Ops)(g)
+	n, k, m := c[0], c[1], c[2]
+	s := &o.db.sys
+	return math.Max(2*m*n*k/s.BF16FLOPS, (m*k+n*k+m*n)*o.shape.weightBytes/s.MemBandwidth)
+}
+
+// mlpNs is every layer's MLP GEMMs over m rows: the dense layers' MLP,
+// and in a mixture of experts the routed experts the rows touch plus the
+// shared experts.
+func (o *Ops) mlpNs(m float64) (float64, bool) {
+	sh := &o.shape
+	dense := func(width int) (float64, bool) {
+		up, x1 := o.gemmNs(m, 2*width, sh.hidden)
+		down, x2 := o.gemmNs(m, sh.hidden, width)
+		return up + down, x1 || x2
+	}
+	ns, x := 0.0, false
+	if sh.denseLayers > 0 {
+		d, xd := dense(sh.inter)
+		ns, x = float64(sh.denseLayers)*d, xd
+	}
+	if sh.experts == 0 {
+		return ns, x
+	}
+	moeLayers := float64(sh.layers - sh.denseLayers)
+	touched, per := expertLoad(m, sh.experts, sh.topK)
+	up, x1 := o.gemmNs(per, 2*sh.expertInter, sh.hidden)
+	down, x2 := o.gemmNs(per, sh.hidden, sh.expertInter)
+	ns += moeLayers * touched * (up + down)
+	if sh.shared > 0 {
+		d, xs := dense(sh.shared)
+		ns += moeLayers * d
+		x = x || xs
+	}
+	return ns, x || x1 || x2
+}
+
+// expertLoad is how m tokens routed to topK of E experts each spread over
+// the experts: the expected number touched (ExpectedExperts, uniform
+// routing) and the rows each of those runs.
+func expertLoad(m float64, experts, topK int) (touched, rowsPer float64) {
+	touched = ExpectedExperts(experts, topK, m)
+	return touched, m * float64(topK) / touched
+}
+
+// contextAttnNs is one layer's prefill attention: the step's n chunks
+// priced as n requests of mean chunk c after mean cached prefix k, from
+// the table's full causal attention over c + k tokens scaled by the share
+// of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2).
+func (o *Ops) contextAttnNs(f *Features) (float64, bool) {
+	n := math.Max(1, f.PrefillRequests)
+	c, k := f.PrefillTokens/n, f.PrefillKVTokens/n
+	full := c + k
+	work := f.PrefillAttn
+	if work <= 0 {
+		work = f.PrefillTokens * (k + c/2)
+	}
+	sh := &o.shape
+	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), full, n}
+	ns, x := o.db.ctx.lookup(q, (*contextCost)(o))
+	return ns * work / (n * full * full / 2), x
+}
+
+// sol is causal attention's speed of light over batch requests of seq
+// tokens: its FLOPs, or reading q, k and v and writing the output.
+func (a *contextCost) sol(c opCoords) float64 {
+	o := (*Ops)(a)
+	hd, kvh, qh, seq, batch := c[0], c[1], c[2], c[3], c[4]
+	s := &o.db.sys
+	flops := 4 * batch * qh * hd * seq * seq / 2
+	bytes := batch * seq * (2*qh + 2*kvh) * hd * o.shape.actBytes
+	return math.Max(flops/s.BF16FLOPS, bytes/s.MemBandwidth)
+}
+
+// generationAttnNs is one layer's decode attention for batch requests
+// attending to kv keys each.
+func (o *Ops) generationAttnNs(batch, kv float64) (float64, bool) {
+	sh := &o.shape
+	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), kv, batch}
+	return o.db.gen.lookup(q, (*generationCost)(o))
+}
+
+// sol is decode attention's speed of light: reading the KV cache, or its
+// FLOPs.
+func (a *generationCost) sol(c opCoords) float64 {
+	o := (*Ops)(a)
+	hd, kvh, qh, seq, batch := c[0], c[1], c[2], c[3], c[4]
+	s := &o.db.sys
+	return math.Max(4*batch*qh*hd*seq/s.BF16FLOPS, batch*seq*2*kvh*hd*o.shape.kvBytes/s.MemBandwidth)
+}
+
+// allReduceNs is one all-reduce of msg bytes over the TP group: the
+// CUDA-graph rows of the comm table, or the ring's bytes over the
+// interconnect when the database has none.
+func (o *Ops) allReduceNs(msg float64) (float64, bool) {
+	tp := float64(o.shape.tp)
+	q := opCoords{tp, msg}
+	if t := o.db.allreduce; t != nil {
+		return t.lookup(q, ringCost{})
+	}
+	return ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9, true
+}
+
+// sol is a ring all-reduce's bytes on the wire per GPU, 2(n−1)/n·msg.
+func (ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * c[1] }
+
+// OpsParams are the params of an artifact of form FormOps: which database
+// (a name package datasets/opdb ships, or a directory, relative to the
+// artifact's), the model shape and the engine.
+type OpsParams struct {
+	Database string    `json:"database"`
+	Shape    Shape     `json:"shape"`
+	Engine   OpsEngine `json:"engine"`
+}
+
+// OpsArtifact wraps a prior into an artifact (training, metrics and
+// provenance are left for the caller to fill).
+func OpsArtifact(database string, s Shape, e OpsEngine) (*Artifact, error) {
+	p, err := json.Marshal(OpsParams{Database: database, Shape: s, Engine: e})
+	if err != nil {
+		return nil, err
+	}
+	return &Artifact{ArtifactVersion: ArtifactVersion, Form: FormOps, Params: p}, nil
+}

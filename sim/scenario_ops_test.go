@@ -1,0 +1,49 @@
+package sim
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/model"
+)
+
+// fpm: names the measured-operations prior by spec (for the scenario's
+// shape and hardware) or by an ops artifact; a simulation with it is
+// deterministic like any other.
+func TestScenarioOpsPrior(t *testing.T) {
+	sc := poissonScenario(3)
+	sc.Workload.Requests = 60
+	sc.FPM = "ops"
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	o, ok := p.FPM.(*model.Ops)
+	require.True(t, ok, "%T", p.FPM)
+	require.Equal(t, "h200-sxm-vllm-0.24.0", o.Database())
+	require.Equal(t, "ops", p.FPMName)
+	a, _ := simulateSHA(t, sc)
+	b, _ := simulateSHA(t, sc)
+	require.Equal(t, a, b)
+
+	sc.Model = "Llama-3.1-70B-TP4"
+	_, err = sc.Plan()
+	require.NoError(t, err, "TP=4 prices its all-reduces from the comm table")
+
+	sc = DefaultScenario()
+	sc.FPM = filepath.Join("..", "datasets", "h200", "models", "ops-worker.json")
+	p, err = sc.Plan()
+	require.NoError(t, err)
+	require.Equal(t, "steplab-worker", p.FPM.(*model.Ops).Engine().Name)
+
+	for fpm, want := range map[string]string{"ops:nope": `"nope" is neither`, "ops": "no database shipped with steplab was measured on H100-SXM"} {
+		sc := DefaultScenario()
+		sc.FPM, sc.Hardware = fpm, "H200"
+		if fpm == "ops" {
+			sc.Hardware = "H100"
+		}
+		_, err := sc.Plan()
+		require.ErrorContains(t, err, "fpm: ")
+		require.ErrorContains(t, err, want)
+	}
+}
