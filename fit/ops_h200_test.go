@@ -29,7 +29,6 @@ var (
 	h200OpsAll     = append([]string{"bench-steady", "bench-admission"}, h200OpsTraffic...)
 )
 
-
 // llama8B is the shape the H200 captures ran.
 var llama8B = func() model.Shape {
 	s, err := model.LookupModel("Llama-3.1-8B")
