@@ -83,6 +83,18 @@ type Loaded struct {
 	Warnings []string
 	// Relabelled counts the rows BenchmarkCoords re-read as decode points.
 	Relabelled int
+	// Kinds are the step kinds the selected rows have (prefill, decode,
+	// mixed order): what a model fitted on them has seen.
+	Kinds []string
+}
+
+// Record returns the selection s as recorded in a model artifact or a
+// report: its kinds are the ones the loaded rows have, not the ones the
+// selection would have let through.
+func (l *Loaded) Record(s Selection) model.Selection {
+	rec := s.Record(l.Policy)
+	rec.Kinds = slices.Clone(l.Kinds)
+	return rec
 }
 
 // DatasetOf names the dataset of row i (its id).
@@ -177,6 +189,11 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		// Re-run the selection over nothing but the counts for the message.
 		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d in %d dataset(s) pass the selection (roles %v, kinds %v, valid only %v)",
 			total, len(paths), orDefault(opt.Selection.Roles, DefaultRoles), orDefault(opt.Selection.Kinds, []string{"all"}), !opt.Selection.AllowInvalid))
+	}
+	for _, k := range []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed} {
+		if slices.ContainsFunc(l.Steps, func(st datasets.Step) bool { return st.Kind == k }) {
+			l.Kinds = append(l.Kinds, k)
+		}
 	}
 	data, err := DataFromSteps(l.Steps, opt.Target)
 	if err != nil {

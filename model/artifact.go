@@ -31,7 +31,8 @@ const (
 //	 "residuals": {...}, "grid": {...}, "params": {...},
 //	 "training": {"datasets": [{"id", "path", "sha256", "rows"}],
 //	              "selection": {"roles", "kinds", "valid", "policy"}, ...},
-//	 "metrics": {...}, "created_by": "steplab fit ...", "created_at": "..."}
+//	 "metrics": {...}, "notes": ["term prefill_kv_tokens dropped: zero on every row"],
+//	 "created_by": "steplab fit ...", "created_at": "..."}
 type Artifact struct {
 	ArtifactVersion int    `json:"artifact_version"`
 	Form            string `json:"form"`
@@ -52,9 +53,12 @@ type Artifact struct {
 	Training  Training           `json:"training"`
 	// Metrics is the evaluation report of the fit, in the fitting tool's
 	// own structure (model does not interpret it).
-	Metrics   json.RawMessage `json:"metrics,omitempty"`
-	CreatedBy string          `json:"created_by"`
-	CreatedAt string          `json:"created_at,omitempty"`
+	Metrics json.RawMessage `json:"metrics,omitempty"`
+	// Notes are what the fit said about the model in words, e.g. the
+	// terms it dropped because the data could not identify them.
+	Notes     []string `json:"notes,omitempty"`
+	CreatedBy string   `json:"created_by"`
+	CreatedAt string   `json:"created_at,omitempty"`
 }
 
 // Coefficient is one fitted coefficient with its interval (Lo = Hi = 0 and
