@@ -136,12 +136,26 @@ type PayloadBreakdown struct {
 	New, Cached, Fixed, Total int64
 }
 
-// Breakdown prices a step. Each part is rounded once, so it can differ by
-// a byte or so from the sum of per-request NewReqBytes/CachedReqBytes.
-func (p PayloadModel) Breakdown(s PayloadStep) PayloadBreakdown {
-	nw := roundBytes(float64(s.NewReqs)*p.NewReqFixedBytes + float64(s.NewTokens)*p.TokenIDBytes + float64(s.NewBlocks)*p.BlockIDBytes)
-	ca := roundBytes(float64(s.CachedReqs)*p.CachedReqFixedBytes + float64(s.CachedNewBlocks)*p.BlockIDBytes +
+// NewBytes is the step's scheduled_new_reqs list (payload_new_bytes),
+// rounded once.
+func (p PayloadModel) NewBytes(s PayloadStep) int64 {
+	return roundBytes(float64(s.NewReqs)*p.NewReqFixedBytes + float64(s.NewTokens)*p.TokenIDBytes + float64(s.NewBlocks)*p.BlockIDBytes)
+}
+
+// CachedBytes is the step's scheduled_cached_reqs lists
+// (payload_cached_bytes), rounded once.
+func (p PayloadModel) CachedBytes(s PayloadStep) int64 {
+	return roundBytes(float64(s.CachedReqs)*p.CachedReqFixedBytes + float64(s.CachedNewBlocks)*p.BlockIDBytes +
 		float64(s.ResumedReqs)*p.ResumedReqFixedBytes + float64(s.ResumedTokens)*p.TokenIDBytes)
+}
+
+// Breakdown prices a step. Each part is rounded once, so it can differ by
+// a byte or so from the sum of per-request NewReqBytes/CachedReqBytes; a
+// caller that attributes the parts to requests takes each request's share
+// as the growth of NewBytes or CachedBytes when it joins the requests
+// before it (sim.PayloadOf), which adds up exactly.
+func (p PayloadModel) Breakdown(s PayloadStep) PayloadBreakdown {
+	nw, ca := p.NewBytes(s), p.CachedBytes(s)
 	fx := roundBytes(p.StepFixedBytes + float64(s.FinishedReqs)*p.FinishedReqBytes)
 	return PayloadBreakdown{New: nw, Cached: ca, Fixed: fx, Total: nw + ca + fx}
 }
