@@ -12,7 +12,7 @@
 //
 // Selection never fits scaffolding rows (warm-ups, the admission steps a
 // steady-state benchmark throws away): those are the contaminated
-// measurements of DESIGN.md §1. FeaturesOf documents how each steps column
+// measurements of docs/architecture.md#why-it-exists. FeaturesOf documents how each steps column
 // becomes a model.Features field, including the one approximation
 // (the prefill attention term when per-request rows are missing).
 //

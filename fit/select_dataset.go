@@ -58,7 +58,7 @@ type LoadOptions struct {
 	// computing one token each on top of their resident context. A
 	// benchmark database (Dynamo's, AIConfigurator's) stores it as a decode
 	// point, contamination included; this option reproduces what a model
-	// fitted to such a database sees (DESIGN.md §8 R3). Rows it re-reads
+	// fitted to such a database sees (docs/architecture.md#r3-admission-step-contamination). Rows it re-reads
 	// become kind decode with num_decode_requests = B and
 	// sum_decode_kv_tokens = the context they read; their admission
 	// columns (num_new_reqs, payload) are kept. Steady-state points are
@@ -111,7 +111,7 @@ func (l *Loaded) DatasetOf(i int) string {
 func AdmissionWarning(path string) string {
 	return fmt.Sprintf("%s: measurement_policy.decode is admission_step: its decode points were measured on the step that admits the batch, "+
 		"whose time includes admission work (full prompts shipped through scheduled_new_reqs, first-step worker bookkeeping) that production decode steps never pay; "+
-		"a model fitted to them over-predicts real decode traffic, more so at large batch and context, and more such points make it worse (DESIGN.md §8 R3). "+
+		"a model fitted to them over-predicts real decode traffic, more so at large batch and context, and more such points make it worse (docs/architecture.md#r3-admission-step-contamination). "+
 		"Re-measure with the steady_state_second_step policy", path)
 }
 

@@ -6,7 +6,7 @@ import (
 )
 
 // PayloadModel prices, in bytes, the SchedulerOutput a vLLM v1 scheduler
-// ships to its workers each step (DESIGN.md §3). vLLM pickles the
+// ships to its workers each step (docs/architecture.md#scheduler-semantics). vLLM pickles the
 // SchedulerOutput dataclass and broadcasts it over a shared-memory ring (ZMQ
 // for remote ranks), so the bytes are pickle bytes, and a list of Python
 // ints costs what pickle spends per int: 3 bytes for ids below 65,536
@@ -25,10 +25,10 @@ import (
 //     num_output_tokens, its num_scheduled_tokens entry. A request resumed
 //     after preemption also ships its whole token list (all_token_ids) and
 //     its block list replaces the old one. CachedReqBytes. (Older vLLM
-//     re-sent resumed requests as NewRequestData, as DESIGN.md §3 puts it;
+//     re-sent resumed requests as NewRequestData (docs/architecture.md#scheduler-semantics);
 //     the two cost within a few percent of each other.)
 //
-// Calibration (DESIGN.md §8 R1). At B=513 with ~4,100-token contexts and
+// Calibration (R1, docs/architecture.md#r1-payload: the published self-benchmark measurement). At B=513 with ~4,100-token contexts and
 // block size 16 (257 blocks per request) an admission step ships ≈ 8.5 MB
 // and a steady decode step ≈ 6.8 KB. With the defaults:
 //

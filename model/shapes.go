@@ -12,7 +12,7 @@ import (
 // parallel degree, and the per-GPU quantities (WeightBytes, KVBytesPerToken,
 // GEMMParamsPerGPU) are for one of its TP ranks. The roofline prior and the
 // memory model price a step from it; the dataset manifest records the same
-// fields (DESIGN.md §5).
+// fields (docs/architecture.md#data-contract).
 type Shape struct {
 	Name         string `json:"name"`
 	Layers       int    `json:"layers"`

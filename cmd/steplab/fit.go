@@ -87,7 +87,7 @@ The artifact records the step kinds the selected rows have.
 
 A dataset whose manifest says its decode points were measured on the
 admission step gets a loud warning: those timings include admission work
-that production decode never pays (DESIGN.md §8 R3).
+that production decode never pays (docs/architecture.md, R3).
 
 Examples:
   steplab fit runs/bench -o model.json

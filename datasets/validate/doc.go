@@ -1,5 +1,6 @@
 // Package validate checks a dataset directory against the data contract of
-// DESIGN.md §5 and the invariants of its step timings (§4), and reports every
+// docs/architecture.md#data-contract and the invariants of its step timings
+// (docs/architecture.md#step-timing-windows), and reports every
 // violation with its table, row, part file and field.
 //
 // # What is checked

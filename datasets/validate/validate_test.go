@@ -399,7 +399,7 @@ func TestReportDetails(t *testing.T) {
 }
 
 // A steps table written by another tool: kind missing, worker_recv_ns and
-// sample_ns (not in DESIGN §5) absent.
+// sample_ns (added to the schema after its first version) absent.
 type pandasStep struct {
 	StepID         int64  `parquet:"step_id"`
 	WorkerID       string `parquet:"worker_id"`

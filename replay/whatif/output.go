@@ -20,7 +20,7 @@ const (
 )
 
 // RequestRow is one request of one repetition of one placement. The first
-// columns are the data contract's requests table (DESIGN.md §5), so any
+// columns are the data contract's requests table (docs/architecture.md#data-contract), so any
 // steplab tool reads it; the rest are the what-if's.
 type RequestRow struct {
 	// ReqID is "<placement>/<rep>/<load id>".
