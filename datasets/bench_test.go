@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-// The steps benchmarks measure DESIGN.md §7's Parquet targets (write
+// The steps benchmarks measure the Parquet targets of docs/architecture.md#performance-targets (write
 // >= 2M rows/s, read >= 3M rows/s on one core). Run them with
 //
 //	go test -run XX -bench Steps -cpu 1 -count 5 ./datasets/

@@ -151,7 +151,7 @@ type ModelMoE struct {
 	DType              string `json:"dtype,omitempty"`
 }
 
-// EngineConfig holds the scheduler limits of DESIGN.md §3.
+// EngineConfig holds the scheduler limits of docs/architecture.md#scheduler-semantics.
 type EngineConfig struct {
 	MaxNumSeqs                int  `json:"max_num_seqs"`
 	MaxNumBatchedTokens       int  `json:"max_num_batched_tokens"`
@@ -178,7 +178,9 @@ type Workload struct {
 	InputSHA256 string            `json:"input_sha256,omitempty"`
 }
 
-// MeasurementPolicy says how benchmark points were measured (seed 004).
+// MeasurementPolicy says how benchmark points were measured: a decode point
+// on its admission step or on the requests' steady second step
+// (docs/architecture.md#why-it-exists).
 type MeasurementPolicy struct {
 	Decode  string `json:"decode,omitempty"`
 	Prefill string `json:"prefill,omitempty"`

@@ -39,6 +39,9 @@ func (r *Result) Artifact(training model.Training, metrics any, createdBy string
 		training.Bootstrap = len(r.Boot.Coef)
 	}
 	a.Training = training
+	for _, dt := range r.Dropped {
+		a.Notes = append(a.Notes, fmt.Sprintf("term %s dropped: %s", dt.Term, dt.Reason))
+	}
 	for _, f := range FeatureDefinitions {
 		if slices.Contains(r.Model.Terms, f.Name) {
 			a.Features = append(a.Features, f)

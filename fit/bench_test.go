@@ -8,7 +8,7 @@ import (
 	"github.com/steplab/steplab/model"
 )
 
-// DESIGN.md §7: fit 1M steps × 8 features by NNLS in under 2 s on one core
+// docs/architecture.md#performance-targets: fit 1M steps × 8 features by NNLS in under 2 s on one core
 // (run with -cpu 1). Data generation is outside the timed region.
 
 var (

@@ -20,6 +20,12 @@ type Data struct {
 	Kinds    []string
 	// Target names the timing column Y came from (e.g. "gpu_time_ns").
 	Target string
+	// Unrecorded counts, per term, the rows whose source left the steps
+	// column behind it Unknown (num_new_reqs, payload_new_bytes = −1, as
+	// an imported Dynamo FPM stream does). FeaturesOf reads those as 0 so
+	// that predictions stay finite; a fit must not price them, so Linear
+	// drops or refuses such terms. Subset keeps the counts of the whole.
+	Unrecorded map[string]int
 }
 
 // Len is the number of rows.
@@ -43,7 +49,7 @@ func (d *Data) StepID(i int) int64 {
 
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
-	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target}
+	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
 	}
@@ -201,6 +207,13 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 	return out, nil
 }
 
+func (d *Data) unrecorded(term string) {
+	if d.Unrecorded == nil {
+		d.Unrecorded = map[string]int{}
+	}
+	d.Unrecorded[term]++
+}
+
 // Timing targets of DataFromSteps.
 const (
 	TargetGPU  = "gpu_time_ns"  // device time of the forward pass
@@ -230,6 +243,9 @@ var PayloadBytesPerToken = model.DefaultPayloadModel().TokenIDBytes
 //	NewRequests     = num_new_reqs
 //	NewReqTokens    = payload_new_bytes / PayloadBytesPerToken
 //
+// An Unknown (−1) num_new_reqs or payload_new_bytes reads as 0 (see
+// Data.Unrecorded).
+//
 // PrefillAttn is Σ over prefill requests of chunk·(kv + chunk/2): a chunk of
 // c tokens after k cached tokens attends causally to k + c/2 keys on
 // average. The steps table keeps only T = Σc, K = Σk, n and the population
@@ -247,7 +263,7 @@ func FeaturesOf(st *datasets.Step) model.Features {
 		DecodeRequests:  float64(st.NumDecodeRequests),
 		DecodeKVTokens:  float64(st.SumDecodeKVTokens),
 		PaddedBatch:     float64(st.NumDecodeRequests),
-		NewRequests:     float64(st.NumNewReqs),
+		NewRequests:     float64(max(st.NumNewReqs, 0)),
 	}
 	if n > 0 {
 		v := st.VarPrefillLength
@@ -327,6 +343,12 @@ func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
 			return nil, e
 		}
 		d.Features[i] = FeaturesOf(st)
+		if st.NumNewReqs < 0 {
+			d.unrecorded(model.TermNewRequests)
+		}
+		if st.PayloadNewBytes < 0 {
+			d.unrecorded(model.TermNewReqTokens)
+		}
 		d.Y[i] = float64(y)
 		d.StepIDs[i] = st.StepID
 		d.Kinds[i] = st.Kind

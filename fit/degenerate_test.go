@@ -3,6 +3,7 @@ package fit
 import (
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/steplab/steplab/datasets"
@@ -74,13 +75,54 @@ func TestDropPolicy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []DroppedTerm{{"new_requests", "constant on every row (indistinguishable from const)"}, {"new_req_tokens", "zero on every row"}}, res.Dropped)
 	require.Equal(t, synthTerms, res.Model.Terms)
-	// Rank deficiency is not dropped.
-	_, err = Linear(d, Options{Terms: append([]string{"padded_batch"}, synthTerms...), Degenerate: DegenerateDrop})
-	require.ErrorIs(t, err, ErrRankDeficient)
+	// Of collinear terms the later one goes: padded_batch equals
+	// decode_requests on this data.
+	res, err = Linear(d, Options{Terms: append([]string{"padded_batch"}, synthTerms...), Degenerate: DegenerateDrop})
+	require.NoError(t, err)
+	require.Equal(t, []DroppedTerm{{"decode_requests", "a linear combination of padded_batch on these rows"}}, res.Dropped)
+	require.Equal(t, []string{"padded_batch", "const", "prefill_tokens", "prefill_attn", "decode_kv_tokens"}, res.Model.Terms)
 	_, err = Linear(d, Options{Degenerate: "ignore"})
 	require.ErrorContains(t, err, `policy "ignore"`)
 	_, err = Linear(d, Options{Method: "lasso"})
 	require.ErrorContains(t, err, `unknown method "lasso"`)
+	// Too few rows is judged on the terms that survive the drop: 12 rows
+	// are too few for the 8 terms named but enough for the 6 kept.
+	res, err = Linear(d.Subset([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}), Options{Terms: append(slices.Clone(terms), "prefill_kv_tokens"), Degenerate: DegenerateDrop})
+	require.NoError(t, err)
+	require.Len(t, res.Model.Terms, 6)
+	_, err = Linear(d.Subset([]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}), Options{Terms: append(slices.Clone(terms), "prefill_kv_tokens"), Degenerate: DegenerateDrop})
+	require.ErrorIs(t, err, ErrTooFewRows)
+	require.ErrorContains(t, err, "11 rows for 6 terms")
+}
+
+// The auto policy (the zero value) drops what the default basis cannot
+// identify and holds named terms strictly; terms whose column the source
+// left Unknown are never priced.
+func TestAutoPolicyAndUnrecorded(t *testing.T) {
+	d := synthData(23, 200, synthTerms, synthTrue, 0.02)
+	res, err := Linear(d, Options{})
+	require.NoError(t, err)
+	require.Equal(t, []DroppedTerm{
+		{"new_requests", "zero on every row"},
+		{"new_req_tokens", "zero on every row"},
+	}, res.Dropped)
+	_, err = Linear(d, Options{Terms: model.DefaultTerms})
+	require.ErrorIs(t, err, ErrZeroColumn)
+	_, err = Linear(d, Options{Degenerate: DegenerateError})
+	require.ErrorIs(t, err, ErrZeroColumn)
+
+	for i := range d.Features {
+		d.Features[i].NewRequests = float64(i % 3)
+	}
+	d.Unrecorded = map[string]int{"new_requests": 7}
+	res, err = Linear(d, Options{})
+	require.NoError(t, err)
+	require.Contains(t, res.Dropped, DroppedTerm{"new_requests", "not recorded by the source on 7 of 200 rows"})
+	_, err = Linear(d, Options{Terms: append([]string{"new_requests"}, synthTerms...)})
+	require.ErrorIs(t, err, ErrBadFeature)
+	require.ErrorContains(t, err, "(terms new_requests): the source did not record it on 7 of 200 rows")
+	_, err = Linear(d, Options{Terms: synthTerms})
+	require.NoError(t, err, "an unrecorded term not asked for is no error")
 }
 
 func TestSelectionErrors(t *testing.T) {

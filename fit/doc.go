@@ -12,7 +12,7 @@
 //
 // Selection never fits scaffolding rows (warm-ups, the admission steps a
 // steady-state benchmark throws away): those are the contaminated
-// measurements of DESIGN.md §1. FeaturesOf documents how each steps column
+// measurements of docs/architecture.md#why-it-exists. FeaturesOf documents how each steps column
 // becomes a model.Features field, including the one approximation
 // (the prefill attention term when per-request rows are missing).
 //
@@ -51,10 +51,18 @@
 // ErrEmptySelection, ErrTooFewRows (fewer than max(5, 2×terms) rows),
 // ErrBadTarget (a NaN, infinite, negative or zero timing: row and step_id),
 // ErrBadFeature, ErrZeroColumn and ErrConstantColumn (a term the data does
-// not vary; Options.Degenerate = DegenerateDrop leaves such terms out of the
-// model instead, and Result.Dropped says so), ErrRankDeficient (names the
-// collinear terms, e.g. padded_batch and decode_requests on an eager-mode
-// trace).
+// not vary), ErrRankDeficient (names the collinear terms, e.g. padded_batch
+// and decode_requests on an eager-mode trace).
+//
+// Terms the data cannot identify — zero or constant on every row, a linear
+// combination of terms earlier in the basis, or left Unknown by the source
+// (Data.Unrecorded) — are a property of the data, not a mistake, when the
+// basis is the default one: a decode grid has no prefill KV reads, and on
+// admission-step decode points new_requests equals decode_requests. So
+// Options.Degenerate (DegenerateAuto, the zero value) drops them from the
+// default basis and lists them in Result.Dropped (the fit report's
+// dropped_terms, the artifact's notes), and refuses the fit when the caller
+// named the terms; DegenerateDrop and DegenerateError force either.
 //
 // # Uncertainty
 //

@@ -17,7 +17,7 @@ import (
 	"github.com/steplab/steplab/model"
 )
 
-// DESIGN.md §8 R1–R3 and the honesty of the measurement, asserted on the
+// R1–R3 (docs/architecture.md#reproduction-targets) and the honesty of the measurement, asserted on the
 // ground truth captured on an NVIDIA H200 (datasets/h200/, described in
 // datasets/h200/README.md; the figures and their discussion are in
 // docs/h200-ground-truth.md). Every test logs the numbers the document
@@ -129,19 +129,19 @@ func TestH200R1Payload(t *testing.T) {
 	require.Equal(t, 1024, top.Ctx)
 	a, s := &adm.steps[am[top]], &std.steps[sm[top]]
 	ratio := float64(a.PayloadBytes) / float64(s.PayloadBytes)
-	t.Logf("R1 at B=512 ctx=1024: admission %.2f MB (new %.2f MB) vs steady %.1f KB: %.0fx (seed: 8.5 MB vs 6.8 KB at B=513, ~1250x)",
+	t.Logf("R1 at B=512 ctx=1024: admission %.2f MB (new %.2f MB) vs steady %.1f KB: %.0fx (published self-benchmark: 8.5 MB vs 6.8 KB at B=513, ~1250x)",
 		float64(a.PayloadBytes)/1e6, float64(a.PayloadNewBytes)/1e6, float64(s.PayloadBytes)/1e3, ratio)
 	require.Greater(t, a.PayloadBytes, int64(2_500_000))
 	require.Less(t, s.PayloadBytes, int64(25_000))
 	require.Greater(t, ratio, 100.0)
-	// The seed's ~1250x needs multi-thousand-token contexts: at B=384 and
+	// The published ~1250x needs multi-thousand-token contexts: at B=384 and
 	// 2,048 tokens the grid already ships 4.15 MB against 15 KB.
 	p384 := h200Point{384, 2048}
 	r384 := float64(adm.steps[am[p384]].PayloadBytes) / float64(std.steps[sm[p384]].PayloadBytes)
 	t.Logf("R1 at B=384 ctx=2048: %.2f MB vs %.1f KB: %.0fx", float64(adm.steps[am[p384]].PayloadBytes)/1e6,
 		float64(std.steps[sm[p384]].PayloadBytes)/1e3, r384)
 	require.Greater(t, r384, 250.0)
-	// Extrapolated to the seed's shape (B=513 × 4,096 tokens): the bytes
+	// Extrapolated to the published measurement's shape (B=513 × 4,096 tokens): the bytes
 	// per token and per cached request measured here.
 	perTok := float64(a.PayloadNewBytes) / float64(top.B*top.Ctx)
 	perReq := float64(s.PayloadBytes) / float64(top.B)
@@ -199,7 +199,7 @@ func TestH200R2Windows(t *testing.T) {
 			byB[b] = append(byB[b], narrow/own)
 		}
 	}
-	// B=1, the seed's row (11.29 ≈ 6.74 + 4.83; 4.71 vs 4.83 ms): here the
+	// B=1, the published measurement's row (11.29 ≈ 6.74 + 4.83; 4.71 vs 4.83 ms): here the
 	// steady period is also checked against production: the B=1 decode
 	// steps of the 5 req/s traffic run.
 	s := &std.steps[sm[h200Point{1, 1024}]]

@@ -1,23 +1,29 @@
 package fit
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/steplab/steplab/model"
 )
 
-// Policies for degenerate (all-zero or constant) terms (Options.Degenerate).
+// Policies for terms the data cannot identify (Options.Degenerate): terms
+// zero or constant on every row, or linear combinations of other terms.
 const (
-	// DegenerateError refuses the fit, naming the terms (the default: a
-	// term the data cannot inform is usually a selection mistake).
+	// DegenerateAuto drops such terms when the basis is the default one
+	// (Options.Terms nil) and refuses the fit when the caller named the
+	// terms: a default basis meets data of every kind (a decode grid has
+	// no prefill KV, a trace without prefix hits no cached prefill), while
+	// a named term the data cannot inform is usually a selection mistake.
+	// The zero value means DegenerateAuto.
+	DegenerateAuto = "auto"
+	// DegenerateError refuses the fit, naming the terms.
 	DegenerateError = "error"
 	// DegenerateDrop leaves such terms out of the model and lists them in
-	// Result.Dropped. The model then has no such term at all, rather than a
-	// coefficient of 0 that would look like a measurement. Rank deficiency
-	// is always an error: which of several collinear terms to drop is the
-	// user's call.
+	// Result.Dropped with the reason. The model then has no such term at
+	// all, rather than a coefficient of 0 that would look like a
+	// measurement. Of several collinear terms the ones earlier in the
+	// basis stay (see identifiable).
 	DegenerateDrop = "drop"
 )
 
@@ -29,7 +35,7 @@ type Options struct {
 	// Relative weights rows by 1/y², minimising relative rather than
 	// absolute error (steps span three orders of magnitude).
 	Relative   bool
-	Degenerate string // DegenerateError (default) or DegenerateDrop
+	Degenerate string // DegenerateAuto (default), DegenerateError or DegenerateDrop
 	// Bootstrap replicates for coefficient intervals (0: none); Level is
 	// their coverage (default 0.95), Seed the random stream, Workers the
 	// parallelism.
@@ -61,8 +67,10 @@ type Result struct {
 // Linear fits the linear basis model to the data. The model's residual
 // quantiles (relative, from the training rows) give its prediction
 // intervals; with Bootstrap > 0 its coefficients carry percentile
-// intervals. Degenerate data is an error wrapping one of the sentinel
-// errors of this package (see errors.go); no model is returned with it.
+// intervals. Terms the data cannot identify are dropped or refused as
+// Options.Degenerate says; any other degenerate data is an error wrapping
+// one of the sentinel errors of this package (see errors.go), and no model
+// is returned with it.
 func Linear(d *Data, opt Options) (*Result, error) {
 	terms := opt.Terms
 	if terms == nil {
@@ -75,36 +83,30 @@ func Linear(d *Data, opt Options) (*Result, error) {
 	if !slices.Contains(Methods, method) {
 		return nil, fmt.Errorf("fit: unknown method %q (want one of %v)", method, Methods)
 	}
+	policy := opt.Degenerate
+	if policy == "" || policy == DegenerateAuto {
+		policy = DegenerateDrop
+		if opt.Terms != nil {
+			policy = DegenerateError
+		}
+	}
+	var dropped []DroppedTerm
+	switch policy {
+	case DegenerateError:
+		if err := unrecordedError(d, terms); err != nil {
+			return nil, err
+		}
+	case DegenerateDrop:
+		var err error
+		if terms, dropped, err = identifiable(d, terms, opt.Relative); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("fit: degenerate-term policy %q: want %q, %q or %q", opt.Degenerate, DegenerateAuto, DegenerateError, DegenerateDrop)
+	}
 	ds, err := d.design(terms, opt.Relative)
 	if err != nil {
 		return nil, err
-	}
-	var dropped []DroppedTerm
-	switch opt.Degenerate {
-	case "", DegenerateError:
-	case DegenerateDrop:
-		if err := checkDesign(ds); err != nil && (errors.Is(err, ErrZeroColumn) || errors.Is(err, ErrConstantColumn)) {
-			zero, constant := degenerateColumns(ds)
-			var keep []string
-			for _, t := range terms {
-				switch {
-				case slices.Contains(zero, t):
-					dropped = append(dropped, DroppedTerm{t, "zero on every row"})
-				case slices.Contains(constant, t):
-					dropped = append(dropped, DroppedTerm{t, "constant on every row (indistinguishable from const)"})
-				default:
-					keep = append(keep, t)
-				}
-			}
-			if len(keep) == 0 {
-				return nil, dataErr(ErrZeroColumn, "every term was dropped", terms...)
-			}
-			if ds, err = d.design(keep, opt.Relative); err != nil {
-				return nil, err
-			}
-		}
-	default:
-		return nil, fmt.Errorf("fit: degenerate-term policy %q: want %q or %q", opt.Degenerate, DegenerateError, DegenerateDrop)
 	}
 	if err := checkDesign(ds); err != nil {
 		return nil, err

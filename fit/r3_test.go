@@ -13,7 +13,7 @@ import (
 	"github.com/steplab/steplab/sim"
 )
 
-// DESIGN.md §8 R3 end to end, on simulated data: decode benchmark grids
+// R3 (docs/architecture.md#r3-admission-step-contamination) end to end, on simulated data: decode benchmark grids
 // measured under the admission_step and the steady_state_second_step
 // policies, a held-out production trace (Poisson arrivals through the same
 // simulated engine), the same linear decode form fitted on each grid
@@ -29,7 +29,7 @@ import (
 // HostModel). On Qwen2.5-7B the steady decode reads ≈ 13 ns per KV token
 // and the admission fit lands at ≈ 41 (3.1×); on Llama-3.1-8B (twice the
 // KV bytes per token) ≈ 30 against ≈ 58, only 1.9× — TestR3LlamaKVRatio
-// states that number too. The seed document's 6.03 vs 1.2 ns/token (5×) was
+// states that number too. The published H100 analysis's 6.03 vs 1.2 ns/token (5×) was
 // a TP=4 MoE model on B200s, whose per-token device cost is lower still.
 func TestR3AdmissionGridBiasesTheModel(t *testing.T) {
 	const mdl = "Qwen2.5-7B"
@@ -89,7 +89,7 @@ func TestR3AdmissionGridBiasesTheModel(t *testing.T) {
 	// More points. Denser grids on their own do not move a linear fit:
 	// the bias is in the y-values, not the point distribution, so the
 	// admission-only model stays wrong by the same amount however many
-	// points it has (checked: never below 100% MAPE). The seed's "more
+	// points it has (checked: never below 100% MAPE). The published measurement's "more
 	// benchmark points degrade real-traffic prediction" shows when the
 	// benchmark points join other data: here a sample of production decode
 	// steps from another trace (every 10th, ~340 rows). Each denser

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"path/filepath"
 	"slices"
@@ -255,7 +256,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		worst = 10
 	}
 	d := l.Data
-	rep := &FitReport{Form: cfg.Form, Target: d.Target, Datasets: l.Refs, Selection: cfg.Load.Selection.Record(l.Policy),
+	rep := &FitReport{Form: cfg.Form, Target: d.Target, Datasets: l.Refs, Selection: l.Record(cfg.Load.Selection),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings}
 	if rep.Form == "" {
 		rep.Form = model.FormLinear
@@ -272,10 +273,13 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		}
 		fpm = res.Model
 		rep.Method, rep.Dropped = res.Method, res.Dropped
+		for _, dt := range res.Dropped {
+			slog.Warn("term dropped: the data cannot identify it", "term", dt.Term, "reason", dt.Reason)
+		}
 		rep.Coefficients = model.LinearArtifact(res.Model).Coefficients
 		cvOpt := opt
 		cvOpt.Bootstrap = 0
-		cvOpt.Terms = res.Model.Terms // the terms that survived DegenerateDrop
+		cvOpt.Terms = res.Model.Terms // the terms that survived the drop
 		cvOpt.Degenerate = DegenerateDrop
 		fitFn = func(tr *Data) (model.FPM, error) {
 			r, err := Linear(tr, cvOpt)
@@ -399,7 +403,7 @@ func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg 
 	if a != nil {
 		form = a.Form
 	}
-	rep := &EvalReport{Model: name, Form: form, Target: d.Target, Datasets: l.Refs, Selection: cfg.Load.Selection.Record(l.Policy),
+	rep := &EvalReport{Model: name, Form: form, Target: d.Target, Datasets: l.Refs, Selection: l.Record(cfg.Load.Selection),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings, Report: Evaluate(m, d, worst)}
 	rep.WorstDatasets = WorstDatasetsOf(l, rep.Report)
 	if cfg.PlotsDir != "" {

@@ -58,7 +58,7 @@ type LoadOptions struct {
 	// computing one token each on top of their resident context. A
 	// benchmark database (Dynamo's, AIConfigurator's) stores it as a decode
 	// point, contamination included; this option reproduces what a model
-	// fitted to such a database sees (DESIGN.md §8 R3). Rows it re-reads
+	// fitted to such a database sees (docs/architecture.md#r3-admission-step-contamination). Rows it re-reads
 	// become kind decode with num_decode_requests = B and
 	// sum_decode_kv_tokens = the context they read; their admission
 	// columns (num_new_reqs, payload) are kept. Steady-state points are
@@ -83,6 +83,18 @@ type Loaded struct {
 	Warnings []string
 	// Relabelled counts the rows BenchmarkCoords re-read as decode points.
 	Relabelled int
+	// Kinds are the step kinds the selected rows have (prefill, decode,
+	// mixed order): what a model fitted on them has seen.
+	Kinds []string
+}
+
+// Record returns the selection s as recorded in a model artifact or a
+// report: its kinds are the ones the loaded rows have, not the ones the
+// selection would have let through.
+func (l *Loaded) Record(s Selection) model.Selection {
+	rec := s.Record(l.Policy)
+	rec.Kinds = slices.Clone(l.Kinds)
+	return rec
 }
 
 // DatasetOf names the dataset of row i (its id).
@@ -99,7 +111,7 @@ func (l *Loaded) DatasetOf(i int) string {
 func AdmissionWarning(path string) string {
 	return fmt.Sprintf("%s: measurement_policy.decode is admission_step: its decode points were measured on the step that admits the batch, "+
 		"whose time includes admission work (full prompts shipped through scheduled_new_reqs, first-step worker bookkeeping) that production decode steps never pay; "+
-		"a model fitted to them over-predicts real decode traffic, more so at large batch and context, and more such points make it worse (DESIGN.md §8 R3). "+
+		"a model fitted to them over-predicts real decode traffic, more so at large batch and context, and more such points make it worse (docs/architecture.md#r3-admission-step-contamination). "+
 		"Re-measure with the steady_state_second_step policy", path)
 }
 
@@ -177,6 +189,11 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		// Re-run the selection over nothing but the counts for the message.
 		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d in %d dataset(s) pass the selection (roles %v, kinds %v, valid only %v)",
 			total, len(paths), orDefault(opt.Selection.Roles, DefaultRoles), orDefault(opt.Selection.Kinds, []string{"all"}), !opt.Selection.AllowInvalid))
+	}
+	for _, k := range []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed} {
+		if slices.ContainsFunc(l.Steps, func(st datasets.Step) bool { return st.Kind == k }) {
+			l.Kinds = append(l.Kinds, k)
+		}
 	}
 	data, err := DataFromSteps(l.Steps, opt.Target)
 	if err != nil {

@@ -177,6 +177,19 @@ func (g *Gram) CheckRank(terms []string) error {
 	return dataErr(ErrRankDeficient, fmt.Sprintf("these terms are (nearly) linear combinations of each other (relative eigenvalue %.2g); drop one of them", worst), names...)
 }
 
+// sub returns the Gram matrix of the columns idx alone.
+func (g *Gram) sub(idx []int) *Gram {
+	k := len(idx)
+	out := &Gram{P: k, XtX: make([]float64, k*k), XtY: make([]float64, k), YtY: g.YtY, SW: g.SW}
+	for a, i := range idx {
+		out.XtY[a] = g.XtY[i]
+		for b, j := range idx {
+			out.XtX[a*k+b] = g.XtX[i*g.P+j]
+		}
+	}
+	return out
+}
+
 // SolveLS solves the unconstrained least-squares problem of the Gram matrix
 // (Cholesky on the column-scaled normal equations). It does not check the
 // rank; call CheckRank first.
@@ -392,9 +405,29 @@ func NNLS(d *Design) ([]float64, error) {
 	return x, err
 }
 
-// checkDesign verifies shapes, values and the row count of a design; it
-// does not check the rank (that needs the Gram matrix).
+// checkDesign verifies shapes, values and the row count of a design, and
+// refuses all-zero and constant terms; it does not check the rank (that
+// needs the Gram matrix).
 func checkDesign(d *Design) error {
+	if err := checkValues(d); err != nil {
+		return err
+	}
+	n, p := d.N(), d.P()
+	if min := minRows(p); n < min {
+		return dataErr(ErrTooFewRows, fmt.Sprintf("%d rows for %d terms; need at least %d (max(5, 2×terms))", n, p, min))
+	}
+	if zero, constant := degenerateColumns(d); len(zero) > 0 {
+		return dataErr(ErrZeroColumn, "zero on every row; drop the term or select data that exercises it", zero...)
+	} else if len(constant) > 0 {
+		return dataErr(ErrConstantColumn, "same value on every row, indistinguishable from const; drop the term or select data that varies it", constant...)
+	}
+	return nil
+}
+
+// checkValues verifies the shapes of a design and that every timing is a
+// finite positive duration and every term value a finite non-negative
+// count: what no choice of terms can repair.
+func checkValues(d *Design) error {
 	n, p := d.N(), d.P()
 	if p == 0 {
 		return fmt.Errorf("fit: design has no terms")
@@ -426,14 +459,6 @@ func checkDesign(d *Design) error {
 				return e
 			}
 		}
-	}
-	if min := minRows(p); n < min {
-		return dataErr(ErrTooFewRows, fmt.Sprintf("%d rows for %d terms; need at least %d (max(5, 2×terms))", n, p, min))
-	}
-	if zero, constant := degenerateColumns(d); len(zero) > 0 {
-		return dataErr(ErrZeroColumn, "zero on every row; drop the term or select data that exercises it", zero...)
-	} else if len(constant) > 0 {
-		return dataErr(ErrConstantColumn, "same value on every row, indistinguishable from const; drop the term or select data that varies it", constant...)
 	}
 	return nil
 }

@@ -34,7 +34,8 @@ const (
 //	 "residuals": {...}, "grid": {...}, "params": {...},
 //	 "training": {"datasets": [{"id", "path", "sha256", "rows"}],
 //	              "selection": {"roles", "kinds", "valid", "policy"}, ...},
-//	 "metrics": {...}, "created_by": "steplab fit ...", "created_at": "..."}
+//	 "metrics": {...}, "notes": ["term prefill_kv_tokens dropped: zero on every row"],
+//	 "created_by": "steplab fit ...", "created_at": "..."}
 type Artifact struct {
 	ArtifactVersion int    `json:"artifact_version"`
 	Form            string `json:"form"`
@@ -55,9 +56,12 @@ type Artifact struct {
 	Training  Training           `json:"training"`
 	// Metrics is the evaluation report of the fit, in the fitting tool's
 	// own structure (model does not interpret it).
-	Metrics   json.RawMessage `json:"metrics,omitempty"`
-	CreatedBy string          `json:"created_by"`
-	CreatedAt string          `json:"created_at,omitempty"`
+	Metrics json.RawMessage `json:"metrics,omitempty"`
+	// Notes are what the fit said about the model in words, e.g. the
+	// terms it dropped because the data could not identify them.
+	Notes     []string `json:"notes,omitempty"`
+	CreatedBy string   `json:"created_by"`
+	CreatedAt string   `json:"created_at,omitempty"`
 
 	// Path is the file Load read the artifact from ("" otherwise): a
 	// registered form resolves relative references in its params against

@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-// Term names of the linear basis (DESIGN.md §6). Each term is a function of
+// Term names of the linear basis (docs/architecture.md#forward-pass-model). Each term is a function of
 // Features; a Linear model prices a step as Σ coef[i]·term[i](features).
 //
 // The basis is roofline-inspired: TermConst is the fixed cost of one forward
@@ -51,7 +51,7 @@ var termFuncs = map[string]TermFunc{
 }
 
 // DefaultTerms is the basis fitted when none is named: eight terms, the
-// "1M steps × 8 features" of DESIGN.md §7.
+// "1M steps × 8 features" of the NNLS target (docs/architecture.md#performance-targets).
 var DefaultTerms = []string{
 	TermConst,
 	TermPrefillTokens,

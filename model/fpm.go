@@ -1,7 +1,7 @@
 package model
 
 // Features is the composition of one engine step that forward-pass models
-// price (DESIGN.md §6). Counts are float64 so that models and solvers share
+// price (docs/architecture.md#forward-pass-model). Counts are float64 so that models and solvers share
 // one representation; they hold whole numbers.
 type Features struct {
 	// Prefill work: tokens computed this step, KV tokens those chunks read

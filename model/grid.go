@@ -53,7 +53,7 @@ type PrefillGrid struct {
 }
 
 // Grid is the interpolating forward-pass model over benchmark coordinates,
-// as Dynamo's planner profiles and AIConfigurator do (DESIGN.md §6).
+// as Dynamo's planner profiles and AIConfigurator do (docs/architecture.md#forward-pass-model).
 //
 //   - decode step (B requests, K KV tokens): bilinear interpolation of the
 //     decode grid at (B, K/B);

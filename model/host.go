@@ -6,7 +6,7 @@ import (
 )
 
 // HostModel prices the host-side work around one engine step, in ns
-// (DESIGN.md §4): the scheduler's schedule() call, serializing and shipping
+// (docs/architecture.md#step-timing-windows): the scheduler's schedule() call, serializing and shipping
 // the payload to the workers, the worker turning it into model inputs, and
 // update_from_output(). The device time of the forward pass is the FPM's.
 //

@@ -57,7 +57,7 @@ func admissionVsSteady(r Roofline, h HostModel, p PayloadModel, b, ctx int) (adm
 // TestHostAdmissionInflation: with the default priors an admission decode
 // step is clearly inflated against the steady one, increasingly with B,
 // and by 2–6× at B=256 with 4K contexts (Llama-3.1-8B, H200) — the
-// mechanism of DESIGN.md §8 R3.
+// mechanism of R3 (docs/architecture.md#r3-admission-step-contamination).
 func TestHostAdmissionInflation(t *testing.T) {
 	r := NewRoofline(h200, llama8B)
 	h, p := DefaultHostModel(), DefaultPayloadModel()

@@ -6,7 +6,7 @@ import (
 	"sort"
 )
 
-// Linear is the linear-basis forward-pass model (DESIGN.md §6):
+// Linear is the linear-basis forward-pass model (docs/architecture.md#forward-pass-model):
 //
 //	t(step) = Σ Coef[i] · term_i(features)     [ns]
 //

@@ -6,7 +6,7 @@ import (
 )
 
 // PayloadModel prices, in bytes, the SchedulerOutput a vLLM v1 scheduler
-// ships to its workers each step (DESIGN.md §3). vLLM pickles the
+// ships to its workers each step (docs/architecture.md#scheduler-semantics). vLLM pickles the
 // SchedulerOutput dataclass and broadcasts it over a shared-memory ring (ZMQ
 // for remote ranks), so the bytes are pickle bytes, and a list of Python
 // ints costs what pickle spends per int: 3 bytes for ids below 65,536
@@ -25,10 +25,10 @@ import (
 //     num_output_tokens, its num_scheduled_tokens entry. A request resumed
 //     after preemption also ships its whole token list (all_token_ids) and
 //     its block list replaces the old one. CachedReqBytes. (Older vLLM
-//     re-sent resumed requests as NewRequestData, as DESIGN.md §3 puts it;
+//     re-sent resumed requests as NewRequestData (docs/architecture.md#scheduler-semantics);
 //     the two cost within a few percent of each other.)
 //
-// Calibration (DESIGN.md §8 R1). At B=513 with ~4,100-token contexts and
+// Calibration (R1, docs/architecture.md#r1-payload: the published self-benchmark measurement). At B=513 with ~4,100-token contexts and
 // block size 16 (257 blocks per request) an admission step ships ≈ 8.5 MB
 // and a steady decode step ≈ 6.8 KB. With the defaults:
 //
@@ -136,12 +136,26 @@ type PayloadBreakdown struct {
 	New, Cached, Fixed, Total int64
 }
 
-// Breakdown prices a step. Each part is rounded once, so it can differ by
-// a byte or so from the sum of per-request NewReqBytes/CachedReqBytes.
-func (p PayloadModel) Breakdown(s PayloadStep) PayloadBreakdown {
-	nw := roundBytes(float64(s.NewReqs)*p.NewReqFixedBytes + float64(s.NewTokens)*p.TokenIDBytes + float64(s.NewBlocks)*p.BlockIDBytes)
-	ca := roundBytes(float64(s.CachedReqs)*p.CachedReqFixedBytes + float64(s.CachedNewBlocks)*p.BlockIDBytes +
+// NewBytes is the step's scheduled_new_reqs list (payload_new_bytes),
+// rounded once.
+func (p PayloadModel) NewBytes(s PayloadStep) int64 {
+	return roundBytes(float64(s.NewReqs)*p.NewReqFixedBytes + float64(s.NewTokens)*p.TokenIDBytes + float64(s.NewBlocks)*p.BlockIDBytes)
+}
+
+// CachedBytes is the step's scheduled_cached_reqs lists
+// (payload_cached_bytes), rounded once.
+func (p PayloadModel) CachedBytes(s PayloadStep) int64 {
+	return roundBytes(float64(s.CachedReqs)*p.CachedReqFixedBytes + float64(s.CachedNewBlocks)*p.BlockIDBytes +
 		float64(s.ResumedReqs)*p.ResumedReqFixedBytes + float64(s.ResumedTokens)*p.TokenIDBytes)
+}
+
+// Breakdown prices a step. Each part is rounded once, so it can differ by
+// a byte or so from the sum of per-request NewReqBytes/CachedReqBytes; a
+// caller that attributes the parts to requests takes each request's share
+// as the growth of NewBytes or CachedBytes when it joins the requests
+// before it (sim.PayloadOf), which adds up exactly.
+func (p PayloadModel) Breakdown(s PayloadStep) PayloadBreakdown {
+	nw, ca := p.NewBytes(s), p.CachedBytes(s)
 	fx := roundBytes(p.StepFixedBytes + float64(s.FinishedReqs)*p.FinishedReqBytes)
 	return PayloadBreakdown{New: nw, Cached: ca, Fixed: fx, Total: nw + ca + fx}
 }

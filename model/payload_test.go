@@ -11,7 +11,7 @@ import (
 // blocksFor is the KV blocks a context of n tokens holds.
 func blocksFor(n, blockSize int) int { return (n + blockSize - 1) / blockSize }
 
-// TestPayloadR1 reproduces DESIGN.md §8 R1: at B=513 with ~4,100-token
+// TestPayloadR1 reproduces R1 (docs/architecture.md#r1-payload): at B=513 with ~4,100-token
 // contexts and block size 16, an admission step ships ≈ 8.5 MB and a
 // steady decode step ≈ 6.8 KB.
 func TestPayloadR1(t *testing.T) {

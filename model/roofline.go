@@ -9,7 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Roofline is the prior forward-pass model: a step's device
+// Roofline is the prior forward-pass model (docs/architecture.md#forward-pass-model): a step's device
 // time from the hardware's peaks and the model's shape alone, for when no
 // data exists. Like BLIS's roofline mode it prices each phase as the max
 // of its compute time and its memory time, with efficiency factors for how

@@ -12,7 +12,8 @@ import (
 // optionally sliding-window layers. TP is the tensor-parallel degree, and
 // the per-GPU quantities (WeightBytes, KVBytesPerToken, GEMMParamsPerGPU)
 // are for one of its TP ranks. The roofline prior and the memory model
-// price a step from it. Shapes come from Hugging Face config.json files
+// price a step from it; the dataset manifest records the same fields
+// (docs/architecture.md#data-contract). Shapes come from Hugging Face config.json files
 // (ParseHFConfig; the catalogue embeds several, see LookupModel).
 type Shape struct {
 	Name string `json:"name"`

@@ -1,6 +1,6 @@
 // Package replay compares a model with a record, step by step and request
 // by request, and calibrates a model so that re-simulated requests match
-// the record (DESIGN.md §2, issue 5).
+// the record (docs/architecture.md#architecture).
 //
 // Step replay (ReplaySteps) re-prices every recorded step: the FPM prices
 // the step's composition (device time) and the host model of the simulated

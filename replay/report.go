@@ -669,7 +669,7 @@ func (o Output) create(kind string) (*datasets.Writer, error) {
 		Name:   filepath.Base(filepath.Clean(o.Dir)),
 		Tool:   datasets.Tool{Name: "steplab", Version: "dev", Command: o.Command},
 		Source: datasets.Source{Kind: "replay", Format: kind, Path: o.DatasetDir, Detail: map[string]string{"model": o.ModelName}},
-		Notes:  []string{"replay output: its tables are comparisons (recorded vs predicted), not the schema of DESIGN.md §5; see docs/replay.md"},
+		Notes:  []string{"replay output: its tables are comparisons (recorded vs predicted), not the data contract of docs/architecture.md; see docs/replay.md"},
 	}
 	return datasets.Create(o.Dir, m, datasets.CreateOptions{Overwrite: o.Overwrite})
 }

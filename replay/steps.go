@@ -11,7 +11,7 @@ import (
 	"github.com/steplab/steplab/model"
 )
 
-// Timing fields compared by step replay (DESIGN.md §4), in this order.
+// Timing fields compared by step replay (docs/architecture.md#step-timing-windows), in this order.
 const (
 	FieldGPU      = "gpu_time_ns"    // device time: the FPM
 	FieldHostPrep = "host_prep_ns"   // worker input preparation: HostModel.PrepNs

@@ -41,7 +41,7 @@ func driveInto(b *testing.B, p *Plan, sink Sink) *Engine {
 	return eng
 }
 
-// BenchmarkSimulateAzureConv is DESIGN.md §7's simulation target: the whole
+// BenchmarkSimulateAzureConv is the simulation target of docs/architecture.md#performance-targets: the whole
 // Azure conversation trace (19,366 requests) on the default engine, dataset
 // written. Run with -cpu 1 -benchmem.
 func BenchmarkSimulateAzureConv(b *testing.B) {

@@ -17,14 +17,15 @@
 // worker. A Clock is virtual (VirtualClock: host work advances it by its
 // modelled cost) or the wall clock of a capture.
 //
-// Every step is recorded with the timing fields of DESIGN.md §4:
+// Every step is recorded with the timing fields of docs/architecture.md#step-timing-windows:
 // t_schedule_start/end, t_dispatch (payload serialized and handed over),
 // t_output (the loop receives the output), t_update_end, wall_time_ns (the
 // inter-update period; the narrow window for the first step after idle),
 // narrow_time_ns, gpu_time_ns, host_prep_ns, and overlapped (scheduled
 // while the previous step ran). Under async scheduling the narrow window of
 // a step therefore also counts the wait for the step before it, while the
-// inter-update period is its own step: seed 004's 11.29 ≈ 6.74 + 4.83 ms.
+// inter-update period is its own step (R2: 11.29 ≈ 6.74 + 4.83 ms in the
+// published self-benchmark measurement, docs/architecture.md#r2-async-timing-windows).
 //
 // # Use
 //

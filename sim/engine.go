@@ -81,6 +81,12 @@ type Engine struct {
 
 	rowBuf []datasets.StepRequest
 	step   datasets.Step
+	// perReq holds the per-request payload of each step in flight: under
+	// async scheduling step N+1 is submitted (and the executor may reuse
+	// its PerReq memory) before step N is recorded. At most two steps are
+	// in flight, so submission k uses buffer k mod 2.
+	perReq    [2][]int64
+	submitted int
 
 	// Tag, when set, classifies each recorded step before it reaches the
 	// sink (a benchmark marks measured and scaffolding steps).
@@ -297,6 +303,10 @@ func (e *Engine) scheduleOne() (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("step %d: %w", out.StepID, err)
 	}
+	k := e.submitted % len(e.perReq)
+	e.perReq[k] = append(e.perReq[k][:0], p.PerReq...)
+	p.PerReq = e.perReq[k]
+	e.submitted++
 	tDispatch := e.clock.Now()
 	for i := range out.NewReqs {
 		if st := stateOf(&out.NewReqs[i]); st.firstScheduled < 0 {

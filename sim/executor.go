@@ -26,7 +26,9 @@ type Executor interface {
 type Payload struct {
 	Total, New, Cached int64
 	// PerReq[i] is the bytes of the i-th scheduled request, new requests
-	// first, in the order of Output.NewReqs then Output.CachedReqs.
+	// first, in the order of Output.NewReqs then Output.CachedReqs. An
+	// executor may reuse its memory at the next Submit (the engine keeps a
+	// copy for as long as the step is in flight).
 	PerReq []int64
 }
 

@@ -12,7 +12,7 @@ import (
 
 // benchScenario is a self-benchmark on Llama-3.1-8B / H200 with the given
 // decode grid. NumGPUBlocks is set explicitly so that B=513 at ~4K context
-// fits, as the seed's 4×B200 deployment did.
+// fits, as the 4×B200 deployment of the published self-benchmark measurement did.
 func benchScenario(policy string, batches, contexts []int) Scenario {
 	sc := DefaultScenario()
 	sc.Engine.MaxNumSeqs = 1024
@@ -50,7 +50,7 @@ func byBenchmark(steps []datasets.Step) map[string]datasets.Step {
 	return m
 }
 
-// R1 (DESIGN.md §8): at B=513 with ~4K-token contexts an admission step
+// R1 (docs/architecture.md#r1-payload): at B=513 with ~4K-token contexts an admission step
 // ships megabytes through scheduled_new_reqs while the steady step that
 // follows ships kilobytes of deltas: about four orders of magnitude.
 func TestR1PayloadAdmissionVsSteady(t *testing.T) {
@@ -72,7 +72,7 @@ func TestR1PayloadAdmissionVsSteady(t *testing.T) {
 
 // R2: under async scheduling the steady step of a B=1 point is scheduled
 // while the admission step still runs, so its narrow schedule→output window
-// counts both steps (seed: 11.29 ≈ 6.74 + 4.83 ms) while its inter-update
+// counts both steps (published measurement: 11.29 ≈ 6.74 + 4.83 ms) while its inter-update
 // period is its own step (4.71 vs 4.83 ms real).
 func TestR2AsyncTimingWindows(t *testing.T) {
 	steps := runSteps(t, benchScenario(datasets.PolicySteadyStateSecondStep, []int{1}, []int{1024}))

@@ -45,7 +45,7 @@ type Scenario struct {
 	Output   OutputSpec   `yaml:"output"`
 }
 
-// EngineSpec holds the engine limits of DESIGN.md §3.
+// EngineSpec holds the engine limits of docs/architecture.md#scheduler-semantics.
 type EngineSpec struct {
 	MaxNumSeqs                int     `yaml:"max_num_seqs"`
 	MaxNumBatchedTokens       int     `yaml:"max_num_batched_tokens"`
@@ -83,7 +83,7 @@ type WorkloadSpec struct {
 	Users       int     `yaml:"users"`
 	ThinkS      float64 `yaml:"think_s"`
 	Think       string  `yaml:"think"` // fixed | exponential
-	// Benchmark grid (seed 004).
+	// Benchmark grid (Dynamo's forward-pass-metrics self-benchmark).
 	Benchmark BenchmarkSpec `yaml:"benchmark"`
 }
 

@@ -38,22 +38,34 @@ func NewSimExecutor(fpm model.FPM, payload model.PayloadModel, host model.HostMo
 	return &SimExecutor{FPM: fpm, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: 30_000}
 }
 
-// PayloadOf prices a scheduler output with the payload model.
+// PayloadOf prices a scheduler output with the payload model. PerReq
+// (written into perReq, returned for reuse) attributes the step's new and
+// cached bytes to its requests: a request's share is how much NewBytes (or
+// CachedBytes) grows when it joins the requests before it, so the shares
+// add up to payload_new_bytes + payload_cached_bytes exactly, and each is
+// within a byte of the request's own NewReqBytes or CachedReqBytes. The
+// rest of the step's bytes (the SchedulerOutput itself, finished ids)
+// belong to no request.
 func PayloadOf(p model.PayloadModel, out *sched.Output, perReq []int64) (Payload, []int64) {
 	var ps model.PayloadStep
 	perReq = perReq[:0]
+	var before int64
 	for i := range out.NewReqs {
 		sr := &out.NewReqs[i]
 		ps.NewReqs++
 		ps.NewTokens += sr.NumTokens
 		ps.NewBlocks += sr.NumBlocks
-		perReq = append(perReq, p.NewReqBytes(sr.NumTokens, sr.NumBlocks))
+		now := p.NewBytes(ps)
+		perReq = append(perReq, now-before)
+		before = now
 	}
+	before = 0
 	for i := range out.CachedReqs {
-		sr := &out.CachedReqs[i]
 		ps.CachedReqs++
-		ps.CachedNewBlocks += len(sr.NewBlockIDs)
-		perReq = append(perReq, p.CachedReqBytes(len(sr.NewBlockIDs), false, sr.NumTokens))
+		ps.CachedNewBlocks += len(out.CachedReqs[i].NewBlockIDs)
+		now := p.CachedBytes(ps)
+		perReq = append(perReq, now-before)
+		before = now
 	}
 	ps.FinishedReqs = len(out.FinishedIDs) + len(out.PreemptedIDs)
 	b := p.Breakdown(ps)

@@ -106,7 +106,7 @@ func newCaptureBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench -o DIR [--policy admission_step|steady_state_second_step|both]",
 		Short: "Run the self-benchmark grid (decode B × context, prefill tokens) on the worker",
-		Long: `bench runs the self-benchmark of seed 004 on the real worker: decode points
+		Long: `bench runs a forward-pass self-benchmark (as Dynamo's) on the real worker: decode points
 (B × context) and prefill points, after warm-ups, with one discarded warm-up
 replica for shapes outside the CUDA graphs and contexts clamped (tagged
 context_clamped) where the steady policy cannot give up a token.

@@ -41,7 +41,11 @@ func inputError(cmd string, err error) error {
 	if errors.As(err, &ee) {
 		return err
 	}
-	return &exitError{code: 2, msg: cmd + ": " + err.Error()}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, cmd+": ") {
+		msg = cmd + ": " + msg // library errors mostly name their package, which is the command's name
+	}
+	return &exitError{code: 2, msg: msg}
 }
 
 func newFitCmd() *cobra.Command {
@@ -73,9 +77,17 @@ new_requests, new_req_tokens) or grid (interpolation over benchmark
 coordinates). Solvers: nnls (default), huber-nn and huber (robust to
 outlier steps), ols (unconstrained reference).
 
+Terms the data cannot identify (zero on every row, constant, or a linear
+combination of terms earlier in the basis) are left out of the default
+basis with a warning, listed in the report and noted in the artifact: a
+decode grid has no prefill KV reads, a trace without prefix hits no cached
+prefill. Terms named with --terms are held strictly (the fit is refused,
+naming them) unless --degenerate drop; --degenerate error refuses always.
+The artifact records the step kinds the selected rows have.
+
 A dataset whose manifest says its decode points were measured on the
 admission step gets a loud warning: those timings include admission work
-that production decode never pays (DESIGN.md §8 R3).
+that production decode never pays (docs/architecture.md, R3).
 
 Examples:
   steplab fit runs/bench -o model.json
@@ -91,6 +103,9 @@ Examples:
 			ts, err := fit.ResolveTerms(terms)
 			if err != nil {
 				return inputError("fit", err)
+			}
+			if !cmd.Flags().Changed("terms") {
+				ts = nil // the default basis: terms the data cannot identify are dropped under --degenerate auto
 			}
 			if form == "grid" && cmd.Flags().Changed("terms") {
 				return &exitError{code: 2, msg: "fit: --terms applies to the linear form only"}
@@ -125,7 +140,7 @@ Examples:
 	cmd.Flags().StringVar(&terms, "terms", "default", "linear terms: default, decode, or a comma-separated list")
 	cmd.Flags().StringVar(&solver, "solver", fit.MethodNNLS, "solver: nnls, huber-nn, huber or ols")
 	cmd.Flags().BoolVar(&relative, "relative", false, "minimise relative rather than absolute error (weights 1/y²)")
-	cmd.Flags().StringVar(&degenerate, "degenerate", fit.DegenerateError, "terms the data does not vary: error (refuse) or drop (leave them out, and say so)")
+	cmd.Flags().StringVar(&degenerate, "degenerate", fit.DegenerateAuto, "terms the data cannot identify (zero, constant, or a combination of others): drop (leave them out, and say so), error (refuse), or auto (drop unless --terms names them)")
 	cmd.Flags().IntVar(&cv, "cv", 5, "k-fold cross-validation folds (0: none)")
 	cmd.Flags().IntVar(&boot, "bootstrap", 200, "bootstrap replicates for coefficient intervals (0: none)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the folds and the bootstrap")

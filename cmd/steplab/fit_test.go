@@ -6,8 +6,11 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
@@ -191,4 +194,137 @@ func TestEvalPriorCLI(t *testing.T) {
 	_, err = runCLI(t, "eval", "ops", noGPU)
 	require.Equal(t, 2, exitCode(err))
 	require.ErrorContains(t, err, "manifest names no GPU")
+}
+
+// foreignStepsTable writes what another tool would: one steps.parquet file
+// and no manifest, prefill, decode and mixed steps timed by wall clock
+// only, the admission columns (num_new_reqs, payload) left Unknown.
+func foreignStepsTable(t *testing.T, dir string) string {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	rng := rand.New(rand.NewPCG(7, 3))
+	u := datasets.Unknown
+	var rows []datasets.Step
+	for i := range 400 {
+		s := datasets.Step{StepID: int64(i), Kind: datasets.KindDecode, Role: datasets.RoleProduction, Valid: true, BenchmarkID: -1,
+			NumNewReqs: int32(u), NumCachedReqs: int32(u), NumResumedReqs: int32(u), NumPreempted: int32(u), NumFinished: int32(u),
+			PaddedTokens: u, PayloadBytes: u, PayloadNewBytes: u, PayloadCachedBytes: u, GPUTimeNs: u, NarrowTimeNs: u, HostPrepNs: u,
+			TScheduleStart: u, TScheduleEnd: u, TDispatch: u, TOutput: u, TUpdateEnd: u}
+		y := 4e6
+		if i%5 != 0 {
+			b, ctx := 1+rng.IntN(128), 128+rng.IntN(4096)
+			s.NumDecodeRequests, s.SumDecodeKVTokens = int32(b), int64(b*ctx)
+			y += 20e3*float64(b) + 30*float64(b*ctx)
+		}
+		if i%5 == 0 || i%7 == 0 {
+			c := 64 + rng.IntN(4096)
+			s.NumPrefillRequests, s.SumPrefillTokens = 1, int64(c)
+			y += 25e3 * float64(c)
+			s.Kind = datasets.KindPrefill
+			if s.NumDecodeRequests > 0 {
+				s.Kind = datasets.KindMixed
+			}
+		}
+		s.TotalScheduledTokens = s.SumPrefillTokens + int64(s.NumDecodeRequests)
+		s.WallTimeNs = int64(y * (1 + 0.02*rng.NormFloat64()))
+		rows = append(rows, s)
+	}
+	f, err := os.Create(filepath.Join(dir, "steps.parquet"))
+	require.NoError(t, err)
+	pw := parquet.NewGenericWriter[datasets.Step](f)
+	_, err = pw.Write(rows)
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	require.NoError(t, f.Close())
+	return dir
+}
+
+// `steplab fit DATASET -o model.json` with no other flag succeeds on every
+// dataset steplab writes (the H200 captures of capture bench and capture
+// traffic, a simulation) and on a foreign steps-only table, leaving out
+// the terms each cannot identify and saying so: on stderr, in the report
+// (text and --json) and in the artifact's notes. The artifact records the
+// kinds the data has.
+func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
+	dir := t.TempDir()
+	simulated := filepath.Join(dir, "sim")
+	out, err := runCLI(t, "simulate", "--set", "workload.limit=500", "-o", simulated)
+	require.NoError(t, err, out)
+	const h200 = "../../datasets/h200"
+	all := []string{"prefill", "decode", "mixed"}
+	type fitCase struct {
+		name, dataset string
+		dropped       []string // in basis order
+		kinds         []string
+	}
+	cases := []fitCase{
+		// The grids measure single-request prefills from an empty cache
+		// and decode batches: no prefill ever reads cached KV.
+		{"bench-admission", filepath.Join(h200, "bench-admission"), []string{"prefill_kv_tokens"}, []string{"prefill", "decode"}},
+		{"bench-steady", filepath.Join(h200, "bench-steady"), []string{"prefill_kv_tokens"}, []string{"prefill", "decode"}},
+		// The Azure conversation trace has no shared prefixes and its
+		// prompts fit the token budget: every prefill chunk starts at 0.
+		{"traffic-azure-5rps", filepath.Join(h200, "traffic-azure-5rps"), []string{"prefill_kv_tokens"}, all},
+		{"traffic-azure-12rps", filepath.Join(h200, "traffic-azure-12rps"), []string{"prefill_kv_tokens"}, all},
+		{"simulated", simulated, []string{"prefill_kv_tokens"}, all},
+		{"foreign", foreignStepsTable(t, filepath.Join(dir, "foreign")), []string{"prefill_kv_tokens", "new_requests", "new_req_tokens"}, all},
+	}
+	// Every dataset under datasets/h200 is covered.
+	entries, err := os.ReadDir(h200)
+	require.NoError(t, err)
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(h200, e.Name(), datasets.ManifestFile)); err == nil {
+			require.True(t, slices.ContainsFunc(cases, func(c fitCase) bool { return c.name == e.Name() }), "datasets/h200/%s has no case", e.Name())
+		}
+	}
+	// The root command logs to os.Stderr: catch it in a file.
+	stderr := os.Stderr
+	t.Cleanup(func() { os.Stderr = stderr })
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			logf, err := os.Create(filepath.Join(dir, c.name+".log"))
+			require.NoError(t, err)
+			os.Stderr = logf
+			mpath := filepath.Join(dir, c.name+".json")
+			out, err := runCLI(t, "fit", c.dataset, "-o", mpath)
+			os.Stderr = stderr
+			require.NoError(t, logf.Close())
+			require.NoError(t, err, out)
+			logs, err := os.ReadFile(logf.Name())
+			require.NoError(t, err)
+			var notes []string
+			for _, term := range c.dropped {
+				require.Contains(t, out, "dropped term "+term+":")
+				require.Contains(t, string(logs), "term="+term+" ")
+				notes = append(notes, "term "+term+" dropped: ")
+			}
+			require.Equal(t, len(c.dropped), strings.Count(out, "dropped term "), out)
+			_, a, err := model.Load(mpath)
+			require.NoError(t, err)
+			require.Len(t, a.Notes, len(notes))
+			for i, n := range notes {
+				require.True(t, strings.HasPrefix(a.Notes[i], n), "note %q", a.Notes[i])
+			}
+			require.Equal(t, c.kinds, a.Training.Selection.Kinds)
+			for _, term := range c.dropped {
+				require.NotContains(t, a.Terms, term)
+			}
+
+			out, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--json", "--cv", "0", "--bootstrap", "0")
+			require.NoError(t, err, out)
+			var rep fit.FitReport
+			require.NoError(t, json.Unmarshal([]byte(out), &rep))
+			var got []string
+			for _, d := range rep.Dropped {
+				got = append(got, d.Term)
+			}
+			require.Equal(t, c.dropped, got)
+
+			// Named terms are held strictly.
+			_, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--terms", "default", "--cv", "0", "--bootstrap", "0")
+			require.Equal(t, 2, exitCode(err), "%v", err)
+			_, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--degenerate", "error", "--cv", "0", "--bootstrap", "0")
+			require.Equal(t, 2, exitCode(err), "%v", err)
+		})
+	}
 }

@@ -17,7 +17,7 @@ func newValidateCmd() *cobra.Command {
 		Use:   "validate DIR",
 		Short: "Check a dataset against the data contract and its timing invariants",
 		Long: `validate reads a dataset directory and reports every violation of the data
-contract (DESIGN.md §5) with its table, row (0-based across the table's part
+contract (docs/architecture.md#data-contract) with its table, row (0-based across the table's part
 files), part file, field and a message. It exits 1 if any violation is an
 error, 0 otherwise; warnings (a partial dataset, no manifest.json, optional
 columns absent) do not fail it.

@@ -46,7 +46,7 @@ row per request and stage). The same scenario and seed give byte-identical
 outputs. See docs/whatif.md for every scenario key.
 
 Examples:
-  # the seed's encoder-ensemble qualification: join inline vs remote at 50 req/s
+  # the published encoder-ensemble qualification: join inline vs remote at 50 req/s
   steplab whatif examples/whatif/encoder-ensemble.yaml -o out/ensemble
 
   # the same at 60 req/s with a Poisson source, as JSON

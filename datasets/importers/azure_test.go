@@ -17,21 +17,23 @@ func TestAzureRealFiles(t *testing.T) {
 		secondArrival, created string
 	}{
 		{
-			file: "azure-llm-2023/AzureLLMInferenceTrace_conv.csv", rows: 19366,
+			file: azureConv, rows: 19366,
 			first: datasets.Request{ReqID: "000000", ArrivalNs: 0, PromptTokens: 374, OutputTokens: 44},
 			// 19:14:08.4025270 - 18:15:46.6805900
 			last:    datasets.Request{ReqID: "019365", ArrivalNs: 3501_721_937_000, PromptTokens: 197, OutputTokens: 183},
 			created: "2023-11-16T18:15:46.68059Z",
 		},
 		{
-			file: "azure-llm-2023/AzureLLMInferenceTrace_code.csv", rows: 8819,
-			first:   datasets.Request{ReqID: "000000", ArrivalNs: 0, PromptTokens: 4808, OutputTokens: 10},
+			file: azureCode, rows: 200,
+			first: datasets.Request{ReqID: "000000", ArrivalNs: 0, PromptTokens: 4808, OutputTokens: 10},
+			// 18:20:23.0695450 - 18:17:03.9799600
+			last:    datasets.Request{ReqID: "000199", ArrivalNs: 199_089_585_000, PromptTokens: 65, OutputTokens: 10},
 			created: "2023-11-16T18:17:03.97996Z",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			rows, err := ReadRequests("azure", externalFile(t, tt.file))
+			rows, err := ReadRequests("azure", realFile(t, tt.file))
 			require.NoError(t, err)
 			require.Len(t, rows, tt.rows)
 			checkRequests(t, rows, true)
@@ -47,12 +49,14 @@ func TestAzureRealFiles(t *testing.T) {
 	}
 }
 
-func TestAzureEmbeddedMatchesExternal(t *testing.T) {
+// The embedded trace, read by name from the binary, is the file it was
+// built from.
+func TestAzureEmbeddedMatchesFile(t *testing.T) {
 	emb, err := ReadRequests("azure", "embedded:azure-conv-2023")
 	require.NoError(t, err)
 	require.Len(t, emb, 19366)
 	require.Equal(t, int64(4_314_579_000), emb[1].ArrivalNs, "18:15:50.9951690 - 18:15:46.6805900")
-	ext, err := ReadRequests("azure", externalFile(t, "azure-llm-2023/AzureLLMInferenceTrace_conv.csv"))
+	ext, err := ReadRequests("azure", realFile(t, azureConv))
 	require.NoError(t, err)
 	require.Equal(t, ext, emb)
 }

@@ -1,5 +1,5 @@
 // Package importers turns traces published by other tools into steplab
-// datasets (DESIGN.md §5). Each format has one file:
+// datasets (docs/architecture.md#data-contract). Each format has one file:
 //
 //   - azure (azure.go): Azure LLM inference trace CSV
 //     (TIMESTAMP,ContextTokens,GeneratedTokens) → requests.

@@ -3,7 +3,6 @@ package importers
 import (
 	"bytes"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,7 +19,7 @@ import (
 func addFileSeed(f *testing.F, path string, limit int) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return
+		f.Fatal(err)
 	}
 	if limit > 0 && len(b) > limit {
 		b = b[:limit]
@@ -31,18 +30,9 @@ func addFileSeed(f *testing.F, path string, limit int) {
 	f.Add(b)
 }
 
-func seedExternal(f *testing.F, rel string, limit int) {
-	for _, d := range []string{"../../../shared/data/external", "/work/shared/data/external"} {
-		if _, err := os.Stat(filepath.Join(d, rel)); err == nil {
-			addFileSeed(f, filepath.Join(d, rel), limit)
-			return
-		}
-	}
-}
-
 func FuzzAzure(f *testing.F) {
-	seedExternal(f, "azure-llm-2023/AzureLLMInferenceTrace_conv.csv", 600)
-	seedExternal(f, "azure-llm-2023/AzureLLMInferenceTrace_code.csv", 600)
+	addFileSeed(f, azureConv, 600)
+	addFileSeed(f, azureCode, 600)
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:46.6805900,1,0\n"))
 	f.Add([]byte("GeneratedTokens,TIMESTAMP,ContextTokens\r\n1,2023-11-16T18:15:46Z,2\r\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -54,8 +44,8 @@ func FuzzAzure(f *testing.F) {
 }
 
 func FuzzMooncake(f *testing.F) {
-	seedExternal(f, "mooncake-fast25/conversation_trace.jsonl", 600)
-	seedExternal(f, "mooncake-fast25/synthetic_trace.jsonl", 600)
+	addFileSeed(f, mooncakeConv, 600)
+	addFileSeed(f, mooncakeSynth, 600)
 	f.Add([]byte(`{"timestamp": 0, "input_length": 600, "output_length": 3, "hash_ids": [7, 8]}` + "\n" + `{"timestamp": 1.5, "input_length": 1, "output_length": 1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rows, _, err := parseRequests("mooncake", b, nil)
@@ -66,11 +56,10 @@ func FuzzMooncake(f *testing.F) {
 }
 
 func FuzzVLLMRequests(f *testing.F) {
-	seedExternal(f, "llmservingsim-vllm-0.19/RTXPRO6000_Llama-3.1-8B/requests.jsonl", 600)
-	seedExternal(f, "llmservingsim-vllm-0.19/RTXPRO6000_Qwen3-30B-A3B-Instruct-2507/requests.jsonl", 600)
-	addFileSeed(f, "../embedded/llmservingsim-llama-3.1-8b/requests.jsonl", 600)
+	addFileSeed(f, vllmLlama+"/requests.jsonl", 600)
+	addFileSeed(f, vllmQwen+"/requests.jsonl", 600)
 	f.Add([]byte(`{"request_id": 7, "input_toks": 1, "output_toks": 2, "queued_ts": 5, "scheduled_ts": null, "first_token_ts": null, "last_token_ts": null}`))
-	meta, _ := os.ReadFile("../embedded/llmservingsim-llama-3.1-8b/meta.json")
+	meta, _ := os.ReadFile(vllmLlama + "/meta.json")
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rows, _, err := parseRequests("vllm-requests", b, map[string][]byte{"meta.json": meta})
 		if err == nil {

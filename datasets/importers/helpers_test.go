@@ -2,7 +2,6 @@ package importers
 
 import (
 	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,25 +9,24 @@ import (
 	"github.com/steplab/steplab/datasets"
 )
 
-// externalDir finds /work/shared/data/external (or ../shared relative to the
-// repository root, as CI lays it out); the test is skipped without it.
-func externalDir(t testing.TB) string {
-	t.Helper()
-	for _, d := range []string{"../../../shared/data/external", "/work/shared/data/external"} {
-		if st, err := os.Stat(d); err == nil && st.IsDir() {
-			return d
-		}
-	}
-	t.Skip("external data not found (../shared/data/external relative to the repository root): skipping real-file test")
-	return ""
-}
+// Real published inputs the repository carries, each folder with its
+// ATTRIBUTION.md and LICENSE.
+const (
+	azureConv     = "../embedded/azure-conv-2023/AzureLLMInferenceTrace_conv.csv"
+	azureCode     = "testdata/azure-code-2023/AzureLLMInferenceTrace_code_head200.csv"
+	mooncakeConv  = "testdata/mooncake-fast25/conversation_trace_head300.jsonl"
+	mooncakeSynth = "testdata/mooncake-fast25/synthetic_trace_head300.jsonl"
+	vllmLlama     = "../embedded/llmservingsim-llama-3.1-8b"
+	vllmQwen      = "testdata/llmservingsim-qwen3-30b-a3b"
+)
 
-func externalFile(t testing.TB, rel string) string {
-	p := filepath.Join(externalDir(t), rel)
-	if _, err := os.Stat(p); err != nil {
-		t.Skipf("%s absent: skipping", p)
-	}
-	return p
+// realFile is a published file the repository carries for the importer
+// tests: under testdata/ (with its ATTRIBUTION.md) or embedded/.
+func realFile(t testing.TB, rel string) string {
+	t.Helper()
+	_, err := os.Stat(rel)
+	require.NoError(t, err, "real input %s is part of the repository", rel)
+	return rel
 }
 
 // parseRequests runs a request importer on in-memory bytes.

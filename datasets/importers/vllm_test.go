@@ -16,18 +16,18 @@ func TestVLLMRequestsRealRuns(t *testing.T) {
 		reordered bool
 		gpus      int
 	}{
-		{dir: "llmservingsim-vllm-0.19/RTXPRO6000_Llama-3.1-8B", model: "meta-llama/Llama-3.1-8B",
+		{dir: vllmLlama, model: "meta-llama/Llama-3.1-8B",
 			last: datasets.Request{ReqID: "bench-299", ArrivalNs: 29_171_480_718, PromptTokens: 582, OutputTokens: 768,
 				FirstScheduledNs: 49_349_103_715, FirstTokenNs: 49_442_175_210, FinishNs: 64_202_072_513, NumPreemptions: -1, Status: "finished"},
 			gpus: 1},
-		{dir: "llmservingsim-vllm-0.19/RTXPRO6000_Qwen3-30B-A3B-Instruct-2507", model: "Qwen/Qwen3-30B-A3B-Instruct-2507",
+		{dir: vllmQwen, model: "Qwen/Qwen3-30B-A3B-Instruct-2507",
 			last: datasets.Request{ReqID: "bench-299", ArrivalNs: 29_123_358_519, PromptTokens: 1168, OutputTokens: 583,
 				FirstScheduledNs: 38_461_779_818, FirstTokenNs: 38_625_068_461, FinishNs: 58_392_312_143, NumPreemptions: -1, Status: "finished"},
 			reordered: true, gpus: 2},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
-			src := externalFile(t, tt.dir)
+			src := realFile(t, tt.dir)
 			out := t.TempDir() + "/ds"
 			res, err := Import("vllm-requests", src, out, Options{})
 			require.NoError(t, err)

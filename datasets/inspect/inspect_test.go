@@ -164,21 +164,19 @@ func TestFileSteplabPart(t *testing.T) {
 }
 
 func TestFilePyarrow(t *testing.T) {
-	path := "/work/shared/data/external/aiconfigurator-h200-vllm-0.24.0/gemm/gemm_perf.parquet"
-	if _, err := os.Stat(path); err != nil {
-		t.Skip("external pyarrow file not present")
-	}
+	path := filepath.Join("..", "testdata", "aiconfigurator-h200-allreduce", "custom_allreduce_perf.parquet")
 	fi, err := File(path)
 	require.NoError(t, err)
-	require.Equal(t, int64(107225), fi.Rows)
+	require.Equal(t, int64(138), fi.Rows)
 	require.Equal(t, []string{"ARROW:schema"}, fi.KeyValueKeys)
 	require.Contains(t, fi.CreatedBy, "parquet-cpp-arrow")
 	require.Len(t, fi.Columns, 10)
 	require.Equal(t, ColumnInfo{Name: "latency", PhysicalType: "DOUBLE", Repetition: "optional", Compression: "ZSTD",
-		CompressedBytes: fi.Columns[9].CompressedBytes, UncompressedBytes: fi.Columns[9].UncompressedBytes}, fi.Columns[9])
+		CompressedBytes: fi.Columns[8].CompressedBytes, UncompressedBytes: fi.Columns[8].UncompressedBytes}, fi.Columns[8])
 	require.Equal(t, "STRING", fi.Columns[0].LogicalType)
+	require.Equal(t, "INT(64,true)", fi.Columns[6].LogicalType)
 	require.Len(t, fi.RowGroups, 1)
-	require.Equal(t, int64(107225), fi.RowGroups[0].Rows)
+	require.Equal(t, int64(138), fi.RowGroups[0].Rows)
 }
 
 func TestFileErrors(t *testing.T) {

@@ -1,5 +1,6 @@
 // Package validate checks a dataset directory against the data contract of
-// DESIGN.md §5 and the invariants of its step timings (§4), and reports every
+// docs/architecture.md#data-contract and the invariants of its step timings
+// (docs/architecture.md#step-timing-windows), and reports every
 // violation with its table, row, part file and field.
 //
 // # What is checked
@@ -23,7 +24,8 @@
 //     num_new_reqs = is_new rows, num_resumed_reqs = is_resumed rows,
 //     num_prefill_requests / num_decode_requests = is_prefill / !is_prefill
 //     rows, total_scheduled_tokens = Σ num_scheduled_tokens,
-//     sum_prefill_tokens = Σ over prefill rows; each step_requests row
+//     sum_prefill_tokens = Σ over prefill rows, and the requests' payload
+//     shares against the step's payload (below); each step_requests row
 //     belongs to a step, names a known request (when requests exists) and
 //     appears once per step.
 //   - requests: req_id present and unique, arrival_ns >= 0, token counts >= 0,
@@ -44,6 +46,29 @@
 // of a worker must use its own schedule start. A step flagged overlapped must have been
 // scheduled before the previous update ended. Where a needed time is Unknown
 // the check is skipped.
+//
+// # payload_bytes
+//
+// step_requests.payload_bytes is each request's share of what its step
+// shipped to the worker; steps.payload_bytes is the whole message, which
+// also carries bytes that belong to no request (the SchedulerOutput's own
+// fields and framing, the scheduled-token map, finished and preempted
+// ids). Where a step and its step_requests both record payload (neither
+// 0 nor Unknown), two rules hold:
+//
+//   - every source: Σ step_requests.payload_bytes <= payload_bytes;
+//   - the simulator (manifest source kind "simulate": simulate and whatif),
+//     which prices each request and attributes the step's rounded totals
+//     to its requests: Σ step_requests.payload_bytes = payload_new_bytes +
+//     payload_cached_bytes exactly.
+//
+// A capture records both too, but measures them on the wire: a new
+// request's share is its encoded NewRequestData, which leaves out the
+// list's framing that payload_new_bytes counts, and a cached request's
+// share is an estimate of its part of the parallel lists of
+// scheduled_cached_reqs; so only the first rule holds there. The
+// importers record no per-request payload and are not checked. A
+// violation is reported on the steps row, naming the step_id.
 //
 // # Memory
 //

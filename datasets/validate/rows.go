@@ -10,7 +10,7 @@ import (
 
 // The row types below are the columns validate checks. They mirror the
 // schema structs of package datasets, split so that a column the data
-// contract of DESIGN.md §5 does not list (worker_recv_ns, sample_ns,
+// contract as first written (docs/architecture.md#data-contract) did not list (worker_recv_ns, sample_ns,
 // is_resumed: added by later writers) may be absent: such a table is read
 // without it and the checks that need it are skipped with a warning.
 // Columns validate does not know (prefix_hash_ids, extra pandas columns) are

@@ -39,6 +39,9 @@ type stepsChecker struct {
 	group     []srRow
 	hasSR     bool
 	resumedOK bool // is_resumed present
+	// exactPayload: the source's per-request payload adds up to the
+	// step's new and cached bytes (exactPayloadSources).
+	exactPayload bool
 
 	globalOrder bool // steps.step_id non-decreasing across the table so far
 	lastStepID  int64
@@ -52,6 +55,7 @@ func (c *checker) checkSteps() {
 		return
 	}
 	sc := &stepsChecker{checker: c, prev: map[workerKey]prevStep{}, globalOrder: true}
+	sc.exactPayload = c.d.Manifest != nil && contains(exactPayloadSources, c.d.Manifest.Source.Kind)
 	if hasSR {
 		sc.hasSR = true
 		sc.resumedOK = c.hasOpt[datasets.TableStepRequests]
@@ -178,6 +182,8 @@ func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
 	seen := make(map[string]bool, len(sc.group))
 	var nNew, nResumed, nPrefill, nDecode int64
 	var tokens, prefillTokens int64
+	var payload int64
+	payloadKnown := true
 	for i := range sc.group {
 		g := &sc.group[i]
 		sc.checkSRRow(&g.stepRequestFull, g.row, g.part)
@@ -198,6 +204,8 @@ func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
 			nDecode++
 		}
 		tokens += g.NumScheduledTokens
+		payload += g.PayloadBytes
+		payloadKnown = payloadKnown && known(g.PayloadBytes)
 	}
 	const T = datasets.TableSteps
 	n := int64(len(sc.group))
@@ -225,7 +233,36 @@ func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
 	if known(st.SumPrefillTokens) && st.SumPrefillTokens != prefillTokens {
 		sc.errorf(T, row, part, "sum_prefill_tokens", "sum_prefill_tokens %d, but the prefill rows of step %d schedule %d tokens", st.SumPrefillTokens, st.StepID, prefillTokens)
 	}
+	sc.checkPayloadShares(st, row, part, payloadKnown && payload > 0, payload)
 }
+
+// checkPayloadShares holds a step's payload to its requests' shares (see
+// the package doc, "payload_bytes"): they never exceed payload_bytes, and
+// where the source splits the step exactly they add up to
+// payload_new_bytes + payload_cached_bytes. A step or step_requests
+// without payload (0 or Unknown) is not checked.
+func (sc *stepsChecker) checkPayloadShares(st *stepFull, row int64, part string, recorded bool, shares int64) {
+	const T = datasets.TableSteps
+	if !recorded || st.PayloadBytes <= 0 {
+		return
+	}
+	if shares > st.PayloadBytes {
+		sc.errorf(T, row, part, "payload_bytes", "payload_bytes %d, but the step_requests.payload_bytes of step %d add up to %d, more than the whole step",
+			st.PayloadBytes, st.StepID, shares)
+	}
+	if sc.exactPayload && known(st.PayloadNewBytes) && known(st.PayloadCachedBytes) {
+		if want := st.PayloadNewBytes + st.PayloadCachedBytes; shares != want {
+			sc.errorf(T, row, part, "payload_new_bytes+payload_cached_bytes",
+				"payload_new_bytes %d + payload_cached_bytes %d = %d, but the step_requests.payload_bytes of step %d add up to %d",
+				st.PayloadNewBytes, st.PayloadCachedBytes, want, st.StepID, shares)
+		}
+	}
+}
+
+// exactPayloadSources are the manifest source kinds whose step_requests
+// payload_bytes split the step's new and cached bytes exactly (the
+// simulator prices each request and attributes the rounded totals).
+var exactPayloadSources = []string{"simulate"}
 
 func (sc *stepsChecker) checkSRRow(r *stepRequestFull, row int64, part string) {
 	const T = datasets.TableStepRequests

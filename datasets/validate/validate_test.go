@@ -24,6 +24,30 @@ type fixture struct {
 	post func(t *testing.T, dir string)
 	// abort leaves the dataset partial.
 	abort bool
+	// source is the manifest's source kind ("test" when empty).
+	source string
+}
+
+// withPayload records the steps' payload consistently with the
+// step_requests rows (100 bytes each): new and cached bytes are the rows'
+// shares, payload_bytes adds 600 bytes of the step's own.
+func (f *fixture) withPayload(source string) {
+	f.source = source
+	for i := range f.steps {
+		st := &f.steps[i]
+		st.PayloadNewBytes, st.PayloadCachedBytes = 0, 0
+		for _, r := range f.srs {
+			if r.StepID != st.StepID {
+				continue
+			}
+			if r.IsNew {
+				st.PayloadNewBytes += r.PayloadBytes
+			} else {
+				st.PayloadCachedBytes += r.PayloadBytes
+			}
+		}
+		st.PayloadBytes = st.PayloadNewBytes + st.PayloadCachedBytes + 600
+	}
 }
 
 func baseFixture() *fixture {
@@ -78,7 +102,11 @@ func writeTable[T any](t testing.TB, w *datasets.Writer, table string, rows []T)
 func (f *fixture) write(t testing.TB) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ds")
-	w, err := datasets.Create(dir, datasets.Manifest{Source: datasets.Source{Kind: "test"}}, datasets.CreateOptions{})
+	source := f.source
+	if source == "" {
+		source = "test"
+	}
+	w, err := datasets.Create(dir, datasets.Manifest{Source: datasets.Source{Kind: source}}, datasets.CreateOptions{})
 	require.NoError(t, err)
 	writeTable(t, w, datasets.TableSteps, f.steps)
 	writeTable(t, w, datasets.TableStepRequests, f.srs)
@@ -191,6 +219,30 @@ func TestInvariants(t *testing.T) {
 			wantErrors: []string{"steps[2].total_scheduled_tokens"}},
 		{name: "sum prefill tokens", mut: func(f *fixture) { f.steps[0].SumPrefillTokens = 15 },
 			wantErrors: []string{"steps[0].sum_prefill_tokens"}},
+		{name: "simulated payload shares add up", mut: func(f *fixture) { f.withPayload("simulate") }},
+		{name: "simulated payload shares disagree with new + cached", mut: func(f *fixture) {
+			f.withPayload("simulate")
+			f.srs[3].PayloadBytes = 50 // step 1: a request's share lost (a buffer reused too early)
+		}, wantErrors: []string{"steps[1].payload_new_bytes+payload_cached_bytes"}},
+		{name: "captured payload shares need not add up to new + cached", mut: func(f *fixture) {
+			f.withPayload("capture")
+			f.steps[0].PayloadNewBytes += 3 // the list's framing
+			f.srs[3].PayloadBytes = 50      // an estimated cached share
+		}},
+		{name: "payload shares exceed the whole step", mut: func(f *fixture) {
+			f.withPayload("capture")
+			f.steps[2].PayloadBytes = 150
+		}, wantErrors: []string{"steps[2].payload_bytes"}},
+		{name: "payload not recorded per request is not checked", mut: func(f *fixture) {
+			f.withPayload("simulate")
+			for i := range f.srs {
+				f.srs[i].PayloadBytes = 0
+			}
+		}},
+		{name: "payload not recorded per step is not checked", mut: func(f *fixture) {
+			f.withPayload("simulate")
+			f.steps[1].PayloadBytes, f.steps[1].PayloadNewBytes, f.steps[1].PayloadCachedBytes = -1, -1, -1
+		}},
 		{name: "unknown counts skip the join", mut: func(f *fixture) {
 			f.steps[0].NumNewReqs, f.steps[0].NumCachedReqs, f.steps[0].TotalScheduledTokens = -1, -1, -1
 		}},
@@ -347,7 +399,7 @@ func TestReportDetails(t *testing.T) {
 }
 
 // A steps table written by another tool: kind missing, worker_recv_ns and
-// sample_ns (not in DESIGN §5) absent.
+// sample_ns (added to the schema after its first version) absent.
 type pandasStep struct {
 	StepID         int64  `parquet:"step_id"`
 	WorkerID       string `parquet:"worker_id"`

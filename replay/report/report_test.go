@@ -172,15 +172,15 @@ func TestReportSubsetsAndErrors(t *testing.T) {
 // test; in CI (CI=true) it fails it.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "chrome"} {
+	for _, name := range []string{"chromium-headless-shell", "chromium", "chromium-browser", "google-chrome", "chrome"} {
 		if p, err := exec.LookPath(name); err == nil {
 			return p
 		}
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true but no chromium on PATH: install Debian's chromium (apt-get install chromium)")
+		t.Fatal("CI=true but no chromium on PATH: install Debian's chromium-headless-shell (apt-get install --no-install-recommends chromium-headless-shell)")
 	}
-	t.Skip("no chromium on PATH (apt-get install chromium); CI runs this test")
+	t.Skip("no chromium on PATH (apt-get install --no-install-recommends chromium-headless-shell); CI runs this test")
 	return ""
 }
 

@@ -29,7 +29,7 @@ func compile(t testing.TB, path string, sets ...string) *Scenario {
 	return sc
 }
 
-// TestEncoderEnsembleR4 is DESIGN.md §8 R4 on the bundled scenario: at an
+// TestEncoderEnsembleR4 is R4 (docs/architecture.md#r4-offered-load-of-a-serving-workflow) on the bundled scenario: at an
 // uncapped 50 req/s (1,000 measured requests after 20 warm-ups, three
 // fresh-server repetitions) the workflow sustains the offered load whether
 // the response join runs inline or remote, the remote hop costs a fraction
@@ -56,7 +56,7 @@ func TestEncoderEnsembleR4(t *testing.T) {
 		assert.GreaterOrEqual(t, p.AchievedOverOffered, 0.995, "%s sustains the offered load", p.Placement)
 		for _, r := range p.Runs {
 			assert.Equal(t, 1000, r.Measured)
-			assert.GreaterOrEqual(t, r.WindowRPS, 49.0, "the seed's >= 49 req/s gate")
+			assert.GreaterOrEqual(t, r.WindowRPS, 49.0, "the published qualification's >= 49 req/s gate")
 			assert.Greater(t, r.WindowRPS, r.FullProcessRPS, "request window above full process")
 		}
 		assert.Greater(t, p.WindowMeanRPS, p.FullProcessMeanRPS)

@@ -1,6 +1,7 @@
 // Package workload produces the arrivals that drive the simulator: recorded
 // traces, open-loop and closed-loop generators, and the self-benchmark grid
-// of seed 004 (Dynamo's instrumented scheduler).
+// of Dynamo's forward-pass-metrics self-benchmark (its instrumented vLLM
+// scheduler).
 //
 // # Sources
 //

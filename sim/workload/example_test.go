@@ -7,7 +7,7 @@ import (
 )
 
 // An open-loop Poisson stream at 50 req/s, 20 warm-ups then 1,000 measured
-// requests (the R4 workload of DESIGN §8).
+// requests (the R4 workload, docs/architecture.md#r4-offered-load-of-a-serving-workflow).
 func Example() {
 	src, err := workload.NewOpenLoop(workload.OpenLoopConfig{
 		Process:        workload.ProcessPoisson,
@@ -62,7 +62,7 @@ func ExampleClosedLoop() {
 	// req-3 3000000
 }
 
-// The steady-state decode point of seed 004: B=4 requests at ctx=1 cannot
+// A steady-state decode point of the self-benchmark: B=4 requests at ctx=1 cannot
 // give up a token, so the point is clamped and measured at ctx=2.
 func ExampleBuildGrid() {
 	pts, err := workload.BuildGrid(workload.GridConfig{

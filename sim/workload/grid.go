@@ -15,7 +15,8 @@ const (
 	// PolicyAdmissionStep measures the step that admits the batch: B new
 	// requests whose fake-prefix KV is ctx tokens, one token scheduled each.
 	// It ships full token arrays through scheduled_new_reqs and pays
-	// first-step bookkeeping that production decode never pays (seed 004).
+	// first-step bookkeeping that production decode never pays
+	// (docs/architecture.md#why-it-exists).
 	PolicyAdmissionStep = datasets.PolicyAdmissionStep
 	// PolicySteadyStateSecondStep admits the batch one token short
 	// (max(1, ctx−1) precomputed tokens; the admission step is scaffolding)
@@ -62,8 +63,8 @@ const (
 	warmupPrefillTokens = 256
 )
 
-// GridConfig describes a self-benchmark grid (seed 004, Dynamo's
-// instrumented scheduler). An empty axis is derived from the engine limits
+// GridConfig describes a self-benchmark grid (Dynamo's forward-pass-metrics
+// self-benchmark in its instrumented vLLM scheduler). An empty axis is derived from the engine limits
 // as Dynamo does; a listed axis is used as given (sorted, deduplicated) and
 // its points carry the "explicit" reason.
 type GridConfig struct {
@@ -94,7 +95,7 @@ type GridConfig struct {
 	// returned first, with Warmup set and BenchmarkID −1.
 	Warmups int
 
-	// Engine limits (DESIGN §3).
+	// Engine limits (docs/architecture.md#scheduler-semantics).
 	MaxModelLen, MaxNumSeqs, MaxNumBatchedTokens, BlockSize, NumGPUBlocks int
 	// CaptureSizes are the CUDA-graph capture sizes (tokens per step).
 	// Empty: CUDA graphs disabled, every shape is eager.

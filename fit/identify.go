@@ -1,0 +1,81 @@
+package fit
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// identifiable splits terms into those the data can price and those it
+// cannot, with the reason for each dropped one:
+//
+//   - not recorded: the source left the column behind it Unknown on some
+//     rows (Data.Unrecorded);
+//   - zero on every row: the data never exercises the term;
+//   - constant on every row (with const in the basis): indistinguishable
+//     from the fixed cost;
+//   - a linear combination of terms kept before it: e.g. new_requests on
+//     admission-step decode points, where every decode request is new, so
+//     new_requests equals decode_requests.
+//
+// Terms are considered in the order given (the basis order, general terms
+// first), so of a collinear set the earliest terms stay: the choice is
+// deterministic and keeps the term that means the most on other data.
+// Bad timings or feature values are errors: no choice of terms repairs them.
+func identifiable(d *Data, terms []string, relative bool) (kept []string, dropped []DroppedTerm, err error) {
+	ds, err := d.design(terms, relative)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkValues(ds); err != nil {
+		return nil, nil, err
+	}
+	zero, constant := degenerateColumns(ds)
+	g := NewGram(ds.X, ds.Y, ds.W, ds.P())
+	var idx []int
+	for j, t := range terms {
+		switch {
+		case d.Unrecorded[t] > 0:
+			dropped = append(dropped, DroppedTerm{t, fmt.Sprintf("not recorded by the source on %d of %d rows", d.Unrecorded[t], d.Len())})
+			continue
+		case slices.Contains(zero, t):
+			dropped = append(dropped, DroppedTerm{t, "zero on every row"})
+			continue
+		case slices.Contains(constant, t):
+			dropped = append(dropped, DroppedTerm{t, "constant on every row (indistinguishable from const)"})
+			continue
+		}
+		try := append(slices.Clone(idx), j)
+		names := make([]string, len(try))
+		for a, i := range try {
+			names[a] = terms[i]
+		}
+		var de *DataError
+		if err := g.sub(try).CheckRank(names); errors.As(err, &de) {
+			reason := "a linear combination of the terms kept before it"
+			if others := slices.DeleteFunc(slices.Clone(de.Terms), func(s string) bool { return s == t }); len(others) > 0 {
+				reason = "a linear combination of " + strings.Join(others, ", ")
+			}
+			dropped = append(dropped, DroppedTerm{t, reason + " on these rows"})
+			continue
+		}
+		idx = try
+		kept = append(kept, t)
+	}
+	if len(kept) == 0 {
+		return nil, dropped, dataErr(ErrZeroColumn, "every term was dropped", terms...)
+	}
+	return kept, dropped, nil
+}
+
+// unrecordedError refuses terms the source did not record on some rows
+// (the strict policy): a fit would price the zeros FeaturesOf put there.
+func unrecordedError(d *Data, terms []string) error {
+	for _, t := range terms {
+		if n := d.Unrecorded[t]; n > 0 {
+			return dataErr(ErrBadFeature, fmt.Sprintf("the source did not record it on %d of %d rows (Unknown, -1); drop the term", n, d.Len()), t)
+		}
+	}
+	return nil
+}
