@@ -26,7 +26,9 @@ type Coverage struct {
 	MeanWidthPct float64 `json:"mean_width_pct"`
 }
 
-func (c *Coverage) add(y, mid, lo, hi float64) {
+// Add counts one actual time y against the interval [lo, hi] around the
+// prediction mid.
+func (c *Coverage) Add(y, mid, lo, hi float64) {
 	c.N++
 	switch {
 	case y < lo:
@@ -41,7 +43,8 @@ func (c *Coverage) add(y, mid, lo, hi float64) {
 	}
 }
 
-func (c *Coverage) finish() {
+// Finish turns the counts into percentages (once, after the last Add).
+func (c *Coverage) Finish() {
 	if c.N > 0 {
 		c.Pct = 100 * float64(c.Covered) / float64(c.N)
 		c.MeanWidthPct /= float64(c.N)
@@ -72,20 +75,20 @@ func EvaluateIntervals(m model.IntervalFPM, d *Data, level float64) *IntervalRep
 			p := pr.Price(f, level)
 			mid, lo, hi = p.Ns, p.Lo, p.Hi
 			c := r.ByRegion[p.Region]
-			c.add(d.Y[i], mid, lo, hi)
+			c.Add(d.Y[i], mid, lo, hi)
 			r.ByRegion[p.Region] = c
 		} else {
 			mid, lo, hi = m.PredictIntervalNs(f, level)
 		}
-		r.Overall.add(d.Y[i], mid, lo, hi)
+		r.Overall.Add(d.Y[i], mid, lo, hi)
 		c := r.ByKind[d.Kind(i)]
-		c.add(d.Y[i], mid, lo, hi)
+		c.Add(d.Y[i], mid, lo, hi)
 		r.ByKind[d.Kind(i)] = c
 	}
-	r.Overall.finish()
+	r.Overall.Finish()
 	for _, g := range []map[string]Coverage{r.ByKind, r.ByRegion} {
 		for k, c := range g {
-			c.finish()
+			c.Finish()
 			g[k] = c
 		}
 	}

@@ -476,12 +476,8 @@ func EvalDatasets(modelPath string, paths []string, cfg EvalConfig) (*EvalReport
 	d := l.Data
 	rep := &EvalReport{Model: modelPath, Form: a.Form, Target: d.Target, Datasets: l.Refs, Selection: cfg.Load.Selection.Record(l.Policy),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings, Report: Evaluate(m, d, worst)}
-	if im, ok := m.(model.IntervalFPM); ok && cfg.Level >= 0 {
-		level := cfg.Level
-		if level == 0 {
-			level = model.LevelOf(m)
-		}
-		rep.Intervals = EvaluateIntervals(im, d, level)
+	if level := model.IntervalLevel(m, cfg.Level); level > 0 {
+		rep.Intervals = EvaluateIntervals(m.(model.IntervalFPM), d, level)
 	}
 	rep.WorstDatasets = WorstDatasetsOf(l, rep.Report)
 	if cfg.PlotsDir != "" {

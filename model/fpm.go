@@ -70,6 +70,19 @@ func LevelOf(m FPM) float64 {
 	return DefaultLevel
 }
 
+// IntervalLevel resolves the coverage of the intervals a caller asked m
+// for: 0 asks for m's own (LevelOf), a negative level for none. It is 0
+// (no intervals) when m is not an IntervalFPM.
+func IntervalLevel(m FPM, requested float64) float64 {
+	if _, ok := m.(IntervalFPM); !ok || requested < 0 {
+		return 0
+	}
+	if requested == 0 {
+		return LevelOf(m)
+	}
+	return requested
+}
+
 // Bound is one edge of an IntervalFPM's interval as an FPM: the lower
 // edge at coverage Level, or the upper one with Upper set. Re-simulating a
 // workload with the two edges propagates step-time intervals to request
