@@ -110,20 +110,20 @@ type StepSummary struct {
 	Fields           []string `json:"fields"`
 	UsedStepRequests bool     `json:"used_step_requests"`
 	// PrimaryField is the field the top steps are ranked by.
-	PrimaryField string              `json:"primary_field"`
-	Overall      GroupStats          `json:"overall"`
-	ByKind       []GroupStats        `json:"by_kind"`
-	ByRole       []GroupStats        `json:"by_role"`
-	ByBatch      []GroupStats        `json:"by_batch_size"`
-	OverTime     []GroupStats        `json:"over_time"`
-	Attribution  *Attribution        `json:"attribution,omitempty"`
-	Top          []TopStep           `json:"top_steps"`
+	PrimaryField string       `json:"primary_field"`
+	Overall      GroupStats   `json:"overall"`
+	ByKind       []GroupStats `json:"by_kind"`
+	ByRole       []GroupStats `json:"by_role"`
+	ByBatch      []GroupStats `json:"by_batch_size"`
+	OverTime     []GroupStats `json:"over_time"`
+	Attribution  *Attribution `json:"attribution,omitempty"`
+	Top          []TopStep    `json:"top_steps"`
 	// Intervals is the coverage of the model's prediction intervals (nil
 	// when the model has none).
-	Intervals *StepIntervals `json:"intervals,omitempty"`
-	Notes     []string       `json:"notes,omitempty"`
-	Series       *Series             `json:"-"`
-	cdf          map[string]*relHist // kind → |rel err| of the primary field
+	Intervals *StepIntervals      `json:"intervals,omitempty"`
+	Notes     []string            `json:"notes,omitempty"`
+	Series    *Series             `json:"-"`
+	cdf       map[string]*relHist // kind → |rel err| of the primary field
 }
 
 // StepIntervals is the empirical coverage of the replayed model's
