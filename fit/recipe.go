@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -154,6 +155,7 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	r := &model.Recipe{Level: opt.Level}
 	res := &RecipeResult{Model: r}
 	var compose *KindSpec
+	var firstErr error
 	seen := map[string]bool{}
 	for _, spec := range opt.Kinds {
 		if !slices.Contains([]string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed}, spec.Kind) || seen[spec.Kind] {
@@ -174,6 +176,7 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 			if !errors.As(err, &de) {
 				return nil, err
 			}
+			firstErr = cmp.Or(firstErr, err)
 			rep.PricedBy, rep.Note = PricedNone, err.Error()
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s steps are unpriced: %v", spec.Kind, err))
 			res.Kinds = append(res.Kinds, *rep)
@@ -199,7 +202,10 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 		res.Kinds = append(res.Kinds, rep)
 	}
 	if len(r.Kinds) == 0 {
-		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no kind could be fitted (%v)", res.Warnings))
+		if firstErr != nil {
+			return nil, firstErr
+		}
+		return nil, dataErr(ErrEmptySelection, "no rows of a kind the recipe fits")
 	}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("fit: recipe: %w", err)
