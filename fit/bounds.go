@@ -133,14 +133,24 @@ func LoadBounds(path string) (*BoundsFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fit: bounds: %w", err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	f := &BoundsFile{dir: filepath.Dir(path)}
-	if err := dec.Decode(f); err != nil && err != io.EOF {
+	f, err := ParseBounds(b, filepath.Dir(path))
+	if err != nil {
 		return nil, fmt.Errorf("fit: bounds %s: %w", path, err)
 	}
+	return f, nil
+}
+
+// ParseBounds decodes and checks a bounds file; its relative paths are
+// taken from dir.
+func ParseBounds(b []byte, dir string) (*BoundsFile, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	f := &BoundsFile{dir: dir}
+	if err := dec.Decode(f); err != nil && err != io.EOF {
+		return nil, err
+	}
 	if err := f.validate(); err != nil {
-		return nil, fmt.Errorf("fit: bounds %s: %w", path, err)
+		return nil, err
 	}
 	return f, nil
 }
@@ -236,6 +246,9 @@ type BoundsReport struct {
 
 // Err is nil when every bound held, else a *CheckFailedError.
 func (r *BoundsReport) Err() error { return checksErr(r.Checks) }
+
+// Failures returns the breached bounds.
+func (r *BoundsReport) Failures() []CheckResult { return failures(r.Checks) }
 
 // WriteTable prints the bounds as check does.
 func (r *BoundsReport) WriteTable(w io.Writer, failedOnly bool) { writeChecks(w, r.Checks, failedOnly) }
