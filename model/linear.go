@@ -224,19 +224,45 @@ func (q *ResidualQuantiles) IntervalSE(mid, se, coverage float64) (lo, hi float6
 		return mid, mid
 	}
 	coverage = math.Min(coverage, 1)
-	var dlo, dhi float64
-	if q != nil && len(q.P) > 0 {
-		rlo, rhi := q.Quantile((1-coverage)/2), q.Quantile((1+coverage)/2)
-		if q.Scale != ScaleAbsolute {
-			rlo, rhi = mid*rlo, mid*rhi
-		}
-		dlo, dhi = math.Max(0, -rlo), math.Max(0, rhi)
+	rlo, rhi := q.at(coverage)
+	return spread(mid, se, NormalQuantile((1+coverage)/2), rlo, rhi)
+}
+
+// at returns the residual deviations below and above a prediction of 1
+// (relative) or 0 (absolute: mid is added by spread's caller) at the
+// central coverage: the quantiles at (1−c)/2 and (1+c)/2. The relative
+// ones are returned as fractions, the absolute ones in ns, with the scale
+// folded in by the caller through rel.
+func (q *ResidualQuantiles) at(coverage float64) (rlo, rhi quantileDev) {
+	if q == nil || len(q.P) == 0 {
+		return quantileDev{}, quantileDev{}
 	}
+	abs := q.Scale == ScaleAbsolute
+	return quantileDev{q.Quantile((1 - coverage) / 2), abs}, quantileDev{q.Quantile((1 + coverage) / 2), abs}
+}
+
+// quantileDev is a residual quantile, relative (a fraction of the
+// prediction) or absolute (ns).
+type quantileDev struct {
+	v   float64
+	abs bool
+}
+
+func (d quantileDev) ns(mid float64) float64 {
+	if d.abs {
+		return d.v
+	}
+	return mid * d.v
+}
+
+// spread is IntervalSE once the quantiles and z are known.
+func spread(mid, se, z float64, rlo, rhi quantileDev) (lo, hi float64) {
+	dlo, dhi := clamp(-rlo.ns(mid), 0, math.MaxFloat64), clamp(rhi.ns(mid), 0, math.MaxFloat64)
 	if se > 0 {
-		zs := NormalQuantile((1+coverage)/2) * se
-		dlo, dhi = math.Hypot(dlo, zs), math.Hypot(dhi, zs)
+		zs := z * se
+		dlo, dhi = math.Sqrt(dlo*dlo+zs*zs), math.Sqrt(dhi*dhi+zs*zs)
 	}
-	return math.Max(0, mid-dlo), mid + dhi
+	return clamp(mid-dlo, 0, math.MaxFloat64), mid + dhi
 }
 
 // NormalQuantile is the p-quantile of the standard normal distribution

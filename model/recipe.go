@@ -107,6 +107,21 @@ type RecipeKind struct {
 
 	lin *Linear
 	res [len(regionIdx)]*ResidualQuantiles
+	// at holds the residual quantiles and z at the recipe's Level, so that
+	// a prediction at that level interpolates nothing.
+	at levelCache
+}
+
+type levelCache struct {
+	level, z float64
+	lo, hi   [len(regionIdx)]quantileDev
+}
+
+func (k *RecipeKind) cacheLevel(level float64) {
+	k.at = levelCache{level: level, z: NormalQuantile((1 + level) / 2)}
+	for i, q := range k.res {
+		k.at.lo[i], k.at.hi[i] = q.at(level)
+	}
 }
 
 // Compose says how mixed steps are composed.
@@ -172,6 +187,7 @@ func (r *Recipe) Validate() error {
 		if err := k.Validate(); err != nil {
 			return fmt.Errorf("model: recipe: kind %s: %w", k.Kind, err)
 		}
+		k.cacheLevel(r.Level)
 		r.byKind[ki] = k
 	}
 	if m := r.byKind[kindMixed]; m != nil && m.Compose != nil {
@@ -263,7 +279,16 @@ func (k *RecipeKind) estimate(f *Features) estimate {
 }
 
 func (k *RecipeKind) interval(e estimate, coverage float64) (lo, hi float64) {
-	return k.res[e.region].IntervalSE(e.ns, e.se, coverage)
+	return k.intervalAt(e.region, e.ns, e.se, coverage)
+}
+
+// intervalAt is the interval of a prediction mid with standard error se
+// from the residuals of region.
+func (k *RecipeKind) intervalAt(region int, mid, se, coverage float64) (lo, hi float64) {
+	if coverage == k.at.level && coverage > 0 {
+		return spread(mid, se, k.at.z, k.at.lo[region], k.at.hi[region])
+	}
+	return k.res[region].IntervalSE(mid, se, coverage)
 }
 
 // composeParts splits a mixed step into its prefill pass (the decode
@@ -332,12 +357,12 @@ func (r *Recipe) compose(m *RecipeKind, f *Features, coverage float64) Pricing {
 		return out
 	}
 	se := math.Hypot(ep.se, ed.se)
-	if q := m.res[reg]; q != nil {
-		out.Lo, out.Hi = q.IntervalSE(out.Ns, se, coverage)
+	if m.res[reg] != nil {
+		out.Lo, out.Hi = m.intervalAt(reg, out.Ns, se, coverage)
 		return out
 	}
 	plo, phi := p.interval(ep, coverage)
-	mlo, mhi := d.res[ed.region].IntervalSE(marg, ed.se, coverage)
+	mlo, mhi := d.intervalAt(ed.region, marg, ed.se, coverage)
 	out.Lo = math.Max(0, out.Ns-math.Hypot(ep.ns-plo, marg-mlo))
 	out.Hi = out.Ns + math.Hypot(phi-ep.ns, mhi-marg)
 	return out

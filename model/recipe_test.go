@@ -9,14 +9,16 @@ import (
 )
 
 // relQ is relative residual quantiles lo, 0, hi at 5, 50 and 95%.
-func relQ(t *testing.T, lo, hi float64) *ResidualQuantiles {
+func relQ(t testing.TB, lo, hi float64) *ResidualQuantiles {
 	t.Helper()
 	return &ResidualQuantiles{Scale: ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{lo, 0, hi}, N: 3, Source: "test"}
 }
 
 // testRecipe: decode priced by testTable inside its hull and a linear
 // form outside; prefill by a linear form alone (no grid); mixed composed.
-func testRecipe(t *testing.T) *Recipe {
+func testRecipe(t *testing.T) *Recipe { return testRecipeB(t) }
+
+func testRecipeB(t testing.TB) *Recipe {
 	t.Helper()
 	r := &Recipe{Level: 0.9, Kinds: []RecipeKind{
 		{Kind: "prefill", Rows: 10, Terms: []string{TermConst, TermPrefillTokens},

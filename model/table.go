@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"sort"
 )
 
 // MaxTableAxes bounds the dimension of a Table (2^axes corners a lookup).
@@ -122,9 +121,11 @@ func (t *Table) Lookup(f Features) (ns, se float64, inside bool) {
 		if len(nodes) == 1 {
 			continue
 		}
-		x = math.Max(lo, math.Min(hi, x))
-		i := sort.SearchFloat64s(nodes, x) - 1 // nodes[i] < x <= nodes[i+1]
-		i = max(0, min(i, len(nodes)-2))
+		x = clamp(x, lo, hi)
+		i := 0 // the segment nodes[i] <= x <= nodes[i+1]: axes are short, a scan beats a search
+		for i < len(nodes)-2 && x > nodes[i+1] {
+			i++
+		}
 		seg[d], frac[d] = i, (x-nodes[i])/(nodes[i+1]-nodes[i])
 	}
 	var v2 float64
@@ -157,4 +158,16 @@ func (t *Table) Lookup(f Features) (ns, se float64, inside bool) {
 		}
 	}
 	return ns, math.Sqrt(v2), true
+}
+
+// clamp is math.Max(lo, math.Min(hi, x)) without the NaN handling, which
+// shows in a lookup that runs once a step.
+func clamp(x, lo, hi float64) float64 {
+	if x < lo {
+		return lo
+	}
+	if x > hi {
+		return hi
+	}
+	return x
 }
