@@ -43,8 +43,8 @@ type CheckResult struct {
 	Name   string  `json:"name"`   // e.g. "mape overall"
 	Metric string  `json:"metric"` // mape_pct, p90_ape_pct, mape_regression_pp
 	Scope  string  `json:"scope"`  // overall, kind=decode, ...
-	Value float64 `json:"value"`
-	Bound float64 `json:"bound"`
+	Value  float64 `json:"value"`
+	Bound  float64 `json:"bound"`
 	// Op is how Value must compare with Bound: "<=" (the default when
 	// empty) or ">=".
 	Op     string `json:"op,omitempty"`
