@@ -78,62 +78,27 @@ checks:
 	require.Equal(t, 2, back.Failures)
 }
 
+// oneCheck is a bounds file of one check named a, with the given model
+// and bounds (flow YAML).
+func oneCheck(model, bounds string) string {
+	return "version: 1\nchecks:\n  - {name: a, model: " + model + ", data: [d], bounds: [" + bounds + "]}\n"
+}
+
 func TestParseBoundsRefusesBadFiles(t *testing.T) {
-	ok := `version: 1
-checks:
-  - name: a
-    model: {artifact: m.json}
-    data: [d]
-    bounds: [{metric: mape_pct, scope: overall, max: 5}]
-`
-	_, err := ParseBounds([]byte(ok), ".")
+	const art = "{artifact: m.json}"
+	_, err := ParseBounds([]byte(oneCheck(art, "{metric: mape_pct, scope: overall, max: 5}")), ".")
 	require.NoError(t, err)
 	cases := []struct{ name, yaml, want string }{
 		{"version", "version: 2\nchecks: []\n", "version 2"},
 		{"no checks", "version: 1\n", "no checks"},
-		{"unknown key", ok + "    extra: 1\n", "extra"},
-		{"two models", `version: 1
-checks:
-  - name: a
-    model: {artifact: m.json, prior: {hardware: H200, shape: Llama-3.1-8B}}
-    data: [d]
-    bounds: [{metric: mape_pct, scope: overall, max: 5}]
-`, "exactly one"},
-		{"unknown metric", `version: 1
-checks:
-  - name: a
-    model: {artifact: m.json}
-    data: [d]
-    bounds: [{metric: rmse, scope: overall, max: 5}]
-`, "metric \"rmse\""},
-		{"no gate", `version: 1
-checks:
-  - name: a
-    model: {artifact: m.json}
-    data: [d]
-    bounds: [{metric: mape_pct, scope: overall, target: 3}]
-`, "give max, min or both"},
-		{"bad scope", `version: 1
-checks:
-  - name: a
-    model: {artifact: m.json}
-    data: [d]
-    bounds: [{metric: mape_pct, scope: decode, max: 3}]
-`, "scope \"decode\""},
-		{"region on an error metric", `version: 1
-checks:
-  - name: a
-    model: {artifact: m.json}
-    data: [d]
-    bounds: [{metric: mape_pct, scope: region=interpolated, max: 3}]
-`, "coverage_pct only"},
-		{"bad target", `version: 1
-checks:
-  - name: a
-    model: {artifact: m.json}
-    data: [d]
-    bounds: [{metric: coverage_pct, scope: overall, min: 80, target: [95, 85]}]
-`, "target"},
+		{"unknown key", oneCheck(art, "{metric: mape_pct, scope: overall, max: 5, extra: 1}"), "extra"},
+		{"two models", oneCheck("{artifact: m.json, prior: {hardware: H200, shape: Llama-3.1-8B}}", "{metric: mape_pct, scope: overall, max: 5}"), "exactly one"},
+		{"unknown metric", oneCheck(art, "{metric: rmse, scope: overall, max: 5}"), "metric \"rmse\""},
+		{"no gate", oneCheck(art, "{metric: mape_pct, scope: overall, target: 3}"), "give max, min or both"},
+		{"bad scope", oneCheck(art, "{metric: mape_pct, scope: decode, max: 3}"), "scope \"decode\""},
+		{"region on an error metric", oneCheck(art, "{metric: mape_pct, scope: region=interpolated, max: 3}"), "coverage_pct only"},
+		{"bad target", oneCheck(art, "{metric: coverage_pct, scope: overall, min: 80, target: [95, 85]}"), "target"},
+		{"prior without a shape", oneCheck("{prior: {hardware: H200}}", "{metric: mape_pct, scope: overall, max: 5}"), "name the hardware and the shape"},
 		{"duplicate name", `version: 1
 checks:
   - {name: a, model: {artifact: m.json}, data: [d], bounds: [{metric: mape_pct, scope: overall, max: 5}]}

@@ -81,19 +81,8 @@ Examples:
 					fmt.Fprintf(w, "WARNING: %s\n", s)
 				}
 				fmt.Fprintf(w, "%s on %d rows: overall MAPE %.2f%%, p90 %.2f%%\n\n", args[0], r.Report.Overall.Count, r.Report.Overall.MAPE, r.Report.Overall.P90APE)
-				r.WriteTable(w, false)
 			}
-			if err := r.Err(); err != nil {
-				if !asJSON {
-					fmt.Fprintln(w, "\nFAILED:")
-					r.WriteTable(w, true)
-				}
-				return &exitError{code: 1, msg: err.Error()}
-			}
-			if !asJSON {
-				fmt.Fprintf(w, "\nPASS: %d checks\n", len(r.Checks))
-			}
-			return nil
+			return gateResult(w, r, len(r.Checks), asJSON)
 		},
 	}
 	sel.add(cmd)
@@ -148,17 +137,31 @@ func runBounds(w io.Writer, path, junit string, asJSON bool) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintln(w)
-		r.WriteTable(w, false)
 	}
-	if err := r.Err(); err != nil {
+	return gateResult(w, r, len(r.Checks), asJSON)
+}
+
+// gate is a check report: a table of checks and whether they all passed.
+type gate interface {
+	Err() error
+	WriteTable(w io.Writer, failedOnly bool)
+}
+
+// gateResult prints the table of checks (unless JSON was printed) and the
+// verdict: exit status 1 when a check failed.
+func gateResult(w io.Writer, g gate, n int, asJSON bool) error {
+	if !asJSON {
+		g.WriteTable(w, false)
+	}
+	if err := g.Err(); err != nil {
 		if !asJSON {
 			fmt.Fprintln(w, "\nFAILED:")
-			r.WriteTable(w, true)
+			g.WriteTable(w, true)
 		}
 		return &exitError{code: 1, msg: err.Error()}
 	}
 	if !asJSON {
-		fmt.Fprintf(w, "\nPASS: %d checks\n", len(r.Checks))
+		fmt.Fprintf(w, "\nPASS: %d checks\n", n)
 	}
 	return nil
 }
