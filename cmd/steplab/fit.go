@@ -84,8 +84,8 @@ Forms:
     "decode" = const,decode_requests,decode_kv_tokens, or a list of
     const, prefill_step, prefill_tokens, prefill_kv_tokens, prefill_attn,
     prefill_requests, decode_requests, decode_kv_tokens, padded_batch,
-    new_requests, new_req_tokens. Giving --terms, --solver or --relative
-    without --form selects it.
+    new_requests, new_req_tokens. Giving --terms, --solver, --relative or
+    --degenerate without --form selects it.
   grid: interpolation over benchmark coordinates.
 Solvers: nnls (default), huber-nn and huber (robust to outlier steps),
 ols (unconstrained reference).
@@ -112,12 +112,15 @@ Examples:
 			if err != nil {
 				return inputError("fit", err)
 			}
-			linearFlags := cmd.Flags().Changed("terms") || cmd.Flags().Changed("solver") || cmd.Flags().Changed("relative")
+			linearFlags := false
+			for _, f := range []string{"terms", "solver", "relative", "degenerate"} {
+				linearFlags = linearFlags || cmd.Flags().Changed(f)
+			}
 			if !cmd.Flags().Changed("form") && linearFlags {
 				form = model.FormLinear
 			}
 			if form != model.FormLinear && linearFlags {
-				return &exitError{code: 2, msg: "fit: --terms, --solver and --relative apply to the linear form only"}
+				return &exitError{code: 2, msg: "fit: --terms, --solver, --relative and --degenerate apply to the linear form only"}
 			}
 			if form != model.FormRecipe && (len(calibrate) > 0 || cmd.Flags().Changed("level")) {
 				return &exitError{code: 2, msg: "fit: --calibrate and --level apply to the recipe form only"}
