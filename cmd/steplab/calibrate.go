@@ -78,7 +78,7 @@ Examples:
 				}
 				lin, ok := f.(*model.Linear)
 				if !ok {
-					return &exitError{code: 2, msg: "calibrate: --start must be a linear artifact"}
+					return &exitError{code: 2, msg: "calibrate: --start must be a linear artifact (steplab fit --form linear)"}
 				}
 				opts.Start = lin
 				if r, err := replay.ResolveModel(start, nil); err == nil {
