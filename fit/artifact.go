@@ -18,6 +18,7 @@ var FeatureDefinitions = []model.FeatureDef{
 	{Name: "prefill_requests", Definition: "num_prefill_requests"},
 	{Name: "decode_requests", Definition: "num_decode_requests"},
 	{Name: "decode_kv_tokens", Definition: "sum_decode_kv_tokens"},
+	{Name: "kv_per_request", Definition: "sum_decode_kv_tokens / num_decode_requests"},
 	{Name: "padded_batch", Definition: "padded_tokens on decode steps when > 0, else num_decode_requests"},
 	{Name: "new_requests", Definition: "num_new_reqs"},
 	{Name: "new_req_tokens", Definition: "Σ prompt_len of new requests (step_requests), else payload_new_bytes / 4"},
@@ -38,23 +39,29 @@ func (r *Result) Artifact(training model.Training, metrics any, createdBy string
 	if r.Boot != nil && training.Bootstrap == 0 {
 		training.Bootstrap = len(r.Boot.Coef)
 	}
-	a.Training = training
 	for _, dt := range r.Dropped {
 		a.Notes = append(a.Notes, fmt.Sprintf("term %s dropped: %s", dt.Term, dt.Reason))
 	}
+	return a, finishArtifact(a, training, metrics, createdBy, r.Model.Terms)
+}
+
+// finishArtifact fills an artifact's training record, the definitions of
+// the features it uses (by name), its metrics and its provenance.
+func finishArtifact(a *model.Artifact, training model.Training, metrics any, createdBy string, features []string) error {
+	a.Training = training
 	for _, f := range FeatureDefinitions {
-		if slices.Contains(r.Model.Terms, f.Name) {
+		if slices.Contains(features, f.Name) {
 			a.Features = append(a.Features, f)
 		}
 	}
 	if metrics != nil {
 		b, err := json.Marshal(metrics)
 		if err != nil {
-			return nil, fmt.Errorf("fit: artifact metrics: %w", err)
+			return fmt.Errorf("fit: artifact metrics: %w", err)
 		}
 		a.Metrics = b
 	}
 	a.CreatedBy = createdBy
 	a.CreatedAt = time.Now().UTC().Format(time.RFC3339)
-	return a, nil
+	return nil
 }

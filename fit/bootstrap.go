@@ -214,6 +214,34 @@ func (r *BootstrapResult) PredictInterval(f model.Features, coverage float64) (m
 	return mid, math.Max(lo, 0), hi
 }
 
+// Cov returns the covariance matrix of the coefficients over the
+// replicates (p×p, in Terms order): what model.Linear.CoefCov holds.
+func (r *BootstrapResult) Cov() [][]float64 {
+	p, n := len(r.Terms), float64(len(r.Coef))
+	mean := make([]float64, p)
+	for _, c := range r.Coef {
+		for j, v := range c {
+			mean[j] += v / n
+		}
+	}
+	cov := make([][]float64, p)
+	for i := range cov {
+		cov[i] = make([]float64, p)
+	}
+	if n < 2 {
+		return cov
+	}
+	for _, c := range r.Coef {
+		for i := range cov {
+			di := c[i] - mean[i]
+			for j := range cov[i] {
+				cov[i][j] += di * (c[j] - mean[j]) / (n - 1)
+			}
+		}
+	}
+	return cov
+}
+
 // CoefInterval returns the percentile interval of term j at another
 // coverage than the one computed.
 func (r *BootstrapResult) CoefInterval(j int, coverage float64) (lo, hi float64) {

@@ -45,7 +45,10 @@ type CheckResult struct {
 	Scope  string  `json:"scope"`  // overall, kind=decode, ...
 	Value  float64 `json:"value"`
 	Bound  float64 `json:"bound"`
-	Passed bool    `json:"passed"`
+	// Op is how Value must compare with Bound: "<=" (the default when
+	// empty) or ">=".
+	Op     string `json:"op,omitempty"`
+	Passed bool   `json:"passed"`
 	// Detail says what the value was compared with (the baseline's MAPE).
 	Detail string `json:"detail,omitempty"`
 	Rows   int    `json:"rows"`
@@ -141,14 +144,23 @@ func Check(m model.FPM, d *Data, opt CheckOptions) (*CheckReport, error) {
 }
 
 // Failures returns the checks that failed.
-func (r *CheckReport) Failures() []CheckResult {
+func (r *CheckReport) Failures() []CheckResult { return failures(r.Checks) }
+
+func failures(checks []CheckResult) []CheckResult {
 	var out []CheckResult
-	for _, c := range r.Checks {
+	for _, c := range checks {
 		if !c.Passed {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+func (c *CheckResult) op() string {
+	if c.Op == "" {
+		return "<="
+	}
+	return c.Op
 }
 
 // CheckFailedError lists the failed checks; it wraps ErrCheckFailed.
@@ -157,7 +169,8 @@ type CheckFailedError struct{ Failed []CheckResult }
 func (e *CheckFailedError) Error() string {
 	parts := make([]string, len(e.Failed))
 	for i, c := range e.Failed {
-		parts[i] = fmt.Sprintf("%s %s = %.3f > %.3f", c.Metric, c.Scope, c.Value, c.Bound)
+		breach := map[string]string{"<=": ">", ">=": "<"}[c.op()]
+		parts[i] = fmt.Sprintf("%s = %.3f %s %.3f", c.Name, c.Value, breach, c.Bound)
 	}
 	return fmt.Sprintf("fit: %d check(s) failed: %s", len(e.Failed), strings.Join(parts, "; "))
 }
@@ -165,19 +178,23 @@ func (e *CheckFailedError) Error() string {
 func (e *CheckFailedError) Unwrap() error { return ErrCheckFailed }
 
 // Err is nil when every check passed, else a *CheckFailedError.
-func (r *CheckReport) Err() error {
-	if r.Passed {
-		return nil
+func (r *CheckReport) Err() error { return checksErr(r.Checks) }
+
+func checksErr(checks []CheckResult) error {
+	if f := failures(checks); len(f) > 0 {
+		return &CheckFailedError{Failed: f}
 	}
-	return &CheckFailedError{Failed: r.Failures()}
+	return nil
 }
 
 // WriteTable prints every check (or, with failedOnly, the failed ones) as
 // a table: metric, scope, value, bound, result.
-func (r *CheckReport) WriteTable(w io.Writer, failedOnly bool) {
+func (r *CheckReport) WriteTable(w io.Writer, failedOnly bool) { writeChecks(w, r.Checks, failedOnly) }
+
+func writeChecks(w io.Writer, checks []CheckResult, failedOnly bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "result\tmetric\tscope\tvalue\tbound\trows\tdetail")
-	for _, c := range r.Checks {
+	fmt.Fprintln(tw, "result\tcheck\tvalue\tbound\trows\tdetail")
+	for _, c := range checks {
 		if failedOnly && c.Passed {
 			continue
 		}
@@ -185,7 +202,7 @@ func (r *CheckReport) WriteTable(w io.Writer, failedOnly bool) {
 		if !c.Passed {
 			res = "FAIL"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%.3f\t%.3f\t%d\t%s\n", res, c.Metric, c.Scope, c.Value, c.Bound, c.Rows, c.Detail)
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%s %.3f\t%d\t%s\n", res, c.Name, c.Value, c.op(), c.Bound, c.Rows, c.Detail)
 	}
 	tw.Flush()
 }
@@ -224,18 +241,20 @@ type (
 
 // JUnit returns the checks as a JUnit report: one testcase per check,
 // named "metric scope", in a suite named after the model.
-func (r *CheckReport) JUnit() *JUnitSuites {
+func (r *CheckReport) JUnit() *JUnitSuites { return junitOf(r.Model, r.Checks) }
+
+func junitOf(model string, checks []CheckResult) *JUnitSuites {
 	name := "steplab check"
-	if r.Model != "" {
-		name += " " + r.Model
+	if model != "" {
+		name += " " + model
 	}
 	s := JUnitSuite{Name: name, Time: "0"}
-	for _, c := range r.Checks {
-		tc := JUnitCase{Name: c.Metric + " " + c.Scope, Classname: "steplab.check", Time: "0",
-			SystemOut: fmt.Sprintf("value %.4f bound %.4f rows %d %s", c.Value, c.Bound, c.Rows, c.Detail)}
+	for _, c := range checks {
+		tc := JUnitCase{Name: c.Name, Classname: "steplab.check", Time: "0",
+			SystemOut: fmt.Sprintf("value %.4f bound %s %.4f rows %d %s", c.Value, c.op(), c.Bound, c.Rows, c.Detail)}
 		if !c.Passed {
 			tc.Failure = &JUnitFailure{Type: c.Metric,
-				Message: fmt.Sprintf("%s %s = %.3f exceeds bound %.3f", c.Metric, c.Scope, c.Value, c.Bound),
+				Message: fmt.Sprintf("%s = %.3f breaks bound %s %.3f", c.Name, c.Value, c.op(), c.Bound),
 				Text:    strings.TrimSpace(fmt.Sprintf("%s on %d rows %s", c.Metric, c.Rows, c.Detail))}
 			s.Failures++
 		}
@@ -246,13 +265,15 @@ func (r *CheckReport) JUnit() *JUnitSuites {
 }
 
 // WriteJUnit writes the JUnit XML report.
-func (r *CheckReport) WriteJUnit(w io.Writer) error {
+func (r *CheckReport) WriteJUnit(w io.Writer) error { return writeJUnit(w, r.JUnit()) }
+
+func writeJUnit(w io.Writer, j *JUnitSuites) error {
 	if _, err := io.WriteString(w, xml.Header); err != nil {
 		return err
 	}
 	enc := xml.NewEncoder(w)
 	enc.Indent("", "  ")
-	if err := enc.Encode(r.JUnit()); err != nil {
+	if err := enc.Encode(j); err != nil {
 		return err
 	}
 	_, err := io.WriteString(w, "\n")

@@ -177,7 +177,7 @@ func TestFitDatasetsRecoversTruth(t *testing.T) {
 	dir := t.TempDir()
 	ds := writeDataset(t, filepath.Join(dir, "ds"), synthDecode(600, 5), "")
 	plots := filepath.Join(dir, "plots")
-	rep, art, _, err := FitDatasets([]string{ds}, FitConfig{Load: LoadOptions{Target: TargetWall}, Linear: Options{Terms: DecodeTerms, Bootstrap: 100},
+	rep, art, _, err := FitDatasets([]string{ds}, FitConfig{Form: model.FormLinear, Load: LoadOptions{Target: TargetWall}, Linear: Options{Terms: DecodeTerms, Bootstrap: 100},
 		CV: 5, Seed: 1, PlotsDir: plots, CreatedBy: "test"})
 	require.NoError(t, err)
 	for i, c := range rep.Coefficients {
@@ -252,7 +252,7 @@ func TestDegenerateInputThroughLoad(t *testing.T) {
 	dir := t.TempDir()
 	fitIt := func(steps []datasets.Step, name string, sel Selection) error {
 		ds := writeDataset(t, filepath.Join(dir, name), steps, "")
-		_, _, _, err := FitDatasets([]string{ds}, FitConfig{Load: LoadOptions{Selection: sel, Target: TargetWall}, Linear: Options{Terms: DecodeTerms}, CV: 0})
+		_, _, _, err := FitDatasets([]string{ds}, FitConfig{Form: model.FormLinear, Load: LoadOptions{Selection: sel, Target: TargetWall}, Linear: Options{Terms: DecodeTerms}, CV: 0})
 		return err
 	}
 	// Too few rows.

@@ -18,6 +18,10 @@ type Data struct {
 	Y        []float64
 	StepIDs  []int64
 	Kinds    []string
+	// Benchmark marks the rows that are measured benchmark points
+	// (benchmark_id ≥ 0, role measured); nil when none is known. The
+	// recipe interpolates between them.
+	Benchmark []bool
 	// Target names the timing column Y came from (e.g. "gpu_time_ns").
 	Target string
 	// Unrecorded counts, per term, the rows whose source left the steps
@@ -56,6 +60,9 @@ func (d *Data) Subset(idx []int) *Data {
 	if d.Kinds != nil {
 		out.Kinds = make([]string, len(idx))
 	}
+	if d.Benchmark != nil {
+		out.Benchmark = make([]bool, len(idx))
+	}
 	for k, i := range idx {
 		out.Features[k], out.Y[k] = d.Features[i], d.Y[i]
 		if d.StepIDs != nil {
@@ -63,6 +70,9 @@ func (d *Data) Subset(idx []int) *Data {
 		}
 		if d.Kinds != nil {
 			out.Kinds[k] = d.Kinds[i]
+		}
+		if d.Benchmark != nil {
+			out.Benchmark[k] = d.Benchmark[i]
 		}
 	}
 	return out
@@ -122,6 +132,20 @@ type Selection struct {
 	// AllowInvalid keeps rows marked valid=false (by default they are
 	// dropped).
 	AllowInvalid bool
+	// Half keeps one half of the rows (1 or 2, HalfOf their step_id); 0
+	// keeps all. Two commands given the two halves see disjoint rows: a
+	// calibration split and the data it is tested on.
+	Half int
+}
+
+// HalfOf assigns a step to half 1 or 2 by a hash of its step_id
+// (SplitMix64's finaliser): fixed per row, whatever the other rows, and
+// close to an even split on any run of ids.
+func HalfOf(stepID int64) int {
+	z := uint64(stepID) + 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return 1 + int((z^z>>31)&1)
 }
 
 // DefaultRoles are the roles fitted when none are named.
@@ -145,6 +169,9 @@ func (s Selection) Check() error {
 			return fmt.Errorf("fit: selection: unknown kind %q (want prefill, decode or mixed)", k)
 		}
 	}
+	if s.Half < 0 || s.Half > 2 {
+		return fmt.Errorf("fit: selection: half %d: want 1 or 2 (0 for all rows)", s.Half)
+	}
 	return nil
 }
 
@@ -158,7 +185,7 @@ func (s Selection) Record(policy string) model.Selection {
 	if kinds == nil {
 		kinds = []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed}
 	}
-	return model.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy}
+	return model.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy, Half: s.Half}
 }
 
 // Keep says whether a step passes the selection.
@@ -173,6 +200,9 @@ func (s Selection) Keep(st *datasets.Step) bool {
 	if s.Kinds != nil && !slices.Contains(s.Kinds, st.Kind) {
 		return false
 	}
+	if s.Half != 0 && HalfOf(st.StepID) != s.Half {
+		return false
+	}
 	return st.Valid || s.AllowInvalid
 }
 
@@ -183,7 +213,7 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 		return nil, err
 	}
 	var out []datasets.Step
-	var byRole, byKind, byValid int
+	var byRole, byKind, byHalf, byValid int
 	roles := s.Roles
 	if roles == nil {
 		roles = DefaultRoles
@@ -195,6 +225,8 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 			byRole++
 		case s.Kinds != nil && !slices.Contains(s.Kinds, st.Kind):
 			byKind++
+		case s.Half != 0 && HalfOf(st.StepID) != s.Half:
+			byHalf++
 		case !st.Valid && !s.AllowInvalid:
 			byValid++
 		default:
@@ -202,7 +234,7 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d left: %d removed by role (keeping %v), %d by kind (keeping %v), %d invalid", len(steps), byRole, roles, byKind, s.Kinds, byValid))
+		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d left: %d removed by role (keeping %v), %d by kind (keeping %v), %d by half, %d invalid", len(steps), byRole, roles, byKind, s.Kinds, byHalf, byValid))
 	}
 	return out, nil
 }
@@ -330,7 +362,7 @@ func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
 		return nil, fmt.Errorf("fit: unknown target %q (want %s, %s or %s)", target, TargetGPU, TargetWall, TargetAuto)
 	}
 	d := &Data{Target: target, Features: make([]model.Features, len(steps)), Y: make([]float64, len(steps)),
-		StepIDs: make([]int64, len(steps)), Kinds: make([]string, len(steps))}
+		StepIDs: make([]int64, len(steps)), Kinds: make([]string, len(steps)), Benchmark: make([]bool, len(steps))}
 	for i := range steps {
 		st := &steps[i]
 		y := st.GPUTimeNs
@@ -352,6 +384,7 @@ func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
 		d.Y[i] = float64(y)
 		d.StepIDs[i] = st.StepID
 		d.Kinds[i] = st.Kind
+		d.Benchmark[i] = st.BenchmarkID >= 0 && st.Role == datasets.RoleMeasured
 	}
 	return d, nil
 }

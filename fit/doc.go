@@ -83,6 +83,32 @@
 // by step_id. CrossValidate runs seeded k-fold cross-validation (each row
 // predicted by the model that did not see it); Split holds rows out.
 //
+// # The default recipe
+//
+// FitRecipe fits a model.Recipe: per step kind (DefaultKindSpecs), a table
+// over the kind's benchmark coordinates (BuildTable) interpolating inside
+// its measured hull, and the kind's linear form outside it; mixed steps
+// composed from prefill and decode unless they were measured:
+//
+//	res, _ := fit.FitRecipe(data, fit.RecipeOptions{Bootstrap: 200, Seed: 1})
+//	p := res.Model.Price(features, 0.9) // p.Ns, p.Lo, p.Hi, p.Kind, p.Region
+//
+// Its intervals combine the bootstrap (coefficient covariance, node
+// repeats) with held-out relative residuals per kind and region (each grid
+// line left out in turn; cross-validation off the grid). CalibrateRecipe
+// replaces those residuals by the recipe's on a calibration split of the
+// traffic to price; Selection.Half and HalfOf split a dataset's rows into
+// two disjoint halves to calibrate on one and test on the other.
+// EvaluateIntervals reports the coverage: the share of steps inside their
+// interval, per kind and region.
+//
+// # The bounds file
+//
+// CheckBounds runs a bounds file (LoadBounds: YAML, one check per model and
+// dataset pair, a gate and a target per metric and scope) and returns a
+// BoundsReport with one CheckResult per bound, its JUnit form and its
+// error (wrapping ErrCheckFailed) when a bound is breached.
+//
 // # The grid model
 //
 // BuildGrid builds a model.Grid from benchmark rows: the median of the

@@ -85,3 +85,40 @@ func Example() {
 	// 5-fold CV MAPE 1.6%, p90 3.2%
 	// B=64, 2000-token contexts: 7.18 ms (90%: 6.94–7.39 ms)
 }
+
+// ExampleFitRecipe fits the default recipe to a decode benchmark grid
+// (batch × context, the long contexts of the large batches not measured)
+// and prices three steps: inside the grid's hull, in its unmeasured
+// corner, and beyond its largest batch.
+func ExampleFitRecipe() {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var steps []datasets.Step
+	for _, b := range []int32{1, 4, 16, 64, 256} {
+		for _, ctx := range []int64{256, 1024, 4096} {
+			if int64(b)*ctx > 300_000 {
+				continue // does not fit in the KV cache
+			}
+			ns := (5e6 + 3e4*float64(b) + 20*float64(int64(b)*ctx)) * (1 + 0.01*rng.NormFloat64())
+			steps = append(steps, datasets.Step{StepID: int64(len(steps)), Kind: datasets.KindDecode, Role: datasets.RoleMeasured,
+				Valid: true, BenchmarkID: int64(len(steps)), NumDecodeRequests: b, SumDecodeKVTokens: int64(b) * ctx, WallTimeNs: int64(ns), GPUTimeNs: -1})
+		}
+	}
+	data, err := fit.DataFromSteps(steps, fit.TargetAuto)
+	if err != nil {
+		panic(err)
+	}
+	res, err := fit.FitRecipe(data, fit.RecipeOptions{Bootstrap: 100, Seed: 1})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("decode priced by", res.Kinds[0].PricedBy, "over", res.Kinds[0].Table.Coords, "missing nodes:", res.Kinds[0].Table.Missing)
+	for _, b := range []float64{8, 200, 1024} {
+		p := res.Model.Price(model.Features{DecodeRequests: b, DecodeKVTokens: b * 2048}, 0.9)
+		fmt.Printf("B=%-4.0f %s, interval %.0f%% of the prediction wide\n", b, p.Region, 100*(p.Hi-p.Lo)/p.Ns)
+	}
+	// Output:
+	// decode priced by table+linear over [decode_requests kv_per_request] missing nodes: 1
+	// B=8    interpolated, interval 4% of the prediction wide
+	// B=200  extrapolated, interval 8% of the prediction wide
+	// B=1024 extrapolated, interval 10% of the prediction wide
+}

@@ -146,7 +146,7 @@ func Linear(d *Data, opt Options) (*Result, error) {
 			return nil, err
 		}
 		res.Boot = boot
-		m.CoefLo, m.CoefHi, m.CoefLevel = boot.Lo, boot.Hi, boot.Level
+		m.CoefLo, m.CoefHi, m.CoefLevel, m.CoefCov = boot.Lo, boot.Hi, boot.Level, boot.Cov()
 	}
 	res.Model = m
 	return res, nil

@@ -9,12 +9,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/steplab/steplab/datasets/opdb"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/model"
 )
 
 // The measured-operations prior (model.Ops over the H200 kernel database
-// shipped in datasets/opdb) on the H200 captures; docs/ops-prior.md quotes
+// shipped in sim/opdb) on the H200 captures; docs/ops-prior.md quotes
 // the tables these tests log (go test ./fit -run TestH200Ops -v).
 //
 // Regenerate datasets/h200/models/ops-worker.json (the engine of steplab's

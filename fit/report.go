@@ -1,16 +1,14 @@
 package fit
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
-	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/steplab/steplab/model"
 )
@@ -34,6 +32,8 @@ type FitReport struct {
 	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
 	// Grid form: what the build did.
 	Grid *GridStats `json:"grid,omitempty"`
+	// Recipe form: what was fitted per kind, and the calibration.
+	Recipe *RecipeReport `json:"recipe,omitempty"`
 	// Training is the in-sample evaluation; CV the k-fold one (nil with
 	// --cv 0 or 1). Worst steps carry their dataset in WorstDatasets.
 	Training      Report    `json:"training"`
@@ -42,20 +42,35 @@ type FitReport struct {
 	Plots         []string  `json:"plots,omitempty"`
 }
 
+// RecipeReport is the recipe part of a FitReport.
+type RecipeReport struct {
+	Level    float64      `json:"level"`
+	Kinds    []KindReport `json:"kinds"`
+	Warnings []string     `json:"warnings,omitempty"`
+	// Calibration: the datasets the residual quantiles were calibrated on
+	// (FitConfig.Calibrate) and what changed.
+	CalibrationDatasets []model.DatasetRef `json:"calibration_datasets,omitempty"`
+	CalibrationHalf     int                `json:"calibration_half,omitempty"`
+	Calibration         []CalibratedRegion `json:"calibration,omitempty"`
+}
+
 // EvalReport is what `steplab eval` prints: a model evaluated on
 // datasets it was (presumably) not fitted on.
 type EvalReport struct {
-	Model         string             `json:"model"`
-	Form          string             `json:"form"`
-	Target        string             `json:"target"`
-	Datasets      []model.DatasetRef `json:"datasets"`
-	Selection     model.Selection    `json:"selection"`
-	Rows          int                `json:"rows"`
-	Relabelled    int                `json:"relabelled_decode_points,omitempty"`
-	Warnings      []string           `json:"warnings,omitempty"`
-	Report        Report             `json:"report"`
-	WorstDatasets []string           `json:"worst_datasets,omitempty"`
-	Plots         []string           `json:"plots,omitempty"`
+	Model      string             `json:"model"`
+	Form       string             `json:"form"`
+	Target     string             `json:"target"`
+	Datasets   []model.DatasetRef `json:"datasets"`
+	Selection  model.Selection    `json:"selection"`
+	Rows       int                `json:"rows"`
+	Relabelled int                `json:"relabelled_decode_points,omitempty"`
+	Warnings   []string           `json:"warnings,omitempty"`
+	Report     Report             `json:"report"`
+	// Intervals is the empirical coverage of the model's prediction
+	// intervals (models that have them).
+	Intervals     *IntervalReport `json:"intervals,omitempty"`
+	WorstDatasets []string        `json:"worst_datasets,omitempty"`
+	Plots         []string        `json:"plots,omitempty"`
 }
 
 // WorstDatasetsOf names the dataset of each of r's worst steps.
@@ -184,6 +199,9 @@ func (r *FitReport) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 		WriteCoefficients(w, r.Coefficients)
 	}
+	if r.Recipe != nil {
+		r.Recipe.WriteText(w)
+	}
 	if r.Grid != nil {
 		fmt.Fprintf(w, "\ngrid: %d decode rows in %d cells (%d missing), %d prefill rows, %d mixed skipped, up to %d repeats per node\n",
 			r.Grid.DecodeRows, r.Grid.DecodeCells, r.Grid.MissingCells, r.Grid.PrefillRows, r.Grid.SkippedMixed, r.Grid.MaxRepeats)
@@ -214,6 +232,10 @@ func (r *EvalReport) WriteText(w io.Writer) {
 	}
 	fmt.Fprintf(w, "%s model %s on %d rows of %d dataset(s), target %s\n\n", r.Form, r.Model, r.Rows, len(r.Datasets), r.Target)
 	WriteMetrics(w, r.Report)
+	if r.Intervals != nil {
+		fmt.Fprintln(w)
+		r.Intervals.WriteText(w)
+	}
 	fmt.Fprintln(w, "\nworst steps:")
 	WriteWorst(w, r.Report, r.WorstDatasets)
 	for _, p := range r.Plots {
@@ -225,11 +247,18 @@ func (r *EvalReport) WriteText(w io.Writer) {
 // to report.
 type FitConfig struct {
 	Load LoadOptions
-	// Form is model.FormLinear (default) or model.FormGrid.
+	// Form is model.FormRecipe (default), model.FormLinear or
+	// model.FormGrid.
 	Form string
 	// Linear options (Terms nil: model.DefaultTerms; Method: MethodNNLS).
 	Linear Options
 	Grid   GridOptions
+	Recipe RecipeOptions
+	// Calibrate names datasets whose steps (selected as the training rows
+	// are, but for CalibrateHalf) calibrate the recipe's residual
+	// quantiles (CalibrateRecipe).
+	Calibrate     []string
+	CalibrateHalf int
 	// CV folds (0 or 1: no cross-validation) and the seed of the folds and
 	// the bootstrap.
 	CV   int
@@ -259,7 +288,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	rep := &FitReport{Form: cfg.Form, Target: d.Target, Datasets: l.Refs, Selection: l.Record(cfg.Load.Selection),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings}
 	if rep.Form == "" {
-		rep.Form = model.FormLinear
+		rep.Form = model.FormRecipe
 	}
 	var fitFn FitFunc
 	var fpm model.FPM
@@ -272,10 +301,8 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 			return nil, nil, nil, err
 		}
 		fpm = res.Model
-		rep.Method, rep.Dropped = res.Method, res.Dropped
-		for _, dt := range res.Dropped {
-			slog.Warn("term dropped: the data cannot identify it", "term", dt.Term, "reason", dt.Reason)
-		}
+		rep.Method = res.Method
+		rep.drop("", res.Dropped)
 		rep.Coefficients = model.LinearArtifact(res.Model).Coefficients
 		cvOpt := opt
 		cvOpt.Bootstrap = 0
@@ -283,6 +310,34 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		cvOpt.Degenerate = DegenerateDrop
 		fitFn = func(tr *Data) (model.FPM, error) {
 			r, err := Linear(tr, cvOpt)
+			if err != nil {
+				return nil, err
+			}
+			return r.Model, nil
+		}
+	case model.FormRecipe:
+		ropt := cfg.Recipe
+		ropt.Seed = cfg.Seed
+		rr, err := FitRecipe(d, ropt)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		rep.Recipe = &RecipeReport{Level: rr.Model.Level, Warnings: rr.Warnings}
+		rep.Warnings = append(rep.Warnings, rr.Warnings...)
+		if len(cfg.Calibrate) > 0 {
+			if err := calibrateFromDatasets(rr, cfg, d.Target, rep.Recipe); err != nil {
+				return nil, nil, nil, err
+			}
+		}
+		rep.Recipe.Kinds = rr.Kinds
+		for _, k := range rr.Kinds {
+			rep.drop(k.Kind, k.Dropped)
+		}
+		fpm, rep.Method = rr.Model, "recipe"
+		cvOpt := ropt
+		cvOpt.Bootstrap, cvOpt.SkipResiduals = 0, true
+		fitFn = func(tr *Data) (model.FPM, error) {
+			r, err := FitRecipe(tr, cvOpt)
 			if err != nil {
 				return nil, err
 			}
@@ -299,7 +354,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 			return g, err
 		}
 	default:
-		return nil, nil, nil, fmt.Errorf("fit: unknown form %q (want %s or %s)", cfg.Form, model.FormLinear, model.FormGrid)
+		return nil, nil, nil, fmt.Errorf("fit: unknown form %q (want %s, %s or %s)", cfg.Form, model.FormRecipe, model.FormLinear, model.FormGrid)
 	}
 	rep.Training = Evaluate(fpm, d, worst)
 	pred := make([]float64, d.Len())
@@ -322,24 +377,22 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		CV       *CVResult `json:"cross_validation,omitempty"`
 	}{rep.Training, rep.CV}
 	var art *model.Artifact
-	if res != nil {
-		if art, err = res.Artifact(training, metrics, cfg.CreatedBy); err != nil {
-			return nil, nil, nil, err
+	switch {
+	case res != nil:
+		art, err = res.Artifact(training, metrics, cfg.CreatedBy)
+	case rep.Recipe != nil:
+		art = &model.Artifact{ArtifactVersion: model.ArtifactVersion, Form: model.FormRecipe, Recipe: fpm.(*model.Recipe)}
+		for _, dt := range rep.Dropped {
+			art.Notes = append(art.Notes, fmt.Sprintf("term %s dropped: %s", dt.Term, dt.Reason))
 		}
-	} else {
+		training.Bootstrap = cfg.Recipe.Bootstrap
+		err = finishArtifact(art, training, metrics, cfg.CreatedBy, recipeFeatures(art.Recipe))
+	default:
 		art = model.GridArtifact(fpm.(*model.Grid))
-		art.Training, art.CreatedBy = training, cfg.CreatedBy
-		for _, f := range FeatureDefinitions {
-			if slices.Contains([]string{"prefill_tokens", "decode_requests", "decode_kv_tokens"}, f.Name) {
-				art.Features = append(art.Features, f)
-			}
-		}
-		b, err := json.Marshal(metrics)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		art.Metrics = b
-		art.CreatedAt = time.Now().UTC().Format(time.RFC3339)
+		err = finishArtifact(art, training, metrics, cfg.CreatedBy, []string{"prefill_tokens", "decode_requests", "decode_kv_tokens"})
+	}
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	if cfg.PlotsDir != "" {
 		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, fpm, PlotOptions{Title: rep.Form + " fit"}); err != nil {
@@ -349,11 +402,61 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	return rep, art, l, nil
 }
 
+// drop records terms a fit left out because the data cannot identify them
+// (of one step kind's model, for a recipe), and says so on stderr.
+func (r *FitReport) drop(kind string, terms []DroppedTerm) {
+	for _, dt := range terms {
+		if kind != "" {
+			dt.Reason = kind + " steps: " + dt.Reason
+		}
+		slog.Warn("term dropped: the data cannot identify it", "term", dt.Term, "reason", dt.Reason)
+		r.Dropped = append(r.Dropped, dt)
+	}
+}
+
+// recipeFeatures lists the coordinates and terms a recipe uses.
+func recipeFeatures(r *model.Recipe) []string {
+	var out []string
+	for _, k := range r.Kinds {
+		if k.Table != nil {
+			out = append(out, k.Table.Coords()...)
+		}
+		out = append(out, k.Terms...)
+	}
+	return out
+}
+
+// calibrateFromDatasets loads the calibration datasets with the training
+// selection and target, and calibrates the recipe on them.
+func calibrateFromDatasets(rr *RecipeResult, cfg FitConfig, target string, rep *RecipeReport) error {
+	load := cfg.Load
+	load.Target, load.Selection.Half = target, cfg.CalibrateHalf
+	l, err := LoadDatasets(cfg.Calibrate, load)
+	if err != nil {
+		return fmt.Errorf("calibration: %w", err)
+	}
+	ids := make([]string, len(l.Refs))
+	for i, r := range l.Refs {
+		ids[i] = r.ID
+	}
+	cal, err := CalibrateRecipe(rr.Model, l.Data, cfg.Recipe.MinRows, SourceCalibration+" on "+strings.Join(ids, ", "))
+	if err != nil {
+		return err
+	}
+	rep.CalibrationDatasets, rep.Calibration, rep.CalibrationHalf = l.Refs, cal, cfg.CalibrateHalf
+	rr.summarizeResiduals()
+	return nil
+}
+
 // EvalConfig is a `steplab eval` (or check) run.
 type EvalConfig struct {
 	Load     LoadOptions
 	Worst    int
 	PlotsDir string
+	// Level is the nominal coverage of the prediction intervals whose
+	// empirical coverage is reported (0: the model's own, model.LevelOf;
+	// negative: none).
+	Level float64
 }
 
 // LoadModel reads a model artifact, wrapping errors with the path.
@@ -405,6 +508,9 @@ func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg 
 	}
 	rep := &EvalReport{Model: name, Form: form, Target: d.Target, Datasets: l.Refs, Selection: l.Record(cfg.Load.Selection),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings, Report: Evaluate(m, d, worst)}
+	if level := model.IntervalLevel(m, cfg.Level); level > 0 {
+		rep.Intervals = EvaluateIntervals(m.(model.IntervalFPM), d, level)
+	}
 	rep.WorstDatasets = WorstDatasetsOf(l, rep.Report)
 	if cfg.PlotsDir != "" {
 		pred := make([]float64, d.Len())

@@ -19,8 +19,9 @@ const (
 	FormLinear   = "linear"
 	FormGrid     = "grid"
 	FormRoofline = "roofline"
+	FormRecipe   = "recipe"
 	// FormOps is the measured-operations prior (Ops, OpsParams); package
-	// datasets/opdb registers its decoder, which reads the database.
+	// sim/opdb registers its decoder, which reads the database.
 	FormOps = "ops"
 )
 
@@ -43,8 +44,13 @@ type Artifact struct {
 	// Linear form.
 	Terms        []string      `json:"terms,omitempty"`
 	Coefficients []Coefficient `json:"coefficients,omitempty"`
+	// CoefCov is the bootstrap covariance of the coefficients, in Terms
+	// order (see Linear.CoefCov).
+	CoefCov [][]float64 `json:"coef_cov,omitempty"`
 	// Grid form.
 	Grid *Grid `json:"grid,omitempty"`
+	// Recipe form.
+	Recipe *Recipe `json:"recipe,omitempty"`
 	// Params holds form-specific parameters of forms registered with
 	// RegisterForm (e.g. the roofline's hardware and model shape).
 	Params json.RawMessage `json:"params,omitempty"`
@@ -110,6 +116,9 @@ type Selection struct {
 	Kinds  []string `json:"kinds"`
 	Valid  bool     `json:"valid"`            // only rows marked valid
 	Policy string   `json:"policy,omitempty"` // measurement policy of the data
+	// Half is 1 or 2 when only that half of the rows (by a hash of their
+	// step_id) was used; 0 for all.
+	Half int `json:"half,omitempty"`
 }
 
 // FormDecoder builds an FPM from an artifact of a registered form.
@@ -120,13 +129,13 @@ var (
 	forms   = map[string]FormDecoder{}
 )
 
-// RegisterForm makes Load understand another form (package datasets/opdb
+// RegisterForm makes Load understand another form (package sim/opdb
 // registers FormOps this way, since its decoder reads a database).
 // Registering linear or grid, or a form twice, panics.
 func RegisterForm(form string, dec FormDecoder) {
 	formsMu.Lock()
 	defer formsMu.Unlock()
-	if form == FormLinear || form == FormGrid {
+	if form == FormLinear || form == FormGrid || form == FormRecipe {
 		panic("model: RegisterForm: " + form + " is built in")
 	}
 	if _, dup := forms[form]; dup {
@@ -138,7 +147,7 @@ func RegisterForm(form string, dec FormDecoder) {
 func knownForms() []string {
 	formsMu.RLock()
 	defer formsMu.RUnlock()
-	out := []string{FormLinear, FormGrid}
+	out := []string{FormLinear, FormGrid, FormRecipe}
 	for f := range forms {
 		out = append(out, f)
 	}
@@ -149,15 +158,64 @@ func knownForms() []string {
 // LinearArtifact wraps a linear model into an artifact (training, metrics
 // and provenance are left for the caller to fill).
 func LinearArtifact(m *Linear) *Artifact {
-	a := &Artifact{ArtifactVersion: ArtifactVersion, Form: FormLinear, Terms: append([]string(nil), m.Terms...), Residuals: m.Residuals}
+	a := &Artifact{ArtifactVersion: ArtifactVersion, Form: FormLinear, Residuals: m.Residuals}
+	a.Terms, a.Coefficients, a.CoefCov = linearJSON(m)
+	return a
+}
+
+// linearJSON is how a Linear is stored: its terms, its coefficients with
+// their intervals, and their covariance.
+func linearJSON(m *Linear) ([]string, []Coefficient, [][]float64) {
+	var cs []Coefficient
 	for i, t := range m.Terms {
 		c := Coefficient{Term: t, Value: m.Coef[i]}
 		if len(m.CoefLo) == len(m.Coef) && len(m.CoefHi) == len(m.Coef) {
 			c.Lo, c.Hi, c.Level = m.CoefLo[i], m.CoefHi[i], m.CoefLevel
 		}
-		a.Coefficients = append(a.Coefficients, c)
+		cs = append(cs, c)
 	}
-	return a
+	return append([]string(nil), m.Terms...), cs, m.CoefCov
+}
+
+// linearOf builds a Linear from what linearJSON stores.
+func linearOf(terms []string, cs []Coefficient, cov [][]float64, res *ResidualQuantiles) (*Linear, error) {
+	if len(cs) != len(terms) {
+		return nil, fmt.Errorf("model: linear artifact has %d terms but %d coefficients", len(terms), len(cs))
+	}
+	coef := make([]float64, len(terms))
+	var lo, hi []float64
+	level := 0.0
+	for i, c := range cs {
+		if c.Term != terms[i] {
+			return nil, fmt.Errorf("model: linear artifact: coefficient %d is for %q, term %d is %q", i, c.Term, i, terms[i])
+		}
+		coef[i] = c.Value
+		if c.Level > 0 {
+			level = c.Level
+		}
+	}
+	if level > 0 {
+		lo, hi = make([]float64, len(coef)), make([]float64, len(coef))
+		for i, c := range cs {
+			lo[i], hi[i] = c.Lo, c.Hi
+		}
+	}
+	if cov != nil {
+		if len(cov) != len(terms) {
+			return nil, fmt.Errorf("model: linear artifact: coef_cov has %d rows for %d terms", len(cov), len(terms))
+		}
+		for i, row := range cov {
+			if len(row) != len(terms) {
+				return nil, fmt.Errorf("model: linear artifact: coef_cov row %d has %d values for %d terms", i, len(row), len(terms))
+			}
+		}
+	}
+	m, err := NewLinear(terms, coef)
+	if err != nil {
+		return nil, err
+	}
+	m.CoefLo, m.CoefHi, m.CoefLevel, m.CoefCov, m.Residuals = lo, hi, level, cov, res
+	return m, nil
 }
 
 // GridArtifact wraps a grid model into an artifact.
@@ -175,33 +233,7 @@ func (a *Artifact) Model() (FPM, error) {
 	}
 	switch a.Form {
 	case FormLinear:
-		if len(a.Coefficients) != len(a.Terms) {
-			return nil, fmt.Errorf("model: linear artifact has %d terms but %d coefficients", len(a.Terms), len(a.Coefficients))
-		}
-		coef := make([]float64, len(a.Terms))
-		var lo, hi []float64
-		level := 0.0
-		for i, c := range a.Coefficients {
-			if c.Term != a.Terms[i] {
-				return nil, fmt.Errorf("model: linear artifact: coefficient %d is for %q, term %d is %q", i, c.Term, i, a.Terms[i])
-			}
-			coef[i] = c.Value
-			if c.Level > 0 {
-				level = c.Level
-			}
-		}
-		if level > 0 {
-			lo, hi = make([]float64, len(coef)), make([]float64, len(coef))
-			for i, c := range a.Coefficients {
-				lo[i], hi[i] = c.Lo, c.Hi
-			}
-		}
-		m, err := NewLinear(a.Terms, coef)
-		if err != nil {
-			return nil, err
-		}
-		m.CoefLo, m.CoefHi, m.CoefLevel, m.Residuals = lo, hi, level, a.Residuals
-		return m, nil
+		return linearOf(a.Terms, a.Coefficients, a.CoefCov, a.Residuals)
 	case FormGrid:
 		if a.Grid == nil {
 			return nil, fmt.Errorf("model: grid artifact has no \"grid\" object")
@@ -210,6 +242,14 @@ func (a *Artifact) Model() (FPM, error) {
 			return nil, err
 		}
 		return a.Grid, nil
+	case FormRecipe:
+		if a.Recipe == nil {
+			return nil, fmt.Errorf("model: recipe artifact has no \"recipe\" object")
+		}
+		if err := a.Recipe.Validate(); err != nil {
+			return nil, err
+		}
+		return a.Recipe, nil
 	}
 	formsMu.RLock()
 	dec, ok := forms[a.Form]

@@ -29,12 +29,19 @@
 //
 // # The forward-pass models
 //
-// Linear and Grid are fitted to captured steps (package fit);
-// Roofline prices a step from the hardware's peaks and the model shape;
-// Ops composes the latencies of the operations of a forward pass from a
-// database of kernels measured on the GPU (OpDB, read by package
-// datasets/opdb) and, with FitRooflineEfficiency, measures the roofline's
-// efficiencies.
+// Linear (Σ coef·term over the named basis terms) and Grid (interpolation
+// over decode and prefill benchmark grids) are fitted to captured steps
+// (package fit); Roofline prices a step from the hardware's peaks and the
+// model shape; Ops composes the latencies of the operations of a forward
+// pass from a database of kernels measured on the GPU (OpDB, read by
+// package sim/opdb) and, with FitRooflineEfficiency, measures the
+// roofline's efficiencies. Recipe, the default fitted form, holds per step
+// kind a Table over named coordinates (Coord) interpolating inside its
+// measured hull (its cell coverage) and a Linear outside it, mixed steps
+// composed from prefill and decode. An IntervalFPM also returns an
+// interval (PredictIntervalNs); a Pricer (Recipe) says which kind model
+// priced a step and whether it interpolated or extrapolated; Bound turns
+// one edge of an interval into an FPM to re-simulate with.
 //
 // It reads no files but its own artifacts, catalogue entries and the files
 // a caller names, and imports no other steplab package: an FPM knows

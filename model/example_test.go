@@ -112,3 +112,32 @@ func ExampleLookupModel() {
 	// weights streamed per step: 6.1 GB at 1 token, 60.4 GB at 256
 	// DeepSeek-V3: 70272 KV bytes per token (MLA latent), fp8 weights
 }
+
+// A recipe prices each step kind with the model the data supports: here
+// decode steps by a benchmark table inside its hull (a 2×2 grid of batch
+// × context) and by a linear form outside it, each prediction with a 90%
+// interval and the region that priced it.
+func ExampleRecipe() {
+	q := &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.03, 0, 0.05}}
+	r := &model.Recipe{Level: 0.9, Kinds: []model.RecipeKind{{
+		Kind: "decode",
+		Table: &model.Table{Axes: []model.TableAxis{
+			{Coord: model.TermDecodeRequests, Nodes: []float64{1, 64}},
+			{Coord: model.CoordKVPerRequest, Nodes: []float64{128, 4096}},
+		}, Ns: []float64{6.0e6, 6.4e6, 8.0e6, 17.0e6}},
+		Terms: []string{model.TermConst, model.TermDecodeRequests, model.TermDecodeKVTokens},
+		Coefficients: []model.Coefficient{{Term: model.TermConst, Value: 6e6}, {Term: model.TermDecodeRequests, Value: 3e4},
+			{Term: model.TermDecodeKVTokens, Value: 40}},
+		Residuals: map[string]*model.ResidualQuantiles{model.RegionAll: q},
+	}}}
+	if err := r.Validate(); err != nil {
+		panic(err)
+	}
+	for _, b := range []float64{32, 256} {
+		p := r.Price(model.Features{DecodeRequests: b, DecodeKVTokens: b * 1024}, 0.9)
+		fmt.Printf("B=%3.0f: %.2f ms [%.2f, %.2f], %s by the %s model\n", b, p.Ns/1e6, p.Lo/1e6, p.Hi/1e6, p.Region, p.Kind)
+	}
+	// Output:
+	// B= 32: 8.03 ms [7.79, 8.43], interpolated by the decode model
+	// B=256: 24.17 ms [23.44, 25.37], extrapolated by the decode model
+}

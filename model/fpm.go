@@ -49,3 +49,55 @@ type IntervalFPM interface {
 	// the given coverage (e.g. 0.9) in nanoseconds.
 	PredictIntervalNs(f Features, coverage float64) (mid, lo, hi float64)
 }
+
+// Pricer is an IntervalFPM that also says how it priced a step: which
+// kind model, inside or outside its measured hull (Recipe).
+type Pricer interface {
+	IntervalFPM
+	Price(f Features, coverage float64) Pricing
+}
+
+// DefaultLevel is the nominal coverage of prediction intervals when
+// neither the model nor the caller names one.
+const DefaultLevel = 0.9
+
+// LevelOf is the nominal coverage an FPM's intervals were calibrated at:
+// a Recipe's Level, else DefaultLevel.
+func LevelOf(m FPM) float64 {
+	if r, ok := m.(*Recipe); ok && r.Level > 0 {
+		return r.Level
+	}
+	return DefaultLevel
+}
+
+// IntervalLevel resolves the coverage of the intervals a caller asked m
+// for: 0 asks for m's own (LevelOf), a negative level for none. It is 0
+// (no intervals) when m is not an IntervalFPM.
+func IntervalLevel(m FPM, requested float64) float64 {
+	if _, ok := m.(IntervalFPM); !ok || requested < 0 {
+		return 0
+	}
+	if requested == 0 {
+		return LevelOf(m)
+	}
+	return requested
+}
+
+// Bound is one edge of an IntervalFPM's interval as an FPM: the lower
+// edge at coverage Level, or the upper one with Upper set. Re-simulating a
+// workload with the two edges propagates step-time intervals to request
+// latencies.
+type Bound struct {
+	M     IntervalFPM
+	Level float64
+	Upper bool
+}
+
+// PredictNs implements FPM.
+func (b Bound) PredictNs(f Features) float64 {
+	_, lo, hi := b.M.PredictIntervalNs(f, b.Level)
+	if b.Upper {
+		return hi
+	}
+	return lo
+}

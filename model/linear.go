@@ -31,6 +31,10 @@ type Linear struct {
 	// coefficient (bootstrap percentiles); nil when not estimated.
 	CoefLo, CoefHi []float64
 	CoefLevel      float64
+	// CoefCov is the covariance of the coefficients (of the bootstrap
+	// replicates); nil when not estimated. With it, an interval adds the
+	// coefficient uncertainty of the prediction to the residual spread.
+	CoefCov [][]float64
 	// Residuals describes the prediction error; nil when unknown, and then
 	// PredictIntervalNs returns a zero-width interval.
 	Residuals *ResidualQuantiles
@@ -88,11 +92,45 @@ func (m *Linear) Contributions(f Features) []float64 {
 	return out
 }
 
-// PredictIntervalNs implements IntervalFPM from the residual quantiles.
+// PredictIntervalNs implements IntervalFPM: the residual quantiles'
+// spread combined with the coefficient uncertainty (CoefCov), see
+// ResidualQuantiles.IntervalSE.
 func (m *Linear) PredictIntervalNs(f Features, coverage float64) (mid, lo, hi float64) {
-	mid = m.PredictNs(f)
-	lo, hi = m.Residuals.Interval(mid, coverage)
+	mid, se := m.predictSE(f)
+	lo, hi = m.Residuals.IntervalSE(mid, se, coverage)
 	return mid, lo, hi
+}
+
+// predictSE returns the prediction and its standard error from the
+// coefficient covariance, √(xᵀ·CoefCov·x) (0 without one).
+func (m *Linear) predictSE(f Features) (mid, se float64) {
+	m.ensure()
+	var buf [16]float64
+	x := buf[:0]
+	if len(m.Terms) <= len(buf) {
+		x = buf[:len(m.Terms)]
+	} else {
+		x = make([]float64, len(m.Terms))
+	}
+	m.basis.Eval(f, x)
+	for i, c := range m.Coef {
+		mid += c * x[i]
+	}
+	if len(m.CoefCov) != len(x) {
+		return mid, 0
+	}
+	var v float64
+	for i, row := range m.CoefCov {
+		if x[i] == 0 {
+			continue
+		}
+		var s float64
+		for j, c := range row {
+			s += c * x[j]
+		}
+		v += x[i] * s
+	}
+	return mid, math.Sqrt(math.Max(v, 0))
 }
 
 // Residual scales of ResidualQuantiles.
@@ -173,29 +211,63 @@ func (q *ResidualQuantiles) Quantile(p float64) float64 {
 // Interval turns a point prediction into a central interval of the given
 // coverage. A nil receiver gives a zero-width interval.
 func (q *ResidualQuantiles) Interval(mid, coverage float64) (lo, hi float64) {
-	if q == nil || len(q.P) == 0 || !(coverage > 0) {
+	return q.IntervalSE(mid, 0, coverage)
+}
+
+// IntervalSE is Interval for a prediction that is itself uncertain, with
+// standard error se (coefficient or node uncertainty): the residual
+// deviations below and above mid and z·se, z the normal quantile of the
+// coverage, add in quadrature as independent errors do. The interval
+// always contains mid and never goes below 0. A nil receiver gives ±z·se.
+func (q *ResidualQuantiles) IntervalSE(mid, se, coverage float64) (lo, hi float64) {
+	if !(coverage > 0) {
 		return mid, mid
 	}
-	if coverage >= 1 {
-		coverage = 1
-	}
-	rlo, rhi := q.Quantile((1-coverage)/2), q.Quantile((1+coverage)/2)
-	if q.Scale == ScaleAbsolute {
-		lo, hi = mid+rlo, mid+rhi
-	} else {
-		lo, hi = mid*(1+rlo), mid*(1+rhi)
-	}
-	if lo < 0 {
-		lo = 0
-	}
-	if lo > mid {
-		lo = mid
-	}
-	if hi < mid {
-		hi = mid
-	}
-	return lo, hi
+	coverage = math.Min(coverage, 1)
+	rlo, rhi := q.at(coverage)
+	return spread(mid, se, NormalQuantile((1+coverage)/2), rlo, rhi)
 }
+
+// at returns the residual deviations below and above a prediction of 1
+// (relative) or 0 (absolute: mid is added by spread's caller) at the
+// central coverage: the quantiles at (1−c)/2 and (1+c)/2. The relative
+// ones are returned as fractions, the absolute ones in ns, with the scale
+// folded in by the caller through rel.
+func (q *ResidualQuantiles) at(coverage float64) (rlo, rhi quantileDev) {
+	if q == nil || len(q.P) == 0 {
+		return quantileDev{}, quantileDev{}
+	}
+	abs := q.Scale == ScaleAbsolute
+	return quantileDev{q.Quantile((1 - coverage) / 2), abs}, quantileDev{q.Quantile((1 + coverage) / 2), abs}
+}
+
+// quantileDev is a residual quantile, relative (a fraction of the
+// prediction) or absolute (ns).
+type quantileDev struct {
+	v   float64
+	abs bool
+}
+
+func (d quantileDev) ns(mid float64) float64 {
+	if d.abs {
+		return d.v
+	}
+	return mid * d.v
+}
+
+// spread is IntervalSE once the quantiles and z are known.
+func spread(mid, se, z float64, rlo, rhi quantileDev) (lo, hi float64) {
+	dlo, dhi := clamp(-rlo.ns(mid), 0, math.MaxFloat64), clamp(rhi.ns(mid), 0, math.MaxFloat64)
+	if se > 0 {
+		zs := z * se
+		dlo, dhi = math.Sqrt(dlo*dlo+zs*zs), math.Sqrt(dhi*dhi+zs*zs)
+	}
+	return clamp(mid-dlo, 0, math.MaxFloat64), mid + dhi
+}
+
+// NormalQuantile is the p-quantile of the standard normal distribution
+// (+Inf at p ≥ 1).
+func NormalQuantile(p float64) float64 { return math.Sqrt2 * math.Erfinv(2*p-1) }
 
 // interp1 interpolates y(x) linearly on ascending xs, clamped at the ends.
 func interp1(xs, ys []float64, x float64) float64 {

@@ -10,7 +10,7 @@ import (
 // serving framework, in the layout of AIConfigurator's systems database:
 // GEMMs, context (prefill) and generation (decode) attention, and
 // all-reduce, each a table of coordinates and a latency in milliseconds.
-// It is plain data; package datasets/opdb reads it from disk, NewOps
+// It is plain data; package sim/opdb reads it from disk, NewOps
 // prices steps with it.
 type OpDB struct {
 	// Name identifies the database (e.g. "h200-sxm-vllm-0.24.0").

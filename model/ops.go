@@ -375,7 +375,7 @@ func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 func (ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * c[1] }
 
 // OpsParams are the params of an artifact of form FormOps: which database
-// (a name package datasets/opdb ships, or a directory, relative to the
+// (a name package sim/opdb ships, or a directory, relative to the
 // artifact's), the model shape and the engine.
 type OpsParams struct {
 	Database string    `json:"database"`

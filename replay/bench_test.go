@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -21,13 +23,16 @@ func benchDataset(b *testing.B) (*datasets.Dataset, *sim.Plan) {
 	return d, p
 }
 
-func benchReplay(b *testing.B, noJoin bool) {
+func benchReplay(b *testing.B, noJoin bool, fpm model.FPM) {
 	d, p := benchDataset(b)
+	if fpm == nil {
+		fpm = p.FPM
+	}
 	var steps int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s, err := ReplaySteps(d, StepOptions{FPM: p.FPM, Host: p.Host, NoJoin: noJoin})
+		s, err := ReplaySteps(d, StepOptions{FPM: fpm, Host: p.Host, NoJoin: noJoin})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -39,8 +44,24 @@ func benchReplay(b *testing.B, noJoin bool) {
 
 // BenchmarkReplaySteps: read the steps table (projected columns), re-price
 // every step (roofline FPM + host model), accumulate the summary.
-func BenchmarkReplaySteps(b *testing.B) { benchReplay(b, true) }
+func BenchmarkReplaySteps(b *testing.B) { benchReplay(b, true, nil) }
 
 // BenchmarkReplayStepsJoin: the same, also streaming step_requests for the
 // exact prefill attention and new-request tokens.
-func BenchmarkReplayStepsJoin(b *testing.B) { benchReplay(b, false) }
+func BenchmarkReplayStepsJoin(b *testing.B) { benchReplay(b, false, nil) }
+
+// BenchmarkReplayStepsRecipe: the same with the default recipe fitted to
+// the H200 steady benchmark grid (tables inside the hull, linear forms
+// outside, composed mixed steps), pricing every step with its 90%
+// interval.
+func BenchmarkReplayStepsRecipe(b *testing.B) {
+	l, err := fit.LoadDatasets([]string{"../datasets/h200/bench-steady"}, fit.LoadOptions{Target: fit.TargetGPU})
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := fit.FitRecipe(l.Data, fit.RecipeOptions{Bootstrap: 50, Seed: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	benchReplay(b, true, r.Model)
+}

@@ -16,6 +16,12 @@
 // lengths with the sim engine under the manifest's engine configuration and
 // compares TTFT, ITL and E2E per request and as distributions.
 //
+// A model with prediction intervals (model.IntervalFPM) carries them
+// through both: step replay adds the device time's interval to every row
+// and reports how many recorded steps fell inside it (StepIntervals);
+// request replay re-simulates twice more with every step at the lower and
+// at the upper edge of its interval (RequestIntervals).
+//
 // Calibration (Calibrate) fits a small parameter vector — multipliers on
 // an FPM's terms and the host model's fixed costs — by Nelder-Mead over
 // log-parameters so that re-simulated request metrics match the record.

@@ -10,6 +10,7 @@ import (
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/model"
 )
 
@@ -109,17 +110,35 @@ type StepSummary struct {
 	Fields           []string `json:"fields"`
 	UsedStepRequests bool     `json:"used_step_requests"`
 	// PrimaryField is the field the top steps are ranked by.
-	PrimaryField string              `json:"primary_field"`
-	Overall      GroupStats          `json:"overall"`
-	ByKind       []GroupStats        `json:"by_kind"`
-	ByRole       []GroupStats        `json:"by_role"`
-	ByBatch      []GroupStats        `json:"by_batch_size"`
-	OverTime     []GroupStats        `json:"over_time"`
-	Attribution  *Attribution        `json:"attribution,omitempty"`
-	Top          []TopStep           `json:"top_steps"`
-	Notes        []string            `json:"notes,omitempty"`
-	Series       *Series             `json:"-"`
-	cdf          map[string]*relHist // kind → |rel err| of the primary field
+	PrimaryField string       `json:"primary_field"`
+	Overall      GroupStats   `json:"overall"`
+	ByKind       []GroupStats `json:"by_kind"`
+	ByRole       []GroupStats `json:"by_role"`
+	ByBatch      []GroupStats `json:"by_batch_size"`
+	OverTime     []GroupStats `json:"over_time"`
+	Attribution  *Attribution `json:"attribution,omitempty"`
+	Top          []TopStep    `json:"top_steps"`
+	// Intervals is the coverage of the model's prediction intervals (nil
+	// when the model has none).
+	Intervals *StepIntervals      `json:"intervals,omitempty"`
+	Notes     []string            `json:"notes,omitempty"`
+	Series    *Series             `json:"-"`
+	cdf       map[string]*relHist // kind → |rel err| of the primary field
+}
+
+// StepIntervals is the empirical coverage of the replayed model's
+// prediction intervals at a nominal level: the fraction of recorded steps
+// whose time fell inside the interval of their prediction.
+type StepIntervals struct {
+	Level  float64         `json:"level"`
+	Fields []FieldCoverage `json:"fields"`
+}
+
+// FieldCoverage is the coverage of one timing field, overall and by kind.
+type FieldCoverage struct {
+	Field   string                  `json:"field"`
+	Overall fit.Coverage            `json:"overall"`
+	ByKind  map[string]fit.Coverage `json:"by_kind"`
 }
 
 // Series is the binned recorded-vs-predicted time series behind the
@@ -265,7 +284,7 @@ func batchBucket(b int32) int {
 	return k
 }
 
-var kindNames = []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed, "other"}
+var kindNames = [4]string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed, "other"}
 var roleNames = []string{datasets.RoleProduction, datasets.RoleMeasured, datasets.RoleScaffolding, "other"}
 
 func kindIndex(k string) int {
@@ -321,6 +340,11 @@ type stepAcc struct {
 
 	top    []topEntry
 	topMin int
+
+	// interval coverage of gpu_time_ns and wall_time_ns: overall, then by
+	// kind index
+	level float64
+	cov   [2][1 + len(kindNames)]fit.Coverage
 
 	bins    int
 	binT    []float64
@@ -383,6 +407,17 @@ func (a *stepAcc) add(st *stepCols, row *StepRow, f *model.Features) {
 		dec = int(row.Seq * 10 / a.total)
 	}
 	a.decile[min(dec, 9)].add(row, &rels)
+
+	if row.PredGPULo >= 0 {
+		k := 1 + kindIndex(st.Kind)
+		for i, v := range [2][4]int64{{row.RecGPU, row.PredGPU, row.PredGPULo, row.PredGPUHi},
+			{row.RecWall, row.PredWall, row.PredWallLo, row.PredWallHi}} {
+			if v[0] >= 0 {
+				a.cov[i][0].Add(float64(v[0]), float64(v[1]), float64(v[2]), float64(v[3]))
+				a.cov[i][k].Add(float64(v[0]), float64(v[1]), float64(v[2]), float64(v[3]))
+			}
+		}
+	}
 
 	// Attribution.
 	if rec := row.rec(a.target); rec >= 0 {
@@ -474,6 +509,7 @@ func (a *stepAcc) summary() *StepSummary {
 	}
 	s.Attribution = a.attribution()
 	s.Top = a.topSteps()
+	s.Intervals = a.intervals()
 	if a.primary >= 0 {
 		ser := &Series{Field: Fields[a.primary], TIsIndex: a.tIndex}
 		for b := range a.binN {
@@ -488,6 +524,31 @@ func (a *stepAcc) summary() *StepSummary {
 		s.Series = ser
 	}
 	return s
+}
+
+func (a *stepAcc) intervals() *StepIntervals {
+	if a.level <= 0 {
+		return nil
+	}
+	out := &StepIntervals{Level: a.level}
+	for i, field := range []string{FieldGPU, FieldWall} {
+		c := &a.cov[i]
+		if c[0].N == 0 {
+			continue
+		}
+		fc := FieldCoverage{Field: field, ByKind: map[string]fit.Coverage{}}
+		for k := range c {
+			c[k].Finish()
+		}
+		fc.Overall = c[0]
+		for k, name := range kindNames {
+			if c[1+k].N > 0 {
+				fc.ByKind[name] = c[1+k]
+			}
+		}
+		out.Fields = append(out.Fields, fc)
+	}
+	return out
 }
 
 func (a *stepAcc) attribution() *Attribution {

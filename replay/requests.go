@@ -238,6 +238,14 @@ type RequestRow struct {
 	RelErrE2E    float64 `parquet:"rel_err_e2e"`
 	// PredPreemptions counts the request's preemptions in the simulation.
 	PredPreemptions int32 `parquet:"pred_preemptions,delta"`
+	// The latencies re-simulated with the lower and upper edges of the
+	// model's step-time interval (RequestIntervals); −1 without.
+	PredTTFTLo int64 `parquet:"pred_ttft_lo_ns,delta"`
+	PredTTFTHi int64 `parquet:"pred_ttft_hi_ns,delta"`
+	PredITLLo  int64 `parquet:"pred_itl_lo_ns,delta"`
+	PredITLHi  int64 `parquet:"pred_itl_hi_ns,delta"`
+	PredE2ELo  int64 `parquet:"pred_e2e_lo_ns,delta"`
+	PredE2EHi  int64 `parquet:"pred_e2e_hi_ns,delta"`
 }
 
 func pairErr(rec, pred int64) (int64, float64) {
@@ -309,6 +317,9 @@ type RequestSummary struct {
 	TTFT     DistCompare   `json:"ttft"`
 	ITL      DistCompare   `json:"itl"`
 	E2E      DistCompare   `json:"e2e"`
+	// Intervals carries the model's step-time interval to the latencies
+	// (models with intervals).
+	Intervals *RequestIntervals `json:"intervals,omitempty"`
 	// Steps compares the step composition where the record has steps.
 	RecordedSteps  *Composition `json:"recorded_steps,omitempty"`
 	SimulatedSteps *Composition `json:"simulated_steps"`
@@ -348,7 +359,7 @@ func CompareRequests(rec []datasets.Request, simReqs map[string]datasets.Request
 		rl := latOf(r)
 		pl := latencies{-1, -1, -1}
 		out := RequestRow{ReqID: r.ReqID, ArrivalNs: r.ArrivalNs, PromptTokens: r.PromptTokens, OutputTokens: r.OutputTokens,
-			RecStatus: r.Status, PredStatus: "missing"}
+			RecStatus: r.Status, PredStatus: "missing", PredTTFTLo: -1, PredTTFTHi: -1, PredITLLo: -1, PredITLHi: -1, PredE2ELo: -1, PredE2EHi: -1}
 		if ok {
 			pl = latOf(&p)
 			out.PredStatus, out.PredPreemptions = p.Status, p.NumPreemptions
@@ -410,6 +421,83 @@ type RequestOptions struct {
 	// Warnings say what the plan assumed; they are carried into the
 	// summary.
 	Warnings []string
+	// Level is the coverage of the step-time interval carried to the
+	// latencies when the plan's FPM is a model.IntervalFPM (0: the model's
+	// own, model.LevelOf; negative: none).
+	Level float64
+}
+
+// IntervalMethod says how RequestIntervals are propagated.
+const IntervalMethod = "re-simulated with the lower and upper edges of every step's interval"
+
+// RequestIntervals carries a model's step-time interval to request
+// latencies by re-simulating the trace twice: with every step at the
+// lower edge of its interval, and at the upper edge (model.Bound). The
+// two runs are deterministic, and they bound the systematic part of the
+// model's error, which is what dominates: a model that under-prices a
+// regime does so on every step of it, and its errors compound through
+// queueing. A Monte Carlo over independent per-step draws would average
+// such errors away and give latency intervals far narrower than the
+// model's error.
+type RequestIntervals struct {
+	Level  float64         `json:"level"`
+	Method string          `json:"method"`
+	TTFT   LatencyInterval `json:"ttft"`
+	ITL    LatencyInterval `json:"itl"`
+	E2E    LatencyInterval `json:"e2e"`
+}
+
+// LatencyInterval is a latency's distribution in the lower and upper
+// re-simulations, and how often a request's recorded latency lay between
+// its two re-simulated ones. That share is below 100% even for the model
+// that generated the record: when step times shift, an arrival lands at
+// another point of the step pipeline, so one request's TTFT is not
+// monotone in the step times.
+type LatencyInterval struct {
+	Lo          Dist    `json:"lo"`
+	Hi          Dist    `json:"hi"`
+	N           int     `json:"n"`
+	CoveragePct float64 `json:"coverage_pct"`
+}
+
+// boundLatencies fills the rows' interval columns from the lower and
+// upper re-simulations and summarises them.
+func boundLatencies(rows []RequestRow, lo, hi map[string]datasets.Request, level float64) *RequestIntervals {
+	out := &RequestIntervals{Level: level, Method: IntervalMethod}
+	var vals [3][2][]float64
+	var n, in [3]int
+	for i := range rows {
+		r := &rows[i]
+		a, aok := lo[r.ReqID]
+		b, bok := hi[r.ReqID]
+		if !aok || !bok {
+			continue
+		}
+		la, lb := latOf(&a), latOf(&b)
+		rec := [3]int64{r.RecTTFT, r.RecITL, r.RecE2E}
+		dst := [3][2]*int64{{&r.PredTTFTLo, &r.PredTTFTHi}, {&r.PredITLLo, &r.PredITLHi}, {&r.PredE2ELo, &r.PredE2EHi}}
+		for m, pair := range [3][2]int64{{la.ttft, lb.ttft}, {la.itl, lb.itl}, {la.e2e, lb.e2e}} {
+			if pair[0] < 0 || pair[1] < 0 {
+				continue
+			}
+			l, h := min(pair[0], pair[1]), max(pair[0], pair[1])
+			*dst[m][0], *dst[m][1] = l, h
+			vals[m][0], vals[m][1] = append(vals[m][0], float64(l)), append(vals[m][1], float64(h))
+			if rec[m] >= 0 {
+				n[m]++
+				if rec[m] >= l && rec[m] <= h {
+					in[m]++
+				}
+			}
+		}
+	}
+	for m, li := range []*LatencyInterval{&out.TTFT, &out.ITL, &out.E2E} {
+		li.Lo, li.Hi, li.N = distOf(vals[m][0]), distOf(vals[m][1]), n[m]
+		if n[m] > 0 {
+			li.CoveragePct = 100 * float64(in[m]) / float64(n[m])
+		}
+	}
+	return out
 }
 
 // RunRequests re-simulates the dataset's requests and writes
@@ -423,10 +511,19 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if e == nil {
 		return nil, errors.New("replay requests: no plan to re-simulate on")
 	}
-
 	simReqs, comp, err := Simulate(t, e)
 	if err != nil {
 		return nil, err
+	}
+	var loReqs, hiReqs map[string]datasets.Request
+	level := model.IntervalLevel(e.FPM, opts.Level)
+	if im, ok := e.FPM.(model.IntervalFPM); ok && level > 0 {
+		if loReqs, _, err = Simulate(t, withModels(e, model.Bound{M: im, Level: level}, e.Host)); err != nil {
+			return nil, fmt.Errorf("lower-edge re-simulation: %w", err)
+		}
+		if hiReqs, _, err = Simulate(t, withModels(e, model.Bound{M: im, Level: level, Upper: true}, e.Host)); err != nil {
+			return nil, fmt.Errorf("upper-edge re-simulation: %w", err)
+		}
 	}
 	w, err := out.create("requests")
 	if err != nil {
@@ -438,6 +535,9 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	}
 	var buf []RequestRow
 	sum, err := CompareRequests(t.Rec, simReqs, func(r *RequestRow) error { buf = append(buf, *r); return nil })
+	if err == nil && level > 0 {
+		sum.Intervals = boundLatencies(buf, loReqs, hiReqs, level)
+	}
 	if err := finishTable(w, tw, buf, err); err != nil {
 		return nil, err
 	}

@@ -37,7 +37,9 @@ const (
 // re-priced timing fields and their errors. For each field X:
 // rec_X is the record (−1 when the source did not record it), pred_X the
 // prediction, err_X = pred_X − rec_X in ns (0 when rec_X is unknown) and
-// rel_err_X = err_X / rec_X (NaN when rec_X is unknown or 0).
+// rel_err_X = err_X / rec_X (NaN when rec_X is unknown or 0). The device
+// and wall times also carry the prediction interval (pred_X_lo_ns,
+// pred_X_hi_ns).
 type StepRow struct {
 	Seq       int64  `parquet:"seq,delta"` // position in the steps table
 	StepID    int64  `parquet:"step_id,delta"`
@@ -70,6 +72,14 @@ type StepRow struct {
 	PredWall     int64   `parquet:"pred_wall_time_ns,delta"`
 	ErrWall      int64   `parquet:"err_wall_time_ns,delta"`
 	RelErrWall   float64 `parquet:"rel_err_wall_time_ns"`
+
+	// The interval of the device time at StepReplayer.Level, and the same
+	// interval carried to the wall time (the device time is the only
+	// modelled uncertainty); −1 when the model has none.
+	PredGPULo  int64 `parquet:"pred_gpu_time_lo_ns,delta"`
+	PredGPUHi  int64 `parquet:"pred_gpu_time_hi_ns,delta"`
+	PredWallLo int64 `parquet:"pred_wall_time_lo_ns,delta"`
+	PredWallHi int64 `parquet:"pred_wall_time_hi_ns,delta"`
 }
 
 func (r *StepRow) rec(i int) int64 {
@@ -215,6 +225,9 @@ type StepReplayer struct {
 	FPM            model.FPM
 	Host           model.HostModel
 	OutputReturnNs int64
+	// Level is the coverage of the device-time interval when FPM is a
+	// model.IntervalFPM (0: no interval).
+	Level float64
 
 	pipes []pipeState
 	last  int
@@ -255,13 +268,20 @@ func (r *StepReplayer) Price(st *stepCols, agg *ReqAgg, seq int64, row *StepRow)
 	sched := r.Host.ScheduleNs(reqs, int(st.NumNewReqs))
 	recv := r.Host.ShipNs(st.PayloadBytes)
 	prep := r.Host.PrepNs(reqs, int(st.TotalScheduledTokens), int(st.NumNewReqs), newTok)
-	dev := int64(r.FPM.PredictNs(f) + 0.5)
+	dev, lo, hi := int64(-1), int64(-1), int64(-1)
+	if im, ok := r.FPM.(model.IntervalFPM); ok && r.Level > 0 {
+		mid, l, h := im.PredictIntervalNs(f, r.Level)
+		dev, lo, hi = int64(mid+0.5), int64(l+0.5), int64(h+0.5)
+	} else {
+		dev = int64(r.FPM.PredictNs(f) + 0.5)
+	}
 	ret := r.OutputReturnNs
 
 	*row = StepRow{Seq: seq, StepID: st.StepID, WorkerID: st.WorkerID, Kind: st.Kind, Role: st.Role,
 		BatchSize: int32(reqs), Tokens: st.TotalScheduledTokens, TSchedule: st.TScheduleStart,
 		RecGPU: st.GPUTimeNs, PredGPU: dev, RecPrep: st.HostPrepNs, PredPrep: prep,
-		RecSched: -1, PredSched: sched, RecNarrow: st.NarrowTimeNs, RecWall: st.WallTimeNs}
+		RecSched: -1, PredSched: sched, RecNarrow: st.NarrowTimeNs, RecWall: st.WallTimeNs,
+		PredGPULo: lo, PredGPUHi: hi, PredWallLo: -1, PredWallHi: -1}
 	if st.TScheduleStart >= 0 && st.TScheduleEnd >= 0 {
 		row.RecSched = st.TScheduleEnd - st.TScheduleStart
 	}
@@ -294,6 +314,9 @@ func (r *StepReplayer) Price(st *stepCols, agg *ReqAgg, seq int64, row *StepRow)
 	} else {
 		row.PredNarrow = sched + recv + prep + dev + ret
 		row.PredWall = row.PredNarrow
+	}
+	if lo >= 0 {
+		row.PredWallLo, row.PredWallHi = row.PredWall-(dev-lo), row.PredWall+(hi-dev)
 	}
 	row.ErrGPU, row.RelErrGPU = errOf(row.RecGPU, row.PredGPU)
 	row.ErrPrep, row.RelErrPrep = errOf(row.RecPrep, row.PredPrep)
@@ -399,6 +422,10 @@ type StepOptions struct {
 	Row func(*StepRow) error
 	// Progress, when set, is called every 65,536 steps.
 	Progress func(done int64)
+	// Level is the coverage of the prediction intervals of a
+	// model.IntervalFPM (0: the model's own, model.LevelOf; negative:
+	// none).
+	Level float64
 }
 
 // ReplaySteps re-prices every step of the dataset's steps table and
@@ -424,6 +451,7 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 		defer join.close()
 	}
 	r := NewStepReplayer(opts.FPM, opts.Host)
+	r.Level = model.IntervalLevel(opts.FPM, opts.Level)
 	if opts.OutputReturnNs > 0 {
 		r.OutputReturnNs = opts.OutputReturnNs
 	}
@@ -431,6 +459,7 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 	if err != nil {
 		return nil, err
 	}
+	acc.level = r.Level
 	buf := make([]stepCols, 4096)
 	var row StepRow
 	var agg ReqAgg

@@ -58,8 +58,8 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		}
 		name := fmt.Sprintf("%d:%s/%s", i, sc.Hardware, sc.Model)
 		p, err := sc.EnginePlan()
-		if err != nil && strings.Contains(err.Error(), "does not fit") {
-			continue // a model too large for this GPU at its parallelism
+		if err != nil && (strings.Contains(err.Error(), "does not fit") || strings.Contains(err.Error(), "exceeds the KV capacity")) {
+			continue // a model too large for this GPU, or its KV cache too small for max_model_len: refused, rightly
 		}
 		require.NoError(t, err, name)
 		planned++

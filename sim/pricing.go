@@ -6,7 +6,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/steplab/steplab/datasets/opdb"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/model"
 )
 
@@ -103,6 +103,9 @@ func IsPrior(fpm string) bool { return fpm == "" || fpm == FPMRoofline || opdb.I
 // Name names the FPM in reports: a prior with its hardware and shape, an
 // artifact by its path.
 func (p *Pricing) Name() string {
+	if o, ok := p.FPM.(*model.Ops); ok {
+		return fmt.Sprintf("ops(%s, %s)", o.Database(), p.Shape.Name)
+	}
 	if IsPrior(p.FPMName) {
 		return fmt.Sprintf("%s(%s, %s)", p.FPMName, p.HW.Name, p.Shape.Name)
 	}

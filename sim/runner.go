@@ -9,6 +9,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/embedded"
 	"github.com/steplab/steplab/datasets/importers"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
@@ -31,7 +32,10 @@ type RunOptions struct {
 type Result struct {
 	Dataset string `json:"dataset"`
 	Report
-	Engine Stats `json:"-"`
+	// Interval, when the caller asked for it (Bounds), is the latencies at
+	// the edges of the FPM's prediction interval.
+	Interval *LatencyInterval `json:"interval,omitempty"`
+	Engine   Stats            `json:"-"`
 }
 
 // Run simulates the plan and writes its dataset to dir (steps,
@@ -144,17 +148,7 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 	if err != nil {
 		return nil, err
 	}
-	if src != nil {
-		_, err = DriveUntil(eng, src, opts.Stop)
-	} else {
-		err = runBenchmark(eng, p, opts.Stop)
-	}
-	// Even after a failure, record every live request (unfinished) and
-	// close the tables: what was measured stays, and the step_requests
-	// rows of the last steps name requests the requests table has.
-	if ferr := eng.Finish(eng.Now()); err == nil {
-		err = ferr
-	}
+	err = runEngine(eng, p, src, opts.Stop)
 	if cerr := sink.Close(); err == nil {
 		err = cerr
 	}
@@ -162,6 +156,91 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 		return nil, err
 	}
 	return &Result{Report: metrics.Report(), Engine: eng.Stats()}, nil
+}
+
+// runEngine drives the engine over the workload (or the plan's benchmark
+// grid when src is nil). Even after a failure it records every live
+// request (unfinished): what was measured stays, and the step_requests rows
+// of the last steps name requests the requests table has.
+// runEngine drives the engine through the workload (or the benchmark
+// grid) until it ends or stop closes, then records every live request as
+// unfinished: after a failure too, what was measured stays, and the
+// step_requests rows of the last steps name requests the requests table
+// has.
+func runEngine(eng *Engine, p *Plan, src workload.Peeker, stop <-chan struct{}) error {
+	var err error
+	if src != nil {
+		_, err = DriveUntil(eng, src, stop)
+	} else {
+		err = runBenchmark(eng, p, stop)
+	}
+	if ferr := eng.Finish(eng.Now()); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// LatencyInterval is what a plan's latencies become when every step takes
+// the lower, or the upper, edge of its FPM's prediction interval: the
+// workload re-simulated twice (Bounds). Each statistic's Lo and Hi are the
+// lesser and greater of the two runs'.
+type LatencyInterval struct {
+	Level  float64 `json:"level"`
+	Method string  `json:"method"`
+	TTFT   Bounded `json:"ttft"`
+	ITL    Bounded `json:"itl"`
+	E2E    Bounded `json:"e2e"`
+}
+
+// Bounded is a latency summary at the two edges of an interval.
+type Bounded struct {
+	Lo Summary `json:"lo"`
+	Hi Summary `json:"hi"`
+}
+
+func bounded(a, b Summary) Bounded {
+	lo := Summary{Count: min(a.Count, b.Count), Mean: min(a.Mean, b.Mean), P50: min(a.P50, b.P50), P90: min(a.P90, b.P90),
+		P99: min(a.P99, b.P99), Max: min(a.Max, b.Max)}
+	hi := Summary{Count: max(a.Count, b.Count), Mean: max(a.Mean, b.Mean), P50: max(a.P50, b.P50), P90: max(a.P90, b.P90),
+		P99: max(a.P99, b.P99), Max: max(a.Max, b.Max)}
+	return Bounded{Lo: lo, Hi: hi}
+}
+
+// BoundsMethod says how Bounds propagates an interval.
+const BoundsMethod = "re-simulated with every step at the lower and at the upper edge of its interval"
+
+// Bounds re-simulates the plan's workload with every step at the lower
+// edge of its FPM's interval at level, then at the upper edge
+// (model.Bound), writing nothing, and returns the latencies of both. The
+// two runs are deterministic. They bound the systematic error of the
+// model, which compounds through queueing; independent per-step draws
+// would average it away. The plan's FPM must be a model.IntervalFPM.
+func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
+	im, ok := p.FPM.(model.IntervalFPM)
+	if !ok {
+		return nil, fmt.Errorf("bounds: fpm %s has no prediction intervals", p.FPMName)
+	}
+	var reps [2]Report
+	for i := range reps {
+		src, _, cleanup, err := p.Source()
+		if err != nil {
+			return nil, err
+		}
+		metrics := NewRunMetrics()
+		edge := *p
+		edge.FPM = model.Bound{M: im, Level: level, Upper: i == 1}
+		eng, err := edge.NewEngine(Backend{}, metrics)
+		if err == nil {
+			err = runEngine(eng, p, src, nil)
+		}
+		cleanup()
+		if err != nil {
+			return nil, fmt.Errorf("bounds: %w", err)
+		}
+		reps[i] = metrics.Report()
+	}
+	return &LatencyInterval{Level: level, Method: BoundsMethod, TTFT: bounded(reps[0].TTFT, reps[1].TTFT),
+		ITL: bounded(reps[0].ITL, reps[1].ITL), E2E: bounded(reps[0].E2E, reps[1].E2E)}, nil
 }
 
 type progressSink struct {

@@ -31,7 +31,7 @@ type Scenario struct {
 	KVCacheDType string `yaml:"kv_cache_dtype"`
 	// FPM is "roofline" (the prior from hardware and shape), an ops spec
 	// ("ops", "ops:NAME" or "ops:DIR": the measured-operations prior of
-	// package datasets/opdb for the shape) or the path of a model artifact
+	// package sim/opdb for the shape) or the path of a model artifact
 	// (steplab fit, steplab calibrate).
 	FPM string `yaml:"fpm"`
 	// Host is "" (the default prior, model.DefaultHostModel) or the path

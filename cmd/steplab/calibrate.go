@@ -77,7 +77,7 @@ Examples:
 			if start != "" {
 				lin, ok := p.FPM.(*model.Linear)
 				if !ok {
-					return &exitError{code: 2, msg: "calibrate: --start must be a linear artifact"}
+					return &exitError{code: 2, msg: "calibrate: --start must be a linear artifact (steplab fit --form linear)"}
 				}
 				opts.Start = lin
 			} else {

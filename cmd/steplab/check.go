@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
+	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
 )
 
@@ -13,11 +15,11 @@ func init() { register(newCheckCmd) }
 
 func newCheckCmd() *cobra.Command {
 	var sel selectionFlags
-	var baseline, junit string
+	var baseline, junit, bounds string
 	var opt fit.CheckOptions
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "check MODEL DATASET... --max-mape X [--max-p90 Y] [--baseline OLD.json --max-regression Z]",
+		Use:   "check MODEL DATASET... --max-mape X [--max-p90 Y] [--baseline OLD.json --max-regression Z] | check --bounds FILE",
 		Short: "Gate CI on a model's error: exit 1 when it misses a bound or regresses",
 		Long: `check evaluates a model on datasets (held-out steps) and applies bounds, overall
 and per step kind:
@@ -28,6 +30,12 @@ and per step kind:
   --max-regression Z  same rows: fail when MAPE grows by more than Z
                       percentage points (0: any growth fails)
 
+--bounds FILE runs a bounds file instead: for each model and dataset pair
+it names (a model artifact, a fit run on the spot, or a roofline prior),
+the metrics (mape_pct, p90_ape_pct, coverage_pct, ...) per scope (overall,
+kind=KIND, region=REGION) and their bounds (max, min), with the target
+each metric is meant to reach reported beside it (docs/fitting.md).
+
 Exit status: 0 when every check passes; 1 when any fails, with a table of
 what failed (metric, scope, value, bound); 2 on usage or input errors (a
 missing file, an empty selection, bad timings). --junit writes one JUnit
@@ -37,9 +45,19 @@ Examples:
   steplab check model.json runs/heldout --max-mape 8
   steplab check model.json runs/heldout --max-mape 8 --max-p90 15 \
       --baseline release.json --max-regression 1 --junit report.xml
-  steplab check model.json runs/heldout --kinds decode --max-mape 5 --json`,
-		Args: cobra.MinimumNArgs(2),
+  steplab check model.json runs/heldout --kinds decode --max-mape 5 --json
+  steplab check --bounds checks.yaml --junit report.xml`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if bounds != "" {
+				if len(args) > 0 || opt.MaxMAPE != 0 || opt.MaxP90 != 0 || baseline != "" {
+					return &exitError{code: 2, msg: "check: --bounds FILE takes no MODEL, DATASET or bound flags: the file names them"}
+				}
+				return runBounds(cmd.OutOrStdout(), bounds, junit, asJSON)
+			}
+			if len(args) < 2 {
+				return &exitError{code: 2, msg: "check: give MODEL DATASET... with bounds, or --bounds FILE"}
+			}
 			if opt.MaxMAPE == 0 && opt.MaxP90 == 0 && baseline == "" {
 				return &exitError{code: 2, msg: "check: nothing to check: give --max-mape, --max-p90 or --baseline"}
 			}
@@ -50,18 +68,8 @@ Examples:
 			if err != nil {
 				return inputError("check", err)
 			}
-			if junit != "" {
-				f, err := os.Create(junit)
-				if err != nil {
-					return &exitError{code: 2, msg: "check: " + err.Error()}
-				}
-				werr := r.WriteJUnit(f)
-				if cerr := f.Close(); werr == nil {
-					werr = cerr
-				}
-				if werr != nil {
-					return &exitError{code: 2, msg: "check: writing " + junit + ": " + werr.Error()}
-				}
+			if err := writeJUnitFile(junit, r.WriteJUnit); err != nil {
+				return err
 			}
 			w := cmd.OutOrStdout()
 			if asJSON {
@@ -73,19 +81,8 @@ Examples:
 					fmt.Fprintf(w, "WARNING: %s\n", s)
 				}
 				fmt.Fprintf(w, "%s on %d rows: overall MAPE %.2f%%, p90 %.2f%%\n\n", args[0], r.Report.Overall.Count, r.Report.Overall.MAPE, r.Report.Overall.P90APE)
-				r.WriteTable(w, false)
 			}
-			if err := r.Err(); err != nil {
-				if !asJSON {
-					fmt.Fprintln(w, "\nFAILED:")
-					r.WriteTable(w, true)
-				}
-				return &exitError{code: 1, msg: err.Error()}
-			}
-			if !asJSON {
-				fmt.Fprintf(w, "\nPASS: %d checks\n", len(r.Checks))
-			}
-			return nil
+			return gateResult(w, r, len(r.Checks), asJSON)
 		},
 	}
 	sel.add(cmd)
@@ -94,6 +91,77 @@ Examples:
 	cmd.Flags().StringVar(&baseline, "baseline", "", "baseline model artifact evaluated on the same rows")
 	cmd.Flags().Float64Var(&opt.MaxRegression, "max-regression", 0, "allowed MAPE growth over the baseline, percentage points")
 	cmd.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report here")
+	cmd.Flags().StringVar(&bounds, "bounds", "", "run the checks of a bounds file (YAML) instead of MODEL DATASET...")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
+}
+
+// writeJUnitFile writes a JUnit report to path (nothing when path is
+// empty), atomically.
+func writeJUnitFile(path string, write func(io.Writer) error) error {
+	if path == "" {
+		return nil
+	}
+	var buf bytes.Buffer
+	if err := write(&buf); err != nil {
+		return &exitError{code: 2, msg: "check: writing " + path + ": " + err.Error()}
+	}
+	if err := datasets.WriteFileAtomic(path, buf.Bytes()); err != nil {
+		return &exitError{code: 2, msg: "check: writing " + path + ": " + err.Error()}
+	}
+	return nil
+}
+
+// runBounds runs a bounds file: exit status 1 when a bound is breached.
+func runBounds(w io.Writer, path, junit string, asJSON bool) error {
+	r, err := fit.CheckBounds(path)
+	if err != nil {
+		return inputError("check", err)
+	}
+	if err := writeJUnitFile(junit, r.WriteJUnit); err != nil {
+		return err
+	}
+	if asJSON {
+		if err := writeJSON(w, r); err != nil {
+			return err
+		}
+	} else {
+		for _, s := range r.Warnings {
+			fmt.Fprintf(w, "WARNING: %s\n", s)
+		}
+		for _, e := range r.Evaluations {
+			fmt.Fprintf(w, "%s: %s on %d rows: MAPE %.2f%%, p90 %.2f%%", e.Name, e.Model, e.Report.Overall.Count, e.Report.Overall.MAPE, e.Report.Overall.P90APE)
+			if e.Intervals != nil {
+				fmt.Fprintf(w, ", %.1f%% inside the %.0f%% intervals", e.Intervals.Overall.Pct, 100*e.Intervals.Level)
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w)
+	}
+	return gateResult(w, r, len(r.Checks), asJSON)
+}
+
+// gate is a check report: a table of checks and whether they all passed.
+type gate interface {
+	Err() error
+	WriteTable(w io.Writer, failedOnly bool)
+}
+
+// gateResult prints the table of checks (unless JSON was printed) and the
+// verdict: exit status 1 when a check failed.
+func gateResult(w io.Writer, g gate, n int, asJSON bool) error {
+	if !asJSON {
+		g.WriteTable(w, false)
+	}
+	if err := g.Err(); err != nil {
+		if !asJSON {
+			fmt.Fprintln(w, "\nFAILED:")
+			g.WriteTable(w, true)
+		}
+		return &exitError{code: 1, msg: err.Error()}
+	}
+	if !asJSON {
+		fmt.Fprintf(w, "\nPASS: %d checks\n", n)
+	}
+	return nil
 }

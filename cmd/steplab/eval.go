@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/datasets/opdb"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/sim"
 )

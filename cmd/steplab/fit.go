@@ -18,6 +18,7 @@ func init() { register(newFitCmd) }
 type selectionFlags struct {
 	roles, kinds    []string
 	target          string
+	half            int
 	allowInvalid    bool
 	benchmarkCoords bool
 }
@@ -27,11 +28,12 @@ func (s *selectionFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&s.kinds, "kinds", nil, "step kinds to use: prefill, decode, mixed (default all)")
 	cmd.Flags().StringVar(&s.target, "target", fit.TargetAuto, "timing to model: auto (gpu_time_ns when every row has it, else wall_time_ns), gpu_time_ns or wall_time_ns")
 	cmd.Flags().BoolVar(&s.allowInvalid, "allow-invalid", false, "keep rows marked valid=false")
+	cmd.Flags().IntVar(&s.half, "half", 0, "keep half 1 or 2 of the rows (by a hash of step_id; e.g. to test on the half a calibration did not see)")
 	cmd.Flags().BoolVar(&s.benchmarkCoords, "benchmark-coords", false, "read admission-step decode benchmark points at their benchmark coordinates (B decode requests, their KV), as a benchmark database records them")
 }
 
 func (s *selectionFlags) options() fit.LoadOptions {
-	return fit.LoadOptions{Selection: fit.Selection{Roles: s.roles, Kinds: s.kinds, AllowInvalid: s.allowInvalid},
+	return fit.LoadOptions{Selection: fit.Selection{Roles: s.roles, Kinds: s.kinds, AllowInvalid: s.allowInvalid, Half: s.half},
 		Target: s.target, BenchmarkCoords: s.benchmarkCoords}
 }
 
@@ -51,8 +53,10 @@ func inputError(cmd string, err error) error {
 func newFitCmd() *cobra.Command {
 	var sel selectionFlags
 	var out, form, terms, solver, plots, degenerate string
-	var cv, boot, worst int
+	var calibrate []string
+	var cv, boot, worst, calibrateHalf int
 	var seed uint64
+	var level float64
 	var relative, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "fit DATASET... -o MODEL.json",
@@ -69,13 +73,26 @@ per step kind and per batch-size bucket: n, MAPE, median/p90/p99 absolute
 percentage error, RMSE, R², mean bias) in sample and out of fold, and the
 worst steps. --json prints the same as JSON.
 
-Forms: linear (a non-negative linear basis; --terms picks it: "default",
-"decode" = const,decode_requests,decode_kv_tokens, or a list of
-const, prefill_step, prefill_tokens, prefill_kv_tokens, prefill_attn,
-prefill_requests, decode_requests, decode_kv_tokens, padded_batch,
-new_requests, new_req_tokens) or grid (interpolation over benchmark
-coordinates). Solvers: nnls (default), huber-nn and huber (robust to
-outlier steps), ols (unconstrained reference).
+Forms:
+  recipe (the default) picks the form per step kind from the data:
+    interpolation inside the measured hull of the kind's benchmark grid
+    (prefill: prefill tokens × requests; decode: batch × context per
+    request), a non-negative linear basis outside it (the prediction says
+    it extrapolated), mixed steps as prefill plus the marginal cost of
+    their decode work unless mixed steps were measured. Every prediction
+    carries an interval at --level from the coefficient bootstrap and the
+    held-out residuals; --calibrate DATASET replaces those residuals by
+    the recipe's on DATASET (a calibration split of the traffic to price;
+    evaluate on other traffic).
+  linear: a non-negative linear basis; --terms picks it: "default",
+    "decode" = const,decode_requests,decode_kv_tokens, or a list of
+    const, prefill_step, prefill_tokens, prefill_kv_tokens, prefill_attn,
+    prefill_requests, decode_requests, decode_kv_tokens, padded_batch,
+    new_requests, new_req_tokens. Giving --terms, --solver, --relative or
+    --degenerate without --form selects it.
+  grid: interpolation over benchmark coordinates.
+Solvers: nnls (default), huber-nn and huber (robust to outlier steps),
+ols (unconstrained reference).
 
 Terms the data cannot identify (zero on every row, constant, or a linear
 combination of terms earlier in the basis) are left out of the default
@@ -94,7 +111,10 @@ Examples:
   steplab fit runs/bench --kinds decode --terms decode --target wall_time_ns \
       --cv 5 --bootstrap 200 --plots figs/ -o decode.json
   steplab fit runs/trace-a runs/trace-b --solver huber-nn --json -o model.json
-  steplab fit runs/bench --form grid -o grid.json`,
+  steplab fit runs/bench --form grid -o grid.json
+  steplab fit runs/bench --calibrate runs/traffic-a -o recipe.json
+  steplab fit runs/bench --calibrate runs/traffic --calibrate-half 1 -o recipe.json
+  steplab eval recipe.json runs/traffic --half 2`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -107,13 +127,31 @@ Examples:
 			if !cmd.Flags().Changed("terms") {
 				ts = nil // the default basis: terms the data cannot identify are dropped under --degenerate auto
 			}
-			if form == "grid" && cmd.Flags().Changed("terms") {
-				return &exitError{code: 2, msg: "fit: --terms applies to the linear form only"}
+			linearFlags := false
+			for _, f := range []string{"terms", "solver", "relative", "degenerate"} {
+				linearFlags = linearFlags || cmd.Flags().Changed(f)
+			}
+			if !cmd.Flags().Changed("form") && linearFlags {
+				form = model.FormLinear
+			}
+			if form != model.FormLinear && linearFlags {
+				return &exitError{code: 2, msg: "fit: --terms, --solver, --relative and --degenerate apply to the linear form only"}
+			}
+			if form != model.FormRecipe && (len(calibrate) > 0 || cmd.Flags().Changed("level")) {
+				return &exitError{code: 2, msg: "fit: --calibrate and --level apply to the recipe form only"}
+			}
+			if calibrateHalf != 0 && len(calibrate) == 0 {
+				return &exitError{code: 2, msg: "fit: --calibrate-half needs --calibrate DATASET"}
+			}
+			if !(level > 0 && level < 1) {
+				return &exitError{code: 2, msg: fmt.Sprintf("fit: --level %v: want a coverage in (0, 1), e.g. 0.9", level)}
 			}
 			cfg := fit.FitConfig{
 				Load: sel.options(), Form: form,
-				Linear: fit.Options{Terms: ts, Method: solver, Relative: relative, Degenerate: degenerate, Bootstrap: boot},
-				CV:     cv, Seed: seed, Worst: worst, PlotsDir: plots,
+				Linear:    fit.Options{Terms: ts, Method: solver, Relative: relative, Degenerate: degenerate, Bootstrap: boot},
+				Recipe:    fit.RecipeOptions{Bootstrap: boot, Level: level},
+				Calibrate: calibrate, CalibrateHalf: calibrateHalf,
+				CV: cv, Seed: seed, Worst: worst, PlotsDir: plots,
 				CreatedBy: strings.Join(append([]string{"steplab"}, os.Args[1:]...), " "),
 			}
 			if cv == 1 || cv < 0 {
@@ -136,7 +174,10 @@ Examples:
 	}
 	sel.add(cmd)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "model artifact to write (JSON)")
-	cmd.Flags().StringVar(&form, "form", model.FormLinear, "model form: linear or grid")
+	cmd.Flags().StringVar(&form, "form", model.FormRecipe, "model form: recipe, linear or grid")
+	cmd.Flags().StringSliceVar(&calibrate, "calibrate", nil, "datasets whose steps calibrate the recipe's interval residuals (comma-separated or repeated)")
+	cmd.Flags().IntVar(&calibrateHalf, "calibrate-half", 0, "calibrate on half 1 or 2 of the calibration rows only (evaluate on the other with --half)")
+	cmd.Flags().Float64Var(&level, "level", model.DefaultLevel, "nominal coverage of the recipe's prediction intervals")
 	cmd.Flags().StringVar(&terms, "terms", "default", "linear terms: default, decode, or a comma-separated list")
 	cmd.Flags().StringVar(&solver, "solver", fit.MethodNNLS, "solver: nnls, huber-nn, huber or ols")
 	cmd.Flags().BoolVar(&relative, "relative", false, "minimise relative rather than absolute error (weights 1/y²)")

@@ -280,26 +280,56 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 	// The root command logs to os.Stderr: catch it in a file.
 	stderr := os.Stderr
 	t.Cleanup(func() { os.Stderr = stderr })
+	// fit runs one command with stderr caught, and returns stdout and the
+	// log.
+	fitLogged := func(t *testing.T, name string, args ...string) (string, string) {
+		logf, err := os.Create(filepath.Join(dir, name+".log"))
+		require.NoError(t, err)
+		os.Stderr = logf
+		out, err := runCLI(t, append([]string{"fit"}, args...)...)
+		os.Stderr = stderr
+		require.NoError(t, logf.Close())
+		require.NoError(t, err, out)
+		logs, err := os.ReadFile(logf.Name())
+		require.NoError(t, err)
+		return out, string(logs)
+	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			logf, err := os.Create(filepath.Join(dir, c.name+".log"))
+			// The default form, the recipe: each kind's linear part drops
+			// what its rows cannot identify, and every drop is said in the
+			// report, on stderr and in the artifact's notes.
+			mpath := filepath.Join(dir, c.name+"-recipe.json")
+			out, logs := fitLogged(t, c.name+"-recipe", c.dataset, "-o", mpath)
+			_, a, err := model.Load(mpath)
 			require.NoError(t, err)
-			os.Stderr = logf
-			mpath := filepath.Join(dir, c.name+".json")
-			out, err := runCLI(t, "fit", c.dataset, "-o", mpath)
-			os.Stderr = stderr
-			require.NoError(t, logf.Close())
-			require.NoError(t, err, out)
-			logs, err := os.ReadFile(logf.Name())
-			require.NoError(t, err)
+			require.Equal(t, model.FormRecipe, a.Form)
+			require.Equal(t, c.kinds, a.Training.Selection.Kinds)
+			require.Contains(t, out, "dropped term prefill_kv_tokens: ", "no prefill reads cached KV")
+			require.NotEmpty(t, a.Notes)
+			for _, n := range a.Notes {
+				term, reason, _ := strings.Cut(strings.TrimPrefix(n, "term "), " dropped: ")
+				require.Contains(t, out, "dropped term "+term+": "+reason)
+				require.Contains(t, logs, "term="+term+" ")
+			}
+			js, err := runCLI(t, "fit", c.dataset, "-o", mpath, "--json", "--cv", "0", "--bootstrap", "0")
+			require.NoError(t, err, js)
+			var rrep fit.FitReport
+			require.NoError(t, json.Unmarshal([]byte(js), &rrep))
+			require.Len(t, rrep.Dropped, len(a.Notes))
+
+			// The linear form drops exactly the terms its one basis cannot
+			// identify on these rows.
+			mpath = filepath.Join(dir, c.name+".json")
+			out, logs = fitLogged(t, c.name, c.dataset, "-o", mpath, "--form", "linear")
 			var notes []string
 			for _, term := range c.dropped {
 				require.Contains(t, out, "dropped term "+term+":")
-				require.Contains(t, string(logs), "term="+term+" ")
+				require.Contains(t, logs, "term="+term+" ")
 				notes = append(notes, "term "+term+" dropped: ")
 			}
 			require.Equal(t, len(c.dropped), strings.Count(out, "dropped term "), out)
-			_, a, err := model.Load(mpath)
+			_, a, err = model.Load(mpath)
 			require.NoError(t, err)
 			require.Len(t, a.Notes, len(notes))
 			for i, n := range notes {
@@ -310,7 +340,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 				require.NotContains(t, a.Terms, term)
 			}
 
-			out, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--json", "--cv", "0", "--bootstrap", "0")
+			out, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--form", "linear", "--json", "--cv", "0", "--bootstrap", "0")
 			require.NoError(t, err, out)
 			var rep fit.FitReport
 			require.NoError(t, json.Unmarshal([]byte(out), &rep))

@@ -48,6 +48,7 @@ func newReplayStepsCmd() *cobra.Command {
 	var out, host string
 	var asJSON, force, stepsOnly, noFigures bool
 	var top int
+	var level float64
 	cmd := &cobra.Command{
 		Use:   "steps MODEL DATASET -o OUT",
 		Short: "Re-price every recorded step with a model and compare its timing fields",
@@ -59,8 +60,14 @@ from this step's predicted phases and the recorded events of the steps
 before it. With the model that generated a simulated dataset every field is
 reproduced to the nanosecond.
 
+A model with prediction intervals (a recipe, linear or grid artifact) also
+predicts the device time's interval at --level (the wall time's is the same
+interval carried over), and the summary says how many recorded steps fell
+inside it, by kind.
+
 OUT is written as a directory:
-  step_comparison.parquet/  one row per step: recorded, predicted, error, relative error per field
+  step_comparison.parquet/  one row per step: recorded, predicted, error, relative error per field;
+                            pred_{gpu,wall}_time_{lo,hi}_ns, the interval
   summary.json          error by kind, role, batch-size bucket and decile of the run;
                         the term the device-time error is attributed to; the steps
                         where prediction and record part most, with their composition
@@ -86,7 +93,7 @@ Examples:
 			}
 			bar := newProgress(-1, "replaying steps")
 			start := time.Now()
-			rep, err := replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: top, NoJoin: stepsOnly,
+			rep, err := replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: top, NoJoin: stepsOnly, Level: level,
 				Progress: func(n int64) { bar.Set64(n) }},
 				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: m.Name(), DatasetDir: args[1], NoFigures: noFigures})
 			bar.Finish()
@@ -109,6 +116,7 @@ Examples:
 	cmd.Flags().BoolVar(&stepsOnly, "steps-only", false, "ignore step_requests (faster; prefill attention and new-request tokens approximated)")
 	cmd.Flags().BoolVar(&noFigures, "no-figures", false, "skip the PNG/SVG figures")
 	cmd.Flags().IntVar(&top, "top", 20, "steps to report where prediction and record part most")
+	levelFlag(cmd, &level)
 	return cmd
 }
 
@@ -117,16 +125,40 @@ func printStepReport(w io.Writer, rep *replay.StepReport, el time.Duration) {
 	fmt.Fprintf(w, "replayed %d steps of %s with %s in %s (%.2fM steps/s)\n", s.Steps, s.Dataset, s.Model,
 		el.Round(time.Millisecond), float64(s.Steps)/el.Seconds()/1e6)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "field\tsteps\trecorded ms\tpredicted ms\tbias ms\tMAPE %\tp90 |rel| %\texact\t")
+	cover := map[string]replay.FieldCoverage{}
+	covHead := ""
+	if s.Intervals != nil {
+		for _, fc := range s.Intervals.Fields {
+			cover[fc.Field] = fc
+		}
+		covHead = fmt.Sprintf("in %.0f%% interval %%\t", 100*s.Intervals.Level)
+	}
+	fmt.Fprintln(tw, "field\tsteps\trecorded ms\tpredicted ms\tbias ms\tMAPE %\tp90 |rel| %\texact\t"+covHead)
 	for _, f := range replay.Fields {
+		cov := ""
+		if s.Intervals != nil {
+			cov = "-\t"
+			if fc, ok := cover[f]; ok {
+				cov = fmt.Sprintf("%.1f\t", fc.Overall.Pct)
+			}
+		}
 		st, ok := s.Overall.Fields[f]
 		if !ok {
-			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\t-\t-\t\n", f)
+			fmt.Fprintf(tw, "%s\t0\t-\t-\t-\t-\t-\t-\t%s\n", f, cov)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%+.3f\t%.2f\t%.2f\t%d\t\n", f, st.N, st.RecMeanMs, st.PredMeanMs, st.BiasMs, 100*st.MAPE, 100*st.AbsRelP90, st.Exact)
+		fmt.Fprintf(tw, "%s\t%d\t%.3f\t%.3f\t%+.3f\t%.2f\t%.2f\t%d\t%s\n", f, st.N, st.RecMeanMs, st.PredMeanMs, st.BiasMs, 100*st.MAPE, 100*st.AbsRelP90, st.Exact, cov)
 	}
 	tw.Flush()
+	if fc, ok := cover[s.PrimaryField]; ok {
+		fmt.Fprintf(w, "\n%s inside its %.0f%% interval by kind:", s.PrimaryField, 100*s.Intervals.Level)
+		for _, k := range []string{"prefill", "decode", "mixed", "other"} {
+			if c, ok := fc.ByKind[k]; ok {
+				fmt.Fprintf(w, " %s %.1f%% (%d)", k, c.Pct, c.N)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "\n%s MAPE by kind:", s.PrimaryField)
 	for _, g := range s.ByKind {
 		fmt.Fprintf(w, " %s %.2f%% (%d)", g.Group, 100*g.Fields[s.PrimaryField].MAPE, g.Steps)
@@ -156,6 +188,7 @@ func printStepReport(w io.Writer, rep *replay.StepReport, el time.Duration) {
 func newReplayRequestsCmd() *cobra.Command {
 	var out, host string
 	var asJSON, force bool
+	var level float64
 	cmd := &cobra.Command{
 		Use:   "requests MODEL DATASET -o OUT",
 		Short: "Re-simulate the recorded requests and compare TTFT, ITL and E2E",
@@ -167,8 +200,16 @@ first token)/(outputs − 1)) and E2E, and their distributions (mean, p50,
 p90, p99). Where the record has steps, the step composition is compared
 too (steps per kind, mean batch size, mean tokens per step).
 
-OUT is written as a directory: request_comparison.parquet/ (one row per request) and
-summary.json.
+A model with prediction intervals carries them to the latencies: the trace
+is re-simulated twice more, with every step at the lower edge of its interval
+at --level and at the upper edge (deterministic; they bound the systematic
+error that compounds through queueing, which independent per-step draws
+would average away). The summary gives each latency's distribution in both
+runs and how many recorded requests lay between their two re-simulated
+latencies.
+
+OUT is written as a directory: request_comparison.parquet/ (one row per request, with
+pred_{ttft,itl,e2e}_{lo,hi}_ns) and summary.json.
 
 Examples:
   steplab import vllm-requests runs/rtxpro6000-llama -o ds/llama
@@ -187,7 +228,7 @@ Examples:
 			if err != nil {
 				return &exitError{code: 2, msg: "replay requests: " + err.Error()}
 			}
-			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn},
+			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn, Level: level},
 				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Name(), DatasetDir: args[1]})
 			if err != nil {
 				return err
@@ -203,7 +244,14 @@ Examples:
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json to stdout")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
 	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
+	levelFlag(cmd, &level)
 	return cmd
+}
+
+// levelFlag adds --level: the coverage of the prediction intervals of a
+// model that has them.
+func levelFlag(cmd *cobra.Command, level *float64) {
+	cmd.Flags().Float64Var(level, "level", 0, "coverage of the prediction intervals, e.g. 0.9 (0: the model's own; negative: none)")
 }
 
 func printRequestReport(w io.Writer, s *replay.RequestSummary) {
@@ -219,6 +267,19 @@ func printRequestReport(w io.Writer, s *replay.RequestSummary) {
 			r.d.Recorded.P90, r.d.Predicted.P90, 100*r.d.RelErr["p90"], r.d.Recorded.P99, r.d.Predicted.P99, 100*r.d.RelErr["p99"])
 	}
 	tw.Flush()
+	if iv := s.Intervals; iv != nil {
+		fmt.Fprintf(w, "\n%.0f%% interval (%s):\n", 100*iv.Level, iv.Method)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "metric (ms)\tmean [lo, hi]\tp50 [lo, hi]\tp90 [lo, hi]\tp99 [lo, hi]\trecorded inside %\t")
+		for _, r := range []struct {
+			n string
+			l replay.LatencyInterval
+		}{{"TTFT", iv.TTFT}, {"ITL", iv.ITL}, {"E2E", iv.E2E}} {
+			fmt.Fprintf(tw, "%s\t[%.2f, %.2f]\t[%.2f, %.2f]\t[%.2f, %.2f]\t[%.2f, %.2f]\t%.1f\t\n", r.n, r.l.Lo.Mean, r.l.Hi.Mean,
+				r.l.Lo.P50, r.l.Hi.P50, r.l.Lo.P90, r.l.Hi.P90, r.l.Lo.P99, r.l.Hi.P99, r.l.CoveragePct)
+		}
+		tw.Flush()
+	}
 	if s.RecordedSteps != nil && s.SimulatedSteps != nil {
 		fmt.Fprintf(w, "steps: recorded %d (mean batch %.1f, %.0f tokens/step), simulated %d (mean batch %.1f, %.0f tokens/step)\n",
 			s.RecordedSteps.Steps, s.RecordedSteps.MeanBatchSize, s.RecordedSteps.MeanTokens,

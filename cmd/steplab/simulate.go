@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -20,6 +21,7 @@ func newSimulateCmd() *cobra.Command {
 	var sets []string
 	var asJSON, force bool
 	var seed uint64
+	var level float64
 	cmd := &cobra.Command{
 		Use:   "simulate [-f SCENARIO.yaml] -o DIR",
 		Short: "Simulate a vLLM-style engine on a workload and write the dataset",
@@ -32,6 +34,11 @@ percentiles, throughput, preemptions and steps per kind.
 Without a scenario it replays the embedded Azure conversation trace (19,366
 requests, one hour) on Llama-3.1-8B on one H200 with the roofline prior.
 The same scenario and seed give a byte-identical dataset.
+
+When the FPM has prediction intervals (a recipe, linear or grid artifact),
+the workload is re-simulated twice more, with every step at the lower and
+at the upper edge of its interval at --level, and the latencies are printed
+with that interval (the dataset is the point model's).
 
 Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 
@@ -60,6 +67,11 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 			if err != nil {
 				return interrupted("simulate", out, err)
 			}
+			if l := model.IntervalLevel(plan.FPM, level); l > 0 {
+				if res.Interval, err = sim.Bounds(plan, l); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
@@ -73,6 +85,7 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the workload")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing dataset")
+	levelFlag(cmd, &level)
 	return cmd
 }
 
@@ -120,13 +133,27 @@ func printReport(w io.Writer, r *sim.Result) {
 	fmt.Fprintf(w, "throughput %.2f req/s, %.0f output tok/s\n\n", r.RequestsPerS, r.OutputTokensPerS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency (ms)\tmean\tp50\tp90\tp99\tmax\t")
+	iv := r.Interval
 	for _, row := range []struct {
 		name string
 		s    sim.Summary
-	}{{"TTFT", r.TTFT}, {"ITL", r.ITL}, {"E2E", r.E2E}} {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", row.name, row.s.Mean, row.s.P50, row.s.P90, row.s.P99, row.s.Max)
+		b    func(*sim.LatencyInterval) sim.Bounded
+	}{{"TTFT", r.TTFT, func(l *sim.LatencyInterval) sim.Bounded { return l.TTFT }},
+		{"ITL", r.ITL, func(l *sim.LatencyInterval) sim.Bounded { return l.ITL }},
+		{"E2E", r.E2E, func(l *sim.LatencyInterval) sim.Bounded { return l.E2E }}} {
+		if iv == nil {
+			fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", row.name, row.s.Mean, row.s.P50, row.s.P90, row.s.P99, row.s.Max)
+			continue
+		}
+		b := row.b(iv)
+		fmt.Fprintf(tw, "%s\t%.2f [%.2f, %.2f]\t%.2f [%.2f, %.2f]\t%.2f [%.2f, %.2f]\t%.2f [%.2f, %.2f]\t%.2f [%.2f, %.2f]\t\n", row.name,
+			row.s.Mean, b.Lo.Mean, b.Hi.Mean, row.s.P50, b.Lo.P50, b.Hi.P50, row.s.P90, b.Lo.P90, b.Hi.P90,
+			row.s.P99, b.Lo.P99, b.Hi.P99, row.s.Max, b.Lo.Max, b.Hi.Max)
 	}
 	tw.Flush()
+	if iv != nil {
+		fmt.Fprintf(w, "[lo, hi]: %.0f%% interval, %s\n", 100*iv.Level, iv.Method)
+	}
 	kinds := make([]string, 0, len(r.Steps))
 	for k := range r.Steps {
 		kinds = append(kinds, k)

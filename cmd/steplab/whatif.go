@@ -17,6 +17,7 @@ func newWhatifCmd() *cobra.Command {
 	var sets []string
 	var asJSON, force bool
 	var jobs int
+	var level float64
 	cmd := &cobra.Command{
 		Use:   "whatif SCENARIO.yaml -o DIR",
 		Short: "Simulate a workflow of stages placed on hosts and print its offered-load audit",
@@ -40,7 +41,12 @@ It prints the audit table of an offered-load qualification, per placement:
   errors, cancelled          rejected or unanswered; past the deadline
   latency                    p50/p90/p99 and mean, per stage and end to end
 
-and writes DIR/audit.md, DIR/audit.json and a dataset (DIR/manifest.json,
+When an engine's FPM has prediction intervals (a recipe, linear or grid
+artifact), every run is repeated with each engine step at the lower and at
+the upper edge of its interval at --level, and the latencies get a lo – hi
+interval.
+
+It writes DIR/audit.md, DIR/audit.json and a dataset (DIR/manifest.json,
 DIR/whatif_requests.parquet: one row per request; DIR/request_stages.parquet: one
 row per request and stage). The same scenario and seed give byte-identical
 outputs. See docs/whatif.md for every scenario key.
@@ -70,7 +76,7 @@ are addressed by name (stages.NAME.KEY), and VALUE is YAML.`,
 				return err
 			}
 			bar := newProgress(-1, "simulating")
-			res, err := whatif.Run(sc, whatif.Options{Jobs: jobs, Progress: func(done, total int) {
+			res, err := whatif.Run(sc, whatif.Options{Jobs: jobs, Level: level, Progress: func(done, total int) {
 				bar.Describe(fmt.Sprintf("run %d/%d", done, total))
 			}})
 			bar.Finish()
@@ -94,6 +100,7 @@ are addressed by name (stages.NAME.KEY), and VALUE is YAML.`,
 	f.BoolVar(&asJSON, "json", false, "print the audit as JSON")
 	f.BoolVarP(&force, "force", "f", false, "overwrite an existing output dataset")
 	f.IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "repetitions simulated at once (results do not depend on it)")
+	levelFlag(cmd, &level)
 	return cmd
 }
 

@@ -30,7 +30,7 @@ const (
 	ensemble = "../../examples/whatif/encoder-ensemble.yaml"
 )
 
-// inputs builds one input of every kind: a model fitted on the steady
+// inputs builds one input of every kind: the default recipe fitted on the steady
 // H200 grid, a step replay of the 5 req/s traffic, a small what-if run and
 // a small sweep.
 type inputs struct {
@@ -47,7 +47,7 @@ func makeInputs(t *testing.T) inputs {
 	dir := t.TempDir()
 	in := inputs{model: filepath.Join(dir, "model.json"), replay: filepath.Join(dir, "replay"), whatif: filepath.Join(dir, "whatif"), sweep: filepath.Join(dir, "sweep")}
 
-	_, art, _, err := fit.FitDatasets([]string{steady}, fit.FitConfig{Linear: fit.Options{Degenerate: fit.DegenerateDrop}, CV: 0, Seed: 1})
+	_, art, _, err := fit.FitDatasets([]string{steady}, fit.FitConfig{Recipe: fit.RecipeOptions{Bootstrap: 50}, CV: 0, Seed: 1})
 	require.NoError(t, err)
 	require.NoError(t, art.Save(in.model))
 

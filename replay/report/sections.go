@@ -11,6 +11,7 @@ import (
 
 	"github.com/steplab/steplab/datasets/inspect"
 	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 	"github.com/steplab/steplab/replay/whatif"
@@ -191,6 +192,18 @@ func dash(s string) string {
 
 // ---- fit quality ----
 
+func coefficientTable(caption string, cs []model.Coefficient) *table {
+	ct := &table{Caption: caption, Head: []string{"term", "value", "interval"}}
+	for _, c := range cs {
+		iv := "–"
+		if c.Level > 0 {
+			iv = fmt.Sprintf("[%.4g, %.4g] %.0f%%", c.Lo, c.Hi, 100*c.Level)
+		}
+		ct.Rows = append(ct.Rows, []cell{txt(c.Term), num("%.4g", c.Value), txt(iv)})
+	}
+	return ct
+}
+
 func (b *builder) fitSection(modelPath string, dirs []string) {
 	s := &section{ID: "fit", Title: TitleFit}
 	b.sections = append(b.sections, s)
@@ -207,15 +220,22 @@ func (b *builder) fitSection(modelPath string, dirs []string) {
 		filepath.Base(modelPath), art.Form, dash(art.Training.Target), dash(art.Training.Method), art.Training.Rows, dash(strings.Join(trained, ", ")))
 	card := &block{Heading: "Model"}
 	if len(art.Coefficients) > 0 {
-		ct := &table{Caption: "Coefficients (ns per unit of the term)", Head: []string{"term", "value", "interval"}}
-		for _, c := range art.Coefficients {
-			iv := "–"
-			if c.Level > 0 {
-				iv = fmt.Sprintf("[%.4g, %.4g] %.0f%%", c.Lo, c.Hi, 100*c.Level)
+		card.Tables = append(card.Tables, coefficientTable("Coefficients (ns per unit of the term)", art.Coefficients))
+	}
+	if r := art.Recipe; r != nil {
+		for _, k := range r.Kinds {
+			switch {
+			case k.Compose != nil:
+				card.Notes = append(card.Notes, fmt.Sprintf("%s steps: composed (%s, context floor %g tokens per request).", k.Kind, k.Compose.Rule, k.Compose.KVFloorPerRequest))
+				continue
+			case k.Table != nil:
+				card.Notes = append(card.Notes, fmt.Sprintf("%s steps: interpolated over %s inside the measured hull, the linear form below outside it.",
+					k.Kind, strings.Join(k.Table.Coords(), " × ")))
 			}
-			ct.Rows = append(ct.Rows, []cell{txt(c.Term), num("%.4g", c.Value), txt(iv)})
+			if len(k.Coefficients) > 0 {
+				card.Tables = append(card.Tables, coefficientTable(fmt.Sprintf("Coefficients of the %s linear form (ns per unit of the term)", k.Kind), k.Coefficients))
+			}
 		}
-		card.Tables = append(card.Tables, ct)
 	}
 	s.Blocks = append(s.Blocks, card)
 	if len(dirs) == 0 {

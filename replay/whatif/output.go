@@ -237,6 +237,21 @@ func WriteMarkdown(w io.Writer, a *Audit) {
 		}
 	}
 	fmt.Fprintln(w)
+	if a.IntervalLevel > 0 {
+		fmt.Fprintf(w, "Latency at the edges of the engines' %.0f%% prediction interval, ms, lo – hi (%s):\n\n", 100*a.IntervalLevel, a.IntervalMethod)
+		fmt.Fprintln(w, "| Placement | Stage | Mean | p50 | p90 | p99 |")
+		fmt.Fprintln(w, "| --- | --- | ---: | ---: | ---: | ---: |")
+		for _, p := range a.Placements {
+			if p.Interval == nil {
+				continue
+			}
+			for _, s := range append(p.Interval.Stages, StageBounds{Stage: "end to end", LatencyBounds: p.Interval.E2E}) {
+				fmt.Fprintf(w, "| %s | %s | %.3f – %.3f | %.3f – %.3f | %.3f – %.3f | %.3f – %.3f |\n", p.Placement, s.Stage,
+					s.Lo.MeanMs, s.Hi.MeanMs, s.Lo.P50Ms, s.Hi.P50Ms, s.Lo.P90Ms, s.Hi.P90Ms, s.Lo.P99Ms, s.Hi.P99Ms)
+			}
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "Request-window throughput = valid measured requests / (last measured response − first measured request) (AIPerf). "+
 		"Full-process throughput = valid measured requests / process wall (start-up, warm-up, window and drain). "+
 		"Errors: rejected or unanswered; cancelled: past the client's deadline.")

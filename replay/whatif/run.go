@@ -5,7 +5,9 @@ import (
 	"math"
 	"slices"
 
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay/pool"
+	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/workflow"
 )
@@ -18,6 +20,12 @@ type Options struct {
 	// Progress, when set, is called after each finished run with the
 	// number done and the total (from one goroutine at a time).
 	Progress func(done, total int)
+	// Level is the coverage of the prediction intervals of engine FPMs
+	// that have them (0: the model's own, model.LevelOf; negative: none).
+	// With one, every run is repeated with each engine step at the lower
+	// and at the upper edge of its interval, and the audit's latencies get
+	// an interval (PlacementAudit.Interval).
+	Level float64
 }
 
 // RunResult is one repetition of one placement.
@@ -45,10 +53,46 @@ func RepStream(seed uint64, rep int) *rng.Stream {
 
 // Run simulates every placement × repetition, each on a fresh server.
 func Run(sc *Scenario, opts Options) (*Output, error) {
+	runs, err := runAll(sc, sc.Placements, opts)
+	if err != nil {
+		return nil, err
+	}
+	out := &Output{Scenario: sc, Runs: runs}
+	out.Audit = audit(sc, runs)
+	level := intervalLevel(sc, opts.Level)
+	if level <= 0 {
+		return out, nil
+	}
+	var edges [2]Audit
+	for i := range edges {
+		pls := make([]Placement, len(sc.Placements))
+		for k, pl := range sc.Placements {
+			pls[k] = Placement{Name: pl.Name, Graph: boundGraph(pl.Graph, level, i == 1)}
+		}
+		r, err := runAll(sc, pls, Options{Jobs: opts.Jobs})
+		if err != nil {
+			return nil, fmt.Errorf("interval edge: %w", err)
+		}
+		edges[i] = audit(sc, r)
+	}
+	out.Audit.IntervalLevel, out.Audit.IntervalMethod = level, sim.BoundsMethod
+	for k := range out.Audit.Placements {
+		lo, hi := &edges[0].Placements[k], &edges[1].Placements[k]
+		pi := &PlacementInterval{E2E: latencyBounds(lo.E2E, hi.E2E)}
+		for j := range lo.Stages {
+			pi.Stages = append(pi.Stages, StageBounds{Stage: lo.Stages[j].Stage, LatencyBounds: latencyBounds(lo.Stages[j].Latency, hi.Stages[j].Latency)})
+		}
+		out.Audit.Placements[k].Interval = pi
+	}
+	return out, nil
+}
+
+// runAll simulates every placement × repetition of pls.
+func runAll(sc *Scenario, pls []Placement, opts Options) ([]RunResult, error) {
 	reps := sc.File.Load.Repetitions
 	type job struct{ p, r int }
 	var jobs []job
-	for p := range sc.Placements {
+	for p := range pls {
 		for r := 0; r < reps; r++ {
 			jobs = append(jobs, job{p, r})
 		}
@@ -56,7 +100,7 @@ func Run(sc *Scenario, opts Options) (*Output, error) {
 	runs := make([]RunResult, len(jobs))
 	err := pool.Run(len(jobs), opts.Jobs, func(k int) error {
 		j := jobs[k]
-		pl := sc.Placements[j.p]
+		pl := pls[j.p]
 		st := RepStream(sc.File.Seed, j.r)
 		res, err := workflow.Run(pl.Graph, sc.Load, st)
 		runs[k] = RunResult{Placement: pl.Name, Rep: j.r, Seed: st.Seed(), Result: res}
@@ -65,12 +109,69 @@ func Run(sc *Scenario, opts Options) (*Output, error) {
 		}
 		return nil
 	}, opts.Progress)
-	if err != nil {
-		return nil, err
+	return runs, err
+}
+
+// intervalLevel is the interval coverage the scenario's engines are
+// re-simulated at: that of the first engine FPM with intervals (0: none).
+func intervalLevel(sc *Scenario, requested float64) float64 {
+	for _, pl := range sc.Placements {
+		for _, st := range pl.Graph.Stages {
+			if st.Engine != nil {
+				if l := model.IntervalLevel(st.Engine.FPM, requested); l > 0 {
+					return l
+				}
+			}
+		}
 	}
-	out := &Output{Scenario: sc, Runs: runs}
-	out.Audit = audit(sc, runs)
-	return out, nil
+	return 0
+}
+
+// boundGraph is g with every engine whose FPM has intervals pricing its
+// steps at one edge of the interval (model.Bound).
+func boundGraph(g *workflow.Graph, level float64, upper bool) *workflow.Graph {
+	out := &workflow.Graph{Network: g.Network, Stages: slices.Clone(g.Stages)}
+	for i := range out.Stages {
+		e := out.Stages[i].Engine
+		if e == nil {
+			continue
+		}
+		if im, ok := e.FPM.(model.IntervalFPM); ok {
+			p := *e
+			p.FPM = model.Bound{M: im, Level: level, Upper: upper}
+			out.Stages[i].Engine = &p
+		}
+	}
+	return out
+}
+
+// PlacementInterval is a placement's latencies when every engine step
+// takes the lower, or the upper, edge of its prediction interval.
+type PlacementInterval struct {
+	E2E    LatencyBounds `json:"e2e"`
+	Stages []StageBounds `json:"stages"`
+}
+
+// LatencyBounds is a latency at the two edges of an interval: each
+// statistic's lesser and greater over the two re-simulations.
+type LatencyBounds struct {
+	Lo Latency `json:"lo"`
+	Hi Latency `json:"hi"`
+}
+
+// StageBounds is a stage's LatencyBounds.
+type StageBounds struct {
+	Stage string `json:"stage"`
+	LatencyBounds
+}
+
+func latencyBounds(a, b Latency) LatencyBounds {
+	return LatencyBounds{
+		Lo: Latency{N: min(a.N, b.N), MeanMs: min(a.MeanMs, b.MeanMs), P50Ms: min(a.P50Ms, b.P50Ms), P90Ms: min(a.P90Ms, b.P90Ms),
+			P99Ms: min(a.P99Ms, b.P99Ms), MaxMs: min(a.MaxMs, b.MaxMs)},
+		Hi: Latency{N: max(a.N, b.N), MeanMs: max(a.MeanMs, b.MeanMs), P50Ms: max(a.P50Ms, b.P50Ms), P90Ms: max(a.P90Ms, b.P90Ms),
+			P99Ms: max(a.P99Ms, b.P99Ms), MaxMs: max(a.MaxMs, b.MaxMs)},
+	}
 }
 
 // Audit is the qualification table.
@@ -89,6 +190,10 @@ type Audit struct {
 	// Stages in document order (latency tables follow it).
 	Stages     []string         `json:"stages"`
 	Placements []PlacementAudit `json:"placements"`
+	// IntervalLevel and IntervalMethod describe the placements' latency
+	// intervals (engines whose FPM has prediction intervals; 0 without).
+	IntervalLevel  float64 `json:"interval_level,omitempty"`
+	IntervalMethod string  `json:"interval_method,omitempty"`
 }
 
 // PlacementAudit summarises a placement's repetitions.
@@ -112,6 +217,9 @@ type PlacementAudit struct {
 	// Latencies of the valid measured requests of all repetitions.
 	E2E    Latency        `json:"e2e"`
 	Stages []StageLatency `json:"stages"`
+	// Interval is the latencies at the edges of the engines' prediction
+	// intervals (Options.Level).
+	Interval *PlacementInterval `json:"interval,omitempty"`
 }
 
 // RunAudit is one repetition.

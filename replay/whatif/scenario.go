@@ -13,7 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/steplab/steplab/datasets/opdb"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/workflow"
 	"github.com/steplab/steplab/sim/workload"

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim/workflow"
 )
 
@@ -297,4 +298,48 @@ func BenchmarkEncoderEnsembleRepetition(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// An engine whose FPM has prediction intervals gives the audit a latency
+// interval: every run re-simulated with each engine step at the two edges.
+// Stages without an FPM are unchanged between the edges.
+func TestEngineIntervalsInTheAudit(t *testing.T) {
+	sc := compile(t, example, "load.requests=100", "load.repetitions=1")
+	lin, err := model.NewLinear([]string{model.TermConst, model.TermPrefillTokens, model.TermDecodeRequests, model.TermDecodeKVTokens},
+		[]float64{5e6, 2e4, 3e4, 40})
+	require.NoError(t, err)
+	lin.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
+	engines := 0
+	for _, pl := range sc.Placements {
+		for _, st := range pl.Graph.Stages {
+			if st.Engine != nil {
+				st.Engine.FPM = lin
+				engines++
+			}
+		}
+	}
+	require.Positive(t, engines)
+	out, err := Run(sc, Options{})
+	require.NoError(t, err)
+	require.Equal(t, 0.9, out.Audit.IntervalLevel)
+	for _, p := range out.Audit.Placements {
+		require.NotNil(t, p.Interval, p.Placement)
+		require.Less(t, p.Interval.E2E.Lo.P50Ms, p.E2E.P50Ms)
+		require.Greater(t, p.Interval.E2E.Hi.P50Ms, p.E2E.P50Ms)
+		for i, s := range p.Interval.Stages {
+			if s.Stage == "frontend" {
+				require.Equal(t, s.Lo, s.Hi, "no FPM, no interval")
+				require.Equal(t, p.Stages[i].Latency, s.Lo)
+			}
+		}
+	}
+	var md strings.Builder
+	WriteMarkdown(&md, &out.Audit)
+	require.Contains(t, md.String(), "90% prediction interval")
+
+	none, err := Run(sc, Options{Level: -1})
+	require.NoError(t, err)
+	require.Zero(t, none.Audit.IntervalLevel)
+	require.Nil(t, none.Audit.Placements[0].Interval)
+	require.Equal(t, out.Audit.Placements[0].E2E, none.Audit.Placements[0].E2E, "the point runs do not depend on the interval")
 }

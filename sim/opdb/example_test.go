@@ -3,7 +3,7 @@ package opdb_test
 import (
 	"fmt"
 
-	"github.com/steplab/steplab/datasets/opdb"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/model"
 )
 

@@ -1,0 +1,435 @@
+package fit
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/steplab/steplab/model"
+)
+
+// BoundsVersion is the version of the bounds file format this build reads.
+const BoundsVersion = 1
+
+// BoundsFile is a regression gate over datasets, in one YAML file:
+// for each model and dataset pair, the metrics and their bounds.
+//
+//	version: 1
+//	checks:
+//	  - name: recipe-decode
+//	    model: {fit: {datasets: [bench], kinds: [decode], target: wall_time_ns}}
+//	    data: [traffic-a, traffic-b]
+//	    kinds: [decode]
+//	    bounds:
+//	      - {metric: mape_pct, scope: kind=decode, max: 6, target: 3}
+//	      - {metric: coverage_pct, scope: kind=decode, min: 55, target: [85, 95]}
+//
+// Paths are relative to the file. max and min are the gate (what the data
+// meets today); target is where the metric is meant to go, reported but
+// not gated.
+type BoundsFile struct {
+	Version int           `yaml:"version"`
+	Checks  []BoundsCheck `yaml:"checks"`
+	dir     string
+}
+
+// BoundsCheck is one model evaluated on one set of datasets.
+type BoundsCheck struct {
+	Name  string    `yaml:"name"`
+	About string    `yaml:"about"`
+	Model ModelSpec `yaml:"model"`
+	// Data are the datasets evaluated; Kinds, Target and Half select their
+	// rows as eval's flags do (Target defaults to the model's).
+	Data   []string `yaml:"data"`
+	Kinds  []string `yaml:"kinds"`
+	Target string   `yaml:"target"`
+	Half   int      `yaml:"half"`
+	// Level is the nominal coverage of the intervals whose coverage is
+	// checked (0: the model's own).
+	Level  float64 `yaml:"level"`
+	Bounds []Bound `yaml:"bounds"`
+}
+
+// ModelSpec names the model of a check: exactly one of a model artifact,
+// a fit run when the check runs (so the gate checks the fitting code, not
+// a stale artifact), or a roofline prior.
+type ModelSpec struct {
+	Artifact string     `yaml:"artifact"`
+	Fit      *FitSpec   `yaml:"fit"`
+	Prior    *PriorSpec `yaml:"prior"`
+}
+
+// FitSpec is a `steplab fit` run (no cross-validation).
+type FitSpec struct {
+	Datasets      []string `yaml:"datasets"`
+	Form          string   `yaml:"form"` // recipe (default), linear or grid
+	Kinds         []string `yaml:"kinds"`
+	Target        string   `yaml:"target"`
+	Terms         []string `yaml:"terms"` // linear form
+	Calibrate     []string `yaml:"calibrate"`
+	CalibrateHalf int      `yaml:"calibrate_half"`
+	Bootstrap     int      `yaml:"bootstrap"` // default 200
+	Seed          uint64   `yaml:"seed"`      // default 1
+}
+
+// PriorSpec is the roofline prior of a model shape on a hardware, both by
+// catalogue name (model.HardwareByName, model.ShapeByName).
+type PriorSpec struct {
+	Hardware string `yaml:"hardware"`
+	Shape    string `yaml:"shape"`
+}
+
+// Bound is one metric's gate. Metrics: mape_pct, median_ape_pct,
+// p90_ape_pct, p99_ape_pct, abs_bias_pct (the evaluation's error, in
+// percent) and coverage_pct (the share of steps inside their prediction
+// interval). Scope: overall, kind=KIND, or region=REGION (coverage of a
+// recipe). Max and Min are the gate; Target (one number, an upper bound,
+// or [lo, hi]) is reported, not gated.
+type Bound struct {
+	Metric string      `yaml:"metric"`
+	Scope  string      `yaml:"scope"`
+	Max    *float64    `yaml:"max"`
+	Min    *float64    `yaml:"min"`
+	Target TargetRange `yaml:"target"`
+}
+
+// TargetRange is a bound's target: one number (an upper bound) or a
+// [lo, hi] range.
+type TargetRange []float64
+
+// UnmarshalYAML accepts one number or a [lo, hi] pair.
+func (t *TargetRange) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		var v float64
+		if err := n.Decode(&v); err != nil {
+			return fmt.Errorf("line %d: target: %w", n.Line, err)
+		}
+		*t = TargetRange{v}
+		return nil
+	}
+	var v []float64
+	if err := n.Decode(&v); err != nil || len(v) != 2 || v[0] > v[1] {
+		return fmt.Errorf("line %d: target: want a number or [lo, hi]", n.Line)
+	}
+	*t = v
+	return nil
+}
+
+// Bound metrics.
+var boundMetrics = []string{"mape_pct", "median_ape_pct", "p90_ape_pct", "p99_ape_pct", "abs_bias_pct", "coverage_pct"}
+
+// LoadBounds reads and checks a bounds file: the version, a name and a
+// model of exactly one kind per check, data, known metrics and scopes, and
+// a max or a min on every bound.
+func LoadBounds(path string) (*BoundsFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("fit: bounds: %w", err)
+	}
+	f, err := ParseBounds(b, filepath.Dir(path))
+	if err != nil {
+		return nil, fmt.Errorf("fit: bounds %s: %w", path, err)
+	}
+	return f, nil
+}
+
+// ParseBounds decodes and checks a bounds file; its relative paths are
+// taken from dir.
+func ParseBounds(b []byte, dir string) (*BoundsFile, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	f := &BoundsFile{dir: dir}
+	if err := dec.Decode(f); err != nil && err != io.EOF {
+		return nil, err
+	}
+	if err := f.validate(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func (f *BoundsFile) validate() error {
+	if f.Version != BoundsVersion {
+		return fmt.Errorf("version %d: this build reads version %d", f.Version, BoundsVersion)
+	}
+	if len(f.Checks) == 0 {
+		return fmt.Errorf("no checks")
+	}
+	names := map[string]bool{}
+	for i, c := range f.Checks {
+		if c.Name == "" || names[c.Name] {
+			return fmt.Errorf("check %d: a name, unique in the file, is required", i+1)
+		}
+		names[c.Name] = true
+		m := c.Model
+		n := 0
+		for _, set := range []bool{m.Artifact != "", m.Fit != nil, m.Prior != nil} {
+			if set {
+				n++
+			}
+		}
+		if n != 1 {
+			return fmt.Errorf("check %s: model: give exactly one of artifact, fit or prior", c.Name)
+		}
+		if m.Fit != nil && len(m.Fit.Datasets) == 0 {
+			return fmt.Errorf("check %s: model.fit: no datasets", c.Name)
+		}
+		if m.Prior != nil && (m.Prior.Hardware == "" || m.Prior.Shape == "") {
+			return fmt.Errorf("check %s: model.prior: name the hardware and the shape", c.Name)
+		}
+		if len(c.Data) == 0 {
+			return fmt.Errorf("check %s: no data to evaluate on", c.Name)
+		}
+		if len(c.Bounds) == 0 {
+			return fmt.Errorf("check %s: no bounds", c.Name)
+		}
+		for _, b := range c.Bounds {
+			if !slices.Contains(boundMetrics, b.Metric) {
+				return fmt.Errorf("check %s: metric %q: want one of %v", c.Name, b.Metric, boundMetrics)
+			}
+			if b.Scope != "overall" && !strings.HasPrefix(b.Scope, "kind=") && !strings.HasPrefix(b.Scope, "region=") {
+				return fmt.Errorf("check %s: %s scope %q: want overall, kind=KIND or region=REGION", c.Name, b.Metric, b.Scope)
+			}
+			if strings.HasPrefix(b.Scope, "region=") && b.Metric != "coverage_pct" {
+				return fmt.Errorf("check %s: %s: a region scope applies to coverage_pct only", c.Name, b.Metric)
+			}
+			if b.Max == nil && b.Min == nil {
+				return fmt.Errorf("check %s: %s %s: give max, min or both", c.Name, b.Metric, b.Scope)
+			}
+		}
+	}
+	return nil
+}
+
+func (f *BoundsFile) path(p string) string {
+	if filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(f.dir, p)
+}
+
+func (f *BoundsFile) paths(ps []string) []string {
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = f.path(p)
+	}
+	return out
+}
+
+// BoundsEval is one check's evaluation: the error report and, for a model
+// with intervals, their coverage.
+type BoundsEval struct {
+	Name      string             `json:"name"`
+	About     string             `json:"about,omitempty"`
+	Model     string             `json:"model"`
+	Datasets  []model.DatasetRef `json:"datasets"`
+	Report    Report             `json:"report"`
+	Intervals *IntervalReport    `json:"intervals,omitempty"`
+}
+
+// BoundsReport is the outcome of a bounds file: every bound as a check,
+// and the evaluations behind them.
+type BoundsReport struct {
+	File        string        `json:"file"`
+	Passed      bool          `json:"passed"`
+	Checks      []CheckResult `json:"checks"`
+	Evaluations []BoundsEval  `json:"evaluations"`
+	Warnings    []string      `json:"warnings,omitempty"`
+}
+
+// Err is nil when every bound held, else a *CheckFailedError.
+func (r *BoundsReport) Err() error { return checksErr(r.Checks) }
+
+// Failures returns the breached bounds.
+func (r *BoundsReport) Failures() []CheckResult { return failures(r.Checks) }
+
+// WriteTable prints the bounds as check does.
+func (r *BoundsReport) WriteTable(w io.Writer, failedOnly bool) { writeChecks(w, r.Checks, failedOnly) }
+
+// WriteJUnit writes one JUnit testcase per bound.
+func (r *BoundsReport) WriteJUnit(w io.Writer) error { return writeJUnit(w, junitOf(r.File, r.Checks)) }
+
+// CheckBounds runs every check of the bounds file at path. The error is
+// about input only (a missing dataset, a fit that cannot run); breached
+// bounds are a report with Passed false.
+func CheckBounds(path string) (*BoundsReport, error) {
+	f, err := LoadBounds(path)
+	if err != nil {
+		return nil, err
+	}
+	r := &BoundsReport{File: path, Passed: true}
+	for _, c := range f.Checks {
+		ev, warn, err := f.evaluate(c)
+		if err != nil {
+			return nil, fmt.Errorf("fit: bounds %s: check %s: %w", path, c.Name, err)
+		}
+		r.Warnings = append(r.Warnings, warn...)
+		r.Evaluations = append(r.Evaluations, *ev)
+		for _, b := range c.Bounds {
+			for _, res := range boundResult(c.Name, b, ev) {
+				r.Passed = r.Passed && res.Passed
+				r.Checks = append(r.Checks, res)
+			}
+		}
+	}
+	return r, nil
+}
+
+// evaluate builds the check's model and evaluates it on the data.
+func (f *BoundsFile) evaluate(c BoundsCheck) (*BoundsEval, []string, error) {
+	m, name, fittedOn, err := f.model(c.Model)
+	if err != nil {
+		return nil, nil, err
+	}
+	load := LoadOptions{Selection: Selection{Kinds: c.Kinds, Half: c.Half}, Target: c.Target}
+	if load.Target == "" {
+		load.Target = fittedOn
+	}
+	l, err := LoadDatasets(f.paths(c.Data), load)
+	if err != nil {
+		return nil, nil, err
+	}
+	ev := &BoundsEval{Name: c.Name, About: c.About, Model: name, Datasets: l.Refs, Report: Evaluate(m, l.Data, 0)}
+	if level := model.IntervalLevel(m, c.Level); level > 0 {
+		ev.Intervals = EvaluateIntervals(m.(model.IntervalFPM), l.Data, level)
+	}
+	return ev, l.Warnings, nil
+}
+
+// model builds a check's model, a name for it, and the target it was
+// fitted on ("" when unknown).
+func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
+	switch {
+	case s.Artifact != "":
+		m, a, err := model.Load(f.path(s.Artifact))
+		if err != nil {
+			return nil, "", "", err
+		}
+		return m, s.Artifact, a.Training.Target, nil
+	case s.Prior != nil:
+		hw, err := model.LookupHardware(s.Prior.Hardware)
+		if err != nil {
+			return nil, "", "", err
+		}
+		sh, err := model.LookupModel(s.Prior.Shape)
+		if err != nil {
+			return nil, "", "", err
+		}
+		r := model.NewRoofline(hw, sh)
+		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), TargetGPU, r.Validate()
+	}
+	fs := s.Fit
+	form := fs.Form
+	if form == "" {
+		form = model.FormRecipe
+	}
+	boot := fs.Bootstrap
+	if boot == 0 {
+		boot = 200
+	}
+	seed := fs.Seed
+	if seed == 0 {
+		seed = 1
+	}
+	cfg := FitConfig{Load: LoadOptions{Selection: Selection{Kinds: fs.Kinds}, Target: fs.Target}, Form: form,
+		Linear: Options{Terms: fs.Terms, Bootstrap: boot}, Recipe: RecipeOptions{Bootstrap: boot},
+		Calibrate: f.paths(fs.Calibrate), CalibrateHalf: fs.CalibrateHalf, Seed: seed, CreatedBy: "steplab check --bounds"}
+	rep, art, _, err := FitDatasets(f.paths(fs.Datasets), cfg)
+	if err != nil {
+		return nil, "", "", err
+	}
+	m, err := art.Model()
+	if err != nil {
+		return nil, "", "", err
+	}
+	return m, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil
+}
+
+// boundResult turns one bound into its checks (one for max, one for min).
+func boundResult(check string, b Bound, ev *BoundsEval) []CheckResult {
+	v, n := metricValue(b, ev)
+	base := CheckResult{Name: check + " " + b.Metric + " " + b.Scope, Metric: b.Metric, Scope: b.Scope, Value: v, Rows: n}
+	switch len(b.Target) {
+	case 1:
+		base.Detail = fmt.Sprintf("target <= %g (%s)", b.Target[0], met(v <= b.Target[0]))
+	case 2:
+		base.Detail = fmt.Sprintf("target %g..%g (%s)", b.Target[0], b.Target[1], met(v >= b.Target[0] && v <= b.Target[1]))
+	}
+	if n == 0 {
+		base.Detail = strings.TrimSpace("no rows in this scope; " + base.Detail)
+	}
+	var out []CheckResult
+	both := b.Max != nil && b.Min != nil
+	if b.Max != nil {
+		c := base
+		c.Bound, c.Op, c.Passed = *b.Max, "<=", n > 0 && v <= *b.Max
+		if both {
+			c.Name += " max"
+		}
+		out = append(out, c)
+	}
+	if b.Min != nil {
+		c := base
+		c.Bound, c.Op, c.Passed = *b.Min, ">=", n > 0 && v >= *b.Min
+		if both {
+			c.Name += " min"
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
+}
+
+// metricValue reads a bound's metric in its scope (NaN, 0 rows when the
+// scope has no rows or the model has no intervals).
+func metricValue(b Bound, ev *BoundsEval) (float64, int) {
+	if b.Metric == "coverage_pct" {
+		if ev.Intervals == nil {
+			return math.NaN(), 0
+		}
+		var c Coverage
+		switch {
+		case b.Scope == "overall":
+			c = ev.Intervals.Overall
+		case strings.HasPrefix(b.Scope, "kind="):
+			c = ev.Intervals.ByKind[strings.TrimPrefix(b.Scope, "kind=")]
+		default:
+			c = ev.Intervals.ByRegion[strings.TrimPrefix(b.Scope, "region=")]
+		}
+		if c.N == 0 {
+			return math.NaN(), 0
+		}
+		return c.Pct, c.N
+	}
+	m := ev.Report.Overall
+	if k, ok := strings.CutPrefix(b.Scope, "kind="); ok {
+		m = ev.Report.ByKind[k]
+	}
+	if m.Count == 0 {
+		return math.NaN(), 0
+	}
+	switch b.Metric {
+	case "mape_pct":
+		return m.MAPE, m.Count
+	case "median_ape_pct":
+		return m.MedianAPE, m.Count
+	case "p90_ape_pct":
+		return m.P90APE, m.Count
+	case "p99_ape_pct":
+		return m.P99APE, m.Count
+	}
+	return math.Abs(m.MeanBias), m.Count
+}

@@ -1,0 +1,403 @@
+package fit
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+)
+
+// KindSpec is what the recipe fits for one step kind: the coordinates its
+// benchmark grid is laid over (model.Coord names, the table's axes) and
+// the terms of its linear form (model.Term names). Both are data: a new
+// feature becomes a new coordinate or term name here and in the artifact.
+type KindSpec struct {
+	Kind   string   `json:"kind" yaml:"kind"`
+	Coords []string `json:"coords,omitempty" yaml:"coords"`
+	Terms  []string `json:"terms" yaml:"terms"`
+}
+
+// DefaultKindSpecs are the recipe's kinds: prefill over (prefill tokens,
+// prefill requests) with the prefill terms; decode over (batch, context
+// per request) with DecodeTerms; mixed with the default terms when mixed
+// steps were measured (no grid: mixed steps are not benchmark points).
+var DefaultKindSpecs = []KindSpec{
+	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests},
+		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
+	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest}, Terms: DecodeTerms},
+	{Kind: datasets.KindMixed, Terms: model.DefaultTerms},
+}
+
+// RecipeOptions configures FitRecipe. Zero values take the defaults.
+type RecipeOptions struct {
+	Kinds  []KindSpec // DefaultKindSpecs
+	Method string     // MethodNNLS
+	// Bootstrap replicates behind the coefficient intervals and
+	// covariance (0: none).
+	Bootstrap int
+	Seed      uint64
+	SnapRel   float64 // 0.02, as BuildGrid
+	Level     float64 // nominal interval coverage, 0.9
+	// MinRows: mixed steps get a model of their own from this many rows
+	// (else they are composed), and a region gets residual quantiles of
+	// its own from this many residuals (default 20).
+	MinRows int
+	// Folds of the cross-validation that gives the residuals of rows
+	// outside a table (default 5).
+	Folds int
+	// SkipResiduals leaves the held-out residuals out (the refits of a
+	// cross-validation need only the point model).
+	SkipResiduals bool
+}
+
+func (o *RecipeOptions) defaults() {
+	if o.Kinds == nil {
+		o.Kinds = DefaultKindSpecs
+	}
+	if o.Method == "" {
+		o.Method = MethodNNLS
+	}
+	if o.SnapRel <= 0 {
+		o.SnapRel = 0.02
+	}
+	if o.Level <= 0 {
+		o.Level = 0.9
+	}
+	if o.MinRows <= 0 {
+		o.MinRows = 20
+	}
+	if o.Folds < 2 {
+		o.Folds = 5
+	}
+}
+
+// Ways a recipe kind is priced (KindReport.PricedBy).
+const (
+	PricedTableLinear = "table+linear" // interpolated inside the hull, linear outside
+	PricedLinear      = "linear"       // no grid: the linear form everywhere
+	PricedTable       = "table"        // the linear form could not be fitted: unpriced outside the hull
+	PricedComposed    = "composed"     // prefill + marginal decode
+	PricedNone        = "unpriced"
+)
+
+// KindReport says what the recipe fitted for one kind.
+type KindReport struct {
+	Kind     string      `json:"kind"`
+	Rows     int         `json:"rows"`
+	PricedBy string      `json:"priced_by"`
+	Table    *TableStats `json:"table,omitempty"`
+	Terms    []string    `json:"terms,omitempty"`
+	// Coefficients of the linear form, with bootstrap intervals.
+	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
+	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
+	// Residuals summarises each region's residual quantiles.
+	Residuals []ResidualSummary `json:"residuals,omitempty"`
+	Note      string            `json:"note,omitempty"`
+}
+
+// ResidualSummary is one region's residual quantiles at the recipe's
+// level: the relative interval they give, in percent of the prediction.
+type ResidualSummary struct {
+	Region string  `json:"region"`
+	N      int     `json:"n"`
+	Source string  `json:"source"`
+	LoPct  float64 `json:"lo_pct"`
+	HiPct  float64 `json:"hi_pct"`
+}
+
+// RecipeResult is a fitted recipe and what the fit did per kind.
+type RecipeResult struct {
+	Model    *model.Recipe
+	Kinds    []KindReport
+	Warnings []string
+}
+
+// Residual sources.
+const (
+	SourceGridLines   = "held-out grid lines"
+	SourceCV          = "cross-validation"
+	SourceCalibration = "calibration"
+)
+
+// FitRecipe fits the default recipe (model.Recipe): per kind of
+// opt.Kinds with rows in d, a table over the kind's coordinates when its
+// benchmark rows (Data.Benchmark; all its rows when none is marked) form a
+// grid (BuildTable), and the linear form over its terms (NNLS by default,
+// degenerate terms dropped, bootstrap covariance). Mixed steps with fewer
+// than MinRows rows are composed from prefill and decode.
+//
+// The residual quantiles behind the intervals are held out: for a kind
+// with a table, each grid line (every node of every axis in turn) is left
+// out and its rows predicted by the recipe refitted without it, so that
+// an interior line measures interpolation error across a cell twice as
+// wide (conservative) and an edge line measures extrapolation by the
+// linear form; the kind's other rows, and kinds without a table, are
+// cross-validated in Folds folds. Residuals are relative, (actual −
+// predicted)/predicted: step times span two orders of magnitude and their
+// error grows with them (docs/fitting.md has the figures).
+//
+// A kind whose linear form cannot be fitted (too few rows, collinear
+// terms) and has no table is left out with a warning: its steps are
+// unpriced.
+func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
+	opt.defaults()
+	if d.Len() == 0 {
+		return nil, dataErr(ErrEmptySelection, "no rows to fit a recipe to")
+	}
+	rows := map[string][]int{}
+	for i := range d.Y {
+		rows[d.Kind(i)] = append(rows[d.Kind(i)], i)
+	}
+	r := &model.Recipe{Level: opt.Level}
+	res := &RecipeResult{Model: r}
+	var compose *KindSpec
+	var firstErr error
+	seen := map[string]bool{}
+	for _, spec := range opt.Kinds {
+		if !slices.Contains([]string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed}, spec.Kind) || seen[spec.Kind] {
+			return nil, fmt.Errorf("fit: recipe kind %q: want prefill, decode and mixed, once each", spec.Kind)
+		}
+		seen[spec.Kind] = true
+		idx := rows[spec.Kind]
+		if spec.Kind == datasets.KindMixed && len(idx) < opt.MinRows {
+			compose = &spec
+			continue
+		}
+		if len(idx) == 0 {
+			continue
+		}
+		k, rep, err := fitKind(d, idx, spec, opt, opt.Bootstrap)
+		if err != nil {
+			var de *DataError
+			if !errors.As(err, &de) {
+				return nil, err
+			}
+			firstErr = cmp.Or(firstErr, err)
+			rep.PricedBy, rep.Note = PricedNone, err.Error()
+			res.Warnings = append(res.Warnings, fmt.Sprintf("%s steps are unpriced: %v", spec.Kind, err))
+			res.Kinds = append(res.Kinds, *rep)
+			continue
+		}
+		if !opt.SkipResiduals {
+			if err := heldOutResiduals(d, idx, spec, opt, k, rep); err != nil {
+				return nil, err
+			}
+		}
+		r.Kinds = append(r.Kinds, *k)
+		res.Kinds = append(res.Kinds, *rep)
+	}
+	if compose != nil {
+		rep := KindReport{Kind: datasets.KindMixed, Rows: len(rows[datasets.KindMixed]), PricedBy: PricedNone,
+			Note: "no prefill or no decode model to compose mixed steps from"}
+		if hasKind(r, datasets.KindPrefill) && hasKind(r, datasets.KindDecode) {
+			rep.PricedBy = PricedComposed
+			rep.Note = fmt.Sprintf("prefill + marginal decode: %d measured mixed rows, a model of their own needs %d", rep.Rows, opt.MinRows)
+			r.Kinds = append(r.Kinds, model.RecipeKind{Kind: datasets.KindMixed, Rows: rep.Rows,
+				Compose: &model.Compose{Rule: model.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}})
+		}
+		res.Kinds = append(res.Kinds, rep)
+	}
+	if len(r.Kinds) == 0 {
+		if firstErr != nil {
+			return nil, firstErr
+		}
+		return nil, dataErr(ErrEmptySelection, "no rows of a kind the recipe fits")
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("fit: recipe: %w", err)
+	}
+	res.summarizeResiduals()
+	return res, nil
+}
+
+func hasKind(r *model.Recipe, kind string) bool {
+	return slices.ContainsFunc(r.Kinds, func(k model.RecipeKind) bool { return k.Kind == kind })
+}
+
+// kvFloor is the smallest context per request of the decode rows.
+func kvFloor(d *Data, idx []int) float64 {
+	floor := math.Inf(1)
+	for _, i := range idx {
+		if f := d.Features[i]; f.DecodeRequests > 0 {
+			floor = math.Min(floor, f.DecodeKVTokens/f.DecodeRequests)
+		}
+	}
+	if math.IsInf(floor, 1) {
+		return 0
+	}
+	return floor
+}
+
+// fitKind fits one kind's table and linear form to rows idx of d.
+func fitKind(d *Data, idx []int, spec KindSpec, opt RecipeOptions, boot int) (*model.RecipeKind, *KindReport, error) {
+	k := &model.RecipeKind{Kind: spec.Kind, Rows: len(idx)}
+	rep := &KindReport{Kind: spec.Kind, Rows: len(idx), PricedBy: PricedLinear}
+	var tab *TableStats
+	if len(spec.Coords) > 0 {
+		t, st, err := BuildTable(d, benchmarkRows(d, idx), spec.Coords, opt.SnapRel, opt.Seed)
+		if err != nil {
+			return nil, rep, err
+		}
+		k.Table, tab = t, st
+	}
+	rep.Table = tab
+	lin, err := Linear(d.Subset(idx), Options{Terms: spec.Terms, Method: opt.Method, Degenerate: DegenerateDrop, Bootstrap: boot, Seed: opt.Seed})
+	switch {
+	case err == nil:
+		a := model.LinearArtifact(lin.Model)
+		k.Terms, k.Coefficients, k.CoefCov = a.Terms, a.Coefficients, a.CoefCov
+		rep.Terms, rep.Coefficients, rep.Dropped = a.Terms, a.Coefficients, lin.Dropped
+		if k.Table != nil {
+			rep.PricedBy = PricedTableLinear
+		}
+	case k.Table != nil:
+		rep.PricedBy = PricedTable
+		rep.Note = fmt.Sprintf("linear form not fitted (%v): steps outside the table's hull are unpriced", err)
+	default:
+		return nil, rep, err
+	}
+	if err := k.Validate(); err != nil {
+		return nil, rep, fmt.Errorf("fit: recipe kind %s: %w", spec.Kind, err)
+	}
+	return k, rep, nil
+}
+
+// benchmarkRows returns the rows of idx marked as benchmark points, or
+// idx when none is.
+func benchmarkRows(d *Data, idx []int) []int {
+	if d.Benchmark == nil {
+		return idx
+	}
+	var out []int
+	for _, i := range idx {
+		if d.Benchmark[i] {
+			out = append(out, i)
+		}
+	}
+	if len(out) == 0 {
+		return idx
+	}
+	return out
+}
+
+// heldOutResiduals fills k.Residuals from held-out predictions (see
+// FitRecipe): grid lines left out for the table's rows, k-fold
+// cross-validation for the rest.
+func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *model.RecipeKind, rep *KindReport) error {
+	byRegion := map[string][]float64{}
+	skipped := 0
+	predict := func(train, test []int) {
+		kk, _, err := fitKind(d, train, spec, opt, 0)
+		if err != nil {
+			skipped++
+			return
+		}
+		for _, i := range test {
+			ns, _, reg := kk.Estimate(d.Features[i])
+			if reg != model.RegionUnpriced && ns > 0 {
+				byRegion[reg] = append(byRegion[reg], (d.Y[i]-ns)/ns)
+			}
+		}
+	}
+	rest := idx
+	if k.Table != nil {
+		tabRows := benchmarkRows(d, idx)
+		_, st, err := BuildTable(d, tabRows, spec.Coords, opt.SnapRel, opt.Seed)
+		if err != nil {
+			return err
+		}
+		for a, n := range st.Nodes {
+			for node := 0; node < n; node++ {
+				var test []int
+				for j, i := range tabRows {
+					if st.node[a][j] == node {
+						test = append(test, i)
+					}
+				}
+				predict(without(idx, test), test)
+			}
+		}
+		rest = without(idx, tabRows)
+	}
+	if len(rest) >= opt.Folds {
+		fold := Folds(len(rest), opt.Folds, opt.Seed)
+		for f := 0; f < opt.Folds; f++ {
+			var test []int
+			for j, i := range rest {
+				if fold[j] == f {
+					test = append(test, i)
+				}
+			}
+			predict(without(idx, test), test)
+		}
+	}
+	source := SourceCV
+	if k.Table != nil {
+		source = SourceGridLines
+	}
+	k.Residuals = map[string]*model.ResidualQuantiles{}
+	var all []float64
+	for _, reg := range model.Regions {
+		rs := byRegion[reg]
+		all = append(all, rs...)
+		if len(rs) >= opt.MinRows {
+			q, err := model.NewResidualQuantiles(model.ScaleRelative, rs, nil, source)
+			if err != nil {
+				return err
+			}
+			k.Residuals[reg] = q
+		}
+	}
+	if len(all) > 0 {
+		q, err := model.NewResidualQuantiles(model.ScaleRelative, all, nil, source)
+		if err != nil {
+			return err
+		}
+		k.Residuals[model.RegionAll] = q
+	}
+	if skipped > 0 {
+		rep.Note = fmt.Sprintf("%d held-out refits could not be fitted and were skipped", skipped)
+	}
+	return k.Validate()
+}
+
+// without returns the rows of idx not in drop (both ascending).
+func without(idx, drop []int) []int {
+	out := make([]int, 0, len(idx))
+	j := 0
+	for _, i := range idx {
+		for j < len(drop) && drop[j] < i {
+			j++
+		}
+		if j < len(drop) && drop[j] == i {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// summarizeResiduals fills each kind report's residual summary from the
+// model (after a calibration too).
+func (res *RecipeResult) summarizeResiduals() {
+	for i := range res.Kinds {
+		rep := &res.Kinds[i]
+		k := res.Model.Kind(rep.Kind)
+		rep.Residuals = nil
+		if k == nil {
+			continue
+		}
+		for _, reg := range append(slices.Clone(model.Regions), model.RegionAll) {
+			q := k.Residuals[reg]
+			if q == nil {
+				continue
+			}
+			lo, hi := q.Interval(1, res.Model.Level)
+			rep.Residuals = append(rep.Residuals, ResidualSummary{Region: reg, N: q.N, Source: q.Source, LoPct: 100 * (lo - 1), HiPct: 100 * (hi - 1)})
+		}
+	}
+}

@@ -1,0 +1,37 @@
+package model
+
+import "fmt"
+
+// Coordinates are the named functions of Features an interpolation Table
+// is laid over and its hull drawn in. Every basis term is a coordinate
+// (so a term added to the basis is a coordinate too), and so are the
+// per-request quantities a benchmark sweeps, which no linear term is.
+const (
+	// CoordKVPerRequest is the context each decode request reads:
+	// DecodeKVTokens / DecodeRequests (0 without decode requests). A decode
+	// benchmark sweeps batch × context, so its points lie on a rectangle in
+	// (decode_requests, kv_per_request) but not in (decode_requests,
+	// decode_kv_tokens).
+	CoordKVPerRequest = "kv_per_request"
+)
+
+var coordFuncs = map[string]TermFunc{
+	CoordKVPerRequest: func(f Features) float64 {
+		if f.DecodeRequests <= 0 {
+			return 0
+		}
+		return f.DecodeKVTokens / f.DecodeRequests
+	},
+}
+
+// Coord returns the function of a coordinate name: one of the coordinates
+// above, else a basis term.
+func Coord(name string) (TermFunc, error) {
+	if fn, ok := coordFuncs[name]; ok {
+		return fn, nil
+	}
+	if fn, ok := termFuncs[name]; ok {
+		return fn, nil
+	}
+	return nil, fmt.Errorf("model: unknown coordinate %q (known: %s or a term: %v)", name, CoordKVPerRequest, KnownTerms())
+}

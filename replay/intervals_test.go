@@ -1,0 +1,126 @@
+package replay
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim"
+)
+
+// intervalModel is the generating model of the "linear-gen" run with
+// relative residual quantiles of ±spread at 5 and 95%, its const scaled.
+func intervalModel(t *testing.T, scaleConst, spread float64) *model.Linear {
+	t.Helper()
+	terms := []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermDecodeRequests,
+		model.TermDecodeKVTokens, model.TermNewReqTokens}
+	m, err := model.NewLinear(terms, []float64{4.5e6 * scaleConst, 9e3, 0.02, 2.5e4, 30, 8})
+	require.NoError(t, err)
+	m.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-spread, 0, spread}}
+	return m
+}
+
+func TestReplayStepsIntervals(t *testing.T) {
+	dir := simulateWith(t, "linear-gen", intervalModel(t, 1, 0))
+	host := model.DefaultHostModel()
+	cases := []struct {
+		name       string
+		fpm        model.FPM
+		level      float64
+		minC, maxC float64 // device-time coverage, percent
+	}{
+		{"generating model", intervalModel(t, 1, 0.05), 0, 100, 100},
+		{"const 30% high, 2% spread", intervalModel(t, 1.3, 0.02), 0.9, 0, 5},
+		{"const 30% high, 30% spread", intervalModel(t, 1.3, 0.3), 0.9, 100, 100},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sum, rows := replayAll(t, dir, StepOptions{FPM: c.fpm, Host: host, Level: c.level})
+			require.NotNil(t, sum.Intervals)
+			assert.Equal(t, 0.9, sum.Intervals.Level)
+			require.Len(t, sum.Intervals.Fields, 2)
+			gpu := sum.Intervals.Fields[0]
+			assert.Equal(t, FieldGPU, gpu.Field)
+			assert.Equal(t, int(sum.Steps), gpu.Overall.N)
+			assert.GreaterOrEqual(t, gpu.Overall.Pct, c.minC)
+			assert.LessOrEqual(t, gpu.Overall.Pct, c.maxC)
+			kinds := 0
+			for _, k := range gpu.ByKind {
+				kinds += k.N
+			}
+			assert.Equal(t, gpu.Overall.N, kinds)
+			for _, r := range rows {
+				require.LessOrEqual(t, r.PredGPULo, r.PredGPU)
+				require.GreaterOrEqual(t, r.PredGPUHi, r.PredGPU)
+				require.Equal(t, r.PredGPU-r.PredGPULo, r.PredWall-r.PredWallLo, "the wall time carries the device interval")
+				require.Equal(t, r.PredGPUHi-r.PredGPU, r.PredWallHi-r.PredWall)
+			}
+		})
+	}
+	// No interval: a model without one, or a negative level.
+	for _, o := range []StepOptions{{FPM: model.NewRoofline(mustH200(t)).Prepare(), Host: host}, {FPM: intervalModel(t, 1, 0.05), Host: host, Level: -1}} {
+		sum, rows := replayAll(t, dir, o)
+		assert.Nil(t, sum.Intervals)
+		assert.Equal(t, int64(-1), rows[0].PredGPULo)
+		assert.Equal(t, int64(-1), rows[0].PredWallHi)
+	}
+}
+
+func mustH200(t *testing.T) (model.Hardware, model.Shape) {
+	t.Helper()
+	hw, err := model.LookupHardware("H200")
+	require.NoError(t, err)
+	sh, err := model.LookupModel("Llama-3.1-8B")
+	require.NoError(t, err)
+	return hw, sh
+}
+
+// Request replay re-simulates at the interval's two edges: the latencies
+// bracket the point re-simulation, the generating model's interval
+// contains most recorded requests, and the result is deterministic.
+func TestReplayRequestsIntervals(t *testing.T) {
+	dir := simulateWith(t, "linear-gen", intervalModel(t, 1, 0))
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	p, _, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{})
+	require.NoError(t, err)
+	p = withModels(p, intervalModel(t, 1, 0.1), model.DefaultHostModel())
+	run := func() *RequestSummary {
+		out := filepath.Join(t.TempDir(), "out")
+		sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: out, DatasetDir: dir, ModelName: "linear"})
+		require.NoError(t, err)
+		o, err := datasets.Open(out)
+		require.NoError(t, err)
+		rows, err := datasets.ReadAll[RequestRow](o, TableRequestComparison)
+		require.NoError(t, err)
+		for _, r := range rows {
+			require.LessOrEqual(t, r.PredE2ELo, r.PredE2E)
+			require.GreaterOrEqual(t, r.PredE2EHi, r.PredE2E)
+		}
+		return sum
+	}
+	sum := run()
+	iv := sum.Intervals
+	require.NotNil(t, iv)
+	assert.Equal(t, IntervalMethod, iv.Method)
+	for _, c := range []struct {
+		name string
+		l    LatencyInterval
+		p    Dist
+	}{{"ttft", iv.TTFT, sum.TTFT.Predicted}, {"itl", iv.ITL, sum.ITL.Predicted}, {"e2e", iv.E2E, sum.E2E.Predicted}} {
+		assert.Less(t, c.l.Lo.P50, c.p.P50, c.name)
+		assert.Greater(t, c.l.Hi.P50, c.p.P50, c.name)
+		assert.Less(t, c.l.Lo.P99, c.l.Hi.P99, c.name)
+		// Even the generating model's latencies need not lie between the
+		// two re-simulations request by request: an arrival lands at
+		// another point of the step pipeline when step times shift.
+		t.Logf("%s: %.1f%% of the requests between their two re-simulations", c.name, c.l.CoveragePct)
+		assert.GreaterOrEqual(t, c.l.CoveragePct, 75.0, c.name)
+		assert.Equal(t, sum.Compared, c.l.N, c.name)
+	}
+	assert.Equal(t, sum, run(), "deterministic")
+}
