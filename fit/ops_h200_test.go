@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim/opdb"
 )
 
 // The measured-operations prior (model.Ops over the H200 kernel database

@@ -172,4 +172,3 @@ func TestBoundAndIntervalLevel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultLevel, IntervalLevel(lin, 0))
 }
-

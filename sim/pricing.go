@@ -6,8 +6,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim/opdb"
 )
 
 // FPMRoofline is the forward-pass model spec of the prior priced from the

@@ -6,9 +6,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/opdb"
 )
 
 func init() { register(newEvalCmd) }

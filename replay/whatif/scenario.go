@@ -13,8 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workflow"
 	"github.com/steplab/steplab/sim/workload"
 )

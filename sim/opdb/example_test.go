@@ -3,8 +3,8 @@ package opdb_test
 import (
 	"fmt"
 
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim/opdb"
 )
 
 // The measured-operations prior prices a step from kernels measured on the
