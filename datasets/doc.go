@@ -18,7 +18,7 @@
 // current schema. A dataset holds the tables its source has: an imported
 // trace only requests, a Dynamo artifact only steps.
 //
-// The row types Step, StepRequest, Request and GPUSample define the
+// The row types Step, StepRequest, Request, GPUSample and EngineSample define the
 // columns through their parquet struct tags. The files are plain Parquet:
 // zstd pages (see below), DELTA_BINARY_PACKED for integer columns,
 // dictionary encoding for repeated strings, no extension types, no

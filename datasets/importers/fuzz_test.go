@@ -80,6 +80,35 @@ func FuzzVLLMRequests(f *testing.F) {
 	})
 }
 
+// FuzzVLLMTimeseries fuzzes timeseries.csv beside a small request log.
+func FuzzVLLMTimeseries(f *testing.F) {
+	reqs, ts := synthRun(20, 0.4)
+	f.Add([]byte(ts))
+	addFileSeed(f, "../embedded/llmservingsim-llama-3.1-8b/timeseries.csv", 600)
+	addFileSeed(f, "testdata/llmservingsim-rtx4090-llama-3.1-8b/timeseries.csv", 600)
+	f.Add([]byte("waiting,t,running\n0,1e3,1\n"))
+	fm, _ := LookupFormat("vllm-requests")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got []datasets.EngineSample
+		s := &sink{request: func(datasets.Request) error { return nil }}
+		s.openSamples = func() (func(datasets.EngineSample) error, func() error, error) {
+			return func(r datasets.EngineSample) error { got = append(got, r); return nil }, func() error { return nil }, nil
+		}
+		in := bytesInput("in", []byte(reqs), map[string][]byte{"meta.json": []byte(`{"tick_seconds": 1}`), "timeseries.csv": b})
+		if fm.run(in, s) != nil {
+			return
+		}
+		for i, r := range got {
+			require.GreaterOrEqual(t, r.TNs, int64(0))
+			if i > 0 {
+				require.GreaterOrEqual(t, r.TNs, got[i-1].TNs)
+			}
+			require.True(t, r.KVUsage == -1 || (r.KVUsage >= 0 && r.KVUsage <= 1), "kv_usage %v", r.KVUsage)
+			require.GreaterOrEqual(t, r.NumRunning, int32(0))
+		}
+	})
+}
+
 func FuzzDynamoArtifact(f *testing.F) {
 	// Compact forms of the fixtures' shapes (the fixtures themselves are
 	// too large to be good seeds).
@@ -105,6 +134,7 @@ func FuzzDynamoArtifact(f *testing.F) {
 
 func FuzzDynamoFPM(f *testing.F) {
 	addFileSeed(f, "testdata/fpm_stream.msgpack", 0)
+	addFileSeed(f, "testdata/dynamo_fpm_publisher.msgpack", 0)
 	f.Add(EncodeFPM(sampleFPM(3)))
 	f.Add(EncodeFPM(FPM{Version: 1, TimingScope: "execute_model_cuda", WallTime: 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {

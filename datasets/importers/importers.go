@@ -79,6 +79,9 @@ type Result struct {
 	Table   string `json:"table"`
 	Rows    int64  `json:"rows"`
 	Skipped int64  `json:"skipped,omitempty"` // records read but not written (idle heartbeats)
+	// EngineSamples counts the rows of the engine_samples table, where the
+	// source has the engine's scheduler state over time.
+	EngineSamples int64 `json:"engine_samples,omitempty"`
 	// FirstNs and LastNs bound the rows' time axis (arrivals for requests,
 	// cumulative wall time for steps); SpanNs = LastNs - FirstNs.
 	FirstNs int64    `json:"first_ns"`
@@ -132,6 +135,9 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	}()
 
 	s := &sink{m: base}
+	s.openSamples = func() (func(datasets.EngineSample) error, func() error, error) {
+		return batchWriter[datasets.EngineSample](w, datasets.TableEngineSamples)
+	}
 	switch f.Table {
 	case datasets.TableRequests:
 		s.request, s.flush, err = batchWriter[datasets.Request](w, f.Table)
@@ -152,6 +158,11 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
+	if s.flushSamples != nil {
+		if err := s.flushSamples(); err != nil {
+			return nil, err
+		}
+	}
 	s.m.Source.SHA256 = in.sum()
 	if s.m.Workload != nil {
 		s.m.Workload.InputSHA256 = s.m.Source.SHA256
@@ -171,7 +182,7 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	}
 	ok = true
 	res := &Result{Dir: dir, Format: f.Name, Source: in.display, SHA256: s.m.Source.SHA256, Table: f.Table,
-		Rows: s.rows, Skipped: s.skipped, Notes: s.m.Notes}
+		Rows: s.rows, Skipped: s.skipped, EngineSamples: s.samples, Notes: s.m.Notes}
 	if s.rows > 0 {
 		res.FirstNs, res.LastNs, res.SpanNs = s.first, s.last, s.last-s.first
 	}
@@ -296,6 +307,30 @@ type sink struct {
 
 	rows, skipped int64
 	first, last   int64
+
+	// openSamples opens the engine_samples table on first use (nil when
+	// reading into memory: the samples are dropped); flushSamples closes it.
+	openSamples  func() (func(datasets.EngineSample) error, func() error, error)
+	sample       func(datasets.EngineSample) error
+	flushSamples func() error
+	samples      int64
+}
+
+// addSample writes one engine_samples row.
+func (s *sink) addSample(r datasets.EngineSample) error {
+	if s.sample == nil {
+		if s.openSamples == nil {
+			s.samples++
+			return nil
+		}
+		add, flush, err := s.openSamples()
+		if err != nil {
+			return err
+		}
+		s.sample, s.flushSamples = add, flush
+	}
+	s.samples++
+	return s.sample(r)
 }
 
 func (s *sink) addRequest(r datasets.Request) error {
