@@ -27,7 +27,8 @@ type Engine struct {
 // EngineOf builds the engine of a dataset from its manifest, falling back to
 // sim.DefaultScenario's engine for what is absent (with a warning). The KV
 // capacity is the manifest's num_gpu_blocks, else computed from the
-// hardware and model shape at 0.9 memory utilisation.
+// hardware and model shape at the manifest's gpu_memory_utilization (0.9,
+// vLLM's default, when not recorded).
 func EngineOf(m *datasets.Manifest) (*Engine, error) {
 	def := sim.DefaultScenario().Engine
 	e := &Engine{Async: def.AsyncScheduling, Graphs: def.CUDAGraphSizes}
@@ -65,12 +66,16 @@ func EngineOf(m *datasets.Manifest) (*Engine, error) {
 			e.Warnings = append(e.Warnings, fmt.Sprintf("num_gpu_blocks not recorded and the KV capacity cannot be computed (%v; %v): %d blocks (no KV pressure)",
 				herr, serr, c.NumGPUBlocks))
 		} else {
-			n, err := model.KVBlocks(hw, sh, c.BlockSize, 0.9)
+			util := 0.9 // vLLM's default gpu_memory_utilization
+			if m.Engine != nil && m.Engine.GPUMemoryUtilization > 0 {
+				util = m.Engine.GPUMemoryUtilization
+			}
+			n, err := model.KVBlocks(hw, sh, c.BlockSize, util)
 			if err != nil {
 				return nil, fmt.Errorf("engine: %w", err)
 			}
 			c.NumGPUBlocks = n
-			e.Warnings = append(e.Warnings, fmt.Sprintf("num_gpu_blocks not recorded: %d from %s memory and the %s shape at 0.9 utilisation", n, hw.Name, sh.Name))
+			e.Warnings = append(e.Warnings, fmt.Sprintf("num_gpu_blocks not recorded: %d from %s memory and the %s shape at %g utilisation", n, hw.Name, sh.Name, util))
 		}
 	}
 	if kvMax := (c.NumGPUBlocks - 1) * c.BlockSize; c.MaxModelLen > kvMax {
@@ -217,12 +222,16 @@ func recordedComposition(d *datasets.Dataset) (*Composition, error) {
 
 // simSink collects what a re-simulation produces.
 type simSink struct {
-	reqs map[string]datasets.Request
-	comp Composition
+	reqs   map[string]datasets.Request
+	comp   Composition
+	onStep func(*datasets.Step) // nil, or the engine-curve recorder
 }
 
 func (s *simSink) Step(st *datasets.Step, _ []datasets.StepRequest) error {
 	s.comp.add(st.Kind, int64(st.NumNewReqs+st.NumCachedReqs), st.TotalScheduledTokens, st.NumPreempted)
+	if s.onStep != nil {
+		s.onStep(st)
+	}
 	return nil
 }
 
@@ -237,7 +246,12 @@ func (s *simSink) Request(r *datasets.Request) error {
 // host model and returns the simulated requests by id and the step
 // composition.
 func Simulate(t *Trace, e *Engine, fpm model.FPM, host model.HostModel) (map[string]datasets.Request, *Composition, error) {
-	sink := &simSink{reqs: make(map[string]datasets.Request, len(t.Arrivals))}
+	return simulate(t, e, fpm, host, nil)
+}
+
+// simulate is Simulate with a function called after every step.
+func simulate(t *Trace, e *Engine, fpm model.FPM, host model.HostModel, onStep func(*datasets.Step)) (map[string]datasets.Request, *Composition, error) {
+	sink := &simSink{reqs: make(map[string]datasets.Request, len(t.Arrivals)), onStep: onStep}
 	exec := sim.NewSimExecutor(fpm, model.DefaultPayloadModel(), host, e.Graphs)
 	eng, err := sim.NewEngine(sim.EngineConfig{Sched: e.Sched, Async: e.Async, WorkerID: "replay-0"}, exec, &sim.VirtualClock{},
 		sim.HostAdapter{M: host}, sink)
@@ -370,6 +384,9 @@ type RequestSummary struct {
 	// Steps compares the step composition where the record has steps.
 	RecordedSteps  *Composition `json:"recorded_steps,omitempty"`
 	SimulatedSteps *Composition `json:"simulated_steps"`
+	// EngineCurves compares the engine's state over time where the record
+	// has engine samples (see CurveSummary).
+	EngineCurves *CurveSummary `json:"engine_curves,omitempty"`
 	Warnings       []string     `json:"warnings,omitempty"`
 }
 
@@ -469,7 +486,8 @@ type RequestOptions struct {
 }
 
 // RunRequests re-simulates the dataset's requests and writes
-// out/requests.parquet and out/summary.json.
+// out/requests.parquet and out/summary.json; where the record has engine
+// samples, also out/engine_samples.parquet and the engine.* figures.
 func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*RequestSummary, error) {
 	t, err := LoadTrace(d)
 	if err != nil {
@@ -481,7 +499,11 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 			return nil, err
 		}
 	}
-	simReqs, comp, err := Simulate(t, e, opts.FPM, opts.Host)
+	curves, err := newCurveRecorder(d)
+	if err != nil {
+		return nil, err
+	}
+	simReqs, comp, err := simulate(t, e, opts.FPM, opts.Host, curves.stepHook())
 	if err != nil {
 		return nil, err
 	}
@@ -495,6 +517,9 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	}
 	var buf []RequestRow
 	sum, err := CompareRequests(t.Rec, simReqs, func(r *RequestRow) error { buf = append(buf, *r); return nil })
+	if err == nil {
+		sum.EngineCurves, err = curves.writeCurves(w)
+	}
 	if err := finishTable(w, tw, buf, err); err != nil {
 		return nil, err
 	}
@@ -504,6 +529,11 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	sum.RecordedSteps, sum.SimulatedSteps = t.Steps, comp
 	if err := writeJSONFile(filepath.Join(out.Dir, "summary.json"), sum); err != nil {
 		return nil, err
+	}
+	if !out.NoFigures {
+		if _, err := CurveFigures(sum.EngineCurves, out.Dir); err != nil {
+			return nil, err
+		}
 	}
 	return sum, nil
 }
