@@ -21,14 +21,19 @@ const (
 	azureColOutput  = "GeneratedTokens"
 )
 
-// azureTimeLayouts are tried in order. The published files use the first,
-// with 7 fractional digits ("2023-11-16 18:15:46.6805900"); Go accepts any
-// number of fractional digits after the seconds when parsing.
-var azureTimeLayouts = []string{"2006-01-02 15:04:05", time.RFC3339Nano}
+// azureTimeLayouts are tried in order. The 2023 files use the first, with 7
+// fractional digits and no zone ("2023-11-16 18:15:46.6805900"); the 2024
+// week-long files (AzureLLMInferenceTrace_{code,conv}_1week.csv) the second,
+// with 6 fractional digits or none and a UTC offset ("2024-05-10
+// 00:00:00.009930+00:00", "2024-05-12 00:00:00+00:00", as the upstream
+// notebook analysis/AzureLLMInferenceDataset2024.ipynb @ b469a113 shows).
+// Go accepts any number of fractional digits after the seconds when parsing.
+var azureTimeLayouts = []string{"2006-01-02 15:04:05", "2006-01-02 15:04:05Z07:00", time.RFC3339Nano}
 
-// runAzure reads an Azure LLM inference trace: a header naming the three
-// columns (in any order; other columns are ignored), then one request per
-// row. Timestamps carry no zone and are read as UTC. Rows must be in arrival
+// runAzure reads an Azure LLM inference trace, 2023 or 2024 (the same three
+// columns): a header naming the three columns (in any order; other columns
+// are ignored), then one request per row. Timestamps without a zone (2023)
+// are read as UTC; the 2024 ones carry +00:00. Rows must be in arrival
 // order (the published files are): a timestamp earlier than the previous
 // row's is an error, equal ones are kept.
 func runAzure(in *input, s *sink) error {

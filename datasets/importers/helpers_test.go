@@ -3,6 +3,7 @@ package importers
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -76,7 +77,10 @@ func checkRequests(t testing.TB, rows []datasets.Request, sorted bool) {
 			require.GreaterOrEqual(t, ev, prev, "row %d event order", i)
 			prev = ev
 		}
-		require.Contains(t, []string{datasets.StatusNotRun, datasets.StatusFinished, datasets.StatusUnfinished}, r.Status)
+		require.Contains(t, []string{datasets.StatusNotRun, datasets.StatusFinished, datasets.StatusUnfinished, datasets.StatusAborted}, r.Status)
+		if r.Status == datasets.StatusFinished && r.FinishNs == datasets.Unknown {
+			t.Fatalf("row %d: finished without a finish time", i)
+		}
 	}
 }
 
@@ -108,3 +112,12 @@ func emptyListsNil(rows []datasets.Request) []datasets.Request {
 	}
 	return rows
 }
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }

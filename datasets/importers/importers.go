@@ -38,6 +38,16 @@ var formats = []Format{
 		Summary: "Dynamo self-benchmark result JSON, schema_version 2 (results[{point,fpms}])"},
 	{Name: "dynamo-fpm", Table: datasets.TableSteps, run: runDynamoFPM,
 		Summary: "stream of msgpack ForwardPassMetrics v1 records (as published on Dynamo's FPM ZMQ socket)"},
+	{Name: "vllm-bench", Table: datasets.TableRequests, run: runVLLMBench,
+		Summary: "`vllm bench serve --save-result --save-detailed` result JSON (per-request lengths, TTFT, latency, start times)"},
+	{Name: "sglang-bench", Table: datasets.TableRequests, run: runSGLangBench,
+		Summary: "`sglang.bench_serving --output-file F --output-details` result, one run (per-request lengths, TTFT, ITLs)"},
+	{Name: "aiperf", Table: datasets.TableRequests, run: runAIPerf,
+		Summary: "AIPerf profile_export.jsonl (per-request start and end, TTFT, input and output lengths)"},
+	{Name: "burstgpt", Table: datasets.TableRequests, run: runBurstGPT,
+		Summary: "BurstGPT trace CSV (Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type)"},
+	{Name: "blis", Table: datasets.TableRequests, run: runBLIS,
+		Summary: "BLIS (inference-sim) TraceV2 CSV with its <prefix>.yaml header beside it"},
 }
 
 // Formats lists the importers in the order --help shows them.
@@ -500,6 +510,22 @@ func secondsToNs(s float64) (int64, bool) {
 		return 0, false
 	}
 	return int64(math.Round(s * 1e9)), true
+}
+
+// sortRequests sorts rows stably by arrival (key) and notes how many came
+// earlier than the row before them in the source, and why the source is
+// out of order.
+func sortRequests[T any](rows []T, key func(T) int64, s *sink, why string) {
+	reordered := 0
+	for i := 1; i < len(rows); i++ {
+		if key(rows[i]) < key(rows[i-1]) {
+			reordered++
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return key(rows[i]) < key(rows[j]) })
+	if reordered > 0 {
+		s.note("rows sorted by arrival_ns: %d rows of the source arrived before the row above them (%s)", reordered, why)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,13 +1,11 @@
 package importers
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -182,13 +180,7 @@ func runVLLMRequests(in *input, s *sink) error {
 			rw.r.Status = datasets.StatusUnfinished
 		}
 	}
-	reordered := 0
-	for i := 1; i < len(rows); i++ {
-		if rows[i].r.ArrivalNs < rows[i-1].r.ArrivalNs {
-			reordered++
-		}
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].r.ArrivalNs < rows[j].r.ArrivalNs })
+	sortRequests(rows, func(rw row) int64 { return rw.r.ArrivalNs }, s, "data-parallel engines queue independently")
 	unfinished := 0
 	reqs := make([]datasets.Request, len(rows))
 	for i, rw := range rows {
@@ -210,9 +202,6 @@ func runVLLMRequests(in *input, s *sink) error {
 	s.detail("clock", "engine monotonic (queued_ts); arrival_time (client wall clock) not used for event times")
 	s.detail("t0_monotonic_s", strconv.FormatFloat(t0, 'f', 9, 64))
 	s.note("vllm-requests: arrival_ns = queued_ts; first_scheduled_ns = scheduled_ts; first_token_ns = first_token_ts; finish_ns = last_token_ts; all on the engine's monotonic clock relative to the earliest queued_ts; num_preemptions not recorded (-1)")
-	if reordered > 0 {
-		s.note("rows sorted by arrival_ns: %d rows of the source had a queued_ts earlier than the row before them (data-parallel engines queue independently)", reordered)
-	}
 	if unfinished > 0 {
 		s.note("%d requests have no last_token_ts: status unfinished", unfinished)
 	}
@@ -440,19 +429,9 @@ func vllmSettings(e *datasets.EngineConfig, dtype *string, tp *int) []vllmSettin
 	}
 }
 
-// metaValue is a meta.json value as text: a string without its quotes and
-// torch's "torch." type prefix, anything else as compact JSON.
-func metaValue(raw json.RawMessage) string {
-	var sv string
-	if json.Unmarshal(raw, &sv) == nil {
-		return strings.TrimPrefix(sv, "torch.")
-	}
-	var b bytes.Buffer
-	if json.Compact(&b, raw) != nil {
-		return string(raw)
-	}
-	return b.String()
-}
+// metaValue is a meta.json value as text (see rawText), without torch's
+// "torch." type prefix.
+func metaValue(raw json.RawMessage) string { return strings.TrimPrefix(rawText(raw), "torch.") }
 
 func setCount(dst *int) func(json.RawMessage) error {
 	return func(raw json.RawMessage) error {
