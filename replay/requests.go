@@ -387,7 +387,7 @@ type RequestSummary struct {
 	// EngineCurves compares the engine's state over time where the record
 	// has engine samples (see CurveSummary).
 	EngineCurves *CurveSummary `json:"engine_curves,omitempty"`
-	Warnings       []string     `json:"warnings,omitempty"`
+	Warnings     []string      `json:"warnings,omitempty"`
 }
 
 // EngineSummary is the engine a replay ran.

@@ -3,8 +3,8 @@ package importers
 import (
 	"bufio"
 	"encoding/csv"
-	"hash/fnv"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"strconv"
 	"strings"
