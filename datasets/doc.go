@@ -4,13 +4,14 @@
 //
 // # Datasets
 //
-// A dataset is a directory with a manifest and up to four tables:
+// A dataset is a directory with a manifest and up to five tables:
 //
 //	<name>/manifest.json                 provenance, engine and model, status
 //	<name>/steps.parquet/part-NNNNNN.parquet
 //	<name>/step_requests.parquet/...
 //	<name>/requests.parquet/...
 //	<name>/gpu_samples.parquet/...
+//	<name>/engine_samples.parquet/...
 //
 // A table is either a directory of numbered part files (what steplab
 // writes) or one Parquet file <table>.parquet (what pandas, DuckDB or

@@ -227,7 +227,7 @@ func batchWriter[T any](w *datasets.Writer, table string) (add func(T) error, fl
 	return add, flush, nil
 }
 
-// ReadRequests parses a request trace (azure, mooncake, vllm-requests) into
+// ReadRequests parses a request trace (any format that writes requests) into
 // memory without writing a dataset: the rows Import would write. Tests and
 // benchmarks use it on embedded traces, e.g.
 // ReadRequests("azure", "embedded:azure-conv-2023").
