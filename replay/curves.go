@@ -7,7 +7,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
 
 	"github.com/steplab/steplab/datasets"
 )
@@ -229,24 +228,8 @@ func CurveFigures(s *CurveSummary, dir string) ([]string, error) {
 			}
 			pred = append(pred, plotter.XY{X: x, Y: c.pred(r)})
 		}
-		for i, d := range []struct {
-			name string
-			xy   plotter.XYs
-		}{{"recorded", rec}, {"re-simulated", pred}} {
-			if len(d.xy) == 0 {
-				continue
-			}
-			l, err := plotter.NewLine(d.xy)
-			if err != nil {
-				return nil, err
-			}
-			l.Color = palette[i]
-			l.Width = vg.Points(1)
-			if i == 1 {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			}
-			p.Add(l)
-			p.Legend.Add(d.name, l)
+		if err := addRecPred(p, rec, pred, "re-simulated"); err != nil {
+			return nil, err
 		}
 		p.Legend.Top = true
 		p.Add(plotter.NewGrid())

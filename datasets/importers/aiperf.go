@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 
@@ -68,26 +67,14 @@ func runAIPerf(in *input, s *sink) error {
 	seen := map[string]int{}
 	workers := map[string]bool{}
 	var warmup, failed, cancelled int64
-	lr := newLineReader(in)
-	for {
-		line, lineNo, err := lr.next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return lineError(in.name, lineNo, "%v", err)
-		}
-		var rec aiperfRecord
-		if err := decodeJSONLine(line, &rec); err != nil {
-			return lineError(in.name, lineNo, "%v", err)
-		}
+	err := eachJSONLine(in, func(rec *aiperfRecord, lineNo int) error {
 		md := rec.Metadata
 		if md == nil || md.RequestStartNs == nil || md.RequestEndNs == nil {
 			return lineError(in.name, lineNo, "metadata.request_start_ns and metadata.request_end_ns are required (is this an AIPerf profile_export.jsonl?)")
 		}
 		if md.BenchmarkPhase == "warmup" {
 			warmup++
-			continue
+			return nil
 		}
 		if *md.RequestStartNs < 0 || *md.RequestEndNs < *md.RequestStartNs {
 			return lineError(in.name, lineNo, "request_end_ns %d is earlier than request_start_ns %d", *md.RequestEndNs, *md.RequestStartNs)
@@ -126,6 +113,7 @@ func runAIPerf(in *input, s *sink) error {
 			}
 			return 0, nil
 		}
+		var err error
 		if rw.r.PromptTokens, err = count("input_sequence_length", "error_isl"); err != nil {
 			return lineError(in.name, lineNo, "%v", err)
 		}
@@ -149,6 +137,10 @@ func runAIPerf(in *input, s *sink) error {
 			rw.ttft = d
 		}
 		rows = append(rows, rw)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(rows) == 0 {
 		return fmt.Errorf("%s: no profiling records", in.name)

@@ -1,11 +1,9 @@
 package importers
 
 import (
-	"bufio"
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -37,59 +35,22 @@ var azureTimeLayouts = []string{"2006-01-02 15:04:05", "2006-01-02 15:04:05Z07:0
 // order (the published files are): a timestamp earlier than the previous
 // row's is an error, equal ones are kept.
 func runAzure(in *input, s *sink) error {
-	br := bufio.NewReaderSize(in, 1<<16)
-	// A UTF-8 byte-order mark would otherwise become part of the first
-	// column's name.
-	if b, err := br.Peek(3); err == nil && string(b) == "\xef\xbb\xbf" {
-		_, _ = br.Discard(3)
-	}
-	cr := csv.NewReader(br)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	cr.TrimLeadingSpace = true
-
-	header, err := cr.Read()
-	if err == io.EOF {
-		return fmt.Errorf("%s: empty file (want a header %s,%s,%s)", in.name, azureColTime, azureColContext, azureColOutput)
-	}
+	c, err := newCSVRows(in.name, in, azureColTime, azureColContext, azureColOutput)
 	if err != nil {
-		return csvError(in.name, err)
+		return err
 	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.TrimSpace(h)] = i
-	}
-	idx := [3]int{}
-	for i, name := range []string{azureColTime, azureColContext, azureColOutput} {
-		j, ok := col[name]
-		if !ok {
-			return lineError(in.name, 1, "header has no %s column (got %q; want %s,%s,%s)",
-				name, strings.Join(header, ","), azureColTime, azureColContext, azureColOutput)
-		}
-		idx[i] = j
-	}
-
 	var t0, prev time.Time
 	n := 0
 	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
+		ok, err := c.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
 			break
 		}
-		if err != nil {
-			return csvError(in.name, err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
-			continue
-		}
-		field := func(i int) (string, error) {
-			if idx[i] >= len(rec) {
-				return "", lineError(in.name, line, "%d fields, want at least %d", len(rec), idx[i]+1)
-			}
-			return strings.TrimSpace(rec[idx[i]]), nil
-		}
-		ts, err := field(0)
+		line := c.line
+		ts, _, err := c.field(azureColTime)
 		if err != nil {
 			return err
 		}
@@ -108,7 +69,7 @@ func runAzure(in *input, s *sink) error {
 		prev = t
 		var tok [2]int64
 		for k, name := range []string{azureColContext, azureColOutput} {
-			v, err := field(k + 1)
+			v, _, err := c.field(name)
 			if err != nil {
 				return err
 			}

@@ -1,11 +1,8 @@
 package importers
 
 import (
-	"bufio"
-	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"strconv"
 	"strings"
@@ -80,8 +77,8 @@ const BLISGroupHashShift = 24
 //     server_input_tokens when recorded (> 0), else input_tokens.
 //   - first_token_ns and finish_ns are first_chunk_time_us and
 //     last_chunk_time_us (0: not reached) on the same clock.
-//   - status ok is finished, timeout and error aborted, anything else
-//     ("incomplete") unfinished.
+//   - status ok is finished (unfinished without a last chunk time),
+//     timeout and error aborted, anything else ("incomplete") unfinished.
 //   - A prefix group's shared prefix becomes prefix_hash_ids, one id per
 //     full BLISHashBlockTokens block (see BLISGroupHashShift), so requests
 //     of a group share their hash prefix; a partial last block is not
@@ -102,23 +99,9 @@ func runBLIS(in *input, s *sink) error {
 	default:
 		return fmt.Errorf("%s: time_unit %q is not supported (BLIS writes microseconds)", blisHeaderName(in.name), hdr.TimeUnit)
 	}
-	cr := csv.NewReader(bufio.NewReaderSize(in, 1<<16))
-	cr.FieldsPerRecord = -1
-	header, err := cr.Read()
-	if err == io.EOF {
-		return fmt.Errorf("%s: empty file (want a TraceV2 header row)", in.name)
-	}
+	c, err := newCSVRows(in.name, in, "request_id", "prefix_group", "prefix_length", "input_tokens", "output_tokens", "arrival_time_us")
 	if err != nil {
-		return csvError(in.name, err)
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
-	}
-	for _, c := range []string{"request_id", "prefix_group", "prefix_length", "input_tokens", "output_tokens", "arrival_time_us"} {
-		if _, ok := col[c]; !ok {
-			return lineError(in.name, 1, "header has no %s column (a BLIS TraceV2 CSV has %s)", c, strings.Join(BLISColumns, ","))
-		}
+		return err
 	}
 	dropped := map[string]bool{}
 	groups := map[string]int64{}
@@ -131,46 +114,44 @@ func runBLIS(in *input, s *sink) error {
 	var rows []row
 	seen := map[string]int{}
 	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
+		ok, err := c.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
 			break
 		}
-		if err != nil {
-			return csvError(in.name, err)
+		// A missing optional column reads as empty (BLIS's defaults).
+		field := func(col string) string {
+			v, _, _ := c.field(col)
+			return v
 		}
-		line, _ := cr.FieldPos(0)
-		field := func(c string) string {
-			if i, ok := col[c]; ok && i < len(rec) {
-				return strings.TrimSpace(rec[i])
-			}
-			return ""
-		}
-		num := func(c string) (int64, error) {
-			v := field(c)
+		num := func(col string) (int64, error) {
+			v := field(col)
 			if v == "" {
 				return 0, nil
 			}
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || n < 0 || n > 1<<53 {
-				return 0, lineError(in.name, line, "%s: %q is not a non-negative integer", c, v)
+				return 0, c.errorf("%s: %q is not a non-negative integer", col, v)
 			}
 			return n, nil
 		}
 		var v [8]int64
-		for k, c := range []string{"prefix_length", "input_tokens", "output_tokens", "server_input_tokens",
+		for k, col := range []string{"prefix_length", "input_tokens", "output_tokens", "server_input_tokens",
 			"arrival_time_us", "send_time_us", "first_chunk_time_us", "last_chunk_time_us"} {
-			if v[k], err = num(c); err != nil {
+			if v[k], err = num(col); err != nil {
 				return err
 			}
 		}
 		id := field("request_id")
 		if id == "" {
-			return lineError(in.name, line, "request_id is empty")
+			return c.errorf("request_id is empty")
 		}
 		if prev, dup := seen[id]; dup {
-			return lineError(in.name, line, "request_id %s already used on line %d", id, prev)
+			return c.errorf("request_id %s already used on line %d", id, prev)
 		}
-		seen[id] = line
+		seen[id] = c.line
 		rw := row{prefixGroup: field("prefix_group"), prefixLen: v[0], suffix: v[1], first: v[6], last: v[7],
 			r: datasets.Request{ReqID: id, OutputTokens: v[2], FirstScheduledNs: datasets.Unknown, FirstTokenNs: datasets.Unknown,
 				FinishNs: datasets.Unknown, NumPreemptions: int32(datasets.Unknown)}}
@@ -199,12 +180,12 @@ func runBLIS(in *input, s *sink) error {
 			rw.r.Status = datasets.StatusUnfinished
 		}
 		if (rw.first > 0 && rw.first < rw.inject) || (rw.last > 0 && rw.last < rw.first) {
-			return lineError(in.name, line, "chunk times %d, %d are not in order after the request's injection at %d", rw.first, rw.last, rw.inject)
+			return c.errorf("chunk times %d, %d are not in order after the request's injection at %d", rw.first, rw.last, rw.inject)
 		}
-		for _, c := range []string{"client_id", "tenant_id", "slo_class", "vllm_priority", "session_id", "deadline_us", "slo_target_us",
+		for _, col := range []string{"client_id", "tenant_id", "slo_class", "vllm_priority", "session_id", "deadline_us", "slo_target_us",
 			"image_tokens", "audio_tokens", "video_tokens", "error_message", "adapter", "think_time_us"} {
-			if x := field(c); x != "" && x != "0" {
-				dropped[c] = true
+			if x := field(col); x != "" && x != "0" {
+				dropped[col] = true
 			}
 		}
 		if x := field("round_index"); x != "" && x != "0" {
@@ -222,14 +203,20 @@ func runBLIS(in *input, s *sink) error {
 	for _, rw := range rows {
 		t0 = min(t0, rw.inject)
 	}
+	noLast := 0
 	for i := range rows {
 		rw := &rows[i]
 		rw.r.ArrivalNs = (rw.inject - t0) * unit
 		if rw.first > 0 {
 			rw.r.FirstTokenNs = (rw.first - t0) * unit
 		}
-		if rw.last > 0 && rw.r.Status == datasets.StatusFinished {
-			rw.r.FinishNs = (rw.last - t0) * unit
+		if rw.r.Status == datasets.StatusFinished {
+			if rw.last > 0 {
+				rw.r.FinishNs = (rw.last - t0) * unit
+			} else {
+				rw.r.Status = datasets.StatusUnfinished
+				noLast++
+			}
 		}
 		if rw.prefixGroup != "" {
 			g := groups[rw.prefixGroup]
@@ -259,6 +246,9 @@ func runBLIS(in *input, s *sink) error {
 	}
 	if len(dropped) > 0 {
 		s.note("blis: columns with values not kept: %s", strings.Join(sortedKeys(dropped), ", "))
+	}
+	if noLast > 0 {
+		s.note("blis: %d requests with status ok but no last_chunk_time_us: status unfinished", noLast)
 	}
 	return nil
 }

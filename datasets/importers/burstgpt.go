@@ -1,13 +1,8 @@
 package importers
 
 import (
-	"bufio"
-	"encoding/csv"
-	"fmt"
 	"hash/fnv"
-	"io"
 	"strconv"
-	"strings"
 
 	"github.com/steplab/steplab/datasets"
 )
@@ -45,27 +40,11 @@ const (
 // column): the number of sessions is noted. A Total tokens value that is not
 // Request + Response tokens is counted and noted.
 func runBurstGPT(in *input, s *sink) error {
-	cr := csv.NewReader(bufio.NewReaderSize(in, 1<<16))
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	cr.TrimLeadingSpace = true
-	header, err := cr.Read()
-	if err == io.EOF {
-		return fmt.Errorf("%s: empty file (want a header with %s,%s,%s)", in.name, burstColTime, burstColRequest, burstColResponse)
-	}
+	c, err := newCSVRows(in.name, in, burstColTime, burstColRequest, burstColResponse)
 	if err != nil {
-		return csvError(in.name, err)
+		return err
 	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.TrimSpace(strings.TrimPrefix(h, "\ufeff"))] = i
-	}
-	for _, c := range []string{burstColTime, burstColRequest, burstColResponse} {
-		if _, ok := col[c]; !ok {
-			return lineError(in.name, 1, "header has no %q column (got %q)", c, strings.Join(header, ","))
-		}
-	}
-	_, hasElapsed := col[burstColElapsed]
+	hasElapsed := c.has(burstColElapsed)
 	counts := map[string]int64{}
 	sessions := map[uint64]struct{}{} // FNV-1a of the id: millions of rows
 	h := fnv.New64a()
@@ -73,27 +52,14 @@ func runBurstGPT(in *input, s *sink) error {
 	var failed, badTotal int64
 	n := 0
 	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
+		ok, err := c.next()
+		if err != nil {
+			return err
+		}
+		if !ok {
 			break
 		}
-		if err != nil {
-			return csvError(in.name, err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
-			continue
-		}
-		field := func(c string) (string, bool, error) {
-			i, ok := col[c]
-			if !ok {
-				return "", false, nil
-			}
-			if i >= len(rec) {
-				return "", false, lineError(in.name, line, "%d fields, want at least %d", len(rec), i+1)
-			}
-			return strings.TrimSpace(rec[i]), true, nil
-		}
+		line, field := c.line, c.field
 		ts, _, err := field(burstColTime)
 		if err != nil {
 			return err
@@ -123,7 +89,7 @@ func runBurstGPT(in *input, s *sink) error {
 				return lineError(in.name, line, "%s: %v", c, err)
 			}
 		}
-		if _, ok := col[burstColTotal]; ok && tok[2] != tok[0]+tok[1] {
+		if c.has(burstColTotal) && tok[2] != tok[0]+tok[1] {
 			badTotal++
 		}
 		for _, c := range []string{burstColModel, burstColLogType} {

@@ -55,7 +55,7 @@ func TestBurstGPTParsing(t *testing.T) {
 		{name: "only the required columns", in: "Response tokens,Timestamp,Request tokens\n3,7,9\n",
 			want: []datasets.Request{traceRequest(0, 0, 9, 3)}},
 		{name: "no header", in: "", wantErr: "in: empty file"},
-		{name: "missing column", in: "Timestamp,Model\n1,x\n", wantErr: `in:1: header has no "Request tokens" column`},
+		{name: "missing column", in: "Timestamp,Model\n1,x\n", wantErr: `in:1: header has no Request tokens column (got "Timestamp,Model"; want Timestamp,Request tokens,Response tokens)`},
 		{name: "out of order", in: "Timestamp,Request tokens,Response tokens\n5,1,1\n4,1,1\n", wantErr: "in:3: Timestamp: 4 is earlier than the previous row's 5"},
 		{name: "bad count", in: "Timestamp,Request tokens,Response tokens\n5,x,1\n", wantErr: `in:2: Request tokens: "x" is not an integer`},
 		{name: "bad time", in: "Timestamp,Request tokens,Response tokens\n-5,1,1\n", wantErr: `in:2: Timestamp: "-5" is not a time in seconds`},

@@ -2,15 +2,11 @@ package importers
 
 import (
 	"bytes"
-	"encoding/csv"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/steplab/steplab/datasets"
 )
@@ -137,48 +133,20 @@ func readVLLMTimeseries(in *input, s *sink, reqs []datasets.Request, meta *vllmM
 // parseTimeseries reads the CSV: a header naming at least t, running and
 // waiting (any order; other columns ignored), then rows in time order.
 func parseTimeseries(name string, b []byte) ([]tsRow, error) {
-	cr := csv.NewReader(bytes.NewReader(bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))))
-	cr.FieldsPerRecord = -1
-	cr.TrimLeadingSpace = true
-	header, err := cr.Read()
-	if err == io.EOF {
-		return nil, fmt.Errorf("%s: empty file (want a header with %s,%s,%s)", name, tsColT, tsColRunning, tsColWaiting)
-	}
+	c, err := newCSVRows(name, bytes.NewReader(b), tsColT, tsColRunning, tsColWaiting)
 	if err != nil {
-		return nil, csvError(name, err)
-	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.TrimSpace(h)] = i
-	}
-	for _, c := range []string{tsColT, tsColRunning, tsColWaiting} {
-		if _, ok := col[c]; !ok {
-			return nil, lineError(name, 1, "header has no %s column (got %q)", c, strings.Join(header, ","))
-		}
+		return nil, err
 	}
 	var rows []tsRow
 	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
+		ok, err := c.next()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
 			break
 		}
-		if err != nil {
-			return nil, csvError(name, err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
-			continue
-		}
-		field := func(c string) (string, bool, error) {
-			i, ok := col[c]
-			if !ok {
-				return "", false, nil
-			}
-			if i >= len(rec) {
-				return "", false, lineError(name, line, "%d fields, want at least %d", len(rec), i+1)
-			}
-			return strings.TrimSpace(rec[i]), true, nil
-		}
+		line, field := c.line, c.field
 		r := tsRow{line: line, kv: -1, prompt: -1, gen: -1}
 		for _, f := range []struct {
 			c    string

@@ -77,7 +77,7 @@ func TestVLLMTimeseriesErrors(t *testing.T) {
 	reqs, _ := synthRun(3, 0.5)
 	tests := []struct{ name, ts, want string }{
 		{"no header", "", "timeseries.csv: empty file (want a header with t,running,waiting)"},
-		{"no running", "t,waiting\n1,0\n", `timeseries.csv:1: header has no running column (got "t,waiting")`},
+		{"no running", "t,waiting\n1,0\n", `timeseries.csv:1: header has no running column (got "t,waiting"; want t,running,waiting)`},
 		{"bad count", "t,running,waiting\n1,x,0\n", `timeseries.csv:2: running: "x" is not a request count`},
 		{"bad time", "t,running,waiting\n-1,0,0\n", `timeseries.csv:2: t: "-1" is not a time in seconds`},
 		{"bad kv", "t,running,waiting,kv_cache_pct\n1,0,0,250\n", `timeseries.csv:2: kv_cache_pct: "250" is not a percentage in [0, 100]`},
