@@ -56,15 +56,8 @@ func TestAIPerfParsing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rows, s, err := parseRequests("aiperf", []byte(tt.in), nil)
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			checkRequests(t, rows, true)
-			require.Equal(t, tt.want, rows)
-			if tt.note != "" {
+			s := requestCase(t, "aiperf", tt.in, nil, tt.want, tt.wantErr)
+			if s != nil && tt.note != "" {
 				require.Contains(t, s.m.Notes, tt.note)
 			}
 		})

@@ -41,14 +41,7 @@ func runAzure(in *input, s *sink) error {
 	}
 	var t0, prev time.Time
 	n := 0
-	for {
-		ok, err := c.next()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	for c.scan() {
 		line := c.line
 		ts, _, err := c.field(azureColTime)
 		if err != nil {
@@ -82,6 +75,9 @@ func runAzure(in *input, s *sink) error {
 			return err
 		}
 		n++
+	}
+	if c.err != nil {
+		return c.err
 	}
 	s.m.Workload = &datasets.Workload{Kind: "trace", Params: map[string]string{"format": "azure", "requests": strconv.Itoa(n)}}
 	s.note("azure trace: arrival_ns is the TIMESTAMP column (read as UTC) relative to the first row; req_id is the zero-based row index; no event times (status not_run)")

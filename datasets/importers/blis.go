@@ -113,14 +113,7 @@ func runBLIS(in *input, s *sink) error {
 	}
 	var rows []row
 	seen := map[string]int{}
-	for {
-		ok, err := c.next()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	for c.scan() {
 		// A missing optional column reads as empty (BLIS's defaults).
 		field := func(col string) string {
 			v, _, _ := c.field(col)
@@ -195,6 +188,9 @@ func runBLIS(in *input, s *sink) error {
 			dropped["reason_ratio"] = true
 		}
 		rows = append(rows, rw)
+	}
+	if c.err != nil {
+		return c.err
 	}
 	if len(rows) == 0 {
 		return fmt.Errorf("%s: no requests", in.name)

@@ -12,16 +12,8 @@ import (
 // Traces written by BLIS itself (testdata/blis/SOURCE.md).
 func TestBLISTraces(t *testing.T) {
 	t.Run("poisson", func(t *testing.T) {
-		out := t.TempDir() + "/ds"
-		res, err := Import("blis", "testdata/blis/qwen3-14b-run.csv", out, Options{})
-		require.NoError(t, err)
+		res, d, rows := importRequests(t, "blis", "testdata/blis/qwen3-14b-run.csv")
 		require.Equal(t, int64(40), res.Rows)
-		d, err := datasets.Open(out)
-		require.NoError(t, err)
-		rows, err := datasets.ReadAll[datasets.Request](d, datasets.TableRequests)
-		require.NoError(t, err)
-		rows = emptyListsNil(rows)
-		checkRequests(t, rows, true)
 		// Row 0: arrival 49999 µs, first chunk 80312, last 7165615.
 		require.Equal(t, datasets.Request{ReqID: "0", ArrivalNs: 0, PromptTokens: 609, OutputTokens: 496, FirstScheduledNs: -1,
 			FirstTokenNs: (80312 - 49999) * 1000, FinishNs: (7165615 - 49999) * 1000, NumPreemptions: -1, Status: "finished"}, rows[0])
@@ -85,14 +77,10 @@ func TestBLISParsing(t *testing.T) {
 			if tt.header != "" {
 				sib = map[string][]byte{"in.yaml": []byte(tt.header)}
 			}
-			rows, s, err := parseRequests("blis", []byte(tt.in), sib)
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
+			s := requestCase(t, "blis", tt.in, sib, tt.want, tt.wantErr)
+			if s == nil {
 				return
 			}
-			require.NoError(t, err)
-			checkRequests(t, rows, true)
-			require.Equal(t, tt.want, rows)
 			require.Equal(t, &datasets.EngineConfig{MaxNumSeqs: 64, BlockSize: 32}, s.m.Engine)
 			require.Equal(t, "m", s.m.Model.Name)
 		})

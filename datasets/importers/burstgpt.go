@@ -51,14 +51,7 @@ func runBurstGPT(in *input, s *sink) error {
 	var t0, prev float64
 	var failed, badTotal int64
 	n := 0
-	for {
-		ok, err := c.next()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			break
-		}
+	for c.scan() {
 		line, field := c.line, c.field
 		ts, _, err := field(burstColTime)
 		if err != nil {
@@ -128,6 +121,9 @@ func runBurstGPT(in *input, s *sink) error {
 			return err
 		}
 		n++
+	}
+	if c.err != nil {
+		return c.err
 	}
 	for _, k := range sortedKeys(counts) {
 		s.detail(k, strconv.FormatInt(counts[k], 10))

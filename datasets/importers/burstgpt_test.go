@@ -10,16 +10,8 @@ import (
 
 // The first rows of BurstGPT_1.csv (testdata/burstgpt/SOURCE.md).
 func TestBurstGPTRows(t *testing.T) {
-	out := t.TempDir() + "/ds"
-	res, err := Import("burstgpt", "testdata/burstgpt/BurstGPT_1_rows.csv", out, Options{})
-	require.NoError(t, err)
+	res, d, rows := importRequests(t, "burstgpt", "testdata/burstgpt/BurstGPT_1_rows.csv")
 	require.Equal(t, int64(3), res.Rows)
-	d, err := datasets.Open(out)
-	require.NoError(t, err)
-	rows, err := datasets.ReadAll[datasets.Request](d, datasets.TableRequests)
-	require.NoError(t, err)
-	rows = emptyListsNil(rows)
-	checkRequests(t, rows, true)
 	require.Equal(t, []datasets.Request{
 		traceRequest(0, 0, 472, 18),
 		traceRequest(1, 40_000_000_000, 1087, 230),
@@ -64,14 +56,10 @@ func TestBurstGPTParsing(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rows, s, err := parseRequests("burstgpt", []byte(tt.in), nil)
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
+			s := requestCase(t, "burstgpt", tt.in, nil, tt.want, tt.wantErr)
+			if s == nil {
 				return
 			}
-			require.NoError(t, err)
-			checkRequests(t, rows, true)
-			require.Equal(t, tt.want, rows)
 			for _, n := range tt.notes {
 				require.Contains(t, s.m.Notes, n)
 			}

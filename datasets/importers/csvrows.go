@@ -19,7 +19,8 @@ type csvRows struct {
 	header []string
 	col    map[string]int
 	rec    []string
-	line   int // of the current row
+	line   int   // of the current row
+	err    error // that stopped scan
 }
 
 // newCSVRows reads the header row of r (file name for errors) and checks
@@ -52,22 +53,25 @@ func newCSVRows(name string, r io.Reader, required ...string) (*csvRows, error) 
 	return c, nil
 }
 
-// next reads the next non-blank row; false at the end.
-func (c *csvRows) next() (bool, error) {
-	for {
+// scan reads the next non-blank row: false at the end or on an error,
+// which err then holds (bufio.Scanner's pattern).
+func (c *csvRows) scan() bool {
+	for c.err == nil {
 		rec, err := c.cr.Read()
 		if err == io.EOF {
-			return false, nil
+			return false
 		}
 		if err != nil {
-			return false, csvError(c.name, err)
+			c.err = csvError(c.name, err)
+			return false
 		}
 		c.rec = rec
 		c.line, _ = c.cr.FieldPos(0)
 		if len(rec) > 1 || strings.TrimSpace(rec[0]) != "" {
-			return true, nil
+			return true
 		}
 	}
+	return false
 }
 
 func (c *csvRows) has(col string) bool { _, ok := c.col[col]; return ok }

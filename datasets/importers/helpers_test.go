@@ -121,3 +121,33 @@ func readFile(t testing.TB, path string) []byte {
 }
 
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// importRequests imports src into a temporary dataset and reads its
+// requests back.
+func importRequests(t *testing.T, format, src string) (*Result, *datasets.Dataset, []datasets.Request) {
+	t.Helper()
+	res, err := Import(format, src, t.TempDir()+"/ds", Options{})
+	require.NoError(t, err)
+	d, err := datasets.Open(res.Dir)
+	require.NoError(t, err)
+	rows, err := datasets.ReadAll[datasets.Request](d, datasets.TableRequests)
+	require.NoError(t, err)
+	rows = emptyListsNil(rows)
+	checkRequests(t, rows, true)
+	return res, d, rows
+}
+
+// requestCase parses in: with wantErr, an error containing it; otherwise
+// rows that hold the invariants and equal want. It returns the sink.
+func requestCase(t *testing.T, format, in string, siblings map[string][]byte, want []datasets.Request, wantErr string) *sink {
+	t.Helper()
+	rows, s, err := parseRequests(format, []byte(in), siblings)
+	if wantErr != "" {
+		require.ErrorContains(t, err, wantErr)
+		return nil
+	}
+	require.NoError(t, err)
+	checkRequests(t, rows, true)
+	require.Equal(t, want, rows)
+	return s
+}

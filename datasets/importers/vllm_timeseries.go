@@ -138,14 +138,7 @@ func parseTimeseries(name string, b []byte) ([]tsRow, error) {
 		return nil, err
 	}
 	var rows []tsRow
-	for {
-		ok, err := c.next()
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			break
-		}
+	for c.scan() {
 		line, field := c.line, c.field
 		r := tsRow{line: line, kv: -1, prompt: -1, gen: -1}
 		for _, f := range []struct {
@@ -186,6 +179,9 @@ func parseTimeseries(name string, b []byte) ([]tsRow, error) {
 			return nil, lineError(name, line, "%s: %v is earlier than the previous row's %v; rows must be in time order", tsColT, r.t, rows[len(rows)-1].t)
 		}
 		rows = append(rows, r)
+	}
+	if c.err != nil {
+		return nil, c.err
 	}
 	return rows, nil
 }
