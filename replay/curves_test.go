@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/datasets/importers"
 )
 
 // withEngineSamples copies the requests of a simulated run into a new
@@ -116,4 +117,22 @@ func TestCurvesWithoutKVUsage(t *testing.T) {
 	var nilRec *curveRecorder
 	assert.Nil(t, nilRec.stepHook())
 	assert.Nil(t, nilRec.compare())
+}
+
+// An imported vLLM run whose meta.json records what vLLM allocated replays
+// on exactly that engine: its num_gpu_blocks, not an estimate.
+func TestEngineOfImportedVLLMRun(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rtx4090")
+	_, err := importers.Import("vllm-requests", filepath.Join("..", "datasets", "importers", "testdata", "llmservingsim-rtx4090-llama-3.1-8b"), dir, importers.Options{})
+	require.NoError(t, err)
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	e, err := EngineOf(d.Manifest)
+	require.NoError(t, err)
+	assert.Equal(t, 2588, e.Sched.NumGPUBlocks)
+	assert.Equal(t, 256, e.Sched.MaxNumSeqs)
+	assert.Equal(t, 32768, e.Sched.MaxModelLen)
+	assert.True(t, e.Async)
+	assert.Len(t, e.Graphs, 51)
+	assert.Empty(t, e.Warnings, "everything the engine needs is recorded")
 }
