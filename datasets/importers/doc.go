@@ -1,5 +1,5 @@
 // Package importers turns traces published by other tools into steplab
-// datasets (DESIGN.md §5). Each format has one file, and is read as its
+// datasets. Each format has one file, and is read as its
 // upstream writer defines it (repository, file and commit read):
 //
 //   - azure (azure.go): Azure LLM inference trace CSV
