@@ -148,9 +148,10 @@ func (s *fpmState) observeSeq(seq uint64) {
 	s.haveSeq, s.lastSeq = true, seq
 }
 
-// observeCounter accounts for a message's counter_id. A counter of 0 (a
-// publisher without counter_id, or an all-zero heartbeat) and a repeat of
-// the last value (a heartbeat that carries it) say nothing.
+// observeCounter accounts for a message's counter_id. Dynamo's publisher
+// stamps every message, heartbeats included, with its send sequence from 0;
+// a counter of 0 (a publisher's first message, or one from before Dynamo
+// had counter_id) starts nothing to compare against.
 func (s *fpmState) observeCounter(f importers.FPM) {
 	if f.CounterID <= 0 {
 		return

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmihailenco/msgpack/v5"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
@@ -356,4 +358,52 @@ func TestParseFPMMessage(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.err)
 		})
 	}
+}
+
+// TestSubscribeFPMDynamoBytes publishes payloads written exactly as Dynamo's
+// publisher writes them (datasets/importers/testdata/dynamo_fpm_publisher.py)
+// with the framing of its _FpmPublisherThread: the sequence frame is the
+// counter_id it stamped, from 0, heartbeats included.
+func TestSubscribeFPMDynamoBytes(t *testing.T) {
+	b, err := os.ReadFile("../datasets/importers/testdata/dynamo_fpm_publisher.msgpack")
+	require.NoError(t, err)
+	var rank0 [][]byte
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	for {
+		raw, err := dec.DecodeRaw()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		f, err := importers.DecodeFPM(raw)
+		require.NoError(t, err)
+		if f.DPRank == 0 && f.WorkerID == "7587891376465402128" {
+			rank0 = append(rank0, raw)
+		}
+	}
+	require.Len(t, rank0, 5, "counters 0, 1, 2, 3 (heartbeat), 5")
+
+	p := newFPMPublisher(t)
+	dir := filepath.Join(t.TempDir(), "fpm")
+	wait := subscribe(context.Background(), p.addr, dir, FPMOptions{MaxSteps: 4, Duration: 30 * time.Second})
+	p.waitSubscribed()
+	for _, raw := range rank0 {
+		f, err := importers.DecodeFPM(raw)
+		require.NoError(t, err)
+		p.sendFrames([]byte{}, seqFrame(uint64(f.CounterID)), raw)
+	}
+	res, err := wait()
+	require.NoError(t, err)
+	assert.Zero(t, res.Malformed, res.FirstMalformed)
+	assert.EqualValues(t, 4, res.Steps)
+	assert.EqualValues(t, 1, res.Heartbeats)
+	assert.Equal(t, []FPMGap{
+		{Field: "sequence", From: 4, To: 4},
+		{Field: "counter_id", WorkerID: "7587891376465402128", From: 4, To: 4},
+	}, res.Gaps)
+	var ids []int64
+	for _, s := range readSteps(t, dir) {
+		ids = append(ids, s.StepID)
+	}
+	assert.Equal(t, []int64{0, 1, 2, 5}, ids, "step_id = counter_id, from 0")
 }

@@ -4,13 +4,14 @@
 //
 // # Datasets
 //
-// A dataset is a directory with a manifest and up to four tables:
+// A dataset is a directory with a manifest and up to five tables:
 //
 //	<name>/manifest.json                 provenance, engine and model, status
 //	<name>/steps.parquet/part-NNNNNN.parquet
 //	<name>/step_requests.parquet/...
 //	<name>/requests.parquet/...
 //	<name>/gpu_samples.parquet/...
+//	<name>/engine_samples.parquet/...
 //
 // A table is either a directory of numbered part files (what steplab
 // writes) or one Parquet file <table>.parquet (what pandas, DuckDB or
@@ -18,7 +19,7 @@
 // current schema. A dataset holds the tables its source has: an imported
 // trace only requests, a Dynamo artifact only steps.
 //
-// The row types Step, StepRequest, Request and GPUSample define the
+// The row types Step, StepRequest, Request, GPUSample and EngineSample define the
 // columns through their parquet struct tags. The files are plain Parquet:
 // zstd pages (see below), DELTA_BINARY_PACKED for integer columns,
 // dictionary encoding for repeated strings, no extension types, no

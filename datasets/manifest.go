@@ -164,10 +164,25 @@ type EngineConfig struct {
 	AsyncScheduling           bool `json:"async_scheduling"`
 	BatchQueueDepth           int  `json:"batch_queue_depth,omitempty"`
 	WorkerCount               int  `json:"worker_count,omitempty"`
-	// GPUMemoryUtilization is the fraction of device memory the engine
-	// could use (vLLM's gpu_memory_utilization), from which the KV
-	// capacity is estimated when num_gpu_blocks is not recorded.
+
+	// What a serving engine's run records beside its limits (an imported
+	// vLLM run); zero when unknown.
+	//
+	// GPUMemoryUtilization is the fraction of device memory the engine was
+	// allowed (vLLM's gpu_memory_utilization), from which it sized the KV
+	// cache; NumKVTokens is the KV capacity it allocated, in tokens
+	// (num_gpu_blocks × block_size).
 	GPUMemoryUtilization float64 `json:"gpu_memory_utilization,omitempty"`
+	NumKVTokens          int     `json:"num_kv_tokens,omitempty"`
+	// KVCacheDType is the KV cache's element type ("auto": the model's).
+	KVCacheDType string `json:"kv_cache_dtype,omitempty"`
+	// Parallelism: tensor, pipeline and data parallel sizes, and whether
+	// experts were sharded across the data-parallel ranks. NumGPUBlocks is
+	// per data-parallel rank: each rank has its own scheduler and KV cache.
+	TensorParallelSize   int  `json:"tensor_parallel_size,omitempty"`
+	PipelineParallelSize int  `json:"pipeline_parallel_size,omitempty"`
+	DataParallelSize     int  `json:"data_parallel_size,omitempty"`
+	ExpertParallel       bool `json:"expert_parallel,omitempty"`
 }
 
 // Workload describes the arrivals that drove the run.

@@ -138,6 +138,8 @@ func TestAddedColumnsDefaults(t *testing.T) {
 	assert.Equal(t, []ColumnDefault{{"is_resumed", "false"}}, DefaultedColumns(TableStepRequests))
 	assert.Equal(t, []ColumnDefault{{"prefix_hash_ids", ""}}, DefaultedColumns(TableRequests))
 	assert.Empty(t, DefaultedColumns(TableGPUSamples))
+	assert.Equal(t, []ColumnDefault{{"dp_rank", "-1"}, {"kv_usage", "-1"}, {"prompt_tokens_per_s", "-1"},
+		{"generation_tokens_per_s", "-1"}, {"window_ns", "0"}}, DefaultedColumns(TableEngineSamples))
 }
 
 func TestBadFiles(t *testing.T) {

@@ -110,6 +110,7 @@ func TestRoundTripTables(t *testing.T) {
 	t.Run("step_requests", func(t *testing.T) { roundTrip(t, TableStepRequests, simStepRequests(1000, 3), nil) })
 	t.Run("requests", func(t *testing.T) { roundTrip(t, TableRequests, normalizeLists(simRequests(1000, 3)), normalizeLists) })
 	t.Run("gpu_samples", func(t *testing.T) { roundTrip(t, TableGPUSamples, simGPUSamples(1000, 3), nil) })
+	t.Run("engine_samples", func(t *testing.T) { roundTrip(t, TableEngineSamples, simEngineSamples(1000, 3), nil) })
 }
 
 // normalizeLists maps empty lists to nil: Parquet does not tell an empty
@@ -493,6 +494,17 @@ func simRequests(n int, seed uint64) []Request {
 			PrefixHashIDs: ids, FirstScheduledNs: t + 10, FirstTokenNs: t + 5000, FinishNs: Unknown,
 			NumPreemptions: int32(r.IntN(3)), Status: st,
 		}
+	}
+	return out
+}
+
+func simEngineSamples(n int, seed uint64) []EngineSample {
+	r := rand.New(rand.NewPCG(seed, 19))
+	out := make([]EngineSample, n)
+	for i := range out {
+		out[i] = EngineSample{TNs: int64(i) * 1_000_000_000, DPRank: int32(i%3) - 1, NumRunning: int32(r.IntN(256)),
+			NumWaiting: int32(r.IntN(500)), KVUsage: r.Float64(), PromptTokensPerS: 1e4 * r.Float64(),
+			GenerationTokensPerS: 2e3 * r.Float64(), WindowNs: 1_000_000_000}
 	}
 	return out
 }

@@ -26,10 +26,14 @@ const (
 	TableStepRequests = "step_requests"
 	TableRequests     = "requests"
 	TableGPUSamples   = "gpu_samples"
+	// TableEngineSamples is optional, like gpu_samples: a run's scheduler
+	// state sampled over time (an engine's stats logger), where the source
+	// records one.
+	TableEngineSamples = "engine_samples"
 )
 
 // Tables lists every table of schema version 1 in the order tools report them.
-var Tables = []string{TableSteps, TableStepRequests, TableRequests, TableGPUSamples}
+var Tables = []string{TableSteps, TableStepRequests, TableRequests, TableGPUSamples, TableEngineSamples}
 
 // Step kinds (Step.Kind).
 const (
@@ -155,6 +159,40 @@ type GPUSample struct {
 	UtilMemPercent int32   `parquet:"util_mem_percent,delta"`
 }
 
+// EngineSample is the engine's scheduler state at one moment, as its stats
+// logger reported it: one row of engine_samples.parquet. An importer writes
+// it beside the requests of a run whose engine logged its queues (vLLM's
+// stat loggers, LLMServingSim's timeseries.csv); replay compares it with
+// the re-simulated engine's state.
+//
+// A row may summarise a window (a logger that keeps the last reading of each
+// tick): TNs is the end of the window, the counts and KV usage are the last
+// reading in it, and the throughputs are averages over it.
+type EngineSample struct {
+	// TNs is on the clock of the dataset's other tables (the requests'
+	// arrival_ns): nanoseconds since the run's start.
+	TNs int64 `parquet:"t_ns,delta"`
+	// DPRank is the data-parallel rank the reading is from; -1 when it
+	// covers every rank (counts summed, KV usage averaged).
+	DPRank int32 `parquet:"dp_rank,delta" default:"-1"`
+	// NumRunning and NumWaiting are the scheduler's running and waiting
+	// requests (the waiting queue includes preempted requests).
+	NumRunning int32 `parquet:"num_running,delta"`
+	NumWaiting int32 `parquet:"num_waiting,delta"`
+	// KVUsage is the fraction of the usable KV-cache blocks held by
+	// requests, 0..1 (vLLM's kv_cache_usage: 1 − free/usable; a block kept
+	// only for prefix reuse counts as free); −1 when not recorded.
+	KVUsage float64 `parquet:"kv_usage" default:"-1"`
+	// PromptTokensPerS and GenerationTokensPerS are the prompt tokens
+	// prefilled and the output tokens generated per second over the window;
+	// −1 when not recorded.
+	PromptTokensPerS     float64 `parquet:"prompt_tokens_per_s" default:"-1"`
+	GenerationTokensPerS float64 `parquet:"generation_tokens_per_s" default:"-1"`
+	// WindowNs is the length of the window ending at TNs (0 for an
+	// instantaneous reading).
+	WindowNs int64 `parquet:"window_ns,delta" default:"0"`
+}
+
 // Columns with defaults.
 //
 // A column added to a table after schema version 1, or one a source may
@@ -167,6 +205,10 @@ type GPUSample struct {
 //	steps.sample_ns               -1 (Unknown)
 //	step_requests.is_resumed      false
 //	requests.prefix_hash_ids      empty list
+//	engine_samples.dp_rank        -1 (every rank)
+//	engine_samples.kv_usage       -1 (not recorded)
+//	engine_samples.prompt_tokens_per_s, generation_tokens_per_s  -1
+//	engine_samples.window_ns      0
 //
 // A null value in a nullable column (a file written by pandas) reads as the
 // column's default when it has one, and as the zero value otherwise.
@@ -191,6 +233,8 @@ func DefaultedColumns(table string) []ColumnDefault {
 		c, _ = codecFor(reflect.TypeFor[Request]())
 	case TableGPUSamples:
 		c, _ = codecFor(reflect.TypeFor[GPUSample]())
+	case TableEngineSamples:
+		c, _ = codecFor(reflect.TypeFor[EngineSample]())
 	}
 	if c == nil {
 		return nil

@@ -11,11 +11,7 @@ import (
 
 // benchDataset is a simulated run of ~100k steps.
 func benchDataset(b *testing.B) (*datasets.Dataset, *sim.Plan) {
-	dir, p := simulated(b, "bench", func(sc *sim.Scenario) {
-		sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 10, Requests: 5000,
-			Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
-			Output: sim.LengthSpec{Kind: "lognormal", Mean: 250, Sigma: 0.7, Max: 2000}}
-	})
+	dir, p := simulated(b, "bench")
 	d, err := datasets.Open(dir)
 	if err != nil {
 		b.Fatal(err)

@@ -78,7 +78,7 @@ func simulateHost(t *testing.T, name string, host model.HostModel) (string, *sim
 // A time-ordered hold-out is scored after the fit, and the linear start
 // model, scaled, brings the metrics of a roofline-generated run closer.
 func TestCalibrateLinearWithHoldout(t *testing.T) {
-	dir, p := simulated(t, "async", nil)
+	dir, p := simulated(t, "async")
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)

@@ -31,6 +31,31 @@ func savePlot(p *plot.Plot, dir, name string) ([]string, error) {
 	return out, nil
 }
 
+// addRecPred draws a recorded curve (solid) and its prediction (dashed,
+// named predName) on p; an empty curve is left out.
+func addRecPred(p *plot.Plot, rec, pred plotter.XYs, predName string) error {
+	for i, d := range []struct {
+		name string
+		xy   plotter.XYs
+	}{{"recorded", rec}, {predName, pred}} {
+		if len(d.xy) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(d.xy)
+		if err != nil {
+			return err
+		}
+		l.Color = palette[i]
+		l.Width = vg.Points(1)
+		if i == 1 {
+			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+		}
+		p.Add(l)
+		p.Legend.Add(d.name, l)
+	}
+	return nil
+}
+
 // StepFigures draws the step replay's figures into dir: recorded vs
 // predicted over time (steps.time.{png,svg}) and the CDF of the absolute
 // relative error per kind (steps.error_cdf.{png,svg}). It returns the files.
@@ -49,21 +74,8 @@ func StepFigures(s *StepSummary, dir string) ([]string, error) {
 			rec[i] = plotter.XY{X: ser.T[i], Y: ser.Rec[i]}
 			pred[i] = plotter.XY{X: ser.T[i], Y: ser.Pred[i]}
 		}
-		for i, d := range []struct {
-			name string
-			xy   plotter.XYs
-		}{{"recorded", rec}, {"predicted", pred}} {
-			l, err := plotter.NewLine(d.xy)
-			if err != nil {
-				return nil, err
-			}
-			l.Color = palette[i]
-			l.Width = vg.Points(1)
-			if i == 1 {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
-			}
-			p.Add(l)
-			p.Legend.Add(d.name, l)
+		if err := addRecPred(p, rec, pred, "predicted"); err != nil {
+			return nil, err
 		}
 		p.Legend.Top = true
 		p.Add(plotter.NewGrid())

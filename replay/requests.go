@@ -161,12 +161,16 @@ func recordedComposition(d *datasets.Dataset) (*Composition, error) {
 
 // simSink collects what a re-simulation produces.
 type simSink struct {
-	reqs map[string]datasets.Request
-	comp Composition
+	reqs   map[string]datasets.Request
+	comp   Composition
+	onStep func(*datasets.Step) // nil, or the engine-curve recorder
 }
 
 func (s *simSink) Step(st *datasets.Step, _ []datasets.StepRequest) error {
 	s.comp.add(st.Kind, int64(st.NumNewReqs+st.NumCachedReqs), st.TotalScheduledTokens, st.NumPreempted)
+	if s.onStep != nil {
+		s.onStep(st)
+	}
 	return nil
 }
 
@@ -181,7 +185,12 @@ func (s *simSink) Request(r *datasets.Request) error {
 // models and returns the simulated requests by id and the step
 // composition.
 func Simulate(t *Trace, p *sim.Plan) (map[string]datasets.Request, *Composition, error) {
-	sink := &simSink{reqs: make(map[string]datasets.Request, len(t.Arrivals))}
+	return simulate(t, p, nil)
+}
+
+// simulate is Simulate with a function called after every step.
+func simulate(t *Trace, p *sim.Plan, onStep func(*datasets.Step)) (map[string]datasets.Request, *Composition, error) {
+	sink := &simSink{reqs: make(map[string]datasets.Request, len(t.Arrivals)), onStep: onStep}
 	eng, err := p.NewEngine(sim.Backend{WorkerID: "replay-0"}, sink)
 	if err != nil {
 		return nil, nil, err
@@ -323,7 +332,10 @@ type RequestSummary struct {
 	// Steps compares the step composition where the record has steps.
 	RecordedSteps  *Composition `json:"recorded_steps,omitempty"`
 	SimulatedSteps *Composition `json:"simulated_steps"`
-	Warnings       []string     `json:"warnings,omitempty"`
+	// EngineCurves compares the engine's state over time where the record
+	// has engine samples (see CurveSummary).
+	EngineCurves *CurveSummary `json:"engine_curves,omitempty"`
+	Warnings     []string      `json:"warnings,omitempty"`
 }
 
 // EngineSummary is the engine a replay ran.
@@ -501,7 +513,9 @@ func boundLatencies(rows []RequestRow, lo, hi map[string]datasets.Request, level
 }
 
 // RunRequests re-simulates the dataset's requests and writes
-// out/request_comparison.parquet and out/summary.json.
+// out/request_comparison.parquet and out/summary.json; where the record
+// has engine samples, also out/engine_samples.parquet and the engine.*
+// figures.
 func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*RequestSummary, error) {
 	t, err := LoadTrace(d)
 	if err != nil {
@@ -511,7 +525,11 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if e == nil {
 		return nil, errors.New("replay requests: no plan to re-simulate on")
 	}
-	simReqs, comp, err := Simulate(t, e)
+	curves, err := newCurveRecorder(d)
+	if err != nil {
+		return nil, err
+	}
+	simReqs, comp, err := simulate(t, e, curves.stepHook())
 	if err != nil {
 		return nil, err
 	}
@@ -538,6 +556,9 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if err == nil && level > 0 {
 		sum.Intervals = boundLatencies(buf, loReqs, hiReqs, level)
 	}
+	if err == nil {
+		sum.EngineCurves, err = curves.writeCurves(w)
+	}
 	if err := finishTable(w, tw, buf, err); err != nil {
 		return nil, err
 	}
@@ -547,6 +568,11 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	sum.RecordedSteps, sum.SimulatedSteps = t.Steps, comp
 	if err := writeJSONFile(filepath.Join(out.Dir, "summary.json"), sum); err != nil {
 		return nil, err
+	}
+	if !out.NoFigures {
+		if _, err := CurveFigures(sum.EngineCurves, out.Dir); err != nil {
+			return nil, err
+		}
 	}
 	return sum, nil
 }

@@ -19,11 +19,7 @@ import (
 func TestReplayRequestsReproducesSimulation(t *testing.T) {
 	for _, name := range []string{"async", "preempting"} {
 		t.Run(name, func(t *testing.T) {
-			var mod func(*sim.Scenario)
-			if name == "preempting" {
-				mod = func(sc *sim.Scenario) { sc.Engine.NumGPUBlocks = 1500; sc.Engine.MaxModelLen = 16384 }
-			}
-			dir, p := simulated(t, name, mod)
+			dir, p := simulated(t, name)
 			d, err := datasets.Open(dir)
 			require.NoError(t, err)
 			out := filepath.Join(t.TempDir(), "out")
@@ -59,7 +55,7 @@ func TestReplayRequestsReproducesSimulation(t *testing.T) {
 
 // A slower model shows up as positive ITL and E2E errors.
 func TestReplayRequestsSlowerModel(t *testing.T) {
-	dir, p := simulated(t, "async", nil)
+	dir, p := simulated(t, "async")
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)

@@ -24,8 +24,26 @@ type simOut struct {
 	err  error
 }
 
-func simulated(t testing.TB, name string, mod func(*sim.Scenario)) (string, *sim.Plan) {
+// scenarios are the simulated runs the tests replay, by name: one scenario
+// per name, so the cache of simulated below can never hand one test
+// another's run.
+var scenarios = map[string]func(*sim.Scenario){
+	"async":                  func(*sim.Scenario) {},
+	"sync":                   func(sc *sim.Scenario) { sc.Engine.AsyncScheduling = false },
+	"preempting":             func(sc *sim.Scenario) { sc.Engine.NumGPUBlocks = 1500; sc.Engine.MaxModelLen = 16384 },
+	"no-graphs-small-budget": func(sc *sim.Scenario) { sc.Engine.CUDAGraphSizes = nil; sc.Engine.MaxNumBatchedTokens = 1024 },
+	// bench is a run of ~100k steps (benchmarks).
+	"bench": func(sc *sim.Scenario) {
+		sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 10, Requests: 5000,
+			Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+			Output: sim.LengthSpec{Kind: "lognormal", Mean: 250, Sigma: 0.7, Max: 2000}}
+	},
+}
+
+func simulated(t testing.TB, name string) (string, *sim.Plan) {
 	t.Helper()
+	mod, ok := scenarios[name]
+	require.True(t, ok, "no scenario %q", name)
 	if v, ok := simCache.Load(name); ok {
 		o := v.(*simOut)
 		require.NoError(t, o.err)
@@ -36,9 +54,7 @@ func simulated(t testing.TB, name string, mod func(*sim.Scenario)) (string, *sim
 	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
 		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
 		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
-	if mod != nil {
-		mod(&sc)
-	}
+	mod(&sc)
 	p, err := sc.Plan()
 	require.NoError(t, err)
 	dir := filepath.Join(sharedTmp(t), name)
@@ -78,18 +94,9 @@ func replayAll(t *testing.T, dir string, opts StepOptions) (*StepSummary, []Step
 // schedule are determined by the step; narrow and wall time depend on the
 // previous step (async pipeline) and are re-derived one step ahead.
 func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
-	cases := []struct {
-		name string
-		mod  func(*sim.Scenario)
-	}{
-		{"async", nil},
-		{"sync", func(sc *sim.Scenario) { sc.Engine.AsyncScheduling = false }},
-		{"preempting", func(sc *sim.Scenario) { sc.Engine.NumGPUBlocks = 1500; sc.Engine.MaxModelLen = 16384 }},
-		{"no-graphs-small-budget", func(sc *sim.Scenario) { sc.Engine.CUDAGraphSizes = nil; sc.Engine.MaxNumBatchedTokens = 1024 }},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			dir, p := simulated(t, c.name, c.mod)
+	for _, name := range []string{"async", "sync", "preempting", "no-graphs-small-budget"} {
+		t.Run(name, func(t *testing.T) {
+			dir, p := simulated(t, name)
 			sum, rows := replayAll(t, dir, StepOptions{FPM: p.FPM, Host: p.Host})
 			require.NotEmpty(t, rows)
 			assert.True(t, sum.UsedStepRequests)
@@ -105,7 +112,7 @@ func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
 				assert.Equal(t, st.N, st.Exact, f)
 				assert.Zero(t, st.MAPE, f)
 			}
-			if c.name == "preempting" {
+			if name == "preempting" {
 				d, _ := datasets.Open(dir)
 				steps, _ := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
 				var pre int32
@@ -122,7 +129,7 @@ func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
 // attention with several prefill requests, new-request tokens) are
 // approximated; device time stays close.
 func TestReplayStepsWithoutStepRequests(t *testing.T) {
-	dir, p := simulated(t, "async", nil)
+	dir, p := simulated(t, "async")
 	sum, _ := replayAll(t, dir, StepOptions{FPM: p.FPM, Host: p.Host, NoJoin: true})
 	assert.False(t, sum.UsedStepRequests)
 	assert.NotEmpty(t, sum.Notes)

@@ -20,8 +20,8 @@ func newExportCmd() *cobra.Command {
 	var tables []string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "export DIR --format csv|arrow|perfetto -o OUT",
-		Short: "Write a dataset's tables as CSV or Arrow IPC files, or its step timeline for Perfetto",
+		Use:   "export DIR --format csv|arrow|perfetto|blis -o OUT",
+		Short: "Write a dataset's tables as CSV or Arrow IPC files, its step timeline for Perfetto, or its requests as a BLIS trace",
 		Long: `export writes each table of a dataset as one file in OUT (created if needed):
 OUT/<table>.csv for spreadsheets and pandas.read_csv, or OUT/<table>.arrow
 (Arrow IPC file format) for pyarrow, polars and DuckDB.
@@ -36,6 +36,13 @@ arrival to finish with its first token marked. A whole run can be large
 and --window START:END keeps the steps scheduled, and the requests alive,
 within those seconds of the run. See docs/report.md.
 
+--format blis writes the requests as a BLIS (inference-sim) TraceV2 trace:
+OUT.yaml (header) and OUT.csv (data), as blis run --trace-output OUT does,
+for blis replay --trace-header OUT.yaml --trace-data OUT.csv. Arrivals,
+prompt and output lengths, recorded first-token and finish times, statuses,
+and shared prefixes (requests whose prefix_hash_ids start alike) as prefix
+groups; the manifest's model and engine limits in the header.
+
 Columns come from the table's Parquet schema: int64, int32, float64, bool,
 utf8 and list<int64> (prefix_hash_ids). In CSV the first row names the
 columns, lists are JSON arrays in one cell ("[1,2,3]"), floats read back
@@ -47,6 +54,7 @@ Examples:
   steplab export out/run --format arrow -o out/run-arrow --tables steps,requests
   steplab export out/run --format perfetto -o out/run-trace.json
   steplab export out/run --format perfetto -o out/minute-2.json --window 60:120
+  steplab export ds/llama --format blis -o out/llama-trace
   python -c "import pandas as pd; print(pd.read_csv('out/run-csv/steps.csv').describe())"
   python -c "import pyarrow.ipc as ipc; print(ipc.open_file('out/run-arrow/steps.arrow').read_all())"`,
 		Args: cobra.ExactArgs(1),
@@ -55,11 +63,14 @@ Examples:
 				return &exitError{code: 2, msg: "export: no output directory: use -o OUT"}
 			}
 			format = strings.ToLower(format)
-			if format == export.Perfetto {
+			switch format {
+			case export.Perfetto:
 				return runPerfettoExport(cmd, args[0], out, window, asJSON)
-			}
-			if format != export.CSV && format != export.Arrow {
-				return &exitError{code: 2, msg: fmt.Sprintf("export: --format %q: want csv, arrow or perfetto", format)}
+			case export.BLIS:
+				return runBLISExport(cmd, args[0], out, asJSON)
+			case export.CSV, export.Arrow:
+			default:
+				return &exitError{code: 2, msg: fmt.Sprintf("export: --format %q: want csv, arrow, perfetto or blis", format)}
 			}
 			var sel []string
 			for _, t := range tables {
@@ -96,8 +107,8 @@ Examples:
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&format, "format", "", "csv, arrow or perfetto (required)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (csv, arrow) or file (perfetto) (required)")
+	cmd.Flags().StringVar(&format, "format", "", "csv, arrow, perfetto or blis (required)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (csv, arrow), file (perfetto) or file prefix (blis) (required)")
 	cmd.Flags().StringSliceVar(&tables, "tables", nil, "tables to export, comma-separated (default: all the dataset has)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the files written as JSON")
 	cmd.Flags().StringVar(&window, "window", "", "perfetto: only START:END seconds of the run (either may be empty)")
@@ -181,4 +192,22 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%.0f MB", float64(n)/1e6)
 	}
 	return fmt.Sprintf("%.0f KB", float64(n)/1e3)
+}
+
+// runBLISExport writes the requests of a dataset as a BLIS trace
+// (--format blis).
+func runBLISExport(cmd *cobra.Command, dir, out string, asJSON bool) error {
+	res, err := export.BLISTrace(dir, out)
+	if err != nil {
+		return &exitError{code: 2, msg: "export: " + err.Error()}
+	}
+	if asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "wrote %d requests as a BLIS trace: %s (header), %s (data); run it with blis replay --trace-header %s --trace-data %s\n",
+		res.Requests, res.Header, res.Data, res.Header, res.Data)
+	for _, n := range res.Notes {
+		fmt.Fprintln(cmd.OutOrStdout(), "note:", n)
+	}
+	return nil
 }

@@ -31,7 +31,9 @@ func newImportCmd() *cobra.Command {
 		Short: "Bring a published trace or a Dynamo FPM record into a steplab dataset",
 		Long: `Import converts a trace written by another tool into a steplab dataset:
 a directory with manifest.json and one Parquet table. Request traces become the
-requests table; Dynamo forward-pass metrics become the steps table.
+requests table; Dynamo forward-pass metrics become the steps table. A vLLM
+run's engine time series (timeseries.csv beside requests.jsonl) also becomes
+the engine_samples table.
 
 Formats:
 ` + formatHelp.String() + `
@@ -105,6 +107,9 @@ func summarizeImport(r *importers.Result, took time.Duration) string {
 	}
 	if r.Skipped > 0 {
 		fmt.Fprintf(&b, "; %d records skipped", r.Skipped)
+	}
+	if r.EngineSamples > 0 {
+		fmt.Fprintf(&b, "; %d engine_samples rows", r.EngineSamples)
 	}
 	fmt.Fprintf(&b, "; source sha256 %s; %d notes in the manifest; took %s.", r.SHA256, len(r.Notes), took.Round(time.Millisecond))
 	return b.String()

@@ -208,8 +208,16 @@ would average away). The summary gives each latency's distribution in both
 runs and how many recorded requests lay between their two re-simulated
 latencies.
 
-OUT is written as a directory: request_comparison.parquet/ (one row per request, with
-pred_{ttft,itl,e2e}_{lo,hi}_ns) and summary.json.
+Where DATASET has engine samples (an imported vLLM run's timeseries.csv:
+running and waiting requests and KV-cache usage over time), the
+re-simulated engine's state is resampled onto the recorded times and each
+curve's mean absolute error is reported.
+
+OUT is written as a directory: request_comparison.parquet/ (one row per
+request, with pred_{ttft,itl,e2e}_{lo,hi}_ns), summary.json and, with engine
+samples, engine_samples.parquet/ (recorded and re-simulated state per
+sample) and the figures engine.running, engine.waiting and engine.kv_usage
+(.png, .svg).
 
 Examples:
   steplab import vllm-requests runs/rtxpro6000-llama -o ds/llama
@@ -292,6 +300,17 @@ func printRequestReport(w io.Writer, s *replay.RequestSummary) {
 		sort.Strings(kinds)
 		fmt.Fprintf(w, "simulated steps: %d (mean batch %.1f, %.0f tokens/step); the record has no steps table\n",
 			s.SimulatedSteps.Steps, s.SimulatedSteps.MeanBatchSize, s.SimulatedSteps.MeanTokens)
+	}
+	if c := s.EngineCurves; c != nil {
+		fmt.Fprintf(w, "engine curves (%d samples): running %.1f recorded, %.1f simulated, mean |error| %.2f; waiting %.1f, %.1f, %.2f",
+			c.Samples, c.Running.RecMean, c.Running.PredMean, c.Running.MAE, c.Waiting.RecMean, c.Waiting.PredMean, c.Waiting.MAE)
+		if k := c.KVUsage; k != nil {
+			fmt.Fprintf(w, "; KV usage %.1f%%, %.1f%%, %.1f points", 100*k.RecMean, 100*k.PredMean, 100*k.MAE)
+		}
+		fmt.Fprintln(w)
+		for _, n := range c.Notes {
+			fmt.Fprintln(w, "note:", n)
+		}
 	}
 	for _, m := range s.Warnings {
 		fmt.Fprintln(w, "warning:", m)

@@ -28,7 +28,8 @@ payload sizes, timings) as Parquet datasets, simulates a vLLM-style scheduler
 deterministically, fits forward-pass models (FPM) and replays traces against them.
 
 A dataset is a directory: manifest.json plus one Parquet table per name
-(steps, step_requests, requests, gpu_samples). Any Parquet tool reads it.
+(steps, step_requests, requests, gpu_samples, engine_samples). Any Parquet
+tool reads it.
 
 Start here:
   steplab import azure trace.csv -o ds     bring a trace in

@@ -1,11 +1,9 @@
 package importers
 
 import (
-	"bufio"
 	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
@@ -21,70 +19,31 @@ const (
 	azureColOutput  = "GeneratedTokens"
 )
 
-// azureTimeLayouts are tried in order. The published files use the first,
-// with 7 fractional digits ("2023-11-16 18:15:46.6805900"); Go accepts any
-// number of fractional digits after the seconds when parsing.
-var azureTimeLayouts = []string{"2006-01-02 15:04:05", time.RFC3339Nano}
+// azureTimeLayouts are tried in order. The 2023 files use the first, with 7
+// fractional digits and no zone ("2023-11-16 18:15:46.6805900"); the 2024
+// week-long files (AzureLLMInferenceTrace_{code,conv}_1week.csv) the second,
+// with 6 fractional digits or none and a UTC offset ("2024-05-10
+// 00:00:00.009930+00:00", "2024-05-12 00:00:00+00:00", as the upstream
+// notebook analysis/AzureLLMInferenceDataset2024.ipynb @ b469a113 shows).
+// Go accepts any number of fractional digits after the seconds when parsing.
+var azureTimeLayouts = []string{"2006-01-02 15:04:05", "2006-01-02 15:04:05Z07:00", time.RFC3339Nano}
 
-// runAzure reads an Azure LLM inference trace: a header naming the three
-// columns (in any order; other columns are ignored), then one request per
-// row. Timestamps carry no zone and are read as UTC. Rows must be in arrival
+// runAzure reads an Azure LLM inference trace, 2023 or 2024 (the same three
+// columns): a header naming the three columns (in any order; other columns
+// are ignored), then one request per row. Timestamps without a zone (2023)
+// are read as UTC; the 2024 ones carry +00:00. Rows must be in arrival
 // order (the published files are): a timestamp earlier than the previous
 // row's is an error, equal ones are kept.
 func runAzure(in *input, s *sink) error {
-	br := bufio.NewReaderSize(in, 1<<16)
-	// A UTF-8 byte-order mark would otherwise become part of the first
-	// column's name.
-	if b, err := br.Peek(3); err == nil && string(b) == "\xef\xbb\xbf" {
-		_, _ = br.Discard(3)
-	}
-	cr := csv.NewReader(br)
-	cr.FieldsPerRecord = -1
-	cr.ReuseRecord = true
-	cr.TrimLeadingSpace = true
-
-	header, err := cr.Read()
-	if err == io.EOF {
-		return fmt.Errorf("%s: empty file (want a header %s,%s,%s)", in.name, azureColTime, azureColContext, azureColOutput)
-	}
+	c, err := newCSVRows(in.name, in, azureColTime, azureColContext, azureColOutput)
 	if err != nil {
-		return csvError(in.name, err)
+		return err
 	}
-	col := map[string]int{}
-	for i, h := range header {
-		col[strings.TrimSpace(h)] = i
-	}
-	idx := [3]int{}
-	for i, name := range []string{azureColTime, azureColContext, azureColOutput} {
-		j, ok := col[name]
-		if !ok {
-			return lineError(in.name, 1, "header has no %s column (got %q; want %s,%s,%s)",
-				name, strings.Join(header, ","), azureColTime, azureColContext, azureColOutput)
-		}
-		idx[i] = j
-	}
-
 	var t0, prev time.Time
 	n := 0
-	for {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return csvError(in.name, err)
-		}
-		line, _ := cr.FieldPos(0)
-		if len(rec) == 1 && strings.TrimSpace(rec[0]) == "" {
-			continue
-		}
-		field := func(i int) (string, error) {
-			if idx[i] >= len(rec) {
-				return "", lineError(in.name, line, "%d fields, want at least %d", len(rec), idx[i]+1)
-			}
-			return strings.TrimSpace(rec[idx[i]]), nil
-		}
-		ts, err := field(0)
+	for c.scan() {
+		line := c.line
+		ts, _, err := c.field(azureColTime)
 		if err != nil {
 			return err
 		}
@@ -103,7 +62,7 @@ func runAzure(in *input, s *sink) error {
 		prev = t
 		var tok [2]int64
 		for k, name := range []string{azureColContext, azureColOutput} {
-			v, err := field(k + 1)
+			v, _, err := c.field(name)
 			if err != nil {
 				return err
 			}
@@ -116,6 +75,9 @@ func runAzure(in *input, s *sink) error {
 			return err
 		}
 		n++
+	}
+	if c.err != nil {
+		return c.err
 	}
 	s.m.Workload = &datasets.Workload{Kind: "trace", Params: map[string]string{"format": "azure", "requests": strconv.Itoa(n)}}
 	s.note("azure trace: arrival_ns is the TIMESTAMP column (read as UTC) relative to the first row; req_id is the zero-based row index; no event times (status not_run)")

@@ -20,7 +20,8 @@ import (
 const FPMVersion = 1
 
 // FPM is one Dynamo ForwardPassMetrics message (schema version 1), as
-// defined by ai-dynamo/dynamo components/src/dynamo/common/forward_pass_metrics.py.
+// defined by ai-dynamo/dynamo components/src/dynamo/common/forward_pass_metrics.py
+// (read at 2712426f; version and counter_id since dynamo #7501, 17abc9de).
 // The JSON names are Dynamo's, so the same type reads the "fpms" of a
 // self-benchmark artifact.
 type FPM struct {
@@ -197,12 +198,14 @@ func (f FPM) Step() datasets.Step {
 }
 
 // DecodeFPM decodes one msgpack ForwardPassMetrics message (the last frame
-// of a message on Dynamo's FPM ZMQ socket). It accepts the positional
-// encoding (each struct a msgpack array in field order, msgspec's
-// array_like form; trailing fields may be absent and take their defaults)
-// and the keyed encoding (each struct a map from field name, msgspec's
-// default for a Struct); unknown keys are ignored. The message is validated
-// (see FPM.Validate); trailing bytes are an error.
+// of a message on Dynamo's FPM ZMQ socket). Dynamo sends the keyed
+// encoding (each struct a map from field name: msgspec's default for a
+// Struct, see EncodeFPM); unknown keys are ignored and absent ones take
+// Dynamo's defaults, so a publisher from before dynamo #7501 (no version,
+// no counter_id) reads as version 1 with counter_id 0. The positional
+// encoding (each struct an array in field order, msgspec's array_like
+// form; absent trailing fields take their defaults) is accepted too. The
+// message is validated (see FPM.Validate); trailing bytes are an error.
 func DecodeFPM(b []byte) (FPM, error) {
 	r := bytes.NewReader(b)
 	dec := msgpack.NewDecoder(r)
@@ -216,42 +219,69 @@ func DecodeFPM(b []byte) (FPM, error) {
 	return f, f.Validate()
 }
 
-// EncodeFPM encodes f positionally (msgpack arrays in Dynamo's field
-// order), the form DecodeFPM reads first. TimingScope is written only when
-// set, between counter_id and wall_time as vLLM's native publisher does.
+// EncodeFPM encodes f as Dynamo's publisher does: msgspec encodes each
+// Struct (ForwardPassMetrics, ScheduledRequestMetrics,
+// QueuedRequestMetrics; none is array_like) as a msgpack map of every field
+// in declaration order, ints in their smallest form, floats as float64 and
+// strings as str. The bytes are identical to Dynamo's for the same values
+// (testdata/dynamo_fpm_publisher.msgpack, written by the script beside it,
+// checks this). TimingScope is written only when set, between counter_id
+// and wall_time, where vLLM's native publisher declares it.
 func EncodeFPM(f FPM) []byte {
 	var buf bytes.Buffer
 	enc := msgpack.NewEncoder(&buf)
+	// Writes to a bytes.Buffer cannot fail.
+	key := func(k string) { _ = enc.EncodeString(k) }
 	n := 7
 	if f.TimingScope != "" {
 		n = 8
 	}
-	// Writes to a bytes.Buffer cannot fail.
-	_ = enc.EncodeArrayLen(n)
+	_ = enc.EncodeMapLen(n)
+	key("version")
 	_ = enc.EncodeInt(f.Version)
+	key("worker_id")
 	_ = enc.EncodeString(f.WorkerID)
+	key("dp_rank")
 	_ = enc.EncodeInt(f.DPRank)
+	key("counter_id")
 	_ = enc.EncodeInt(f.CounterID)
 	if f.TimingScope != "" {
+		key("timing_scope")
 		_ = enc.EncodeString(f.TimingScope)
 	}
+	key("wall_time")
 	_ = enc.EncodeFloat64(f.WallTime)
 	s := f.Scheduled
-	_ = enc.EncodeArrayLen(7)
+	key("scheduled_requests")
+	_ = enc.EncodeMapLen(7)
+	key("num_prefill_requests")
 	_ = enc.EncodeInt(s.NumPrefillRequests)
+	key("sum_prefill_tokens")
 	_ = enc.EncodeInt(s.SumPrefillTokens)
+	key("var_prefill_length")
 	_ = enc.EncodeFloat64(s.VarPrefillLength)
+	key("sum_prefill_kv_tokens")
 	_ = enc.EncodeInt(s.SumPrefillKVTokens)
+	key("num_decode_requests")
 	_ = enc.EncodeInt(s.NumDecodeRequests)
+	key("sum_decode_kv_tokens")
 	_ = enc.EncodeInt(s.SumDecodeKVTokens)
+	key("var_decode_kv_tokens")
 	_ = enc.EncodeFloat64(s.VarDecodeKVTokens)
 	q := f.Queued
-	_ = enc.EncodeArrayLen(6)
+	key("queued_requests")
+	_ = enc.EncodeMapLen(6)
+	key("num_prefill_requests")
 	_ = enc.EncodeInt(q.NumPrefillRequests)
+	key("sum_prefill_tokens")
 	_ = enc.EncodeInt(q.SumPrefillTokens)
+	key("var_prefill_length")
 	_ = enc.EncodeFloat64(q.VarPrefillLength)
+	key("num_decode_requests")
 	_ = enc.EncodeInt(q.NumDecodeRequests)
+	key("sum_decode_kv_tokens")
 	_ = enc.EncodeInt(q.SumDecodeKVTokens)
+	key("var_decode_kv_tokens")
 	_ = enc.EncodeFloat64(q.VarDecodeKVTokens)
 	return buf.Bytes()
 }

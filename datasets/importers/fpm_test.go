@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -105,7 +106,7 @@ func TestFPMStep(t *testing.T) {
 }
 
 // fpmStream builds the dynamo-fpm fixture: 6 messages on two ranks with a
-// heartbeat, a counter gap, a length-prefixed message and a keyed one.
+// heartbeat, a counter gap, a length-prefixed message and a positional one.
 func fpmStream(t testing.TB) []byte {
 	var out []byte
 	add := func(f FPM) { out = append(out, EncodeFPM(f)...) }
@@ -120,9 +121,10 @@ func fpmStream(t testing.TB) []byte {
 	var hdr [4]byte
 	binary.BigEndian.PutUint32(hdr[:], uint32(len(msg)))
 	out = append(append(out, hdr[:]...), msg...)
-	out = append(out, keyedMsgpack(t, []any{"version", 1, "worker_id", f.WorkerID, "dp_rank", 0, "counter_id", 1, "wall_time", 0.2,
-		"scheduled_requests", []any{"num_prefill_requests", 1, "sum_prefill_tokens", 8192}})...)
-	return out
+	// msgspec's array_like form, which DecodeFPM also reads.
+	pos, err := msgpack.Marshal([]any{1, f.WorkerID, 0, 1, 0.2, []any{1, 8192}})
+	require.NoError(t, err)
+	return append(out, pos...)
 }
 
 func TestDynamoFPMStream(t *testing.T) {
@@ -196,4 +198,75 @@ func keyedMsgpack(t testing.TB, kv []any) []byte {
 	}
 	put(kv)
 	return buf.Bytes()
+}
+
+// splitMsgpack cuts a stream of concatenated msgpack values into values.
+func splitMsgpack(t testing.TB, b []byte) [][]byte {
+	var out [][]byte
+	dec := msgpack.NewDecoder(bytes.NewReader(b))
+	for {
+		raw, err := dec.DecodeRaw()
+		if err != nil {
+			require.ErrorIs(t, err, io.EOF)
+			return out
+		}
+		out = append(out, raw)
+	}
+}
+
+// The fixture holds payloads written the way Dynamo's publisher writes them
+// (testdata/dynamo_fpm_publisher.py mirrors its msgspec Structs). Each
+// decodes to the values the script put in, and EncodeFPM reproduces every
+// message of the current schema byte for byte.
+func TestDynamoPublisherBytes(t *testing.T) {
+	b, err := os.ReadFile("testdata/dynamo_fpm_publisher.msgpack")
+	require.NoError(t, err)
+	msgs := splitMsgpack(t, b)
+	require.Len(t, msgs, 8)
+	w := "7587891376465402128"
+	want := []FPM{
+		{Version: 1, WorkerID: w, CounterID: 0, WallTime: 0.0183,
+			Scheduled: ScheduledRequests{NumPrefillRequests: 1, SumPrefillTokens: 2048},
+			Queued:    QueuedRequests{NumPrefillRequests: 2, SumPrefillTokens: 3100, VarPrefillLength: 2500}},
+		{Version: 1, WorkerID: w, CounterID: 1, WallTime: 0.0241,
+			Scheduled: ScheduledRequests{NumPrefillRequests: 2, SumPrefillTokens: 1500, VarPrefillLength: 90000.25, SumPrefillKVTokens: 2048,
+				NumDecodeRequests: 1, SumDecodeKVTokens: 2300}},
+		{Version: 1, WorkerID: w, CounterID: 2, WallTime: 0.0112,
+			Scheduled: ScheduledRequests{NumDecodeRequests: 3, SumDecodeKVTokens: 6120, VarDecodeKVTokens: 160000.5}},
+		{Version: 1, WorkerID: w, DPRank: 1, WallTime: 0.0095,
+			Scheduled: ScheduledRequests{NumDecodeRequests: 40, SumDecodeKVTokens: 65536, VarDecodeKVTokens: 1.5e6},
+			Queued:    QueuedRequests{NumDecodeRequests: 1, SumDecodeKVTokens: 900}},
+		{Version: 1, WorkerID: w, CounterID: 3},
+		{Version: 1, WorkerID: w, CounterID: 5, WallTime: 0.0131,
+			Scheduled: ScheduledRequests{NumPrefillRequests: 1, SumPrefillTokens: 300, NumDecodeRequests: 2, SumDecodeKVTokens: 4100, VarDecodeKVTokens: 4}},
+		{Version: 1, WorkerID: w, DPRank: 2, WallTime: 0.0201, Scheduled: ScheduledRequests{NumPrefillRequests: 1, SumPrefillTokens: 512}},
+		{Version: 1, WorkerID: strings.Repeat("w", 300), WallTime: 0.5,
+			Scheduled: ScheduledRequests{NumDecodeRequests: 70000, SumDecodeKVTokens: 5_000_000_000}},
+	}
+	for i, m := range msgs {
+		require.Equal(t, byte(0x80), m[0]&0xf0, "message %d: Dynamo sends a map (fixmap), not an array", i)
+		f, err := DecodeFPM(m)
+		require.NoError(t, err, "message %d", i)
+		require.Equal(t, want[i], f, "message %d", i)
+		if i == 6 {
+			require.Equal(t, byte(0x85), m[0], "the pre-#7501 schema has 5 fields")
+			continue
+		}
+		require.Equal(t, m, EncodeFPM(f), "message %d: EncodeFPM differs from Dynamo's bytes", i)
+	}
+
+	rows, s, err := parseSteps("dynamo-fpm", b)
+	require.NoError(t, err)
+	checkSteps(t, rows)
+	require.Len(t, rows, 7)
+	require.Equal(t, int64(1), s.skipped, "the heartbeat")
+	require.Contains(t, s.m.Notes, `counter_id gaps on worker "7587891376465402128" dp_rank 0: 1 gaps, 1 messages missing (first 3->5 at record 6); the publisher drops messages when its queue is full`)
+	require.Equal(t, []string{"prefill", "mixed", "decode", "decode", "mixed", "prefill", "decode"},
+		[]string{rows[0].Kind, rows[1].Kind, rows[2].Kind, rows[3].Kind, rows[4].Kind, rows[5].Kind, rows[6].Kind})
+	require.Equal(t, int32(2), rows[0].NumWaiting, "queued prefill requests")
+	require.Equal(t, int64(18_300_000), rows[0].WallTimeNs)
+	require.Equal(t, []int64{0, 1, 2, 0, 5, 0, 0}, []int64{rows[0].StepID, rows[1].StepID, rows[2].StepID, rows[3].StepID,
+		rows[4].StepID, rows[5].StepID, rows[6].StepID}, "step_id = counter_id")
+	require.Equal(t, []int32{0, 0, 0, 1, 0, 2, 0}, []int32{rows[0].DPRank, rows[1].DPRank, rows[2].DPRank, rows[3].DPRank,
+		rows[4].DPRank, rows[5].DPRank, rows[6].DPRank})
 }

@@ -35,6 +35,7 @@ func FuzzAzure(f *testing.F) {
 	addFileSeed(f, azureCode, 600)
 	f.Add([]byte("TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:46.6805900,1,0\n"))
 	f.Add([]byte("GeneratedTokens,TIMESTAMP,ContextTokens\r\n1,2023-11-16T18:15:46Z,2\r\n"))
+	addFileSeed(f, "testdata/azure-2024/AzureLLMInferenceTrace_conv_1week_rows.csv", 0)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		rows, _, err := parseRequests("azure", b, nil)
 		if err == nil {
@@ -69,6 +70,74 @@ func FuzzVLLMRequests(f *testing.F) {
 	})
 }
 
+// requestFuzz runs a request importer on b: no panic, and either an error
+// or rows that satisfy the importer invariants.
+func requestFuzz(t *testing.T, format string, b []byte, siblings map[string][]byte, sorted bool) {
+	rows, _, err := parseRequests(format, b, siblings)
+	if err == nil {
+		checkRequests(t, rows, sorted)
+	}
+}
+
+func FuzzBurstGPT(f *testing.F) {
+	addFileSeed(f, "testdata/burstgpt/BurstGPT_1_rows.csv", 0)
+	f.Add([]byte("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n0.5,s,2,GPT-4,3,0,3,API log\n"))
+	f.Fuzz(func(t *testing.T, b []byte) { requestFuzz(t, "burstgpt", b, nil, true) })
+}
+
+// FuzzBenchServing fuzzes vllm-bench and sglang-bench results.
+func FuzzBenchServing(f *testing.F) {
+	addFileSeed(f, "testdata/bench-serving/vllm_bench_serve.json", 0)
+	addFileSeed(f, "testdata/bench-serving/sglang_bench_serving.jsonl", 0)
+	f.Add([]byte(`{"request_rate": 2, "input_lens": [1, 2], "output_lens": [1, 0], "ttfts": [0.1, 0], "itls": [[], []], "errors": ["", "x"]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		requestFuzz(t, "vllm-bench", b, nil, true)
+		requestFuzz(t, "sglang-bench", b, nil, true)
+	})
+}
+
+func FuzzAIPerf(f *testing.F) {
+	addFileSeed(f, "testdata/aiperf/profile_export.jsonl", 0)
+	f.Add([]byte(`{"metadata": {"request_start_ns": 5, "request_end_ns": 9, "benchmark_phase": "profiling"}, "metrics": {"time_to_first_token": {"value": 2, "unit": "ns"}}}`))
+	f.Fuzz(func(t *testing.T, b []byte) { requestFuzz(t, "aiperf", b, nil, true) })
+}
+
+func FuzzBLIS(f *testing.F) {
+	addFileSeed(f, "testdata/blis/prefix-affinity-run.csv", 800)
+	addFileSeed(f, "testdata/blis/qwen3-14b-run.csv", 600)
+	hdr, _ := os.ReadFile("testdata/blis/qwen3-14b-run.yaml")
+	f.Fuzz(func(t *testing.T, b []byte) { requestFuzz(t, "blis", b, map[string][]byte{"in.yaml": hdr}, true) })
+}
+
+// FuzzVLLMTimeseries fuzzes timeseries.csv beside a small request log.
+func FuzzVLLMTimeseries(f *testing.F) {
+	reqs, ts := synthRun(20, 0.4)
+	f.Add([]byte(ts))
+	addFileSeed(f, "../embedded/llmservingsim-llama-3.1-8b/timeseries.csv", 600)
+	addFileSeed(f, "testdata/llmservingsim-rtx4090-llama-3.1-8b/timeseries.csv", 600)
+	f.Add([]byte("waiting,t,running\n0,1e3,1\n"))
+	fm, _ := LookupFormat("vllm-requests")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got []datasets.EngineSample
+		s := &sink{request: func(datasets.Request) error { return nil }}
+		s.openSamples = func() (func(datasets.EngineSample) error, func() error, error) {
+			return func(r datasets.EngineSample) error { got = append(got, r); return nil }, func() error { return nil }, nil
+		}
+		in := bytesInput("in", []byte(reqs), map[string][]byte{"meta.json": []byte(`{"tick_seconds": 1}`), "timeseries.csv": b})
+		if fm.run(in, s) != nil {
+			return
+		}
+		for i, r := range got {
+			require.GreaterOrEqual(t, r.TNs, int64(0))
+			if i > 0 {
+				require.GreaterOrEqual(t, r.TNs, got[i-1].TNs)
+			}
+			require.True(t, r.KVUsage == -1 || (r.KVUsage >= 0 && r.KVUsage <= 1), "kv_usage %v", r.KVUsage)
+			require.GreaterOrEqual(t, r.NumRunning, int32(0))
+		}
+	})
+}
+
 func FuzzDynamoArtifact(f *testing.F) {
 	// Compact forms of the fixtures' shapes (the fixtures themselves are
 	// too large to be good seeds).
@@ -94,6 +163,7 @@ func FuzzDynamoArtifact(f *testing.F) {
 
 func FuzzDynamoFPM(f *testing.F) {
 	addFileSeed(f, "testdata/fpm_stream.msgpack", 0)
+	addFileSeed(f, "testdata/dynamo_fpm_publisher.msgpack", 0)
 	f.Add(EncodeFPM(sampleFPM(3)))
 	f.Add(EncodeFPM(FPM{Version: 1, TimingScope: "execute_model_cuda", WallTime: 1}))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -2,6 +2,7 @@ package importers
 
 import (
 	"os"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -74,7 +75,10 @@ func checkRequests(t testing.TB, rows []datasets.Request, sorted bool) {
 			require.GreaterOrEqual(t, ev, prev, "row %d event order", i)
 			prev = ev
 		}
-		require.Contains(t, []string{datasets.StatusNotRun, datasets.StatusFinished, datasets.StatusUnfinished}, r.Status)
+		require.Contains(t, []string{datasets.StatusNotRun, datasets.StatusFinished, datasets.StatusUnfinished, datasets.StatusAborted}, r.Status)
+		if r.Status == datasets.StatusFinished && r.FinishNs == datasets.Unknown {
+			t.Fatalf("row %d: finished without a finish time", i)
+		}
 	}
 }
 
@@ -105,4 +109,43 @@ func emptyListsNil(rows []datasets.Request) []datasets.Request {
 		}
 	}
 	return rows
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
+}
+
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// importRequests imports src into a temporary dataset and reads its
+// requests back.
+func importRequests(t *testing.T, format, src string) (*Result, *datasets.Dataset, []datasets.Request) {
+	t.Helper()
+	res, err := Import(format, src, t.TempDir()+"/ds", Options{})
+	require.NoError(t, err)
+	d, err := datasets.Open(res.Dir)
+	require.NoError(t, err)
+	rows, err := datasets.ReadAll[datasets.Request](d, datasets.TableRequests)
+	require.NoError(t, err)
+	rows = emptyListsNil(rows)
+	checkRequests(t, rows, true)
+	return res, d, rows
+}
+
+// requestCase parses in: with wantErr, an error containing it; otherwise
+// rows that hold the invariants and equal want. It returns the sink.
+func requestCase(t *testing.T, format, in string, siblings map[string][]byte, want []datasets.Request, wantErr string) *sink {
+	t.Helper()
+	rows, s, err := parseRequests(format, []byte(in), siblings)
+	if wantErr != "" {
+		require.ErrorContains(t, err, wantErr)
+		return nil
+	}
+	require.NoError(t, err)
+	checkRequests(t, rows, true)
+	require.Equal(t, want, rows)
+	return s
 }

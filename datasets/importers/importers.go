@@ -38,6 +38,16 @@ var formats = []Format{
 		Summary: "Dynamo self-benchmark result JSON, schema_version 2 (results[{point,fpms}])"},
 	{Name: "dynamo-fpm", Table: datasets.TableSteps, run: runDynamoFPM,
 		Summary: "stream of msgpack ForwardPassMetrics v1 records (as published on Dynamo's FPM ZMQ socket)"},
+	{Name: "vllm-bench", Table: datasets.TableRequests, run: runVLLMBench,
+		Summary: "`vllm bench serve --save-result --save-detailed` result JSON (per-request lengths, TTFT, latency, start times)"},
+	{Name: "sglang-bench", Table: datasets.TableRequests, run: runSGLangBench,
+		Summary: "`sglang.bench_serving --output-file F --output-details` result, one run (per-request lengths, TTFT, ITLs)"},
+	{Name: "aiperf", Table: datasets.TableRequests, run: runAIPerf,
+		Summary: "AIPerf profile_export.jsonl (per-request start and end, TTFT, input and output lengths)"},
+	{Name: "burstgpt", Table: datasets.TableRequests, run: runBurstGPT,
+		Summary: "BurstGPT trace CSV (Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type)"},
+	{Name: "blis", Table: datasets.TableRequests, run: runBLIS,
+		Summary: "BLIS (inference-sim) TraceV2 CSV with its <prefix>.yaml header beside it"},
 }
 
 // Formats lists the importers in the order --help shows them.
@@ -79,6 +89,9 @@ type Result struct {
 	Table   string `json:"table"`
 	Rows    int64  `json:"rows"`
 	Skipped int64  `json:"skipped,omitempty"` // records read but not written (idle heartbeats)
+	// EngineSamples counts the rows of the engine_samples table, where the
+	// source has the engine's scheduler state over time.
+	EngineSamples int64 `json:"engine_samples,omitempty"`
 	// FirstNs and LastNs bound the rows' time axis (arrivals for requests,
 	// cumulative wall time for steps); SpanNs = LastNs - FirstNs.
 	FirstNs int64    `json:"first_ns"`
@@ -132,6 +145,9 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	}()
 
 	s := &sink{m: base}
+	s.openSamples = func() (func(datasets.EngineSample) error, func() error, error) {
+		return batchWriter[datasets.EngineSample](w, datasets.TableEngineSamples)
+	}
 	switch f.Table {
 	case datasets.TableRequests:
 		s.request, s.flush, err = batchWriter[datasets.Request](w, f.Table)
@@ -152,6 +168,11 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	if err := s.flush(); err != nil {
 		return nil, err
 	}
+	if s.flushSamples != nil {
+		if err := s.flushSamples(); err != nil {
+			return nil, err
+		}
+	}
 	s.m.Source.SHA256 = in.sum()
 	if s.m.Workload != nil {
 		s.m.Workload.InputSHA256 = s.m.Source.SHA256
@@ -171,7 +192,7 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	}
 	ok = true
 	res := &Result{Dir: dir, Format: f.Name, Source: in.display, SHA256: s.m.Source.SHA256, Table: f.Table,
-		Rows: s.rows, Skipped: s.skipped, Notes: s.m.Notes}
+		Rows: s.rows, Skipped: s.skipped, EngineSamples: s.samples, Notes: s.m.Notes}
 	if s.rows > 0 {
 		res.FirstNs, res.LastNs, res.SpanNs = s.first, s.last, s.last-s.first
 	}
@@ -206,7 +227,7 @@ func batchWriter[T any](w *datasets.Writer, table string) (add func(T) error, fl
 	return add, flush, nil
 }
 
-// ReadRequests parses a request trace (azure, mooncake, vllm-requests) into
+// ReadRequests parses a request trace (any format that writes requests) into
 // memory without writing a dataset: the rows Import would write. Tests and
 // benchmarks use it on embedded traces, e.g.
 // ReadRequests("azure", "embedded:azure-conv-2023").
@@ -296,6 +317,30 @@ type sink struct {
 
 	rows, skipped int64
 	first, last   int64
+
+	// openSamples opens the engine_samples table on first use (nil when
+	// reading into memory: the samples are dropped); flushSamples closes it.
+	openSamples  func() (func(datasets.EngineSample) error, func() error, error)
+	sample       func(datasets.EngineSample) error
+	flushSamples func() error
+	samples      int64
+}
+
+// addSample writes one engine_samples row.
+func (s *sink) addSample(r datasets.EngineSample) error {
+	if s.sample == nil {
+		if s.openSamples == nil {
+			s.samples++
+			return nil
+		}
+		add, flush, err := s.openSamples()
+		if err != nil {
+			return err
+		}
+		s.sample, s.flushSamples = add, flush
+	}
+	s.samples++
+	return s.sample(r)
 }
 
 func (s *sink) addRequest(r datasets.Request) error {
@@ -465,6 +510,22 @@ func secondsToNs(s float64) (int64, bool) {
 		return 0, false
 	}
 	return int64(math.Round(s * 1e9)), true
+}
+
+// sortRequests sorts rows stably by arrival (key) and notes how many came
+// earlier than the row before them in the source, and why the source is
+// out of order.
+func sortRequests[T any](rows []T, key func(T) int64, s *sink, why string) {
+	reordered := 0
+	for i := 1; i < len(rows); i++ {
+		if key(rows[i]) < key(rows[i-1]) {
+			reordered++
+		}
+	}
+	sort.SliceStable(rows, func(i, j int) bool { return key(rows[i]) < key(rows[j]) })
+	if reordered > 0 {
+		s.note("rows sorted by arrival_ns: %d rows of the source arrived before the row above them (%s)", reordered, why)
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -153,6 +153,29 @@ func (l *lineReader) next() ([]byte, int, error) {
 	}
 }
 
+// eachJSONLine decodes every non-blank line of in into a T and calls fn
+// with it and its line number. Read and decoding errors are located at the
+// line; fn locates its own.
+func eachJSONLine[T any](in *input, fn func(rec *T, lineNo int) error) error {
+	lr := newLineReader(in)
+	for {
+		line, lineNo, err := lr.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return lineError(in.name, lineNo, "%v", err)
+		}
+		var rec T
+		if err := decodeJSONLine(line, &rec); err != nil {
+			return lineError(in.name, lineNo, "%v", err)
+		}
+		if err := fn(&rec, lineNo); err != nil {
+			return err
+		}
+	}
+}
+
 // decodeJSONLine decodes one JSON object, naming the field of a type error
 // and refusing trailing data.
 func decodeJSONLine(line []byte, v any) error {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -42,10 +41,17 @@ type vllmMeta struct {
 	NumRequests   *int                       `json:"num_requests"`
 	StartedAt     string                     `json:"started_at"`
 	FinishedAt    string                     `json:"finished_at"`
+	TickSeconds   *float64                   `json:"tick_seconds"`
+	// Sections of runs recorded since LLMServingSim 5daddb21; absent, or {}
+	// when collection failed, in older runs.
+	KVCache        map[string]json.RawMessage `json:"kv_cache"`
+	Hardware       map[string]json.RawMessage `json:"hardware"`
+	ResolvedConfig map[string]json.RawMessage `json:"resolved_config"`
 }
 
 // runVLLMRequests reads LLMServingSim's per-request vLLM log
-// (requests.jsonl) and the meta.json beside it.
+// (requests.jsonl), the meta.json beside it and, when present, the engine
+// time series timeseries.csv (see readVLLMTimeseries).
 //
 // Clocks. arrival_time is the client's wall clock (Unix seconds, taken when
 // the benchmark sent the request); queued_ts, scheduled_ts, first_token_ts
@@ -174,21 +180,20 @@ func runVLLMRequests(in *input, s *sink) error {
 			rw.r.Status = datasets.StatusUnfinished
 		}
 	}
-	reordered := 0
-	for i := 1; i < len(rows); i++ {
-		if rows[i].r.ArrivalNs < rows[i-1].r.ArrivalNs {
-			reordered++
-		}
-	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].r.ArrivalNs < rows[j].r.ArrivalNs })
+	sortRequests(rows, func(rw row) int64 { return rw.r.ArrivalNs }, s, "data-parallel engines queue independently")
 	unfinished := 0
-	for _, rw := range rows {
+	reqs := make([]datasets.Request, len(rows))
+	for i, rw := range rows {
 		if rw.r.Status != datasets.StatusFinished {
 			unfinished++
 		}
 		if err := s.addRequest(rw.r); err != nil {
 			return err
 		}
+		reqs[i] = rw.r
+	}
+	if err := readVLLMTimeseries(in, s, reqs, meta); err != nil {
+		return err
 	}
 
 	if haveArrival {
@@ -197,9 +202,6 @@ func runVLLMRequests(in *input, s *sink) error {
 	s.detail("clock", "engine monotonic (queued_ts); arrival_time (client wall clock) not used for event times")
 	s.detail("t0_monotonic_s", strconv.FormatFloat(t0, 'f', 9, 64))
 	s.note("vllm-requests: arrival_ns = queued_ts; first_scheduled_ns = scheduled_ts; first_token_ns = first_token_ts; finish_ns = last_token_ts; all on the engine's monotonic clock relative to the earliest queued_ts; num_preemptions not recorded (-1)")
-	if reordered > 0 {
-		s.note("rows sorted by arrival_ns: %d rows of the source had a queued_ts earlier than the row before them (data-parallel engines queue independently)", reordered)
-	}
 	if unfinished > 0 {
 		s.note("%d requests have no last_token_ts: status unfinished", unfinished)
 	}
@@ -241,8 +243,15 @@ func rawID(raw json.RawMessage) (string, error) {
 }
 
 // readVLLMMeta reads meta.json beside the source and fills the manifest's
-// Engine, Model, Hardware (from config.json, if present) and Source.Detail.
-// A missing meta.json is noted, not an error.
+// Engine, Model, CUDAGraphSizes, Hardware (with config.json, if present)
+// and Source.Detail. A missing meta.json is noted, not an error.
+//
+// meta.json (LLMServingSim bench/core/recorder.py, read at 5daddb21) always
+// has engine_kwargs, the arguments the engine was given; runs recorded since
+// the kv_cache, hardware and resolved_config sections were added also have
+// what vLLM allocated and resolved. Each engine setting is taken from the
+// most authoritative section that states it (see vllmSettings); a section
+// that is absent, or {} when collection failed, is simply not consulted.
 func readVLLMMeta(in *input, s *sink) (*vllmMeta, error) {
 	b, err := in.sibling("meta.json")
 	if errors.Is(err, fs.ErrNotExist) {
@@ -258,6 +267,10 @@ func readVLLMMeta(in *input, s *sink) (*vllmMeta, error) {
 	}
 	if meta.SchemaVersion != nil && *meta.SchemaVersion != 1 {
 		return nil, fmt.Errorf("meta.json: schema_version %d is not supported (want 1)", *meta.SchemaVersion)
+	}
+	lay, err := newMetaLayers(&meta)
+	if err != nil {
+		return nil, err
 	}
 	s.detail("meta_sha256", sha256Hex(b))
 	kw := meta.EngineKwargs
@@ -278,78 +291,304 @@ func readVLLMMeta(in *input, s *sink) (*vllmMeta, error) {
 	if meta.FinishedAt != "" {
 		s.detail("finished_at", meta.FinishedAt)
 	}
-	for _, k := range []string{"tensor_parallel_size", "data_parallel_size", "enable_expert_parallel", "dtype", "kv_cache_dtype", "seed"} {
-		if raw, ok := kw[k]; ok && !isNull(raw) {
-			s.detail(k, strings.Trim(string(raw), `"`))
+	if meta.TickSeconds != nil {
+		s.detail("tick_seconds", strconv.FormatFloat(*meta.TickSeconds, 'g', -1, 64))
+	}
+	// Every engine argument as given, for the record; the ones steplab
+	// models are also mapped onto the manifest below.
+	for _, k := range sortedKeys(kw) {
+		if raw := kw[k]; k != "model" && !isNull(raw) {
+			s.detail(k, metaValue(raw))
 		}
 	}
+
 	eng := &datasets.EngineConfig{BlockSize: vllmDefaultBlockSize, PrefixCaching: vllmDefaultPrefix, ChunkedPrefill: vllmDefaultChunked}
-	var bad []string
-	setInt := func(key string, dst *int) {
-		raw, ok := kw[key]
-		if !ok || isNull(raw) {
-			return
-		}
-		v, err := strconv.Atoi(string(raw))
-		if err != nil || v < 0 {
-			bad = append(bad, key)
-			return
-		}
-		*dst = v
-	}
-	setBool := func(key string, dst *bool) {
-		raw, ok := kw[key]
-		if !ok || isNull(raw) {
-			return
-		}
-		v, err := strconv.ParseBool(string(raw))
+	var dtype string
+	var tp int
+	var bad, assumed, conflicts []string
+	for _, st := range vllmSettings(eng, &dtype, &tp) {
+		found, err := lay.apply(st, &conflicts)
 		if err != nil {
-			bad = append(bad, key)
-			return
+			bad = append(bad, err.Error())
+			continue
 		}
-		*dst = v
+		if !found && st.assumed {
+			assumed = append(assumed, st.name)
+		}
 	}
-	setInt("max_num_seqs", &eng.MaxNumSeqs)
-	setInt("max_num_batched_tokens", &eng.MaxNumBatchedTokens)
-	setInt("max_model_len", &eng.MaxModelLen)
-	setInt("block_size", &eng.BlockSize)
-	setInt("num_gpu_blocks_override", &eng.NumGPUBlocks)
-	setInt("long_prefill_token_threshold", &eng.LongPrefillTokenThreshold)
-	setBool("enable_prefix_caching", &eng.PrefixCaching)
-	setBool("enable_chunked_prefill", &eng.ChunkedPrefill)
-	setBool("async_scheduling", &eng.AsyncScheduling)
 	if len(bad) > 0 {
-		return nil, fmt.Errorf("meta.json: engine_kwargs %s: not a valid value", strings.Join(bad, ", "))
+		return nil, fmt.Errorf("meta.json: %s", strings.Join(bad, "; "))
 	}
 	s.m.Engine = eng
-	var assumed []string
-	for _, k := range []string{"block_size", "enable_prefix_caching", "enable_chunked_prefill"} {
-		if raw, ok := kw[k]; !ok || isNull(raw) {
-			assumed = append(assumed, k)
-		}
+	if lay.resolved != nil || lay.kv != nil {
+		s.note("engine: settings from meta.json's resolved_config (what vLLM resolved) where it states them, then kv_cache (what it allocated), then engine_kwargs (what it was asked)")
+	}
+	for _, c := range conflicts {
+		s.note("engine: %s", c)
 	}
 	if len(assumed) > 0 {
-		s.note("engine: %s not in meta.json engine_kwargs; vLLM 0.19 defaults assumed (block_size %d, prefix caching on, chunked prefill on)",
+		s.note("engine: %s not in meta.json; vLLM 0.19 defaults assumed (block_size %d, prefix caching on, chunked prefill on)",
 			strings.Join(assumed, ", "), vllmDefaultBlockSize)
 	}
-	if raw, ok := kw["max_model_len"]; !ok || isNull(raw) {
+	if eng.MaxModelLen == 0 {
 		s.note("engine: max_model_len not set in engine_kwargs (vLLM took it from the model config): recorded as 0")
 	}
-	if _, ok := kw["async_scheduling"]; !ok {
+	if _, ok := lay.lookup("scheduler_config.async_scheduling", "engine_kwargs.async_scheduling"); !ok {
 		s.note("engine: async_scheduling not recorded in meta.json; recorded as false")
 	}
+	if eng.NumGPUBlocks > 0 {
+		if eng.NumKVTokens > 0 && eng.NumKVTokens != eng.NumGPUBlocks*eng.BlockSize {
+			s.note("engine: num_kv_tokens %d is not num_gpu_blocks %d × block_size %d", eng.NumKVTokens, eng.NumGPUBlocks, eng.BlockSize)
+		}
+		if eng.DataParallelSize > 1 {
+			s.note("engine: num_gpu_blocks %d is the KV cache of each of the %d data-parallel ranks", eng.NumGPUBlocks, eng.DataParallelSize)
+		}
+	} else {
+		s.note("engine: num_gpu_blocks not recorded (no kv_cache section in meta.json): the KV capacity is unknown")
+	}
+	if sizes, ok, err := lay.ints("compilation_config.cudagraph_capture_sizes"); err != nil {
+		return nil, err
+	} else if ok && len(sizes) > 0 {
+		s.m.CUDAGraphSizes = sizes
+	}
+	if eager, _ := lay.lookup("model_config.enforce_eager"); string(eager) == "true" {
+		s.note("engine: enforce_eager: vLLM ran without CUDA graphs")
+	}
+	for _, ref := range vllmDetailRefs {
+		if raw, ok := lay.lookup(ref); ok {
+			s.detail(ref, metaValue(raw))
+		}
+	}
+	if raw, ok := lay.lookup("speculative_config"); ok && string(raw) != "{}" {
+		s.note("engine: speculative decoding was configured; steplab's scheduler does not model it")
+	}
 	if model != "" {
-		s.m.Model = &datasets.ModelShape{Name: model}
-		if dt, ok := kwString(kw, "dtype"); ok {
-			s.m.Model.DType = dt
-		}
-		if raw, ok := kw["tensor_parallel_size"]; ok {
-			s.m.Model.TensorParallel, _ = strconv.Atoi(string(raw))
-		}
+		s.m.Model = &datasets.ModelShape{Name: model, DType: strings.TrimPrefix(dtype, "torch."), TensorParallel: tp}
 		s.note("model: name and dtype only; layer shapes are not in the source")
 	}
 	readLLMServingSimConfig(in, s)
+	readVLLMHardware(&meta, eng, s)
 	return &meta, nil
+}
+
+// vllmDetailRefs are resolved settings that shape a run but have no
+// manifest field: recorded in Source.Detail under these names.
+var vllmDetailRefs = []string{
+	"scheduler_config.policy", "scheduler_config.max_num_partial_prefills", "scheduler_config.max_long_partial_prefills",
+	"scheduler_config.scheduler_reserve_full_isl", "model_config.quantization", "model_config.enforce_eager",
+	"compilation_config.mode", "compilation_config.cudagraph_mode", "kv_cache.num_cpu_blocks", "kv_cache.kv_cache_memory_bytes",
+}
+
+// vllmSetting maps one engine setting to the places of meta.json that state
+// it, most authoritative first. A ref is "engine_kwargs.KEY", "kv_cache.KEY",
+// or "SECTION.KEY" of resolved_config.
+type vllmSetting struct {
+	name    string
+	refs    []string
+	set     func(raw json.RawMessage) error
+	assumed bool // absent: a vLLM default is assumed (noted)
+}
+
+func vllmSettings(e *datasets.EngineConfig, dtype *string, tp *int) []vllmSetting {
+	return []vllmSetting{
+		{name: "max_num_seqs", refs: []string{"scheduler_config.max_num_seqs", "engine_kwargs.max_num_seqs"}, set: setCount(&e.MaxNumSeqs)},
+		{name: "max_num_batched_tokens", refs: []string{"scheduler_config.max_num_batched_tokens", "engine_kwargs.max_num_batched_tokens"},
+			set: setCount(&e.MaxNumBatchedTokens)},
+		{name: "max_model_len", refs: []string{"model_config.max_model_len", "engine_kwargs.max_model_len"}, set: setCount(&e.MaxModelLen)},
+		{name: "block_size", refs: []string{"cache_config.block_size", "kv_cache.block_size", "engine_kwargs.block_size"},
+			set: setCount(&e.BlockSize), assumed: true},
+		{name: "num_gpu_blocks", refs: []string{"cache_config.num_gpu_blocks", "kv_cache.num_gpu_blocks", "engine_kwargs.num_gpu_blocks_override"},
+			set: setCount(&e.NumGPUBlocks)},
+		{name: "num_kv_tokens", refs: []string{"kv_cache.num_kv_tokens"}, set: setCount(&e.NumKVTokens)},
+		{name: "gpu_memory_utilization", refs: []string{"cache_config.gpu_memory_utilization", "kv_cache.gpu_memory_utilization",
+			"engine_kwargs.gpu_memory_utilization"}, set: setFraction(&e.GPUMemoryUtilization)},
+		{name: "enable_prefix_caching", refs: []string{"cache_config.enable_prefix_caching", "kv_cache.enable_prefix_caching",
+			"engine_kwargs.enable_prefix_caching"}, set: setBool(&e.PrefixCaching), assumed: true},
+		{name: "enable_chunked_prefill", refs: []string{"scheduler_config.enable_chunked_prefill", "engine_kwargs.enable_chunked_prefill"},
+			set: setBool(&e.ChunkedPrefill), assumed: true},
+		{name: "long_prefill_token_threshold", refs: []string{"scheduler_config.long_prefill_token_threshold",
+			"engine_kwargs.long_prefill_token_threshold"}, set: setCount(&e.LongPrefillTokenThreshold)},
+		{name: "async_scheduling", refs: []string{"scheduler_config.async_scheduling", "engine_kwargs.async_scheduling"},
+			set: setBool(&e.AsyncScheduling)},
+		{name: "kv_cache_dtype", refs: []string{"cache_config.cache_dtype", "engine_kwargs.kv_cache_dtype"}, set: setString(&e.KVCacheDType)},
+		{name: "tensor_parallel_size", refs: []string{"parallel_config.tensor_parallel_size", "engine_kwargs.tensor_parallel_size"},
+			set: func(raw json.RawMessage) error {
+				if err := setCount(&e.TensorParallelSize)(raw); err != nil {
+					return err
+				}
+				*tp = e.TensorParallelSize
+				return nil
+			}},
+		{name: "pipeline_parallel_size", refs: []string{"parallel_config.pipeline_parallel_size", "engine_kwargs.pipeline_parallel_size"},
+			set: setCount(&e.PipelineParallelSize)},
+		{name: "data_parallel_size", refs: []string{"parallel_config.data_parallel_size", "engine_kwargs.data_parallel_size"},
+			set: setCount(&e.DataParallelSize)},
+		{name: "enable_expert_parallel", refs: []string{"parallel_config.enable_expert_parallel", "engine_kwargs.enable_expert_parallel"},
+			set: setBool(&e.ExpertParallel)},
+		{name: "dtype", refs: []string{"model_config.dtype", "engine_kwargs.dtype"}, set: setString(dtype)},
+	}
+}
+
+// metaValue is a meta.json value as text (see rawText), without torch's
+// "torch." type prefix.
+func metaValue(raw json.RawMessage) string { return strings.TrimPrefix(rawText(raw), "torch.") }
+
+func setCount(dst *int) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		v, err := strconv.Atoi(string(raw))
+		if err != nil || v < 0 {
+			return errors.New("not a non-negative integer")
+		}
+		*dst = v
+		return nil
+	}
+}
+
+func setFraction(dst *float64) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		v, err := strconv.ParseFloat(string(raw), 64)
+		if err != nil || !(v > 0 && v <= 1) {
+			return errors.New("not a fraction in (0, 1]")
+		}
+		*dst = v
+		return nil
+	}
+}
+
+func setBool(dst *bool) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		v, err := strconv.ParseBool(string(raw))
+		if err != nil {
+			return errors.New("not true or false")
+		}
+		*dst = v
+		return nil
+	}
+}
+
+func setString(dst *string) func(json.RawMessage) error {
+	return func(raw json.RawMessage) error {
+		return json.Unmarshal(raw, dst)
+	}
+}
+
+// metaLayers are the sections of meta.json a setting is looked up in.
+type metaLayers struct {
+	resolved map[string]map[string]json.RawMessage // resolved_config: sub-config → key → value
+	top      map[string]json.RawMessage            // resolved_config's non-section keys
+	kv, kw   map[string]json.RawMessage
+}
+
+func newMetaLayers(m *vllmMeta) (*metaLayers, error) {
+	l := &metaLayers{kv: m.KVCache, kw: m.EngineKwargs}
+	if len(m.KVCache) == 0 {
+		l.kv = nil
+	}
+	if len(m.ResolvedConfig) > 0 {
+		l.resolved, l.top = map[string]map[string]json.RawMessage{}, map[string]json.RawMessage{}
+		for k, raw := range m.ResolvedConfig {
+			var sec map[string]json.RawMessage
+			if len(raw) > 0 && raw[0] == '{' {
+				if err := json.Unmarshal(raw, &sec); err != nil {
+					return nil, fmt.Errorf("meta.json: resolved_config.%s: %v", k, jsonError(err))
+				}
+				l.resolved[k] = sec
+				l.top[k] = raw
+				continue
+			}
+			l.top[k] = raw
+		}
+	}
+	return l, nil
+}
+
+// lookup returns the first non-null value among refs.
+func (l *metaLayers) lookup(refs ...string) (json.RawMessage, bool) {
+	for _, ref := range refs {
+		sec, key, _ := strings.Cut(ref, ".")
+		var raw json.RawMessage
+		switch sec {
+		case "engine_kwargs":
+			raw = l.kw[key]
+		case "kv_cache":
+			raw = l.kv[key]
+		default:
+			if key == "" {
+				raw = l.top[sec]
+			} else {
+				raw = l.resolved[sec][key]
+			}
+		}
+		if len(raw) > 0 && !isNull(raw) {
+			return raw, true
+		}
+	}
+	return nil, false
+}
+
+// apply sets st from the first ref that states it; a later ref that states
+// a different value is recorded in conflicts.
+func (l *metaLayers) apply(st vllmSetting, conflicts *[]string) (bool, error) {
+	for i, ref := range st.refs {
+		raw, ok := l.lookup(ref)
+		if !ok {
+			continue
+		}
+		if err := st.set(raw); err != nil {
+			return true, fmt.Errorf("%s: %s is %v", ref, raw, err)
+		}
+		for _, other := range st.refs[i+1:] {
+			if o, ok := l.lookup(other); ok && metaValue(o) != metaValue(raw) {
+				*conflicts = append(*conflicts, fmt.Sprintf("%s %s from %s (%s says %s)", st.name, raw, ref, other, o))
+			}
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// ints reads a list of integers.
+func (l *metaLayers) ints(ref string) ([]int, bool, error) {
+	raw, ok := l.lookup(ref)
+	if !ok {
+		return nil, false, nil
+	}
+	var v []int
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return nil, true, fmt.Errorf("meta.json: resolved_config.%s: not a list of integers", ref)
+	}
+	return v, true, nil
+}
+
+// readVLLMHardware takes the device from meta.json's hardware section (what
+// torch reported) where the run has one; it names the GPU more exactly than
+// the simulator's config.json label, which stays in Source.Detail.
+func readVLLMHardware(meta *vllmMeta, eng *datasets.EngineConfig, s *sink) {
+	h := meta.Hardware
+	name, _ := kwString(h, "device_name")
+	if s.m.Hardware == nil {
+		if name == "" && eng.TensorParallelSize == 0 {
+			return
+		}
+		// The GPUs one engine used: every rank of every parallel dimension.
+		s.m.Hardware = &datasets.Hardware{GPUCount: max(1, eng.TensorParallelSize) * max(1, eng.PipelineParallelSize) * max(1, eng.DataParallelSize)}
+	}
+	if name != "" {
+		if s.m.Hardware.GPUName != "" && s.m.Hardware.GPUName != name {
+			s.detail("config_hardware", s.m.Hardware.GPUName)
+		}
+		s.m.Hardware.GPUName = name
+	}
+	if raw, ok := h["device_total_memory_bytes"]; ok {
+		if v, err := strconv.ParseInt(string(raw), 10, 64); err == nil && v > 0 {
+			s.m.Hardware.MemTotalBytes = v
+		}
+	}
+	for _, k := range []string{"torch_version", "cuda_version", "device_capability", "device_count"} {
+		if raw, ok := h[k]; ok && !isNull(raw) {
+			s.detail(k, strings.Trim(string(raw), `"`))
+		}
+	}
 }
 
 // readLLMServingSimConfig takes the GPU name and count from the simulator's

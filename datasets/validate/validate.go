@@ -153,6 +153,7 @@ func Dataset(dir string, opts Options) (*Report, error) {
 	c.checkRequests()
 	c.checkSteps()
 	c.checkGPUSamples()
+	c.checkEngineSamples()
 	return c.finish(), nil
 }
 
@@ -318,6 +319,16 @@ var tableColumns = map[string]struct{ required, optional [][]string }{
 	datasets.TableStepRequests: {columnsOf(new(stepRequestBase)), columnsOf(new(stepRequestExtra))},
 	datasets.TableRequests:     {columnsOf(new(requestRow)), nil},
 	datasets.TableGPUSamples:   {columnsOf(new(datasets.GPUSample)), nil},
+	datasets.TableEngineSamples: {columnsOf(new(engineSampleBase)),
+		[][]string{{"dp_rank"}, {"kv_usage"}, {"prompt_tokens_per_s"}, {"generation_tokens_per_s"}, {"window_ns"}}},
+}
+
+// engineSampleBase is the required columns of engine_samples; the others
+// have defaults (datasets.DefaultedColumns).
+type engineSampleBase struct {
+	TNs        int64 `parquet:"t_ns"`
+	NumRunning int32 `parquet:"num_running"`
+	NumWaiting int32 `parquet:"num_waiting"`
 }
 
 // checkStructure opens every part of table and checks its columns.
@@ -467,6 +478,50 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// ---- engine_samples ----
+
+// checkEngineSamples: counts and times non-negative, times in order per
+// rank, KV usage a fraction (or -1, not recorded), throughputs finite and
+// non-negative (or -1).
+func (c *checker) checkEngineSamples() {
+	const T = datasets.TableEngineSamples
+	if !c.readable[T] {
+		return
+	}
+	s := newStream(c.d.Dir, c.parts[T], func(r *datasets.EngineSample, f *datasets.EngineSample) { *f = *r })
+	defer s.Close()
+	last := map[int32]int64{}
+	for r := s.Next(); r != nil; r = s.Next() {
+		c.r.RowsChecked[T]++
+		row, part := s.row, s.part
+		c.nonNegInt(T, row, part, "t_ns", r.TNs)
+		c.nonNegInt(T, row, part, "num_running", int64(r.NumRunning))
+		c.nonNegInt(T, row, part, "num_waiting", int64(r.NumWaiting))
+		c.nonNegInt(T, row, part, "window_ns", r.WindowNs)
+		if r.DPRank < -1 {
+			c.errorf(T, row, part, "dp_rank", "dp_rank %d (want a rank, or -1 for every rank)", r.DPRank)
+		}
+		if prev, ok := last[r.DPRank]; ok && r.TNs < prev {
+			c.errorf(T, row, part, "t_ns", "t_ns %d is earlier than the previous sample of dp_rank %d (%d)", r.TNs, r.DPRank, prev)
+		}
+		last[r.DPRank] = r.TNs
+		if r.KVUsage != -1 && !(r.KVUsage >= 0 && r.KVUsage <= 1) {
+			c.errorf(T, row, part, "kv_usage", "kv_usage %v is not a fraction in [0, 1] (or -1, not recorded)", r.KVUsage)
+		}
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"prompt_tokens_per_s", r.PromptTokensPerS}, {"generation_tokens_per_s", r.GenerationTokensPerS}} {
+			if f.v != -1 {
+				c.finiteNonNeg(T, row, part, f.name, f.v)
+			}
+		}
+	}
+	if s.err != nil {
+		c.readErr(T, s.next, s.errPart, s.err)
+	}
 }
 
 // ---- gpu_samples ----

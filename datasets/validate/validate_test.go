@@ -20,6 +20,7 @@ type fixture struct {
 	steps []datasets.Step
 	srs   []datasets.StepRequest
 	reqs  []datasets.Request
+	es    []datasets.EngineSample
 	// post edits the written directory (manifest, part files).
 	post func(t *testing.T, dir string)
 	// abort leaves the dataset partial.
@@ -88,6 +89,14 @@ func baseFixture() *fixture {
 	}
 }
 
+func engineSamples() []datasets.EngineSample {
+	return []datasets.EngineSample{
+		{TNs: 1000, NumRunning: 2, KVUsage: 0.04, PromptTokensPerS: -1, GenerationTokensPerS: -1, WindowNs: 1000},
+		{TNs: 2000, NumRunning: 2, KVUsage: -1, PromptTokensPerS: 16, GenerationTokensPerS: 2, WindowNs: 1000},
+		{TNs: 3000, NumWaiting: 1, KVUsage: 0, PromptTokensPerS: 0, GenerationTokensPerS: 0, WindowNs: 1000},
+	}
+}
+
 func writeTable[T any](t testing.TB, w *datasets.Writer, table string, rows []T) {
 	t.Helper()
 	if rows == nil {
@@ -111,6 +120,7 @@ func (f *fixture) write(t testing.TB) string {
 	writeTable(t, w, datasets.TableSteps, f.steps)
 	writeTable(t, w, datasets.TableStepRequests, f.srs)
 	writeTable(t, w, datasets.TableRequests, f.reqs)
+	writeTable(t, w, datasets.TableEngineSamples, f.es)
 	if f.abort {
 		require.NoError(t, w.Abort("test interrupt"))
 	} else {
@@ -151,6 +161,16 @@ func TestInvariants(t *testing.T) {
 		wantWarns  []string
 	}{
 		{name: "consistent dataset", mut: func(f *fixture) {}},
+		{name: "engine samples", mut: func(f *fixture) { f.es = engineSamples() }},
+		{name: "engine samples: KV usage over 1", mut: func(f *fixture) { f.es = engineSamples(); f.es[1].KVUsage = 1.5 },
+			wantErrors: []string{"engine_samples[1].kv_usage"}},
+		{name: "engine samples: time goes back on one rank", mut: func(f *fixture) { f.es = engineSamples(); f.es[2].TNs = 1500 },
+			wantErrors: []string{"engine_samples[2].t_ns"}},
+		{name: "engine samples: ranks are independent", mut: func(f *fixture) { f.es = engineSamples(); f.es[2].TNs, f.es[2].DPRank = 1500, 1 }},
+		{name: "engine samples: bad rank and rate", mut: func(f *fixture) {
+			f.es = engineSamples()
+			f.es[0].DPRank, f.es[1].GenerationTokensPerS = -2, math.Inf(1)
+		}, wantErrors: []string{"engine_samples[0].dp_rank", "engine_samples[1].generation_tokens_per_s"}},
 		{name: "unknown times are skipped", mut: func(f *fixture) {
 			f.steps[0].TScheduleEnd, f.steps[0].TDispatch = -1, -1
 			f.steps[1].WallTimeNs, f.steps[1].NarrowTimeNs = -1, -1

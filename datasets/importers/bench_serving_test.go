@@ -1,0 +1,93 @@
+package importers
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+)
+
+// The samples are constructed in the writers' shapes
+// (testdata/bench-serving/make_samples.py): six requests, the fourth failed.
+func TestBenchServingSamples(t *testing.T) {
+	t.Run("vllm", func(t *testing.T) {
+		rows, err := ReadRequests("vllm-bench", "testdata/bench-serving/vllm_bench_serve.json")
+		require.NoError(t, err)
+		checkRequests(t, rows, false)
+		require.Len(t, rows, 6)
+		// arrival = start − queue; first token = start + ttft.
+		want0 := datasets.Request{ReqID: "000000", ArrivalNs: 0, PromptTokens: 512, OutputTokens: 4, FirstScheduledNs: -1,
+			FirstTokenNs: 41_000_000, FinishNs: 75_000_000, Status: "finished"}
+		require.Equal(t, want0, rows[0])
+		r4 := rows[4] // waited 46 ms for a concurrency slot
+		require.Equal(t, int64(402_000_000), r4.ArrivalNs)
+		require.Equal(t, int64(402_000_000+46_000_000+31_000_000), r4.FirstTokenNs)
+		require.Equal(t, "aborted", rows[3].Status)
+		require.Equal(t, int64(-1), rows[3].FinishNs)
+	})
+	t.Run("sglang", func(t *testing.T) {
+		rows, s, err := parseRequests("sglang-bench", readFile(t, "testdata/bench-serving/sglang_bench_serving.jsonl"), nil)
+		require.NoError(t, err)
+		checkRequests(t, rows, false)
+		require.Len(t, rows, 6)
+		for _, r := range rows {
+			require.Zero(t, r.ArrivalNs, "request_rate Infinity: all sent at 0")
+		}
+		// No latencies: finish = ttft + Σ itls.
+		require.Equal(t, int64(83_000_000+25_000_000), rows[1].FinishNs)
+		require.Equal(t, "inf", s.m.Source.Detail["request_rate"])
+		require.Equal(t, "random", s.m.Workload.Params["dataset_name"])
+		require.Contains(t, strings.Join(s.m.Notes, "\n"), "request_rate inf sends every request at once: arrival_ns = 0")
+		require.Contains(t, s.m.Notes, "1 failed requests (non-empty error): status aborted; first error: Bad Request")
+	})
+}
+
+func TestBenchServingParsing(t *testing.T) {
+	const base = `"input_lens": [10, 20], "output_lens": [3, 2], "ttfts": [0.1, 0.2], "itls": [[0.01, 0.02], [0.03]], "errors": ["", ""]`
+	tests := []struct {
+		name, in string
+		want     []int64 // arrivals
+		note     string
+		wantErr  string
+	}{
+		{name: "finite rate without start times", in: `{"request_rate": 4, ` + base + `}`, want: []int64{0, 250_000_000},
+			note: "request i placed at i / request_rate (4/s)"},
+		{name: "start times and queue times", in: `{"start_times": [100.5, 100.25], "queue_times": [0.5, 0], "latencies": [0.2, 0.3], ` + base + `}`,
+			want: []int64{0, 250_000_000}},
+		{name: "NaN statistic", in: `{"mean_ttft_ms": NaN, "request_rate": "inf", ` + base + `}`, want: []int64{0, 0}},
+		{name: "not detailed", in: `{"completed": 2}`, wantErr: "in: no input_lens: not a detailed result"},
+		{name: "ragged arrays", in: `{"input_lens": [1, 2], "output_lens": [1], "ttfts": [0.1, 0.1], "latencies": [1, 1]}`,
+			wantErr: "in: output_lens has 1 entries, input_lens 2"},
+		{name: "negative ttft", in: `{"input_lens": [1], "output_lens": [1], "ttfts": [-0.1], "latencies": [1]}`,
+			wantErr: "in: ttfts[0]: -0.1 is not a time in seconds"},
+		{name: "latency before ttft", in: `{"input_lens": [1], "output_lens": [1], "ttfts": [0.5], "latencies": [0.1]}`,
+			wantErr: "in: request 0: ttft 0.5 and latency 0.1 are not times in order"},
+		{name: "bad rate", in: `{"request_rate": "fast", ` + base + `}`, wantErr: `in: request_rate: "fast" is neither a positive rate nor "inf"`},
+		{name: "appended runs", in: `{` + base + "}\n{" + base + "}\n", wantErr: "in: 2 benchmark runs appended in one file"},
+		{name: "syntax", in: "{\n\"input_lens\": [1,,]}", wantErr: "in:2:"},
+		{name: "empty", in: "", wantErr: "in: empty file"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, format := range []string{"vllm-bench", "sglang-bench"} {
+				rows, s, err := parseRequests(format, []byte(tt.in), nil)
+				if tt.wantErr != "" {
+					require.ErrorContains(t, err, tt.wantErr)
+					continue
+				}
+				require.NoError(t, err)
+				checkRequests(t, rows, false)
+				got := make([]int64, len(rows))
+				for i, r := range rows {
+					got[i] = r.ArrivalNs
+				}
+				require.Equal(t, tt.want, got)
+				if tt.note != "" {
+					require.Contains(t, strings.Join(s.m.Notes, "\n"), tt.note)
+				}
+			}
+		})
+	}
+}
