@@ -6,22 +6,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/model"
 )
-
-// FeatureDefinitions documents, for a model artifact, how FeaturesOf
-// computes each feature from the steps table.
-var FeatureDefinitions = []model.FeatureDef{
-	{Name: "prefill_tokens", Definition: "sum_prefill_tokens"},
-	{Name: "prefill_kv_tokens", Definition: "sum_prefill_kv_tokens"},
-	{Name: "prefill_attn", Definition: "Σ chunk·(kv + chunk/2); from steps alone ≈ T·K/n + (n·var_prefill_length + T²/n)/2 with T = sum_prefill_tokens, K = sum_prefill_kv_tokens, n = num_prefill_requests (exact for n = 1 or with step_requests)"},
-	{Name: "prefill_requests", Definition: "num_prefill_requests"},
-	{Name: "decode_requests", Definition: "num_decode_requests"},
-	{Name: "decode_kv_tokens", Definition: "sum_decode_kv_tokens"},
-	{Name: "padded_batch", Definition: "padded_tokens on decode steps when > 0, else num_decode_requests"},
-	{Name: "new_requests", Definition: "num_new_reqs"},
-	{Name: "new_req_tokens", Definition: "Σ prompt_len of new requests (step_requests), else payload_new_bytes / 4"},
-}
 
 // Artifact wraps the fitted model into a model artifact with its training
 // record, the evaluation metrics (any JSON-encodable value, e.g. a Report
@@ -39,7 +26,7 @@ func (r *Result) Artifact(training model.Training, metrics any, createdBy string
 		training.Bootstrap = len(r.Boot.Coef)
 	}
 	a.Training = training
-	for _, f := range FeatureDefinitions {
+	for _, f := range features.Definitions {
 		if slices.Contains(r.Model.Terms, f.Name) {
 			a.Features = append(a.Features, f)
 		}

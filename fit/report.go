@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/model"
 )
 
@@ -325,7 +326,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	} else {
 		art = model.GridArtifact(fpm.(*model.Grid))
 		art.Training, art.CreatedBy = training, cfg.CreatedBy
-		for _, f := range FeatureDefinitions {
+		for _, f := range features.Definitions {
 			if slices.Contains([]string{"prefill_tokens", "decode_requests", "decode_kv_tokens"}, f.Name) {
 				art.Features = append(art.Features, f)
 			}

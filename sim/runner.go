@@ -9,6 +9,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/embedded"
 	"github.com/steplab/steplab/datasets/importers"
+	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
@@ -283,19 +284,15 @@ func asDecode(s *datasets.Step, rows []datasets.StepRequest) {
 	if s.NumPrefillRequests == 0 {
 		return
 	}
-	var n, sum, sq float64
+	var b features.Batch
 	for i := range rows {
 		rows[i].IsPrefill = false
-		kv := float64(rows[i].NumComputedTokens)
-		n++
-		sum += kv
-		sq += kv * kv
+		b.Decode(rows[i].NumComputedTokens)
 	}
+	shipped := s.NewReqTokens // the admission still shipped them in full
+	b.Fill(s)
+	s.NewReqTokens = shipped
 	s.Kind = datasets.KindDecode
-	s.NumDecodeRequests = int32(n)
-	s.SumDecodeKVTokens = int64(sum)
-	s.VarDecodeKVTokens = max(0, sq/n-(sum/n)*(sum/n))
-	s.NumPrefillRequests, s.SumPrefillTokens, s.SumPrefillKVTokens, s.VarPrefillLength = 0, 0, 0, 0
 }
 
 // RunBenchmark runs the plan's self-benchmark grid on the engine, one point
