@@ -2,6 +2,7 @@ package sim
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -25,9 +26,9 @@ func (r *recordingFPM) PredictNs(f model.Features) float64 {
 // The features the simulator prices are the features a reader maps from
 // the written steps row (features.Of), and from the row with its feature
 // columns erased and completed from step_requests: one definition, exact
-// both ways. The only rows that differ are decode benchmark admission
-// steps, priced as the prefill the scheduler ran and recorded as the decode
-// point they measure.
+// both ways. The only rows that differ are benchmark admission steps,
+// priced as the prefill the scheduler ran and recorded as the decode (or
+// mixed) point they measure.
 func TestRecordedFeaturesRoundTrip(t *testing.T) {
 	cases := []struct {
 		name string
@@ -44,11 +45,8 @@ func TestRecordedFeaturesRoundTrip(t *testing.T) {
 			sc.Workload.Limit = 200
 			sc.Engine.CUDAGraphSizes, sc.Engine.MaxNumBatchedTokens = nil, 1024
 		}},
-		{"grid", func(sc *Scenario) {
-			sc.Engine.NumGPUBlocks = 20000
-			sc.Workload = WorkloadSpec{Kind: "benchmark", Benchmark: BenchmarkSpec{Mode: "agg",
-				DecodeBatchSizes: []int{1, 7, 32}, DecodeContexts: []int{64, 1000}, PrefillTokens: []int{300, 2000}}}
-		}},
+		{"grid", func(sc *Scenario) { sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicySteadyStateSecondStep) }},
+		{"grid-admission", func(sc *Scenario) { sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicyAdmissionStep) }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -81,15 +79,15 @@ func TestRecordedFeaturesRoundTrip(t *testing.T) {
 			for i := range steps {
 				st := &steps[i]
 				if rec.seen[i].Kind() != st.Kind {
-					require.Equal(t, datasets.KindDecode, st.Kind, "step %d", st.StepID)
-					require.Equal(t, st.NumNewReqs, st.NumDecodeRequests, "step %d: an admission step", st.StepID)
+					require.Equal(t, datasets.KindPrefill, rec.seen[i].Kind(), "step %d", st.StepID)
+					require.Equal(t, st.NumNewReqs, st.NumDecodeRequests+st.NumPrefillRequests, "step %d: an admission step", st.StepID)
 					relabelled++
 					continue
 				}
 				require.Equal(t, rec.seen[i], features.Of(st), "step %d", st.StepID)
 				require.Equal(t, rec.seen[i], features.Of(&erased[i]), "step %d from step_requests", st.StepID)
 			}
-			if c.name != "grid" {
+			if sc.Workload.Kind != "benchmark" {
 				require.Zero(t, relabelled)
 			}
 			if c.name == "preempting" {
@@ -99,6 +97,69 @@ func TestRecordedFeaturesRoundTrip(t *testing.T) {
 				}
 				require.Positive(t, resumed, "the scenario should resume preempted requests")
 			}
+		})
+	}
+}
+
+// heteroWorkload is a small grid with every kind of point: uniform decode,
+// prefill, ragged decode, mixed and a prefill chunk at a context.
+func heteroWorkload(policy string) WorkloadSpec {
+	return WorkloadSpec{Kind: "benchmark", Benchmark: BenchmarkSpec{Mode: "agg", Policy: policy,
+		DecodeBatchSizes: []int{1, 7, 32}, DecodeContexts: []int{64, 1000}, PrefillTokens: []int{300, 2000},
+		RaggedBatchSizes: []int{5, 40}, RaggedContexts: []int{800}, RaggedSpreads: []SpreadSpec{{"ramp", 1.8}, {"tail", 4}},
+		MixedPrefillTokens: []int{700}, MixedPrefillContexts: []int{0, 3000}, MixedDecodeBatchSizes: []int{0, 24}, MixedDecodeContexts: []int{1500}}}
+}
+
+// The extended grid writes its new rows under both policies: ragged
+// decode points measured at their spread (the longest context recorded),
+// mixed points as mixed steps whose decodes are cached under the steady
+// policy and admitted with the chunk under admission_step, and a prefill
+// chunk at a context with its attention pairs.
+func TestBenchmarkHeteroRows(t *testing.T) {
+	for _, policy := range []string{datasets.PolicySteadyStateSecondStep, datasets.PolicyAdmissionStep} {
+		t.Run(policy, func(t *testing.T) {
+			sc := DefaultScenario()
+			sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(policy)
+			var ragged, mixed, atContext int
+			for _, st := range runSteps(t, sc) {
+				if st.Role != datasets.RoleMeasured {
+					continue
+				}
+				reasons := st.SampleReason
+				switch {
+				case strings.Contains(reasons, "ragged_context"):
+					ragged++
+					require.Equal(t, datasets.KindDecode, st.Kind)
+					require.Positive(t, st.VarDecodeKVTokens)
+					mean := float64(st.SumDecodeKVTokens) / float64(st.NumDecodeRequests)
+					require.InDelta(t, 800, mean, 2, "step %d", st.StepID)
+					require.Contains(t, []int64{1440, 3200}, st.MaxDecodeKVTokens, "1.8 or 4 × the mean (step %d)", st.StepID)
+				case strings.Contains(reasons, "mixed_step"):
+					mixed++
+					require.Equal(t, datasets.KindMixed, st.Kind)
+					require.Equal(t, int32(24), st.NumDecodeRequests)
+					require.Equal(t, int64(24*1500), st.SumDecodeKVTokens)
+					require.Equal(t, int64(1500), st.MaxDecodeKVTokens)
+					require.Equal(t, int32(1), st.NumPrefillRequests)
+					require.Equal(t, int64(700), st.SumPrefillTokens)
+					k := float64(st.SumPrefillKVTokens)
+					require.Contains(t, []float64{0, 3000}, k)
+					require.Equal(t, 700*(k+350), st.SumPrefillAttn)
+					newReqs := int32(1)
+					if policy == datasets.PolicyAdmissionStep {
+						newReqs = 25
+					}
+					require.Equal(t, newReqs, st.NumNewReqs, "step %d", st.StepID)
+				case strings.Contains(reasons, "prefill_context"):
+					atContext++
+					require.Equal(t, datasets.KindPrefill, st.Kind)
+					require.Equal(t, int64(3000), st.SumPrefillKVTokens)
+					require.Equal(t, 700*(3000+350.0), st.SumPrefillAttn)
+				}
+			}
+			require.Equal(t, 4, ragged)
+			require.Equal(t, 2, mixed)
+			require.Equal(t, 1, atContext)
 		})
 	}
 }
