@@ -74,7 +74,7 @@ type Engine struct {
 	inflight []inflightStep
 	comp     Composition // of the step being submitted
 
-	scheduled     int64 // steps handed to the executor
+	scheduled int64 // steps handed to the executor
 
 	lastUpdateEnd int64
 	idle          bool // nothing ran since the last step's update: the next step follows idle

@@ -45,8 +45,12 @@ func TestRecordedFeaturesRoundTrip(t *testing.T) {
 			sc.Workload.Limit = 200
 			sc.Engine.CUDAGraphSizes, sc.Engine.MaxNumBatchedTokens = nil, 1024
 		}},
-		{"grid", func(sc *Scenario) { sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicySteadyStateSecondStep) }},
-		{"grid-admission", func(sc *Scenario) { sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicyAdmissionStep) }},
+		{"grid", func(sc *Scenario) {
+			sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicySteadyStateSecondStep)
+		}},
+		{"grid-admission", func(sc *Scenario) {
+			sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicyAdmissionStep)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
