@@ -103,6 +103,8 @@ type ModelShape struct {
 	DType          string  `json:"dtype"`
 	TensorParallel int     `json:"tensor_parallel,omitempty"`
 	ParamsBillion  float64 `json:"params_billion,omitempty"`
+	TiedEmbeddings bool    `json:"tied_embeddings,omitempty"`
+	QKVBias        bool    `json:"qkv_bias,omitempty"`
 }
 
 // EngineConfig holds the scheduler limits of DESIGN.md §3.

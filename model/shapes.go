@@ -49,6 +49,11 @@ var (
 	// biased q/k/v, 56 KiB of KV per token (4 KV heads).
 	Qwen257B = Shape{Name: "Qwen2.5-7B", Layers: 28, Hidden: 3584, Heads: 28, KVHeads: 4, HeadDim: 128,
 		Intermediate: 18944, Vocab: 152064, DTypeBytes: 2, TP: 1, QKVBias: true}
+	// MistralNemo12B is mistralai/Mistral-Nemo-Base-2407: 12.2B
+	// parameters, 24.5 GB bf16, 160 KiB of KV per token; its head_dim (128)
+	// is not hidden/heads (160).
+	MistralNemo12B = Shape{Name: "Mistral-Nemo-12B", Layers: 40, Hidden: 5120, Heads: 32, KVHeads: 8, HeadDim: 128,
+		Intermediate: 14336, Vocab: 131072, DTypeBytes: 2, TP: 1}
 	// Tiny is a 2-layer toy for CPU tests and examples; no real model has it.
 	Tiny = Shape{Name: "tiny", Layers: 2, Hidden: 64, Heads: 4, KVHeads: 2, HeadDim: 16,
 		Intermediate: 128, Vocab: 256, DTypeBytes: 2, TP: 1, TiedEmbeddings: true}
@@ -56,7 +61,7 @@ var (
 
 var shapePresets = func() map[string]Shape {
 	m := map[string]Shape{}
-	for _, s := range []Shape{Llama318B, Llama3170B, Llama3170B.WithTP(4), Llama3170B.WithTP(8), Qwen257B, Tiny} {
+	for _, s := range []Shape{Llama318B, Llama3170B, Llama3170B.WithTP(4), Llama3170B.WithTP(8), Qwen257B, MistralNemo12B, Tiny} {
 		m[strings.ToLower(s.Name)] = s
 	}
 	return m

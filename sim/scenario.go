@@ -382,7 +382,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 			Simulated: true},
 		Model: &datasets.ModelShape{Name: p.Shape.Name, Layers: p.Shape.Layers, Hidden: p.Shape.Hidden, Heads: p.Shape.Heads,
 			KVHeads: p.Shape.KVHeads, HeadDim: p.Shape.HeadDim, Intermediate: p.Shape.Intermediate, Vocab: p.Shape.Vocab,
-			DType: "bfloat16", TensorParallel: max(1, p.Shape.TP)},
+			DType: "bfloat16", TensorParallel: max(1, p.Shape.TP), TiedEmbeddings: p.Shape.TiedEmbeddings, QKVBias: p.Shape.QKVBias},
 		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
 			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
 			ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
