@@ -147,72 +147,18 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	assert.Equal(t, joined.Overall.Fields[FieldGPU].MAPE, alone.Overall.Fields[FieldGPU].MAPE,
 		"one request per prefill step and equal decode contexts: the steps table determines the features")
 
-	ragged := simulateWith(t, "ragged-nojoin", p.FPM)
+	// The H200 traffic predates max_decode_kv_tokens and its batches are
+	// ragged: a model that reads the longest context needs step_requests.
+	traffic := filepath.Join("..", "datasets", "h200", "traffic-azure-12rps")
 	needs, err := model.NewLinear([]string{model.TermConst, model.TermDecodeMaxKV}, []float64{1e6, 10})
 	require.NoError(t, err)
-	stripped := stripFeatureColumns(t, ragged)
-	d, err := datasets.Open(stripped)
+	sum, _ = replayAll(t, traffic, StepOptions{FPM: needs, Host: p.Host})
+	assert.True(t, sum.UsedStepRequests)
+	assert.Empty(t, sum.Notes)
+	d, err := datasets.Open(traffic)
 	require.NoError(t, err)
 	_, err = ReplaySteps(d, StepOptions{FPM: needs, Host: p.Host, NoJoin: true})
 	require.ErrorContains(t, err, "max_decode_kv_tokens")
-	sum, _ = replayAll(t, stripped, StepOptions{FPM: needs, Host: p.Host})
-	assert.True(t, sum.UsedStepRequests)
-}
-
-// stripFeatureColumns copies a dataset's steps and step_requests, the steps
-// without the columns added after the first release.
-func stripFeatureColumns(t *testing.T, dir string) string {
-	t.Helper()
-	d, err := datasets.Open(dir)
-	require.NoError(t, err)
-	steps, err := datasets.ReadAll[v1Step](d, datasets.TableSteps)
-	require.NoError(t, err)
-	reqs, err := datasets.ReadAll[datasets.StepRequest](d, datasets.TableStepRequests)
-	require.NoError(t, err)
-	out := filepath.Join(t.TempDir(), "v1")
-	w, err := datasets.Create(out, datasets.Manifest{Source: datasets.Source{Kind: "test"}}, datasets.CreateOptions{})
-	require.NoError(t, err)
-	sw, err := datasets.NewTableWriter[v1Step](w, datasets.TableSteps, datasets.TableOptions{})
-	require.NoError(t, err)
-	require.NoError(t, sw.Write(steps))
-	require.NoError(t, sw.Close())
-	rw, err := datasets.NewTableWriter[datasets.StepRequest](w, datasets.TableStepRequests, datasets.TableOptions{})
-	require.NoError(t, err)
-	require.NoError(t, rw.Write(reqs))
-	require.NoError(t, rw.Close())
-	require.NoError(t, w.Close())
-	return out
-}
-
-// v1Step is the steps columns replay reads, as the first release wrote
-// them.
-type v1Step struct {
-	StepID               int64   `parquet:"step_id,delta"`
-	WorkerID             string  `parquet:"worker_id,dict"`
-	Kind                 string  `parquet:"kind,dict"`
-	Role                 string  `parquet:"role,dict"`
-	NumNewReqs           int32   `parquet:"num_new_reqs,delta"`
-	NumCachedReqs        int32   `parquet:"num_cached_reqs,delta"`
-	NumPrefillRequests   int32   `parquet:"num_prefill_requests,delta"`
-	SumPrefillTokens     int64   `parquet:"sum_prefill_tokens,delta"`
-	VarPrefillLength     float64 `parquet:"var_prefill_length"`
-	SumPrefillKVTokens   int64   `parquet:"sum_prefill_kv_tokens,delta"`
-	NumDecodeRequests    int32   `parquet:"num_decode_requests,delta"`
-	SumDecodeKVTokens    int64   `parquet:"sum_decode_kv_tokens,delta"`
-	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens"`
-	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens,delta"`
-	PaddedTokens         int64   `parquet:"padded_tokens,delta"`
-	PayloadBytes         int64   `parquet:"payload_bytes,delta"`
-	PayloadNewBytes      int64   `parquet:"payload_new_bytes,delta"`
-	TScheduleStart       int64   `parquet:"t_schedule_start,delta"`
-	TScheduleEnd         int64   `parquet:"t_schedule_end,delta"`
-	TDispatch            int64   `parquet:"t_dispatch,delta"`
-	TOutput              int64   `parquet:"t_output,delta"`
-	WallTimeNs           int64   `parquet:"wall_time_ns,delta"`
-	NarrowTimeNs         int64   `parquet:"narrow_time_ns,delta"`
-	GPUTimeNs            int64   `parquet:"gpu_time_ns,delta"`
-	HostPrepNs           int64   `parquet:"host_prep_ns,delta"`
-	WorkerRecvNs         int64   `parquet:"worker_recv_ns,delta"`
 }
 
 // A linear model priced exactly, then one whose decode_kv_tokens

@@ -96,7 +96,9 @@ class ModelConfig:
         c["rope_theta"] = float(c["rope_theta"])
         c["rms_eps"] = float(c["rms_eps"])
         self.__dict__.update(c)
-        self.preset = preset or "model_config"
+        # The name logs and errors use: the preset, or the explicit shape.
+        self.preset = preset or "model_config(layers=%d hidden=%d heads=%d/%d head_dim=%d)" % (
+            c["layers"], c["hidden"], c["heads"], c["kv_heads"], c["head_dim"])
 
     @property
     def torch_dtype(self):

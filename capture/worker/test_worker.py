@@ -194,10 +194,11 @@ def test_paged_attention_torch_matches_dense(cases):
 
 @pytest.mark.skipif(not (torch.cuda.is_available() and attention.HAVE_TRITON), reason="needs CUDA and Triton")
 @pytest.mark.parametrize("cases", CASES)
-def test_paged_attention_triton_matches_dense(cases):
-    inp, qs, ks, vs = _paged_case(cases, dtype=torch.bfloat16, device="cuda", block_size=16, kvh=8, heads=32, d=128)
-    scale = attention.softmax_scale(128)
-    ta = attention.TritonAttention(32, 8, 128, 16, torch.device("cuda"), 64)
+@pytest.mark.parametrize("heads,kvh,d", [(32, 8, 128), (28, 4, 128)])  # groups of 4 and of 7
+def test_paged_attention_triton_matches_dense(cases, heads, kvh, d):
+    inp, qs, ks, vs = _paged_case(cases, dtype=torch.bfloat16, device="cuda", block_size=16, kvh=kvh, heads=heads, d=d)
+    scale = attention.softmax_scale(d)
+    ta = attention.TritonAttention(heads, kvh, d, 16, torch.device("cuda"), 64)
     out = ta(inp["q"], inp["kc"], inp["vc"], inp["bt"],
              torch.tensor(inp["seq_lens"], dtype=torch.int32, device="cuda"),
              torch.tensor(inp["qsl"], dtype=torch.int32, device="cuda"), len(cases),
@@ -277,7 +278,8 @@ def test_shape_variants_match_dense_model(name):
 def test_explicit_shape_without_preset():
     full = dict(SHAPE_VARIANTS["head_dim_not_hidden_over_heads"])
     cfg = EngineConfig(tiny_init(model=None, model_config=full)).model
-    assert cfg.preset == "model_config" and cfg.dtype == "bfloat16" and not cfg.qkv_bias
+    assert cfg.preset == "model_config(layers=2 hidden=48 heads=4/2 head_dim=16)"
+    assert cfg.dtype == "bfloat16" and not cfg.qkv_bias
     del full["intermediate"]
     with pytest.raises(ConfigError, match="missing: intermediate"):
         EngineConfig(tiny_init(model=None, model_config=full))

@@ -70,13 +70,9 @@ func (g *gridLimits) checkHetero() error {
 		return fmt.Errorf("workload: grid: ragged and mixed points run in Mode=agg only (Mode=%s): clear them or use agg", c.Mode)
 	}
 	if r.set() {
-		for _, f := range []struct {
-			name string
-			n    int
-		}{{"Ragged.BatchSizes", len(r.BatchSizes)}, {"Ragged.Contexts", len(r.Contexts)}, {"Ragged.Spreads", len(r.Spreads)}} {
-			if f.n == 0 {
-				return fmt.Errorf("workload: grid: %s is empty: ragged points need batch sizes, mean contexts and spreads (e.g. {shape: ramp, max_ratio: 1.5})", f.name)
-			}
+		if err := needAxes("ragged points need batch sizes, mean contexts and spreads (e.g. {shape: ramp, max_ratio: 1.5})",
+			axis{"Ragged.BatchSizes", len(r.BatchSizes)}, axis{"Ragged.Contexts", len(r.Contexts)}, axis{"Ragged.Spreads", len(r.Spreads)}); err != nil {
+			return err
 		}
 		for i, b := range r.BatchSizes {
 			if b < 2 || b > c.MaxNumSeqs || b > c.MaxNumBatchedTokens {
@@ -101,13 +97,10 @@ func (g *gridLimits) checkHetero() error {
 		}
 	}
 	if m.set() {
-		for _, f := range []struct {
-			name string
-			n    int
-		}{{"Mixed.PrefillTokens", len(m.PrefillTokens)}, {"Mixed.DecodeBatchSizes", len(m.DecodeBatchSizes)}, {"Mixed.DecodeContexts", len(m.DecodeContexts)}} {
-			if f.n == 0 {
-				return fmt.Errorf("workload: grid: %s is empty: mixed points need prefill tokens, decode batch sizes and decode contexts", f.name)
-			}
+		if err := needAxes("mixed points need prefill tokens, decode batch sizes and decode contexts",
+			axis{"Mixed.PrefillTokens", len(m.PrefillTokens)}, axis{"Mixed.DecodeBatchSizes", len(m.DecodeBatchSizes)},
+			axis{"Mixed.DecodeContexts", len(m.DecodeContexts)}); err != nil {
+			return err
 		}
 		for _, f := range []struct {
 			name string
@@ -130,6 +123,22 @@ func (g *gridLimits) checkHetero() error {
 			if b+1 > c.MaxNumSeqs {
 				return fmt.Errorf("workload: grid: Mixed.DecodeBatchSizes[%d]=%d: with the chunk's request exceeds MaxNumSeqs=%d", i, b, c.MaxNumSeqs)
 			}
+		}
+	}
+	return nil
+}
+
+// axis is a named grid axis and its number of values.
+type axis struct {
+	name string
+	n    int
+}
+
+// needAxes refuses the first empty axis.
+func needAxes(why string, axes ...axis) error {
+	for _, a := range axes {
+		if a.n == 0 {
+			return fmt.Errorf("workload: grid: %s is empty: %s", a.name, why)
 		}
 	}
 	return nil
