@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 	"github.com/steplab/steplab/replay/whatif"
@@ -46,7 +48,11 @@ func makeInputs(t *testing.T) inputs {
 	dir := t.TempDir()
 	in := inputs{model: filepath.Join(dir, "model.json"), replay: filepath.Join(dir, "replay"), whatif: filepath.Join(dir, "whatif"), sweep: filepath.Join(dir, "sweep")}
 
-	_, art, _, err := fit.FitDatasets([]string{steady}, fit.FitConfig{Linear: fit.Options{Degenerate: fit.DegenerateDrop}, CV: 0, Seed: 1})
+	// The default terms less new_req_tokens: on the steady grid the only
+	// admitted requests are fresh prompts, whose tokens are the prefill
+	// tokens (collinear).
+	terms := slices.DeleteFunc(slices.Clone(model.DefaultTerms), func(t string) bool { return t == model.TermNewReqTokens })
+	_, art, _, err := fit.FitDatasets([]string{steady}, fit.FitConfig{Linear: fit.Options{Degenerate: fit.DegenerateDrop, Terms: terms}, CV: 0, Seed: 1})
 	require.NoError(t, err)
 	require.NoError(t, art.Save(in.model))
 
