@@ -18,9 +18,10 @@
 #       600 at 12 req/s
 #   logs/  the worker's stderr of each capture
 #
-# DEVICE=cpu MODEL=tiny SMALL=1 runs the same steps on a CPU in a minute or
-# two (PRESET=tiny instead uses the worker's own tiny preset). PYTHON picks
-# the interpreter.
+# LIMIT_A and LIMIT_B lower the request counts of the two traffic runs when
+# device time is short. DEVICE=cpu MODEL=tiny SMALL=1 runs the same steps on
+# a CPU in a minute or two (PRESET=tiny instead uses the worker's own tiny
+# preset). PYTHON picks the interpreter.
 set -euo pipefail
 what=$1
 model=${MODEL:-Llama-3.1-8B}
