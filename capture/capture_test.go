@@ -232,6 +232,49 @@ func TestCPUCaptureTiny(t *testing.T) {
 		assert.Positive(t, roles[datasets.RoleMeasured], "measured rows")
 		assert.Positive(t, roles[datasets.RoleScaffolding], "admission rows kept as scaffolding")
 	})
+
+	// The catalogue's tiny shape sent explicitly (no preset), on a grid
+	// with ragged and mixed points: the steady mixed point's chunk arrives
+	// once the decodes' admission step is scheduled, on the wall clock.
+	t.Run("bench hetero explicit shape", func(t *testing.T) {
+		sc := tinyScenario(0)
+		sc.Model = "tiny"
+		sc.Workload.Kind = "benchmark"
+		sc.Workload.Benchmark = sim.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
+			DecodeBatchSizes: []int{2}, DecodeContexts: []int{16}, PrefillTokens: []int{32},
+			RaggedBatchSizes: []int{6}, RaggedContexts: []int{40}, RaggedSpreads: []sim.SpreadSpec{{Shape: "tail", MaxRatio: 3}},
+			MixedPrefillTokens: []int{24}, MixedPrefillContexts: []int{0, 50}, MixedDecodeBatchSizes: []int{3}, MixedDecodeContexts: []int{30}}
+		dir := filepath.Join(base, "hetero")
+		_, err := Capture(plan(t, sc), dir, Options{Worker: worker, Device: "cpu", CheckpointSteps: 16})
+		require.NoError(t, err)
+		m := checkCaptureDataset(t, dir)
+		assert.True(t, m.Model.TiedEmbeddings)
+		d, err := datasets.Open(dir)
+		require.NoError(t, err)
+		steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+		require.NoError(t, err)
+		var ragged, mixed int
+		for _, s := range steps {
+			if s.Role != datasets.RoleMeasured {
+				continue
+			}
+			switch {
+			case strings.Contains(s.SampleReason, "ragged_context"):
+				ragged++
+				assert.Equal(t, int64(120), s.MaxDecodeKVTokens, "one request at 3 × 40")
+				assert.Equal(t, int64(240), s.SumDecodeKVTokens)
+			case strings.Contains(s.SampleReason, "mixed_step"):
+				mixed++
+				assert.Equal(t, datasets.KindMixed, s.Kind)
+				assert.Equal(t, int32(3), s.NumDecodeRequests)
+				assert.Equal(t, int32(1), s.NumNewReqs, "only the chunk is admitted in the measured step")
+				assert.Equal(t, int64(24), s.SumPrefillTokens)
+				assert.Equal(t, int32(0), s.CUDAGraphSize, "eager")
+			}
+		}
+		assert.Equal(t, 1, ragged)
+		assert.Equal(t, 2, mixed)
+	})
 }
 
 // checkCaptureDataset validates a finished CPU capture and the fields

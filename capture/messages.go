@@ -21,16 +21,22 @@ type InitMsg struct {
 	AttentionBackend     string       `msgpack:"attention_backend"`
 }
 
-// ModelConfig is an explicit decoder shape.
+// ModelConfig is an explicit decoder shape. RopeTheta and RMSEps (0:
+// the worker's defaults) do not change what a step costs with random
+// weights.
 type ModelConfig struct {
-	Layers       int    `msgpack:"layers"`
-	Hidden       int    `msgpack:"hidden"`
-	Heads        int    `msgpack:"heads"`
-	KVHeads      int    `msgpack:"kv_heads"`
-	HeadDim      int    `msgpack:"head_dim"`
-	Intermediate int    `msgpack:"intermediate"`
-	Vocab        int    `msgpack:"vocab"`
-	DType        string `msgpack:"dtype"`
+	Layers            int     `msgpack:"layers"`
+	Hidden            int     `msgpack:"hidden"`
+	Heads             int     `msgpack:"heads"`
+	KVHeads           int     `msgpack:"kv_heads"`
+	HeadDim           int     `msgpack:"head_dim"`
+	Intermediate      int     `msgpack:"intermediate"`
+	Vocab             int     `msgpack:"vocab"`
+	DType             string  `msgpack:"dtype"`
+	TieWordEmbeddings bool    `msgpack:"tie_word_embeddings"`
+	QKVBias           bool    `msgpack:"qkv_bias"`
+	RopeTheta         float64 `msgpack:"rope_theta,omitempty"`
+	RMSEps            float64 `msgpack:"rms_eps,omitempty"`
 }
 
 // ReadyMsg is the worker's answer to init.

@@ -1,6 +1,7 @@
 package capture
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -17,7 +19,7 @@ type Options struct {
 	// Device is cuda, cuda:N or cpu.
 	Device string
 	// Preset names a worker model preset (llama-8b, tiny); empty sends the
-	// plan's model shape explicitly.
+	// plan's model shape (any dense Llama-family model.Shape at TP 1).
 	Preset string
 	// AttentionBackend: auto, triton or torch.
 	AttentionBackend string
@@ -111,6 +113,13 @@ func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
 // engine limits. A config that cannot fit on the GPU is refused by the
 // worker before it builds anything.
 func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
+	var mc *ModelConfig
+	if opts.Preset == "" {
+		var err error
+		if mc, err = WorkerShape(p.Shape); err != nil {
+			return nil, nil, err
+		}
+	}
 	proc, err := StartWorker(opts.Worker, opts.Stderr)
 	if err != nil {
 		return nil, nil, err
@@ -122,13 +131,7 @@ func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
 	if p.Scenario.Engine.NumGPUBlocks > 0 {
 		init.NumGPUBlocks = p.Scenario.Engine.NumGPUBlocks
 	}
-	if opts.Preset != "" {
-		init.Model = opts.Preset
-	} else {
-		s := p.Shape
-		init.ModelConfig = &ModelConfig{Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim,
-			Intermediate: s.Intermediate, Vocab: s.Vocab, DType: "bfloat16"}
-	}
+	init.Model, init.ModelConfig = opts.Preset, mc
 	b, err := Frame(&init)
 	if err != nil {
 		proc.Kill()
@@ -148,6 +151,29 @@ func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
 		return nil, nil, fmt.Errorf("worker answered %q to init", ready.Type)
 	}
 	return proc, &ready, nil
+}
+
+// WorkerShape is the worker's model_config for a shape: a dense model on
+// one GPU (TP 1), weights and KV cache in one dtype (bf16, fp16 or fp32).
+func WorkerShape(s model.Shape) (*ModelConfig, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if s.TP > 1 {
+		return nil, fmt.Errorf("model %s: the GPU worker runs one GPU; capture the shape at TP 1", s.Name)
+	}
+	if s.MoE.Experts > 0 || s.MLA.KVLoraRank > 0 || s.SlidingLayers > 0 {
+		return nil, fmt.Errorf("model %s: the GPU worker runs dense models with full attention (no experts, latent attention or sliding windows)", s.Name)
+	}
+	dtypes := map[string]string{model.DTypeBF16: "bfloat16", model.DTypeFP16: "float16", model.DTypeFP32: "float32"}
+	dt, ok := dtypes[s.DType]
+	weights, kv := cmp.Or(s.WeightDType, s.DType), cmp.Or(s.KVDType, s.DType)
+	if !ok || weights != s.DType || kv != s.DType {
+		return nil, fmt.Errorf("model %s: dtype %s, weights %s, KV cache %s: the GPU worker runs bf16, fp16 or fp32 weights with a KV cache of the same dtype",
+			s.Name, s.DType, weights, kv)
+	}
+	return &ModelConfig{Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim,
+		Intermediate: s.Intermediate, Vocab: s.Vocab, DType: dt, TieWordEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias}, nil
 }
 
 func orDefault(s, d string) string {
@@ -177,7 +203,8 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 	m.Hardware = hw
 	mc := r.ModelConfig
 	m.Model = &datasets.ModelShape{Name: m.Model.Name, Layers: mc.Layers, Hidden: mc.Hidden, Heads: mc.Heads, KVHeads: mc.KVHeads,
-		HeadDim: mc.HeadDim, Intermediate: mc.Intermediate, Vocab: mc.Vocab, DType: mc.DType, TensorParallel: 1}
+		HeadDim: mc.HeadDim, Intermediate: mc.Intermediate, Vocab: mc.Vocab, DType: mc.DType, TensorParallel: 1,
+		TiedEmbeddings: mc.TieWordEmbeddings, QKVBias: mc.QKVBias}
 	if opts.Preset != "" {
 		m.Model.Name = opts.Preset
 	}

@@ -92,7 +92,7 @@ func TestAddedColumnsDefaults(t *testing.T) {
 	for i := range rows {
 		rows[i].WorkerRecvNs, rows[i].SampleNs = 5, 6
 	}
-	// Write the full table, then rewrite it without the two added columns
+	// Write the full table, then rewrite it without the added columns
 	// through a projection type.
 	writeTable(t, filepath.Join(dir, "full"), TableSteps, rows, TableOptions{}, false)
 	var oldRows []stepV1
@@ -107,6 +107,7 @@ func TestAddedColumnsDefaults(t *testing.T) {
 	for i := range rows {
 		want := rows[i]
 		want.WorkerRecvNs, want.SampleNs = Unknown, Unknown
+		want.MaxDecodeKVTokens, want.SumPrefillAttn, want.NewReqTokens, want.CUDAGraphSize = Unknown, float64(Unknown), Unknown, int32(Unknown)
 		require.Equal(t, want, got[i])
 	}
 
@@ -134,7 +135,8 @@ func TestAddedColumnsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []reqHashes{{ReqID: "x"}, {ReqID: "y"}}, gotReq)
 
-	assert.Equal(t, []ColumnDefault{{"worker_recv_ns", "-1"}, {"sample_ns", "-1"}}, DefaultedColumns(TableSteps))
+	assert.Equal(t, []ColumnDefault{{"max_decode_kv_tokens", "-1"}, {"sum_prefill_attn", "-1"}, {"new_req_tokens", "-1"}, {"cuda_graph_size", "-1"},
+		{"worker_recv_ns", "-1"}, {"sample_ns", "-1"}}, DefaultedColumns(TableSteps))
 	assert.Equal(t, []ColumnDefault{{"is_resumed", "false"}}, DefaultedColumns(TableStepRequests))
 	assert.Equal(t, []ColumnDefault{{"prefix_hash_ids", ""}}, DefaultedColumns(TableRequests))
 	assert.Empty(t, DefaultedColumns(TableGPUSamples))

@@ -413,6 +413,12 @@ func (g *stepGen) fill(out []Step) {
 		s.VarDecodeKVTokens = float64(r.IntN(100000)) / 3
 		s.TotalScheduledTokens = s.SumPrefillTokens + int64(g.running)
 		s.PaddedTokens = int64((g.running+7)&^7) - int64(g.running)
+		s.CUDAGraphSize = (g.running + 7) &^ 7
+		if g.running > 0 {
+			s.MaxDecodeKVTokens = s.SumDecodeKVTokens/int64(g.running) + int64(r.IntN(1000))
+		}
+		s.SumPrefillAttn = float64(s.SumPrefillTokens)*float64(s.SumPrefillKVTokens) + 0.5*float64(r.IntN(3))
+		s.NewReqTokens = s.SumPrefillTokens
 		s.PayloadCachedBytes = int64(g.running) * 24
 		s.PayloadNewBytes = s.SumPrefillTokens * 4
 		s.PayloadBytes = s.PayloadCachedBytes + s.PayloadNewBytes + 128

@@ -17,7 +17,8 @@ const SchemaVersion = 1
 
 // Unknown marks an integer field whose value the source did not record
 // (a timing window an importer cannot know, a GPU time the executor cannot
-// measure). Validation treats it as absent, never as a negative value.
+// measure; sum_prefill_attn, a float column, uses −1 the same way).
+// Validation treats it as absent, never as a negative value.
 const Unknown int64 = -1
 
 // Table names of a dataset directory.
@@ -87,6 +88,19 @@ type Step struct {
 	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens"`
 	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens,delta"`
 	PaddedTokens         int64   `parquet:"padded_tokens,delta"`
+	// Composition detail added after the first release (a file without
+	// these columns reads them as Unknown; package features derives them
+	// from step_requests where it can). MaxDecodeKVTokens is the longest
+	// context one decode request reads; SumPrefillAttn is Σ over prefill
+	// requests of chunk·(computed + chunk/2), the causal attention pairs of
+	// the prefill chunks; NewReqTokens is the tokens the new requests ship
+	// in full (their prompts; a resumed request's outputs too);
+	// CUDAGraphSize is the CUDA-graph batch size the step ran at, 0 when it
+	// ran eagerly.
+	MaxDecodeKVTokens int64   `parquet:"max_decode_kv_tokens,delta" default:"-1"`
+	SumPrefillAttn    float64 `parquet:"sum_prefill_attn" default:"-1"`
+	NewReqTokens      int64   `parquet:"new_req_tokens,delta" default:"-1"`
+	CUDAGraphSize     int32   `parquet:"cuda_graph_size,delta" default:"-1"`
 
 	PayloadBytes       int64 `parquet:"payload_bytes,delta"`
 	PayloadNewBytes    int64 `parquet:"payload_new_bytes,delta"`
@@ -199,10 +213,16 @@ type EngineSample struct {
 // legitimately leave out, carries a `default:"..."` struct tag next to its
 // parquet tag. When a file lacks such a column, readers fill the default
 // instead of failing; every other column is required and its absence is an
-// error that names it (see CheckColumns). The defaults of schema version 1:
+// error that names it (see CheckColumns). Readers that predate a column
+// ignore it, so adding one keeps the schema version. The defaults of schema
+// version 1:
 //
 //	steps.worker_recv_ns          -1 (Unknown)
 //	steps.sample_ns               -1 (Unknown)
+//	steps.max_decode_kv_tokens    -1 (Unknown)
+//	steps.sum_prefill_attn        -1 (Unknown)
+//	steps.new_req_tokens          -1 (Unknown)
+//	steps.cuda_graph_size         -1 (Unknown)
 //	step_requests.is_resumed      false
 //	requests.prefix_hash_ids      empty list
 //	engine_samples.dp_rank        -1 (every rank)

@@ -7,22 +7,8 @@ import (
 	"time"
 
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/features"
 )
-
-// FeatureDefinitions documents, for a model artifact, how FeaturesOf
-// computes each feature from the steps table.
-var FeatureDefinitions = []model.FeatureDef{
-	{Name: "prefill_tokens", Definition: "sum_prefill_tokens"},
-	{Name: "prefill_kv_tokens", Definition: "sum_prefill_kv_tokens"},
-	{Name: "prefill_attn", Definition: "Σ chunk·(kv + chunk/2); from steps alone ≈ T·K/n + (n·var_prefill_length + T²/n)/2 with T = sum_prefill_tokens, K = sum_prefill_kv_tokens, n = num_prefill_requests (exact for n = 1 or with step_requests)"},
-	{Name: "prefill_requests", Definition: "num_prefill_requests"},
-	{Name: "decode_requests", Definition: "num_decode_requests"},
-	{Name: "decode_kv_tokens", Definition: "sum_decode_kv_tokens"},
-	{Name: "kv_per_request", Definition: "sum_decode_kv_tokens / num_decode_requests"},
-	{Name: "padded_batch", Definition: "padded_tokens on decode steps when > 0, else num_decode_requests"},
-	{Name: "new_requests", Definition: "num_new_reqs"},
-	{Name: "new_req_tokens", Definition: "Σ prompt_len of new requests (step_requests), else payload_new_bytes / 4"},
-}
 
 // Artifact wraps the fitted model into a model artifact with its training
 // record, the evaluation metrics (any JSON-encodable value, e.g. a Report
@@ -47,10 +33,10 @@ func (r *Result) Artifact(training model.Training, metrics any, createdBy string
 
 // finishArtifact fills an artifact's training record, the definitions of
 // the features it uses (by name), its metrics and its provenance.
-func finishArtifact(a *model.Artifact, training model.Training, metrics any, createdBy string, features []string) error {
+func finishArtifact(a *model.Artifact, training model.Training, metrics any, createdBy string, used []string) error {
 	a.Training = training
-	for _, f := range FeatureDefinitions {
-		if slices.Contains(features, f.Name) {
+	for _, f := range features.Definitions {
+		if slices.Contains(used, f.Name) {
 			a.Features = append(a.Features, f)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/features"
 )
 
 // Data is a set of steps ready to fit or evaluate: their features and
@@ -239,6 +240,15 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 	return out, nil
 }
 
+// unrecordedTerms counts every term a row's unknown features leave unknown.
+func (d *Data) unrecordedTerms(f model.Features) {
+	for _, name := range model.KnownTerms() {
+		if fn, err := model.Term(name); err == nil && math.IsNaN(fn(f)) {
+			d.unrecorded(name)
+		}
+	}
+}
+
 func (d *Data) unrecorded(term string) {
 	if d.Unrecorded == nil {
 		d.Unrecorded = map[string]int{}
@@ -255,96 +265,12 @@ const (
 	TargetAuto = "auto"
 )
 
-// PayloadBytesPerToken is the serialized size assumed per prompt token when
-// NewReqTokens has to be derived from payload_new_bytes: the payload
-// model's token-id width, so that a simulated dataset maps back to the
-// features the simulator priced. Block ids and sampling parameters ride in
-// the same bytes, so the feature over-counts a little; it stays
-// proportional to the admission work, which is what the coefficient prices.
-var PayloadBytesPerToken = model.DefaultPayloadModel().TokenIDBytes
-
-// FeaturesOf maps a steps row to model features:
-//
-//	PrefillTokens   = sum_prefill_tokens
-//	PrefillKVTokens = sum_prefill_kv_tokens
-//	PrefillAttn     ≈ T·K/n + (n·var + T²/n)/2   (see below)
-//	PrefillRequests = num_prefill_requests
-//	DecodeRequests  = num_decode_requests
-//	DecodeKVTokens  = sum_decode_kv_tokens
-//	PaddedBatch     = num_decode_requests + padded_tokens (the CUDA-graph padding) on a decode step
-//	NewRequests     = num_new_reqs
-//	NewReqTokens    = payload_new_bytes / PayloadBytesPerToken
-//
-// An Unknown (−1) num_new_reqs or payload_new_bytes reads as 0 (see
-// Data.Unrecorded).
-//
-// PrefillAttn is Σ over prefill requests of chunk·(kv + chunk/2): a chunk of
-// c tokens after k cached tokens attends causally to k + c/2 keys on
-// average. The steps table keeps only T = Σc, K = Σk, n and the population
-// variance of c, so Σc² = n·var + T²/n is exact and Σc·k is approximated by
-// T·K/n (chunk length and context uncorrelated across the step's requests;
-// exact when n = 1). With per-request rows use FeaturesWithRequests.
-func FeaturesOf(st *datasets.Step) model.Features {
-	n := float64(st.NumPrefillRequests)
-	T := float64(st.SumPrefillTokens)
-	K := float64(st.SumPrefillKVTokens)
-	f := model.Features{
-		PrefillTokens:   T,
-		PrefillKVTokens: K,
-		PrefillRequests: n,
-		DecodeRequests:  float64(st.NumDecodeRequests),
-		DecodeKVTokens:  float64(st.SumDecodeKVTokens),
-		PaddedBatch:     float64(st.NumDecodeRequests),
-		NewRequests:     float64(max(st.NumNewReqs, 0)),
-	}
-	if n > 0 {
-		v := st.VarPrefillLength
-		if v < 0 || math.IsNaN(v) {
-			v = 0
-		}
-		f.PrefillAttn = T*K/n + (n*v+T*T/n)/2
-	}
-	if st.Kind == datasets.KindDecode && st.PaddedTokens > 0 {
-		f.PaddedBatch += float64(st.PaddedTokens)
-	}
-	if st.PayloadNewBytes > 0 {
-		f.NewReqTokens = math.Round(float64(st.PayloadNewBytes) / PayloadBytesPerToken)
-	}
-	return f
-}
-
-// FeaturesWithRequests refines FeaturesOf with the step's step_requests
-// rows: PrefillAttn becomes exact (Σ chunk·(computed + chunk/2) over the
-// prefill requests) and NewReqTokens becomes Σ prompt_len over the new
-// requests (no payload approximation).
-func FeaturesWithRequests(st *datasets.Step, reqs []datasets.StepRequest) model.Features {
-	f := FeaturesOf(st)
-	var attn, newTok float64
-	var anyPrefill, anyNew bool
-	for _, r := range reqs {
-		if r.IsPrefill {
-			c, k := float64(r.NumScheduledTokens), float64(r.NumComputedTokens)
-			attn += c * (k + c/2)
-			anyPrefill = true
-		}
-		if r.IsNew {
-			newTok += float64(r.PromptLen)
-			anyNew = true
-		}
-	}
-	if anyPrefill {
-		f.PrefillAttn = attn
-	}
-	if anyNew {
-		f.NewReqTokens = newTok
-	}
-	return f
-}
-
 // DataFromSteps builds fitting data from (selected) steps, reading the
-// timing named by target (TargetGPU, TargetWall or TargetAuto). A row
-// whose timing is unknown (−1) or not positive is an ErrBadTarget naming
-// the row and its step_id.
+// timing named by target (TargetGPU, TargetWall or TargetAuto) and the
+// features of each row (features.Of; complete older rows from their
+// step_requests first with features.CompleteSteps, as LoadDatasets does).
+// A row whose timing is unknown (−1) or not positive is an ErrBadTarget
+// naming the row and its step_id.
 func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
 	if len(steps) == 0 {
 		return nil, dataErr(ErrEmptySelection, "no steps")
@@ -374,12 +300,9 @@ func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
 			e.Row, e.StepID = i, st.StepID
 			return nil, e
 		}
-		d.Features[i] = FeaturesOf(st)
-		if st.NumNewReqs < 0 {
-			d.unrecorded(model.TermNewRequests)
-		}
-		if st.PayloadNewBytes < 0 {
-			d.unrecorded(model.TermNewReqTokens)
+		d.Features[i] = features.Of(st)
+		if u := d.Features[i].Unknown(); len(u) > 0 {
+			d.unrecordedTerms(d.Features[i])
 		}
 		d.Y[i] = float64(y)
 		d.StepIDs[i] = st.StepID

@@ -12,9 +12,10 @@
 //
 // Selection never fits scaffolding rows (warm-ups, the admission steps a
 // steady-state benchmark throws away): those are the contaminated
-// measurements of docs/architecture.md#why-it-exists. FeaturesOf documents how each steps column
-// becomes a model.Features field, including the one approximation
-// (the prefill attention term when per-request rows are missing).
+// measurements of docs/architecture.md#why-it-exists. Package features maps each steps row to a
+// model.Features (features.Of; features.Definitions documents every term);
+// LoadDatasets first completes, from step_requests, the feature columns a
+// dataset written before they existed lacks.
 //
 // # The linear model and its solvers
 //

@@ -264,10 +264,10 @@ func TestH200R3Inflation(t *testing.T) {
 }
 
 // h200Traffic is the production decode steps of both traffic runs, target
-// wall_time_ns. With paddedFix, padded_batch is the CUDA-graph size the
-// worker ran (num_decode_requests + padded_tokens: the capture records the
-// padding, fit.FeaturesOf reads the column as the padded size).
-func h200Traffic(t *testing.T, paddedFix bool) *Data {
+// wall_time_ns. padded_batch is the CUDA-graph size the worker ran: these
+// captures predate cuda_graph_size, and features.Of reads it as
+// num_decode_requests + padded_tokens (the padding the capture records).
+func h200Traffic(t *testing.T) *Data {
 	t.Helper()
 	var steps []datasets.Step
 	for _, n := range []string{"traffic-azure-5rps", "traffic-azure-12rps"} {
@@ -279,11 +279,6 @@ func h200Traffic(t *testing.T, paddedFix bool) *Data {
 	}
 	d, err := DataFromSteps(steps, TargetWall)
 	require.NoError(t, err)
-	if paddedFix {
-		for i := range steps {
-			d.Features[i].PaddedBatch = float64(steps[i].NumDecodeRequests) + float64(max(steps[i].PaddedTokens, 0))
-		}
-	}
 	return d
 }
 
@@ -370,8 +365,7 @@ func h200Grid(t *testing.T, name string, maxB int) *Data {
 // R3, second half: the same linear form fitted on each grid, evaluated on
 // the held-out production decode steps of both traffic runs.
 func TestH200R3Fits(t *testing.T) {
-	traffic := h200Traffic(t, false)
-	trafficPad := h200Traffic(t, true)
+	traffic := h200Traffic(t)
 	require.Greater(t, traffic.Len(), 8000)
 	type res struct {
 		kv   float64
@@ -412,8 +406,8 @@ func TestH200R3Fits(t *testing.T) {
 	// instead of decode_requests; on the grid the two are equal, every B
 	// being a capture size).
 	padTerms := []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens}
-	stp := fitEval("bench-steady", padTerms, trafficPad, 512)
-	adp := fitEval("bench-admission", padTerms, trafficPad, 512)
+	stp := fitEval("bench-steady", padTerms, traffic, 512)
+	adp := fitEval("bench-admission", padTerms, traffic, 512)
 	require.Less(t, stp.m.MAPE, st.m.MAPE, "padding to the graph size explains part of the steady model's error")
 	require.Less(t, stp.m.MAPE, adp.m.MAPE)
 

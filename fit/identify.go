@@ -24,6 +24,22 @@ import (
 // deterministic and keeps the term that means the most on other data.
 // Bad timings or feature values are errors: no choice of terms repairs them.
 func identifiable(d *Data, terms []string, relative bool) (kept []string, dropped []DroppedTerm, err error) {
+	// An unrecorded term's column is unknown (NaN), not a value: leave it
+	// out before the design is built. Dropped terms are listed in basis
+	// order all the same.
+	order := slices.Clone(terms)
+	defer func() {
+		slices.SortStableFunc(dropped, func(a, b DroppedTerm) int {
+			return slices.Index(order, a.Term) - slices.Index(order, b.Term)
+		})
+	}()
+	terms = slices.DeleteFunc(slices.Clone(terms), func(t string) bool {
+		if n := d.Unrecorded[t]; n > 0 {
+			dropped = append(dropped, DroppedTerm{t, fmt.Sprintf("not recorded by the source on %d of %d rows", n, d.Len())})
+			return true
+		}
+		return false
+	})
 	ds, err := d.design(terms, relative)
 	if err != nil {
 		return nil, nil, err
@@ -36,9 +52,6 @@ func identifiable(d *Data, terms []string, relative bool) (kept []string, droppe
 	var idx []int
 	for j, t := range terms {
 		switch {
-		case d.Unrecorded[t] > 0:
-			dropped = append(dropped, DroppedTerm{t, fmt.Sprintf("not recorded by the source on %d of %d rows", d.Unrecorded[t], d.Len())})
-			continue
 		case slices.Contains(zero, t):
 			dropped = append(dropped, DroppedTerm{t, "zero on every row"})
 			continue

@@ -6,6 +6,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/features"
 )
 
 // Fits of the payload and host-overhead models (model.PayloadModel,
@@ -274,25 +275,28 @@ func FitHost(rows []model.HostStep, w HostWindows, prior model.HostModel) (*Host
 }
 
 // HostStepsFromTables derives each step's host composition and measured
-// windows from the steps and step_requests tables (NewTokens: Σ prompt_len
-// of the new requests; without step_requests, payload_new_bytes /
-// PayloadBytesPerToken).
+// windows from the steps and step_requests tables (NewTokens: the
+// new_req_tokens feature, completed from step_requests where the steps
+// table does not record it; see features.Of).
 func HostStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest) ([]model.HostStep, HostWindows) {
-	newTok := map[int64]int{}
+	batches := map[int64]*features.Batch{}
 	for i := range reqs {
-		if reqs[i].IsNew {
-			newTok[reqs[i].StepID] += int(reqs[i].PromptLen)
+		b := batches[reqs[i].StepID]
+		if b == nil {
+			b = &features.Batch{}
+			batches[reqs[i].StepID] = b
 		}
+		b.Add(&reqs[i])
 	}
 	rows := make([]model.HostStep, len(steps))
 	w := HostWindows{PrepNs: make([]float64, len(steps)), ShipNs: make([]float64, len(steps))}
 	anyRecv := false
 	for i := range steps {
-		st := &steps[i]
-		nt, ok := newTok[st.StepID]
-		if !ok && len(reqs) == 0 && st.PayloadNewBytes > 0 {
-			nt = int(math.Round(float64(st.PayloadNewBytes) / PayloadBytesPerToken))
+		st := steps[i]
+		if b := batches[st.StepID]; b != nil {
+			b.Complete(&st)
 		}
+		nt := int(features.Of(&st).NewReqTokens)
 		rows[i] = model.HostStep{Requests: int(st.NumNewReqs + st.NumCachedReqs), NewRequests: int(st.NumNewReqs),
 			ScheduledTokens: int(st.TotalScheduledTokens), NewTokens: nt, PayloadBytes: st.PayloadBytes}
 		w.PrepNs[i] = float64(st.HostPrepNs)

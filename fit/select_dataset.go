@@ -14,6 +14,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/features"
 )
 
 // DecodeTerms is the basis of a decode-only model (a decode benchmark grid,
@@ -157,6 +158,13 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		if err != nil {
 			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
 		}
+		// A dataset written before the steps table recorded every feature
+		// column gets them from its step_requests.
+		if _, matched, err := features.CompleteSteps(d, steps); err != nil {
+			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
+		} else if !matched {
+			slog.Warn("step_requests not joined: step ids repeat or are unordered; features the steps table lacks are derived from it alone", "dataset", p)
+		}
 		total += len(steps)
 		if opt.BenchmarkCoords && admission {
 			for i := range steps {
@@ -217,7 +225,10 @@ func orDefault(s, def []string) []string {
 // admission step (kind prefill, benchmark_id ≥ 0, every scheduled request
 // new and computing one token) as the decode point the benchmark meant:
 // kind decode, num_decode_requests = B, sum_decode_kv_tokens = the context
-// read. It reports whether it changed the row.
+// read, var_decode_kv_tokens = the prompt-length variance (each prompt is
+// its context plus the token computed), the longest context unknown (Of
+// derives it when the contexts are equal). It reports whether it changed
+// the row.
 func AsDecodePoint(st *datasets.Step) bool {
 	n := st.NumPrefillRequests
 	if st.Role != datasets.RoleMeasured || st.BenchmarkID < 0 || st.Kind != datasets.KindPrefill || n <= 0 ||
@@ -227,7 +238,9 @@ func AsDecodePoint(st *datasets.Step) bool {
 	st.Kind = datasets.KindDecode
 	st.NumDecodeRequests = n
 	st.SumDecodeKVTokens = st.SumPrefillKVTokens
-	st.NumPrefillRequests, st.SumPrefillTokens, st.SumPrefillKVTokens, st.VarPrefillLength = 0, 0, 0, 0
+	st.VarDecodeKVTokens = st.VarPrefillLength
+	st.MaxDecodeKVTokens = datasets.Unknown
+	st.NumPrefillRequests, st.SumPrefillTokens, st.SumPrefillKVTokens, st.VarPrefillLength, st.SumPrefillAttn = 0, 0, 0, 0, 0
 	return true
 }
 

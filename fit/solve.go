@@ -453,7 +453,12 @@ func checkValues(d *Design) error {
 	}
 	for i := 0; i < n; i++ {
 		for j, v := range d.Row(i) {
-			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+			if math.IsNaN(v) {
+				e := dataErr(ErrBadFeature, "unknown: the dataset records neither the column this term reads nor the step_requests rows to derive it from (docs/fitting.md lists the columns each term reads)", d.Terms[j])
+				e.Row, e.StepID = i, d.stepID(i)
+				return e
+			}
+			if math.IsInf(v, 0) || v < 0 {
 				e := dataErr(ErrBadFeature, fmt.Sprintf("value %v (want a finite non-negative count)", v), d.Terms[j])
 				e.Row, e.StepID = i, d.stepID(i)
 				return e

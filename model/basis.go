@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -23,9 +24,18 @@ const (
 	TermPrefillRequests = "prefill_requests"  // prefill requests in the step
 	TermDecodeRequests  = "decode_requests"   // decode requests (one token each)
 	TermDecodeKVTokens  = "decode_kv_tokens"  // KV tokens the decode requests read
-	TermPaddedBatch     = "padded_batch"      // CUDA-graph bucket of the decode batch
-	TermNewRequests     = "new_requests"      // requests admitted (scheduled_new_reqs)
-	TermNewReqTokens    = "new_req_tokens"    // prompt tokens those requests ship
+	// Ragged decode batches: a kernel with one program per (request, KV
+	// head) waits for the request with the longest context, so a batch
+	// costs what it would if every request were that long (padded to the
+	// longest) when the grid is one wave, and the sum of contexts when it
+	// is many. On a uniform-context grid decode_batch_max_kv equals
+	// decode_kv_tokens: only heterogeneous points tell them apart.
+	TermDecodeMaxKV      = "decode_max_kv"       // the longest decode context
+	TermDecodeBatchMaxKV = "decode_batch_max_kv" // decode requests × the longest context
+	TermDecodeKVStd      = "decode_kv_std"       // standard deviation of the decode contexts
+	TermPaddedBatch      = "padded_batch"        // CUDA-graph bucket of the decode batch
+	TermNewRequests      = "new_requests"        // requests admitted (scheduled_new_reqs)
+	TermNewReqTokens     = "new_req_tokens"      // prompt tokens those requests ship
 )
 
 // TermFunc computes one basis term from a step's features.
@@ -39,15 +49,18 @@ var termFuncs = map[string]TermFunc{
 		}
 		return 0
 	},
-	TermPrefillTokens:   func(f Features) float64 { return f.PrefillTokens },
-	TermPrefillKVTokens: func(f Features) float64 { return f.PrefillKVTokens },
-	TermPrefillAttn:     func(f Features) float64 { return f.PrefillAttn },
-	TermPrefillRequests: func(f Features) float64 { return f.PrefillRequests },
-	TermDecodeRequests:  func(f Features) float64 { return f.DecodeRequests },
-	TermDecodeKVTokens:  func(f Features) float64 { return f.DecodeKVTokens },
-	TermPaddedBatch:     func(f Features) float64 { return f.PaddedBatch },
-	TermNewRequests:     func(f Features) float64 { return f.NewRequests },
-	TermNewReqTokens:    func(f Features) float64 { return f.NewReqTokens },
+	TermPrefillTokens:    func(f Features) float64 { return f.PrefillTokens },
+	TermPrefillKVTokens:  func(f Features) float64 { return f.PrefillKVTokens },
+	TermPrefillAttn:      func(f Features) float64 { return f.PrefillAttn },
+	TermPrefillRequests:  func(f Features) float64 { return f.PrefillRequests },
+	TermDecodeRequests:   func(f Features) float64 { return f.DecodeRequests },
+	TermDecodeKVTokens:   func(f Features) float64 { return f.DecodeKVTokens },
+	TermDecodeMaxKV:      func(f Features) float64 { return f.DecodeMaxKVTokens },
+	TermDecodeBatchMaxKV: func(f Features) float64 { return f.DecodeRequests * f.DecodeMaxKVTokens },
+	TermDecodeKVStd:      func(f Features) float64 { return math.Sqrt(max(f.DecodeKVVar, 0)) },
+	TermPaddedBatch:      func(f Features) float64 { return f.PaddedBatch },
+	TermNewRequests:      func(f Features) float64 { return f.NewRequests },
+	TermNewReqTokens:     func(f Features) float64 { return f.NewReqTokens },
 }
 
 // DefaultTerms is the basis fitted when none is named: eight terms, the

@@ -1,8 +1,13 @@
 package model
 
+import "math"
+
 // Features is the composition of one engine step that forward-pass models
 // price (docs/architecture.md#forward-pass-model). Counts are float64 so that models and solvers share
-// one representation; they hold whole numbers.
+// one representation; they hold whole numbers. A feature its source did not
+// record (an older dataset without the column or the per-request rows to
+// derive it) is NaN; Unknown names them. Package features computes them from
+// a steps row.
 type Features struct {
 	// Prefill work: tokens computed this step, KV tokens those chunks read
 	// (prefix hits and earlier chunks), and Σ over prefill requests of
@@ -14,6 +19,11 @@ type Features struct {
 	// Decode work: requests decoding one token, and the KV tokens they read.
 	DecodeRequests float64
 	DecodeKVTokens float64
+	// Ragged decode batches: the longest context one decode request reads
+	// (attention kernels that give each request its own program wait for
+	// the longest), and the population variance of the decode contexts.
+	DecodeMaxKVTokens float64
+	DecodeKVVar       float64
 	// PaddedBatch is the CUDA-graph bucket the decode batch ran at (equal
 	// to DecodeRequests when eager or not padded).
 	PaddedBatch float64
@@ -21,6 +31,24 @@ type Features struct {
 	// step and the prompt tokens they carry.
 	NewRequests  float64
 	NewReqTokens float64
+}
+
+// Unknown lists the features that are NaN (not recorded by the source), by
+// their steps-table column names; nil when every feature is known.
+func (f Features) Unknown() []string {
+	var out []string
+	for _, c := range []struct {
+		v    float64
+		name string
+	}{{f.PrefillTokens, "sum_prefill_tokens"}, {f.PrefillKVTokens, "sum_prefill_kv_tokens"}, {f.PrefillAttn, "sum_prefill_attn"},
+		{f.PrefillRequests, "num_prefill_requests"}, {f.DecodeRequests, "num_decode_requests"}, {f.DecodeKVTokens, "sum_decode_kv_tokens"},
+		{f.DecodeMaxKVTokens, "max_decode_kv_tokens"}, {f.DecodeKVVar, "var_decode_kv_tokens"}, {f.PaddedBatch, "cuda_graph_size"},
+		{f.NewRequests, "num_new_reqs"}, {f.NewReqTokens, "new_req_tokens"}} {
+		if math.IsNaN(c.v) {
+			out = append(out, c.name)
+		}
+	}
+	return out
 }
 
 // Kind classifies a step from its features, as datasets' kind column does.

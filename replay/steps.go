@@ -7,8 +7,8 @@ import (
 	"math"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/features"
 )
 
 // Timing fields compared by step replay (docs/architecture.md#step-timing-windows), in this order.
@@ -135,8 +135,13 @@ type stepCols struct {
 	SumPrefillKVTokens   int64   `parquet:"sum_prefill_kv_tokens"`
 	NumDecodeRequests    int32   `parquet:"num_decode_requests"`
 	SumDecodeKVTokens    int64   `parquet:"sum_decode_kv_tokens"`
+	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens"`
 	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens"`
 	PaddedTokens         int64   `parquet:"padded_tokens"`
+	MaxDecodeKVTokens    int64   `parquet:"max_decode_kv_tokens" default:"-1"`
+	SumPrefillAttn       float64 `parquet:"sum_prefill_attn" default:"-1"`
+	NewReqTokens         int64   `parquet:"new_req_tokens" default:"-1"`
+	CUDAGraphSize        int32   `parquet:"cuda_graph_size" default:"-1"`
 	PayloadBytes         int64   `parquet:"payload_bytes"`
 	PayloadNewBytes      int64   `parquet:"payload_new_bytes"`
 	TScheduleStart       int64   `parquet:"t_schedule_start"`
@@ -150,47 +155,13 @@ type stepCols struct {
 	WorkerRecvNs         int64   `parquet:"worker_recv_ns" default:"-1"`
 }
 
-// stepReqCols is the projection of step_requests step replay reads.
-type stepReqCols struct {
-	StepID             int64 `parquet:"step_id"`
-	IsNew              bool  `parquet:"is_new"`
-	IsResumed          bool  `parquet:"is_resumed" default:"false"`
-	IsPrefill          bool  `parquet:"is_prefill"`
-	NumScheduledTokens int64 `parquet:"num_scheduled_tokens"`
-	NumComputedTokens  int64 `parquet:"num_computed_tokens"`
-	PromptLen          int64 `parquet:"prompt_len"`
-}
-
-// ReqAgg is what step replay takes from a step's step_requests rows: the
-// two features the steps table only approximates.
-type ReqAgg struct {
-	// Known: the step's rows were found.
-	Known bool
-	// PrefillAttn is Σ over prefill requests of chunk·(computed + chunk/2).
-	PrefillAttn float64
-	// NewTokens is Σ over new requests of the tokens they ship: prompt_len
-	// for a request on its first step; for a resumed request
-	// max(prompt_len, computed + scheduled) (its output tokens are not
-	// recorded, so this is a lower bound when its recompute is chunked).
-	NewTokens float64
-}
-
-// FeaturesOfStep maps a steps row to the features the simulator's Compose
-// computed for it: fit.FeaturesOf, with PrefillAttn and NewReqTokens taken
-// from the per-request rows where step_requests are joined (agg.Known), so
-// that replay is exact on simulated data. Without them, PrefillAttn is exact
-// when the step has at most one prefill request (else Σc·k ≈ T·K/n) and
-// NewReqTokens is payload_new_bytes over the token-id width.
-func FeaturesOfStep(st *stepCols, agg *ReqAgg) model.Features {
-	f := fit.FeaturesOf(&datasets.Step{Kind: st.Kind, NumNewReqs: st.NumNewReqs,
+// step is the steps row of st, for features.
+func (st *stepCols) step() datasets.Step {
+	return datasets.Step{StepID: st.StepID, Kind: st.Kind, NumNewReqs: st.NumNewReqs,
 		NumPrefillRequests: st.NumPrefillRequests, SumPrefillTokens: st.SumPrefillTokens, VarPrefillLength: st.VarPrefillLength,
 		SumPrefillKVTokens: st.SumPrefillKVTokens, NumDecodeRequests: st.NumDecodeRequests, SumDecodeKVTokens: st.SumDecodeKVTokens,
-		PaddedTokens: st.PaddedTokens, PayloadNewBytes: st.PayloadNewBytes})
-	if agg != nil && agg.Known {
-		f.PrefillAttn = agg.PrefillAttn
-		f.NewReqTokens = agg.NewTokens
-	}
-	return f
+		VarDecodeKVTokens: st.VarDecodeKVTokens, PaddedTokens: st.PaddedTokens, MaxDecodeKVTokens: st.MaxDecodeKVTokens,
+		SumPrefillAttn: st.SumPrefillAttn, NewReqTokens: st.NewReqTokens, CUDAGraphSize: st.CUDAGraphSize, PayloadNewBytes: st.PayloadNewBytes}
 }
 
 // StepReplayer re-prices recorded steps with an FPM and the simulated
@@ -229,8 +200,9 @@ type StepReplayer struct {
 	// model.IntervalFPM (0: no interval).
 	Level float64
 
-	pipes []pipeState
-	last  int
+	pipes  []pipeState
+	last   int
+	approx int64 // steps priced without every feature column
 }
 
 type pipeState struct {
@@ -260,9 +232,15 @@ func (r *StepReplayer) pipe(worker string) *pipeState {
 }
 
 // Price re-prices one step into row (which it overwrites) and returns the
-// features it priced.
-func (r *StepReplayer) Price(st *stepCols, agg *ReqAgg, seq int64, row *StepRow) model.Features {
-	f := FeaturesOfStep(st, agg)
+// features it priced: features.Of of the row, whose unknown columns join
+// (nil: none) completes from the step's step_requests first.
+func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64, row *StepRow) model.Features {
+	full := st.step()
+	join.Complete(&full)
+	if !features.Known(&full) {
+		r.approx++
+	}
+	f := features.Of(&full)
 	reqs := int(st.NumNewReqs + st.NumCachedReqs)
 	newTok := int(f.NewReqTokens)
 	sched := r.Host.ScheduleNs(reqs, int(st.NumNewReqs))
@@ -326,88 +304,6 @@ func (r *StepReplayer) Price(st *stepCols, agg *ReqAgg, seq int64, row *StepRow)
 	return f
 }
 
-// reqJoin streams step_requests alongside steps (both in step order) and
-// aggregates each step's rows.
-type reqJoin struct {
-	s    *datasets.Scanner[stepReqCols]
-	buf  []stepReqCols
-	i, n int
-	eof  bool
-	last int64
-	off  bool // the join broke (step ids not increasing): stop using it
-	err  error
-}
-
-func newReqJoin(d *datasets.Dataset) (*reqJoin, error) {
-	if !d.Has(datasets.TableStepRequests) {
-		return nil, nil
-	}
-	s, err := datasets.Scan[stepReqCols](d, datasets.TableStepRequests)
-	if err != nil {
-		return nil, err
-	}
-	return &reqJoin{s: s, buf: make([]stepReqCols, 8192), last: math.MinInt64}, nil
-}
-
-func (j *reqJoin) fill() bool {
-	if j.i < j.n {
-		return true
-	}
-	if j.eof {
-		return false
-	}
-	n, err := j.s.Read(j.buf)
-	if err == io.EOF {
-		j.eof = true
-		return false
-	}
-	if err != nil {
-		j.err, j.eof = err, true
-		return false
-	}
-	j.i, j.n = 0, n
-	return true
-}
-
-// agg aggregates the rows of stepID into a; it leaves a unknown when the
-// join is off or the step has no rows.
-func (j *reqJoin) agg(stepID int64, a *ReqAgg) {
-	*a = ReqAgg{}
-	if j == nil || j.off {
-		return
-	}
-	if stepID <= j.last {
-		j.off = true // several workers or unordered steps: ids repeat
-		return
-	}
-	j.last = stepID
-	for j.fill() && j.buf[j.i].StepID < stepID {
-		j.i++
-	}
-	for j.fill() && j.buf[j.i].StepID == stepID {
-		r := &j.buf[j.i]
-		a.Known = true
-		if r.IsPrefill {
-			c, k := float64(r.NumScheduledTokens), float64(r.NumComputedTokens)
-			a.PrefillAttn += c * (k + c/2)
-		}
-		if r.IsNew {
-			t := r.PromptLen
-			if r.IsResumed {
-				t = max(t, r.NumComputedTokens+r.NumScheduledTokens)
-			}
-			a.NewTokens += float64(t)
-		}
-		j.i++
-	}
-}
-
-func (j *reqJoin) close() {
-	if j != nil {
-		j.s.Close()
-	}
-}
-
 // StepOptions tune ReplaySteps.
 type StepOptions struct {
 	FPM     model.FPM
@@ -443,12 +339,12 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 		return nil, err
 	}
 	defer s.Close()
-	var join *reqJoin
+	var join *features.RequestJoin
 	if !opts.NoJoin {
-		if join, err = newReqJoin(d); err != nil {
+		if join, err = features.NewRequestJoin(d); err != nil {
 			return nil, err
 		}
-		defer join.close()
+		defer join.Close()
 	}
 	r := NewStepReplayer(opts.FPM, opts.Host)
 	r.Level = model.IntervalLevel(opts.FPM, opts.Level)
@@ -462,8 +358,8 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 	acc.level = r.Level
 	buf := make([]stepCols, 4096)
 	var row StepRow
-	var agg ReqAgg
 	var seq int64
+	var unknown []string
 	for {
 		n, err := s.Read(buf)
 		if err == io.EOF {
@@ -474,8 +370,13 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 		}
 		for i := range buf[:n] {
 			st := &buf[i]
-			join.agg(st.StepID, &agg)
-			f := r.Price(st, &agg, seq, &row)
+			f := r.Price(st, join, seq, &row)
+			if u := f.Unknown(); u != nil {
+				unknown = u
+				if math.IsNaN(r.FPM.PredictNs(f)) {
+					return nil, fmt.Errorf("replay steps: step %d (row %d): the model reads %v, which the dataset records neither as a column nor through step_requests", st.StepID, seq, u)
+				}
+			}
 			acc.add(st, &row, &f)
 			if opts.Row != nil {
 				if err := opts.Row(&row); err != nil {
@@ -488,15 +389,20 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 			}
 		}
 	}
-	if join != nil && join.err != nil {
-		return nil, join.err
+	if err := join.Err(); err != nil {
+		return nil, err
 	}
 	sum := acc.summary()
-	sum.UsedStepRequests = join != nil && !join.off && join.last != math.MinInt64
-	if join != nil && join.off {
-		sum.Notes = append(sum.Notes, "step_requests not used: step ids repeat (several workers) or are unordered; prefill_attn approximated from the steps table")
-	} else if join == nil {
-		sum.Notes = append(sum.Notes, "no step_requests table: prefill_attn approximated (Σc·k ≈ T·K/n) when a step has several prefill requests; new_req_tokens = payload_new_bytes/3.75")
+	sum.UsedStepRequests = join.Used()
+	if approx := r.approx; approx > 0 {
+		why := "no step_requests table"
+		if join.Off() {
+			why = "step_requests not joined: step ids repeat (several workers) or are unordered"
+		}
+		sum.Notes = append(sum.Notes, fmt.Sprintf("%s, and %d steps lack feature columns of the steps table: prefill_attn approximated (Σc·k ≈ T·K/n) when a step has several prefill requests, new_req_tokens = payload_new_bytes/%g", why, approx, features.PayloadBytesPerToken))
+	}
+	if unknown != nil {
+		sum.Notes = append(sum.Notes, fmt.Sprintf("features not recorded: %v (unused by the model)", unknown))
 	}
 	return sum, nil
 }

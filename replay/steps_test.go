@@ -125,17 +125,47 @@ func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
 	}
 }
 
-// Without step_requests, fields that need per-request detail (prefill
-// attention with several prefill requests, new-request tokens) are
-// approximated; device time stays close.
+// Without step_requests a dataset that records every feature column still
+// replays exactly; one written before those columns (the committed H200
+// grid) derives them from step_requests, and without those approximates
+// the rest and says so. A model that reads a feature the dataset cannot
+// give is an error naming the column.
 func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	dir, p := simulated(t, "async")
 	sum, _ := replayAll(t, dir, StepOptions{FPM: p.FPM, Host: p.Host, NoJoin: true})
 	assert.False(t, sum.UsedStepRequests)
-	assert.NotEmpty(t, sum.Notes)
+	assert.Empty(t, sum.Notes)
 	g := sum.Overall.Fields[FieldGPU]
-	assert.Less(t, g.MAPE, 0.01)
-	assert.Positive(t, g.Exact)
+	assert.Equal(t, g.N, g.Exact)
+
+	grid := filepath.Join("..", "datasets", "h200", "bench-steady")
+	fpm, _, err := model.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
+	require.NoError(t, err)
+	joined, _ := replayAll(t, grid, StepOptions{FPM: fpm, Host: p.Host})
+	assert.True(t, joined.UsedStepRequests)
+	assert.Empty(t, joined.Notes)
+
+	bare := t.TempDir()
+	require.NoError(t, os.CopyFS(filepath.Join(bare, "steps.parquet"), os.DirFS(filepath.Join(grid, "steps.parquet"))))
+	alone, _ := replayAll(t, bare, StepOptions{FPM: fpm, Host: p.Host})
+	assert.False(t, alone.UsedStepRequests)
+	require.Len(t, alone.Notes, 1)
+	assert.Contains(t, alone.Notes[0], "no step_requests table")
+	assert.Equal(t, joined.Overall.Fields[FieldGPU].MAPE, alone.Overall.Fields[FieldGPU].MAPE,
+		"one request per prefill step and equal decode contexts: the steps table determines the features")
+
+	// The H200 traffic predates max_decode_kv_tokens and its batches are
+	// ragged: a model that reads the longest context needs step_requests.
+	traffic := filepath.Join("..", "datasets", "h200", "traffic-azure-12rps")
+	needs, err := model.NewLinear([]string{model.TermConst, model.TermDecodeMaxKV}, []float64{1e6, 10})
+	require.NoError(t, err)
+	sum, _ = replayAll(t, traffic, StepOptions{FPM: needs, Host: p.Host})
+	assert.True(t, sum.UsedStepRequests)
+	assert.Empty(t, sum.Notes)
+	d, err := datasets.Open(traffic)
+	require.NoError(t, err)
+	_, err = ReplaySteps(d, StepOptions{FPM: needs, Host: p.Host, NoJoin: true})
+	require.ErrorContains(t, err, "max_decode_kv_tokens")
 }
 
 // A linear model priced exactly, then one whose decode_kv_tokens

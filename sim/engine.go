@@ -74,6 +74,8 @@ type Engine struct {
 	inflight []inflightStep
 	comp     Composition // of the step being submitted
 
+	scheduled int64 // steps handed to the executor
+
 	lastUpdateEnd int64
 	idle          bool // nothing ran since the last step's update: the next step follows idle
 	waiting       bool // blocked on the oldest in-flight step
@@ -169,6 +171,9 @@ func (e *Engine) NextArrival() (int64, bool) {
 	}
 	return 0, false
 }
+
+// Scheduled is the number of steps scheduled so far (in flight or done).
+func (e *Engine) Scheduled() int64 { return e.scheduled }
 
 // Now is the engine's host clock.
 func (e *Engine) Now() int64 { return e.clock.Now() }
@@ -283,6 +288,7 @@ func (e *Engine) scheduleOne() (bool, error) {
 	if e.host != nil {
 		e.clock.Spend(e.host.ScheduleNs(out))
 	}
+	e.scheduled++
 	tSchedEnd := e.clock.Now()
 	overlapped := len(e.inflight) > 0
 	afterIdle := e.idle && !overlapped

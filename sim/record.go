@@ -5,18 +5,18 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/features"
 	"github.com/steplab/steplab/sim/sched"
 )
 
 // Composition summarises a scheduler output the way the steps table and
-// the forward-pass model see it.
+// the forward-pass model see it: Batch holds the steps-table composition
+// columns and Features is features.Of of them (PaddedBatch is the decode
+// count until the executor pads the batch to a CUDA graph).
 type Composition struct {
-	Features model.Features
-	// Prefill and decode request counts and the variances the steps table
-	// carries (Dynamo's ForwardPassMetrics definitions).
+	Features              model.Features
+	Batch                 features.Batch
 	NumPrefill, NumDecode int
-	VarPrefillLength      float64
-	VarDecodeKV           float64
 	NumResumed            int
 }
 
@@ -26,31 +26,18 @@ type Composition struct {
 // one token reading its whole computed context.
 func Compose(out *sched.Output) Composition {
 	var c Composition
-	var pSum, pSq, dSum, dSq float64
 	add := func(sr *sched.ScheduledReq, isNew bool) {
-		n := float64(sr.NumScheduledTokens)
-		kv := float64(sr.NumComputedTokens)
 		if sr.Resumed {
 			c.NumResumed++
 		}
 		if isNew {
-			c.Features.NewRequests++
-			c.Features.NewReqTokens += float64(sr.NumTokens)
+			c.Batch.New(int64(sr.NumTokens))
 		}
 		if sr.IsPrefill {
-			c.NumPrefill++
-			c.Features.PrefillTokens += n
-			c.Features.PrefillKVTokens += kv
-			c.Features.PrefillAttn += n * (kv + n/2)
-			l := float64(sr.Req.PromptTokens)
-			pSum += l
-			pSq += l * l
-			return
+			c.Batch.Prefill(int64(sr.NumScheduledTokens), int64(sr.NumComputedTokens), int64(sr.Req.PromptTokens))
+		} else {
+			c.Batch.Decode(int64(sr.NumComputedTokens))
 		}
-		c.NumDecode++
-		c.Features.DecodeKVTokens += kv
-		dSum += kv
-		dSq += kv * kv
 	}
 	for i := range out.NewReqs {
 		add(&out.NewReqs[i], true)
@@ -58,17 +45,10 @@ func Compose(out *sched.Output) Composition {
 	for i := range out.CachedReqs {
 		add(&out.CachedReqs[i], false)
 	}
-	c.Features.PrefillRequests = float64(c.NumPrefill)
-	c.Features.DecodeRequests = float64(c.NumDecode)
-	c.Features.PaddedBatch = float64(c.NumDecode)
-	if c.NumPrefill > 0 {
-		m := pSum / float64(c.NumPrefill)
-		c.VarPrefillLength = max(0, pSq/float64(c.NumPrefill)-m*m)
-	}
-	if c.NumDecode > 0 {
-		m := dSum / float64(c.NumDecode)
-		c.VarDecodeKV = max(0, dSq/float64(c.NumDecode)-m*m)
-	}
+	c.NumPrefill, c.NumDecode = c.Batch.Requests()
+	st := datasets.Step{NumNewReqs: int32(len(out.NewReqs))}
+	c.Batch.Fill(&st)
+	c.Features = features.Of(&st)
 	return c
 }
 
@@ -107,14 +87,8 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		NumResumedReqs:       int32(c.NumResumed),
 		NumPreempted:         int32(len(out.PreemptedIDs)),
 		NumFinished:          int32(len(res.FinishedIDs)),
-		NumPrefillRequests:   int32(c.NumPrefill),
-		SumPrefillTokens:     int64(c.Features.PrefillTokens),
-		VarPrefillLength:     c.VarPrefillLength,
-		SumPrefillKVTokens:   int64(c.Features.PrefillKVTokens),
-		NumDecodeRequests:    int32(c.NumDecode),
-		SumDecodeKVTokens:    int64(c.Features.DecodeKVTokens),
-		VarDecodeKVTokens:    c.VarDecodeKV,
 		TotalScheduledTokens: int64(out.TotalScheduledTokens),
+		CUDAGraphSize:        int32(r.PaddedBatch),
 		PayloadBytes:         st.payload.Total,
 		PayloadNewBytes:      st.payload.New,
 		PayloadCachedBytes:   st.payload.Cached,
@@ -134,9 +108,7 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		KVBlocksUsed:         int64(e.sch.KVBlocksUsed()),
 		KVBlocksTotal:        int64(e.sch.KVBlocksTotal()),
 	}
-	if r.PaddedBatch > 0 {
-		e.step.PaddedTokens = r.PaddedBatch - int64(c.NumDecode)
-	}
+	c.Batch.Fill(&e.step) // composition columns, and the padding of a graph
 	// Inter-update period (Dynamo's FPM wall_time); the first step after
 	// idle has no previous update to measure from.
 	if st.afterIdle || e.lastUpdateEnd < 0 {

@@ -10,6 +10,7 @@ import (
 	"github.com/steplab/steplab/datasets/embedded"
 	"github.com/steplab/steplab/datasets/importers"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/features"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
@@ -345,35 +346,41 @@ func (p *Plan) GridConfig() workload.GridConfig {
 	if b.Warmups != nil {
 		g.Warmups = *b.Warmups
 	}
+	g.Ragged = workload.RaggedPoints{BatchSizes: b.RaggedBatchSizes, Contexts: b.RaggedContexts}
+	for _, s := range b.RaggedSpreads {
+		g.Ragged.Spreads = append(g.Ragged.Spreads, workload.Spread{Shape: s.Shape, MaxRatio: s.MaxRatio})
+	}
+	g.Mixed = workload.MixedPoints{PrefillTokens: b.MixedPrefillTokens, PrefillContexts: b.MixedPrefillContexts,
+		DecodeBatchSizes: b.MixedDecodeBatchSizes, DecodeContexts: b.MixedDecodeContexts}
 	if g.Policy == "" {
 		g.Policy = workload.PolicySteadyStateSecondStep
 	}
 	return g
 }
 
-// asDecode records a decode benchmark step at its coordinate: B requests
-// computing one token each over their KV context. On the admission step
-// those requests are new, so vLLM's classification (and Dynamo's FPM)
-// would call them prefill; the benchmark point is a decode point whichever
-// step measures it, as Dynamo's artifact records it. The new-request and
-// payload columns still show that the step admitted them.
-func asDecode(s *datasets.Step, rows []datasets.StepRequest) {
+// asDecode records the decode requests of a benchmark step at their
+// coordinate: each computes one token over its KV context. On the
+// admission step those requests are new, so vLLM's classification (and
+// Dynamo's FPM) would call them prefill; the benchmark point is a decode
+// point whichever step measures it, as Dynamo's artifact records it. The
+// new-request and payload columns still show that the step admitted them.
+// isDecode says which rows are the point's decodes (a mixed point's chunk
+// stays prefill).
+func asDecode(s *datasets.Step, rows []datasets.StepRequest, isDecode func(*datasets.StepRequest) bool) {
 	if s.NumPrefillRequests == 0 {
 		return
 	}
-	var n, sum, sq float64
+	var b features.Batch
 	for i := range rows {
-		rows[i].IsPrefill = false
-		kv := float64(rows[i].NumComputedTokens)
-		n++
-		sum += kv
-		sq += kv * kv
+		if isDecode(&rows[i]) {
+			rows[i].IsPrefill = false
+		}
+		b.Add(&rows[i])
 	}
-	s.Kind = datasets.KindDecode
-	s.NumDecodeRequests = int32(n)
-	s.SumDecodeKVTokens = int64(sum)
-	s.VarDecodeKVTokens = max(0, sq/n-(sum/n)*(sum/n))
-	s.NumPrefillRequests, s.SumPrefillTokens, s.SumPrefillKVTokens, s.VarPrefillLength = 0, 0, 0, 0
+	shipped := s.NewReqTokens // the admission still shipped them in full
+	b.Fill(s)
+	s.NewReqTokens = shipped
+	s.Kind = features.Of(s).Kind()
 }
 
 // runBenchmark runs the plan's self-benchmark grid on the engine, one point
@@ -391,6 +398,7 @@ func runBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
 	var cur *workload.Point
 	var ordinal int
 	var replica bool
+	isDecode := func(r *datasets.StepRequest) bool { return !strings.HasSuffix(r.ReqID, workload.ChunkID) }
 	e.Tag = func(s *datasets.Step, rows []datasets.StepRequest, _ *sched.Output) {
 		s.Role = datasets.RoleScaffolding
 		s.BenchmarkID = cur.BenchmarkID
@@ -403,8 +411,8 @@ func runBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
 		case ordinal == cur.Plan.MeasuredStep:
 			s.Role = datasets.RoleMeasured
 		}
-		if cur.Type == workload.PointDecode {
-			asDecode(s, rows)
+		if cur.Type != workload.PointPrefill {
+			asDecode(s, rows, isDecode)
 		}
 		ordinal++
 	}
@@ -425,15 +433,29 @@ func runBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
 			replica = r < runs-1
 			ordinal = 0
 			prefix := fmt.Sprintf("bench-%d-%d-", i, r)
-			for _, a := range cur.Arrivals(prefix, t) {
+			arr := cur.Arrivals(prefix, t)
+			late := arr[len(arr)-cur.Plan.Deferred:]
+			for _, a := range arr[:len(arr)-cur.Plan.Deferred] {
 				if err := e.Add(a); err != nil {
 					return err
 				}
 			}
+			first := e.Scheduled()
 			for {
 				w, err := e.Run(t)
 				if err != nil {
 					return err
+				}
+				if len(late) > 0 && e.Scheduled() > first {
+					// The first step is scheduled: the deferred requests
+					// join the next one.
+					for _, a := range late {
+						a.AtNs = e.Now()
+						if err := e.Add(a); err != nil {
+							return err
+						}
+					}
+					late = nil
 				}
 				if w == NoWake {
 					break

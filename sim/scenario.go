@@ -107,6 +107,26 @@ type BenchmarkSpec struct {
 	PrefillBatchSizes []int   `yaml:"prefill_batch_sizes"`
 	Warmups           *int    `yaml:"warmups"`
 	GapS              float64 `yaml:"gap_s"` // idle time between points
+	// Heterogeneous-context decode points (none unless ragged_batch_sizes
+	// is set): B requests whose contexts spread around a mean.
+	RaggedBatchSizes []int        `yaml:"ragged_batch_sizes"`
+	RaggedContexts   []int        `yaml:"ragged_contexts"` // mean context per request
+	RaggedSpreads    []SpreadSpec `yaml:"ragged_spreads"`
+	// Mixed points (none unless mixed_prefill_tokens is set): a prefill
+	// chunk of P tokens after C cached ones riding with B decodes at a
+	// context (B = 0: the chunk alone).
+	MixedPrefillTokens    []int `yaml:"mixed_prefill_tokens"`
+	MixedPrefillContexts  []int `yaml:"mixed_prefill_contexts"` // default [0]: a fresh prompt
+	MixedDecodeBatchSizes []int `yaml:"mixed_decode_batch_sizes"`
+	MixedDecodeContexts   []int `yaml:"mixed_decode_contexts"`
+}
+
+// SpreadSpec is how a ragged point's contexts spread around their mean:
+// shape ramp (evenly from (2 − r)·mean to r·mean, r ≤ 2) or tail (⌈B/8⌉
+// requests at r·mean, the rest shorter), r = max_ratio.
+type SpreadSpec struct {
+	Shape    string  `yaml:"shape"`
+	MaxRatio float64 `yaml:"max_ratio"`
 }
 
 // OutputSpec says what the dataset holds.

@@ -6,11 +6,17 @@ import torch
 PRESETS = {
     "llama-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128,
                      intermediate=14336, vocab=128256, dtype="bfloat16",
-                     rope_theta=500000.0, rms_eps=1e-5, tie_word_embeddings=False),
+                     rope_theta=500000.0, rms_eps=1e-5, tie_word_embeddings=False, qkv_bias=False),
     "tiny": dict(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
                  intermediate=128, vocab=512, dtype="bfloat16",
-                 rope_theta=10000.0, rms_eps=1e-5, tie_word_embeddings=True),
+                 rope_theta=10000.0, rms_eps=1e-5, tie_word_embeddings=True, qkv_bias=False),
 }
+
+# The shape fields an explicit model_config must give when it names no
+# preset; the others take these defaults (random weights: they do not
+# change what a step costs).
+SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
+SHAPE_DEFAULTS = dict(dtype="bfloat16", rope_theta=10000.0, rms_eps=1e-5, tie_word_embeddings=False, qkv_bias=False)
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -44,16 +50,28 @@ def _float(d, k, default):
 
 
 class ModelConfig:
-    FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab",
-              "dtype", "rope_theta", "rms_eps", "tie_word_embeddings")
+    """A dense Llama-family decoder: a preset with model_config overriding
+    the fields it names, or (preset None) model_config alone, which must
+    give every shape field. head_dim is independent of hidden / heads."""
+
+    FIELDS = SHAPE_FIELDS + ("dtype", "rope_theta", "rms_eps", "tie_word_embeddings", "qkv_bias")
 
     def __init__(self, preset, overrides):
-        if preset not in PRESETS:
+        if overrides is not None and not isinstance(overrides, dict):
+            raise ConfigError("init.model_config must be a map")
+        if preset is None:
+            if overrides is None:
+                raise ConfigError("init: name a model preset (%s) or give model_config" % ", ".join(sorted(PRESETS)))
+            missing = [k for k in SHAPE_FIELDS if overrides.get(k) is None]
+            if missing:
+                raise ConfigError("init.model_config without a preset must give %s (missing: %s)"
+                                  % (", ".join(SHAPE_FIELDS), ", ".join(missing)))
+            c = dict(SHAPE_DEFAULTS)
+        elif preset not in PRESETS:
             raise ConfigError("unknown model preset %r (known: %s)" % (preset, ", ".join(sorted(PRESETS))))
-        c = dict(PRESETS[preset])
+        else:
+            c = dict(PRESETS[preset])
         if overrides is not None:
-            if not isinstance(overrides, dict):
-                raise ConfigError("init.model_config must be a map")
             for k, v in overrides.items():
                 if k not in self.FIELDS:
                     raise ConfigError("init.model_config: unknown field %r (known: %s)" % (k, ", ".join(self.FIELDS)))
@@ -69,12 +87,18 @@ class ModelConfig:
             raise ConfigError("model_config.heads (%d) must be a multiple of kv_heads (%d)" % (c["heads"], c["kv_heads"]))
         if c["head_dim"] % 2:
             raise ConfigError("model_config.head_dim must be even (RoPE)")
-        if not isinstance(c["tie_word_embeddings"], bool):
-            raise ConfigError("model_config.tie_word_embeddings must be a bool")
+        for k in ("tie_word_embeddings", "qkv_bias"):
+            if not isinstance(c[k], bool):
+                raise ConfigError("model_config.%s must be a bool" % k)
+        for k in ("rope_theta", "rms_eps"):
+            if isinstance(c[k], bool) or not isinstance(c[k], (int, float)) or not c[k] > 0:
+                raise ConfigError("model_config.%s must be a positive number, got %r" % (k, c[k]))
         c["rope_theta"] = float(c["rope_theta"])
         c["rms_eps"] = float(c["rms_eps"])
         self.__dict__.update(c)
-        self.preset = preset
+        # The name logs and errors use: the preset, or the explicit shape.
+        self.preset = preset or "model_config(layers=%d hidden=%d heads=%d/%d head_dim=%d)" % (
+            c["layers"], c["hidden"], c["heads"], c["kv_heads"], c["head_dim"])
 
     @property
     def torch_dtype(self):
@@ -90,6 +114,8 @@ class ModelConfig:
     def weight_elems(self):
         h, d = self.hidden, self.head_dim
         qkv = h * (self.heads + 2 * self.kv_heads) * d
+        if self.qkv_bias:
+            qkv += (self.heads + 2 * self.kv_heads) * d
         o = self.heads * d * h
         mlp = 3 * h * self.intermediate
         per_layer = qkv + o + mlp + 2 * h
@@ -109,10 +135,14 @@ class EngineConfig:
         pv = msg.get("protocol_version", 1)
         if pv is not None and pv != 1:
             raise ConfigError("protocol_version %r not supported (this worker speaks 1)" % (pv,))
-        preset = msg.get("model", "llama-8b") or "llama-8b"
-        if not isinstance(preset, str):
+        preset = msg.get("model")
+        if preset is not None and not isinstance(preset, str):
             raise ConfigError("init.model must be a string")
-        self.model = ModelConfig(preset, msg.get("model_config"))
+        mc = msg.get("model_config")
+        if not preset:
+            # No preset: the explicit shape alone, else the default preset.
+            preset = None if mc is not None else "llama-8b"
+        self.model = ModelConfig(preset, mc)
         self.seed = _int(msg, "seed", 0)
         dev = msg.get("device", "cuda") or "cuda"
         if not isinstance(dev, str) or not (dev == "cpu" or dev == "cuda" or dev.startswith("cuda:")):

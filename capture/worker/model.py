@@ -1,5 +1,8 @@
 """A Llama-architecture decoder (RMSNorm, RoPE, GQA attention over a paged KV
-cache, SwiGLU MLP, tied or untied LM head) with seeded random weights.
+cache, SwiGLU MLP, tied or untied LM head, optional q/k/v biases as Qwen2)
+with seeded random weights. Any dense Llama-family shape: head_dim need not
+be hidden / heads (Mistral-Nemo), the group size heads / kv_heads need not
+be a power of two (Qwen2.5-7B: 7).
 
 The weights are random (std 0.02, norms 1) so that the worker costs what a
 real model of the shape costs without any checkpoint; activations stay
@@ -41,7 +44,7 @@ def _randn(shape, gen, device, dtype, std=WEIGHT_STD):
 
 
 class Layer:
-    __slots__ = ("in_norm", "qkv", "o", "post_norm", "gate_up", "down")
+    __slots__ = ("in_norm", "qkv", "qkv_b", "o", "post_norm", "gate_up", "down")
 
 
 class LlamaModel:
@@ -58,6 +61,7 @@ class LlamaModel:
             L = Layer()
             L.in_norm = torch.ones(h, dtype=dt, device=device)
             L.qkv = _randn(((cfg.heads + 2 * cfg.kv_heads) * d, h), gen, device, dt)
+            L.qkv_b = _randn(((cfg.heads + 2 * cfg.kv_heads) * d,), gen, device, dt) if cfg.qkv_bias else None
             L.o = _randn((h, cfg.heads * d), gen, device, dt)
             L.post_norm = torch.ones(h, dtype=dt, device=device)
             L.gate_up = _randn((2 * cfg.intermediate, h), gen, device, dt)
@@ -78,6 +82,8 @@ class LlamaModel:
         tensors = [self.embed, self.final_norm] + ([] if self.lm_head is self.embed else [self.lm_head])
         for L in self.layers:
             tensors += [L.in_norm, L.qkv, L.o, L.post_norm, L.gate_up, L.down]
+            if L.qkv_b is not None:
+                tensors.append(L.qkv_b)
         return sum(t.numel() * t.element_size() for t in tensors)
 
     def _rms(self, x, w):
@@ -103,7 +109,7 @@ class LlamaModel:
         slots = meta.slot_mapping
         for li, L in enumerate(self.layers):
             a = self._rms(x, L.in_norm)
-            qkv = F.linear(a, L.qkv)
+            qkv = F.linear(a, L.qkv, L.qkv_b)
             q = qkv[:, : H * D].view(T, H, D)
             k = qkv[:, H * D: (H + KVH) * D].view(T, KVH, D)
             v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
@@ -145,7 +151,7 @@ class LlamaModel:
         mask = torch.ones(T, T, dtype=torch.bool, device=self.device).triu(1)
         for L in self.layers:
             a = self._rms(x, L.in_norm)
-            qkv = F.linear(a, L.qkv)
+            qkv = F.linear(a, L.qkv, L.qkv_b)
             q = self._rope(qkv[:, : H * D].view(T, H, D), cos, sin)
             k = self._rope(qkv[:, H * D: (H + KVH) * D].view(T, KVH, D), cos, sin)
             v = qkv[:, (H + KVH) * D:].view(T, KVH, D)

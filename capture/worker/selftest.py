@@ -40,33 +40,39 @@ def log(*a):
     print(*a, flush=True)
 
 
+# (heads, kv_heads, head_dim) of the kernel check: Llama-3.1-8B and
+# Mistral-Nemo (group of 4), Qwen2.5-7B (a group of 7, padded to 8).
+KERNEL_HEADS = [(32, 8, 128), (28, 4, 128)]
+
+
 def check_kernels():
     from testutil import CASES, _paged_case
     dev = torch.device("cuda")
-    ta = attention.TritonAttention(32, 8, 128, 16, dev, 256)
-    scale = attention.softmax_scale(128)
     cases = CASES + [
         [(3000, 1), (17, 1), (1500, 1)],            # split-KV decode (few sequences)
         [(0, 1000), (2000, 1), (257, 300), (0, 1)],  # mixed: long prefill, decode, chunk with prefix
         [(100, 1)] * 40 + [(4000, 1)] * 3,            # larger decode batch
     ]
     worst = 0.0
-    for cs in cases:
-        inp, qs, ks, vs = _paged_case(cs, dtype=torch.bfloat16, device="cuda", block_size=16, kvh=8, heads=32, d=128)
-        seq = torch.tensor(inp["seq_lens"], dtype=torch.int32, device=dev)
-        qsl = torch.tensor(inp["qsl"], dtype=torch.int32, device=dev)
-        maxq = max(b - a for a, b in zip(inp["qsl"], inp["qsl"][1:]))
-        out = ta(inp["q"], inp["kc"], inp["vc"], inp["bt"], seq, qsl, len(cs), maxq, scale)
-        torch.cuda.synchronize()
-        ref = torch.cat(attention.dense_reference([x.cuda() for x in qs], [x.cuda() for x in ks],
-                                                  [x.cuda() for x in vs], scale))
-        err = (out.float() - ref.float()).abs().max().item()
-        tor = attention.paged_attention_torch(inp["q"], inp["kc"], inp["vc"], inp["bt"], inp["qsl"],
-                                              inp["seq_lens"], len(cs), scale)
-        err_t = (tor.float() - ref.float()).abs().max().item()
-        log("  triton attention B=%d maxq=%d splits=%d: max|triton-dense|=%.4g  max|torch-dense|=%.4g"
-            % (len(cs), maxq, ta.num_splits(len(cs)) if maxq == 1 else 1, err, err_t))
-        worst = max(worst, err)
+    for heads, kvh, d in KERNEL_HEADS:
+        ta = attention.TritonAttention(heads, kvh, d, 16, dev, 256)
+        scale = attention.softmax_scale(d)
+        for cs in cases:
+            inp, qs, ks, vs = _paged_case(cs, dtype=torch.bfloat16, device="cuda", block_size=16, kvh=kvh, heads=heads, d=d)
+            seq = torch.tensor(inp["seq_lens"], dtype=torch.int32, device=dev)
+            qsl = torch.tensor(inp["qsl"], dtype=torch.int32, device=dev)
+            maxq = max(b - a for a, b in zip(inp["qsl"], inp["qsl"][1:]))
+            out = ta(inp["q"], inp["kc"], inp["vc"], inp["bt"], seq, qsl, len(cs), maxq, scale)
+            torch.cuda.synchronize()
+            ref = torch.cat(attention.dense_reference([x.cuda() for x in qs], [x.cuda() for x in ks],
+                                                      [x.cuda() for x in vs], scale))
+            err = (out.float() - ref.float()).abs().max().item()
+            tor = attention.paged_attention_torch(inp["q"], inp["kc"], inp["vc"], inp["bt"], inp["qsl"],
+                                                  inp["seq_lens"], len(cs), scale)
+            err_t = (tor.float() - ref.float()).abs().max().item()
+            log("  triton attention H=%d KVH=%d D=%d B=%d maxq=%d splits=%d: max|triton-dense|=%.4g  max|torch-dense|=%.4g"
+                % (heads, kvh, d, len(cs), maxq, ta.num_splits(len(cs)) if maxq == 1 else 1, err, err_t))
+            worst = max(worst, err)
     RESULTS["checks"]["triton_attention_max_abs_err"] = worst
     ok = worst < 3e-2
     log("kernel check: %s (worst %.4g)" % ("OK" if ok else "FAIL", worst))

@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import attention  # noqa: E402
-from config import EngineConfig  # noqa: E402
+from config import ConfigError, EngineConfig  # noqa: E402
 from framing import Client, encode_frame  # noqa: E402
 from runner import ModelRunner, StepError  # noqa: E402
 
@@ -194,10 +194,11 @@ def test_paged_attention_torch_matches_dense(cases):
 
 @pytest.mark.skipif(not (torch.cuda.is_available() and attention.HAVE_TRITON), reason="needs CUDA and Triton")
 @pytest.mark.parametrize("cases", CASES)
-def test_paged_attention_triton_matches_dense(cases):
-    inp, qs, ks, vs = _paged_case(cases, dtype=torch.bfloat16, device="cuda", block_size=16, kvh=8, heads=32, d=128)
-    scale = attention.softmax_scale(128)
-    ta = attention.TritonAttention(32, 8, 128, 16, torch.device("cuda"), 64)
+@pytest.mark.parametrize("heads,kvh,d", [(32, 8, 128), (28, 4, 128)])  # groups of 4 and of 7
+def test_paged_attention_triton_matches_dense(cases, heads, kvh, d):
+    inp, qs, ks, vs = _paged_case(cases, dtype=torch.bfloat16, device="cuda", block_size=16, kvh=kvh, heads=heads, d=d)
+    scale = attention.softmax_scale(d)
+    ta = attention.TritonAttention(heads, kvh, d, 16, torch.device("cuda"), 64)
     out = ta(inp["q"], inp["kc"], inp["vc"], inp["bt"],
              torch.tensor(inp["seq_lens"], dtype=torch.int32, device="cuda"),
              torch.tensor(inp["qsl"], dtype=torch.int32, device="cuda"), len(cases),
@@ -236,6 +237,73 @@ def test_chunked_prefill_and_decode_match_dense_model():
     s = run_step(r, step(3, cached={"req_ids": ["a"], "num_computed_tokens": [17]}, sched={"a": 1},
                          finished=["b"]))
     assert torch.allclose(r.last_logits[0], r.model.dense_forward(pa + [ta])[-1], atol=1e-4)
+
+
+# Tiny variants of each structural feature of the dense Llama family: a
+# head_dim that is not hidden / heads (Mistral-Nemo), a group size that is
+# not a power of two with q/k/v biases (Qwen2.5), untied embeddings.
+SHAPE_VARIANTS = {
+    "head_dim_not_hidden_over_heads": dict(layers=2, hidden=48, heads=4, kv_heads=2, head_dim=16, intermediate=96,
+                                           vocab=300, tie_word_embeddings=False),
+    "qkv_bias_group_of_3": dict(layers=2, hidden=96, heads=6, kv_heads=2, head_dim=16, intermediate=160, vocab=256,
+                                qkv_bias=True, rope_theta=1000000.0, rms_eps=1e-6),
+    "tied_single_kv_head": dict(layers=3, hidden=64, heads=4, kv_heads=1, head_dim=32, intermediate=128, vocab=200,
+                                tie_word_embeddings=True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SHAPE_VARIANTS))
+def test_shape_variants_match_dense_model(name):
+    """The paged model of an explicit shape (no preset) computes what the
+    dense reference computes, chunked prefill and decode alike, and holds
+    the weights the memory estimate counted."""
+    shape = dict(SHAPE_VARIANTS[name], dtype="float32")
+    r = ModelRunner(EngineConfig(tiny_init(model=None, model_config=shape)))
+    cfg = r.mcfg
+    for k, v in shape.items():
+        assert getattr(cfg, k) == v, k
+    assert r.weight_bytes == cfg.weight_bytes()
+    assert (r.model.lm_head is r.model.embed) == shape.get("tie_word_embeddings", False)
+    assert all((L.qkv_b is not None) == shape.get("qkv_bias", False) for L in r.model.layers)
+    pa = list(range(3, 14))  # 11 tokens: a chunk of 6, then 5
+    pb = [7, 1, 4, 1, 5]
+    s = run_step(r, step(0, new=[new_req("a", pa, [10, 2, 7]), new_req("b", pb, [5, 6])], sched={"a": 6, "b": 5}))
+    assert torch.allclose(r.last_logits[1], r.model.dense_forward(pb)[-1], atol=1e-4)
+    tb = s["b"]
+    s = run_step(r, step(1, cached={"req_ids": ["a", "b"], "num_computed_tokens": [6, 5]}, sched={"a": 5, "b": 1}))
+    assert torch.allclose(r.last_logits[0], r.model.dense_forward(pa)[-1], atol=1e-4)
+    assert torch.allclose(r.last_logits[1], r.model.dense_forward(pb + [tb])[-1], atol=1e-4)
+
+
+def test_explicit_shape_without_preset():
+    full = dict(SHAPE_VARIANTS["head_dim_not_hidden_over_heads"])
+    cfg = EngineConfig(tiny_init(model=None, model_config=full)).model
+    assert cfg.preset == "model_config(layers=2 hidden=48 heads=4/2 head_dim=16)"
+    assert cfg.dtype == "bfloat16" and not cfg.qkv_bias
+    del full["intermediate"]
+    with pytest.raises(ConfigError, match="missing: intermediate"):
+        EngineConfig(tiny_init(model=None, model_config=full))
+    with pytest.raises(ConfigError, match="unknown field 'rope_scaling'"):
+        EngineConfig(tiny_init(model_config={"rope_scaling": 2}))
+    with pytest.raises(ConfigError, match="qkv_bias must be a bool"):
+        EngineConfig(tiny_init(model_config={"qkv_bias": 1}))
+    # A preset still takes overrides; no preset and no shape is the default.
+    assert EngineConfig(tiny_init(model_config={"qkv_bias": True})).model.qkv_bias
+    assert EngineConfig({"type": "init", "device": "cpu"}).model.preset == "llama-8b"
+
+
+@pytest.mark.parametrize("shape,params", [
+    # Hugging Face config.json values; parameter counts of the released models.
+    (dict(layers=40, hidden=5120, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=131072), 12_247_782_400),
+    (dict(layers=28, hidden=3584, heads=28, kv_heads=4, head_dim=128, intermediate=18944, vocab=152064, qkv_bias=True),
+     7_615_616_512),
+])
+def test_memory_estimate_of_real_shapes(shape, params):
+    """Mistral-Nemo-12B and Qwen2.5-7B: the estimate counts their
+    parameters, so the KV cache is sized before anything is allocated."""
+    cfg = EngineConfig(tiny_init(model=None, model_config=shape)).model
+    assert cfg.weight_elems() == params
+    assert cfg.weight_bytes() == 2 * params
 
 
 def test_prefix_cache_hit_reads_cached_kv():

@@ -106,10 +106,13 @@ func newCaptureBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench -o DIR [--policy admission_step|steady_state_second_step|both]",
 		Short: "Run the self-benchmark grid (decode B × context, prefill tokens) on the worker",
-		Long: `bench runs a forward-pass self-benchmark (as Dynamo's) on the real worker: decode points
+		Long: `bench runs the self-benchmark on the real worker: decode points
 (B × context) and prefill points, after warm-ups, with one discarded warm-up
 replica for shapes outside the CUDA graphs and contexts clamped (tagged
-context_clamped) where the steady policy cannot give up a token.
+context_clamped) where the steady policy cannot give up a token. Listing
+workload.benchmark.ragged_* adds decode points whose contexts spread around
+a mean, and mixed_* adds prefill chunks riding with decodes
+(docs/capture.md).
 
   --policy admission_step           measure the step that admits the batch
   --policy steady_state_second_step measure the request's second step; the

@@ -257,16 +257,19 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 		dropped       []string // in basis order
 		kinds         []string
 	}
+	// Every admitted request is a fresh prompt computed from an empty cache
+	// here, so the tokens new requests ship are a linear combination of
+	// the prefill (or, on admission-step decode points, decode) work.
 	cases := []fitCase{
 		// The grids measure single-request prefills from an empty cache
 		// and decode batches: no prefill ever reads cached KV.
-		{"bench-admission", filepath.Join(h200, "bench-admission"), []string{"prefill_kv_tokens"}, []string{"prefill", "decode"}},
-		{"bench-steady", filepath.Join(h200, "bench-steady"), []string{"prefill_kv_tokens"}, []string{"prefill", "decode"}},
+		{"bench-admission", filepath.Join(h200, "bench-admission"), []string{"prefill_kv_tokens", "new_req_tokens"}, []string{"prefill", "decode"}},
+		{"bench-steady", filepath.Join(h200, "bench-steady"), []string{"prefill_kv_tokens", "new_req_tokens"}, []string{"prefill", "decode"}},
 		// The Azure conversation trace has no shared prefixes and its
 		// prompts fit the token budget: every prefill chunk starts at 0.
-		{"traffic-azure-5rps", filepath.Join(h200, "traffic-azure-5rps"), []string{"prefill_kv_tokens"}, all},
-		{"traffic-azure-12rps", filepath.Join(h200, "traffic-azure-12rps"), []string{"prefill_kv_tokens"}, all},
-		{"simulated", simulated, []string{"prefill_kv_tokens"}, all},
+		{"traffic-azure-5rps", filepath.Join(h200, "traffic-azure-5rps"), []string{"prefill_kv_tokens", "new_req_tokens"}, all},
+		{"traffic-azure-12rps", filepath.Join(h200, "traffic-azure-12rps"), []string{"prefill_kv_tokens", "new_req_tokens"}, all},
+		{"simulated", simulated, []string{"prefill_kv_tokens", "new_req_tokens"}, all},
 		{"foreign", foreignStepsTable(t, filepath.Join(dir, "foreign")), []string{"prefill_kv_tokens", "new_requests", "new_req_tokens"}, all},
 	}
 	// Every dataset under datasets/h200 is covered.

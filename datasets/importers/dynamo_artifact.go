@@ -192,6 +192,9 @@ func runDynamoArtifact(in *input, s *sink) error {
 			if p.PaddingTokens != nil && *p.PaddingTokens >= 0 {
 				st.PaddedTokens = *p.PaddingTokens
 			}
+			if p.ExpectedCaptureSize != nil && *p.ExpectedCaptureSize >= 0 {
+				st.CUDAGraphSize = int32(*p.ExpectedCaptureSize)
+			}
 			if a.Limits != nil && a.Limits.NumGPUBlocks != nil && *a.Limits.NumGPUBlocks >= 0 {
 				st.KVBlocksTotal = *a.Limits.NumGPUBlocks
 			}

@@ -27,6 +27,7 @@ func TestDynamoArtifactComplete(t *testing.T) {
 		SampleReason: "capture", Valid: true,
 		NumNewReqs: u32, NumCachedReqs: u32, NumResumedReqs: u32, NumPreempted: u32, NumFinished: u32,
 		NumPrefillRequests: 2, SumPrefillTokens: 512, SumPrefillKVTokens: 1024, TotalScheduledTokens: 512, PaddedTokens: 0,
+		MaxDecodeKVTokens: u, SumPrefillAttn: float64(u), NewReqTokens: u, CUDAGraphSize: 512,
 		PayloadBytes: u, PayloadNewBytes: u, PayloadCachedBytes: u,
 		TScheduleStart: u, TScheduleEnd: u, TDispatch: u, TOutput: u, TUpdateEnd: u, WallTimeNs: 24_871_000,
 		NarrowTimeNs: u, GPUTimeNs: u, HostPrepNs: u, WorkerRecvNs: u, SampleNs: u,
@@ -36,6 +37,7 @@ func TestDynamoArtifactComplete(t *testing.T) {
 	require.Equal(t, "eager_tail,eager_warmup", rows[1].SampleReason)
 	require.Equal(t, "decode", rows[7].Kind)
 	require.Equal(t, int64(1), rows[7].PaddedTokens, "context_clamped decode B=3 padded to capture size 4")
+	require.Equal(t, int32(4), rows[7].CUDAGraphSize)
 	require.Equal(t, int64(3), rows[7].TotalScheduledTokens)
 	for _, r := range rows {
 		require.True(t, r.Valid, "benchmark %d", r.BenchmarkID)

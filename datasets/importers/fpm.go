@@ -147,8 +147,9 @@ func finiteNonNeg(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) &
 // benchmark_id -1, valid unless it has no wall time or nothing scheduled,
 // when kind is ""); step_id is counter_id.
 // Fields an FPM does not carry (the §4 timing windows, payload sizes,
-// new/cached/finished counts, running requests, KV blocks) are
-// datasets.Unknown. total_scheduled_tokens assumes one token per decode
+// new/cached/finished counts, running requests, KV blocks, the longest
+// decode context, prefill attention pairs, new-request tokens, CUDA-graph
+// size) are datasets.Unknown. total_scheduled_tokens assumes one token per decode
 // request (no speculative decoding).
 func (f FPM) Step() datasets.Step {
 	u, u32 := datasets.Unknown, int32(datasets.Unknown)
@@ -176,6 +177,7 @@ func (f FPM) Step() datasets.Step {
 		VarDecodeKVTokens:    s.VarDecodeKVTokens,
 		TotalScheduledTokens: s.SumPrefillTokens + s.NumDecodeRequests,
 		PaddedTokens:         u,
+		MaxDecodeKVTokens:    u, SumPrefillAttn: float64(u), NewReqTokens: u, CUDAGraphSize: u32,
 
 		PayloadBytes: u, PayloadNewBytes: u, PayloadCachedBytes: u,
 

@@ -37,6 +37,8 @@ const (
 const (
 	PointPrefill = "prefill"
 	PointDecode  = "decode"
+	// PointMixed: a prefill chunk riding with decodes (see MixedPoints).
+	PointMixed = "mixed"
 )
 
 // Sample reasons (Point.SampleReasons), Dynamo's vocabulary.
@@ -51,6 +53,9 @@ const (
 	ReasonExplicit          = "explicit"           // a value the config listed
 	ReasonContextClamped    = "context_clamped"    // ctx=1 entries measured at 2 (steady policy)
 	ReasonWarmup            = "warmup"             // a global warm-up iteration, not measured
+	ReasonRagged            = "ragged_context"     // decode contexts spread around a mean (RaggedPoints)
+	ReasonMixed             = "mixed_step"         // a prefill chunk with decodes (MixedPoints)
+	ReasonPrefillContext    = "prefill_context"    // a prefill chunk reading a cached context
 )
 
 // Dynamo's default sample limits (BenchmarkConfig).
@@ -104,6 +109,12 @@ type GridConfig struct {
 	// Sample limits (0 = Dynamo's defaults: 128, 128, 64, 3).
 	DecodeMaxBatchSizeSamples, DecodeMaxKVSamples      int
 	PrefillMaxTokenSamples, PrefillMaxBatchSizeSamples int
+
+	// Ragged are the heterogeneous-context decode points (none by
+	// default); Mixed the prefill-with-decodes points (none by default).
+	// Both run after the decode points, in agg mode only.
+	Ragged RaggedPoints
+	Mixed  MixedPoints
 }
 
 // Injection is how the engine runs a point: which requests to admit, with
@@ -120,6 +131,10 @@ type Injection struct {
 	// MeasuredStep is 0 when the admission step is measured, 1 when the
 	// step after it is (the admission step is then scaffolding).
 	MeasuredStep int
+	// Deferred is the number of trailing requests that arrive only once the
+	// point's first step is scheduled, so that they join the measured step
+	// (a steady mixed point's prefill chunk).
+	Deferred int
 }
 
 // Steps is the number of engine steps a point dispatches.
@@ -141,8 +156,13 @@ type Point struct {
 	// RequestedContextPerReq (decode) is the grid coordinate before
 	// clamping; it differs from ContextPerReq only when Clamped.
 	RequestedContextPerReq []int
-	// PrefillTokensPerReq (prefill) is each request's prompt.
+	// PrefillTokensPerReq (prefill, mixed) is each prefill request's chunk:
+	// its whole prompt, or the part after PrefillContextPerReq.
 	PrefillTokensPerReq []int
+	// PrefillContextPerReq (prefill, mixed) is the KV each chunk reads
+	// before its own tokens (resident when admitted); nil for prompts
+	// computed from the start.
+	PrefillContextPerReq []int
 	// TotalPrefillTokens and TotalKVReadTokens are the step's coordinates
 	// (Dynamo's total_prefill_tokens, total_kv_read_tokens).
 	TotalPrefillTokens, TotalKVReadTokens int
@@ -163,13 +183,19 @@ type Point struct {
 	Plan Injection
 }
 
+// ChunkID is the ID suffix of a mixed point's prefill request.
+const ChunkID = "chunk"
+
 // Arrivals returns the requests that inject the point, all at atNs, with
-// IDs prefix+"0", prefix+"1", ... . Decode requests carry
-// PrecomputedTokens and a prompt one token longer (the token the admission
-// step computes); their OutputTokens is MeasuredStep+1, so they finish with
-// the measured step. Prefill requests produce one token.
+// IDs prefix+"0", prefix+"1", ... (a mixed point's prefill request is
+// prefix+ChunkID, last). Decode requests carry PrecomputedTokens and a
+// prompt one token longer (the token the admission step computes); their
+// OutputTokens is MeasuredStep+1, so they finish with the measured step.
+// Prefill requests produce one token. The last Plan.Deferred arrivals are
+// meant to be added once the point's first step is scheduled.
 func (p Point) Arrivals(prefix string, atNs int64) []Arrival {
 	out := make([]Arrival, p.BatchSize)
+	nDec := len(p.ContextPerReq)
 	for i := range out {
 		pre, admit := p.Plan.PrecomputedTokens[i], p.Plan.AdmitTokens[i]
 		out[i] = Arrival{
@@ -179,6 +205,9 @@ func (p Point) Arrivals(prefix string, atNs int64) []Arrival {
 			OutputTokens:      p.Plan.MeasuredStep + 1,
 			PrecomputedTokens: pre,
 			Warmup:            p.Warmup,
+		}
+		if p.Type == PointMixed && i >= nDec {
+			out[i].ID, out[i].OutputTokens = prefix+ChunkID, 1
 		}
 	}
 	return out
@@ -296,6 +325,9 @@ func (c GridConfig) limits() (*gridLimits, error) {
 					i, t, c.MaxModelLen, c.MaxNumSeqs, c.NumGPUBlocks)
 			}
 		}
+	}
+	if err := g.checkHetero(); err != nil {
+		return nil, err
 	}
 	return g, nil
 }
@@ -456,6 +488,11 @@ func BuildGrid(cfg GridConfig) ([]Point, error) {
 		}
 		pts = append(pts, dec...)
 	}
+	het, err := g.heteroPoints()
+	if err != nil {
+		return nil, err
+	}
+	pts = append(pts, het...)
 	for i := nWarm; i < len(pts); i++ {
 		pts[i].BenchmarkID = int64(i - nWarm + 1)
 	}
@@ -642,8 +679,11 @@ func markEagerWarmups(pts []Point) {
 			continue
 		}
 		s := shape{p.Type, p.BatchSize}
-		if p.Type == PointPrefill {
+		switch p.Type {
+		case PointPrefill:
 			s.tokens = p.TotalPrefillTokens
+		case PointMixed:
+			s.tokens = p.TotalPrefillTokens + len(p.ContextPerReq)
 		}
 		if slices.Contains(seen, s) {
 			continue
