@@ -53,6 +53,13 @@ func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
 	if opts.SamplePeriod == 0 {
 		opts.SamplePeriod = 100 * time.Millisecond
 	}
+	// A workload that cannot run is refused before the worker loads a
+	// model onto the GPU.
+	_, _, cleanup, err := p.Source()
+	cleanup()
+	if err != nil {
+		return nil, err
+	}
 	proc, ready, err := Start(p, opts)
 	if err != nil {
 		return nil, err

@@ -39,7 +39,7 @@ engine=(--set engine.max_num_seqs=512 --set engine.max_num_batched_tokens=8192 -
 # (the chunk alone), a few or many decodes.
 spreads='[{shape: ramp, max_ratio: 1}, {shape: ramp, max_ratio: 1.5}, {shape: ramp, max_ratio: 1.9}, {shape: tail, max_ratio: 3}, {shape: tail, max_ratio: 6}]'
 if [ -n "${SMALL:-}" ]; then
-	engine=(--set engine.max_num_seqs=16 --set engine.max_num_batched_tokens=512 --set engine.max_model_len=1024
+	engine=(--set engine.max_num_seqs=16 --set engine.max_num_batched_tokens=512 --set engine.max_model_len=8192
 		--set engine.num_gpu_blocks=1024)
 	grid=(--set 'workload.benchmark.decode_batch_sizes=[1,4,16]' --set 'workload.benchmark.decode_contexts=[16,128]'
 		--set 'workload.benchmark.prefill_tokens=[64,256]'
