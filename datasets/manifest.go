@@ -176,10 +176,54 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a valid manifest: %w", path, err)
 	}
+	if m.SchemaVersion == 0 {
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(b, &probe) == nil && probe["schema_version"] == nil {
+			return nil, fmt.Errorf("%s: no schema_version: add \"schema_version\": %d for tables written to this steplab's schema", path, SchemaVersion)
+		}
+	}
 	if err := CheckSchemaVersion(path, m.SchemaVersion); err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// A minimal manifest names what a dataset's rows cannot say (schema
+// version, hardware, model, measurement policy) and leaves out what a
+// steplab writer records for itself. Open fills the rest in and says so in
+// Dataset.Assumptions.
+const (
+	// AssumedComplete: no status; the tables are read as complete.
+	AssumedComplete = "no status in %s: read as complete"
+	// AssumedTables: no table list; the tables on disk are read.
+	AssumedTables = "no tables listed in %s: read %s from disk"
+)
+
+// assume fills in what a minimal manifest leaves out and lists, one line
+// each, what it assumed.
+func (d *Dataset) assume() {
+	m := d.Manifest
+	if m.Status == "" {
+		m.Status = DatasetComplete
+		d.Assumptions = append(d.Assumptions, fmt.Sprintf(AssumedComplete, ManifestFile))
+	}
+	if m.Name == "" {
+		m.Name = filepath.Base(filepath.Clean(d.Dir))
+	}
+	if len(m.Tables) > 0 {
+		return
+	}
+	var found []string
+	for _, t := range Tables {
+		parts, err := d.Parts(t)
+		if err != nil {
+			continue
+		}
+		found = append(found, fmt.Sprintf("%s (%d files)", t, len(parts)))
+	}
+	if len(found) > 0 {
+		d.Assumptions = append(d.Assumptions, fmt.Sprintf(AssumedTables, ManifestFile, strings.Join(found, ", ")))
+	}
 }
 
 // WriteManifest writes dir/manifest.json atomically (temporary name, then

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -24,13 +25,21 @@ import (
 
 // Dataset is an opened dataset directory.
 type Dataset struct {
-	Dir string
-	// Manifest is nil for a directory that only holds tables (a table a
-	// pandas user wrote); such a directory is read as the current schema.
+	Dir      string
 	Manifest *Manifest
+	// Assumptions lists, one line each, what Open filled in for a minimal
+	// manifest (no status: complete; no table list: the tables on disk).
+	// validate and inspect print them as warnings.
+	Assumptions []string
 }
 
-// Open opens the dataset at dir, checking its schema version.
+// ErrNoManifest is wrapped by Open's error for a directory of tables
+// without a manifest.json.
+var ErrNoManifest = errors.New("no " + ManifestFile)
+
+// Open opens the dataset at dir, checking its schema version. A directory
+// of Parquet tables without a manifest is refused with an error that says
+// how to make one.
 func Open(dir string) (*Dataset, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -39,25 +48,28 @@ func Open(dir string) (*Dataset, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s: not a dataset directory (for a single Parquet file use `steplab inspect`)", dir)
 	}
+	d := &Dataset{Dir: dir}
 	m, err := ReadManifest(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		m = nil
+		var tables []string
+		for _, t := range Tables {
+			if d.Has(t) {
+				tables = append(tables, t)
+			}
+		}
+		if len(tables) == 0 {
+			return nil, fmt.Errorf("%s: not a dataset: no %s and no table files (%s.parquet, ...)", dir, ManifestFile, TableSteps)
+		}
+		return nil, fmt.Errorf("%s: %w beside the tables (%s): say what ran in a %s with at least "+
+			"{\"schema_version\": %d, \"hardware\": {\"gpu_name\": ...}, \"model\": {\"name\": ...}, \"measurement_policy\": {...}}, "+
+			"or wrap a table into a new dataset: steplab import table %s -o DATASET --table %s --hardware GPU --model MODEL",
+			dir, ErrNoManifest, strings.Join(tables, ", "), ManifestFile, SchemaVersion, TableDir(dir, tables[0]), tables[0])
 	case err != nil:
 		return nil, err
 	}
-	d := &Dataset{Dir: dir, Manifest: m}
-	if m == nil {
-		found := false
-		for _, t := range Tables {
-			if d.Has(t) {
-				found = true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("%s: not a dataset: no %s and no table files (%s.parquet, ...)", dir, ManifestFile, TableSteps)
-		}
-	}
+	d.Manifest = m
+	d.assume()
 	return d, nil
 }
 
@@ -68,8 +80,13 @@ func (d *Dataset) Has(table string) bool {
 }
 
 // Parts lists the part files of table in order. A table is either one
-// Parquet file <table>.parquet or a directory of part-NNNNNN.parquet files.
-// Temporary parts of an interrupted writer are not listed.
+// Parquet file <table>.parquet or a directory of Parquet files: the
+// part-NNNNNN.parquet files steplab writes, or any *.parquet files, also in
+// the key=value subdirectories of a partitioned write (pandas
+// partition_cols, DuckDB PARTITION_BY, Spark partitionBy), in lexical
+// order of their paths. Hidden files and those starting with "_" (Spark's
+// _SUCCESS, _metadata) are not parts; neither are the temporary parts of
+// an interrupted writer.
 func (d *Dataset) Parts(table string) ([]string, error) {
 	path := TableDir(d.Dir, table)
 	st, err := os.Stat(path)
@@ -82,20 +99,75 @@ func (d *Dataset) Parts(table string) ([]string, error) {
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var parts []string
-	for _, e := range entries {
+	parts, _, err := tableFiles(path)
+	return parts, err
+}
+
+// tableFiles walks a table directory: its parts, and the temporary parts
+// of interrupted writers, each list sorted.
+func tableFiles(dir string) (parts, temps []string, err error) {
+	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
 		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".parquet") {
+		if p == dir {
+			return nil
+		}
+		if e.IsDir() {
+			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp"):
+			temps = append(temps, p)
+		case strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || !strings.HasSuffix(name, ".parquet"):
+		default:
+			parts = append(parts, p)
+		}
+		return nil
+	})
+	sort.Strings(parts)
+	sort.Strings(temps)
+	return parts, temps, err
+}
+
+// partitionsOf reads the key=value directories between a table directory
+// (the last directory named *.parquet) and a part: the values a
+// partitioned write moved out of the files. Hive's name for a null,
+// __HIVE_DEFAULT_PARTITION__, is left out (the column then reads its
+// default).
+func partitionsOf(path string) map[string]string {
+	segs := strings.Split(filepath.ToSlash(filepath.Dir(path)), "/")
+	start := -1
+	for i, s := range segs {
+		if strings.HasSuffix(s, ".parquet") {
+			start = i
+		}
+	}
+	if start < 0 {
+		return nil
+	}
+	var out map[string]string
+	for _, s := range segs[start+1:] {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
 			continue
 		}
-		parts = append(parts, filepath.Join(path, name))
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
+		if v == "__HIVE_DEFAULT_PARTITION__" {
+			continue
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		out[k] = v
 	}
-	sort.Strings(parts)
-	return parts, nil
+	return out
 }
 
 // OpenParquet opens one Parquet file, turning every failure into an error
@@ -175,46 +247,49 @@ func openParquetSafe(r io.ReaderAt, size int64) (pf *parquet.File, err error) {
 }
 
 // CheckColumns verifies that the file has every column the Go type T
-// reads, naming every missing one. Columns with a documented default (see
-// DefaultedColumns) may be absent.
-func CheckColumns[T any](path string, pf *parquet.File) error {
-	var missing []string
+// reads, in a type that converts to the field's, naming every missing
+// column in one error. Columns with a documented default (see
+// DefaultedColumns) may be absent or Null-typed; defaulted lists those that
+// are, which readers fill with their defaults.
+func CheckColumns[T any](path string, pf *parquet.File) (defaulted []string, err error) {
 	if c, err := codecFor(reflect.TypeFor[T]()); err == nil {
-		for i := range c.fields {
-			f := &c.fields[i]
-			if !f.hasDefault && fileColumn(pf, f.name) == nil {
-				missing = append(missing, strconv.Quote(f.name))
+		cols, err := bindColumns(path, pf, c, partitionsOf(path))
+		if err != nil {
+			return nil, err
+		}
+		for _, cr := range cols {
+			if cr.missing && !cr.partition {
+				defaulted = append(defaulted, cr.name)
 			}
 		}
-	} else {
-		defaults := map[string]bool{}
-		t := reflect.TypeFor[T]()
-		if t.Kind() == reflect.Struct {
-			for i := 0; i < t.NumField(); i++ {
-				if _, ok := t.Field(i).Tag.Lookup("default"); ok {
-					name, _, _ := strings.Cut(t.Field(i).Tag.Get("parquet"), ",")
-					defaults[name] = true
-				}
-			}
-		}
-		have := pf.Schema()
-		for _, col := range parquet.SchemaOf(new(T)).Columns() {
-			if defaults[col[0]] {
-				continue
-			}
-			if _, ok := have.Lookup(col...); !ok {
-				missing = append(missing, strconv.Quote(strings.Join(col, ".")))
+		return defaulted, nil
+	}
+	var missing []missingColumn
+	defaults := map[string]bool{}
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Struct {
+		for i := 0; i < t.NumField(); i++ {
+			if _, ok := t.Field(i).Tag.Lookup("default"); ok {
+				name, _, _ := strings.Cut(t.Field(i).Tag.Get("parquet"), ",")
+				defaults[name] = true
 			}
 		}
 	}
-	switch len(missing) {
-	case 0:
-		return nil
-	case 1:
-		return fmt.Errorf("%s: missing column %s", path, missing[0])
-	default:
-		return fmt.Errorf("%s: missing columns %s", path, strings.Join(missing, ", "))
+	have := pf.Schema()
+	for _, col := range parquet.SchemaOf(new(T)).Columns() {
+		if _, ok := have.Lookup(col...); ok {
+			continue
+		}
+		if defaults[col[0]] {
+			defaulted = append(defaulted, col[0])
+			continue
+		}
+		missing = append(missing, missingColumn{name: strings.Join(col, ".")})
 	}
+	if len(missing) > 0 {
+		return nil, missingColumnsError(path, pf, missing)
+	}
+	return defaulted, nil
 }
 
 // fileColumn is the top-level column name of pf, or nil.
@@ -380,7 +455,7 @@ func (s *Scanner[T]) openNext() error {
 		return err
 	}
 	if s.codec != nil {
-		cols, err := bindColumns(path, pf, s.codec)
+		cols, err := bindColumns(path, pf, s.codec, partitionsOf(path))
 		if err != nil {
 			f.Close()
 			return err
@@ -393,7 +468,7 @@ func (s *Scanner[T]) openNext() error {
 		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft, s.size = path, f, pf, cols, 0, 0, st.Size()
 		return nil
 	}
-	if err := CheckColumns[T](path, pf); err != nil {
+	if _, err := CheckColumns[T](path, pf); err != nil {
 		f.Close()
 		return err
 	}
@@ -490,10 +565,13 @@ func ReadAll[T any](d *Dataset, table string) ([]T, error) {
 // colReader decodes one column of a file into one field of the rows.
 type colReader struct {
 	f       *codecField
-	missing bool // absent from the file: filled with the field's default
+	missing bool // absent from the file (or Null-typed): filled with f's default
+	// partition: missing, and f is a copy whose default is the value of
+	// the key=value directory the part lies in
+	partition bool
 	name    string
 	leaf    int
-	phys    parquet.Kind
+	conv    conversion
 	maxDef  byte
 	maxRep  byte
 	nullEl  int // definition level of a null list element; -1 if none
@@ -501,42 +579,44 @@ type colReader struct {
 	pages parquet.Pages
 	page  parquet.Page
 
-	// the current page, converted to the field's Go type
+	// the current page: n levels, pos the next level, vpos the next value
 	n, pos, vpos int
 	defs, reps   []byte
-	i64          []int64
-	i32          []int32
-	f64          []float64
-	bools        []bool
-	strs         []string
+	vals         colValues
 
-	// scratch for conversions
-	sI64  []int64
-	sI32  []int32
-	sF64  []float64
-	sBool []bool
-	sStr  []string
-
-	// decoded dictionary of the column chunk
+	// the column chunk's dictionary, converted once
 	dict     parquet.Dictionary
-	dictI64  []int64
-	dictI32  []int32
-	dictF64  []float64
-	dictBool []bool
-	dictStr  []string
+	dictVals colValues
 }
 
-// bindColumns maps the fields of c onto the columns of pf, checking types.
-func bindColumns(path string, pf *parquet.File, c *rowCodec) ([]*colReader, error) {
+// bindColumns maps the fields of c onto the columns of pf, planning each
+// conversion. A field whose column is absent, or holds nothing but nulls
+// (the Null type), reads its default, or the value of a key=value
+// directory the part lies in (partitions); without either it is missing,
+// and every missing column is named in one error.
+func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[string]string) ([]*colReader, error) {
 	cols := make([]*colReader, 0, len(c.fields))
-	var missing []string
+	var missing []missingColumn
 	for i := range c.fields {
 		f := &c.fields[i]
 		cr := &colReader{f: f, name: f.name}
 		col := fileColumn(pf, f.name)
-		if col == nil {
+		if col != nil && col.Leaf() && col.Type().Kind() < 0 {
+			col = nil // the Null type: no values at all
 			if !f.hasDefault {
-				missing = append(missing, strconv.Quote(f.name))
+				missing = append(missing, missingColumn{f.name, "Null type: every value is null"})
+				continue
+			}
+		}
+		if col == nil {
+			if v, ok := partitions[f.name]; ok && f.kind != kindInt64List {
+				pc := *f
+				if err := pc.setDefault(v); err != nil {
+					return nil, fmt.Errorf("%s: partition directory %s=%s: %v", path, f.name, v, err)
+				}
+				cr.f, cr.partition = &pc, true
+			} else if !f.hasDefault {
+				missing = append(missing, missingColumn{name: f.name})
 			}
 			cr.missing = true
 			cols = append(cols, cr)
@@ -555,50 +635,30 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec) ([]*colReader, erro
 				return nil, fmt.Errorf("%s: column %q is not a list of integers (steplab reads it as %s)", path, f.name, f.kind)
 			}
 		} else if !col.Leaf() || col.MaxRepetitionLevel() != 0 {
-			return nil, fmt.Errorf("%s: column %q is nested or repeated, steplab reads it as %s", path, f.name, f.kind)
+			return nil, fmt.Errorf("%s: column %q is nested or repeated, steplab reads it as %s", path, f.name, f.expects())
 		}
+		conv, hint, ok := planConversion(f, leaf.Type())
+		if !ok {
+			msg := fmt.Sprintf("%s: column %q has type %s, steplab reads it as %s", path, f.name, describeType(leaf.Type()), f.expects())
+			if hint != "" {
+				msg += ": " + hint
+			}
+			return nil, errors.New(msg)
+		}
+		cr.conv = conv
 		cr.leaf = leaf.Index()
-		cr.phys = leaf.Type().Kind()
 		cr.maxDef = byte(leaf.MaxDefinitionLevel())
 		cr.maxRep = byte(leaf.MaxRepetitionLevel())
 		cr.nullEl = -1
 		if f.kind == kindInt64List && leaf.Optional() {
 			cr.nullEl = int(cr.maxDef) - 1
 		}
-		ok := false
-		switch f.kind {
-		case kindInt64, kindInt64List:
-			ok = cr.phys == parquet.Int64 || cr.phys == parquet.Int32
-		case kindInt32:
-			ok = cr.phys == parquet.Int32
-		case kindFloat64:
-			ok = cr.phys == parquet.Double || cr.phys == parquet.Float
-		case kindBool:
-			ok = cr.phys == parquet.Boolean
-		case kindString:
-			ok = cr.phys == parquet.ByteArray
-		}
-		if !ok {
-			return nil, fmt.Errorf("%s: column %q has type %s, steplab reads it as %s", path, f.name, physName(cr.phys), f.kind)
-		}
 		cols = append(cols, cr)
 	}
-	switch len(missing) {
-	case 0:
-		return cols, nil
-	case 1:
-		return nil, fmt.Errorf("%s: missing column %s", path, missing[0])
-	default:
-		return nil, fmt.Errorf("%s: missing columns %s", path, strings.Join(missing, ", "))
+	if len(missing) > 0 {
+		return nil, missingColumnsError(path, pf, missing)
 	}
-}
-
-// physName names a physical type; a byte array is what steplab strings are.
-func physName(k parquet.Kind) string {
-	if k == parquet.ByteArray {
-		return "BYTE_ARRAY (string)"
-	}
-	return k.String()
+	return cols, nil
 }
 
 func (c *colReader) startRowGroup(chunks []parquet.ColumnChunk) error {
@@ -666,63 +726,7 @@ func (c *colReader) decodePage(p parquet.Page) error {
 	if d := p.Dictionary(); d != nil {
 		return c.decodeIndexed(d, data.Int32())
 	}
-	switch c.f.kind {
-	case kindInt64, kindInt64List:
-		if c.phys == parquet.Int32 {
-			c.i64 = widen(c.sI64[:0], data.Int32())
-			c.sI64 = c.i64
-		} else {
-			c.i64 = data.Int64()
-		}
-	case kindInt32:
-		c.i32 = data.Int32()
-	case kindFloat64:
-		if c.phys == parquet.Float {
-			c.f64 = c.sF64[:0]
-			for _, v := range data.Float() {
-				c.f64 = append(c.f64, float64(v))
-			}
-			c.sF64 = c.f64
-		} else {
-			c.f64 = data.Double()
-		}
-	case kindBool:
-		nv := c.n - countNulls(c.defs, c.maxDef)
-		bits := data.Boolean()
-		if len(bits)*8 < nv {
-			return fmt.Errorf("column %q: %d bits for %d values", c.name, len(bits)*8, nv)
-		}
-		c.bools = slices.Grow(c.sBool[:0], nv)[:nv]
-		for i := range c.bools {
-			c.bools[i] = bits[i>>3]>>(i&7)&1 != 0
-		}
-		c.sBool = c.bools
-	case kindString:
-		b, offs := data.ByteArray()
-		if len(offs) == 0 {
-			c.strs = c.sStr[:0]
-			break
-		}
-		all := string(b) // one allocation for the page
-		c.strs = slices.Grow(c.sStr[:0], len(offs)-1)[:len(offs)-1]
-		for i := range c.strs {
-			lo, hi := offs[i], offs[i+1]
-			if lo > hi || int(hi) > len(all) {
-				return fmt.Errorf("column %q: bad string offsets", c.name)
-			}
-			c.strs[i] = all[lo:hi]
-		}
-		c.sStr = c.strs
-	}
-	return nil
-}
-
-func widen(dst []int64, src []int32) []int64 {
-	dst = slices.Grow(dst[:0], len(src))[:len(src)]
-	for i, v := range src {
-		dst[i] = int64(v)
-	}
-	return dst
+	return c.vals.load(c.f, c.conv, data, c.n-countNulls(c.defs, c.maxDef))
 }
 
 // dictLookup returns dict[i] for each index, reusing dst's storage; the
@@ -745,91 +749,55 @@ func countNulls(defs []byte, maxDef byte) int {
 	return n
 }
 
-// decodeIndexed looks dictionary indexes up, decoding the dictionary once
-// per column chunk.
+// decodeIndexed looks dictionary indexes up, converting the dictionary
+// once per column chunk.
 func (c *colReader) decodeIndexed(d parquet.Dictionary, idx []int32) error {
 	if d != c.dict {
-		c.dict = d
-		data := d.Page().Data()
-		c.dictI64, c.dictI32, c.dictF64, c.dictBool, c.dictStr = nil, nil, nil, nil, nil
-		switch c.f.kind {
-		case kindInt64, kindInt64List:
-			if c.phys == parquet.Int32 {
-				c.dictI64 = widen(nil, data.Int32())
-			} else {
-				c.dictI64 = slices.Clone(data.Int64())
-			}
-		case kindInt32:
-			c.dictI32 = slices.Clone(data.Int32())
-		case kindFloat64:
-			if c.phys == parquet.Float {
-				for _, v := range data.Float() {
-					c.dictF64 = append(c.dictF64, float64(v))
-				}
-			} else {
-				c.dictF64 = slices.Clone(data.Double())
-			}
-		case kindString:
-			b, offs := data.ByteArray()
-			all := string(b)
-			for i := 0; i+1 < len(offs); i++ {
-				lo, hi := offs[i], offs[i+1]
-				if lo > hi || int(hi) > len(all) {
-					return fmt.Errorf("column %q: bad dictionary offsets", c.name)
-				}
-				c.dictStr = append(c.dictStr, all[lo:hi])
-			}
-		default:
+		if c.f.kind == kindBool {
 			return fmt.Errorf("column %q: dictionary encoding not supported for %s", c.name, c.f.kind)
 		}
+		c.dict = d
+		dv := &c.dictVals
+		if err := dv.load(c.f, c.conv, d.Page().Data(), d.Len()); err != nil {
+			return err
+		}
+		// The dictionary outlives its pages: keep a copy of values that
+		// alias the page's memory.
+		if len(dv.i64) > 0 && &dv.i64[0] != unsafe.SliceData(dv.sI64) {
+			dv.i64 = append(dv.sI64[:0], dv.i64...)
+			dv.sI64 = dv.i64
+		}
+		if len(dv.i32) > 0 && &dv.i32[0] != unsafe.SliceData(dv.sI32) {
+			dv.i32 = append(dv.sI32[:0], dv.i32...)
+			dv.sI32 = dv.i32
+		}
+		if len(dv.f64) > 0 && &dv.f64[0] != unsafe.SliceData(dv.sF64) {
+			dv.f64 = append(dv.sF64[:0], dv.f64...)
+			dv.sF64 = dv.f64
+		}
 	}
-	size := 0
-	switch {
-	case c.dictI64 != nil:
-		size = len(c.dictI64)
-	case c.dictI32 != nil:
-		size = len(c.dictI32)
-	case c.dictF64 != nil:
-		size = len(c.dictF64)
-	case c.dictStr != nil:
-		size = len(c.dictStr)
-	}
+	size := c.dictVals.len(c.f.kind)
 	for _, i := range idx {
 		if uint32(i) >= uint32(size) {
 			return fmt.Errorf("column %q: dictionary index %d out of range (%d entries)", c.name, i, size)
 		}
 	}
+	v := &c.vals
 	switch c.f.kind {
 	case kindInt64, kindInt64List:
-		c.i64 = dictLookup(c.sI64, c.dictI64, idx)
-		c.sI64 = c.i64
+		v.i64 = dictLookup(v.sI64, c.dictVals.i64, idx)
+		v.sI64 = v.i64
 	case kindInt32:
-		c.i32 = dictLookup(c.sI32, c.dictI32, idx)
-		c.sI32 = c.i32
+		v.i32 = dictLookup(v.sI32, c.dictVals.i32, idx)
+		v.sI32 = v.i32
 	case kindFloat64:
-		c.f64 = dictLookup(c.sF64, c.dictF64, idx)
-		c.sF64 = c.f64
+		v.f64 = dictLookup(v.sF64, c.dictVals.f64, idx)
+		v.sF64 = v.f64
 	case kindString:
-		c.strs = dictLookup(c.sStr, c.dictStr, idx)
-		c.sStr = c.strs
+		v.strs = dictLookup(v.sStr, c.dictVals.strs, idx)
+		v.sStr = v.strs
 	}
 	return nil
-}
-
-func (c *colReader) valueCount() int {
-	switch c.f.kind {
-	case kindInt64, kindInt64List:
-		return len(c.i64)
-	case kindInt32:
-		return len(c.i32)
-	case kindFloat64:
-		return len(c.f64)
-	case kindBool:
-		return len(c.bools)
-	case kindString:
-		return len(c.strs)
-	}
-	return 0
 }
 
 func (c *colReader) fillSafe(base unsafe.Pointer, stride uintptr, n int) (err error) {
@@ -863,7 +831,7 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 		k := min(n-done, c.n-c.pos)
 		q := unsafe.Add(p, uintptr(done)*stride)
 		if c.defs == nil {
-			if c.vpos+k > c.valueCount() {
+			if c.vpos+k > c.vals.len(c.f.kind) {
 				return fmt.Errorf("column %q: page holds fewer values than it declares", c.name)
 			}
 			c.copyValues(q, stride, c.vpos, k)
@@ -873,7 +841,7 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 			for i, d := range defs {
 				r := unsafe.Add(q, uintptr(i)*stride)
 				if d == c.maxDef {
-					if c.vpos >= c.valueCount() {
+					if c.vpos >= c.vals.len(c.f.kind) {
 						return fmt.Errorf("column %q: page holds fewer values than it declares", c.name)
 					}
 					c.copyValues(r, stride, c.vpos, 1)
@@ -892,23 +860,23 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 func (c *colReader) copyValues(q unsafe.Pointer, stride uintptr, from, k int) {
 	switch c.f.kind {
 	case kindInt64:
-		for i, v := range c.i64[from : from+k] {
+		for i, v := range c.vals.i64[from : from+k] {
 			*(*int64)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindInt32:
-		for i, v := range c.i32[from : from+k] {
+		for i, v := range c.vals.i32[from : from+k] {
 			*(*int32)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindFloat64:
-		for i, v := range c.f64[from : from+k] {
+		for i, v := range c.vals.f64[from : from+k] {
 			*(*float64)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindBool:
-		for i, v := range c.bools[from : from+k] {
+		for i, v := range c.vals.bools[from : from+k] {
 			*(*bool)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindString:
-		for i, v := range c.strs[from : from+k] {
+		for i, v := range c.vals.strs[from : from+k] {
 			*(*string)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	}
@@ -951,13 +919,13 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 			d := c.defs[c.pos]
 			switch {
 			case d == c.maxDef:
-				if c.vpos >= len(c.i64) {
+				if c.vpos >= len(c.vals.i64) {
 					return fmt.Errorf("column %q: page holds fewer values than it declares", c.name)
 				}
 				if backing == nil {
 					backing = make([]int64, 0, 16*n)
 				}
-				backing = append(backing, c.i64[c.vpos])
+				backing = append(backing, c.vals.i64[c.vpos])
 				c.vpos++
 			case int(d) == c.nullEl:
 				return fmt.Errorf("column %q: null list element", c.name)

@@ -59,54 +59,54 @@ const (
 // Unknown (-1) where the source did not record them.
 type Step struct {
 	StepID   int64  `parquet:"step_id,delta"`
-	WorkerID string `parquet:"worker_id,dict"`
-	DPRank   int32  `parquet:"dp_rank,delta"`
+	WorkerID string `parquet:"worker_id,dict" default:""`
+	DPRank   int32  `parquet:"dp_rank,delta" default:"0"`
 
 	Kind          string `parquet:"kind,dict"`
-	Role          string `parquet:"role,dict"`
-	BenchmarkID   int64  `parquet:"benchmark_id,delta"`
-	SampleReason  string `parquet:"sample_reason,dict"`
-	Valid         bool   `parquet:"valid"`
-	InvalidReason string `parquet:"invalid_reason,dict"`
+	Role          string `parquet:"role,dict" default:"production"`
+	BenchmarkID   int64  `parquet:"benchmark_id,delta" default:"-1"`
+	SampleReason  string `parquet:"sample_reason,dict" default:""`
+	Valid         bool   `parquet:"valid" default:"true"`
+	InvalidReason string `parquet:"invalid_reason,dict" default:""`
 
-	NumNewReqs           int32   `parquet:"num_new_reqs,delta"`
-	NumCachedReqs        int32   `parquet:"num_cached_reqs,delta"`
-	NumResumedReqs       int32   `parquet:"num_resumed_reqs,delta"`
-	NumPreempted         int32   `parquet:"num_preempted,delta"`
-	NumFinished          int32   `parquet:"num_finished,delta"`
+	NumNewReqs           int32   `parquet:"num_new_reqs,delta" default:"-1"`
+	NumCachedReqs        int32   `parquet:"num_cached_reqs,delta" default:"-1"`
+	NumResumedReqs       int32   `parquet:"num_resumed_reqs,delta" default:"-1"`
+	NumPreempted         int32   `parquet:"num_preempted,delta" default:"-1"`
+	NumFinished          int32   `parquet:"num_finished,delta" default:"-1"`
 	NumPrefillRequests   int32   `parquet:"num_prefill_requests,delta"`
 	SumPrefillTokens     int64   `parquet:"sum_prefill_tokens,delta"`
-	VarPrefillLength     float64 `parquet:"var_prefill_length"`
+	VarPrefillLength     float64 `parquet:"var_prefill_length" default:"-1"`
 	SumPrefillKVTokens   int64   `parquet:"sum_prefill_kv_tokens,delta"`
 	NumDecodeRequests    int32   `parquet:"num_decode_requests,delta"`
 	SumDecodeKVTokens    int64   `parquet:"sum_decode_kv_tokens,delta"`
-	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens"`
-	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens,delta"`
-	PaddedTokens         int64   `parquet:"padded_tokens,delta"`
+	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens" default:"-1"`
+	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens,delta" default:"-1"`
+	PaddedTokens         int64   `parquet:"padded_tokens,delta" default:"-1"`
 
-	PayloadBytes       int64 `parquet:"payload_bytes,delta"`
-	PayloadNewBytes    int64 `parquet:"payload_new_bytes,delta"`
-	PayloadCachedBytes int64 `parquet:"payload_cached_bytes,delta"`
+	PayloadBytes       int64 `parquet:"payload_bytes,delta" default:"-1"`
+	PayloadNewBytes    int64 `parquet:"payload_new_bytes,delta" default:"-1"`
+	PayloadCachedBytes int64 `parquet:"payload_cached_bytes,delta" default:"-1"`
 
-	TScheduleStart int64 `parquet:"t_schedule_start,delta"`
-	TScheduleEnd   int64 `parquet:"t_schedule_end,delta"`
-	TDispatch      int64 `parquet:"t_dispatch,delta"`
-	TOutput        int64 `parquet:"t_output,delta"`
-	TUpdateEnd     int64 `parquet:"t_update_end,delta"`
+	TScheduleStart int64 `parquet:"t_schedule_start,delta" default:"-1" timestamp:"ns"`
+	TScheduleEnd   int64 `parquet:"t_schedule_end,delta" default:"-1" timestamp:"ns"`
+	TDispatch      int64 `parquet:"t_dispatch,delta" default:"-1" timestamp:"ns"`
+	TOutput        int64 `parquet:"t_output,delta" default:"-1" timestamp:"ns"`
+	TUpdateEnd     int64 `parquet:"t_update_end,delta" default:"-1" timestamp:"ns"`
 	WallTimeNs     int64 `parquet:"wall_time_ns,delta"`
-	NarrowTimeNs   int64 `parquet:"narrow_time_ns,delta"`
-	GPUTimeNs      int64 `parquet:"gpu_time_ns,delta"`
-	HostPrepNs     int64 `parquet:"host_prep_ns,delta"`
+	NarrowTimeNs   int64 `parquet:"narrow_time_ns,delta" default:"-1"`
+	GPUTimeNs      int64 `parquet:"gpu_time_ns,delta" default:"-1"`
+	HostPrepNs     int64 `parquet:"host_prep_ns,delta" default:"-1"`
 	// Worker-side receive/decode of the payload and sampling, where the
 	// executor reports them (a capture); Unknown otherwise.
 	WorkerRecvNs int64 `parquet:"worker_recv_ns,delta" default:"-1"`
 	SampleNs     int64 `parquet:"sample_ns,delta" default:"-1"`
-	Overlapped   bool  `parquet:"overlapped"`
+	Overlapped   bool  `parquet:"overlapped" default:"false"`
 
-	NumWaiting    int32 `parquet:"num_waiting,delta"`
-	NumRunning    int32 `parquet:"num_running,delta"`
-	KVBlocksUsed  int64 `parquet:"kv_blocks_used,delta"`
-	KVBlocksTotal int64 `parquet:"kv_blocks_total,delta"`
+	NumWaiting    int32 `parquet:"num_waiting,delta" default:"-1"`
+	NumRunning    int32 `parquet:"num_running,delta" default:"-1"`
+	KVBlocksUsed  int64 `parquet:"kv_blocks_used,delta" default:"-1"`
+	KVBlocksTotal int64 `parquet:"kv_blocks_total,delta" default:"-1"`
 }
 
 // StepRequest is one request scheduled in one step: one row of
@@ -120,7 +120,7 @@ type StepRequest struct {
 	NumScheduledTokens int64  `parquet:"num_scheduled_tokens,delta"`
 	NumComputedTokens  int64  `parquet:"num_computed_tokens,delta"`
 	PromptLen          int64  `parquet:"prompt_len,delta"`
-	PayloadBytes       int64  `parquet:"payload_bytes,delta"`
+	PayloadBytes       int64  `parquet:"payload_bytes,delta" default:"-1"`
 }
 
 // Request is one request of a run or trace: one row of requests.parquet.
@@ -128,21 +128,21 @@ type StepRequest struct {
 // source (an imported trace) does not have them.
 type Request struct {
 	ReqID            string  `parquet:"req_id"`
-	ArrivalNs        int64   `parquet:"arrival_ns,delta"`
+	ArrivalNs        int64   `parquet:"arrival_ns,delta" timestamp:"ns"`
 	PromptTokens     int64   `parquet:"prompt_tokens,delta"`
 	OutputTokens     int64   `parquet:"output_tokens,delta"`
 	PrefixHashIDs    []int64 `parquet:"prefix_hash_ids,list" default:""`
-	FirstScheduledNs int64   `parquet:"first_scheduled_ns,delta"`
-	FirstTokenNs     int64   `parquet:"first_token_ns,delta"`
-	FinishNs         int64   `parquet:"finish_ns,delta"`
-	NumPreemptions   int32   `parquet:"num_preemptions,delta"`
-	Status           string  `parquet:"status,dict"`
+	FirstScheduledNs int64   `parquet:"first_scheduled_ns,delta" default:"-1" timestamp:"ns"`
+	FirstTokenNs     int64   `parquet:"first_token_ns,delta" default:"-1" timestamp:"ns"`
+	FinishNs         int64   `parquet:"finish_ns,delta" default:"-1" timestamp:"ns"`
+	NumPreemptions   int32   `parquet:"num_preemptions,delta" default:"-1"`
+	Status           string  `parquet:"status,dict" default:"not_run"`
 }
 
 // GPUSample is one NVML reading taken during a capture: one row of
 // gpu_samples.parquet.
 type GPUSample struct {
-	TNs            int64   `parquet:"t_ns,delta"`
+	TNs            int64   `parquet:"t_ns,delta" timestamp:"ns"`
 	GPUIndex       int32   `parquet:"gpu_index,delta"`
 	SMClockMHz     int32   `parquet:"sm_clock_mhz,delta"`
 	MemClockMHz    int32   `parquet:"mem_clock_mhz,delta"`
@@ -157,19 +157,35 @@ type GPUSample struct {
 
 // Columns with defaults.
 //
-// A column added to a table after schema version 1, or one a source may
-// legitimately leave out, carries a `default:"..."` struct tag next to its
-// parquet tag. When a file lacks such a column, readers fill the default
-// instead of failing; every other column is required and its absence is an
-// error that names it (see CheckColumns). The defaults of schema version 1:
+// A column a source may legitimately leave out carries a `default:"..."`
+// struct tag next to its parquet tag. When a file lacks such a column (or
+// holds it as the Null type, as pyarrow writes a column of nothing but
+// None), readers fill the default instead of failing; every other column is
+// required and its absence is an error that names it (see CheckColumns).
+// The required columns are what every tool needs to make sense of a row:
 //
-//	steps.worker_recv_ns          -1 (Unknown)
-//	steps.sample_ns               -1 (Unknown)
-//	step_requests.is_resumed      false
-//	requests.prefix_hash_ids      empty list
+//	steps          step_id, kind, num_prefill_requests, sum_prefill_tokens,
+//	               sum_prefill_kv_tokens, num_decode_requests,
+//	               sum_decode_kv_tokens, wall_time_ns
+//	step_requests  step_id, req_id, is_new, is_prefill, num_scheduled_tokens,
+//	               num_computed_tokens, prompt_len
+//	requests       req_id, arrival_ns, prompt_tokens, output_tokens
+//	gpu_samples    every column
 //
-// A null value in a nullable column (a file written by pandas) reads as the
-// column's default when it has one, and as the zero value otherwise.
+// The defaults (DefaultedColumns lists them) say "not recorded": Unknown
+// (-1) for timings, sizes, counts and gauges, the empty list for
+// prefix_hash_ids, and for labels the value a plain source means: a single
+// worker ("" and dp_rank 0), role production, benchmark_id -1, valid true,
+// overlapped and is_resumed false, request status not_run (tools then use
+// only its arrival and lengths).
+//
+// A null value in a nullable column reads as the column's default when it
+// has one, and as the zero value otherwise.
+//
+// A `timestamp:"ns"` tag marks an instant on the run's clock: a Parquet
+// TIMESTAMP column of any unit (or a legacy INT96 timestamp) reads into it
+// as nanoseconds since the Unix epoch. Tools only ever use differences of
+// instants, so any origin works as long as one table uses one clock.
 
 // ColumnDefault is one column that may be absent from a table.
 type ColumnDefault struct {
@@ -239,9 +255,9 @@ type codecField struct {
 	name   string
 	kind   fieldKind
 	offset uintptr
-	index  int // struct field index
 
 	delta, dict, split bool // encodings asked by the parquet tag
+	timestamp          bool // an instant: TIMESTAMP columns read into it (the timestamp tag)
 
 	hasDefault bool
 	defText    string
@@ -286,13 +302,31 @@ func buildCodec(t reflect.Type) (*rowCodec, error) {
 		return nil, fmt.Errorf("%s is not a struct", t)
 	}
 	c := &rowCodec{typ: t, size: t.Size()}
-	seen := map[string]bool{}
+	if err := c.addFields(t, 0, map[string]bool{}); err != nil {
+		return nil, err
+	}
+	if len(c.fields) == 0 {
+		return nil, fmt.Errorf("%s has no columns", t)
+	}
+	return c, nil
+}
+
+// addFields adds the fields of struct t, found at offset base of the row;
+// an embedded struct without a parquet tag contributes its own fields, as
+// in parquet-go.
+func (c *rowCodec) addFields(t reflect.Type, base uintptr, seen map[string]bool) error {
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
+		tag, hasTag := sf.Tag.Lookup("parquet")
+		if sf.Anonymous && !hasTag && sf.Type.Kind() == reflect.Struct {
+			if err := c.addFields(sf.Type, base+sf.Offset, seen); err != nil {
+				return err
+			}
+			continue
+		}
 		if !sf.IsExported() {
 			continue
 		}
-		tag, hasTag := sf.Tag.Lookup("parquet")
 		parts := strings.Split(tag, ",")
 		name := parts[0]
 		if name == "-" {
@@ -301,64 +335,78 @@ func buildCodec(t reflect.Type) (*rowCodec, error) {
 		if !hasTag || name == "" {
 			name = sf.Name
 		}
-		f := codecField{name: name, offset: sf.Offset, index: i}
-		list := false
-		for _, opt := range parts[1:] {
-			switch opt {
-			case "delta":
-				f.delta = true
-			case "dict":
-				f.dict = true
-			case "split":
-				f.split = true
-			case "plain", "zstd", "":
-			case "list":
-				list = true
-			default:
-				return nil, fmt.Errorf("field %s: tag option %q", sf.Name, opt)
-			}
+		f := codecField{name: name, offset: base + sf.Offset}
+		if err := f.parseTags(sf, parts[1:]); err != nil {
+			return err
 		}
-		switch sf.Type {
-		case reflect.TypeFor[int32]():
-			f.kind = kindInt32
-		case reflect.TypeFor[int64]():
-			f.kind = kindInt64
-		case reflect.TypeFor[float64]():
-			f.kind = kindFloat64
-		case reflect.TypeFor[bool]():
-			f.kind = kindBool
-		case reflect.TypeFor[string]():
-			f.kind = kindString
-		case reflect.TypeFor[[]int64]():
-			if !list {
-				return nil, fmt.Errorf("field %s: []int64 without the list tag", sf.Name)
-			}
-			f.kind = kindInt64List
+		if f.kind == kindInt64List {
 			c.hasList = true
-		default:
-			return nil, fmt.Errorf("field %s: type %s", sf.Name, sf.Type)
-		}
-		if list && f.kind != kindInt64List {
-			return nil, fmt.Errorf("field %s: list tag on %s", sf.Name, sf.Type)
-		}
-		if (f.delta && f.kind != kindInt32 && f.kind != kindInt64) || (f.split && f.kind != kindFloat64) || (f.dict && f.kind != kindString) {
-			return nil, fmt.Errorf("field %s: encoding not supported by the columnar path", sf.Name)
-		}
-		if d, ok := sf.Tag.Lookup("default"); ok {
-			if err := f.setDefault(d); err != nil {
-				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
-			}
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("column %s twice", name)
+			return fmt.Errorf("column %s twice", name)
 		}
 		seen[name] = true
 		c.fields = append(c.fields, f)
 	}
-	if len(c.fields) == 0 {
-		return nil, fmt.Errorf("%s has no columns", t)
+	return nil
+}
+
+// parseTags sets the kind, encodings, default and timestamp flag of f from
+// the struct field and its parquet tag options.
+func (f *codecField) parseTags(sf reflect.StructField, opts []string) error {
+	list := false
+	for _, opt := range opts {
+		switch opt {
+		case "delta":
+			f.delta = true
+		case "dict":
+			f.dict = true
+		case "split":
+			f.split = true
+		case "plain", "zstd", "":
+		case "list":
+			list = true
+		default:
+			return fmt.Errorf("field %s: tag option %q", sf.Name, opt)
+		}
 	}
-	return c, nil
+	switch sf.Type {
+	case reflect.TypeFor[int32]():
+		f.kind = kindInt32
+	case reflect.TypeFor[int64]():
+		f.kind = kindInt64
+	case reflect.TypeFor[float64]():
+		f.kind = kindFloat64
+	case reflect.TypeFor[bool]():
+		f.kind = kindBool
+	case reflect.TypeFor[string]():
+		f.kind = kindString
+	case reflect.TypeFor[[]int64]():
+		if !list {
+			return fmt.Errorf("field %s: []int64 without the list tag", sf.Name)
+		}
+		f.kind = kindInt64List
+	default:
+		return fmt.Errorf("field %s: type %s", sf.Name, sf.Type)
+	}
+	if list && f.kind != kindInt64List {
+		return fmt.Errorf("field %s: list tag on %s", sf.Name, sf.Type)
+	}
+	if (f.delta && f.kind != kindInt32 && f.kind != kindInt64) || (f.split && f.kind != kindFloat64) || (f.dict && f.kind != kindString) {
+		return fmt.Errorf("field %s: encoding not supported by the columnar path", sf.Name)
+	}
+	if ts, ok := sf.Tag.Lookup("timestamp"); ok {
+		if ts != "ns" || f.kind != kindInt64 {
+			return fmt.Errorf("field %s: the timestamp tag is \"ns\" on an int64 field", sf.Name)
+		}
+		f.timestamp = true
+	}
+	if d, ok := sf.Tag.Lookup("default"); ok {
+		if err := f.setDefault(d); err != nil {
+			return fmt.Errorf("field %s: %w", sf.Name, err)
+		}
+	}
+	return nil
 }
 
 func (f *codecField) setDefault(d string) error {

@@ -1,0 +1,124 @@
+package datasets
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/parquet-go/parquet-go"
+)
+
+// missingColumn is a required column a file lacks; note says why when it is
+// there but unusable (Null-typed).
+type missingColumn struct{ name, note string }
+
+// missingColumnsError names every missing column of a file in one error,
+// with the file's columns whose names are close to a missing one (a rename
+// away): "missing columns "kind", "wall_time_ns" (the file has "wall_ns",
+// close to "wall_time_ns")".
+func missingColumnsError(path string, pf *parquet.File, missing []missingColumn) error {
+	var have []string
+	for _, c := range pf.Root().Columns() {
+		have = append(have, c.Name())
+	}
+	names := make([]string, len(missing))
+	var close []string
+	for i, m := range missing {
+		names[i] = strconv.Quote(m.name)
+		if m.note != "" {
+			names[i] += " (" + m.note + ")"
+		}
+		for _, h := range SimilarColumns(m.name, have) {
+			close = append(close, fmt.Sprintf("%q, close to %q", h, m.name))
+		}
+	}
+	what := "missing column "
+	if len(missing) > 1 {
+		what = "missing columns "
+	}
+	msg := path + ": " + what + strings.Join(names, ", ")
+	if len(close) > 0 {
+		msg += " (the file has " + strings.Join(close, "; ") + ")"
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// SimilarColumns returns the names in have that look like name once case,
+// punctuation and unit suffixes are set aside ("WallTime", "wall_time_ms"
+// and "wall" for "wall_time_ns"), closest first, at most three. The table
+// wrapper and the readers use it to suggest a rename.
+func SimilarColumns(name string, have []string) []string {
+	want := normColumn(name)
+	type cand struct {
+		name string
+		dist int
+	}
+	var cands []cand
+	for _, h := range have {
+		if h == name {
+			continue
+		}
+		n := normColumn(h)
+		if n == "" {
+			continue
+		}
+		d := editDistance(want, n)
+		limit := max(1, len(want)/4)
+		if strings.Contains(want, n) && len(n) >= 3 || strings.Contains(n, want) {
+			d = min(d, limit)
+		}
+		if d <= limit {
+			cands = append(cands, cand{h, d})
+		}
+	}
+	// Stable insertion sort by distance: have's order breaks ties.
+	for i := 1; i < len(cands); i++ {
+		for j := i; j > 0 && cands[j].dist < cands[j-1].dist; j-- {
+			cands[j], cands[j-1] = cands[j-1], cands[j]
+		}
+	}
+	var out []string
+	for _, c := range cands[:min(len(cands), 3)] {
+		out = append(out, c.name)
+	}
+	return out
+}
+
+// normColumn lowercases a column name, keeps letters and digits, and drops
+// a trailing unit (ns, us, ms, s) so that "WallTimeMs" meets "wall_time_ns".
+func normColumn(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	n := b.String()
+	for _, u := range []string{"ns", "us", "ms"} {
+		if len(n) > len(u)+2 && strings.HasSuffix(n, u) {
+			return n[:len(n)-len(u)]
+		}
+	}
+	return n
+}
+
+// editDistance is the Levenshtein distance of a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
