@@ -8,39 +8,81 @@ import (
 	"github.com/parquet-go/parquet-go"
 )
 
+// MissingColumnsError is the error of a reader for a file that lacks
+// required columns: it names every one of them, with the file's columns
+// whose names are close (a rename away).
+type MissingColumnsError struct {
+	Path    string
+	Columns []string // the missing columns, in the row type's order
+	// Notes says, per missing column, why a column of that name does not
+	// count ("Null type: every value is null"); empty when it is absent.
+	Notes []string
+	// Similar lists, per missing column, the file's columns with close
+	// names (SimilarColumns).
+	Similar [][]string
+}
+
+func (e *MissingColumnsError) Error() string {
+	names := make([]string, len(e.Columns))
+	var close []string
+	for i, c := range e.Columns {
+		names[i] = strconv.Quote(c)
+		if e.Notes[i] != "" {
+			names[i] += " (" + e.Notes[i] + ")"
+		}
+		for _, h := range e.Similar[i] {
+			close = append(close, fmt.Sprintf("%q, close to %q", h, c))
+		}
+	}
+	what := "missing column "
+	if len(e.Columns) > 1 {
+		what = "missing columns "
+	}
+	msg := e.Path + ": " + what + strings.Join(names, ", ")
+	if len(close) > 0 {
+		msg += " (the file has " + strings.Join(close, "; ") + ")"
+	}
+	return msg
+}
+
+// ColumnTypeError is the error of a reader for a column whose type does not
+// convert to the field's.
+type ColumnTypeError struct {
+	Path   string
+	Column string
+	Have   string // the column's Parquet type, physical then logical
+	Want   string // what steplab reads it as
+	Hint   string // what to change, when known
+}
+
+func (e *ColumnTypeError) Error() string {
+	msg := fmt.Sprintf("%s: column %q has type %s, steplab reads it as %s", e.Path, e.Column, e.Have, e.Want)
+	if e.Hint != "" {
+		msg += ": " + e.Hint
+	}
+	return msg
+}
+
 // missingColumn is a required column a file lacks; note says why when it is
 // there but unusable (Null-typed).
 type missingColumn struct{ name, note string }
 
-// missingColumnsError names every missing column of a file in one error,
-// with the file's columns whose names are close to a missing one (a rename
-// away): "missing columns "kind", "wall_time_ns" (the file has "wall_ns",
-// close to "wall_time_ns")".
-func missingColumnsError(path string, pf *parquet.File, missing []missingColumn) error {
+// missingColumnsError builds the error; a column of the file the row type
+// reads under its own name (in reads) is not suggested for another.
+func missingColumnsError(path string, pf *parquet.File, missing []missingColumn, reads map[string]bool) error {
 	var have []string
 	for _, c := range pf.Root().Columns() {
-		have = append(have, c.Name())
-	}
-	names := make([]string, len(missing))
-	var close []string
-	for i, m := range missing {
-		names[i] = strconv.Quote(m.name)
-		if m.note != "" {
-			names[i] += " (" + m.note + ")"
-		}
-		for _, h := range SimilarColumns(m.name, have) {
-			close = append(close, fmt.Sprintf("%q, close to %q", h, m.name))
+		if !reads[c.Name()] {
+			have = append(have, c.Name())
 		}
 	}
-	what := "missing column "
-	if len(missing) > 1 {
-		what = "missing columns "
+	e := &MissingColumnsError{Path: path}
+	for _, m := range missing {
+		e.Columns = append(e.Columns, m.name)
+		e.Notes = append(e.Notes, m.note)
+		e.Similar = append(e.Similar, SimilarColumns(m.name, have))
 	}
-	msg := path + ": " + what + strings.Join(names, ", ")
-	if len(close) > 0 {
-		msg += " (the file has " + strings.Join(close, "; ") + ")"
-	}
-	return fmt.Errorf("%s", msg)
+	return e
 }
 
 // SimilarColumns returns the names in have that look like name once case,

@@ -219,7 +219,11 @@ func (d *Dataset) assume() {
 		if err != nil {
 			continue
 		}
-		found = append(found, fmt.Sprintf("%s (%d files)", t, len(parts)))
+		files := "files"
+		if len(parts) == 1 {
+			files = "file"
+		}
+		found = append(found, fmt.Sprintf("%s (%d %s)", t, len(parts), files))
 	}
 	if len(found) > 0 {
 		d.Assumptions = append(d.Assumptions, fmt.Sprintf(AssumedTables, ManifestFile, strings.Join(found, ", ")))

@@ -287,7 +287,11 @@ func CheckColumns[T any](path string, pf *parquet.File) (defaulted []string, err
 		missing = append(missing, missingColumn{name: strings.Join(col, ".")})
 	}
 	if len(missing) > 0 {
-		return nil, missingColumnsError(path, pf, missing)
+		reads := map[string]bool{}
+		for _, col := range parquet.SchemaOf(new(T)).Columns() {
+			reads[col[0]] = true
+		}
+		return nil, missingColumnsError(path, pf, missing, reads)
 	}
 	return defaulted, nil
 }
@@ -332,13 +336,20 @@ type Scanner[T any] struct {
 	err error
 }
 
-// Scan starts reading table from d.
+// Scan starts reading table from d. A field of T without a default tag
+// takes the default the schema declares for its column of table, so a
+// projection reads a column a file lacks as the schema's own row type
+// would.
 func Scan[T any](d *Dataset, table string) (*Scanner[T], error) {
 	parts, err := d.Parts(table)
 	if err != nil {
 		return nil, err
 	}
-	return ScanFiles[T](parts), nil
+	s := ScanFiles[T](parts)
+	if s.codec != nil {
+		s.codec = withTableDefaults(s.codec, table)
+	}
+	return s, nil
 }
 
 // ScanFiles reads the given Parquet files as one table.
@@ -569,12 +580,12 @@ type colReader struct {
 	// partition: missing, and f is a copy whose default is the value of
 	// the key=value directory the part lies in
 	partition bool
-	name    string
-	leaf    int
-	conv    conversion
-	maxDef  byte
-	maxRep  byte
-	nullEl  int // definition level of a null list element; -1 if none
+	name      string
+	leaf      int
+	conv      conversion
+	maxDef    byte
+	maxRep    byte
+	nullEl    int // definition level of a null list element; -1 if none
 
 	pages parquet.Pages
 	page  parquet.Page
@@ -639,11 +650,7 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[stri
 		}
 		conv, hint, ok := planConversion(f, leaf.Type())
 		if !ok {
-			msg := fmt.Sprintf("%s: column %q has type %s, steplab reads it as %s", path, f.name, describeType(leaf.Type()), f.expects())
-			if hint != "" {
-				msg += ": " + hint
-			}
-			return nil, errors.New(msg)
+			return nil, &ColumnTypeError{Path: path, Column: f.name, Have: describeType(leaf.Type()), Want: f.expects(), Hint: hint}
 		}
 		cr.conv = conv
 		cr.leaf = leaf.Index()
@@ -656,7 +663,11 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[stri
 		cols = append(cols, cr)
 	}
 	if len(missing) > 0 {
-		return nil, missingColumnsError(path, pf, missing)
+		reads := map[string]bool{}
+		for _, f := range c.fields {
+			reads[f.name] = true
+		}
+		return nil, missingColumnsError(path, pf, missing, reads)
 	}
 	return cols, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -197,6 +198,22 @@ type ColumnDefault struct {
 // the values readers fill in. Tools (the validator, inspect) use it to tell
 // a defaulted column from a missing required one.
 func DefaultedColumns(table string) []ColumnDefault {
+	c := schemaCodec(table)
+	if c == nil {
+		return nil
+	}
+	var out []ColumnDefault
+	for _, f := range c.fields {
+		if f.hasDefault {
+			out = append(out, ColumnDefault{Column: f.name, Default: f.defText})
+		}
+	}
+	return out
+}
+
+// schemaCodec is the codec of a table's row type, or nil for a table the
+// schema does not know.
+func schemaCodec(table string) *rowCodec {
 	var c *rowCodec
 	switch table {
 	case TableSteps:
@@ -208,15 +225,49 @@ func DefaultedColumns(table string) []ColumnDefault {
 	case TableGPUSamples:
 		c, _ = codecFor(reflect.TypeFor[GPUSample]())
 	}
-	if c == nil {
-		return nil
+	return c
+}
+
+var tableDefaultsCache sync.Map // tableCodecKey -> *rowCodec
+
+type tableCodecKey struct {
+	c     *rowCodec
+	table string
+}
+
+// withTableDefaults returns c with the default the schema declares for
+// table given to each field of c that declares none (a projection type),
+// when the default converts to the field's kind.
+func withTableDefaults(c *rowCodec, table string) *rowCodec {
+	key := tableCodecKey{c, table}
+	if v, ok := tableDefaultsCache.Load(key); ok {
+		return v.(*rowCodec)
 	}
-	var out []ColumnDefault
-	for _, f := range c.fields {
-		if f.hasDefault {
-			out = append(out, ColumnDefault{Column: f.name, Default: f.defText})
+	out := c
+	if sc := schemaCodec(table); sc != nil {
+		for i := range c.fields {
+			f := &c.fields[i]
+			if f.hasDefault {
+				continue
+			}
+			for _, sf := range sc.fields {
+				if sf.name != f.name || !sf.hasDefault {
+					continue
+				}
+				nf := *f
+				if nf.setDefault(sf.defText) != nil {
+					break
+				}
+				if out == c {
+					cp := *c
+					cp.fields = slices.Clone(c.fields)
+					out = &cp
+				}
+				out.fields[i] = nf
+			}
 		}
 	}
+	tableDefaultsCache.Store(key, out)
 	return out
 }
 

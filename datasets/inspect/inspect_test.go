@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/steplab/steplab/datasets"
@@ -134,7 +135,32 @@ func TestDatasetMissingColumns(t *testing.T) {
 	require.Nil(t, s.Steps)
 	require.Equal(t, int64(2), s.Tables[0].Rows)
 	require.Len(t, s.Notes, 1)
-	require.Contains(t, s.Notes[0], "missing columns: kind, role")
+	require.Contains(t, s.Notes[0], "missing columns: kind, num_prefill_requests, num_decode_requests, wall_time_ns",
+		"role, payload_bytes and the timestamps read the schema's defaults")
+}
+
+// A minimal manifest's assumptions are warnings of the summary.
+func TestDatasetMinimalManifest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := datasets.Create(dir, datasets.Manifest{}, datasets.CreateOptions{})
+	require.NoError(t, err)
+	tw, err := datasets.NewTableWriter[datasets.Request](w, datasets.TableRequests, datasets.TableOptions{})
+	require.NoError(t, err)
+	require.NoError(t, tw.Write([]datasets.Request{{ReqID: "a", ArrivalNs: 1, PromptTokens: 3, OutputTokens: 4, Status: datasets.StatusNotRun}}))
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, datasets.ManifestFile),
+		[]byte(`{"schema_version": 1, "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"}}`), 0o644))
+	s, err := Dataset(dir)
+	require.NoError(t, err)
+	require.Equal(t, []string{"no status in manifest.json: read as complete", "no tables listed in manifest.json: read requests (1 file) from disk"}, s.Warnings)
+	require.Equal(t, datasets.DatasetComplete, s.Manifest.Status)
+	require.Equal(t, int64(1), s.Requests.Rows)
+	var b strings.Builder
+	require.NoError(t, s.WriteText(&b))
+	require.Regexp(t, `(?m)^warning +no status in manifest.json: read as complete$`, b.String())
+	require.Regexp(t, `(?m)^model +Llama-3.1-8B$`, b.String(), "a model named without its shape")
+	require.NotContains(t, b.String(), "source", "no source recorded")
 }
 
 func TestFileSteplabPart(t *testing.T) {
