@@ -227,7 +227,7 @@ var PayloadBytesPerToken = model.DefaultPayloadModel().TokenIDBytes
 //	DecodeRequests  = num_decode_requests
 //	DecodeKVTokens  = sum_decode_kv_tokens
 //	PaddedBatch     = num_decode_requests + padded_tokens (the CUDA-graph padding) on a decode step
-//	NewRequests     = num_new_reqs
+//	NewRequests     = num_new_reqs, 0 where Unknown (a source without it)
 //	NewReqTokens    = payload_new_bytes / PayloadBytesPerToken
 //
 // PrefillAttn is Σ over prefill requests of chunk·(kv + chunk/2): a chunk of
@@ -247,7 +247,7 @@ func FeaturesOf(st *datasets.Step) model.Features {
 		DecodeRequests:  float64(st.NumDecodeRequests),
 		DecodeKVTokens:  float64(st.SumDecodeKVTokens),
 		PaddedBatch:     float64(st.NumDecodeRequests),
-		NewRequests:     float64(st.NumNewReqs),
+		NewRequests:     float64(max(st.NumNewReqs, 0)),
 	}
 	if n > 0 {
 		v := st.VarPrefillLength
