@@ -361,46 +361,39 @@ func (d *Dataset) PartsStatus(table string) ([]PartStatus, error) {
 	case err != nil:
 		return nil, err
 	}
-	var files []string
+	files, temps := []string{path}, []string(nil)
 	if st.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
+		if files, temps, err = tableFiles(path); err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			if !e.IsDir() {
-				files = append(files, filepath.Join(path, e.Name()))
-			}
-		}
-	} else {
-		files = []string{path}
 	}
-	for _, f := range files {
-		rel, _ := filepath.Rel(d.Dir, f)
-		rel = filepath.ToSlash(rel)
-		if seen[rel] {
-			continue
-		}
-		base := filepath.Base(f)
+	rel := func(f string) string {
+		r, _ := filepath.Rel(d.Dir, f)
+		return filepath.ToSlash(r)
+	}
+	for _, f := range temps {
 		info, err := os.Stat(f)
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case strings.HasPrefix(base, ".") && strings.HasSuffix(base, ".tmp"):
-			out = append(out, PartStatus{Table: table, File: rel, State: PartTemporary, Bytes: info.Size(),
-				Detail: "left open by an interrupted writer; ignored by readers"})
-		case strings.HasPrefix(base, ".") || !strings.HasSuffix(base, ".parquet"):
-			// not a part: ignored by readers too
-		default:
-			ps := PartStatus{Table: table, File: rel, State: PartUnlisted, Bytes: info.Size()}
-			if rows, err := parquetRows(f); err != nil {
-				ps.Detail = err.Error()
-			} else {
-				ps.Rows = rows
-			}
-			out = append(out, ps)
+		out = append(out, PartStatus{Table: table, File: rel(f), State: PartTemporary, Bytes: info.Size(),
+			Detail: "left open by an interrupted writer; ignored by readers"})
+	}
+	for _, f := range files {
+		if seen[rel(f)] {
+			continue
 		}
+		info, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		ps := PartStatus{Table: table, File: rel(f), State: PartUnlisted, Bytes: info.Size()}
+		if rows, err := parquetRows(f); err != nil {
+			ps.Detail = err.Error()
+		} else {
+			ps.Rows = rows
+		}
+		out = append(out, ps)
 	}
 	return out, nil
 }

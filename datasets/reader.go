@@ -418,7 +418,6 @@ func (s *Scanner[T]) readColumns(buf []T) (n int, err error) {
 		if s.rgLeft == 0 {
 			continue
 		}
-		chunks := rg.ColumnChunks()
 		md := s.pf.Metadata()
 		for _, c := range s.cols {
 			if c.missing {
@@ -433,8 +432,8 @@ func (s *Scanner[T]) readColumns(buf []T) (n int, err error) {
 			}
 		}
 		for _, c := range s.cols {
-			if err := c.startRowGroup(chunks); err != nil {
-				return 0, fmt.Errorf("row group %d: %w", s.rg-1, err)
+			if !c.missing {
+				c.startRowGroup(s.f, &md.RowGroups[s.rg-1].Columns[c.leaf].MetaData)
 			}
 		}
 	}
@@ -505,9 +504,6 @@ func (s *Scanner[T]) closePart() {
 	if s.r != nil {
 		s.r.Close()
 		s.r = nil
-	}
-	for _, c := range s.cols {
-		c.close()
 	}
 	s.cols, s.pf = nil, nil
 	if s.f != nil {
@@ -583,20 +579,20 @@ type colReader struct {
 	name      string
 	leaf      int
 	conv      conversion
+	phys      parquet.Kind
 	maxDef    byte
 	maxRep    byte
 	nullEl    int // definition level of a null list element; -1 if none
 
-	pages parquet.Pages
-	page  parquet.Page
+	pr pageReader
 
 	// the current page: n levels, pos the next level, vpos the next value
 	n, pos, vpos int
 	defs, reps   []byte
 	vals         colValues
 
-	// the column chunk's dictionary, converted once
-	dict     parquet.Dictionary
+	// the column chunk's dictionary, converted to the field's type
+	hasDict  bool
 	dictVals colValues
 }
 
@@ -652,7 +648,7 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[stri
 		if !ok {
 			return nil, &ColumnTypeError{Path: path, Column: f.name, Have: describeType(leaf.Type()), Want: f.expects(), Hint: hint}
 		}
-		cr.conv = conv
+		cr.conv, cr.phys = conv, leaf.Type().Kind()
 		cr.leaf = leaf.Index()
 		cr.maxDef = byte(leaf.MaxDefinitionLevel())
 		cr.maxRep = byte(leaf.MaxRepetitionLevel())
@@ -672,72 +668,39 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[stri
 	return cols, nil
 }
 
-func (c *colReader) startRowGroup(chunks []parquet.ColumnChunk) error {
-	c.close()
-	if c.missing {
-		return nil
-	}
-	if c.leaf >= len(chunks) {
-		return fmt.Errorf("column %q: no column chunk", c.name)
-	}
-	c.pages = chunks[c.leaf].Pages()
-	c.dict = nil
-	return nil
+func (c *colReader) startRowGroup(r io.ReaderAt, md *format.ColumnMetaData) {
+	c.n, c.pos, c.vpos, c.hasDict = 0, 0, 0, false
+	c.pr.reset(r, md, c.phys, c.maxDef, c.maxRep)
 }
 
-func (c *colReader) close() {
-	if c.page != nil {
-		parquet.Release(c.page)
-		c.page = nil
-	}
-	if c.pages != nil {
-		c.pages.Close()
-		c.pages = nil
-	}
-	c.n, c.pos, c.vpos = 0, 0, 0
-}
-
-// nextPage loads the next page of the chunk; io.EOF at its end.
+// nextPage loads the next data page of the chunk, converting a dictionary
+// page on the way; io.EOF at its end.
 func (c *colReader) nextPage() error {
-	if c.page != nil {
-		parquet.Release(c.page)
-		c.page = nil
-	}
 	c.n, c.pos, c.vpos = 0, 0, 0
 	for {
-		p, err := c.pages.ReadPage()
+		p, err := c.pr.next()
 		if err != nil {
 			return err
 		}
-		if p.NumValues() == 0 {
-			parquet.Release(p)
+		if p.dict {
+			if c.f.kind == kindBool {
+				return fmt.Errorf("column %q: dictionary encoding not supported for %s", c.name, c.f.kind)
+			}
+			if err := c.dictVals.load(c.f, c.conv, p.values, p.n); err != nil {
+				return err
+			}
+			c.hasDict = true
 			continue
 		}
-		c.page = p
-		return c.decodePage(p)
-	}
-}
-
-func (c *colReader) decodePage(p parquet.Page) error {
-	c.n = int(p.NumValues())
-	c.defs, c.reps = nil, nil
-	if c.maxDef > 0 {
-		c.defs = p.DefinitionLevels()
-		if len(c.defs) != c.n {
-			return fmt.Errorf("column %q: %d definition levels for %d values", c.name, len(c.defs), c.n)
+		if p.n == 0 {
+			continue
 		}
-	}
-	if c.maxRep > 0 {
-		c.reps = p.RepetitionLevels()
-		if len(c.reps) != c.n {
-			return fmt.Errorf("column %q: %d repetition levels for %d values", c.name, len(c.reps), c.n)
+		c.n, c.defs, c.reps = p.n, p.defs, p.reps
+		if p.indexed {
+			return c.lookup(p.idx)
 		}
+		return c.vals.load(c.f, c.conv, p.values, p.nv)
 	}
-	data := p.Data()
-	if d := p.Dictionary(); d != nil {
-		return c.decodeIndexed(d, data.Int32())
-	}
-	return c.vals.load(c.f, c.conv, data, c.n-countNulls(c.defs, c.maxDef))
 }
 
 // dictLookup returns dict[i] for each index, reusing dst's storage; the
@@ -760,32 +723,10 @@ func countNulls(defs []byte, maxDef byte) int {
 	return n
 }
 
-// decodeIndexed looks dictionary indexes up, converting the dictionary
-// once per column chunk.
-func (c *colReader) decodeIndexed(d parquet.Dictionary, idx []int32) error {
-	if d != c.dict {
-		if c.f.kind == kindBool {
-			return fmt.Errorf("column %q: dictionary encoding not supported for %s", c.name, c.f.kind)
-		}
-		c.dict = d
-		dv := &c.dictVals
-		if err := dv.load(c.f, c.conv, d.Page().Data(), d.Len()); err != nil {
-			return err
-		}
-		// The dictionary outlives its pages: keep a copy of values that
-		// alias the page's memory.
-		if len(dv.i64) > 0 && &dv.i64[0] != unsafe.SliceData(dv.sI64) {
-			dv.i64 = append(dv.sI64[:0], dv.i64...)
-			dv.sI64 = dv.i64
-		}
-		if len(dv.i32) > 0 && &dv.i32[0] != unsafe.SliceData(dv.sI32) {
-			dv.i32 = append(dv.sI32[:0], dv.i32...)
-			dv.sI32 = dv.i32
-		}
-		if len(dv.f64) > 0 && &dv.f64[0] != unsafe.SliceData(dv.sF64) {
-			dv.f64 = append(dv.sF64[:0], dv.f64...)
-			dv.sF64 = dv.f64
-		}
+// lookup resolves a page's dictionary indexes.
+func (c *colReader) lookup(idx []int32) error {
+	if !c.hasDict {
+		return fmt.Errorf("column %q: dictionary-encoded page without a dictionary page", c.name)
 	}
 	size := c.dictVals.len(c.f.kind)
 	for _, i := range idx {
@@ -959,8 +900,9 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 // corrupt header could make it allocate gigabytes; checkChunk refuses such
 // headers first.
 const (
-	maxPageBytes  = 256 << 20
-	maxPageValues = 64 << 20
+	maxPageBytes   = 256 << 20
+	maxPageValues  = 64 << 20
+	maxHeaderBytes = 1 << 20
 )
 
 // checkChunk walks the page headers of one column chunk, checking that
@@ -976,7 +918,7 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 	if start < 4 || md.TotalCompressedSize < 0 || end > fileSize-8 || end < start {
 		return fmt.Errorf("column chunk [%d, %d) lies outside the file (%d bytes)", start, end, fileSize)
 	}
-	var buf [1024]byte
+	buf := make([]byte, 1024)
 	var values int64
 	proto := new(thrift.CompactProtocol)
 	for pos := start; pos < end; {
@@ -988,6 +930,12 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 		rd := proto.NewReader(br)
 		var h format.PageHeader
 		if err := thrift.NewDecoder(rd).Decode(&h); err != nil {
+			// A header with long string statistics may not fit: retry
+			// with more of the chunk, up to maxHeaderBytes.
+			if n == len(buf) && len(buf) < maxHeaderBytes {
+				buf = make([]byte, 4*len(buf))
+				continue
+			}
 			return fmt.Errorf("page header at %d: %v", pos, err)
 		}
 		hl := int64(n - br.Len()) // the reader does not buffer

@@ -381,14 +381,13 @@ func (c *checker) checkStructure(table string) {
 		c.warnf(table, -1, "", "", "rows not checked: the table cannot be read")
 	}
 	if len(defaulted) > 0 {
-		var names, field []string
+		var names []string
 		for _, d := range datasets.DefaultedColumns(table) {
 			if defaulted[d.Column] {
 				names = append(names, fmt.Sprintf("%s (%s)", d.Column, orQuoted(d.Default)))
-				field = append(field, d.Column)
 			}
 		}
-		c.warnf(table, -1, "", strings.Join(field, ","), "columns absent or all null in some parts, read as their defaults (checks that need them skipped): %s", strings.Join(names, ", "))
+		c.warnf(table, -1, "", "", "columns absent or all null in some parts, read as their defaults (checks that need them skipped): %s", strings.Join(names, ", "))
 	}
 	c.parts[table] = parts
 	c.readable[table] = ok
