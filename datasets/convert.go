@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/deprecated"
@@ -210,6 +211,23 @@ type colValues struct {
 	sF64  []float64
 	sBool []bool
 	sStr  []string
+}
+
+// own copies values that alias a page into v's scratch storage, so that
+// they outlive the page (a dictionary, used by every page of its chunk).
+func (v *colValues) own() {
+	if len(v.i64) > 0 && &v.i64[0] != unsafe.SliceData(v.sI64) {
+		v.i64 = append(v.sI64[:0], v.i64...)
+		v.sI64 = v.i64
+	}
+	if len(v.i32) > 0 && &v.i32[0] != unsafe.SliceData(v.sI32) {
+		v.i32 = append(v.sI32[:0], v.i32...)
+		v.sI32 = v.i32
+	}
+	if len(v.f64) > 0 && &v.f64[0] != unsafe.SliceData(v.sF64) {
+		v.f64 = append(v.sF64[:0], v.f64...)
+		v.sF64 = v.f64
+	}
 }
 
 func (v *colValues) len(k fieldKind) int {

@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -505,6 +506,9 @@ func (s *Scanner[T]) closePart() {
 		s.r.Close()
 		s.r = nil
 	}
+	for _, c := range s.cols {
+		c.release()
+	}
 	s.cols, s.pf = nil, nil
 	if s.f != nil {
 		s.f.Close()
@@ -584,7 +588,7 @@ type colReader struct {
 	maxRep    byte
 	nullEl    int // definition level of a null list element; -1 if none
 
-	pr pageReader
+	pr *pageReader // from pageReaders; nil when missing
 
 	// the current page: n levels, pos the next level, vpos the next value
 	n, pos, vpos int
@@ -670,7 +674,21 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[stri
 
 func (c *colReader) startRowGroup(r io.ReaderAt, md *format.ColumnMetaData) {
 	c.n, c.pos, c.vpos, c.hasDict = 0, 0, 0, false
+	if c.pr == nil {
+		c.pr = pageReaders.Get().(*pageReader)
+	}
 	c.pr.reset(r, md, c.phys, c.maxDef, c.maxRep)
+}
+
+// pageReaders keeps the page buffers of closed parts for the next.
+var pageReaders = sync.Pool{New: func() any { return new(pageReader) }}
+
+// release gives the page reader back; its values must not be used after.
+func (c *colReader) release() {
+	if c.pr != nil {
+		pageReaders.Put(c.pr)
+		c.pr = nil
+	}
 }
 
 // nextPage loads the next data page of the chunk, converting a dictionary
@@ -689,6 +707,7 @@ func (c *colReader) nextPage() error {
 			if err := c.dictVals.load(c.f, c.conv, p.values, p.n); err != nil {
 				return err
 			}
+			c.dictVals.own()
 			c.hasDict = true
 			continue
 		}
