@@ -86,16 +86,18 @@ func missingColumnsError(path string, pf *parquet.File, missing []missingColumn,
 }
 
 // SimilarColumns returns the names in have that look like name once case,
-// punctuation and unit suffixes are set aside ("WallTime", "wall_time_ms"
-// and "wall" for "wall_time_ns"), closest first, at most three. The table
-// wrapper and the readers use it to suggest a rename.
+// punctuation, counting prefixes, abbreviations and unit suffixes are set
+// aside ("WallTime", "wall_time_ms" and "wall_ns" for "wall_time_ns";
+// "prefill_reqs" for "num_prefill_requests"), closest first, at most three.
+// The table wrapper and the readers use it to suggest a rename.
 func SimilarColumns(name string, have []string) []string {
-	want := normColumn(name)
+	want, wantTok := normColumn(name), columnTokens(name)
 	type cand struct {
 		name string
 		dist int
 	}
 	var cands []cand
+	limit := max(1, len(want)/4)
 	for _, h := range have {
 		if h == name {
 			continue
@@ -105,8 +107,7 @@ func SimilarColumns(name string, have []string) []string {
 			continue
 		}
 		d := editDistance(want, n)
-		limit := max(1, len(want)/4)
-		if strings.Contains(want, n) && len(n) >= 3 || strings.Contains(n, want) {
+		if (strings.Contains(want, n) && len(n) >= 3) || strings.Contains(n, want) || sameTokens(wantTok, columnTokens(h)) {
 			d = min(d, limit)
 		}
 		if d <= limit {
@@ -124,6 +125,72 @@ func SimilarColumns(name string, have []string) []string {
 		out = append(out, c.name)
 	}
 	return out
+}
+
+// columnTokens splits a column name into lowercase words (at punctuation
+// and camelCase), leaving out the words that only say "a count of".
+func columnTokens(s string) []string {
+	var toks []string
+	var cur strings.Builder
+	flush := func() {
+		if t := cur.String(); t != "" {
+			switch t {
+			case "num", "n", "sum", "total", "count", "of":
+			default:
+				toks = append(toks, t)
+			}
+		}
+		cur.Reset()
+	}
+	prevLower := false
+	for _, r := range s {
+		switch {
+		case r >= 'A' && r <= 'Z':
+			if prevLower {
+				flush()
+			}
+			cur.WriteRune(r + 'a' - 'A')
+			prevLower = false
+		case r >= 'a' && r <= 'z' || r >= '0' && r <= '9':
+			cur.WriteRune(r)
+			prevLower = true
+		default:
+			flush()
+			prevLower = false
+		}
+	}
+	flush()
+	return toks
+}
+
+// sameTokens matches two token lists word for word, a word matching its
+// abbreviation ("req" and "reqs" match "requests": a common prefix of three
+// letters or more, at least half the shorter word).
+func sameTokens(a, b []string) bool {
+	if len(a) != len(b) || len(a) == 0 {
+		return false
+	}
+	used := make([]bool, len(b))
+	for _, x := range a {
+		found := false
+		for j, y := range b {
+			if used[j] {
+				continue
+			}
+			p := 0
+			for p < len(x) && p < len(y) && x[p] == y[p] {
+				p++
+			}
+			if x == y || (p >= 3 && 2*p >= min(len(x), len(y))) {
+				used[j], found = true, true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // normColumn lowercases a column name, keeps letters and digits, and drops
