@@ -352,7 +352,9 @@ func TestColumnStatistics(t *testing.T) {
 		{"wall_time_ns", kindInt64, func(s *Step) []byte { return i64(s.WallTimeNs) }},
 		{"t_output", kindInt64, func(s *Step) []byte { return i64(s.TOutput) }},
 		{"num_decode_requests", kindInt32, func(s *Step) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(s.NumDecodeRequests)) }},
-		{"var_decode_kv_tokens", kindFloat64, func(s *Step) []byte { return binary.LittleEndian.AppendUint64(nil, math.Float64bits(s.VarDecodeKVTokens)) }},
+		{"var_decode_kv_tokens", kindFloat64, func(s *Step) []byte {
+			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(s.VarDecodeKVTokens))
+		}},
 		{"valid", kindBool, func(s *Step) []byte {
 			if s.Valid {
 				return []byte{1}
