@@ -189,22 +189,22 @@ func TestFileSteplabPart(t *testing.T) {
 	require.Equal(t, int64(4), rows)
 }
 
+// A real pyarrow file (an aiconfigurator kernel table, committed with its
+// licence) through the generic inspection path.
 func TestFilePyarrow(t *testing.T) {
-	path := "/work/shared/data/external/aiconfigurator-h200-vllm-0.24.0/gemm/gemm_perf.parquet"
-	if _, err := os.Stat(path); err != nil {
-		t.Skip("external pyarrow file not present")
-	}
-	fi, err := File(path)
+	fi, err := File(filepath.Join("..", "testdata", "foreign", "pyarrow", "aiconfigurator", "custom_allreduce_perf.parquet"))
 	require.NoError(t, err)
-	require.Equal(t, int64(107225), fi.Rows)
+	require.Equal(t, int64(138), fi.Rows)
 	require.Equal(t, []string{"ARROW:schema"}, fi.KeyValueKeys)
 	require.Contains(t, fi.CreatedBy, "parquet-cpp-arrow")
+	require.Empty(t, fi.SteplabTable)
 	require.Len(t, fi.Columns, 10)
 	require.Equal(t, ColumnInfo{Name: "latency", PhysicalType: "DOUBLE", Repetition: "optional", Compression: "ZSTD",
-		CompressedBytes: fi.Columns[9].CompressedBytes, UncompressedBytes: fi.Columns[9].UncompressedBytes}, fi.Columns[9])
+		CompressedBytes: fi.Columns[8].CompressedBytes, UncompressedBytes: fi.Columns[8].UncompressedBytes}, fi.Columns[8])
 	require.Equal(t, "STRING", fi.Columns[0].LogicalType)
+	require.Equal(t, "INT64", fi.Columns[6].PhysicalType)
 	require.Len(t, fi.RowGroups, 1)
-	require.Equal(t, int64(107225), fi.RowGroups[0].Rows)
+	require.Equal(t, int64(138), fi.RowGroups[0].Rows)
 }
 
 func TestFileErrors(t *testing.T) {
