@@ -140,28 +140,22 @@ func TestDuckDBFixtures(t *testing.T) {
 	})
 }
 
-// pyarrowFixtures lists the files datasets/testdata/foreign/pyarrow/
-// make_fixtures.py writes (with pandas and pyarrow), and the table each
-// holds. Until they are committed, the tests that read them skip.
-var pyarrowFixtures = []struct {
-	file, table string
-	rows        int
-}{
-	{"steps_pandas.parquet", TableSteps, 600},
-	{"steps_none_column.parquet", TableSteps, 600},
-	{"steps_int32.parquet", TableSteps, 600},
-	{"steps_categorical.parquet", TableSteps, 600},
-	{"steps_page_v2.parquet", TableSteps, 600},
-	{"steps_snappy.parquet", TableSteps, 600},
-	{"steps_gzip.parquet", TableSteps, 600},
-	{"steps_brotli.parquet", TableSteps, 600},
-	{"steps_lz4.parquet", TableSteps, 600},
-	{"steps_zstd.parquet", TableSteps, 600},
-	{"steps_none.parquet", TableSteps, 600},
-	{"steps_timestamps.parquet", TableSteps, 600},
-	{"steps_small_row_groups.parquet", TableSteps, 600},
-	{"steps_partitioned", TableSteps, 600},
-	{"requests.parquet", TableRequests, 300},
+// fixtureList reads a FIXTURES file: the file and the table of each
+// fixture a script writes.
+func fixtureList(t *testing.T, path string) [][2]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var out [][2]string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		require.Len(t, f, 2, "%s: %q", path, line)
+		out = append(out, [2]string{f[0], f[1]})
+	}
+	return out
 }
 
 // The pyarrow fixtures read to the same rows as the DuckDB ones: the same
@@ -176,10 +170,11 @@ func TestPyarrowFixtures(t *testing.T) {
 	require.NoError(t, err)
 	refReqs, err := ReadAll[Request](foreignDataset(t, filepath.Join(fx, "requests.parquet"), TableRequests), TableRequests)
 	require.NoError(t, err)
-	for _, f := range pyarrowFixtures {
-		t.Run(f.file, func(t *testing.T) {
-			d := foreignDataset(t, filepath.Join(dir, f.file), f.table)
-			if f.table == TableRequests {
+	for _, f := range fixtureList(t, filepath.Join(foreignDir, "pyarrow", "FIXTURES")) {
+		file, table := f[0], f[1]
+		t.Run(file, func(t *testing.T) {
+			d := foreignDataset(t, filepath.Join(dir, file), table)
+			if table == TableRequests {
 				got, err := ReadAll[Request](d, TableRequests)
 				require.NoError(t, err)
 				require.Equal(t, refReqs, got)
@@ -187,10 +182,10 @@ func TestPyarrowFixtures(t *testing.T) {
 			}
 			got, err := ReadAll[Step](d, TableSteps)
 			require.NoError(t, err)
-			require.Len(t, got, f.rows)
+			require.Len(t, got, len(refSteps))
 			for i := range got {
 				want := refSteps[i]
-				if strings.Contains(f.file, "timestamps") {
+				if strings.Contains(file, "timestamps") {
 					want.TScheduleEnd = got[i].TScheduleEnd // written in ms there
 				}
 				require.Equal(t, want, got[i], "row %d", i)

@@ -35,13 +35,18 @@ func (s *selectionFlags) options() fit.LoadOptions {
 		Target: s.target, BenchmarkCoords: s.benchmarkCoords}
 }
 
-// inputError wraps a library error as exit status 2 (usage or input).
+// inputError wraps a library error as exit status 2 (usage or input),
+// prefixed with the command unless the library named it already.
 func inputError(cmd string, err error) error {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return err
 	}
-	return &exitError{code: 2, msg: cmd + ": " + err.Error()}
+	msg := err.Error()
+	if !strings.HasPrefix(msg, cmd+": ") {
+		msg = cmd + ": " + msg
+	}
+	return &exitError{code: 2, msg: msg}
 }
 
 func newFitCmd() *cobra.Command {

@@ -4,7 +4,7 @@
     python3 make_fixtures.py OUT_DIR
 
 needs pandas and pyarrow (any 2x of both). It writes into OUT_DIR the files
-that pyarrowFixtures in datasets/foreign_test.go lists: the same engine
+that FIXTURES beside this script lists: the same engine
 steps and requests as ../duckdb/make_fixtures.mjs (the same formulas, row
 for row), written the ways a pandas or pyarrow user writes them. Commit
 OUT_DIR as datasets/testdata/foreign/pyarrow/fixtures together with
@@ -138,8 +138,13 @@ def main():
 
     with open(p("WRITER"), "w") as f:
         f.write(f"pandas {pd.__version__}, pyarrow {pa.__version__}, make_fixtures.py\n")
-    for name in sorted(os.listdir(out)):
-        print(name)
+    listed = os.path.join(os.path.dirname(os.path.abspath(__file__)), "FIXTURES")
+    with open(listed) as f:
+        want = sorted(line.split()[0] for line in f if line.strip() and not line.startswith("#"))
+    wrote = sorted(n for n in os.listdir(out) if n != "WRITER")
+    if wrote != want:
+        sys.exit(f"wrote {wrote}, but FIXTURES lists {want}")
+    print(f"wrote {len(wrote)} fixtures into {out} with pandas {pd.__version__}, pyarrow {pa.__version__}")
 
 
 if __name__ == "__main__":
