@@ -90,11 +90,18 @@ func (d *Dataset) Has(table string) bool {
 // an interrupted writer.
 func (d *Dataset) Parts(table string) ([]string, error) {
 	path := TableDir(d.Dir, table)
+	parts, err := TableFiles(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: dataset has no %s table (%s)", d.Dir, table, filepath.Base(path))
+	}
+	return parts, err
+}
+
+// TableFiles lists the Parquet files of a table at path, whatever its
+// name: path itself for a file, the files Parts would list for a folder.
+func TableFiles(path string) ([]string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: dataset has no %s table (%s)", d.Dir, table, filepath.Base(path))
-		}
 		return nil, err
 	}
 	if !st.IsDir() {
@@ -135,40 +142,27 @@ func tableFiles(dir string) (parts, temps []string, err error) {
 	return parts, temps, err
 }
 
-// partitionsOf reads the key=value directories between a table directory
-// (the last directory named *.parquet) and a part: the values a
-// partitioned write moved out of the files. Hive's name for a null,
-// __HIVE_DEFAULT_PARTITION__, is left out (the column then reads its
+// partitionsOf reads the key=value directories right above a part (the
+// values a partitioned write moved out of the files). Hive's name for a
+// null, __HIVE_DEFAULT_PARTITION__, is left out (the column then reads its
 // default).
 func partitionsOf(path string) map[string]string {
-	segs := strings.Split(filepath.ToSlash(filepath.Dir(path)), "/")
-	start := -1
-	for i, s := range segs {
-		if strings.HasSuffix(s, ".parquet") {
-			start = i
-		}
-	}
-	if start < 0 {
-		return nil
-	}
 	var out map[string]string
-	for _, s := range segs[start+1:] {
-		k, v, ok := strings.Cut(s, "=")
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		k, v, ok := strings.Cut(filepath.Base(dir), "=")
 		if !ok || k == "" {
-			continue
+			return out
 		}
 		if u, err := url.PathUnescape(v); err == nil {
 			v = u
 		}
-		if v == "__HIVE_DEFAULT_PARTITION__" {
-			continue
-		}
 		if out == nil {
 			out = map[string]string{}
 		}
-		out[k] = v
+		if _, inner := out[k]; !inner && v != "__HIVE_DEFAULT_PARTITION__" {
+			out[k] = v
+		}
 	}
-	return out
 }
 
 // OpenParquet opens one Parquet file, turning every failure into an error
@@ -254,7 +248,7 @@ func openParquetSafe(r io.ReaderAt, size int64) (pf *parquet.File, err error) {
 // are, which readers fill with their defaults.
 func CheckColumns[T any](path string, pf *parquet.File) (defaulted []string, err error) {
 	if c, err := codecFor(reflect.TypeFor[T]()); err == nil {
-		cols, err := bindColumns(path, pf, c, partitionsOf(path))
+		cols, err := bindColumns(path, pf, c, partitionsOf(path), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -328,6 +322,7 @@ type Scanner[T any] struct {
 
 	// columnar path
 	codec  *rowCodec
+	names  map[string]string // a field's column name in the files, where not its own
 	pf     *parquet.File
 	size   int64
 	cols   []*colReader
@@ -357,6 +352,27 @@ func Scan[T any](d *Dataset, table string) (*Scanner[T], error) {
 func ScanFiles[T any](parts []string) *Scanner[T] {
 	c, _ := codecFor(reflect.TypeFor[T]())
 	return &Scanner[T]{parts: parts, codec: c}
+}
+
+// ScanTable reads Parquet files written by another tool as rows of the
+// schema type T of table: a column of the files named like one of
+// rename's keys reads into the field of the column the key maps to
+// (theirs=ours, as `steplab import table --map` takes them), and T's
+// fields without a default tag take the schema's defaults (as with Scan).
+// T must be a flat row type.
+func ScanTable[T any](parts []string, table string, rename map[string]string) (*Scanner[T], error) {
+	c, err := codecFor(reflect.TypeFor[T]())
+	if err != nil {
+		return nil, fmt.Errorf("ScanTable: %w", err)
+	}
+	s := &Scanner[T]{parts: parts, codec: withTableDefaults(c, table)}
+	for theirs, ours := range rename {
+		if s.names == nil {
+			s.names = map[string]string{}
+		}
+		s.names[ours] = theirs
+	}
+	return s, nil
 }
 
 // Read fills buf and returns the number of rows read; io.EOF after the
@@ -466,7 +482,7 @@ func (s *Scanner[T]) openNext() error {
 		return err
 	}
 	if s.codec != nil {
-		cols, err := bindColumns(path, pf, s.codec, partitionsOf(path))
+		cols, err := bindColumns(path, pf, s.codec, partitionsOf(path), s.names)
 		if err != nil {
 			f.Close()
 			return err
@@ -605,13 +621,16 @@ type colReader struct {
 // (the Null type), reads its default, or the value of a key=value
 // directory the part lies in (partitions); without either it is missing,
 // and every missing column is named in one error.
-func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[string]string) ([]*colReader, error) {
+func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions, names map[string]string) ([]*colReader, error) {
 	cols := make([]*colReader, 0, len(c.fields))
 	var missing []missingColumn
 	for i := range c.fields {
 		f := &c.fields[i]
 		cr := &colReader{f: f, name: f.name}
-		col := fileColumn(pf, f.name)
+		if n, ok := names[f.name]; ok {
+			cr.name = n
+		}
+		col := fileColumn(pf, cr.name)
 		if col != nil && col.Leaf() && col.Type().Kind() < 0 {
 			col = nil // the Null type: no values at all
 			if !f.hasDefault {
@@ -650,7 +669,7 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions map[stri
 		}
 		conv, hint, ok := planConversion(f, leaf.Type())
 		if !ok {
-			return nil, &ColumnTypeError{Path: path, Column: f.name, Have: describeType(leaf.Type()), Want: f.expects(), Hint: hint}
+			return nil, &ColumnTypeError{Path: path, Column: cr.name, Have: describeType(leaf.Type()), Want: f.expects(), Hint: hint}
 		}
 		cr.conv, cr.phys = conv, leaf.Type().Kind()
 		cr.leaf = leaf.Index()

@@ -271,6 +271,19 @@ func withTableDefaults(c *rowCodec, table string) *rowCodec {
 	return out
 }
 
+// TableColumns lists the columns of a table of the schema, in order.
+func TableColumns(table string) []string {
+	c := schemaCodec(table)
+	if c == nil {
+		return nil
+	}
+	out := make([]string, len(c.fields))
+	for i, f := range c.fields {
+		out[i] = f.name
+	}
+	return out
+}
+
 // fieldKind is the Go type of a field the columnar codec handles.
 type fieldKind uint8
 
@@ -513,6 +526,52 @@ func (f *codecField) fillDefault(base unsafe.Pointer, stride uintptr, n int) {
 	case kindInt64List:
 		for i := 0; i < n; i++ {
 			*(*[]int64)(unsafe.Add(p, uintptr(i)*stride)) = nil
+		}
+	}
+}
+
+// EarliestInstant is the smallest known instant (a field with the
+// timestamp tag, not Unknown) of rows; ok is false when there is none.
+// Rows of a type the columnar codec does not handle have none.
+func EarliestInstant[T any](rows []T) (earliest int64, ok bool) {
+	c, err := codecFor(reflect.TypeFor[T]())
+	if err != nil || len(rows) == 0 {
+		return 0, false
+	}
+	base := unsafe.Pointer(unsafe.SliceData(rows))
+	for i := range c.fields {
+		f := &c.fields[i]
+		if !f.timestamp {
+			continue
+		}
+		for r := range rows {
+			v := *(*int64)(unsafe.Add(base, uintptr(r)*c.size+f.offset))
+			if v >= 0 && (!ok || v < earliest) {
+				earliest, ok = v, true
+			}
+		}
+	}
+	return earliest, ok
+}
+
+// ShiftInstants subtracts by from every known instant of rows, moving
+// their clock's origin (Unknown stays Unknown).
+func ShiftInstants[T any](rows []T, by int64) {
+	c, err := codecFor(reflect.TypeFor[T]())
+	if err != nil || len(rows) == 0 {
+		return
+	}
+	base := unsafe.Pointer(unsafe.SliceData(rows))
+	for i := range c.fields {
+		f := &c.fields[i]
+		if !f.timestamp {
+			continue
+		}
+		for r := range rows {
+			p := (*int64)(unsafe.Add(base, uintptr(r)*c.size+f.offset))
+			if *p >= 0 {
+				*p -= by
+			}
 		}
 	}
 }

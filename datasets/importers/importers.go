@@ -85,6 +85,8 @@ type Result struct {
 	LastNs  int64    `json:"last_ns"`
 	SpanNs  int64    `json:"span_ns"`
 	Notes   []string `json:"notes,omitempty"`
+
+	timeOrigin int64 // the table wrapper's instant moved to 0
 }
 
 // Import reads src in the given format and writes a dataset at dir.
