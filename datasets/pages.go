@@ -360,7 +360,7 @@ func hadoopLZ4(dst, src []byte, size int, tmp *[]byte) ([]byte, error) {
 // lz4Block decompresses one LZ4 block (the LZ4_RAW codec) that must hold
 // exactly size bytes, appending them to dst.
 func lz4Block(dst, src []byte, size int) ([]byte, error) {
-	out := slices.Grow(dst[:0], size)
+	out := dst[:0] // grown as the block decodes: its size is only claimed
 	corrupt := errors.New("corrupt LZ4 block")
 	length := func(i *int, n int) (int, error) {
 		if n != 15 {

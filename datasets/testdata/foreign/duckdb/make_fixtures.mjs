@@ -117,6 +117,18 @@ const renamed = `
 await copy(renamed, 'steps_renamed.parquet', 'COMPRESSION zstd');
 await run(`COPY (${renamed}) TO '${path.join(out, 'steps_renamed.csv')}' (FORMAT csv, HEADER)`);
 
+// Small files for the fuzz targets' seed corpus (seeds/): 20 rows of each
+// codec, page v2, the converted types and requests.
+fs.mkdirSync(path.join(out, 'seeds'));
+for (const codec of ['uncompressed', 'snappy', 'gzip', 'zstd', 'brotli', 'lz4']) {
+  await copy(steps(20, 1), `seeds/steps_${codec}.parquet`, `COMPRESSION ${codec}`);
+}
+await copy(steps(20, 1), 'seeds/steps_page_v2.parquet', 'COMPRESSION snappy, PARQUET_VERSION v2');
+await copy(`SELECT step_id::INTEGER AS step_id, num_decode_requests::UTINYINT AS num_decode_requests,
+    sum_decode_kv_tokens::UBIGINT AS sum_decode_kv_tokens, make_timestamp_ns(t_output) AS t_output, gpu_time_ns,
+    (wall_time_ns / 1000)::REAL AS var_prefill_length, kind
+  FROM (${steps(20, 1)})`, 'seeds/steps_types.parquet', 'COMPRESSION snappy');
+
 const version = (await con.runAndReadAll('SELECT version() AS v')).getRowObjects()[0].v;
 fs.writeFileSync(path.join(out, 'WRITER'), `DuckDB ${version} (@duckdb/node-api), make_fixtures.mjs\n`);
 console.log(`wrote ${out} with DuckDB ${version}`);
