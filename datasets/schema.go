@@ -159,34 +159,13 @@ type GPUSample struct {
 // Columns with defaults.
 //
 // A column a source may legitimately leave out carries a `default:"..."`
-// struct tag next to its parquet tag. When a file lacks such a column (or
-// holds it as the Null type, as pyarrow writes a column of nothing but
-// None), readers fill the default instead of failing; every other column is
-// required and its absence is an error that names it (see CheckColumns).
-// The required columns are what every tool needs to make sense of a row:
-//
-//	steps          step_id, kind, num_prefill_requests, sum_prefill_tokens,
-//	               sum_prefill_kv_tokens, num_decode_requests,
-//	               sum_decode_kv_tokens, wall_time_ns
-//	step_requests  step_id, req_id, is_new, is_prefill, num_scheduled_tokens,
-//	               num_computed_tokens, prompt_len
-//	requests       req_id, arrival_ns, prompt_tokens, output_tokens
-//	gpu_samples    every column
-//
-// The defaults (DefaultedColumns lists them) say "not recorded": Unknown
-// (-1) for timings, sizes, counts and gauges, the empty list for
-// prefix_hash_ids, and for labels the value a plain source means: a single
-// worker ("" and dp_rank 0), role production, benchmark_id -1, valid true,
-// overlapped and is_resumed false, request status not_run (tools then use
-// only its arrival and lengths).
-//
-// A null value in a nullable column reads as the column's default when it
-// has one, and as the zero value otherwise.
-//
-// A `timestamp:"ns"` tag marks an instant on the run's clock: a Parquet
-// TIMESTAMP column of any unit (or a legacy INT96 timestamp) reads into it
-// as nanoseconds since the Unix epoch. Tools only ever use differences of
-// instants, so any origin works as long as one table uses one clock.
+// struct tag next to its parquet tag: a file without it (or with it
+// Null-typed, as pyarrow writes a column of nothing but None) reads the
+// default; every other column is required (the package documentation
+// lists both). A `timestamp:"ns"` tag marks an instant on the run's clock:
+// a TIMESTAMP column of any unit, or a legacy INT96 timestamp, reads into
+// it as nanoseconds since the Unix epoch. Tools only use differences of
+// instants, so any origin works as long as a table keeps to one clock.
 
 // ColumnDefault is one column that may be absent from a table.
 type ColumnDefault struct {
