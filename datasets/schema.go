@@ -513,43 +513,34 @@ func (f *codecField) fillDefault(base unsafe.Pointer, stride uintptr, n int) {
 // timestamp tag, not Unknown) of rows; ok is false when there is none.
 // Rows of a type the columnar codec does not handle have none.
 func EarliestInstant[T any](rows []T) (earliest int64, ok bool) {
-	c, err := codecFor(reflect.TypeFor[T]())
-	if err != nil || len(rows) == 0 {
-		return 0, false
-	}
-	base := unsafe.Pointer(unsafe.SliceData(rows))
-	for i := range c.fields {
-		f := &c.fields[i]
-		if !f.timestamp {
-			continue
+	forInstants(rows, func(p *int64) {
+		if !ok || *p < earliest {
+			earliest, ok = *p, true
 		}
-		for r := range rows {
-			v := *(*int64)(unsafe.Add(base, uintptr(r)*c.size+f.offset))
-			if v >= 0 && (!ok || v < earliest) {
-				earliest, ok = v, true
-			}
-		}
-	}
+	})
 	return earliest, ok
 }
 
 // ShiftInstants subtracts by from every known instant of rows, moving
 // their clock's origin (Unknown stays Unknown).
 func ShiftInstants[T any](rows []T, by int64) {
+	forInstants(rows, func(p *int64) { *p -= by })
+}
+
+// forInstants calls f on every known instant of rows.
+func forInstants[T any](rows []T, f func(*int64)) {
 	c, err := codecFor(reflect.TypeFor[T]())
 	if err != nil || len(rows) == 0 {
 		return
 	}
 	base := unsafe.Pointer(unsafe.SliceData(rows))
 	for i := range c.fields {
-		f := &c.fields[i]
-		if !f.timestamp {
+		if !c.fields[i].timestamp {
 			continue
 		}
 		for r := range rows {
-			p := (*int64)(unsafe.Add(base, uintptr(r)*c.size+f.offset))
-			if *p >= 0 {
-				*p -= by
+			if p := (*int64)(unsafe.Add(base, uintptr(r)*c.size+c.fields[i].offset)); *p >= 0 {
+				f(p)
 			}
 		}
 	}

@@ -61,10 +61,7 @@ type TableOptions struct {
 	// PolicyDecode and PolicyPrefill are the measurement policy.
 	PolicyDecode, PolicyPrefill string
 
-	Overwrite   bool
-	ToolName    string
-	ToolVersion string
-	Command     []string
+	Options // overwrite, and the tool recorded in the manifest
 }
 
 // TableFormat is the Source.Format of a wrapped table.
@@ -81,25 +78,18 @@ func ImportTable(src, dir string, opts TableOptions) (*Result, error) {
 	if err := opts.check(); err != nil {
 		return nil, err
 	}
-	if dir == "" {
-		return nil, errors.New("no output directory (-o DIR)")
-	}
-	dir = filepath.Clean(dir)
-	if err := checkTarget(dir, opts.Overwrite); err != nil {
-		return nil, err
-	}
-	tmp := filepath.Join(filepath.Dir(dir), fmt.Sprintf(".%s.importing-%d", filepath.Base(dir), os.Getpid()))
-	_ = os.RemoveAll(tmp)
-	defer os.RemoveAll(tmp + ".csv")
-	files, sum, err := tableSource(src, tmp+".csv")
+	dir, err := outputDir(dir, opts.Overwrite)
 	if err != nil {
 		return nil, err
 	}
-	m := datasets.Manifest{
-		Name:   filepath.Base(dir),
-		Tool:   datasets.Tool{Name: orDefault(opts.ToolName, "steplab"), Version: orDefault(opts.ToolVersion, "dev"), Command: opts.Command},
-		Source: datasets.Source{Kind: "import", Format: TableFormat, Path: src, SHA256: sum},
+	csvOut := stagingPath(dir, "csv") + ".parquet"
+	defer os.Remove(csvOut)
+	files, sum, err := tableSource(src, csvOut)
+	if err != nil {
+		return nil, err
 	}
+	m := opts.manifest(dir, TableFormat, src)
+	m.Source.SHA256 = sum
 	notes, err := opts.describe(&m)
 	if err != nil {
 		return nil, err
@@ -112,62 +102,48 @@ func ImportTable(src, dir string, opts TableOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := datasets.Create(tmp, m, datasets.CreateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = os.RemoveAll(tmp)
-		}
-	}()
 	res := &Result{Dir: dir, Format: TableFormat, Source: src, SHA256: sum, Table: opts.Table}
-	switch opts.Table {
-	case datasets.TableSteps:
-		err = copyTable[datasets.Step](w, files, &opts, res)
-	default:
-		err = copyTable[datasets.Request](w, files, &opts, res)
-	}
-	if err != nil {
-		_ = w.Abort(err.Error())
-		return nil, err
-	}
-	if len(extra) > 0 {
-		if opts.Extra == ExtraKeep {
+	err = stage(dir, opts.Overwrite, m, func(w *datasets.Writer) error {
+		var err error
+		switch opts.Table {
+		case datasets.TableSteps:
+			err = copyTable[datasets.Step](w, files, &opts, res)
+		default:
+			err = copyTable[datasets.Request](w, files, &opts, res)
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case len(extra) == 0:
+		case opts.Extra == ExtraKeep:
 			keep := extra
 			if k := opts.key(have); k != "" {
 				keep = append([]string{k}, extra...)
 			}
-			path := filepath.Join(tmp, opts.Table+"_extra.parquet")
-			if err := keepColumns(files, keep, path); err != nil {
-				return nil, err
+			name := opts.Table + "_extra.parquet"
+			if err := keepColumns(files, keep, filepath.Join(w.Dir(), name)); err != nil {
+				return err
 			}
 			notes = append(notes, fmt.Sprintf("columns steplab does not know kept in %s, row for row with %s: %s",
-				filepath.Base(path), opts.Table, strings.Join(extra, ", ")))
-		} else {
+				name, opts.Table, strings.Join(extra, ", ")))
+		default:
 			notes = append(notes, "columns steplab does not know, left out: "+strings.Join(extra, ", "))
 		}
-	}
-	if res.timeOrigin != 0 {
-		notes = append(notes, fmt.Sprintf("instants moved by -%d ns: the earliest is 0", res.timeOrigin))
-	}
-	if err := w.UpdateManifest(func(m *datasets.Manifest) {
-		m.Notes = append(m.Notes, notes...)
 		if res.timeOrigin != 0 {
-			m.Source.Detail = map[string]string{"time_origin_ns": strconv.FormatInt(res.timeOrigin, 10)}
+			notes = append(notes, fmt.Sprintf("instants moved by -%d ns: the earliest is 0", res.timeOrigin))
 		}
-	}); err != nil {
+		res.Notes = notes
+		return w.UpdateManifest(func(m *datasets.Manifest) {
+			m.Notes = append(m.Notes, notes...)
+			if res.timeOrigin != 0 {
+				m.Source.Detail = map[string]string{"time_origin_ns": strconv.FormatInt(res.timeOrigin, 10)}
+			}
+		})
+	})
+	if err != nil {
 		return nil, err
 	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	if err := replaceDir(tmp, dir, opts.Overwrite); err != nil {
-		return nil, err
-	}
-	ok = true
-	res.Notes = w.Manifest().Notes
 	return res, nil
 }
 
@@ -270,20 +246,8 @@ func (o *TableOptions) planColumns(have []string) (extra []string, err error) {
 	var bad []string
 	for _, theirs := range sortedKeys(o.Map) {
 		ours := o.Map[theirs]
-		if !slices.Contains(have, theirs) {
-			msg := fmt.Sprintf("--map %s=%s: the source has no column %q", theirs, ours, theirs)
-			if s := datasets.SimilarColumns(theirs, have); len(s) > 0 {
-				msg += fmt.Sprintf(" (did you mean %q?)", s[0])
-			}
-			bad = append(bad, msg)
-		}
-		if !slices.Contains(schema, ours) {
-			msg := fmt.Sprintf("--map %s=%s: %s has no column %q", theirs, ours, o.Table, ours)
-			if s := datasets.SimilarColumns(ours, schema); len(s) > 0 {
-				msg += fmt.Sprintf(" (did you mean %q?)", s[0])
-			}
-			bad = append(bad, msg)
-		}
+		bad = appendUnknown(bad, theirs, have, fmt.Sprintf("--map %s=%s: the source has no column %q", theirs, ours, theirs))
+		bad = appendUnknown(bad, ours, schema, fmt.Sprintf("--map %s=%s: %s has no column %q", theirs, ours, o.Table, ours))
 	}
 	if len(bad) > 0 {
 		return nil, errors.New(strings.Join(bad, "; "))
@@ -318,6 +282,18 @@ func (o *TableOptions) planColumns(have []string) (extra []string, err error) {
 			o.Table, strings.Join(missing, ", "), strings.Join(have, ", "))
 	}
 	return free, nil
+}
+
+// appendUnknown adds msg to bad when name is not one of names, with the
+// closest of names as a suggestion.
+func appendUnknown(bad []string, name string, names []string, msg string) []string {
+	if slices.Contains(names, name) {
+		return bad
+	}
+	if s := datasets.SimilarColumns(name, names); len(s) > 0 {
+		msg += fmt.Sprintf(" (did you mean %q?)", s[0])
+	}
+	return append(bad, msg)
 }
 
 // copyTable reads the source as rows of T and writes them to the table;
