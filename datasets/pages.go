@@ -10,6 +10,7 @@ import (
 	"io"
 	"math/bits"
 	"slices"
+	"unsafe"
 
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
@@ -239,9 +240,66 @@ func (p *pageReader) values(pg *page, enc format.Encoding, data []byte) error {
 	if _, unsupported := e.(encoding.NotSupported); unsupported {
 		return fmt.Errorf("encoding %s not supported", enc)
 	}
+	switch enc {
+	case format.DeltaBinaryPacked, format.DeltaLengthByteArray, format.DeltaByteArray:
+		// The decoder sizes its output by the count in the first block
+		// header: hold it to the page's.
+		if err := checkDeltaCount(data, pg.nv); err != nil {
+			return err
+		}
+	case format.Plain:
+		if v, ok := plainInPlace(p.kind, data, pg.nv); ok {
+			pg.values = v
+			return nil
+		}
+	}
 	v, err := p.decodeValues(e, data, pg.nv)
 	pg.values = v
 	return err
+}
+
+// checkDeltaCount reads the value count of a DELTA_BINARY_PACKED header
+// (block size, miniblocks per block, total count, first value: ULEB128s)
+// and refuses one above the page's n values.
+func checkDeltaCount(data []byte, n int) error {
+	for i := range 3 {
+		v, k := binary.Uvarint(data)
+		if k <= 0 {
+			return errors.New("truncated delta header")
+		}
+		if i == 2 && v > uint64(n) {
+			return fmt.Errorf("delta header claims %d values, the page %d", v, n)
+		}
+		data = data[k:]
+	}
+	return nil
+}
+
+// plainInPlace reads n PLAIN fixed-width values where they lie, when the
+// page holds them aligned (steplab's required columns always are).
+func plainInPlace(kind parquet.Kind, data []byte, n int) (encoding.Values, bool) {
+	var size int
+	switch kind {
+	case parquet.Int32, parquet.Float:
+		size = 4
+	case parquet.Int64, parquet.Double:
+		size = 8
+	default:
+		return encoding.Values{}, false
+	}
+	if len(data) < n*size || n == 0 || uintptr(unsafe.Pointer(unsafe.SliceData(data)))%uintptr(size) != 0 {
+		return encoding.Values{}, false
+	}
+	b := data[:n*size]
+	switch kind {
+	case parquet.Int32:
+		return encoding.Int32Values(unsafe.Slice((*int32)(unsafe.Pointer(&b[0])), n)), true
+	case parquet.Float:
+		return encoding.FloatValues(unsafe.Slice((*float32)(unsafe.Pointer(&b[0])), n)), true
+	case parquet.Int64:
+		return encoding.Int64Values(unsafe.Slice((*int64)(unsafe.Pointer(&b[0])), n)), true
+	}
+	return encoding.DoubleValues(unsafe.Slice((*float64)(unsafe.Pointer(&b[0])), n)), true
 }
 
 // decodeValues decodes n values of the column's physical type.
