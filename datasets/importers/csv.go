@@ -218,10 +218,10 @@ func readCSV(open func() (io.ReadCloser, error), name string, f func(line int, r
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
-		line, _ := r.FieldPos(0)
 		if err != nil {
 			return fmt.Errorf("%s: %v", name, err)
 		}
+		line, _ := r.FieldPos(0)
 		for i := range rec {
 			rec[i] = strings.TrimSpace(rec[i])
 		}

@@ -54,7 +54,7 @@ func LookupFormat(name string) (Format, error) {
 	for i, f := range formats {
 		names[i] = f.Name
 	}
-	return Format{}, fmt.Errorf("unknown import format %q (have: %s)", name, strings.Join(names, ", "))
+	return Format{}, fmt.Errorf("unknown import format %q (have: %s; a Parquet or CSV table of your own: steplab import table)", name, strings.Join(names, ", "))
 }
 
 // Options tune Import.
