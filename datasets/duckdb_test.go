@@ -77,6 +77,15 @@ func TestDuckDBReadsSteplabTables(t *testing.T) {
 	writeAll(t, w, TableRequests, simRequests(3000, 3), opts)
 	writeAll(t, w, TableGPUSamples, simGPUSamples(800, 4), opts)
 	require.NoError(t, w.Close())
+	// and a real capture steplab wrote (the H200 self-benchmark)
+	for _, dir := range []string{dir, filepath.Join("h200", "bench-steady")} {
+		t.Run(filepath.Base(dir), func(t *testing.T) { compareWithDuckDB(t, query, dir) })
+	}
+}
+
+// compareWithDuckDB reads every table of the dataset at dir with steplab
+// and with DuckDB, and compares row counts and a sum per table.
+func compareWithDuckDB(t *testing.T, query func(sql ...string) []map[string]any, dir string) {
 	d, err := Open(dir)
 	require.NoError(t, err)
 
