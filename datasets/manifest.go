@@ -252,7 +252,7 @@ const (
 	PartMismatch = "mismatch"
 	// PartUnlisted: a completed part on disk that the manifest does not list
 	// (a writer killed between renaming the part and rewriting the
-	// manifest, or a dataset without a manifest). Readers read it.
+	// manifest, or a minimal manifest that lists no parts). Readers read it.
 	PartUnlisted = "unlisted"
 	// PartTemporary: the hidden .tmp part an interrupted writer left open.
 	// Readers ignore it; it holds at most TableOptions.PartRows rows.
@@ -275,7 +275,7 @@ type PartStatus struct {
 type CheckReport struct {
 	Dir string `json:"dir"`
 	// Status is the manifest's status (DatasetComplete or DatasetPartial),
-	// or "" for a directory without a manifest.
+	// or "" for a Dataset built without one.
 	Status string       `json:"status"`
 	Parts  []PartStatus `json:"parts"`
 }

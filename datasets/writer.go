@@ -543,8 +543,9 @@ func (t *TableWriter[T]) Close() error {
 // rowCodec), column by column through field offsets. It produces plain
 // Parquet: data pages v1, zstd, DELTA_BINARY_PACKED for int columns tagged
 // delta, dictionary encoding for string columns tagged dict, PLAIN
-// otherwise, no statistics, no page index, no extension types, and no
-// timestamps, so equal rows give byte-identical files.
+// otherwise, min/max statistics and page indexes (pageindex.go), no
+// extension types and no timestamps, so equal rows give byte-identical
+// files.
 
 const (
 	// pageRows is the number of rows per data page.
