@@ -155,25 +155,29 @@ func (o *TableOptions) check() error {
 	default:
 		return fmt.Errorf("table %q: the wrapper writes %s or %s", o.Table, datasets.TableSteps, datasets.TableRequests)
 	}
-	switch o.Extra {
-	case "":
-		o.Extra = ExtraDrop
-	case ExtraDrop, ExtraKeep:
-	default:
-		return fmt.Errorf("--extra %q: want %s or %s", o.Extra, ExtraDrop, ExtraKeep)
+	if err := choose("--extra", &o.Extra, ExtraDrop, ExtraKeep); err != nil {
+		return err
 	}
-	switch o.TimeOrigin {
-	case "":
-		o.TimeOrigin = OriginFirst
-	case OriginFirst, OriginKeep:
-	default:
-		return fmt.Errorf("--time-origin %q: want %s or %s", o.TimeOrigin, OriginFirst, OriginKeep)
+	if err := choose("--time-origin", &o.TimeOrigin, OriginFirst, OriginKeep); err != nil {
+		return err
 	}
 	policies := []string{datasets.PolicySteadyStateSecondStep, datasets.PolicyAdmissionStep, datasets.PolicyProduction, datasets.PolicySingleStep}
 	for _, p := range []string{o.PolicyDecode, o.PolicyPrefill} {
 		if p != "" && !slices.Contains(policies, p) {
 			return fmt.Errorf("measurement policy %q: want one of %s", p, strings.Join(policies, ", "))
 		}
+	}
+	return nil
+}
+
+// choose checks that *v is def (then also when empty) or other.
+func choose(flag string, v *string, def, other string) error {
+	switch *v {
+	case "":
+		*v = def
+	case def, other:
+	default:
+		return fmt.Errorf("%s %q: want %s or %s", flag, *v, def, other)
 	}
 	return nil
 }
