@@ -13,19 +13,36 @@
 //	<name>/gpu_samples.parquet/...
 //	<name>/engine_samples.parquet/...
 //
-// A table is either a directory of numbered part files (what steplab
-// writes) or one Parquet file <table>.parquet (what pandas, DuckDB or
-// pyarrow users write). A directory without a manifest is read as the
-// current schema. A dataset holds the tables its source has: an imported
-// trace only requests, a Dynamo artifact only steps.
+// A table is either a directory of Parquet files (steplab writes numbered
+// part-NNNNNN.parquet files; any *.parquet names are read, also inside the
+// key=value folders of a partitioned write) or one Parquet file
+// <table>.parquet (what pandas, DuckDB or pyarrow users write). A dataset
+// holds the tables its source has: an imported trace only requests, a
+// Dynamo artifact only steps.
+//
+// The manifest may be minimal: a user who wrote steps.parquet with pandas
+// adds a manifest.json naming only what the rows cannot say,
+//
+//	{"schema_version": 1, "hardware": {"gpu_name": "H200"},
+//	 "model": {"name": "Llama-3.1-8B"},
+//	 "measurement_policy": {"decode": "production", "prefill": "production"}}
+//
+// and Open reads it as complete, with the tables found on disk; each such
+// assumption is a line of Dataset.Assumptions, which validate and inspect
+// print as warnings. A directory of tables without any manifest is refused
+// (ErrNoManifest) with an error that says how to write one, or to wrap the
+// table with `steplab import table`.
 //
 // The row types Step, StepRequest, Request, GPUSample and EngineSample define the
-// columns through their parquet struct tags. The files are plain Parquet:
-// zstd pages (see below), DELTA_BINARY_PACKED for integer columns,
-// dictionary encoding for repeated strings, no extension types, no
-// statistics and no timestamps, so any Parquet reader (pyarrow, DuckDB,
-// Spark, arrow-go) reads them, and the same rows give byte-identical files.
-// Each part carries the key-value metadata steplab.schema_version and
+// columns through their parquet struct tags. The files steplab writes are
+// plain Parquet: zstd pages (see below), DELTA_BINARY_PACKED for integer
+// columns, dictionary encoding for repeated strings, no extension types and
+// no timestamps, so any Parquet reader (pyarrow, DuckDB, Spark, arrow-go)
+// reads them, and the same rows give byte-identical files. Every column
+// chunk carries min/max and null-count statistics, and every page its
+// bounds and location in the column and offset indexes, so that DuckDB,
+// pyarrow and Spark skip the row groups and pages a filter rules out. Each
+// part carries the key-value metadata steplab.schema_version and
 // steplab.table.
 //
 // # Writing
@@ -58,7 +75,10 @@
 // the rows, encoded, and compressed with zstd. A column whose page zstd
 // cannot shrink (random timing jitter after delta encoding) stores its
 // next pages as zstd frames of raw blocks, which every zstd decoder reads,
-// and tries compression again every few pages. Pages carry a CRC-32.
+// and tries compression again every few pages. Pages carry a CRC-32. The
+// bounds of each page are taken from the values it gathered (dictionary
+// strings take the row group's dictionary bounds, which the format allows)
+// and written after the last row group (see pageindex.go).
 // Other row types go through parquet-go's generic writer.
 //
 // # Reading
@@ -75,32 +95,67 @@
 //	s, err := datasets.Scan[timing](d, datasets.TableSteps)
 //	for row, err := range s.All() { ... }
 //
-// ReadAll reads a whole table into memory. Readers accept INT32 where a
-// field is int64 and FLOAT where it is float64, dictionary-encoded columns
-// of any type, nullable columns and data pages v1 or v2, so tables written
-// by pandas read without conversion. Every failure is one error that names
-// the file and the problem: an empty, truncated or non-Parquet file, a
-// corrupt page, a missing column (all missing columns are named), a column
-// of the wrong type. Page headers and the footer are checked before they
-// are trusted, so a damaged file cannot make the reader allocate what it
-// claims.
+// ReadAll reads a whole table into memory. ScanTable reads files another
+// tool wrote under its own column names (theirs=ours renames).
+//
+// # Foreign Parquet
+//
+// Readers take any conforming Parquet file, as pandas, pyarrow, Polars,
+// DuckDB or Spark write it, converting each column to the field's type:
+//
+//   - integers of any width, signed or unsigned (INT(8..64), UINT(8..64)),
+//     into int64 and int32 fields; a value that does not fit an int32 field
+//     is an error naming the column and the value;
+//   - FLOAT and DOUBLE, and integers, into float64 fields;
+//   - strings, plain or dictionary-encoded (a pandas categorical), and
+//     integers (a request id of 17 reads "17") into string fields;
+//   - TIMESTAMP of any unit (MILLIS, MICROS, NANOS) and the legacy INT96
+//     into the instant columns (a `timestamp:"ns"` tag: t_schedule_start ...
+//     t_update_end, arrival_ns, first_scheduled_ns, first_token_ns,
+//     finish_ns, t_ns) as nanoseconds since the Unix epoch;
+//   - a column of the Null type (pyarrow's type for a column of nothing but
+//     None) reads as absent: its default applies, as for a missing column;
+//   - nulls in a nullable column read as the column's default.
+//
+// A float into an integer field (pandas turns an integer column with a NaN
+// into float64) or a TIMESTAMP into a duration is refused with an error
+// that names the column, its Parquet type (physical, then logical) and
+// what steplab reads, and says what to change. Pages v1 and v2 and every
+// codec writers use are read: uncompressed, snappy, gzip, brotli, zstd,
+// LZ4_RAW and the deprecated Hadoop-framed LZ4 (Spark's "lz4"); LZO is
+// refused by name. Any row-group size is read. A file that lacks required
+// columns gets one error naming all of them (MissingColumnsError), with the
+// file's columns whose names are close ("the file has "wall_ns", close to
+// "wall_time_ns""). Every other failure is one error that names the file
+// and the problem: an empty, truncated or non-Parquet file, a corrupt page,
+// a column of the wrong type (ColumnTypeError). Page headers and the footer
+// are checked before they are trusted, and every decompressor is held to
+// the size its page header declares, so a damaged file cannot make the
+// reader allocate what it claims.
 //
 // # Schema versions and column defaults
 //
 // SchemaVersion is the version this build writes; readers accept it and
-// every older version. A column added after version 1, or one a source may
-// leave out, carries a `default:"..."` struct tag: a file without it reads
-// the default, and CheckColumns does not report it missing. The defaults
-// (DefaultedColumns lists them):
+// every older version. A column a source may leave out carries a
+// `default:"..."` struct tag: a file without it (or with it all null, or
+// Null-typed) reads the default, and CheckColumns does not report it
+// missing. The required columns are what every tool needs:
 //
-//	steps.worker_recv_ns       -1 (Unknown)
-//	steps.sample_ns            -1 (Unknown)
-//	step_requests.is_resumed   false
-//	requests.prefix_hash_ids   empty list
+//	steps          step_id, kind, num_prefill_requests, sum_prefill_tokens,
+//	               sum_prefill_kv_tokens, num_decode_requests,
+//	               sum_decode_kv_tokens, wall_time_ns
+//	step_requests  step_id, req_id, is_new, is_prefill, num_scheduled_tokens,
+//	               num_computed_tokens, prompt_len
+//	requests       req_id, arrival_ns, prompt_tokens, output_tokens
+//	gpu_samples    every column
 //
-// A null in a nullable column reads as the column's default where it has
-// one and as the zero value otherwise. Timing columns the source did not
-// record hold Unknown (-1).
+// The defaults (DefaultedColumns lists them) say "not recorded": Unknown
+// (-1) for timings, sizes, counts, variances and gauges; the empty list for
+// prefix_hash_ids; for labels what a plain source means: worker_id "" and
+// dp_rank 0 (one worker), role production, benchmark_id -1, valid true,
+// overlapped and is_resumed false, request status not_run (tools then use
+// only a request's arrival and lengths). A projection read with Scan takes
+// the schema's defaults for its fields that declare none.
 //
 // # Checking a dataset
 //

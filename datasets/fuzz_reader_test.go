@@ -7,8 +7,10 @@ import (
 	"testing"
 )
 
-// FuzzReadSteps feeds arbitrary bytes to the steps reader as a part file.
-// It must never panic, and every failure must be an error naming the file.
+// FuzzReadSteps feeds arbitrary bytes to the readers as a part file: the
+// seeds are a steplab part and the foreign fixtures, so the fuzzer starts
+// from every codec, page version and type conversion. It must never panic,
+// and every failure must be an error naming the file.
 //
 //	go test -run XX -fuzz FuzzReadSteps ./datasets/
 func FuzzReadSteps(f *testing.F) {
@@ -40,6 +42,23 @@ func FuzzReadSteps(f *testing.F) {
 		b[at] ^= 0x5a
 		f.Add(b)
 	}
+	// Files other tools wrote: every codec (and Hadoop-framed LZ4 besides),
+	// pages v2, narrow, unsigned and float32 columns, TIMESTAMPs, nulls,
+	// dictionaries; whole, and with a damaged page.
+	foreign, _ := filepath.Glob(filepath.Join(foreignDir, "*", "fixtures", "seeds", "*.parquet"))
+	foreign = append(foreign, filepath.Join(foreignDir, "pyarrow", "aiconfigurator", "custom_allreduce_perf.parquet"))
+	for _, p := range foreign {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+		d := append([]byte(nil), b...)
+		for i := 60; i < 90 && i < len(d); i++ {
+			d[i] ^= 0xa5
+		}
+		f.Add(d)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "part.parquet")
 		if err := os.WriteFile(path, data, 0o644); err != nil {
@@ -49,6 +68,19 @@ func FuzzReadSteps(f *testing.F) {
 			func(p []string) error { _, err := readAllFiles[Step](p); return err },
 			func(p []string) error { _, err := readAllFiles[stepTimes](p); return err },
 			func(p []string) error { _, err := readAllFiles[Request](p); return err },
+			func(p []string) error { // renamed columns, with the schema's defaults
+				s, err := ScanTable[Step](p, TableSteps, map[string]string{"step": "step_id", "wall_ns": "wall_time_ns"})
+				if err != nil {
+					return err
+				}
+				defer s.Close()
+				for _, err := range s.All() {
+					if err != nil {
+						return err
+					}
+				}
+				return nil
+			},
 		} {
 			if err := read([]string{path}); err != nil && !strings.Contains(err.Error(), path) {
 				t.Fatalf("error does not name the file: %v", err)

@@ -243,10 +243,58 @@ func ReadManifest(dir string) (*Manifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("%s: not a valid manifest: %w", path, err)
 	}
+	if m.SchemaVersion == 0 {
+		var probe map[string]json.RawMessage
+		if json.Unmarshal(b, &probe) == nil && probe["schema_version"] == nil {
+			return nil, fmt.Errorf("%s: no schema_version: add \"schema_version\": %d for tables written to this steplab's schema", path, SchemaVersion)
+		}
+	}
 	if err := CheckSchemaVersion(path, m.SchemaVersion); err != nil {
 		return nil, err
 	}
 	return &m, nil
+}
+
+// A minimal manifest names what a dataset's rows cannot say (schema
+// version, hardware, model, measurement policy) and leaves out what a
+// steplab writer records for itself. Open fills the rest in and says so in
+// Dataset.Assumptions.
+const (
+	// AssumedComplete: no status; the tables are read as complete.
+	AssumedComplete = "no status in %s: read as complete"
+	// AssumedTables: no table list; the tables on disk are read.
+	AssumedTables = "no tables listed in %s: read %s from disk"
+)
+
+// assume fills in what a minimal manifest leaves out and lists, one line
+// each, what it assumed.
+func (d *Dataset) assume() {
+	m := d.Manifest
+	if m.Status == "" {
+		m.Status = DatasetComplete
+		d.Assumptions = append(d.Assumptions, fmt.Sprintf(AssumedComplete, ManifestFile))
+	}
+	if m.Name == "" {
+		m.Name = filepath.Base(filepath.Clean(d.Dir))
+	}
+	if len(m.Tables) > 0 {
+		return
+	}
+	var found []string
+	for _, t := range Tables {
+		parts, err := d.Parts(t)
+		if err != nil {
+			continue
+		}
+		files := "files"
+		if len(parts) == 1 {
+			files = "file"
+		}
+		found = append(found, fmt.Sprintf("%s (%d %s)", t, len(parts), files))
+	}
+	if len(found) > 0 {
+		d.Assumptions = append(d.Assumptions, fmt.Sprintf(AssumedTables, ManifestFile, strings.Join(found, ", ")))
+	}
 }
 
 // WriteManifest writes dir/manifest.json atomically (temporary name, then
@@ -271,7 +319,7 @@ const (
 	PartMismatch = "mismatch"
 	// PartUnlisted: a completed part on disk that the manifest does not list
 	// (a writer killed between renaming the part and rewriting the
-	// manifest, or a dataset without a manifest). Readers read it.
+	// manifest, or a minimal manifest that lists no parts). Readers read it.
 	PartUnlisted = "unlisted"
 	// PartTemporary: the hidden .tmp part an interrupted writer left open.
 	// Readers ignore it; it holds at most TableOptions.PartRows rows.
@@ -294,7 +342,7 @@ type PartStatus struct {
 type CheckReport struct {
 	Dir string `json:"dir"`
 	// Status is the manifest's status (DatasetComplete or DatasetPartial),
-	// or "" for a directory without a manifest.
+	// or "" for a Dataset built without one.
 	Status string       `json:"status"`
 	Parts  []PartStatus `json:"parts"`
 }
@@ -380,46 +428,39 @@ func (d *Dataset) PartsStatus(table string) ([]PartStatus, error) {
 	case err != nil:
 		return nil, err
 	}
-	var files []string
+	files, temps := []string{path}, []string(nil)
 	if st.IsDir() {
-		entries, err := os.ReadDir(path)
-		if err != nil {
+		if files, temps, err = tableFiles(path); err != nil {
 			return nil, err
 		}
-		for _, e := range entries {
-			if !e.IsDir() {
-				files = append(files, filepath.Join(path, e.Name()))
-			}
-		}
-	} else {
-		files = []string{path}
 	}
-	for _, f := range files {
-		rel, _ := filepath.Rel(d.Dir, f)
-		rel = filepath.ToSlash(rel)
-		if seen[rel] {
-			continue
-		}
-		base := filepath.Base(f)
+	rel := func(f string) string {
+		r, _ := filepath.Rel(d.Dir, f)
+		return filepath.ToSlash(r)
+	}
+	for _, f := range temps {
 		info, err := os.Stat(f)
 		if err != nil {
 			return nil, err
 		}
-		switch {
-		case strings.HasPrefix(base, ".") && strings.HasSuffix(base, ".tmp"):
-			out = append(out, PartStatus{Table: table, File: rel, State: PartTemporary, Bytes: info.Size(),
-				Detail: "left open by an interrupted writer; ignored by readers"})
-		case strings.HasPrefix(base, ".") || !strings.HasSuffix(base, ".parquet"):
-			// not a part: ignored by readers too
-		default:
-			ps := PartStatus{Table: table, File: rel, State: PartUnlisted, Bytes: info.Size()}
-			if rows, err := parquetRows(f); err != nil {
-				ps.Detail = err.Error()
-			} else {
-				ps.Rows = rows
-			}
-			out = append(out, ps)
+		out = append(out, PartStatus{Table: table, File: rel(f), State: PartTemporary, Bytes: info.Size(),
+			Detail: "left open by an interrupted writer; ignored by readers"})
+	}
+	for _, f := range files {
+		if seen[rel(f)] {
+			continue
 		}
+		info, err := os.Stat(f)
+		if err != nil {
+			return nil, err
+		}
+		ps := PartStatus{Table: table, File: rel(f), State: PartUnlisted, Bytes: info.Size()}
+		if rows, err := parquetRows(f); err != nil {
+			ps.Detail = err.Error()
+		} else {
+			ps.Rows = rows
+		}
+		out = append(out, ps)
 	}
 	return out, nil
 }

@@ -93,7 +93,7 @@ func compareWithArrow[T any](t *testing.T, d *Dataset, table string, rows []T) {
 			for _, chunk := range col.Data().Chunks() {
 				for i := 0; i < chunk.Len(); i++ {
 					require.False(t, chunk.IsNull(i), "%s row %d is null", fld.name, row)
-					field := reflect.ValueOf(rows[row]).Field(fld.index)
+					field := reflect.ValueOf(rows[row]).Field(ci) // the schema types are flat: field ci is column ci
 					switch a := chunk.(type) {
 					case *array.Int64:
 						require.Equal(t, field.Int(), a.Value(i), "%s row %d", fld.name, row)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"iter"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -15,6 +16,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unsafe"
 
 	"github.com/parquet-go/parquet-go"
@@ -24,13 +26,21 @@ import (
 
 // Dataset is an opened dataset directory.
 type Dataset struct {
-	Dir string
-	// Manifest is nil for a directory that only holds tables (a table a
-	// pandas user wrote); such a directory is read as the current schema.
+	Dir      string
 	Manifest *Manifest
+	// Assumptions lists, one line each, what Open filled in for a minimal
+	// manifest (no status: complete; no table list: the tables on disk).
+	// validate and inspect print them as warnings.
+	Assumptions []string
 }
 
-// Open opens the dataset at dir, checking its schema version.
+// ErrNoManifest is wrapped by Open's error for a directory of tables
+// without a manifest.json.
+var ErrNoManifest = errors.New("no " + ManifestFile)
+
+// Open opens the dataset at dir, checking its schema version. A directory
+// of Parquet tables without a manifest is refused with an error that says
+// how to make one.
 func Open(dir string) (*Dataset, error) {
 	st, err := os.Stat(dir)
 	if err != nil {
@@ -39,25 +49,28 @@ func Open(dir string) (*Dataset, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("%s: not a dataset directory (for a single Parquet file use `steplab inspect`)", dir)
 	}
+	d := &Dataset{Dir: dir}
 	m, err := ReadManifest(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		m = nil
+		var tables []string
+		for _, t := range Tables {
+			if d.Has(t) {
+				tables = append(tables, t)
+			}
+		}
+		if len(tables) == 0 {
+			return nil, fmt.Errorf("%s: not a dataset: no %s and no table files (%s.parquet, ...)", dir, ManifestFile, TableSteps)
+		}
+		return nil, fmt.Errorf("%s: %w beside the tables (%s): say what ran in a %s with at least "+
+			"{\"schema_version\": %d, \"hardware\": {\"gpu_name\": ...}, \"model\": {\"name\": ...}, \"measurement_policy\": {...}}, "+
+			"or wrap a table into a new dataset: steplab import table %s -o DATASET --table %s --hardware GPU --model MODEL",
+			dir, ErrNoManifest, strings.Join(tables, ", "), ManifestFile, SchemaVersion, TableDir(dir, tables[0]), tables[0])
 	case err != nil:
 		return nil, err
 	}
-	d := &Dataset{Dir: dir, Manifest: m}
-	if m == nil {
-		found := false
-		for _, t := range Tables {
-			if d.Has(t) {
-				found = true
-			}
-		}
-		if !found {
-			return nil, fmt.Errorf("%s: not a dataset: no %s and no table files (%s.parquet, ...)", dir, ManifestFile, TableSteps)
-		}
-	}
+	d.Manifest = m
+	d.assume()
 	return d, nil
 }
 
@@ -68,34 +81,88 @@ func (d *Dataset) Has(table string) bool {
 }
 
 // Parts lists the part files of table in order. A table is either one
-// Parquet file <table>.parquet or a directory of part-NNNNNN.parquet files.
-// Temporary parts of an interrupted writer are not listed.
+// Parquet file <table>.parquet or a directory of Parquet files: the
+// part-NNNNNN.parquet files steplab writes, or any *.parquet files, also in
+// the key=value subdirectories of a partitioned write (pandas
+// partition_cols, DuckDB PARTITION_BY, Spark partitionBy), in lexical
+// order of their paths. Hidden files and those starting with "_" (Spark's
+// _SUCCESS, _metadata) are not parts; neither are the temporary parts of
+// an interrupted writer.
 func (d *Dataset) Parts(table string) ([]string, error) {
 	path := TableDir(d.Dir, table)
+	parts, err := TableFiles(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%s: dataset has no %s table (%s)", d.Dir, table, filepath.Base(path))
+	}
+	return parts, err
+}
+
+// TableFiles lists the Parquet files of a table at path, whatever its
+// name: path itself for a file, the files Parts would list for a folder.
+func TableFiles(path string) ([]string, error) {
 	st, err := os.Stat(path)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: dataset has no %s table (%s)", d.Dir, table, filepath.Base(path))
-		}
 		return nil, err
 	}
 	if !st.IsDir() {
 		return []string{path}, nil
 	}
-	entries, err := os.ReadDir(path)
-	if err != nil {
-		return nil, err
-	}
-	var parts []string
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || strings.HasPrefix(name, ".") || !strings.HasSuffix(name, ".parquet") {
-			continue
+	parts, _, err := tableFiles(path)
+	return parts, err
+}
+
+// tableFiles walks a table directory: its parts, and the temporary parts
+// of interrupted writers, each list sorted.
+func tableFiles(dir string) (parts, temps []string, err error) {
+	err = filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
-		parts = append(parts, filepath.Join(path, name))
-	}
+		name := e.Name()
+		if p == dir {
+			return nil
+		}
+		if e.IsDir() {
+			if strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch {
+		case strings.HasPrefix(name, ".") && strings.HasSuffix(name, ".tmp"):
+			temps = append(temps, p)
+		case strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_") || !strings.HasSuffix(name, ".parquet"):
+		default:
+			parts = append(parts, p)
+		}
+		return nil
+	})
 	sort.Strings(parts)
-	return parts, nil
+	sort.Strings(temps)
+	return parts, temps, err
+}
+
+// partitionsOf reads the key=value directories right above a part (the
+// values a partitioned write moved out of the files). Hive's name for a
+// null, __HIVE_DEFAULT_PARTITION__, is left out (the column then reads its
+// default).
+func partitionsOf(path string) map[string]string {
+	var out map[string]string
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		k, v, ok := strings.Cut(filepath.Base(dir), "=")
+		if !ok || k == "" {
+			return out
+		}
+		if u, err := url.PathUnescape(v); err == nil {
+			v = u
+		}
+		if out == nil {
+			out = map[string]string{}
+		}
+		if _, inner := out[k]; !inner && v != "__HIVE_DEFAULT_PARTITION__" {
+			out[k] = v
+		}
+	}
 }
 
 // OpenParquet opens one Parquet file, turning every failure into an error
@@ -184,46 +251,53 @@ func openParquetSafe(r io.ReaderAt, size int64) (pf *parquet.File, err error) {
 }
 
 // CheckColumns verifies that the file has every column the Go type T
-// reads, naming every missing one. Columns with a documented default (see
-// DefaultedColumns) may be absent.
-func CheckColumns[T any](path string, pf *parquet.File) error {
-	var missing []string
+// reads, in a type that converts to the field's, naming every missing
+// column in one error. Columns with a documented default (see
+// DefaultedColumns) may be absent or Null-typed; defaulted lists those that
+// are, which readers fill with their defaults.
+func CheckColumns[T any](path string, pf *parquet.File) (defaulted []string, err error) {
 	if c, err := codecFor(reflect.TypeFor[T]()); err == nil {
-		for i := range c.fields {
-			f := &c.fields[i]
-			if !f.hasDefault && fileColumn(pf, f.name) == nil {
-				missing = append(missing, strconv.Quote(f.name))
+		cols, err := bindColumns(path, pf, c, partitionsOf(path), nil)
+		if err != nil {
+			return nil, err
+		}
+		for _, cr := range cols {
+			if cr.missing && !cr.partition {
+				defaulted = append(defaulted, cr.name)
 			}
 		}
-	} else {
-		defaults := map[string]bool{}
-		t := reflect.TypeFor[T]()
-		if t.Kind() == reflect.Struct {
-			for i := 0; i < t.NumField(); i++ {
-				if _, ok := t.Field(i).Tag.Lookup("default"); ok {
-					name, _, _ := strings.Cut(t.Field(i).Tag.Get("parquet"), ",")
-					defaults[name] = true
-				}
+		return defaulted, nil
+	}
+	var missing []missingColumn
+	defaults := map[string]bool{}
+	t := reflect.TypeFor[T]()
+	if t.Kind() == reflect.Struct {
+		for i := 0; i < t.NumField(); i++ {
+			if _, ok := t.Field(i).Tag.Lookup("default"); ok {
+				name, _, _ := strings.Cut(t.Field(i).Tag.Get("parquet"), ",")
+				defaults[name] = true
 			}
 		}
-		have := pf.Schema()
+	}
+	have := pf.Schema()
+	for _, col := range parquet.SchemaOf(new(T)).Columns() {
+		if _, ok := have.Lookup(col...); ok {
+			continue
+		}
+		if defaults[col[0]] {
+			defaulted = append(defaulted, col[0])
+			continue
+		}
+		missing = append(missing, missingColumn{name: strings.Join(col, ".")})
+	}
+	if len(missing) > 0 {
+		reads := map[string]bool{}
 		for _, col := range parquet.SchemaOf(new(T)).Columns() {
-			if defaults[col[0]] {
-				continue
-			}
-			if _, ok := have.Lookup(col...); !ok {
-				missing = append(missing, strconv.Quote(strings.Join(col, ".")))
-			}
+			reads[col[0]] = true
 		}
+		return nil, missingColumnsError(path, pf, missing, reads)
 	}
-	switch len(missing) {
-	case 0:
-		return nil
-	case 1:
-		return fmt.Errorf("%s: missing column %s", path, missing[0])
-	default:
-		return fmt.Errorf("%s: missing columns %s", path, strings.Join(missing, ", "))
-	}
+	return defaulted, nil
 }
 
 // fileColumn is the top-level column name of pf, or nil.
@@ -257,6 +331,7 @@ type Scanner[T any] struct {
 
 	// columnar path
 	codec  *rowCodec
+	names  map[string]string // a field's column name in the files, where not its own
 	pf     *parquet.File
 	size   int64
 	cols   []*colReader
@@ -266,19 +341,47 @@ type Scanner[T any] struct {
 	err error
 }
 
-// Scan starts reading table from d.
+// Scan starts reading table from d. A field of T without a default tag
+// takes the default the schema declares for its column of table, so a
+// projection reads a column a file lacks as the schema's own row type
+// would.
 func Scan[T any](d *Dataset, table string) (*Scanner[T], error) {
 	parts, err := d.Parts(table)
 	if err != nil {
 		return nil, err
 	}
-	return ScanFiles[T](parts), nil
+	s := ScanFiles[T](parts)
+	if s.codec != nil {
+		s.codec = withTableDefaults(s.codec, table)
+	}
+	return s, nil
 }
 
 // ScanFiles reads the given Parquet files as one table.
 func ScanFiles[T any](parts []string) *Scanner[T] {
 	c, _ := codecFor(reflect.TypeFor[T]())
 	return &Scanner[T]{parts: parts, codec: c}
+}
+
+// ScanTable reads Parquet files written by another tool as rows of the
+// schema type T of table: a column of the files named like one of
+// rename's keys reads into the field of the column the key maps to
+// (theirs=ours, as `steplab import table --map` takes them), and T's
+// fields without a default tag take the schema's defaults (as with Scan).
+// T must be a flat row type.
+func ScanTable[T any](parts []string, table string, rename map[string]string) (*Scanner[T], error) {
+	c, err := codecFor(reflect.TypeFor[T]())
+	if err != nil {
+		return nil, fmt.Errorf("ScanTable: %w", err)
+	}
+	s := &Scanner[T]{parts: parts, codec: withTableDefaults(c, table)}
+	for theirs, ours := range rename {
+		if s.names == nil {
+			s.names = map[string]string{}
+		}
+		s.names[ours] = theirs
+	}
+	return s, nil
 }
 
 // Read fills buf and returns the number of rows read; io.EOF after the
@@ -341,7 +444,6 @@ func (s *Scanner[T]) readColumns(buf []T) (n int, err error) {
 		if s.rgLeft == 0 {
 			continue
 		}
-		chunks := rg.ColumnChunks()
 		md := s.pf.Metadata()
 		for _, c := range s.cols {
 			if c.missing {
@@ -356,8 +458,8 @@ func (s *Scanner[T]) readColumns(buf []T) (n int, err error) {
 			}
 		}
 		for _, c := range s.cols {
-			if err := c.startRowGroup(chunks); err != nil {
-				return 0, fmt.Errorf("row group %d: %w", s.rg-1, err)
+			if !c.missing {
+				c.startRowGroup(s.f, &md.RowGroups[s.rg-1].Columns[c.leaf].MetaData)
 			}
 		}
 	}
@@ -389,7 +491,7 @@ func (s *Scanner[T]) openNext() error {
 		return err
 	}
 	if s.codec != nil {
-		cols, err := bindColumns(path, pf, s.codec)
+		cols, err := bindColumns(path, pf, s.codec, partitionsOf(path), s.names)
 		if err != nil {
 			f.Close()
 			return err
@@ -402,7 +504,7 @@ func (s *Scanner[T]) openNext() error {
 		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft, s.size = path, f, pf, cols, 0, 0, st.Size()
 		return nil
 	}
-	if err := CheckColumns[T](path, pf); err != nil {
+	if _, err := CheckColumns[T](path, pf); err != nil {
 		f.Close()
 		return err
 	}
@@ -430,7 +532,7 @@ func (s *Scanner[T]) closePart() {
 		s.r = nil
 	}
 	for _, c := range s.cols {
-		c.close()
+		c.release()
 	}
 	s.cols, s.pf = nil, nil
 	if s.f != nil {
@@ -499,53 +601,61 @@ func ReadAll[T any](d *Dataset, table string) ([]T, error) {
 // colReader decodes one column of a file into one field of the rows.
 type colReader struct {
 	f       *codecField
-	missing bool // absent from the file: filled with the field's default
-	name    string
-	leaf    int
-	phys    parquet.Kind
-	maxDef  byte
-	maxRep  byte
-	nullEl  int // definition level of a null list element; -1 if none
+	missing bool // absent from the file (or Null-typed): filled with f's default
+	// partition: missing, and f is a copy whose default is the value of
+	// the key=value directory the part lies in
+	partition bool
+	name      string
+	leaf      int
+	conv      conversion
+	phys      parquet.Kind
+	maxDef    byte
+	maxRep    byte
+	nullEl    int // definition level of a null list element; -1 if none
 
-	pages parquet.Pages
-	page  parquet.Page
+	pr *pageReader // from pageReaders; nil when missing
 
-	// the current page, converted to the field's Go type
+	// the current page: n levels, pos the next level, vpos the next value
 	n, pos, vpos int
 	defs, reps   []byte
-	i64          []int64
-	i32          []int32
-	f64          []float64
-	bools        []bool
-	strs         []string
+	vals         colValues
 
-	// scratch for conversions
-	sI64  []int64
-	sI32  []int32
-	sF64  []float64
-	sBool []bool
-	sStr  []string
-
-	// decoded dictionary of the column chunk
-	dict     parquet.Dictionary
-	dictI64  []int64
-	dictI32  []int32
-	dictF64  []float64
-	dictBool []bool
-	dictStr  []string
+	// the column chunk's dictionary, converted to the field's type
+	hasDict  bool
+	dictVals colValues
 }
 
-// bindColumns maps the fields of c onto the columns of pf, checking types.
-func bindColumns(path string, pf *parquet.File, c *rowCodec) ([]*colReader, error) {
+// bindColumns maps the fields of c onto the columns of pf, planning each
+// conversion. A field whose column is absent, or holds nothing but nulls
+// (the Null type), reads its default, or the value of a key=value
+// directory the part lies in (partitions); without either it is missing,
+// and every missing column is named in one error.
+func bindColumns(path string, pf *parquet.File, c *rowCodec, partitions, names map[string]string) ([]*colReader, error) {
 	cols := make([]*colReader, 0, len(c.fields))
-	var missing []string
+	var missing []missingColumn
 	for i := range c.fields {
 		f := &c.fields[i]
 		cr := &colReader{f: f, name: f.name}
-		col := fileColumn(pf, f.name)
-		if col == nil {
+		if n, ok := names[f.name]; ok {
+			cr.name = n
+		}
+		col := fileColumn(pf, cr.name)
+		if col != nil && col.Leaf() && col.Type().Kind() < 0 {
+			col = nil // the Null type: no values at all
 			if !f.hasDefault {
-				missing = append(missing, strconv.Quote(f.name))
+				missing = append(missing, missingColumn{f.name, "Null type: every value is null"})
+				continue
+			}
+		}
+		if col == nil {
+			if v, ok := partitions[f.name]; ok && f.kind != kindInt64List {
+				pc := *f
+				if err := pc.setDefault(v); err != nil {
+					return nil, fmt.Errorf("%s: partition directory %s=%s: %v", path, f.name, v, err)
+				}
+				cr.f, cr.partition = &pc, true
+			} else if !f.hasDefault {
+				missing = append(missing, missingColumn{name: f.name})
 			}
 			cr.missing = true
 			cols = append(cols, cr)
@@ -564,174 +674,80 @@ func bindColumns(path string, pf *parquet.File, c *rowCodec) ([]*colReader, erro
 				return nil, fmt.Errorf("%s: column %q is not a list of integers (steplab reads it as %s)", path, f.name, f.kind)
 			}
 		} else if !col.Leaf() || col.MaxRepetitionLevel() != 0 {
-			return nil, fmt.Errorf("%s: column %q is nested or repeated, steplab reads it as %s", path, f.name, f.kind)
+			return nil, fmt.Errorf("%s: column %q is nested or repeated, steplab reads it as %s", path, f.name, f.expects())
 		}
+		conv, hint, ok := planConversion(f, leaf.Type())
+		if !ok {
+			return nil, &ColumnTypeError{Path: path, Column: cr.name, Have: describeType(leaf.Type()), Want: f.expects(), Hint: hint}
+		}
+		cr.conv, cr.phys = conv, leaf.Type().Kind()
 		cr.leaf = leaf.Index()
-		cr.phys = leaf.Type().Kind()
 		cr.maxDef = byte(leaf.MaxDefinitionLevel())
 		cr.maxRep = byte(leaf.MaxRepetitionLevel())
 		cr.nullEl = -1
 		if f.kind == kindInt64List && leaf.Optional() {
 			cr.nullEl = int(cr.maxDef) - 1
 		}
-		ok := false
-		switch f.kind {
-		case kindInt64, kindInt64List:
-			ok = cr.phys == parquet.Int64 || cr.phys == parquet.Int32
-		case kindInt32:
-			ok = cr.phys == parquet.Int32
-		case kindFloat64:
-			ok = cr.phys == parquet.Double || cr.phys == parquet.Float
-		case kindBool:
-			ok = cr.phys == parquet.Boolean
-		case kindString:
-			ok = cr.phys == parquet.ByteArray
-		}
-		if !ok {
-			return nil, fmt.Errorf("%s: column %q has type %s, steplab reads it as %s", path, f.name, physName(cr.phys), f.kind)
-		}
 		cols = append(cols, cr)
 	}
-	switch len(missing) {
-	case 0:
-		return cols, nil
-	case 1:
-		return nil, fmt.Errorf("%s: missing column %s", path, missing[0])
-	default:
-		return nil, fmt.Errorf("%s: missing columns %s", path, strings.Join(missing, ", "))
+	if len(missing) > 0 {
+		reads := map[string]bool{}
+		for _, f := range c.fields {
+			reads[f.name] = true
+		}
+		return nil, missingColumnsError(path, pf, missing, reads)
+	}
+	return cols, nil
+}
+
+func (c *colReader) startRowGroup(r io.ReaderAt, md *format.ColumnMetaData) {
+	c.n, c.pos, c.vpos, c.hasDict = 0, 0, 0, false
+	if c.pr == nil {
+		c.pr = pageReaders.Get().(*pageReader)
+	}
+	c.pr.reset(r, md, c.phys, c.maxDef, c.maxRep)
+}
+
+// pageReaders keeps the page buffers of closed parts for the next.
+var pageReaders = sync.Pool{New: func() any { return new(pageReader) }}
+
+// release gives the page reader back; its values must not be used after.
+func (c *colReader) release() {
+	if c.pr != nil {
+		pageReaders.Put(c.pr)
+		c.pr = nil
 	}
 }
 
-// physName names a physical type; a byte array is what steplab strings are.
-func physName(k parquet.Kind) string {
-	if k == parquet.ByteArray {
-		return "BYTE_ARRAY (string)"
-	}
-	return k.String()
-}
-
-func (c *colReader) startRowGroup(chunks []parquet.ColumnChunk) error {
-	c.close()
-	if c.missing {
-		return nil
-	}
-	if c.leaf >= len(chunks) {
-		return fmt.Errorf("column %q: no column chunk", c.name)
-	}
-	c.pages = chunks[c.leaf].Pages()
-	c.dict = nil
-	return nil
-}
-
-func (c *colReader) close() {
-	if c.page != nil {
-		parquet.Release(c.page)
-		c.page = nil
-	}
-	if c.pages != nil {
-		c.pages.Close()
-		c.pages = nil
-	}
-	c.n, c.pos, c.vpos = 0, 0, 0
-}
-
-// nextPage loads the next page of the chunk; io.EOF at its end.
+// nextPage loads the next data page of the chunk, converting a dictionary
+// page on the way; io.EOF at its end.
 func (c *colReader) nextPage() error {
-	if c.page != nil {
-		parquet.Release(c.page)
-		c.page = nil
-	}
 	c.n, c.pos, c.vpos = 0, 0, 0
 	for {
-		p, err := c.pages.ReadPage()
+		p, err := c.pr.next()
 		if err != nil {
 			return err
 		}
-		if p.NumValues() == 0 {
-			parquet.Release(p)
+		if p.dict {
+			if c.f.kind == kindBool {
+				return fmt.Errorf("column %q: dictionary encoding not supported for %s", c.name, c.f.kind)
+			}
+			if err := c.dictVals.load(c.f, c.conv, p.values, p.n); err != nil {
+				return err
+			}
+			c.dictVals.own()
+			c.hasDict = true
 			continue
 		}
-		c.page = p
-		return c.decodePage(p)
+		if p.n == 0 {
+			continue
+		}
+		c.n, c.defs, c.reps = p.n, p.defs, p.reps
+		if p.indexed {
+			return c.lookup(p.idx)
+		}
+		return c.vals.load(c.f, c.conv, p.values, p.nv)
 	}
-}
-
-func (c *colReader) decodePage(p parquet.Page) error {
-	c.n = int(p.NumValues())
-	c.defs, c.reps = nil, nil
-	if c.maxDef > 0 {
-		c.defs = p.DefinitionLevels()
-		if len(c.defs) != c.n {
-			return fmt.Errorf("column %q: %d definition levels for %d values", c.name, len(c.defs), c.n)
-		}
-	}
-	if c.maxRep > 0 {
-		c.reps = p.RepetitionLevels()
-		if len(c.reps) != c.n {
-			return fmt.Errorf("column %q: %d repetition levels for %d values", c.name, len(c.reps), c.n)
-		}
-	}
-	data := p.Data()
-	if d := p.Dictionary(); d != nil {
-		return c.decodeIndexed(d, data.Int32())
-	}
-	switch c.f.kind {
-	case kindInt64, kindInt64List:
-		if c.phys == parquet.Int32 {
-			c.i64 = widen(c.sI64[:0], data.Int32())
-			c.sI64 = c.i64
-		} else {
-			c.i64 = data.Int64()
-		}
-	case kindInt32:
-		c.i32 = data.Int32()
-	case kindFloat64:
-		if c.phys == parquet.Float {
-			c.f64 = c.sF64[:0]
-			for _, v := range data.Float() {
-				c.f64 = append(c.f64, float64(v))
-			}
-			c.sF64 = c.f64
-		} else {
-			c.f64 = data.Double()
-		}
-	case kindBool:
-		nv := c.n - countNulls(c.defs, c.maxDef)
-		bits := data.Boolean()
-		if len(bits)*8 < nv {
-			return fmt.Errorf("column %q: %d bits for %d values", c.name, len(bits)*8, nv)
-		}
-		c.bools = slices.Grow(c.sBool[:0], nv)[:nv]
-		for i := range c.bools {
-			c.bools[i] = bits[i>>3]>>(i&7)&1 != 0
-		}
-		c.sBool = c.bools
-	case kindString:
-		b, offs := data.ByteArray()
-		if len(offs) == 0 {
-			c.strs = c.sStr[:0]
-			break
-		}
-		all := string(b) // one allocation for the page
-		c.strs = slices.Grow(c.sStr[:0], len(offs)-1)[:len(offs)-1]
-		for i := range c.strs {
-			lo, hi := offs[i], offs[i+1]
-			if lo > hi || int(hi) > len(all) {
-				return fmt.Errorf("column %q: bad string offsets", c.name)
-			}
-			c.strs[i] = all[lo:hi]
-		}
-		c.sStr = c.strs
-	}
-	return nil
-}
-
-func widen(dst []int64, src []int32) []int64 {
-	dst = slices.Grow(dst[:0], len(src))[:len(src)]
-	for i, v := range src {
-		dst[i] = int64(v)
-	}
-	return dst
 }
 
 // dictLookup returns dict[i] for each index, reusing dst's storage; the
@@ -754,91 +770,33 @@ func countNulls(defs []byte, maxDef byte) int {
 	return n
 }
 
-// decodeIndexed looks dictionary indexes up, decoding the dictionary once
-// per column chunk.
-func (c *colReader) decodeIndexed(d parquet.Dictionary, idx []int32) error {
-	if d != c.dict {
-		c.dict = d
-		data := d.Page().Data()
-		c.dictI64, c.dictI32, c.dictF64, c.dictBool, c.dictStr = nil, nil, nil, nil, nil
-		switch c.f.kind {
-		case kindInt64, kindInt64List:
-			if c.phys == parquet.Int32 {
-				c.dictI64 = widen(nil, data.Int32())
-			} else {
-				c.dictI64 = slices.Clone(data.Int64())
-			}
-		case kindInt32:
-			c.dictI32 = slices.Clone(data.Int32())
-		case kindFloat64:
-			if c.phys == parquet.Float {
-				for _, v := range data.Float() {
-					c.dictF64 = append(c.dictF64, float64(v))
-				}
-			} else {
-				c.dictF64 = slices.Clone(data.Double())
-			}
-		case kindString:
-			b, offs := data.ByteArray()
-			all := string(b)
-			for i := 0; i+1 < len(offs); i++ {
-				lo, hi := offs[i], offs[i+1]
-				if lo > hi || int(hi) > len(all) {
-					return fmt.Errorf("column %q: bad dictionary offsets", c.name)
-				}
-				c.dictStr = append(c.dictStr, all[lo:hi])
-			}
-		default:
-			return fmt.Errorf("column %q: dictionary encoding not supported for %s", c.name, c.f.kind)
-		}
+// lookup resolves a page's dictionary indexes.
+func (c *colReader) lookup(idx []int32) error {
+	if !c.hasDict {
+		return fmt.Errorf("column %q: dictionary-encoded page without a dictionary page", c.name)
 	}
-	size := 0
-	switch {
-	case c.dictI64 != nil:
-		size = len(c.dictI64)
-	case c.dictI32 != nil:
-		size = len(c.dictI32)
-	case c.dictF64 != nil:
-		size = len(c.dictF64)
-	case c.dictStr != nil:
-		size = len(c.dictStr)
-	}
+	size := c.dictVals.len(c.f.kind)
 	for _, i := range idx {
 		if uint32(i) >= uint32(size) {
 			return fmt.Errorf("column %q: dictionary index %d out of range (%d entries)", c.name, i, size)
 		}
 	}
+	v := &c.vals
 	switch c.f.kind {
 	case kindInt64, kindInt64List:
-		c.i64 = dictLookup(c.sI64, c.dictI64, idx)
-		c.sI64 = c.i64
+		v.i64 = dictLookup(v.sI64, c.dictVals.i64, idx)
+		v.sI64 = v.i64
 	case kindInt32:
-		c.i32 = dictLookup(c.sI32, c.dictI32, idx)
-		c.sI32 = c.i32
+		v.i32 = dictLookup(v.sI32, c.dictVals.i32, idx)
+		v.sI32 = v.i32
 	case kindFloat64:
-		c.f64 = dictLookup(c.sF64, c.dictF64, idx)
-		c.sF64 = c.f64
+		v.f64 = dictLookup(v.sF64, c.dictVals.f64, idx)
+		v.sF64 = v.f64
 	case kindString:
-		c.strs = dictLookup(c.sStr, c.dictStr, idx)
-		c.sStr = c.strs
+		v.strs = dictLookup(v.sStr, c.dictVals.strs, idx)
+		v.sStr = v.strs
 	}
 	return nil
-}
-
-func (c *colReader) valueCount() int {
-	switch c.f.kind {
-	case kindInt64, kindInt64List:
-		return len(c.i64)
-	case kindInt32:
-		return len(c.i32)
-	case kindFloat64:
-		return len(c.f64)
-	case kindBool:
-		return len(c.bools)
-	case kindString:
-		return len(c.strs)
-	}
-	return 0
 }
 
 func (c *colReader) fillSafe(base unsafe.Pointer, stride uintptr, n int) (err error) {
@@ -872,7 +830,7 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 		k := min(n-done, c.n-c.pos)
 		q := unsafe.Add(p, uintptr(done)*stride)
 		if c.defs == nil {
-			if c.vpos+k > c.valueCount() {
+			if c.vpos+k > c.vals.len(c.f.kind) {
 				return fmt.Errorf("column %q: page holds fewer values than it declares", c.name)
 			}
 			c.copyValues(q, stride, c.vpos, k)
@@ -882,7 +840,7 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 			for i, d := range defs {
 				r := unsafe.Add(q, uintptr(i)*stride)
 				if d == c.maxDef {
-					if c.vpos >= c.valueCount() {
+					if c.vpos >= c.vals.len(c.f.kind) {
 						return fmt.Errorf("column %q: page holds fewer values than it declares", c.name)
 					}
 					c.copyValues(r, stride, c.vpos, 1)
@@ -901,23 +859,23 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 func (c *colReader) copyValues(q unsafe.Pointer, stride uintptr, from, k int) {
 	switch c.f.kind {
 	case kindInt64:
-		for i, v := range c.i64[from : from+k] {
+		for i, v := range c.vals.i64[from : from+k] {
 			*(*int64)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindInt32:
-		for i, v := range c.i32[from : from+k] {
+		for i, v := range c.vals.i32[from : from+k] {
 			*(*int32)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindFloat64:
-		for i, v := range c.f64[from : from+k] {
+		for i, v := range c.vals.f64[from : from+k] {
 			*(*float64)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindBool:
-		for i, v := range c.bools[from : from+k] {
+		for i, v := range c.vals.bools[from : from+k] {
 			*(*bool)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	case kindString:
-		for i, v := range c.strs[from : from+k] {
+		for i, v := range c.vals.strs[from : from+k] {
 			*(*string)(unsafe.Add(q, uintptr(i)*stride)) = v
 		}
 	}
@@ -960,13 +918,13 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 			d := c.defs[c.pos]
 			switch {
 			case d == c.maxDef:
-				if c.vpos >= len(c.i64) {
+				if c.vpos >= len(c.vals.i64) {
 					return fmt.Errorf("column %q: page holds fewer values than it declares", c.name)
 				}
 				if backing == nil {
 					backing = make([]int64, 0, 16*n)
 				}
-				backing = append(backing, c.i64[c.vpos])
+				backing = append(backing, c.vals.i64[c.vpos])
 				c.vpos++
 			case int(d) == c.nullEl:
 				return fmt.Errorf("column %q: null list element", c.name)
@@ -989,8 +947,9 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 // corrupt header could make it allocate gigabytes; checkChunk refuses such
 // headers first.
 const (
-	maxPageBytes  = 256 << 20
-	maxPageValues = 64 << 20
+	maxPageBytes   = 256 << 20
+	maxPageValues  = 64 << 20
+	maxHeaderBytes = 1 << 20
 )
 
 // checkChunk walks the page headers of one column chunk, checking that
@@ -1006,7 +965,7 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 	if start < 4 || md.TotalCompressedSize < 0 || end > fileSize-8 || end < start {
 		return fmt.Errorf("column chunk [%d, %d) lies outside the file (%d bytes)", start, end, fileSize)
 	}
-	var buf [1024]byte
+	buf := make([]byte, 1024)
 	var values int64
 	proto := new(thrift.CompactProtocol)
 	for pos := start; pos < end; {
@@ -1018,6 +977,12 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 		rd := proto.NewReader(br)
 		var h format.PageHeader
 		if err := thrift.NewDecoder(rd).Decode(&h); err != nil {
+			// A header with long string statistics may not fit: retry
+			// with more of the chunk, up to maxHeaderBytes.
+			if n == len(buf) && len(buf) < maxHeaderBytes {
+				buf = make([]byte, 4*len(buf))
+				continue
+			}
 			return fmt.Errorf("page header at %d: %v", pos, err)
 		}
 		hl := int64(n - br.Len()) // the reader does not buffer

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -11,6 +12,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
+
+// writeMinimalManifest writes the manifest a user writes by hand beside
+// their tables: schema version, hardware, model, measurement policy.
+func writeMinimalManifest(t testing.TB, dir string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ManifestFile), []byte(`{
+  "schema_version": 1,
+  "hardware": {"gpu_name": "H200"},
+  "model": {"name": "Llama-3.1-8B"},
+  "measurement_policy": {"decode": "production", "prefill": "production"}
+}
+`), 0o644))
+}
 
 // writeParquet writes rows of any type as one Parquet file with parquet-go,
 // as a foreign tool would, with optional key-value metadata.
@@ -100,6 +114,7 @@ func TestAddedColumnsDefaults(t *testing.T) {
 		oldRows = append(oldRows, stepV1FromStep(r))
 	}
 	writeParquet(t, filepath.Join(dir, "old", "steps.parquet"), oldRows, KeySchemaVersion, "1")
+	writeMinimalManifest(t, filepath.Join(dir, "old"))
 	d, err := Open(filepath.Join(dir, "old"))
 	require.NoError(t, err)
 	got, err := ReadAll[Step](d, TableSteps)
@@ -119,8 +134,9 @@ func TestAddedColumnsDefaults(t *testing.T) {
 	path := filepath.Join(dir, "sr", "step_requests.parquet")
 	writeParquet(t, path, []oldStepRequest{{1, "a", true}})
 	_, err = readAllFiles[StepRequest]([]string{path})
-	require.ErrorContains(t, err, path+`: missing columns "is_prefill", "num_scheduled_tokens", "num_computed_tokens", "prompt_len", "payload_bytes"`)
+	require.ErrorContains(t, err, path+`: missing columns "is_prefill", "num_scheduled_tokens", "num_computed_tokens", "prompt_len"`)
 	assert.NotContains(t, err.Error(), "is_resumed", "is_resumed has a default")
+	assert.NotContains(t, err.Error(), "payload_bytes", "payload_bytes has a default")
 
 	type noHashes struct {
 		ReqID string `parquet:"req_id"`
@@ -135,10 +151,18 @@ func TestAddedColumnsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []reqHashes{{ReqID: "x"}, {ReqID: "y"}}, gotReq)
 
-	assert.Equal(t, []ColumnDefault{{"max_decode_kv_tokens", "-1"}, {"sum_prefill_attn", "-1"}, {"new_req_tokens", "-1"}, {"cuda_graph_size", "-1"},
-		{"worker_recv_ns", "-1"}, {"sample_ns", "-1"}}, DefaultedColumns(TableSteps))
-	assert.Equal(t, []ColumnDefault{{"is_resumed", "false"}}, DefaultedColumns(TableStepRequests))
-	assert.Equal(t, []ColumnDefault{{"prefix_hash_ids", ""}}, DefaultedColumns(TableRequests))
+	stepDefaults := DefaultedColumns(TableSteps)
+	assert.Contains(t, stepDefaults, ColumnDefault{"worker_recv_ns", "-1"})
+	assert.Contains(t, stepDefaults, ColumnDefault{"role", RoleProduction})
+	assert.Contains(t, stepDefaults, ColumnDefault{"valid", "true"})
+	for _, c := range stepDefaults {
+		assert.NotContains(t, []string{"step_id", "kind", "num_prefill_requests", "sum_prefill_tokens", "sum_prefill_kv_tokens",
+			"num_decode_requests", "sum_decode_kv_tokens", "wall_time_ns"}, c.Column, "a required column")
+	}
+	assert.Len(t, stepDefaults, reflect.TypeFor[Step]().NumField()-8)
+	assert.Equal(t, []ColumnDefault{{"is_resumed", "false"}, {"payload_bytes", "-1"}}, DefaultedColumns(TableStepRequests))
+	assert.Equal(t, []ColumnDefault{{"prefix_hash_ids", ""}, {"first_scheduled_ns", "-1"}, {"first_token_ns", "-1"}, {"finish_ns", "-1"},
+		{"num_preemptions", "-1"}, {"status", StatusNotRun}}, DefaultedColumns(TableRequests))
 	assert.Empty(t, DefaultedColumns(TableGPUSamples))
 	assert.Equal(t, []ColumnDefault{{"dp_rank", "-1"}, {"kv_usage", "-1"}, {"prompt_tokens_per_s", "-1"},
 		{"generation_tokens_per_s", "-1"}, {"window_ns", "0"}}, DefaultedColumns(TableEngineSamples))
@@ -178,9 +202,9 @@ func TestBadFiles(t *testing.T) {
 		{"footer cut", bytesFile(goodBytes[:len(goodBytes)-3]), readSteps, "not a readable Parquet file"},
 		{"footer corrupted", bytesFile(corrupt(goodBytes, len(goodBytes)-200, 0xff)), readSteps, "not a readable Parquet file"},
 		{"page header corrupted", bytesFile(corrupt(goodBytes, 4, 0xff)), readSteps, `column "step_id": corrupt column chunk: page header at 4`},
-		{"wrong column type", func(t *testing.T, p string) { writeParquet(t, p, []stringStepID{{"a"}}) }, readSteps, `column "step_id" has type BYTE_ARRAY (string), steplab reads it as int64`},
+		{"wrong column type", func(t *testing.T, p string) { writeParquet(t, p, []stringStepID{{"a"}}) }, readSteps, `column "step_id" has type BYTE_ARRAY STRING, steplab reads it as int64 (an integer column of any width)`},
 		{"list column is a scalar", func(t *testing.T, p string) { writeParquet(t, p, []scalarHashes{{"a", 1}}) }, readRequests, `column "prefix_hash_ids" is not a list of integers`},
-		{"requests file read as steps", func(t *testing.T, p string) { writeParquet(t, p, simRequests(3, 1)) }, readSteps, `missing columns "step_id", "worker_id"`},
+		{"requests file read as steps", func(t *testing.T, p string) { writeParquet(t, p, simRequests(3, 1)) }, readSteps, `missing columns "step_id", "kind", "num_prefill_requests"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

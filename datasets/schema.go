@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,30 +65,30 @@ const (
 // Unknown (-1) where the source did not record them.
 type Step struct {
 	StepID   int64  `parquet:"step_id,delta"`
-	WorkerID string `parquet:"worker_id,dict"`
-	DPRank   int32  `parquet:"dp_rank,delta"`
+	WorkerID string `parquet:"worker_id,dict" default:""`
+	DPRank   int32  `parquet:"dp_rank,delta" default:"0"`
 
 	Kind          string `parquet:"kind,dict"`
-	Role          string `parquet:"role,dict"`
-	BenchmarkID   int64  `parquet:"benchmark_id,delta"`
-	SampleReason  string `parquet:"sample_reason,dict"`
-	Valid         bool   `parquet:"valid"`
-	InvalidReason string `parquet:"invalid_reason,dict"`
+	Role          string `parquet:"role,dict" default:"production"`
+	BenchmarkID   int64  `parquet:"benchmark_id,delta" default:"-1"`
+	SampleReason  string `parquet:"sample_reason,dict" default:""`
+	Valid         bool   `parquet:"valid" default:"true"`
+	InvalidReason string `parquet:"invalid_reason,dict" default:""`
 
-	NumNewReqs           int32   `parquet:"num_new_reqs,delta"`
-	NumCachedReqs        int32   `parquet:"num_cached_reqs,delta"`
-	NumResumedReqs       int32   `parquet:"num_resumed_reqs,delta"`
-	NumPreempted         int32   `parquet:"num_preempted,delta"`
-	NumFinished          int32   `parquet:"num_finished,delta"`
+	NumNewReqs           int32   `parquet:"num_new_reqs,delta" default:"-1"`
+	NumCachedReqs        int32   `parquet:"num_cached_reqs,delta" default:"-1"`
+	NumResumedReqs       int32   `parquet:"num_resumed_reqs,delta" default:"-1"`
+	NumPreempted         int32   `parquet:"num_preempted,delta" default:"-1"`
+	NumFinished          int32   `parquet:"num_finished,delta" default:"-1"`
 	NumPrefillRequests   int32   `parquet:"num_prefill_requests,delta"`
 	SumPrefillTokens     int64   `parquet:"sum_prefill_tokens,delta"`
-	VarPrefillLength     float64 `parquet:"var_prefill_length"`
+	VarPrefillLength     float64 `parquet:"var_prefill_length" default:"-1"`
 	SumPrefillKVTokens   int64   `parquet:"sum_prefill_kv_tokens,delta"`
 	NumDecodeRequests    int32   `parquet:"num_decode_requests,delta"`
 	SumDecodeKVTokens    int64   `parquet:"sum_decode_kv_tokens,delta"`
-	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens"`
-	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens,delta"`
-	PaddedTokens         int64   `parquet:"padded_tokens,delta"`
+	VarDecodeKVTokens    float64 `parquet:"var_decode_kv_tokens" default:"-1"`
+	TotalScheduledTokens int64   `parquet:"total_scheduled_tokens,delta" default:"-1"`
+	PaddedTokens         int64   `parquet:"padded_tokens,delta" default:"-1"`
 	// Composition detail added after the first release (a file without
 	// these columns reads them as Unknown; package features derives them
 	// from step_requests where it can). MaxDecodeKVTokens is the longest
@@ -102,29 +103,29 @@ type Step struct {
 	NewReqTokens      int64   `parquet:"new_req_tokens,delta" default:"-1"`
 	CUDAGraphSize     int32   `parquet:"cuda_graph_size,delta" default:"-1"`
 
-	PayloadBytes       int64 `parquet:"payload_bytes,delta"`
-	PayloadNewBytes    int64 `parquet:"payload_new_bytes,delta"`
-	PayloadCachedBytes int64 `parquet:"payload_cached_bytes,delta"`
+	PayloadBytes       int64 `parquet:"payload_bytes,delta" default:"-1"`
+	PayloadNewBytes    int64 `parquet:"payload_new_bytes,delta" default:"-1"`
+	PayloadCachedBytes int64 `parquet:"payload_cached_bytes,delta" default:"-1"`
 
-	TScheduleStart int64 `parquet:"t_schedule_start,delta"`
-	TScheduleEnd   int64 `parquet:"t_schedule_end,delta"`
-	TDispatch      int64 `parquet:"t_dispatch,delta"`
-	TOutput        int64 `parquet:"t_output,delta"`
-	TUpdateEnd     int64 `parquet:"t_update_end,delta"`
+	TScheduleStart int64 `parquet:"t_schedule_start,delta" default:"-1" timestamp:"ns"`
+	TScheduleEnd   int64 `parquet:"t_schedule_end,delta" default:"-1" timestamp:"ns"`
+	TDispatch      int64 `parquet:"t_dispatch,delta" default:"-1" timestamp:"ns"`
+	TOutput        int64 `parquet:"t_output,delta" default:"-1" timestamp:"ns"`
+	TUpdateEnd     int64 `parquet:"t_update_end,delta" default:"-1" timestamp:"ns"`
 	WallTimeNs     int64 `parquet:"wall_time_ns,delta"`
-	NarrowTimeNs   int64 `parquet:"narrow_time_ns,delta"`
-	GPUTimeNs      int64 `parquet:"gpu_time_ns,delta"`
-	HostPrepNs     int64 `parquet:"host_prep_ns,delta"`
+	NarrowTimeNs   int64 `parquet:"narrow_time_ns,delta" default:"-1"`
+	GPUTimeNs      int64 `parquet:"gpu_time_ns,delta" default:"-1"`
+	HostPrepNs     int64 `parquet:"host_prep_ns,delta" default:"-1"`
 	// Worker-side receive/decode of the payload and sampling, where the
 	// executor reports them (a capture); Unknown otherwise.
 	WorkerRecvNs int64 `parquet:"worker_recv_ns,delta" default:"-1"`
 	SampleNs     int64 `parquet:"sample_ns,delta" default:"-1"`
-	Overlapped   bool  `parquet:"overlapped"`
+	Overlapped   bool  `parquet:"overlapped" default:"false"`
 
-	NumWaiting    int32 `parquet:"num_waiting,delta"`
-	NumRunning    int32 `parquet:"num_running,delta"`
-	KVBlocksUsed  int64 `parquet:"kv_blocks_used,delta"`
-	KVBlocksTotal int64 `parquet:"kv_blocks_total,delta"`
+	NumWaiting    int32 `parquet:"num_waiting,delta" default:"-1"`
+	NumRunning    int32 `parquet:"num_running,delta" default:"-1"`
+	KVBlocksUsed  int64 `parquet:"kv_blocks_used,delta" default:"-1"`
+	KVBlocksTotal int64 `parquet:"kv_blocks_total,delta" default:"-1"`
 }
 
 // StepRequest is one request scheduled in one step: one row of
@@ -138,7 +139,7 @@ type StepRequest struct {
 	NumScheduledTokens int64  `parquet:"num_scheduled_tokens,delta"`
 	NumComputedTokens  int64  `parquet:"num_computed_tokens,delta"`
 	PromptLen          int64  `parquet:"prompt_len,delta"`
-	PayloadBytes       int64  `parquet:"payload_bytes,delta"`
+	PayloadBytes       int64  `parquet:"payload_bytes,delta" default:"-1"`
 }
 
 // Request is one request of a run or trace: one row of requests.parquet.
@@ -146,21 +147,21 @@ type StepRequest struct {
 // source (an imported trace) does not have them.
 type Request struct {
 	ReqID            string  `parquet:"req_id"`
-	ArrivalNs        int64   `parquet:"arrival_ns,delta"`
+	ArrivalNs        int64   `parquet:"arrival_ns,delta" timestamp:"ns"`
 	PromptTokens     int64   `parquet:"prompt_tokens,delta"`
 	OutputTokens     int64   `parquet:"output_tokens,delta"`
 	PrefixHashIDs    []int64 `parquet:"prefix_hash_ids,list" default:""`
-	FirstScheduledNs int64   `parquet:"first_scheduled_ns,delta"`
-	FirstTokenNs     int64   `parquet:"first_token_ns,delta"`
-	FinishNs         int64   `parquet:"finish_ns,delta"`
-	NumPreemptions   int32   `parquet:"num_preemptions,delta"`
-	Status           string  `parquet:"status,dict"`
+	FirstScheduledNs int64   `parquet:"first_scheduled_ns,delta" default:"-1" timestamp:"ns"`
+	FirstTokenNs     int64   `parquet:"first_token_ns,delta" default:"-1" timestamp:"ns"`
+	FinishNs         int64   `parquet:"finish_ns,delta" default:"-1" timestamp:"ns"`
+	NumPreemptions   int32   `parquet:"num_preemptions,delta" default:"-1"`
+	Status           string  `parquet:"status,dict" default:"not_run"`
 }
 
 // GPUSample is one NVML reading taken during a capture: one row of
 // gpu_samples.parquet.
 type GPUSample struct {
-	TNs            int64   `parquet:"t_ns,delta"`
+	TNs            int64   `parquet:"t_ns,delta" timestamp:"ns"`
 	GPUIndex       int32   `parquet:"gpu_index,delta"`
 	SMClockMHz     int32   `parquet:"sm_clock_mhz,delta"`
 	MemClockMHz    int32   `parquet:"mem_clock_mhz,delta"`
@@ -209,29 +210,14 @@ type EngineSample struct {
 
 // Columns with defaults.
 //
-// A column added to a table after schema version 1, or one a source may
-// legitimately leave out, carries a `default:"..."` struct tag next to its
-// parquet tag. When a file lacks such a column, readers fill the default
-// instead of failing; every other column is required and its absence is an
-// error that names it (see CheckColumns). Readers that predate a column
-// ignore it, so adding one keeps the schema version. The defaults of schema
-// version 1:
-//
-//	steps.worker_recv_ns          -1 (Unknown)
-//	steps.sample_ns               -1 (Unknown)
-//	steps.max_decode_kv_tokens    -1 (Unknown)
-//	steps.sum_prefill_attn        -1 (Unknown)
-//	steps.new_req_tokens          -1 (Unknown)
-//	steps.cuda_graph_size         -1 (Unknown)
-//	step_requests.is_resumed      false
-//	requests.prefix_hash_ids      empty list
-//	engine_samples.dp_rank        -1 (every rank)
-//	engine_samples.kv_usage       -1 (not recorded)
-//	engine_samples.prompt_tokens_per_s, generation_tokens_per_s  -1
-//	engine_samples.window_ns      0
-//
-// A null value in a nullable column (a file written by pandas) reads as the
-// column's default when it has one, and as the zero value otherwise.
+// A column a source may legitimately leave out carries a `default:"..."`
+// struct tag next to its parquet tag: a file without it (or with it
+// Null-typed, as pyarrow writes a column of nothing but None) reads the
+// default; every other column is required (the package documentation
+// lists both). A `timestamp:"ns"` tag marks an instant on the run's clock:
+// a TIMESTAMP column of any unit, or a legacy INT96 timestamp, reads into
+// it as nanoseconds since the Unix epoch. Tools only use differences of
+// instants, so any origin works as long as a table keeps to one clock.
 
 // ColumnDefault is one column that may be absent from a table.
 type ColumnDefault struct {
@@ -243,6 +229,22 @@ type ColumnDefault struct {
 // the values readers fill in. Tools (the validator, inspect) use it to tell
 // a defaulted column from a missing required one.
 func DefaultedColumns(table string) []ColumnDefault {
+	c := schemaCodec(table)
+	if c == nil {
+		return nil
+	}
+	var out []ColumnDefault
+	for _, f := range c.fields {
+		if f.hasDefault {
+			out = append(out, ColumnDefault{Column: f.name, Default: f.defText})
+		}
+	}
+	return out
+}
+
+// schemaCodec is the codec of a table's row type, or nil for a table the
+// schema does not know.
+func schemaCodec(table string) *rowCodec {
 	var c *rowCodec
 	switch table {
 	case TableSteps:
@@ -256,14 +258,61 @@ func DefaultedColumns(table string) []ColumnDefault {
 	case TableEngineSamples:
 		c, _ = codecFor(reflect.TypeFor[EngineSample]())
 	}
+	return c
+}
+
+var tableDefaultsCache sync.Map // tableCodecKey -> *rowCodec
+
+type tableCodecKey struct {
+	c     *rowCodec
+	table string
+}
+
+// withTableDefaults returns c with the default the schema declares for
+// table given to each field of c that declares none (a projection type),
+// when the default converts to the field's kind.
+func withTableDefaults(c *rowCodec, table string) *rowCodec {
+	key := tableCodecKey{c, table}
+	if v, ok := tableDefaultsCache.Load(key); ok {
+		return v.(*rowCodec)
+	}
+	out := c
+	if sc := schemaCodec(table); sc != nil {
+		for i := range c.fields {
+			f := &c.fields[i]
+			if f.hasDefault {
+				continue
+			}
+			for _, sf := range sc.fields {
+				if sf.name != f.name || !sf.hasDefault {
+					continue
+				}
+				nf := *f
+				if nf.setDefault(sf.defText) != nil {
+					break
+				}
+				if out == c {
+					cp := *c
+					cp.fields = slices.Clone(c.fields)
+					out = &cp
+				}
+				out.fields[i] = nf
+			}
+		}
+	}
+	tableDefaultsCache.Store(key, out)
+	return out
+}
+
+// TableColumns lists the columns of a table of the schema, in order.
+func TableColumns(table string) []string {
+	c := schemaCodec(table)
 	if c == nil {
 		return nil
 	}
-	var out []ColumnDefault
-	for _, f := range c.fields {
-		if f.hasDefault {
-			out = append(out, ColumnDefault{Column: f.name, Default: f.defText})
-		}
+	out := make([]string, len(c.fields))
+	for i, f := range c.fields {
+		out[i] = f.name
 	}
 	return out
 }
@@ -303,9 +352,9 @@ type codecField struct {
 	name   string
 	kind   fieldKind
 	offset uintptr
-	index  int // struct field index
 
 	delta, dict, split bool // encodings asked by the parquet tag
+	timestamp          bool // an instant: TIMESTAMP columns read into it (the timestamp tag)
 
 	hasDefault bool
 	defText    string
@@ -350,13 +399,31 @@ func buildCodec(t reflect.Type) (*rowCodec, error) {
 		return nil, fmt.Errorf("%s is not a struct", t)
 	}
 	c := &rowCodec{typ: t, size: t.Size()}
-	seen := map[string]bool{}
+	if err := c.addFields(t, 0, map[string]bool{}); err != nil {
+		return nil, err
+	}
+	if len(c.fields) == 0 {
+		return nil, fmt.Errorf("%s has no columns", t)
+	}
+	return c, nil
+}
+
+// addFields adds the fields of struct t, found at offset base of the row;
+// an embedded struct without a parquet tag contributes its own fields, as
+// in parquet-go.
+func (c *rowCodec) addFields(t reflect.Type, base uintptr, seen map[string]bool) error {
 	for i := 0; i < t.NumField(); i++ {
 		sf := t.Field(i)
+		tag, hasTag := sf.Tag.Lookup("parquet")
+		if sf.Anonymous && !hasTag && sf.Type.Kind() == reflect.Struct {
+			if err := c.addFields(sf.Type, base+sf.Offset, seen); err != nil {
+				return err
+			}
+			continue
+		}
 		if !sf.IsExported() {
 			continue
 		}
-		tag, hasTag := sf.Tag.Lookup("parquet")
 		parts := strings.Split(tag, ",")
 		name := parts[0]
 		if name == "-" {
@@ -365,64 +432,78 @@ func buildCodec(t reflect.Type) (*rowCodec, error) {
 		if !hasTag || name == "" {
 			name = sf.Name
 		}
-		f := codecField{name: name, offset: sf.Offset, index: i}
-		list := false
-		for _, opt := range parts[1:] {
-			switch opt {
-			case "delta":
-				f.delta = true
-			case "dict":
-				f.dict = true
-			case "split":
-				f.split = true
-			case "plain", "zstd", "":
-			case "list":
-				list = true
-			default:
-				return nil, fmt.Errorf("field %s: tag option %q", sf.Name, opt)
-			}
+		f := codecField{name: name, offset: base + sf.Offset}
+		if err := f.parseTags(sf, parts[1:]); err != nil {
+			return err
 		}
-		switch sf.Type {
-		case reflect.TypeFor[int32]():
-			f.kind = kindInt32
-		case reflect.TypeFor[int64]():
-			f.kind = kindInt64
-		case reflect.TypeFor[float64]():
-			f.kind = kindFloat64
-		case reflect.TypeFor[bool]():
-			f.kind = kindBool
-		case reflect.TypeFor[string]():
-			f.kind = kindString
-		case reflect.TypeFor[[]int64]():
-			if !list {
-				return nil, fmt.Errorf("field %s: []int64 without the list tag", sf.Name)
-			}
-			f.kind = kindInt64List
+		if f.kind == kindInt64List {
 			c.hasList = true
-		default:
-			return nil, fmt.Errorf("field %s: type %s", sf.Name, sf.Type)
-		}
-		if list && f.kind != kindInt64List {
-			return nil, fmt.Errorf("field %s: list tag on %s", sf.Name, sf.Type)
-		}
-		if (f.delta && f.kind != kindInt32 && f.kind != kindInt64) || (f.split && f.kind != kindFloat64) || (f.dict && f.kind != kindString) {
-			return nil, fmt.Errorf("field %s: encoding not supported by the columnar path", sf.Name)
-		}
-		if d, ok := sf.Tag.Lookup("default"); ok {
-			if err := f.setDefault(d); err != nil {
-				return nil, fmt.Errorf("field %s: %w", sf.Name, err)
-			}
 		}
 		if seen[name] {
-			return nil, fmt.Errorf("column %s twice", name)
+			return fmt.Errorf("column %s twice", name)
 		}
 		seen[name] = true
 		c.fields = append(c.fields, f)
 	}
-	if len(c.fields) == 0 {
-		return nil, fmt.Errorf("%s has no columns", t)
+	return nil
+}
+
+// parseTags sets the kind, encodings, default and timestamp flag of f from
+// the struct field and its parquet tag options.
+func (f *codecField) parseTags(sf reflect.StructField, opts []string) error {
+	list := false
+	for _, opt := range opts {
+		switch opt {
+		case "delta":
+			f.delta = true
+		case "dict":
+			f.dict = true
+		case "split":
+			f.split = true
+		case "plain", "zstd", "":
+		case "list":
+			list = true
+		default:
+			return fmt.Errorf("field %s: tag option %q", sf.Name, opt)
+		}
 	}
-	return c, nil
+	switch sf.Type {
+	case reflect.TypeFor[int32]():
+		f.kind = kindInt32
+	case reflect.TypeFor[int64]():
+		f.kind = kindInt64
+	case reflect.TypeFor[float64]():
+		f.kind = kindFloat64
+	case reflect.TypeFor[bool]():
+		f.kind = kindBool
+	case reflect.TypeFor[string]():
+		f.kind = kindString
+	case reflect.TypeFor[[]int64]():
+		if !list {
+			return fmt.Errorf("field %s: []int64 without the list tag", sf.Name)
+		}
+		f.kind = kindInt64List
+	default:
+		return fmt.Errorf("field %s: type %s", sf.Name, sf.Type)
+	}
+	if list && f.kind != kindInt64List {
+		return fmt.Errorf("field %s: list tag on %s", sf.Name, sf.Type)
+	}
+	if (f.delta && f.kind != kindInt32 && f.kind != kindInt64) || (f.split && f.kind != kindFloat64) || (f.dict && f.kind != kindString) {
+		return fmt.Errorf("field %s: encoding not supported by the columnar path", sf.Name)
+	}
+	if ts, ok := sf.Tag.Lookup("timestamp"); ok {
+		if ts != "ns" || f.kind != kindInt64 {
+			return fmt.Errorf("field %s: the timestamp tag is \"ns\" on an int64 field", sf.Name)
+		}
+		f.timestamp = true
+	}
+	if d, ok := sf.Tag.Lookup("default"); ok {
+		if err := f.setDefault(d); err != nil {
+			return fmt.Errorf("field %s: %w", sf.Name, err)
+		}
+	}
+	return nil
 }
 
 func (f *codecField) setDefault(d string) error {
@@ -478,6 +559,43 @@ func (f *codecField) fillDefault(base unsafe.Pointer, stride uintptr, n int) {
 	case kindInt64List:
 		for i := 0; i < n; i++ {
 			*(*[]int64)(unsafe.Add(p, uintptr(i)*stride)) = nil
+		}
+	}
+}
+
+// EarliestInstant is the smallest known instant (a field with the
+// timestamp tag, not Unknown) of rows; ok is false when there is none.
+// Rows of a type the columnar codec does not handle have none.
+func EarliestInstant[T any](rows []T) (earliest int64, ok bool) {
+	forInstants(rows, func(p *int64) {
+		if !ok || *p < earliest {
+			earliest, ok = *p, true
+		}
+	})
+	return earliest, ok
+}
+
+// ShiftInstants subtracts by from every known instant of rows, moving
+// their clock's origin (Unknown stays Unknown).
+func ShiftInstants[T any](rows []T, by int64) {
+	forInstants(rows, func(p *int64) { *p -= by })
+}
+
+// forInstants calls f on every known instant of rows.
+func forInstants[T any](rows []T, f func(*int64)) {
+	c, err := codecFor(reflect.TypeFor[T]())
+	if err != nil || len(rows) == 0 {
+		return
+	}
+	base := unsafe.Pointer(unsafe.SliceData(rows))
+	for i := range c.fields {
+		if !c.fields[i].timestamp {
+			continue
+		}
+		for r := range rows {
+			if p := (*int64)(unsafe.Add(base, uintptr(r)*c.size+c.fields[i].offset)); *p >= 0 {
+				f(p)
+			}
 		}
 	}
 }

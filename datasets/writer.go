@@ -543,8 +543,9 @@ func (t *TableWriter[T]) Close() error {
 // rowCodec), column by column through field offsets. It produces plain
 // Parquet: data pages v1, zstd, DELTA_BINARY_PACKED for int columns tagged
 // delta, dictionary encoding for string columns tagged dict, PLAIN
-// otherwise, no statistics, no page index, no extension types, and no
-// timestamps, so equal rows give byte-identical files.
+// otherwise, min/max statistics and page indexes (pageindex.go), no
+// extension types and no timestamps, so equal rows give byte-identical
+// files.
 
 const (
 	// pageRows is the number of rows per data page.
@@ -563,6 +564,7 @@ type colFileWriter struct {
 	pageFill  int
 	rgFill    int
 	rowGroups []format.RowGroup
+	indexes   [][]chunkIndex // per row group, per column
 	numRows   int64
 	kv        []format.KeyValue
 	zstd      *kzstd.Encoder
@@ -593,8 +595,9 @@ type colEnc struct {
 	ents         int
 
 	// dictionary of the row group (string columns tagged dict)
-	dict     map[string]int32
-	dictVals []string
+	dict             map[string]int32
+	dictVals         []string
+	dictMin, dictMax string // bounds of dictVals
 	// recent maps a string's data pointer and length to its dictionary
 	// index: rows name the same few hundred strings over and over (the
 	// requests of running steps), each time through the same string
@@ -606,7 +609,8 @@ type colEnc struct {
 	uncompressed int64
 	numValues    int64
 	valueEnc     format.Encoding
-	skip         int // pages left to store without trying zstd
+	skip         int              // pages left to store without trying zstd
+	pages        []pageIndexEntry // the row group's pages so far
 }
 
 var zstdCodec = &zstd.Codec{Level: zstd.SpeedFastest, Concurrency: 1}
@@ -684,11 +688,11 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 // reset prepares w for a new file, keeping its buffers.
 func (w *colFileWriter) reset(out io.Writer, kv []format.KeyValue) error {
 	w.out, w.pos, w.kv, w.err = out, 0, kv, nil
-	w.pageFill, w.rgFill, w.numRows, w.rowGroups = 0, 0, 0, nil
+	w.pageFill, w.rgFill, w.numRows, w.rowGroups, w.indexes = 0, 0, 0, nil, nil
 	for _, c := range w.cols {
 		c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
 		c.defs, c.reps, c.ents, c.wide = c.defs[:0], c.reps[:0], 0, false
-		c.chunk, c.uncompressed, c.numValues, c.skip = c.chunk[:0], 0, 0, 0
+		c.chunk, c.uncompressed, c.numValues, c.skip, c.pages = c.chunk[:0], 0, 0, 0, c.pages[:0]
 		if c.dict != nil {
 			c.resetDict()
 		}
@@ -793,6 +797,7 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 				id = int32(len(c.dictVals))
 				c.dict[s] = id
 				c.dictVals = append(c.dictVals, s)
+				c.noteDictValue(s)
 			}
 			// Only the bytes dictVals holds are cached: they stay alive,
 			// so no other string can take their address while the slot
@@ -881,6 +886,7 @@ func (c *colEnc) resetDict() {
 	clear(c.dict)
 	clear(c.recent[:])
 	c.dictVals = c.dictVals[:0]
+	c.dictMin, c.dictMax = "", ""
 }
 
 // flushPages encodes the open page of every column.
@@ -967,6 +973,8 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 		return fmt.Errorf("column %s: encoding page: %w", c.f.name, err)
 	}
 	w.body, w.tmp = body, tmp
+	entry := c.pageBounds()
+	entry.offset, entry.firstRow = int64(len(c.chunk)), int64(w.rgFill-w.pageFill)
 	hdr := format.PageHeader{
 		Type:                 format.DataPage,
 		UncompressedPageSize: int32(len(body)),
@@ -980,6 +988,8 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 	if err := w.appendPage(&c.chunk, &c.uncompressed, &hdr, body, &c.skip); err != nil {
 		return fmt.Errorf("column %s: %w", c.f.name, err)
 	}
+	entry.size = int32(int64(len(c.chunk)) - entry.offset)
+	c.pages = append(c.pages, entry)
 	c.numValues += int64(c.ents)
 	c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
 	c.defs, c.reps, c.ents, c.wide = c.defs[:0], c.reps[:0], 0, false
@@ -1026,6 +1036,7 @@ func (w *colFileWriter) flushRowGroup() error {
 		return err
 	}
 	rg := format.RowGroup{NumRows: int64(w.rgFill), FileOffset: w.pos, Ordinal: int16(len(w.rowGroups))}
+	index := make([]chunkIndex, 0, len(w.cols))
 	for _, c := range w.cols {
 		start := w.pos
 		var dictOff int64
@@ -1061,6 +1072,11 @@ func (w *colFileWriter) flushRowGroup() error {
 		if err := w.write(c.chunk); err != nil {
 			return err
 		}
+		ci := chunkIndex{pages: slices.Clone(c.pages), dataAt: dataOff}
+		for _, p := range c.pages {
+			ci.noBounds = ci.noBounds || p.nan
+		}
+		index = append(index, ci)
 		rg.Columns = append(rg.Columns, format.ColumnChunk{
 			FileOffset: start,
 			MetaData: format.ColumnMetaData{
@@ -1073,16 +1089,18 @@ func (w *colFileWriter) flushRowGroup() error {
 				TotalCompressedSize:   w.pos - start,
 				DataPageOffset:        dataOff,
 				DictionaryPageOffset:  dictOff,
+				Statistics:            ci.statistics(c.f.kind),
 			},
 		})
 		rg.TotalByteSize += uncompressed
-		c.chunk, c.uncompressed, c.numValues = c.chunk[:0], 0, 0
+		c.chunk, c.uncompressed, c.numValues, c.pages = c.chunk[:0], 0, 0, c.pages[:0]
 		if c.dict != nil {
 			c.resetDict()
 		}
 	}
 	rg.TotalCompressedSize = w.pos - rg.FileOffset
 	w.rowGroups = append(w.rowGroups, rg)
+	w.indexes = append(w.indexes, index)
 	w.rgFill = 0
 	return w.err
 }
@@ -1116,10 +1134,17 @@ func (c *rowCodec) schemaElements() []format.SchemaElement {
 	return els
 }
 
-// close writes the last row group and the footer.
+// close writes the last row group, the page indexes and the footer.
 func (w *colFileWriter) close() error {
 	if err := w.flushRowGroup(); err != nil {
 		return err
+	}
+	if err := w.writePageIndexes(); err != nil {
+		return err
+	}
+	orders := make([]format.ColumnOrder, len(w.cols))
+	for i := range orders {
+		orders[i] = format.ColumnOrder{Value: &format.TypeDefinedOrder{}}
 	}
 	md := format.FileMetaData{
 		Version:          2,
@@ -1128,6 +1153,7 @@ func (w *colFileWriter) close() error {
 		RowGroups:        w.rowGroups,
 		KeyValueMetadata: w.kv,
 		CreatedBy:        "steplab datasets (schema version " + strconv.Itoa(SchemaVersion) + ")",
+		ColumnOrders:     orders,
 	}
 	footer, err := thrift.Marshal(new(thrift.CompactProtocol), &md)
 	if err != nil {

@@ -1,15 +1,21 @@
 package datasets
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/parquet-go/parquet-go/encoding/thrift"
+	"github.com/parquet-go/parquet-go/format"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -313,4 +319,139 @@ func TestWriterMemoryBounded(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(400_000), m.Tables[TableSteps].Rows)
 	assert.Len(t, m.Tables[TableSteps].Parts, 8)
+}
+
+// Every column chunk carries its min/max and null count, and every page
+// its bounds (ColumnIndex) and location (OffsetIndex): checked here against
+// the rows, from the bytes of the file.
+func TestColumnStatistics(t *testing.T) {
+	rows := simSteps(70000, 6)
+	for i := range rows {
+		rows[i].StepID = int64(i)
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	writeTable(t, dir, TableSteps, rows, TableOptions{RowGroupRows: 40000}, false)
+	parts, err := (&Dataset{Dir: dir}).Parts(TableSteps)
+	require.NoError(t, err)
+	b, err := os.ReadFile(parts[0])
+	require.NoError(t, err)
+	pf, f, err := OpenParquet(parts[0])
+	require.NoError(t, err)
+	defer f.Close()
+	md := pf.Metadata()
+	require.Len(t, md.ColumnOrders, len(md.RowGroups[0].Columns), "a type-defined order per column")
+
+	type col struct {
+		name string
+		kind fieldKind
+		val  func(s *Step) []byte // plain encoding
+	}
+	i64 := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
+	cols := []col{
+		{"step_id", kindInt64, func(s *Step) []byte { return i64(s.StepID) }},
+		{"wall_time_ns", kindInt64, func(s *Step) []byte { return i64(s.WallTimeNs) }},
+		{"t_output", kindInt64, func(s *Step) []byte { return i64(s.TOutput) }},
+		{"num_decode_requests", kindInt32, func(s *Step) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(s.NumDecodeRequests)) }},
+		{"var_decode_kv_tokens", kindFloat64, func(s *Step) []byte {
+			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(s.VarDecodeKVTokens))
+		}},
+		{"valid", kindBool, func(s *Step) []byte {
+			if s.Valid {
+				return []byte{1}
+			}
+			return []byte{0}
+		}},
+		{"kind", kindString, func(s *Step) []byte { return []byte(s.Kind) }},
+	}
+	bounds := func(c col, rs []Step) (lo, hi []byte) {
+		for i := range rs {
+			v := c.val(&rs[i])
+			if lo == nil || compareBounds(c.kind, v, lo) < 0 {
+				lo = v
+			}
+			if hi == nil || compareBounds(c.kind, v, hi) > 0 {
+				hi = v
+			}
+		}
+		return lo, hi
+	}
+	first := 0
+	for r, rg := range md.RowGroups {
+		rgRows := rows[first : first+int(rg.NumRows)]
+		for _, c := range cols {
+			ci := slices.IndexFunc(rg.Columns, func(cc format.ColumnChunk) bool { return cc.MetaData.PathInSchema[0] == c.name })
+			require.GreaterOrEqual(t, ci, 0, c.name)
+			cc := rg.Columns[ci]
+			lo, hi := bounds(c, rgRows)
+			st := cc.MetaData.Statistics
+			require.Equal(t, lo, st.MinValue, "row group %d %s min", r, c.name)
+			require.Equal(t, hi, st.MaxValue, "row group %d %s max", r, c.name)
+			require.Zero(t, st.NullCount)
+
+			var oi format.OffsetIndex
+			require.NoError(t, thrift.Unmarshal(new(thrift.CompactProtocol), b[cc.OffsetIndexOffset:cc.OffsetIndexOffset+int64(cc.OffsetIndexLength)], &oi))
+			var ix format.ColumnIndex
+			require.NoError(t, thrift.Unmarshal(new(thrift.CompactProtocol), b[cc.ColumnIndexOffset:cc.ColumnIndexOffset+int64(cc.ColumnIndexLength)], &ix))
+			require.Len(t, ix.MinValues, len(oi.PageLocations))
+			require.Equal(t, (len(rgRows)+pageRows-1)/pageRows, len(oi.PageLocations), "pages of %d rows", pageRows)
+			if c.name == "step_id" {
+				require.Equal(t, format.Ascending, ix.BoundaryOrder)
+			}
+			for p, loc := range oi.PageLocations {
+				require.Equal(t, int64(p*pageRows), loc.FirstRowIndex)
+				var h format.PageHeader
+				rd := bytes.NewReader(b[loc.Offset : loc.Offset+int64(loc.CompressedPageSize)])
+				require.NoError(t, thrift.NewDecoder(new(thrift.CompactProtocol).NewReader(rd)).Decode(&h))
+				require.Equal(t, format.DataPage, h.Type, "the offset index points at a data page header")
+				require.Equal(t, int(h.CompressedPageSize), rd.Len(), "header and body fill the location")
+				pageRowsOf := rgRows[p*pageRows : min((p+1)*pageRows, len(rgRows))]
+				require.Equal(t, int32(len(pageRowsOf)), h.DataPageHeader.V.NumValues)
+				plo, phi := bounds(c, pageRowsOf)
+				if c.kind == kindString {
+					// dictionary pages take the dictionary's bounds so far
+					require.LessOrEqual(t, compareBounds(c.kind, ix.MinValues[p], plo), 0)
+					require.GreaterOrEqual(t, compareBounds(c.kind, ix.MaxValues[p], phi), 0)
+				} else {
+					require.Equal(t, plo, ix.MinValues[p], "page %d %s", p, c.name)
+					require.Equal(t, phi, ix.MaxValues[p], "page %d %s", p, c.name)
+				}
+				require.False(t, ix.NullPages[p])
+			}
+		}
+		first += int(rg.NumRows)
+	}
+	require.Len(t, md.RowGroups, 2)
+}
+
+// A list column's statistics bound its elements; empty lists count as its
+// nulls, and a page of nothing but empty lists is a null page.
+func TestListColumnStatistics(t *testing.T) {
+	reqs := simRequests(100, 7)
+	for i := range reqs {
+		reqs[i].PrefixHashIDs = nil
+		if i >= 50 {
+			reqs[i].PrefixHashIDs = []int64{int64(i), int64(-i)}
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	writeTable(t, dir, TableRequests, reqs, TableOptions{RowGroupRows: 50}, false)
+	parts, err := (&Dataset{Dir: dir}).Parts(TableRequests)
+	require.NoError(t, err)
+	pf, f, err := OpenParquet(parts[0])
+	require.NoError(t, err)
+	defer f.Close()
+	var got []format.Statistics
+	for _, rg := range pf.Metadata().RowGroups {
+		for _, cc := range rg.Columns {
+			if cc.MetaData.PathInSchema[0] == "prefix_hash_ids" {
+				got = append(got, cc.MetaData.Statistics)
+			}
+		}
+	}
+	require.Len(t, got, 2)
+	require.Equal(t, int64(50), got[0].NullCount)
+	require.Nil(t, got[0].MinValue, "only empty lists: no bounds")
+	require.Zero(t, got[1].NullCount)
+	require.Equal(t, int64(-99), int64(binary.LittleEndian.Uint64(got[1].MinValue)))
+	require.Equal(t, int64(99), int64(binary.LittleEndian.Uint64(got[1].MaxValue)))
 }

@@ -244,23 +244,19 @@ func AsDecodePoint(st *datasets.Step) bool {
 	return true
 }
 
-// datasetRef identifies a dataset: its manifest name (else its directory
-// name), path, and the SHA-256 of its manifest (which lists the SHA-256 of
-// every part) or, without a manifest, of its steps parts in order.
+// datasetRef identifies a dataset: its manifest name, path, and the SHA-256
+// of its manifest (which lists the SHA-256 of every part) followed, for a
+// minimal manifest that lists no parts, by its steps parts in order.
 func datasetRef(d *datasets.Dataset) (model.DatasetRef, error) {
-	ref := model.DatasetRef{ID: filepath.Base(filepath.Clean(d.Dir)), Path: d.Dir}
-	if d.Manifest != nil && d.Manifest.Name != "" {
-		ref.ID = d.Manifest.Name
-	}
+	ref := model.DatasetRef{ID: d.Manifest.Name, Path: d.Dir}
 	h := sha256.New()
-	mf := filepath.Join(d.Dir, datasets.ManifestFile)
-	files := []string{mf}
-	if d.Manifest == nil {
+	files := []string{filepath.Join(d.Dir, datasets.ManifestFile)}
+	if len(d.Manifest.Tables[datasets.TableSteps].Parts) == 0 {
 		parts, err := d.Parts(datasets.TableSteps)
 		if err != nil {
 			return ref, err
 		}
-		files = parts
+		files = append(files, parts...)
 	}
 	for _, f := range files {
 		fh, err := os.Open(f)

@@ -145,8 +145,12 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	assert.True(t, joined.UsedStepRequests)
 	assert.Empty(t, joined.Notes)
 
+	// The steps table alone, under the minimal manifest a user writes.
 	bare := t.TempDir()
 	require.NoError(t, os.CopyFS(filepath.Join(bare, "steps.parquet"), os.DirFS(filepath.Join(grid, "steps.parquet"))))
+	require.NoError(t, os.WriteFile(filepath.Join(bare, "manifest.json"), []byte(`{"schema_version": 1,
+  "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"},
+  "measurement_policy": {"decode": "steady_state_second_step", "prefill": "single_step"}}`), 0o644))
 	alone, _ := replayAll(t, bare, StepOptions{FPM: fpm, Host: p.Host})
 	assert.False(t, alone.UsedStepRequests)
 	require.Len(t, alone.Notes, 1)

@@ -37,7 +37,8 @@ func (s *selectionFlags) options() fit.LoadOptions {
 		Target: s.target, BenchmarkCoords: s.benchmarkCoords}
 }
 
-// inputError wraps a library error as exit status 2 (usage or input).
+// inputError wraps a library error as exit status 2 (usage or input),
+// prefixed with the command unless the library named it already.
 func inputError(cmd string, err error) error {
 	var ee *exitError
 	if errors.As(err, &ee) {

@@ -197,8 +197,9 @@ func TestEvalPriorCLI(t *testing.T) {
 }
 
 // foreignStepsTable writes what another tool would: one steps.parquet file
-// and no manifest, prefill, decode and mixed steps timed by wall clock
-// only, the admission columns (num_new_reqs, payload) left Unknown.
+// beside the minimal manifest a user writes by hand, prefill, decode and
+// mixed steps timed by wall clock only, the admission columns
+// (num_new_reqs, payload) left Unknown.
 func foreignStepsTable(t *testing.T, dir string) string {
 	t.Helper()
 	require.NoError(t, os.MkdirAll(dir, 0o755))
@@ -236,6 +237,9 @@ func foreignStepsTable(t *testing.T, dir string) string {
 	require.NoError(t, err)
 	require.NoError(t, pw.Close())
 	require.NoError(t, f.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, datasets.ManifestFile), []byte(`{"schema_version": 1,
+  "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"},
+  "measurement_policy": {"decode": "production", "prefill": "production"}}`), 0o644))
 	return dir
 }
 

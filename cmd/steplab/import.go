@@ -37,6 +37,9 @@ the engine_samples table.
 
 Formats:
 ` + formatHelp.String() + `
+A table you already have (Parquet from pandas, DuckDB, Polars or Spark, or a
+CSV) with steplab's columns under any names: steplab import table --help.
+
 SRC is a file, a run directory (vllm-requests: requests.jsonl with meta.json
 beside it), or a trace shipped inside steplab:
 ` + embeddedHelp.String() + `
@@ -92,6 +95,7 @@ record) and the problem, exit status 2, and leaves no dataset behind.`,
 	cmd.Flags().StringVarP(&out, "output", "o", "", "dataset directory to write (required)")
 	cmd.Flags().BoolVar(&force, "force", false, "replace an existing dataset at the output directory (only after a successful import)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	cmd.AddCommand(newImportTableCmd())
 	return cmd
 }
 

@@ -19,21 +19,23 @@ func newValidateCmd() *cobra.Command {
 		Long: `validate reads a dataset directory and reports every violation of the data
 contract (docs/architecture.md#data-contract) with its table, row (0-based across the table's part
 files), part file, field and a message. It exits 1 if any violation is an
-error, 0 otherwise; warnings (a partial dataset, no manifest.json, optional
-columns absent) do not fail it.
+error, 0 otherwise; warnings (a partial dataset, what a minimal manifest.json
+left to assume, columns absent and read as their defaults) do not fail it. A
+directory of tables without manifest.json is not a dataset (exit status 2):
+the error says how to write one, or to wrap a table with steplab import table.
 
 It checks:
   manifest     present, schema version readable, status; each listed part
                exists with its rows, size and sha256 (partial datasets: the
                completed parts and rows are listed)
-  columns      every column validate needs, per part
+  columns      every required column, in a type that converts, per part
   steps        t_schedule_start <= t_schedule_end <= t_dispatch <= t_output
                <= t_update_end (-1 = unknown, skipped); narrow_time_ns =
                t_output - t_schedule_start; wall_time_ns = t_output(N) -
                t_update_end(N-1) when step N was scheduled before N-1's update
                ended, t_output - t_schedule_start after idle and for a
                worker's first step (Dynamo's FPM definition); no negative ints
-               but -1; var_* finite and >= 0; kind and role in their enums;
+               but -1; var_* finite and >= 0 (or -1); kind and role in their enums;
                kind agrees with the prefill/decode counts; step_id increasing
                per (worker_id, dp_rank); valid=false rows carry a reason
   join         the counts of each step against its step_requests rows

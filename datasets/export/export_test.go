@@ -253,14 +253,16 @@ func TestExportErrors(t *testing.T) {
 	require.True(t, os.IsNotExist(err), "a failed export leaves no file")
 }
 
-// A table written by pyarrow (optional columns, logical types) exports too.
+// A table written by pyarrow (optional columns, logical types) exports too:
+// a real pyarrow file beside a minimal manifest.
 func TestExportForeignParquet(t *testing.T) {
-	src := filepath.Join("..", "testdata", "aiconfigurator-h200-allreduce", "custom_allreduce_perf.parquet")
-	b, err := os.ReadFile(src)
+	b, err := os.ReadFile(filepath.Join("..", "testdata", "foreign", "pyarrow", "aiconfigurator", "custom_allreduce_perf.parquet"))
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "ds")
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "steps.parquet"), b, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, datasets.ManifestFile),
+		[]byte(`{"schema_version": 1, "hardware": {"gpu_name": "H200"}, "model": {"name": "none"}}`), 0o644))
 	out := t.TempDir()
 	res, err := Dataset(dir, out, Options{Format: Arrow})
 	require.NoError(t, err)

@@ -2,7 +2,9 @@ package importers
 
 import (
 	"bytes"
+	"encoding/csv"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -178,5 +180,39 @@ func FuzzDynamoFPM(f *testing.F) {
 			require.NoError(t, err)
 			require.Equal(t, m, again)
 		}
+	})
+}
+
+// FuzzTableCSV runs the table wrapper's CSV path: a CSV typed into Parquet,
+// then read as steps under the renames of the committed fixture. No
+// panic; an error names the file; a table that reads has a row per record.
+func FuzzTableCSV(f *testing.F) {
+	addFileSeed(f, filepath.Join(duckdbFixtures, "steps_renamed.csv"), 400)
+	f.Add([]byte("step_id,kind,num_prefill_requests,sum_prefill_tokens,sum_prefill_kv_tokens,num_decode_requests,sum_decode_kv_tokens,wall_time_ns,t_output\n" +
+		"0,decode,0,0,0,3,300,2000000,2024-05-01 00:00:00.002\n1,prefill,1,128,,0,0,2.5e6,2024-05-01T00:00:01Z\n"))
+	f.Add([]byte("a,b\n\"x,y\",true\n,false\n"))
+	f.Add([]byte("step,step\n1,2\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		src, out := filepath.Join(dir, "t.csv"), filepath.Join(dir, "t.parquet")
+		require.NoError(t, os.WriteFile(src, b, 0o644))
+		if err := csvToParquet(src, out); err != nil {
+			require.Contains(t, err.Error(), src, "the error names the file")
+			return
+		}
+		records, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+		require.NoError(t, err, "csvToParquet accepted it")
+		s, err := datasets.ScanTable[datasets.Step]([]string{out}, datasets.TableSteps, renamedMap)
+		require.NoError(t, err)
+		defer s.Close()
+		n := 0
+		for _, err := range s.All() {
+			if err != nil {
+				require.Contains(t, err.Error(), out, "the error names the file")
+				return
+			}
+			n++
+		}
+		require.Equal(t, len(records)-1, n, "a row per CSV record after the header")
 	})
 }

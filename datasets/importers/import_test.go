@@ -94,7 +94,7 @@ func TestImportStepsDataset(t *testing.T) {
 func TestImportArgumentErrors(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct{ format, src, out, want string }{
-		{"csv", "x", dir + "/a", `unknown import format "csv" (have: azure, mooncake, vllm-requests, dynamo-fpm-artifact, dynamo-fpm, vllm-bench, sglang-bench, aiperf, burstgpt, blis)`},
+		{"csv", "x", dir + "/a", `unknown import format "csv" (have: azure, mooncake, vllm-requests, dynamo-fpm-artifact, dynamo-fpm, vllm-bench, sglang-bench, aiperf, burstgpt, blis; a Parquet or CSV table of your own: steplab import table)`},
 		{"azure", dir + "/missing.csv", dir + "/a", "no such file or directory"},
 		{"azure", dir, dir + "/a", "is a directory; the azure importer reads one file"},
 		{"azure", "embedded:nope", dir + "/a", `no embedded dataset "nope"`},

@@ -64,7 +64,7 @@ func LookupFormat(name string) (Format, error) {
 	for i, f := range formats {
 		names[i] = f.Name
 	}
-	return Format{}, fmt.Errorf("unknown import format %q (have: %s)", name, strings.Join(names, ", "))
+	return Format{}, fmt.Errorf("unknown import format %q (have: %s; a Parquet or CSV table of your own: steplab import table)", name, strings.Join(names, ", "))
 }
 
 // Options tune Import.
@@ -98,6 +98,8 @@ type Result struct {
 	LastNs  int64    `json:"last_ns"`
 	SpanNs  int64    `json:"span_ns"`
 	Notes   []string `json:"notes,omitempty"`
+
+	timeOrigin int64 // the table wrapper's instant moved to 0
 }
 
 // Import reads src in the given format and writes a dataset at dir.
@@ -112,11 +114,7 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if dir == "" {
-		return nil, errors.New("no output directory (-o DIR)")
-	}
-	dir = filepath.Clean(dir)
-	if err := checkTarget(dir, opts.Overwrite); err != nil {
+	if dir, err = outputDir(dir, opts.Overwrite); err != nil {
 		return nil, err
 	}
 	in, err := openInput(src, f.Name)
@@ -126,77 +124,101 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	defer in.Close()
 	in.progress = opts.Progress
 
-	tmp := filepath.Join(filepath.Dir(dir), fmt.Sprintf(".%s.importing-%d", filepath.Base(dir), os.Getpid()))
-	_ = os.RemoveAll(tmp)
-	base := datasets.Manifest{
-		Name:   filepath.Base(dir),
-		Tool:   datasets.Tool{Name: orDefault(opts.ToolName, "steplab"), Version: orDefault(opts.ToolVersion, "dev"), Command: opts.Command},
-		Source: datasets.Source{Kind: "import", Format: f.Name, Path: in.display},
-	}
-	w, err := datasets.Create(tmp, base, datasets.CreateOptions{})
-	if err != nil {
-		return nil, err
-	}
-	ok := false
-	defer func() {
-		if !ok {
-			_ = os.RemoveAll(tmp)
-		}
-	}()
-
+	base := opts.manifest(dir, f.Name, in.display)
 	s := &sink{m: base}
-	s.openSamples = func() (func(datasets.EngineSample) error, func() error, error) {
-		return batchWriter[datasets.EngineSample](w, datasets.TableEngineSamples)
-	}
-	switch f.Table {
-	case datasets.TableRequests:
-		s.request, s.flush, err = batchWriter[datasets.Request](w, f.Table)
-	case datasets.TableSteps:
-		s.step, s.flush, err = batchWriter[datasets.Step](w, f.Table)
-	}
+	err = stage(dir, opts.Overwrite, base, func(w *datasets.Writer) error {
+		s.openSamples = func() (func(datasets.EngineSample) error, func() error, error) {
+			return batchWriter[datasets.EngineSample](w, datasets.TableEngineSamples)
+		}
+		var err error
+		switch f.Table {
+		case datasets.TableRequests:
+			s.request, s.flush, err = batchWriter[datasets.Request](w, f.Table)
+		case datasets.TableSteps:
+			s.step, s.flush, err = batchWriter[datasets.Step](w, f.Table)
+		}
+		if err != nil {
+			return err
+		}
+		if err := f.run(in, s); err != nil {
+			return err
+		}
+		if err := in.drain(); err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+		if err := s.flush(); err != nil {
+			return err
+		}
+		if s.flushSamples != nil {
+			if err := s.flushSamples(); err != nil {
+				return err
+			}
+		}
+		s.m.Source.SHA256 = in.sum()
+		if s.m.Workload != nil {
+			s.m.Workload.InputSHA256 = s.m.Source.SHA256
+		}
+		return w.UpdateManifest(func(m *datasets.Manifest) {
+			tables, status, v := m.Tables, m.Status, m.SchemaVersion
+			*m = s.m
+			m.Tables, m.Status, m.SchemaVersion = tables, status, v
+		})
+	})
 	if err != nil {
 		return nil, err
 	}
-	if err := f.run(in, s); err != nil {
-		_ = w.Abort(err.Error())
-		return nil, err
-	}
-	if err := in.drain(); err != nil {
-		_ = w.Abort(err.Error())
-		return nil, fmt.Errorf("%s: %w", in.name, err)
-	}
-	if err := s.flush(); err != nil {
-		return nil, err
-	}
-	if s.flushSamples != nil {
-		if err := s.flushSamples(); err != nil {
-			return nil, err
-		}
-	}
-	s.m.Source.SHA256 = in.sum()
-	if s.m.Workload != nil {
-		s.m.Workload.InputSHA256 = s.m.Source.SHA256
-	}
-	if err := w.UpdateManifest(func(m *datasets.Manifest) {
-		tables, status, v := m.Tables, m.Status, m.SchemaVersion
-		*m = s.m
-		m.Tables, m.Status, m.SchemaVersion = tables, status, v
-	}); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	if err := replaceDir(tmp, dir, opts.Overwrite); err != nil {
-		return nil, err
-	}
-	ok = true
 	res := &Result{Dir: dir, Format: f.Name, Source: in.display, SHA256: s.m.Source.SHA256, Table: f.Table,
 		Rows: s.rows, Skipped: s.skipped, EngineSamples: s.samples, Notes: s.m.Notes}
 	if s.rows > 0 {
 		res.FirstNs, res.LastNs, res.SpanNs = s.first, s.last, s.last-s.first
 	}
 	return res, nil
+}
+
+// manifest is the manifest an import starts from.
+func (o *Options) manifest(dir, format, path string) datasets.Manifest {
+	return datasets.Manifest{
+		Name:   filepath.Base(dir),
+		Tool:   datasets.Tool{Name: orDefault(o.ToolName, "steplab"), Version: orDefault(o.ToolVersion, "dev"), Command: o.Command},
+		Source: datasets.Source{Kind: "import", Format: format, Path: path},
+	}
+}
+
+// stage writes a dataset with write under a temporary name beside dir, and
+// renames it to dir only when write and the writer succeed: a bad input
+// never leaves a half-written dataset, and --force replaces the old
+// dataset only on success.
+func stage(dir string, overwrite bool, m datasets.Manifest, write func(w *datasets.Writer) error) error {
+	tmp := stagingPath(dir, "importing")
+	_ = os.RemoveAll(tmp)
+	w, err := datasets.Create(tmp, m, datasets.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	if err = write(w); err != nil {
+		_ = w.Abort(err.Error())
+	} else if err = w.Close(); err == nil {
+		err = replaceDir(tmp, dir, overwrite)
+	}
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+	}
+	return err
+}
+
+// outputDir checks the output directory before any work (the rules of
+// datasets.Create) and cleans its path.
+func outputDir(dir string, overwrite bool) (string, error) {
+	if dir == "" {
+		return "", errors.New("no output directory (-o DIR)")
+	}
+	dir = filepath.Clean(dir)
+	return dir, checkTarget(dir, overwrite)
+}
+
+// stagingPath is a hidden name beside dir for work in progress.
+func stagingPath(dir, what string) string {
+	return filepath.Join(filepath.Dir(dir), fmt.Sprintf(".%s.%s-%d", filepath.Base(dir), what, os.Getpid()))
 }
 
 // batchWriter opens table for rows of type T and returns add, which buffers

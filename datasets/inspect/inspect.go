@@ -1,6 +1,7 @@
 package inspect
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -20,6 +21,9 @@ type Summary struct {
 	TimeSpans []TimeSpan  `json:"time_spans,omitempty"`
 	Steps     *Steps      `json:"steps,omitempty"`
 	Requests  *Requests   `json:"requests,omitempty"`
+	// Warnings are what Open assumed for a minimal manifest (no status:
+	// complete; no table list: the tables on disk).
+	Warnings []string `json:"warnings,omitempty"`
 	// Notes say what could not be summarised and why.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -180,14 +184,11 @@ func Dataset(dir string) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Summary{Dir: dir}
-	if m := d.Manifest; m != nil {
-		s.Manifest = &Highlights{Name: m.Name, Status: m.Status, SchemaVersion: m.SchemaVersion, Created: m.Created,
-			Tool: m.Tool, Source: m.Source, Hardware: m.Hardware, Model: m.Model, Engine: m.Engine,
-			CUDAGraphSizes: m.CUDAGraphSizes, Workload: m.Workload, MeasurementPolicy: m.MeasurementPolicy, Notes: m.Notes}
-	} else {
-		s.Notes = append(s.Notes, "no manifest.json: no provenance")
-	}
+	s := &Summary{Dir: dir, Warnings: d.Assumptions}
+	m := d.Manifest
+	s.Manifest = &Highlights{Name: m.Name, Status: m.Status, SchemaVersion: m.SchemaVersion, Created: m.Created,
+		Tool: m.Tool, Source: m.Source, Hardware: m.Hardware, Model: m.Model, Engine: m.Engine,
+		CUDAGraphSizes: m.CUDAGraphSizes, Workload: m.Workload, MeasurementPolicy: m.MeasurementPolicy, Notes: m.Notes}
 	for _, t := range tableNames(d) {
 		if !d.Has(t) {
 			continue
@@ -230,64 +231,37 @@ func tableInfo(d *datasets.Dataset, table string) (TableInfo, error) {
 	return ti, nil
 }
 
-// missingColumns names the columns of T absent from some part of table.
-func missingColumns[T any](d *datasets.Dataset, table string) ([]string, error) {
-	parts, err := d.Parts(table)
-	if err != nil {
-		return nil, err
-	}
-	var missing []string
-	seen := map[string]bool{}
-	for _, p := range parts {
-		pf, f, err := datasets.OpenParquet(p)
-		if err != nil {
-			return nil, err
-		}
-		for _, col := range parquet.SchemaOf(new(T)).Columns() {
-			name := strings.Join(col, ".")
-			if _, ok := pf.Schema().Lookup(col...); !ok && !seen[name] {
-				seen[name] = true
-				missing = append(missing, name)
-			}
-		}
-		f.Close()
-	}
-	return missing, nil
-}
-
-func scanAll[T any](d *datasets.Dataset, table string, f func(*T)) error {
+// scanAll calls f on every row of table. A table without the columns T
+// needs is not an error: it returns skipped, a note naming them.
+func scanAll[T any](d *datasets.Dataset, table string, f func(*T)) (skipped string, err error) {
 	sc, err := datasets.Scan[T](d, table)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer sc.Close()
 	for row, err := range sc.All() {
+		var missing *datasets.MissingColumnsError
+		if errors.As(err, &missing) {
+			return fmt.Sprintf("%s: statistics skipped, missing columns: %s", table, strings.Join(missing.Columns, ", ")), nil
+		}
 		if err != nil {
-			return err
+			return "", err
 		}
 		f(row)
 	}
-	return nil
+	return "", nil
 }
 
 type groupKey struct{ kind, batch string }
 
 func (s *Summary) scanSteps(d *datasets.Dataset) error {
-	missing, err := missingColumns[stepProj](d, datasets.TableSteps)
-	if err != nil {
-		return err
-	}
-	if len(missing) > 0 {
-		s.Notes = append(s.Notes, "steps: statistics skipped, missing columns: "+strings.Join(missing, ", "))
-		return nil
-	}
 	st := &Steps{}
 	kinds, roles := map[string]int64{}, map[string]int64{}
 	walls := map[groupKey][]int64{}
 	type pay struct{ n, sum, max int64 }
 	payload := map[string]*pay{}
 	span := TimeSpan{Source: datasets.TableSteps, StartNs: math.MaxInt64, EndNs: math.MinInt64}
-	err = scanAll(d, datasets.TableSteps, func(r *stepProj) {
+	skipped, err := scanAll(d, datasets.TableSteps, func(r *stepProj) {
 		st.Rows++
 		kinds[r.Kind]++
 		roles[r.Role]++
@@ -321,7 +295,8 @@ func (s *Summary) scanSteps(d *datasets.Dataset) error {
 			}
 		}
 	})
-	if err != nil {
+	if err != nil || skipped != "" {
+		s.Notes = appendNonEmpty(s.Notes, skipped)
 		return err
 	}
 	st.ByKind, st.ByRole = counts(kinds), counts(roles)
@@ -348,20 +323,12 @@ func (s *Summary) scanSteps(d *datasets.Dataset) error {
 }
 
 func (s *Summary) scanRequests(d *datasets.Dataset) error {
-	missing, err := missingColumns[requestProj](d, datasets.TableRequests)
-	if err != nil {
-		return err
-	}
-	if len(missing) > 0 {
-		s.Notes = append(s.Notes, "requests: statistics skipped, missing columns: "+strings.Join(missing, ", "))
-		return nil
-	}
 	rq := &Requests{}
 	status := map[string]int64{}
 	var prompt, output []int64
 	first, last, end := int64(math.MaxInt64), int64(math.MinInt64), int64(math.MinInt64)
 	var arrivals int64
-	err = scanAll(d, datasets.TableRequests, func(r *requestProj) {
+	skipped, err := scanAll(d, datasets.TableRequests, func(r *requestProj) {
 		rq.Rows++
 		status[r.Status]++
 		if r.PromptTokens >= 0 {
@@ -379,7 +346,8 @@ func (s *Summary) scanRequests(d *datasets.Dataset) error {
 			end = max(end, r.FinishNs)
 		}
 	})
-	if err != nil {
+	if err != nil || skipped != "" {
+		s.Notes = appendNonEmpty(s.Notes, skipped)
 		return err
 	}
 	rq.ByStatus = counts(status)
@@ -393,6 +361,13 @@ func (s *Summary) scanRequests(d *datasets.Dataset) error {
 	}
 	s.Requests = rq
 	return nil
+}
+
+func appendNonEmpty(list []string, s string) []string {
+	if s == "" {
+		return list
+	}
+	return append(list, s)
 }
 
 func counts(m map[string]int64) []Count {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/steplab/steplab/datasets"
@@ -134,7 +135,32 @@ func TestDatasetMissingColumns(t *testing.T) {
 	require.Nil(t, s.Steps)
 	require.Equal(t, int64(2), s.Tables[0].Rows)
 	require.Len(t, s.Notes, 1)
-	require.Contains(t, s.Notes[0], "missing columns: kind, role")
+	require.Contains(t, s.Notes[0], "missing columns: kind, num_prefill_requests, num_decode_requests, wall_time_ns",
+		"role, payload_bytes and the timestamps read the schema's defaults")
+}
+
+// A minimal manifest's assumptions are warnings of the summary.
+func TestDatasetMinimalManifest(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	w, err := datasets.Create(dir, datasets.Manifest{}, datasets.CreateOptions{})
+	require.NoError(t, err)
+	tw, err := datasets.NewTableWriter[datasets.Request](w, datasets.TableRequests, datasets.TableOptions{})
+	require.NoError(t, err)
+	require.NoError(t, tw.Write([]datasets.Request{{ReqID: "a", ArrivalNs: 1, PromptTokens: 3, OutputTokens: 4, Status: datasets.StatusNotRun}}))
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, datasets.ManifestFile),
+		[]byte(`{"schema_version": 1, "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"}}`), 0o644))
+	s, err := Dataset(dir)
+	require.NoError(t, err)
+	require.Equal(t, []string{"no status in manifest.json: read as complete", "no tables listed in manifest.json: read requests (1 file) from disk"}, s.Warnings)
+	require.Equal(t, datasets.DatasetComplete, s.Manifest.Status)
+	require.Equal(t, int64(1), s.Requests.Rows)
+	var b strings.Builder
+	require.NoError(t, s.WriteText(&b))
+	require.Regexp(t, `(?m)^warning +no status in manifest.json: read as complete$`, b.String())
+	require.Regexp(t, `(?m)^model +Llama-3.1-8B$`, b.String(), "a model named without its shape")
+	require.NotContains(t, b.String(), "source", "no source recorded")
 }
 
 func TestFileSteplabPart(t *testing.T) {
@@ -163,18 +189,21 @@ func TestFileSteplabPart(t *testing.T) {
 	require.Equal(t, int64(4), rows)
 }
 
+// A real pyarrow file (an aiconfigurator kernel table, committed with its
+// licence) through the generic inspection path.
 func TestFilePyarrow(t *testing.T) {
-	path := filepath.Join("..", "testdata", "aiconfigurator-h200-allreduce", "custom_allreduce_perf.parquet")
-	fi, err := File(path)
+	fi, err := File(filepath.Join("..", "testdata", "foreign", "pyarrow", "aiconfigurator", "custom_allreduce_perf.parquet"))
 	require.NoError(t, err)
 	require.Equal(t, int64(138), fi.Rows)
 	require.Equal(t, []string{"ARROW:schema"}, fi.KeyValueKeys)
 	require.Contains(t, fi.CreatedBy, "parquet-cpp-arrow")
+	require.Empty(t, fi.SteplabTable)
 	require.Len(t, fi.Columns, 10)
 	require.Equal(t, ColumnInfo{Name: "latency", PhysicalType: "DOUBLE", Repetition: "optional", Compression: "ZSTD",
 		CompressedBytes: fi.Columns[8].CompressedBytes, UncompressedBytes: fi.Columns[8].UncompressedBytes}, fi.Columns[8])
 	require.Equal(t, "STRING", fi.Columns[0].LogicalType)
 	require.Equal(t, "INT(64,true)", fi.Columns[6].LogicalType)
+	require.Equal(t, "INT64", fi.Columns[6].PhysicalType)
 	require.Len(t, fi.RowGroups, 1)
 	require.Equal(t, int64(138), fi.RowGroups[0].Rows)
 }

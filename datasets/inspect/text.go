@@ -12,6 +12,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	p := func(format string, args ...any) { fmt.Fprintf(tw, format, args...) }
 	p("dataset\t%s\n", s.Dir)
+	for _, w := range s.Warnings {
+		p("warning\t%s\n", w)
+	}
 	if m := s.Manifest; m != nil {
 		p("name\t%s\n", m.Name)
 		p("status\t%s\n", m.Status)
@@ -26,7 +29,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 		if m.Source.Path != "" {
 			src += " " + m.Source.Path
 		}
-		p("source\t%s\n", src)
+		if src != "" {
+			p("source\t%s\n", src)
+		}
 		if m.Source.SHA256 != "" {
 			p("source sha256\t%s\n", m.Source.SHA256)
 		}
@@ -46,7 +51,9 @@ func (s *Summary) WriteText(w io.Writer) error {
 			}
 			p("hardware\t%s\n", gpu)
 		}
-		if md := m.Model; md != nil {
+		if md := m.Model; md != nil && md.Layers == 0 {
+			p("model\t%s\n", md.Name)
+		} else if md != nil {
 			p("model\t%s: %d layers, hidden %d, %d heads (%d KV), head dim %d, %s\n",
 				md.Name, md.Layers, md.Hidden, md.Heads, md.KVHeads, md.HeadDim, md.DType)
 		}

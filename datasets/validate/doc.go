@@ -5,19 +5,24 @@
 //
 // # What is checked
 //
-//   - manifest: present (a directory of tables without one is read as the
-//     current schema, with a warning), schema version readable, status known;
-//     every part the manifest lists exists with its row count, size and
-//     SHA-256; a partial dataset (an interrupted writer) is reported as a
-//     warning with the parts and rows it completed.
-//   - every table: each part is readable Parquet and has the columns
-//     validate needs (a missing column is an error naming it; the rows of that
-//     table are then not checked).
+//   - manifest: present (a directory of tables without one is not a dataset:
+//     Dataset returns datasets.ErrNoManifest), schema version readable,
+//     status known; every part the manifest lists exists with its row count,
+//     size and SHA-256; a partial dataset (an interrupted writer) is reported
+//     as a warning with the parts and rows it completed. What Open assumed of
+//     a minimal manifest (no status: complete; no table list: the tables on
+//     disk) is a warning each.
+//   - every table: each part is readable Parquet and has the schema's
+//     required columns in types that convert (a missing column or one of the
+//     wrong type is an error naming it, and naming the part's column with a
+//     close name; the rows of that table are then not checked); columns read
+//     as their defaults (absent, all null, Null-typed) are one warning per
+//     table, and the checks that need them skip their Unknown values.
 //   - steps: timings ordered where known (t_schedule_start <= t_schedule_end
 //     <= t_dispatch <= t_output <= t_update_end, Unknown skipped),
 //     narrow_time_ns = t_output - t_schedule_start, wall_time_ns per Dynamo's
 //     FPM definition (below), no negative int except Unknown, no NaN, Inf or
-//     negative var_*, kind and role in their enums, kind agrees with the
+//     negative var_* except Unknown, kind and role in their enums, kind agrees with the
 //     composition, step_id strictly increasing per (worker_id, dp_rank),
 //     invalid rows carry an invalid_reason, kv_blocks_used <= kv_blocks_total.
 //   - steps joined with step_requests: num_new_reqs + num_cached_reqs = rows,

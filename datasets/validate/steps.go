@@ -24,7 +24,7 @@ type prevStep struct {
 
 // srRow is one buffered step_requests row of the current group.
 type srRow struct {
-	stepRequestFull
+	datasets.StepRequest
 	row  int64
 	part string
 }
@@ -33,19 +33,18 @@ type stepsChecker struct {
 	*checker
 	prev map[workerKey]prevStep
 
-	sr        *stream[stepRequestBase, stepRequestFull]
-	srOpt     *stream[stepRequestFull, stepRequestFull]
+	sr        *stream[datasets.StepRequest]
 	pending   *srRow // lookahead: first row of the next group
 	group     []srRow
 	hasSR     bool
 	resumedOK bool // is_resumed present
-	// exactPayload: the source's per-request payload adds up to the
-	// step's new and cached bytes (exactPayloadSources).
-	exactPayload bool
 
 	globalOrder bool // steps.step_id non-decreasing across the table so far
 	lastStepID  int64
 	seenStep    bool
+	// exactPayload: the source's per-request payload adds up to the
+	// step's new and cached bytes (exactPayloadSources).
+	exactPayload bool
 }
 
 func (c *checker) checkSteps() {
@@ -58,37 +57,16 @@ func (c *checker) checkSteps() {
 	sc.exactPayload = c.d.Manifest != nil && contains(exactPayloadSources, c.d.Manifest.Source.Kind)
 	if hasSR {
 		sc.hasSR = true
-		sc.resumedOK = c.hasOpt[datasets.TableStepRequests]
-		if sc.resumedOK {
-			sc.srOpt = newStream(c.d.Dir, c.parts[datasets.TableStepRequests], func(r, f *stepRequestFull) { *f = *r })
-			defer sc.srOpt.Close()
-		} else {
-			sc.sr = newStream(c.d.Dir, c.parts[datasets.TableStepRequests], func(r *stepRequestBase, f *stepRequestFull) {
-				f.stepRequestBase = *r
-				f.stepRequestExtra = stepRequestExtra{}
-			})
-			defer sc.sr.Close()
-		}
+		sc.resumedOK = !c.defaulted[datasets.TableStepRequests]["is_resumed"]
+		sc.sr = newStream[datasets.StepRequest](c.d.Dir, c.parts[datasets.TableStepRequests])
+		defer sc.sr.Close()
 		sc.advanceSR()
 	}
 	if hasSteps {
 		const T = datasets.TableSteps
-		var next func() (*stepFull, int64, string)
-		var errOf func() (error, int64, string)
-		if c.hasOpt[T] {
-			s := newStream(c.d.Dir, c.parts[T], func(r, f *stepFull) { *f = *r })
-			defer s.Close()
-			next = func() (*stepFull, int64, string) { r := s.Next(); return r, s.row, s.part }
-			errOf = func() (error, int64, string) { return s.err, s.next, s.errPart }
-		} else {
-			s := newStream(c.d.Dir, c.parts[T], func(r *stepBase, f *stepFull) {
-				f.stepBase = *r
-				f.stepExtra = stepExtra{WorkerRecvNs: datasets.Unknown, SampleNs: datasets.Unknown}
-			})
-			defer s.Close()
-			next = func() (*stepFull, int64, string) { r := s.Next(); return r, s.row, s.part }
-			errOf = func() (error, int64, string) { return s.err, s.next, s.errPart }
-		}
+		s := newStream[datasets.Step](c.d.Dir, c.parts[T])
+		defer s.Close()
+		next := func() (*datasets.Step, int64, string) { r := s.Next(); return r, s.row, s.part }
 		for st, row, part := next(); st != nil; st, row, part = next() {
 			c.r.RowsChecked[T]++
 			sc.checkStepRow(st, row, part)
@@ -96,8 +74,8 @@ func (c *checker) checkSteps() {
 				sc.join(st, row, part)
 			}
 		}
-		if err, row, part := errOf(); err != nil {
-			c.readErr(T, row, part, err)
+		if s.err != nil {
+			c.readErr(T, s.next, s.errPart, s.err)
 			return // the join cannot go on meaningfully
 		}
 	}
@@ -106,7 +84,7 @@ func (c *checker) checkSteps() {
 		// absent: check the rows alone).
 		for sc.pending != nil {
 			p := sc.pending
-			sc.checkSRRow(&p.stepRequestFull, p.row, p.part)
+			sc.checkSRRow(&p.StepRequest, p.row, p.part)
 			if hasSteps {
 				sc.orphan(p)
 			}
@@ -116,39 +94,22 @@ func (c *checker) checkSteps() {
 	}
 }
 
-func (sc *stepsChecker) srNext() (*stepRequestFull, int64, string) {
-	if sc.srOpt != nil {
-		r := sc.srOpt.Next()
-		return r, sc.srOpt.row, sc.srOpt.part
-	}
-	r := sc.sr.Next()
-	return r, sc.sr.row, sc.sr.part
-}
-
 func (sc *stepsChecker) srErr() {
-	var err error
-	var row int64
-	var part string
-	if sc.srOpt != nil {
-		err, row, part = sc.srOpt.err, sc.srOpt.next, sc.srOpt.errPart
-	} else {
-		err, row, part = sc.sr.err, sc.sr.next, sc.sr.errPart
-	}
-	if err != nil {
-		sc.readErr(datasets.TableStepRequests, row, part, err)
+	if sc.sr.err != nil {
+		sc.readErr(datasets.TableStepRequests, sc.sr.next, sc.sr.errPart, sc.sr.err)
 		sc.hasSR = false
 	}
 }
 
 // advanceSR moves the lookahead to the next step_requests row.
 func (sc *stepsChecker) advanceSR() {
-	r, row, part := sc.srNext()
+	r, row, part := sc.sr.Next(), sc.sr.row, sc.sr.part
 	if r == nil {
 		sc.pending = nil
 		return
 	}
 	sc.c().r.RowsChecked[datasets.TableStepRequests]++
-	sc.pending = &srRow{stepRequestFull: *r, row: row, part: part}
+	sc.pending = &srRow{StepRequest: *r, row: row, part: part}
 }
 
 func (sc *stepsChecker) c() *checker { return sc.checker }
@@ -160,7 +121,7 @@ func (sc *stepsChecker) orphan(p *srRow) {
 
 // join collects the step_requests rows of step st and checks the
 // composition counts.
-func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
+func (sc *stepsChecker) join(st *datasets.Step, row int64, part string) {
 	if sc.seenStep && st.StepID < sc.lastStepID {
 		sc.globalOrder = false
 	}
@@ -169,7 +130,7 @@ func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
 	// globally ordered).
 	for sc.globalOrder && sc.pending != nil && sc.pending.StepID < st.StepID {
 		p := sc.pending
-		sc.checkSRRow(&p.stepRequestFull, p.row, p.part)
+		sc.checkSRRow(&p.StepRequest, p.row, p.part)
 		sc.orphan(p)
 		sc.advanceSR()
 	}
@@ -181,12 +142,13 @@ func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
 	sc.srErr()
 	seen := make(map[string]bool, len(sc.group))
 	var nNew, nResumed, nPrefill, nDecode int64
-	var tokens, prefillTokens int64
-	var payload int64
+	var tokens, prefillTokens, payload int64
 	payloadKnown := true
 	for i := range sc.group {
 		g := &sc.group[i]
-		sc.checkSRRow(&g.stepRequestFull, g.row, g.part)
+		sc.checkSRRow(&g.StepRequest, g.row, g.part)
+		payload += g.PayloadBytes
+		payloadKnown = payloadKnown && known(g.PayloadBytes)
 		if seen[g.ReqID] {
 			sc.errorf(datasets.TableStepRequests, g.row, g.part, "req_id", "req_id %q appears twice in step %d", g.ReqID, g.StepID)
 		}
@@ -204,8 +166,6 @@ func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
 			nDecode++
 		}
 		tokens += g.NumScheduledTokens
-		payload += g.PayloadBytes
-		payloadKnown = payloadKnown && known(g.PayloadBytes)
 	}
 	const T = datasets.TableSteps
 	n := int64(len(sc.group))
@@ -241,7 +201,7 @@ func (sc *stepsChecker) join(st *stepFull, row int64, part string) {
 // where the source splits the step exactly they add up to
 // payload_new_bytes + payload_cached_bytes. A step or step_requests
 // without payload (0 or Unknown) is not checked.
-func (sc *stepsChecker) checkPayloadShares(st *stepFull, row int64, part string, recorded bool, shares int64) {
+func (sc *stepsChecker) checkPayloadShares(st *datasets.Step, row int64, part string, recorded bool, shares int64) {
 	const T = datasets.TableSteps
 	if !recorded || st.PayloadBytes <= 0 {
 		return
@@ -264,7 +224,7 @@ func (sc *stepsChecker) checkPayloadShares(st *stepFull, row int64, part string,
 // simulator prices each request and attributes the rounded totals).
 var exactPayloadSources = []string{"simulate"}
 
-func (sc *stepsChecker) checkSRRow(r *stepRequestFull, row int64, part string) {
+func (sc *stepsChecker) checkSRRow(r *datasets.StepRequest, row int64, part string) {
 	const T = datasets.TableStepRequests
 	sc.nonNegInt(T, row, part, "step_id", r.StepID)
 	sc.nonNegInt(T, row, part, "num_scheduled_tokens", r.NumScheduledTokens)
@@ -285,7 +245,7 @@ type timeField struct {
 	v    int64
 }
 
-func (sc *stepsChecker) checkStepRow(st *stepFull, row int64, part string) {
+func (sc *stepsChecker) checkStepRow(st *datasets.Step, row int64, part string) {
 	const T = datasets.TableSteps
 	// Non-negative ints (Unknown allowed).
 	ints := []timeField{
@@ -372,7 +332,7 @@ func (sc *stepsChecker) checkStepRow(st *stepFull, row int64, part string) {
 }
 
 // checkWall implements Dynamo's FPM wall_time (see the package doc).
-func (sc *stepsChecker) checkWall(st *stepFull, row int64, part string, prev prevStep, hasPrev bool) {
+func (sc *stepsChecker) checkWall(st *datasets.Step, row int64, part string, prev prevStep, hasPrev bool) {
 	const T = datasets.TableSteps
 	if st.TScheduleStart < 0 {
 		return

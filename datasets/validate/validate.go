@@ -110,7 +110,8 @@ type checker struct {
 	parts    map[string][]string
 	readable map[string]bool
 	// optional columns present per table
-	hasOpt map[string]bool
+	// columns read as their defaults in some part, per table
+	defaulted map[string]map[string]bool
 
 	reqIDs map[string]struct{}
 }
@@ -126,12 +127,12 @@ func Dataset(dir string, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("%s: not a dataset directory (validate checks a directory; use `steplab inspect` for one Parquet file)", dir)
 	}
 	c := &checker{
-		opts:     opts,
-		r:        &Report{Dir: dir, RowsChecked: map[string]int64{}},
-		counts:   map[countKey]int64{},
-		parts:    map[string][]string{},
-		readable: map[string]bool{},
-		hasOpt:   map[string]bool{},
+		opts:      opts,
+		r:         &Report{Dir: dir, RowsChecked: map[string]int64{}},
+		counts:    map[countKey]int64{},
+		parts:     map[string][]string{},
+		readable:  map[string]bool{},
+		defaulted: map[string]map[string]bool{},
 	}
 	d, err := datasets.Open(dir)
 	if err != nil {
@@ -203,9 +204,8 @@ func (c *checker) finish() *Report {
 
 func (c *checker) checkManifest() {
 	m := c.d.Manifest
-	if m == nil {
-		c.warnf(TableManifest, -1, datasets.ManifestFile, "", "no %s: tables read as schema version %d without provenance", datasets.ManifestFile, datasets.SchemaVersion)
-		return
+	for _, a := range c.d.Assumptions {
+		c.warnf(TableManifest, -1, datasets.ManifestFile, "", "%s", a)
 	}
 	switch m.Status {
 	case datasets.DatasetComplete:
@@ -233,6 +233,9 @@ func (c *checker) checkManifest() {
 			s = "completed " + strings.Join(summary, "; ")
 		}
 		c.warnf(TableManifest, -1, datasets.ManifestFile, "status", "partial dataset (writer interrupted): %s", s)
+	}
+	if len(m.Tables) == 0 {
+		return // a minimal manifest: the assumption says it
 	}
 	for _, t := range datasets.Tables {
 		if _, listed := m.Tables[t]; !listed && c.d.Has(t) {
@@ -311,27 +314,20 @@ func fileSHA256(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// requiredType and optionalType give the columns validate reads per table.
-func columnsOf(v any) [][]string { return parquet.SchemaOf(v).Columns() }
-
-var tableColumns = map[string]struct{ required, optional [][]string }{
-	datasets.TableSteps:        {columnsOf(new(stepBase)), columnsOf(new(stepExtra))},
-	datasets.TableStepRequests: {columnsOf(new(stepRequestBase)), columnsOf(new(stepRequestExtra))},
-	datasets.TableRequests:     {columnsOf(new(requestRow)), nil},
-	datasets.TableGPUSamples:   {columnsOf(new(datasets.GPUSample)), nil},
-	datasets.TableEngineSamples: {columnsOf(new(engineSampleBase)),
-		[][]string{{"dp_rank"}, {"kv_usage"}, {"prompt_tokens_per_s"}, {"generation_tokens_per_s"}, {"window_ns"}}},
+// checkColumns checks the columns of one part of a table against the
+// schema's row type, returning the columns read as their defaults.
+var checkColumns = map[string]func(path string, pf *parquet.File) ([]string, error){
+	datasets.TableSteps:         datasets.CheckColumns[datasets.Step],
+	datasets.TableStepRequests:  datasets.CheckColumns[datasets.StepRequest],
+	datasets.TableRequests:      datasets.CheckColumns[datasets.Request],
+	datasets.TableGPUSamples:    datasets.CheckColumns[datasets.GPUSample],
+	datasets.TableEngineSamples: datasets.CheckColumns[datasets.EngineSample],
 }
 
-// engineSampleBase is the required columns of engine_samples; the others
-// have defaults (datasets.DefaultedColumns).
-type engineSampleBase struct {
-	TNs        int64 `parquet:"t_ns"`
-	NumRunning int32 `parquet:"num_running"`
-	NumWaiting int32 `parquet:"num_waiting"`
-}
-
-// checkStructure opens every part of table and checks its columns.
+// checkStructure opens every part of table and checks its columns: a
+// missing required column, or one whose type does not convert, is an error
+// (and the rows are not checked); columns read as their defaults are one
+// warning per table.
 func (c *checker) checkStructure(table string) {
 	if !c.d.Has(table) {
 		return
@@ -345,9 +341,8 @@ func (c *checker) checkStructure(table string) {
 		c.errorf(table, -1, relPart(c.d.Dir, datasets.TableDir(c.d.Dir, table)), "", "table directory holds no part files")
 		return
 	}
-	cols := tableColumns[table]
-	ok, opt := true, true
-	missingOpt := map[string]bool{}
+	ok := true
+	defaulted := map[string]bool{}
 	for _, path := range parts {
 		rel := relPart(c.d.Dir, path)
 		pf, f, err := datasets.OpenParquet(path)
@@ -356,35 +351,57 @@ func (c *checker) checkStructure(table string) {
 			ok = false
 			continue
 		}
-		schema := pf.Schema()
-		for _, col := range cols.required {
-			if _, found := schema.Lookup(col...); !found {
-				c.errorf(table, -1, rel, strings.Join(col, "."), "missing column %q", strings.Join(col, "."))
-				ok = false
-			}
-		}
-		for _, col := range cols.optional {
-			if _, found := schema.Lookup(col...); !found {
-				opt = false
-				missingOpt[strings.Join(col, ".")] = true
-			}
-		}
+		cols, err := checkColumns[table](path, pf)
 		f.Close()
+		var missing *datasets.MissingColumnsError
+		var typ *datasets.ColumnTypeError
+		switch {
+		case errors.As(err, &missing):
+			for i, col := range missing.Columns {
+				msg := fmt.Sprintf("missing column %q", col)
+				if missing.Notes[i] != "" {
+					msg += " (" + missing.Notes[i] + ")"
+				}
+				if len(missing.Similar[i]) > 0 {
+					msg += fmt.Sprintf("; the part has %q: rename it", missing.Similar[i][0])
+				}
+				c.errorf(table, -1, rel, col, "%s", msg)
+			}
+			ok = false
+		case errors.As(err, &typ):
+			c.errorf(table, -1, rel, typ.Column, "%s", strings.TrimPrefix(err.Error(), path+": "))
+			ok = false
+		case err != nil:
+			c.errorf(table, -1, rel, "", "%s", strings.TrimPrefix(err.Error(), path+": "))
+			ok = false
+		}
+		for _, col := range cols {
+			defaulted[col] = true
+		}
 	}
 	if !ok {
 		c.warnf(table, -1, "", "", "rows not checked: the table cannot be read")
 	}
-	if len(missingOpt) > 0 {
-		names := make([]string, 0, len(missingOpt))
-		for n := range missingOpt {
-			names = append(names, n)
+	if len(defaulted) > 0 {
+		var names []string
+		for _, d := range datasets.DefaultedColumns(table) {
+			if defaulted[d.Column] {
+				names = append(names, fmt.Sprintf("%s (%s)", d.Column, orQuoted(d.Default)))
+			}
 		}
-		sort.Strings(names)
-		c.warnf(table, -1, "", strings.Join(names, ","), "optional columns absent in some parts, their checks skipped: %s", strings.Join(names, ", "))
+		c.warnf(table, -1, "", "", "columns absent or all null in some parts, read as their defaults (checks that need them skipped): %s", strings.Join(names, ", "))
 	}
 	c.parts[table] = parts
 	c.readable[table] = ok
-	c.hasOpt[table] = opt
+	c.defaulted[table] = defaulted
+}
+
+// orQuoted shows an empty default as "".
+func orQuoted(s string) string {
+	if s == "" {
+		return `""`
+	}
+	return s
 }
 
 func (c *checker) readErr(table string, row int64, part string, err error) {
@@ -399,8 +416,10 @@ func (c *checker) nonNegInt(table string, row int64, part, field string, v int64
 	}
 }
 
+// finiteNonNeg checks a float that may be Unknown (-1).
 func (c *checker) finiteNonNeg(table string, row int64, part, field string, v float64) {
 	switch {
+	case v == float64(datasets.Unknown):
 	case math.IsNaN(v):
 		c.errorf(table, row, part, field, "NaN")
 	case math.IsInf(v, 0):
@@ -422,7 +441,7 @@ func (c *checker) checkRequests() {
 		return
 	}
 	c.reqIDs = map[string]struct{}{}
-	s := newStream(c.d.Dir, c.parts[T], func(r *requestRow, f *requestRow) { *f = *r })
+	s := newStream[datasets.Request](c.d.Dir, c.parts[T])
 	defer s.Close()
 	for r := s.Next(); r != nil; r = s.Next() {
 		c.r.RowsChecked[T]++
@@ -490,7 +509,7 @@ func (c *checker) checkEngineSamples() {
 	if !c.readable[T] {
 		return
 	}
-	s := newStream(c.d.Dir, c.parts[T], func(r *datasets.EngineSample, f *datasets.EngineSample) { *f = *r })
+	s := newStream[datasets.EngineSample](c.d.Dir, c.parts[T])
 	defer s.Close()
 	last := map[int32]int64{}
 	for r := s.Next(); r != nil; r = s.Next() {
@@ -531,7 +550,7 @@ func (c *checker) checkGPUSamples() {
 	if !c.readable[T] {
 		return
 	}
-	s := newStream(c.d.Dir, c.parts[T], func(r *datasets.GPUSample, f *datasets.GPUSample) { *f = *r })
+	s := newStream[datasets.GPUSample](c.d.Dir, c.parts[T])
 	defer s.Close()
 	for r := s.Next(); r != nil; r = s.Next() {
 		c.r.RowsChecked[T]++

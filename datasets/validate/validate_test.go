@@ -1,14 +1,17 @@
 package validate
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
 	"github.com/steplab/steplab/datasets"
 	"github.com/stretchr/testify/require"
 )
@@ -204,7 +207,8 @@ func TestInvariants(t *testing.T) {
 			wantErrors: []string{"steps[1].var_decode_kv_tokens"}},
 		{name: "infinite variance", mut: func(f *fixture) { f.steps[0].VarPrefillLength = math.Inf(1) },
 			wantErrors: []string{"steps[0].var_prefill_length"}},
-		{name: "negative variance", mut: func(f *fixture) { f.steps[0].VarPrefillLength = -1 },
+		{name: "unknown variance", mut: func(f *fixture) { f.steps[0].VarPrefillLength = float64(datasets.Unknown) }},
+		{name: "negative variance", mut: func(f *fixture) { f.steps[0].VarPrefillLength = -2 },
 			wantErrors: []string{"steps[0].var_prefill_length"}},
 		{name: "kind disagrees with composition", mut: func(f *fixture) { f.steps[1].Kind = datasets.KindPrefill },
 			wantErrors: []string{"steps[1].kind"}},
@@ -323,11 +327,9 @@ func TestInvariants(t *testing.T) {
 				require.NoError(t, os.Remove(filepath.Join(dir, "requests.parquet", "part-000001.parquet")))
 			}
 		}, wantErrors: []string{"requests[-1].", "step_requests[4].req_id"}},
-		{name: "no manifest", mut: func(f *fixture) {
-			f.post = func(t *testing.T, dir string) {
-				require.NoError(t, os.Remove(filepath.Join(dir, datasets.ManifestFile)))
-			}
-		}, wantWarns: []string{"manifest[-1]."}},
+		{name: "minimal manifest", mut: func(f *fixture) {
+			f.post = func(t *testing.T, dir string) { writeMinimalManifest(t, dir) }
+		}, wantWarns: []string{"manifest[-1].", "manifest[-1]."}},
 		{name: "unknown manifest status", mut: func(f *fixture) {
 			f.post = func(t *testing.T, dir string) { editManifest(t, dir, func(m map[string]any) { m["status"] = "done" }) }
 		}, wantErrors: []string{"manifest[-1].status"}},
@@ -418,16 +420,54 @@ func TestReportDetails(t *testing.T) {
 	})
 }
 
-// A steps table written by another tool: kind missing, worker_recv_ns and
-// sample_ns (added to the schema after its first version) absent.
+// writeMinimalManifest replaces a dataset's manifest with the one a user
+// writes by hand: schema version, hardware, model, measurement policy.
+func writeMinimalManifest(t *testing.T, dir string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, datasets.ManifestFile), []byte(`{"schema_version": 1,
+  "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"},
+  "measurement_policy": {"decode": "production", "prefill": "production"}}`), 0o644))
+}
+
+// dropColumns rewrites every part of a table without the named columns,
+// with parquet-go, as a tool that never had them would write it.
+func dropColumns(t *testing.T, dir, table string, drop ...string) {
+	t.Helper()
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	parts, err := d.Parts(table)
+	require.NoError(t, err)
+	for _, path := range parts {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		pf, err := parquet.OpenFile(bytes.NewReader(b), int64(len(b)))
+		require.NoError(t, err)
+		fields := parquet.Group{}
+		for _, f := range pf.Schema().Fields() {
+			if !slices.Contains(drop, f.Name()) {
+				fields[f.Name()] = f
+			}
+		}
+		schema := parquet.NewSchema("schema", fields)
+		conv, err := parquet.Convert(schema, pf.Schema())
+		require.NoError(t, err)
+		var out bytes.Buffer
+		w := parquet.NewWriter(&out, schema)
+		for _, rg := range pf.RowGroups() {
+			_, err := parquet.CopyRows(w, parquet.ConvertRowGroup(rg, conv).Rows())
+			require.NoError(t, err)
+		}
+		require.NoError(t, w.Close())
+		require.NoError(t, os.WriteFile(path, out.Bytes(), 0o644))
+	}
+	writeMinimalManifest(t, dir)
+}
+
+// A steps table written by another tool: kind missing.
 type pandasStep struct {
 	StepID         int64  `parquet:"step_id"`
 	WorkerID       string `parquet:"worker_id"`
 	TScheduleStart int64  `parquet:"t_schedule_start"`
-}
-
-type stepNoExtras struct {
-	stepBase
 }
 
 func TestColumns(t *testing.T) {
@@ -443,24 +483,29 @@ func TestColumns(t *testing.T) {
 		require.Contains(t, errs, "steps[-1].kind")
 		require.Contains(t, errs, "steps[-1].wall_time_ns")
 		require.NotContains(t, errs, "steps[-1].step_id")
+		require.NotContains(t, errs, "steps[-1].gpu_time_ns", "gpu_time_ns has a default")
 		require.Zero(t, r.RowsChecked["steps"], "rows of an unreadable table are not checked")
 	})
-	t.Run("optional columns absent", func(t *testing.T) {
-		base := baseFixture()
-		rows := make([]stepNoExtras, len(base.steps))
-		for i, s := range base.steps {
-			b, _ := json.Marshal(s)
-			require.NoError(t, json.Unmarshal(b, &rows[i].stepBase))
-		}
-		dir := filepath.Join(t.TempDir(), "ds")
-		w, err := datasets.Create(dir, datasets.Manifest{}, datasets.CreateOptions{})
-		require.NoError(t, err)
-		writeTable(t, w, datasets.TableSteps, rows)
-		require.NoError(t, w.Close())
+	t.Run("defaulted columns absent", func(t *testing.T) {
+		dir := baseFixture().write(t)
+		dropColumns(t, dir, datasets.TableSteps, "worker_recv_ns", "sample_ns", "role", "kv_blocks_used")
+		dropColumns(t, dir, datasets.TableStepRequests, "is_resumed")
 		r, err := Dataset(dir, Options{})
 		require.NoError(t, err)
 		require.Equal(t, []string{}, keys(r, Error), "%v", r.Violations)
-		require.Equal(t, []string{"steps[-1].sample_ns,worker_recv_ns"}, keys(r, Warning))
+		require.Equal(t, []string{"manifest[-1].", "manifest[-1].", "step_requests[-1].", "steps[-1]."}, keys(r, Warning))
+		for _, v := range r.Violations {
+			if v.Table == datasets.TableSteps {
+				require.Contains(t, v.Message, "role (production), worker_recv_ns (-1), sample_ns (-1), kv_blocks_used (-1)")
+			}
+		}
 		require.Equal(t, int64(3), r.RowsChecked["steps"])
+	})
+	t.Run("no manifest", func(t *testing.T) {
+		dir := baseFixture().write(t)
+		require.NoError(t, os.Remove(filepath.Join(dir, datasets.ManifestFile)))
+		_, err := Dataset(dir, Options{})
+		require.ErrorIs(t, err, datasets.ErrNoManifest)
+		require.ErrorContains(t, err, "steplab import table")
 	})
 }
