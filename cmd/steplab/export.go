@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,7 +19,7 @@ func init() { register(newExportCmd) }
 func newExportCmd() *cobra.Command {
 	var format, out, window string
 	var tables []string
-	var asJSON bool
+	var asJSON, force bool
 	cmd := &cobra.Command{
 		Use:   "export DIR --format csv|arrow|perfetto|blis -o OUT",
 		Short: "Write a dataset's tables as CSV or Arrow IPC files, its step timeline for Perfetto, or its requests as a BLIS trace",
@@ -59,10 +60,17 @@ Examples:
   python -c "import pyarrow.ipc as ipc; print(ipc.open_file('out/run-arrow/steps.arrow').read_all())"`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return &exitError{code: 2, msg: "export: no output directory: use -o OUT"}
-			}
 			format = strings.ToLower(format)
+			target := out
+			if format == export.BLIS && out != "" {
+				target = out + ".csv" // OUT is a prefix: OUT.csv and OUT.yaml
+			}
+			if !slices.Contains([]string{export.CSV, export.Arrow, export.Perfetto, export.BLIS}, format) {
+				return &exitError{code: 2, msg: fmt.Sprintf("export: --format %q: want csv, arrow, perfetto or blis", format)}
+			}
+			if err := refuseExisting("export", target, force); err != nil {
+				return err
+			}
 			switch format {
 			case export.Perfetto:
 				return runPerfettoExport(cmd, args[0], out, window, asJSON)
@@ -111,6 +119,7 @@ Examples:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory (csv, arrow), file (perfetto) or file prefix (blis) (required)")
 	cmd.Flags().StringSliceVar(&tables, "tables", nil, "tables to export, comma-separated (default: all the dataset has)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the files written as JSON")
+	forceFlag(cmd, &force)
 	cmd.Flags().StringVar(&window, "window", "", "perfetto: only START:END seconds of the run (either may be empty)")
 	return cmd
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -37,19 +36,6 @@ func (s *selectionFlags) options() fit.LoadOptions {
 		Target: s.target, BenchmarkCoords: s.benchmarkCoords}
 }
 
-// inputError wraps a library error as exit status 2 (usage or input),
-// prefixed with the command unless the library named it already.
-func inputError(cmd string, err error) error {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return err
-	}
-	msg := err.Error()
-	if !strings.HasPrefix(msg, cmd+": ") {
-		msg = cmd + ": " + msg // library errors mostly name their package, which is the command's name
-	}
-	return &exitError{code: 2, msg: msg}
-}
 
 func newFitCmd() *cobra.Command {
 	var sel selectionFlags
@@ -58,7 +44,7 @@ func newFitCmd() *cobra.Command {
 	var cv, boot, worst, calibrateHalf int
 	var seed uint64
 	var level float64
-	var relative, asJSON bool
+	var relative, asJSON, force bool
 	cmd := &cobra.Command{
 		Use:   "fit DATASET... -o MODEL.json",
 		Short: "Fit a forward-pass model to steps and say how good it is",
@@ -118,8 +104,11 @@ Examples:
   steplab eval recipe.json runs/traffic --half 2`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return &exitError{code: 2, msg: "fit: no output file: use -o MODEL.json"}
+			if err := refuseExisting("fit", out, force); err != nil {
+				return err
+			}
+			if boot < 0 || cv < 0 || cv == 1 || worst < 0 {
+				return &exitError{code: 2, msg: fmt.Sprintf("fit: --bootstrap %d, --cv %d, --worst %d: use --bootstrap 0 or more, --cv 0 (none) or 2 or more, --worst 0 or more", boot, cv, worst)}
 			}
 			ts, err := fit.ResolveTerms(terms)
 			if err != nil {
@@ -184,6 +173,7 @@ Examples:
 	cmd.Flags().BoolVar(&relative, "relative", false, "minimise relative rather than absolute error (weights 1/y²)")
 	cmd.Flags().StringVar(&degenerate, "degenerate", fit.DegenerateAuto, "terms the data cannot identify (zero, constant, or a combination of others): drop (leave them out, and say so), error (refuse), or auto (drop unless --terms names them)")
 	cmd.Flags().IntVar(&cv, "cv", 5, "k-fold cross-validation folds (0: none)")
+	forceFlag(cmd, &force)
 	cmd.Flags().IntVar(&boot, "bootstrap", 200, "bootstrap replicates for coefficient intervals (0: none)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the folds and the bootstrap")
 	cmd.Flags().IntVar(&worst, "worst", 10, "worst steps to list")

@@ -76,7 +76,7 @@ func TestFitEvalCheckCLI(t *testing.T) {
 	require.Equal(t, []string{"measured", "production"}, art.Training.Selection.Roles)
 	require.Equal(t, datasets.PolicyAdmissionStep, art.Training.Selection.Policy)
 
-	out, err = runCLI(t, "fit", train, "-o", mpath, "--terms", "decode", "--bootstrap", "20")
+	out, err = runCLI(t, "fit", train, "-o", mpath, "--terms", "decode", "--bootstrap", "20", "--force")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "WARNING")
 	require.Contains(t, out, "decode_kv_tokens")
@@ -319,7 +319,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 				require.Contains(t, out, "dropped term "+term+": "+reason)
 				require.Contains(t, logs, "term="+term+" ")
 			}
-			js, err := runCLI(t, "fit", c.dataset, "-o", mpath, "--json", "--cv", "0", "--bootstrap", "0")
+			js, err := runCLI(t, "fit", c.dataset, "-o", mpath, "--json", "--cv", "0", "--bootstrap", "0", "--force")
 			require.NoError(t, err, js)
 			var rrep fit.FitReport
 			require.NoError(t, json.Unmarshal([]byte(js), &rrep))
@@ -347,7 +347,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 				require.NotContains(t, a.Terms, term)
 			}
 
-			out, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--form", "linear", "--json", "--cv", "0", "--bootstrap", "0")
+			out, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--form", "linear", "--json", "--cv", "0", "--bootstrap", "0", "--force")
 			require.NoError(t, err, out)
 			var rep fit.FitReport
 			require.NoError(t, json.Unmarshal([]byte(out), &rep))
@@ -358,9 +358,9 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 			require.Equal(t, c.dropped, got)
 
 			// Named terms are held strictly.
-			_, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--terms", "default", "--cv", "0", "--bootstrap", "0")
+			_, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--terms", "default", "--cv", "0", "--bootstrap", "0", "--force")
 			require.Equal(t, 2, exitCode(err), "%v", err)
-			_, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--degenerate", "error", "--cv", "0", "--bootstrap", "0")
+			_, err = runCLI(t, "fit", c.dataset, "-o", mpath, "--degenerate", "error", "--cv", "0", "--bootstrap", "0", "--force")
 			require.Equal(t, 2, exitCode(err), "%v", err)
 		})
 	}

@@ -14,7 +14,7 @@ func init() { register(newReportCmd) }
 
 func newReportCmd() *cobra.Command {
 	var out, modelPath, title string
-	var stamp, asJSON bool
+	var stamp, asJSON, force bool
 	var maxSVG, worst int
 	cmd := &cobra.Command{
 		Use:   "report (DATASET|RUN|MODEL)... -o report.html",
@@ -52,8 +52,8 @@ Examples:
   steplab report model.json datasets/h200/traffic-azure-12rps -o fit.html --json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return &exitError{code: 2, msg: "report: no output file: use -o report.html"}
+			if err := refuseExisting("report", out, force); err != nil {
+				return err
 			}
 			opts := report.Options{Paths: args, Model: modelPath, Title: title, Tool: "steplab " + version(),
 				MaxInlineSVG: maxSVG, Worst: worst}
@@ -78,6 +78,7 @@ Examples:
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML file to write (required)")
+	forceFlag(cmd, &force)
 	cmd.Flags().StringVar(&modelPath, "model", "", "model artifact whose fit quality is reported on the datasets given")
 	cmd.Flags().StringVar(&title, "title", "", `page title (default "steplab report")`)
 	cmd.Flags().BoolVar(&stamp, "timestamp", false, "stamp the page with the time it was made (off: the same inputs give the same bytes)")

@@ -14,6 +14,7 @@ func init() { register(newSweepCmd) }
 
 func newSweepCmd() *cobra.Command {
 	var out string
+	var force bool
 	var sets, varies []string
 	var asJSON bool
 	var jobs int
@@ -66,8 +67,8 @@ Across machines (docs/distributed.md):
 			if len(args) != 1 {
 				return &exitError{code: 2, msg: "sweep: give the scenario file"}
 			}
-			if out == "" {
-				return &exitError{code: 2, msg: "sweep: no output directory: use -o DIR"}
+			if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
+				return err
 			}
 			vs, err := parseVaries(varies)
 			if err != nil {
@@ -117,6 +118,7 @@ Across machines (docs/distributed.md):
 	}
 	f := cmd.Flags()
 	f.StringVarP(&out, "output", "o", "", "output directory")
+	forceFlag(cmd, &force)
 	f.StringArrayVar(&varies, "vary", nil, "a key and its values: KEY=V1,V2,... (repeatable; the grid is their product)")
 	f.StringArrayVar(&sets, "set", nil, "override a scenario key for every point: KEY=VALUE (repeatable)")
 	f.BoolVar(&asJSON, "json", false, "print every point's audit as JSON")

@@ -117,7 +117,10 @@ func TestExportCLI(t *testing.T) {
 	require.Equal(t, 2, exitCode(err))
 	_, err = runCLI(t, "export", dir, "--format", "arrow")
 	require.ErrorContains(t, err, "-o OUT")
-	_, err = runCLI(t, "export", dir, "--format", "arrow", "-o", out, "--tables", "requests")
+	_, err = runCLI(t, "export", dir, "--format", "csv", "-o", out)
+	require.Equal(t, 2, exitCode(err))
+	require.ErrorContains(t, err, "exists: use --force")
+	_, err = runCLI(t, "export", dir, "--format", "arrow", "-o", out, "--tables", "requests", "--force")
 	require.Equal(t, 2, exitCode(err))
 	require.ErrorContains(t, err, `no table "requests"`)
 }

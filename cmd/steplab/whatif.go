@@ -98,7 +98,7 @@ are addressed by name (stages.NAME.KEY), and VALUE is YAML.`,
 	f.StringVarP(&out, "output", "o", "", "output directory (a dataset plus audit.md and audit.json)")
 	f.StringArrayVar(&sets, "set", nil, "override a scenario key: KEY=VALUE (repeatable), e.g. load.rate_rps=60")
 	f.BoolVar(&asJSON, "json", false, "print the audit as JSON")
-	f.BoolVarP(&force, "force", "f", false, "overwrite an existing output dataset")
+	f.BoolVar(&force, "force", false, "overwrite an existing output dataset")
 	f.IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "repetitions simulated at once (results do not depend on it)")
 	levelFlag(cmd, &level)
 	return cmd

@@ -25,7 +25,7 @@ func TestWhatifAndSweepCLI(t *testing.T) {
 		{"sweep help", []string{"sweep", "--help"}, 0, []string{"--vary load.rate_rps=", "sweep.parquet"}},
 		{"table", append([]string{"whatif", ensemble, "-o", dir}, small...), 0, []string{"| inline |", "| remote |", "Achieved/offered"}},
 		{"existing output needs --force", append([]string{"whatif", ensemble, "-o", dir}, small...), 2, []string{"already exists"}},
-		{"json", append([]string{"whatif", ensemble, "-o", dir, "-f", "--json"}, small...), 0, []string{`"window_mean_rps"`}},
+		{"json", append([]string{"whatif", ensemble, "-o", dir, "--force", "--json"}, small...), 0, []string{`"window_mean_rps"`}},
 		{"no output", []string{"whatif", ensemble}, 2, []string{"use -o DIR"}},
 		{"bad override names the key", []string{"whatif", ensemble, "-o", dir, "--set", "load.rate_rps=-1"}, 2, []string{"load.rate_rps is -1"}},
 		{"sweep", append([]string{"sweep", ensemble, "-o", filepath.Join(t.TempDir(), "sw"), "--vary", "load.rate_rps=20,40"}, small...), 0,

@@ -422,8 +422,8 @@ func (c *compiler) load(sc *Scenario) {
 		c.at(c.d.root, "no load: add load: {kind: constant, rate_rps: ..., requests: ...}")
 		return
 	}
-	if l.Repetitions == 0 {
-		l.Repetitions = 1
+	if l.Repetitions == 0 && child(ln, "repetitions") == nil {
+		l.Repetitions = 1 // left out: one run per placement
 		sc.File.Load.Repetitions = 1
 	}
 	wl := workflow.Load{Kind: l.Kind, RateRPS: l.RateRPS, CV: l.CV, Users: l.Users, Think: l.Think, ThinkNs: sNs(l.ThinkS),
