@@ -36,7 +36,6 @@ func (s *selectionFlags) options() fit.LoadOptions {
 		Target: s.target, BenchmarkCoords: s.benchmarkCoords}
 }
 
-
 func newFitCmd() *cobra.Command {
 	var sel selectionFlags
 	var out, form, terms, solver, plots, degenerate string

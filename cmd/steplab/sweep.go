@@ -67,15 +67,15 @@ Across machines (docs/distributed.md):
 			if len(args) != 1 {
 				return &exitError{code: 2, msg: "sweep: give the scenario file"}
 			}
-			if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
-				return err
-			}
 			vs, err := parseVaries(varies)
 			if err != nil {
 				return err
 			}
 			d, err := loadScenarioDoc(args[0], sets)
 			if err != nil {
+				return err
+			}
+			if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
 				return err
 			}
 			bar := newProgress(int64(len(sweep.Grid(vs))), "sweep points")
