@@ -14,15 +14,23 @@ import (
 // existing output refused unless --force.
 
 // refuseExisting refuses an empty output name, and an output that exists
-// unless force is set: nothing is overwritten without --force.
+// (but an empty directory) unless force is set: nothing is overwritten
+// without --force.
 func refuseExisting(cmd, out string, force bool) error {
 	if out == "" {
 		return &exitError{code: 2, msg: cmd + ": no output: use -o OUT"}
 	}
-	if _, err := os.Stat(out); err == nil && !force {
+	if _, err := os.Stat(out); err == nil && !force && !emptyDir(out) {
 		return &exitError{code: 2, msg: fmt.Sprintf("%s: %s exists: use --force to overwrite it", cmd, out)}
 	}
 	return nil
+}
+
+// emptyDir reports whether path is a directory with nothing in it (a
+// fresh mktemp -d): there is nothing to overwrite.
+func emptyDir(path string) bool {
+	entries, err := os.ReadDir(path)
+	return err == nil && len(entries) == 0
 }
 
 // forceFlag adds --force (no short form: -f names a scenario file).
