@@ -464,7 +464,7 @@ func locateJSONError(file string, b []byte, err error) error {
 		if field == "" {
 			field = "(top level)"
 		}
-		err = fmt.Errorf("%s: %s is not a valid %s", field, te.Value, te.Type)
+		err = fmt.Errorf("%s: %s where the format has %s", field, te.Value, jsonKind(te.Type))
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%s: truncated JSON", file)
 	}

@@ -1,7 +1,9 @@
 package importers
 
 import (
+	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -114,7 +116,7 @@ func TestDynamoArtifactErrors(t *testing.T) {
 		{"truncated", complete[:500], "in: truncated JSON"},
 		{"merged", `{"schema_version": 2, "artifact_type": "merged"}`, `artifact_type "merged": import the per-rank artifacts`},
 		{"type error", strings.Replace(complete, `"batch_size": 2,`, `"batch_size": "two",`, 1),
-			`results.point.batch_size: string is not a valid int64`},
+			`results.point.batch_size: string where the format has an integer`},
 		{"negative count", strings.Replace(complete, `"sum_prefill_kv_tokens": 1024`, `"sum_prefill_kv_tokens": -1024`, 1),
 			"in: results[3].fpms[0]: scheduled_requests.sum_prefill_kv_tokens: -1024 is negative"},
 		{"fpm version", strings.Replace(complete, `"version": 1,`, `"version": 2,`, 1),
@@ -127,5 +129,30 @@ func TestDynamoArtifactErrors(t *testing.T) {
 			_, _, err := parseSteps("dynamo-fpm-artifact", []byte(tt.in))
 			require.ErrorContains(t, err, tt.want)
 		})
+	}
+}
+
+// A malformed artifact is described in JSON's words, never with a Go type.
+func TestArtifactTypeErrorsInJSONWords(t *testing.T) {
+	for _, c := range []struct {
+		mutate func(map[string]any)
+		want   string
+	}{
+		{func(a map[string]any) { a["results"] = "nope" }, "results: string where the format has an array of objects"},
+		{func(a map[string]any) { a["timing"] = []any{1} }, "timing: array where the format has an object"},
+	} {
+		b, err := os.ReadFile("testdata/artifact_complete.json")
+		require.NoError(t, err)
+		var a map[string]any
+		require.NoError(t, json.Unmarshal(b, &a))
+		c.mutate(a)
+		b, err = json.Marshal(a)
+		require.NoError(t, err)
+		p := filepath.Join(t.TempDir(), "bad.json")
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		_, err = Import("dynamo-fpm-artifact", p, filepath.Join(t.TempDir(), "out"), Options{})
+		require.ErrorContains(t, err, c.want)
+		require.NotContains(t, err.Error(), "struct")
+		require.NotContains(t, err.Error(), "importers.")
 	}
 }

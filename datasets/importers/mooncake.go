@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/steplab/steplab/datasets"
 )
@@ -190,11 +192,45 @@ func decodeJSONLine(line []byte, v any) error {
 	return nil
 }
 
+// jsonKind names what a Go type decodes from in JSON's words: a message
+// says "an object", never a Go struct type.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array of " + plural(jsonKind(t.Elem()))
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	}
+	return "a value of another type"
+}
+
+// plural turns "an object" into "objects", "a string" into "strings".
+func plural(kind string) string {
+	for _, a := range []string{"an ", "a "} {
+		if rest, ok := strings.CutPrefix(kind, a); ok {
+			return rest + "s"
+		}
+	}
+	return kind
+}
+
 func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
 		if te.Field != "" {
-			return fmt.Errorf("%s: %s is not a valid %s", te.Field, te.Value, te.Type)
+			return fmt.Errorf("%s: %s where the format has %s", te.Field, te.Value, jsonKind(te.Type))
 		}
 		return fmt.Errorf("%s is not a JSON object", te.Value)
 	}

@@ -78,7 +78,7 @@ func TestMooncakeParsing(t *testing.T) {
 		{name: "backwards", in: "{\"timestamp\": 5, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 4, \"input_length\": 1, \"output_length\": 1}",
 			wantErr: "in:2: timestamp: 4 ms is earlier than the previous line's 5 ms; arrivals must be in time order"},
 		{name: "bad json", in: "{\"timestamp\": 0, \"input_length\": 1, \"output_length\": 1}\n{\"timestamp\": 0,", wantErr: "in:2: truncated JSON object"},
-		{name: "bad hash", in: `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": ["a"]}`, wantErr: "in:1: hash_ids: string is not a valid int64"},
+		{name: "bad hash", in: `{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": ["a"]}`, wantErr: "in:1: hash_ids: string where the format has an integer"},
 		{name: "two objects on a line", in: `{"timestamp": 0, "input_length": 1, "output_length": 1} {}`, wantErr: "in:1: trailing data"},
 		{name: "array", in: `[1,2]`, wantErr: "in:1: array is not a JSON object"},
 	}
