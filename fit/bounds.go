@@ -131,11 +131,11 @@ var boundMetrics = []string{"mape_pct", "median_ape_pct", "p90_ape_pct", "p99_ap
 func LoadBounds(path string) (*BoundsFile, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("fit: bounds: %w", err)
+		return nil, fmt.Errorf("bounds file: %w", err)
 	}
 	f, err := ParseBounds(b, filepath.Dir(path))
 	if err != nil {
-		return nil, fmt.Errorf("fit: bounds %s: %w", path, err)
+		return nil, fmt.Errorf("bounds file %s: %w", path, err)
 	}
 	return f, nil
 }
@@ -268,7 +268,7 @@ func CheckBounds(path string) (*BoundsReport, error) {
 	for _, c := range f.Checks {
 		ev, warn, err := f.evaluate(c)
 		if err != nil {
-			return nil, fmt.Errorf("fit: bounds %s: check %s: %w", path, c.Name, err)
+			return nil, fmt.Errorf("bounds file %s: check %s: %w", path, c.Name, err)
 		}
 		r.Warnings = append(r.Warnings, warn...)
 		r.Evaluations = append(r.Evaluations, *ev)

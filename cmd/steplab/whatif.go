@@ -120,7 +120,7 @@ func compileScenario(path string, sets []string) (*whatif.Scenario, error) {
 func loadScenarioDoc(path string, sets []string) (*whatif.Doc, error) {
 	d, err := whatif.Load(path)
 	if err != nil {
-		return nil, &exitError{code: 2, msg: err.Error()}
+		return nil, &exitError{code: 2, msg: "scenario: " + err.Error()}
 	}
 	for _, s := range sets {
 		if err := d.Set(s); err != nil {
