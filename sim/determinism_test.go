@@ -1,18 +1,16 @@
 package sim
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -21,23 +19,9 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 // a fixed order.
 func datasetSHA(t *testing.T, dir string) string {
 	t.Helper()
-	var files []string
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, p)
-		}
-		return err
-	}))
-	sort.Strings(files)
-	h := sha256.New()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		rel, _ := filepath.Rel(dir, f)
-		h.Write([]byte(filepath.ToSlash(rel) + "\n"))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	sha, err := datasets.DirSHA256(dir)
+	require.NoError(t, err)
+	return sha
 }
 
 func poissonScenario(seed uint64) Scenario {

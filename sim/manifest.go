@@ -133,6 +133,11 @@ type ManifestOptions struct {
 	// Host is the host-model spec ("": the FPM artifact's params.host or
 	// the default prior).
 	Host string
+	// Hardware and Shape, when set, are the GPU and the model shape the run
+	// is priced on, in place of the catalogue's entries for the names the
+	// manifest records (a GPU or model the catalogue does not know).
+	Hardware *model.Hardware
+	Shape    *model.Shape
 }
 
 // PlanFromManifest rebuilds the engine a dataset ran on from its manifest:
@@ -178,7 +183,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 		warn = append(warn, fmt.Sprintf("cuda_graph_capture_sizes not recorded: vLLM defaults up to %d", e.CUDAGraphSizes[len(e.CUDAGraphSizes)-1]))
 	}
 
-	r := resolveManifest(m)
+	r := resolveManifest(m, o)
 	if e.NumGPUBlocks <= 0 {
 		if !r.known() {
 			// Without a capacity the replay runs without KV pressure, which
@@ -212,7 +217,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 // run's steps (step replay needs no engine): the hardware and model shape
 // are looked up only when the FPM is the roofline prior.
 func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, error) {
-	r := resolveManifest(m)
+	r := resolveManifest(m, o)
 	if IsPrior(o.FPM) && !r.known() {
 		return nil, r.err()
 	}
@@ -221,11 +226,14 @@ func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, err
 
 // resolveManifest looks up the manifest's hardware in the catalogue and
 // takes its model from the recorded layer shape, else from the catalogue's
-// shape of its name at the recorded tensor parallelism. Failures are kept,
-// not returned: only some uses need both.
-func resolveManifest(m *datasets.Manifest) resolved {
+// shape of its name at the recorded tensor parallelism; the options'
+// Hardware and Shape win over both. Failures are kept, not returned: only
+// some uses need both.
+func resolveManifest(m *datasets.Manifest, o ManifestOptions) resolved {
 	var r resolved
 	switch {
+	case o.Hardware != nil:
+		r.hw, r.hwKnown = *o.Hardware, true
 	case m == nil || m.Hardware == nil || m.Hardware.GPUName == "":
 		r.hwErr = errors.New("hardware: the manifest names no GPU")
 	default:
@@ -244,6 +252,8 @@ func resolveManifest(m *datasets.Manifest) resolved {
 		ms = m.Model
 	}
 	switch {
+	case o.Shape != nil:
+		r.shape, r.shapeKnown = *o.Shape, true
 	case ms == nil || (ms.Name == "" && ms.Layers == 0):
 		r.shapeErr = errors.New("model: the manifest has no model section: record the model's name or layer shape")
 	case ms.Layers > 0 && ms.Hidden > 0:

@@ -33,6 +33,25 @@ func (sc Scenario) Plan() (*Plan, error) {
 	return p, nil
 }
 
+// PlanOn is Plan with the hardware and model shape given rather than looked
+// up by name (a GPU or model the catalogue does not know, or the part of a
+// mixture of experts every token runs: see package sim/cluster).
+func (sc Scenario) PlanOn(hw model.Hardware, shape model.Shape) (*Plan, error) {
+	p, err := sc.EnginePlanOn(hw, shape)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.Workload.check(p.Sched); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	return p, nil
+}
+
+// EnginePlanOn is PlanOn without the workload.
+func (sc Scenario) EnginePlanOn(hw model.Hardware, shape model.Shape) (*Plan, error) {
+	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
+}
+
 // EnginePlan is Plan without the workload: the engine alone, for callers
 // that bring their own arrivals (request replay, what-if stages).
 func (sc Scenario) EnginePlan() (*Plan, error) {
@@ -150,5 +169,5 @@ func (p *Plan) NewEngine(b Backend, sink Sink) (*Engine, error) {
 	if worker == "" {
 		worker = "sim-0"
 	}
-	return NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: worker}, b.Exec, b.Clock, b.Host, sink)
+	return NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: worker, DPRank: b.DPRank}, b.Exec, b.Clock, b.Host, sink)
 }
