@@ -54,8 +54,9 @@ type Manifest struct {
 	CUDAGraphSizes    []int              `json:"cuda_graph_capture_sizes,omitempty"`
 	Workload          *Workload          `json:"workload,omitempty"`
 	MeasurementPolicy *MeasurementPolicy `json:"measurement_policy,omitempty"`
-	// Cluster describes the engines beyond one: pools, router, links and
-	// the expert layout (package sim/cluster). Absent for one engine.
+	// Cluster describes the engines beyond one: pools, router and links
+	// (package sim/cluster; the model section holds the experts). Absent
+	// for one engine.
 	Cluster *Cluster `json:"cluster,omitempty"`
 
 	// Tables records, for each table written, its parts and row counts.
@@ -194,8 +195,6 @@ type Cluster struct {
 	Pools  []ClusterPool `json:"pools"`
 	// KVTransfer is the prefill-to-decode link of a disaggregated cluster.
 	KVTransfer *Link `json:"kv_transfer,omitempty"`
-	// MoE is the model's expert layout.
-	MoE *MoE `json:"moe,omitempty"`
 }
 
 // ClusterPool is one pool of identical engines.
@@ -220,14 +219,6 @@ type ClusterPool struct {
 type Link struct {
 	BandwidthGBs float64 `json:"bandwidth_gbs"`
 	LatencyUs    float64 `json:"latency_us"`
-}
-
-// MoE is a mixture-of-experts layout.
-type MoE struct {
-	Experts            int `json:"experts"`
-	TopK               int `json:"top_k"`
-	ExpertIntermediate int `json:"expert_intermediate"`
-	SharedIntermediate int `json:"shared_intermediate,omitempty"`
 }
 
 // Workload describes the arrivals that drove the run.

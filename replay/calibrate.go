@@ -63,7 +63,8 @@ type CalibOptions struct {
 	// HostPrep; empty non-nil: none).
 	HostParams []string
 	// MoEParams are the expert-parallel multipliers fitted (nil: all of
-	// MoEParams when the first set's model has experts, else none).
+	// MoEParams when the first set ran expert-parallel instances, else
+	// none).
 	MoEParams []string
 	// Holdout is the fraction of each run's requests, the last by arrival,
 	// held out of the fit and scored after it (0: none).
@@ -194,7 +195,7 @@ func (p *calibProblem) build(theta []float64) calibModel {
 // and expert-parallel scales: what each calibration step replays.
 func withModels(p *cluster.Plan, m calibModel) *cluster.Plan {
 	q := p.WithModels(m.fpm, m.host)
-	if p.MoE != nil {
+	if p.ExpertParallel() {
 		q = q.WithScales(m.scales)
 	}
 	return q
@@ -278,15 +279,15 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		}
 	}
 	p.moeNames = opts.MoEParams
-	if p.moeNames == nil && sets[0].Plan.MoE != nil {
+	if p.moeNames == nil && sets[0].Plan.ExpertParallel() {
 		p.moeNames = MoEParams
 	}
 	for _, h := range p.moeNames {
 		if !slices.Contains(MoEParams, h) {
 			return nil, fmt.Errorf("calibrate: unknown expert parameter %q (want %s)", h, strings.Join(MoEParams, ", "))
 		}
-		if sets[0].Plan.MoE == nil {
-			return nil, fmt.Errorf("calibrate: %s: the model of %s has no experts", h, sets[0].Name)
+		if !sets[0].Plan.ExpertParallel() {
+			return nil, fmt.Errorf("calibrate: %s: %s ran no expert-parallel instance", h, sets[0].Name)
 		}
 	}
 	dim := len(p.terms) + len(p.hostNames) + len(p.moeNames)

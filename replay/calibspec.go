@@ -23,8 +23,8 @@ type CalibSpec struct {
 	// roofline prior, linearised); HostModel the host model to start from.
 	Start     string `yaml:"start" json:"start,omitempty"`
 	HostModel string `yaml:"host_model" json:"host_model,omitempty"`
-	// Cluster is a placement file: what the manifests and the catalogue
-	// lack (cluster.LoadSpec).
+	// Cluster is a placement file (cluster.LoadSpec): what the manifests
+	// do not record (router, links, engine keys), or a what-if placement.
 	Cluster string `yaml:"cluster" json:"cluster,omitempty"`
 	// Terms, Host and MoE name the parameters fitted (nil: the defaults;
 	// ["none"]: none of that family).
@@ -65,20 +65,24 @@ type CalibRun struct {
 	Warnings []string
 }
 
-// Setup reads the datasets, rebuilds their engines (cluster.PlanFromManifest)
-// and picks the start model.
+// Setup reads the datasets, rebuilds their engines (cluster.PlanFromManifest,
+// on sim.PlanFromManifest and the catalogue) and picks the start model:
+// Start's linear model, else the first engine's roofline prior linearised.
+// HostModel is the starting host model (sim.LoadHostModel: a host model
+// file or an artifact's params.host); without it, Start's params.host, else
+// the prior.
 func (s CalibSpec) Setup() (*CalibRun, error) {
 	if len(s.Datasets) == 0 {
 		return nil, errors.New("calibrate: no datasets")
 	}
 	if s.Holdout > 0 && len(s.HoldoutDatasets) > 0 {
-		return nil, errors.New("calibrate: use a holdout fraction or holdout datasets, not both")
+		return nil, errors.New("calibrate: use --holdout or --holdout-dataset, not both")
 	}
 	mo := cluster.ManifestOptions{FPM: s.Start, Host: s.HostModel}
 	if s.Cluster != "" {
 		sp, err := cluster.LoadSpec(s.Cluster)
 		if err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
+			return nil, fmt.Errorf("--cluster: %w", err)
 		}
 		mo.Spec = &sp
 	}
@@ -98,13 +102,17 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 	if s.Start != "" {
 		lin, ok := p.FPM.(*model.Linear)
 		if !ok {
-			return nil, fmt.Errorf("calibrate: start %s is not a linear artifact", s.Start)
+			form := "a prior"
+			if p.Artifact != nil {
+				form = "form " + p.Artifact.Form
+			}
+			return nil, fmt.Errorf("calibrate: --start must be a linear artifact (steplab fit --form linear): %s is %s", s.Start, form)
 		}
 		o.Start = lin
 	} else {
 		r, err := p.Roofline()
 		if err != nil {
-			return nil, fmt.Errorf("calibrate: no start model and no roofline prior for %s: %w", s.Datasets[0], err)
+			return nil, fmt.Errorf("calibrate: no --start and no roofline prior for %s: %w", s.Datasets[0], err)
 		}
 		o.Start = r.Linear()
 	}

@@ -13,11 +13,15 @@ import (
 
 // Engine curves: where a recorded run has an engine_samples table (its
 // engine's running and waiting requests and KV-cache usage over time), a
-// request replay compares it with the re-simulated engine's state. The
+// request replay compares it with the re-simulated engines' state. The
 // simulated state after each step (at its t_update_end) is resampled onto
 // the recorded times: the value at a recorded time is the state after the
 // last step that ended at or before it, as a stats logger reports the last
-// reading of its tick. Before the first step the engine is empty.
+// reading of its tick. Before the first step the engine is empty. With
+// several engines (a data-parallel run replayed as its ranks) the state is
+// every engine's latest, summed (KV usage: blocks used over blocks of all
+// engines), as vLLM's logger sums its data-parallel engines; a record with
+// samples of several ranks is summed at each sample time likewise.
 
 // CurveError compares one recorded curve with the re-simulated one over
 // the recorded samples.
@@ -69,8 +73,12 @@ type simState struct {
 // engine samples. A nil *curveRecorder does nothing.
 type curveRecorder struct {
 	rec    []datasets.EngineSample
-	states []simState
+	states []simState // after each step, every engine's latest summed
 	ranks  int
+	// engine indexes the engines by worker id into last, their latest
+	// states.
+	engine map[string]int
+	last   []simState
 }
 
 // newCurveRecorder reads d's engine_samples; nil when it has none.
@@ -86,23 +94,66 @@ func newCurveRecorder(d *datasets.Dataset) (*curveRecorder, error) {
 		return nil, nil
 	}
 	sort.SliceStable(rec, func(i, j int) bool { return rec[i].TNs < rec[j].TNs })
-	c := &curveRecorder{rec: rec}
 	ranks := map[int32]bool{}
 	for _, r := range rec {
 		ranks[r.DPRank] = true
 	}
-	c.ranks = len(ranks)
-	return c, nil
+	return &curveRecorder{rec: sumRanks(rec, len(ranks)), ranks: len(ranks), engine: map[string]int{}}, nil
 }
 
-// stepHook is the function the simulation calls after each step.
+// sumRanks sums the samples of several ranks taken at one time into one
+// (KV usage averaged over the ranks that recorded it).
+func sumRanks(rec []datasets.EngineSample, ranks int) []datasets.EngineSample {
+	if ranks <= 1 {
+		return rec
+	}
+	var out []datasets.EngineSample
+	for i := 0; i < len(rec); {
+		s := rec[i]
+		var kv, nkv float64 // a usage of −1 (not recorded) counts for none
+		if s.KVUsage >= 0 {
+			kv, nkv = s.KVUsage, 1
+		}
+		j := i + 1
+		for ; j < len(rec) && rec[j].TNs == s.TNs; j++ {
+			s.NumRunning += rec[j].NumRunning
+			s.NumWaiting += rec[j].NumWaiting
+			if rec[j].KVUsage >= 0 {
+				kv, nkv = kv+rec[j].KVUsage, nkv+1
+			}
+		}
+		s.DPRank, s.KVUsage = -1, -1
+		if nkv > 0 {
+			s.KVUsage = kv / nkv
+		}
+		out = append(out, s)
+		i = j
+	}
+	return out
+}
+
+// stepHook is the function the simulation calls after each step of any
+// engine.
 func (c *curveRecorder) stepHook() func(*datasets.Step) {
 	if c == nil {
 		return nil
 	}
 	return func(st *datasets.Step) {
-		c.states = append(c.states, simState{t: st.TUpdateEnd, running: st.NumRunning, waiting: st.NumWaiting,
-			kvUsed: st.KVBlocksUsed, kvTotal: st.KVBlocksTotal})
+		i, ok := c.engine[st.WorkerID]
+		if !ok {
+			i = len(c.last)
+			c.engine[st.WorkerID] = i
+			c.last = append(c.last, simState{})
+		}
+		c.last[i] = simState{running: st.NumRunning, waiting: st.NumWaiting, kvUsed: st.KVBlocksUsed, kvTotal: st.KVBlocksTotal}
+		sum := simState{t: st.TUpdateEnd}
+		for _, l := range c.last {
+			sum.running += l.running
+			sum.waiting += l.waiting
+			sum.kvUsed += l.kvUsed
+			sum.kvTotal += l.kvTotal
+		}
+		c.states = append(c.states, sum)
 	}
 }
 
@@ -113,8 +164,14 @@ func (c *curveRecorder) compare() *CurveSummary {
 	}
 	s := &CurveSummary{Samples: len(c.rec)}
 	if c.ranks > 1 {
-		s.Notes = append(s.Notes, fmt.Sprintf("the record has samples of %d data-parallel ranks; each is compared with the one simulated engine", c.ranks))
+		s.Notes = append(s.Notes, fmt.Sprintf("the record has samples of %d data-parallel ranks, summed at each sample time", c.ranks))
 	}
+	if n := len(c.last); n > 1 {
+		s.Notes = append(s.Notes, fmt.Sprintf("the simulated state is the sum over its %d engines", n))
+	}
+	// Engines record their steps in event order; the resampling reads
+	// them in time order.
+	sort.SliceStable(c.states, func(i, j int) bool { return c.states[i].t < c.states[j].t })
 	var run, wait, kv curveAcc
 	j := -1
 	for _, r := range c.rec {

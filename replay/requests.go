@@ -521,14 +521,18 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if err != nil {
 		return nil, err
 	}
-	var loReqs, hiReqs map[string]datasets.Request
-	level := model.IntervalLevel(e.FPM, opts.Level)
-	if im, ok := e.FPM.(model.IntervalFPM); ok && level > 0 {
-		if loReqs, _, err = Simulate(t, withModels(e, model.Bound{M: im, Level: level}, e.Host)); err != nil {
-			return nil, fmt.Errorf("lower-edge re-simulation: %w", err)
+	var edges [2]map[string]datasets.Request
+	level := e.IntervalLevel(opts.Level)
+	for i, name := range []string{"lower", "upper"} {
+		if level <= 0 {
+			break
 		}
-		if hiReqs, _, err = Simulate(t, withModels(e, model.Bound{M: im, Level: level, Upper: true}, e.Host)); err != nil {
-			return nil, fmt.Errorf("upper-edge re-simulation: %w", err)
+		b, err := e.Bound(level, i == 1)
+		if err == nil {
+			edges[i], _, err = Simulate(t, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s-edge re-simulation: %w", name, err)
 		}
 	}
 	w, err := out.create("requests")
@@ -542,7 +546,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	var buf []RequestRow
 	sum, err := CompareRequests(t.Rec, simReqs, func(r *RequestRow) error { buf = append(buf, *r); return nil })
 	if err == nil && level > 0 {
-		sum.Intervals = boundLatencies(buf, loReqs, hiReqs, level)
+		sum.Intervals = boundLatencies(buf, edges[0], edges[1], level)
 	}
 	if err == nil {
 		sum.EngineCurves, err = curves.writeCurves(w)

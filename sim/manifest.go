@@ -39,7 +39,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: detail},
 		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
 			Simulated: true, Spec: specFile(p.HW)},
-		Model: manifestShape(p.Shape),
+		Model: ManifestShape(p.Shape),
 		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
 			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
 			ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
@@ -76,9 +76,10 @@ func depthOf(async bool) int {
 	return 1
 }
 
-// manifestShape and shapeOfManifest are the two directions of the model
-// section.
-func manifestShape(s model.Shape) *datasets.ModelShape {
+// ManifestShape and shapeOfManifest are the two directions of the model
+// section: the whole shape, experts and all (a cluster records its model
+// so, whatever part of it each engine prices).
+func ManifestShape(s model.Shape) *datasets.ModelShape {
 	ms := &datasets.ModelShape{Name: s.Name, Architecture: s.Architecture, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
 		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
@@ -133,11 +134,6 @@ type ManifestOptions struct {
 	// Host is the host-model spec ("": the FPM artifact's params.host or
 	// the default prior).
 	Host string
-	// Hardware and Shape, when set, are the GPU and the model shape the run
-	// is priced on, in place of the catalogue's entries for the names the
-	// manifest records (a GPU or model the catalogue does not know).
-	Hardware *model.Hardware
-	Shape    *model.Shape
 }
 
 // PlanFromManifest rebuilds the engine a dataset ran on from its manifest:
@@ -183,7 +179,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 		warn = append(warn, fmt.Sprintf("cuda_graph_capture_sizes not recorded: vLLM defaults up to %d", e.CUDAGraphSizes[len(e.CUDAGraphSizes)-1]))
 	}
 
-	r := resolveManifest(m, o)
+	r := resolveManifest(m)
 	if e.NumGPUBlocks <= 0 {
 		if !r.known() {
 			// Without a capacity the replay runs without KV pressure, which
@@ -217,7 +213,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 // run's steps (step replay needs no engine): the hardware and model shape
 // are looked up only when the FPM is the roofline prior.
 func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, error) {
-	r := resolveManifest(m, o)
+	r := resolveManifest(m)
 	if IsPrior(o.FPM) && !r.known() {
 		return nil, r.err()
 	}
@@ -226,14 +222,11 @@ func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, err
 
 // resolveManifest looks up the manifest's hardware in the catalogue and
 // takes its model from the recorded layer shape, else from the catalogue's
-// shape of its name at the recorded tensor parallelism; the options'
-// Hardware and Shape win over both. Failures are kept, not returned: only
-// some uses need both.
-func resolveManifest(m *datasets.Manifest, o ManifestOptions) resolved {
+// shape of its name at the recorded tensor parallelism. Failures are kept,
+// not returned: only some uses need both.
+func resolveManifest(m *datasets.Manifest) resolved {
 	var r resolved
 	switch {
-	case o.Hardware != nil:
-		r.hw, r.hwKnown = *o.Hardware, true
 	case m == nil || m.Hardware == nil || m.Hardware.GPUName == "":
 		r.hwErr = errors.New("hardware: the manifest names no GPU")
 	default:
@@ -252,8 +245,6 @@ func resolveManifest(m *datasets.Manifest, o ManifestOptions) resolved {
 		ms = m.Model
 	}
 	switch {
-	case o.Shape != nil:
-		r.shape, r.shapeKnown = *o.Shape, true
 	case ms == nil || (ms.Name == "" && ms.Layers == 0):
 		r.shapeErr = errors.New("model: the manifest has no model section: record the model's name or layer shape")
 	case ms.Layers > 0 && ms.Hidden > 0:

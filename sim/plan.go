@@ -55,6 +55,18 @@ func (sc Scenario) EnginePlanOn(hw model.Hardware, shape model.Shape) (*Plan, er
 // EnginePlan is Plan without the workload: the engine alone, for callers
 // that bring their own arrivals (request replay, what-if stages).
 func (sc Scenario) EnginePlan() (*Plan, error) {
+	hw, shape, err := sc.Lookup()
+	if err != nil {
+		return nil, err
+	}
+	return sc.EnginePlanOn(hw, shape)
+}
+
+// Lookup resolves the scenario's hardware and model in the catalogue (a
+// name in any spelling, or a spec file or config.json path) and applies
+// its tensor parallelism and dtypes: what EnginePlan prices, for a caller
+// that prices a part of the model itself (sim/cluster's experts).
+func (sc Scenario) Lookup() (model.Hardware, model.Shape, error) {
 	var errs []error
 	hw, err := model.LookupHardware(sc.Hardware)
 	if err != nil {
@@ -64,10 +76,7 @@ func (sc Scenario) EnginePlan() (*Plan, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
+	return hw, shape, errors.Join(errs...)
 }
 
 // shape looks the model up and applies the scenario's parallelism and

@@ -191,7 +191,7 @@ func runEngine(eng *Engine, p *Plan, src workload.Peeker, stop <-chan struct{}) 
 	if src != nil {
 		_, err = DriveUntil(eng, src, stop)
 	} else {
-		err = runBenchmark(eng, p, stop)
+		err = RunBenchmark(eng, p, stop)
 	}
 	if ferr := eng.Finish(eng.Now()); err == nil {
 		err = ferr
@@ -239,24 +239,34 @@ func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
 	if !ok {
 		return nil, fmt.Errorf("bounds: fpm %s has no prediction intervals", p.FPMName)
 	}
-	var reps [2]Report
-	for i := range reps {
+	return BoundsOf(level, func(upper bool) (Report, error) {
 		src, _, cleanup, err := p.Source()
 		if err != nil {
-			return nil, err
+			return Report{}, err
 		}
+		defer cleanup()
 		metrics := NewRunMetrics()
 		edge := *p
-		edge.FPM = model.Bound{M: im, Level: level, Upper: i == 1}
+		edge.FPM = model.Bound{M: im, Level: level, Upper: upper}
 		eng, err := edge.NewEngine(Backend{}, metrics)
 		if err == nil {
 			err = runEngine(eng, p, src, nil)
 		}
-		cleanup()
+		return metrics.Report(), err
+	})
+}
+
+// BoundsOf is Bounds for any simulation: run re-simulates with every step
+// at the lower (upper false) or the upper edge of its interval and
+// reports the run; the interval pairs the two runs' statistics.
+func BoundsOf(level float64, run func(upper bool) (Report, error)) (*LatencyInterval, error) {
+	var reps [2]Report
+	for i := range reps {
+		r, err := run(i == 1)
 		if err != nil {
 			return nil, fmt.Errorf("bounds: %w", err)
 		}
-		reps[i] = metrics.Report()
+		reps[i] = r
 	}
 	return &LatencyInterval{Level: level, Method: BoundsMethod, TTFT: bounded(reps[0].TTFT, reps[1].TTFT),
 		ITL: bounded(reps[0].ITL, reps[1].ITL), E2E: bounded(reps[0].E2E, reps[1].E2E)}, nil
@@ -405,10 +415,11 @@ func asDecode(s *datasets.Step, rows []datasets.StepRequest, isDecode func(*data
 	s.Kind = features.Of(s).Kind()
 }
 
-// runBenchmark runs the plan's self-benchmark grid on the engine, one point
+// RunBenchmark runs the plan's self-benchmark grid on the engine, one point
 // at a time with the engine idle in between, tagging each step: the step
-// the policy measures is "measured", the others "scaffolding".
-func runBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
+// the policy measures is "measured", the others "scaffolding". It ends with
+// ErrInterrupted once stop is closed (nil never closes).
+func RunBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
 	points, err := workload.BuildGrid(p.GridConfig())
 	if err != nil {
 		return fmt.Errorf("benchmark: %w", err)

@@ -99,7 +99,7 @@ Examples:
 	cmd.Flags().StringSliceVar(&terms, "terms", nil, "FPM terms that get a multiplier (default: every term of the start model)")
 	cmd.Flags().StringSliceVar(&hostParams, "host", []string{replay.HostSchedUpdate, replay.HostPrep}, "host multipliers fitted (none for none)")
 	cmd.Flags().StringSliceVar(&moeParams, "moe", replay.MoEParams, "expert-parallel multipliers fitted on a mixture of experts (none for none)")
-	cmd.Flags().StringVar(&placement, "cluster", "", "placement file stating what the manifest and catalogue lack: hardware_spec, model_spec with moe, links, router (docs/placement.md)")
+	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	cmd.Flags().IntVar(&maxEvals, "max-evals", 0, "most replays of the datasets (default 60 per parameter, at least 150)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration report as JSON")
 	return cmd

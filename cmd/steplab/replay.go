@@ -258,7 +258,7 @@ Examples:
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
 	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
 	levelFlag(cmd, &level)
-	cmd.Flags().StringVar(&placement, "cluster", "", "placement file stating what the manifest and catalogue lack: hardware_spec, model_spec with moe, links, router (docs/placement.md)")
+	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	return cmd
 }
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -76,8 +75,8 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 			if err != nil {
 				return interrupted("simulate", out, err)
 			}
-			if e := plan.Pools[0].Engine; plan.Engines() == 1 && model.IntervalLevel(e.FPM, level) > 0 {
-				if res.Interval, err = sim.Bounds(e, model.IntervalLevel(e.FPM, level)); err != nil {
+			if l := plan.IntervalLevel(level); l > 0 {
+				if res.Interval, err = cluster.Bounds(plan, l); err != nil {
 					return err
 				}
 			}

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/rng"
@@ -67,7 +66,11 @@ func Run(sc *Scenario, opts Options) (*Output, error) {
 	for i := range edges {
 		pls := make([]Placement, len(sc.Placements))
 		for k, pl := range sc.Placements {
-			pls[k] = Placement{Name: pl.Name, Graph: boundGraph(pl.Graph, level, i == 1)}
+			g, err := boundGraph(pl.Graph, level, i == 1)
+			if err != nil {
+				return nil, fmt.Errorf("placement %s: %w", pl.Name, err)
+			}
+			pls[k] = Placement{Name: pl.Name, Graph: g}
 		}
 		r, err := runAll(sc, pls, Options{Jobs: opts.Jobs})
 		if err != nil {
@@ -118,7 +121,7 @@ func intervalLevel(sc *Scenario, requested float64) float64 {
 	for _, pl := range sc.Placements {
 		for _, st := range pl.Graph.Stages {
 			if st.Engine != nil {
-				if l := model.IntervalLevel(st.Engine.FPM, requested); l > 0 {
+				if l := st.Engine.IntervalLevel(requested); l > 0 {
 					return l
 				}
 			}
@@ -127,22 +130,22 @@ func intervalLevel(sc *Scenario, requested float64) float64 {
 	return 0
 }
 
-// boundGraph is g with every engine whose FPM has intervals pricing its
-// steps at one edge of the interval (model.Bound).
-func boundGraph(g *workflow.Graph, level float64, upper bool) *workflow.Graph {
+// boundGraph is g with every engine stage whose FPM has intervals pricing
+// its steps at one edge of the interval (cluster.Plan.Bound).
+func boundGraph(g *workflow.Graph, level float64, upper bool) (*workflow.Graph, error) {
 	out := &workflow.Graph{Network: g.Network, Stages: slices.Clone(g.Stages)}
 	for i := range out.Stages {
 		e := out.Stages[i].Engine
-		if e == nil {
+		if e == nil || e.IntervalLevel(level) == 0 {
 			continue
 		}
-		if im, ok := e.FPM.(model.IntervalFPM); ok {
-			p := *e
-			p.FPM = model.Bound{M: im, Level: level, Upper: upper}
-			out.Stages[i].Engine = &p
+		b, err := e.Bound(level, upper)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: %w", out.Stages[i].Name, err)
 		}
+		out.Stages[i].Engine = b
 	}
-	return out
+	return out, nil
 }
 
 // PlacementInterval is a placement's latencies when every engine step

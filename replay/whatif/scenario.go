@@ -14,8 +14,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workflow"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -638,6 +638,11 @@ func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *cluster.Plan
 	}
 	if sc.Load.BlockSize == 0 {
 		sc.Load.BlockSize = p.Pools[0].Engine.Sched.BlockSize
+	}
+	for _, pp := range p.Pools {
+		if m := pp.Engine.Sched.MaxModelLen; sc.Load.MaxModelLen == 0 || m < sc.Load.MaxModelLen {
+			sc.Load.MaxModelLen = m
+		}
 	}
 	return p
 }

@@ -132,7 +132,7 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 
 func (c *Cluster) addWorkers(pl *pool) error {
 	ep := max(1, pl.ExpertParallel)
-	grouped := pl.moe != nil || ep > 1
+	grouped := ep > 1
 	for i := 0; i < pl.Replicas; i++ {
 		w := &worker{idx: int32(len(c.workers)), name: fmt.Sprintf("%s-%d", pl.Name, i), pool: pl, wakeAt: -1}
 		b := sim.Backend{WorkerID: w.name}

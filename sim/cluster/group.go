@@ -27,8 +27,7 @@ import (
 // once every rank has a step waiting, or is quiet (its loop went idle, or
 // could schedule nothing): a quiet rank runs a dummy step, a one-token
 // forward pass, and so joins the wave only from the end of the previous
-// one, as its loop would. A group of one rank is an engine whose steps
-// also pay for their experts.
+// one, as its loop would.
 type group struct {
 	c       *Cluster
 	ranks   []*rank
@@ -180,10 +179,7 @@ func (g *group) form() {
 		tokens += t
 		most = max(most, t)
 	}
-	total := dense
-	if g.moe != nil {
-		total += g.moe.expertNs(tokens) + g.moe.a2aNs(most)
-	}
+	total := dense + g.moe.expertNs(tokens) + g.moe.a2aNs(most)
 	dev := int64(total + 0.5)
 	end := start + dev
 	g.gpuFree = end

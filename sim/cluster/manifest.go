@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
@@ -12,26 +13,29 @@ import (
 )
 
 // ManifestOptions choose the models a recorded run is re-priced with, and
-// state what its manifest and the catalogue do not know.
+// state what its manifest does not record.
 type ManifestOptions struct {
 	// FPM and Host are sim.ManifestOptions' model specs.
 	FPM, Host string
-	// Spec fills in the placement: an inline GPU (hardware_spec) and model
-	// (model_spec, with its MoE layout) the catalogue does not know, the
-	// links, and the router of a data-parallel run. The pools a manifest
-	// records win over Spec's.
+	// Spec fills in the placement: the router of a data-parallel run, the
+	// links, engine keys the manifest does not record, or the pools of a
+	// what-if for a one-engine run. The pools a manifest records win over
+	// Spec's.
 	Spec *Spec
 }
 
 // PlanFromManifest rebuilds the engines a dataset ran on: the inverse of
 // Plan.Manifest, and for an imported run the placement its engine section
 // records (vLLM's data_parallel_size and enable_expert_parallel, read
-// from the engine section, else from the import's source details). A
-// data-parallel run becomes that many engines behind vLLM's DP load
-// balancer (router vllm_dp, unless Spec names another), stepping together
-// as one expert-parallel instance when its experts were shared. A run
-// with expert parallelism whose MoE layout nobody states is refused.
-// What is assumed is returned as warnings.
+// from the engine section, else from the import's source details). Each
+// pool's engine is sim.PlanFromManifest of the manifest (with the pool's
+// engine section and GPU), so the GPU and the model, its experts
+// included, are the recorded ones or the catalogue's. A data-parallel run
+// becomes that many engines behind vLLM's DP load balancer (router
+// vllm_dp, unless Spec names another), stepping together as one
+// expert-parallel instance when its experts were shared; a model without
+// routed experts is then refused rather than replayed dense. What is
+// assumed is returned as warnings.
 func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string, error) {
 	if m == nil {
 		m = &datasets.Manifest{}
@@ -41,103 +45,129 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 		spec = *o.Spec
 	}
 	var warn []string
-	pools, router, moe, links, err := placementOf(m, spec, &warn)
-	if err != nil {
-		return nil, warn, err
-	}
-	spec.Pools, spec.Router, spec.Links, spec.MoE = pools, router, links, moe
+	pools, router, links, dp := placementOf(m, spec, &warn)
+	spec.Pools, spec.Router, spec.Links = pools, router, links
 	if err := spec.check(); err != nil {
 		return nil, warn, err
 	}
 	so := sim.ManifestOptions{FPM: o.FPM, Host: o.Host}
-	if h := spec.HardwareSpec; h != nil {
-		hw := h.Hardware()
-		if err := hw.Validate(); err != nil {
-			return nil, warn, fmt.Errorf("cluster.hardware_spec: %w", err)
-		}
-		so.Hardware = &hw
-	}
-	full, err := fullShape(m, spec, so)
-	if err != nil {
-		return nil, warn, err
-	}
-	mm := *m
-	switch {
-	case moe != nil:
-		dense := moe.DenseShape(full)
-		so.Shape = &dense
-	case spec.ModelSpec != nil:
-		so.Shape = &full
-	}
-	p := &Plan{Router: spec.Router, Shape: full, MoE: moe, KVBytesPerToken: full.KVBytesPerToken()}
+	p := &Plan{Router: spec.Router}
 	for k, ps := range spec.pools() {
-		pm, err := poolManifest(&mm, ps, moe, full, so, &warn)
+		sp, full, pw, err := poolFromManifest(m, ps, spec, so)
 		if err != nil {
-			return nil, warn, err
-		}
-		sp, pw, err := sim.PlanFromManifest(pm, so)
-		if err != nil {
+			if dp > 1 && errors.Is(err, errNoExperts) {
+				return nil, warn, fmt.Errorf("the manifest records data_parallel_size %d with expert parallelism, but %w", dp, err)
+			}
 			return nil, warn, fmt.Errorf("pool %s: %w", ps.Name, err)
-		}
-		if sp, err = overridden(sp, spec.Engine, ps.Engine, &warn, k == 0); err != nil {
-			return nil, warn, err
 		}
 		if k == 0 {
 			warn = append(warn, pw...)
+			p.Shape, p.KVBytesPerToken = full, full.KVBytesPerToken()
 		}
 		p.Pools = append(p.Pools, &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: ps.Replicas, ExpertParallel: ps.ExpertParallel, Engine: sp})
 	}
 	p.Scenario = Scenario{Scenario: p.Pools[0].Engine.Scenario, Cluster: spec}
-	if s, ok, err := ScalesOf(p.Pools[0].Engine.Artifact); err != nil {
-		return nil, warn, fmt.Errorf("fpm: %w", err)
-	} else if ok {
-		p.Scales = s
-	}
 	if err := p.finish(spec.Links); err != nil {
 		return nil, warn, err
 	}
 	return p, warn, nil
 }
 
-// overridden re-plans an engine with the placement's engine keys set
-// over what the manifest recorded, saying so.
-func overridden(sp *sim.Plan, all, own yaml.Node, warn *[]string, say bool) (*sim.Plan, error) {
-	if all.Kind == 0 && own.Kind == 0 {
-		return sp, nil
+// errNoExperts marks expert parallelism asked of a model without routed
+// experts.
+var errNoExperts = errors.New("no routed experts")
+
+// poolFromManifest rebuilds one pool's engine: sim.PlanFromManifest of the
+// pool's manifest, re-planned on the DenseShape in an expert-parallel pool
+// (whose KV capacity, unless recorded, is what one GPU holds beside its
+// share of the experts) and with the placement's engine keys set over
+// what the manifest recorded. full is the whole model.
+func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.ManifestOptions) (sp *sim.Plan, full model.Shape, warn []string, err error) {
+	pm := poolManifest(m, ps)
+	ep := ps.ExpertParallel > 1
+	if ep && (pm.Engine == nil || pm.Engine.NumGPUBlocks == 0) {
+		n, note, err := expertKVBlocks(pm, ps)
+		if err != nil {
+			return nil, full, nil, err
+		}
+		e := datasets.EngineConfig{}
+		if pm.Engine != nil {
+			e = *pm.Engine
+		}
+		e.NumGPUBlocks = n
+		pm.Engine, warn = &e, append(warn, note)
+	}
+	sp, pw, err := sim.PlanFromManifest(pm, so)
+	if err != nil {
+		return nil, full, nil, err
+	}
+	full = sp.Shape
+	if ep && full.MoE.Experts == 0 {
+		return nil, full, nil, fmt.Errorf("model %s has %w: check its name or config.json", full.Name, errNoExperts)
+	}
+	warn = append(warn, pw...)
+	if !ep && spec.Engine.Kind == 0 && ps.Engine.Kind == 0 {
+		return sp, full, warn, nil
 	}
 	sc := sp.Scenario
-	if err := overrideEngine(&sc.Engine, all, "cluster.engine"); err != nil {
-		return nil, err
-	}
-	if err := overrideEngine(&sc.Engine, own, "cluster.pools.engine"); err != nil {
-		return nil, err
-	}
-	if say {
-		for _, n := range []yaml.Node{all, own} {
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				*warn = append(*warn, fmt.Sprintf("engine.%s set to %s by the placement, over the manifest", n.Content[i].Value, n.Content[i+1].Value))
-			}
+	for _, n := range []struct {
+		node yaml.Node
+		at   string
+	}{{spec.Engine, "cluster.engine"}, {ps.Engine, "cluster.pools." + ps.Name + ".engine"}} {
+		if err := overrideEngine(&sc.Engine, n.node, n.at); err != nil {
+			return nil, full, nil, err
+		}
+		for i := 0; i+1 < len(n.node.Content); i += 2 {
+			warn = append(warn, fmt.Sprintf("engine.%s set to %s by the placement, over the manifest", n.node.Content[i].Value, n.node.Content[i+1].Value))
 		}
 	}
-	return sc.EnginePlanOn(sp.HW, sp.Shape)
+	shape := full
+	if ep {
+		shape = DenseShape(full)
+	}
+	sp, err = sc.EnginePlanOn(sp.HW, shape)
+	return sp, full, warn, err
 }
 
-// placementOf reads the pools, router, experts and links a manifest
-// records, with spec's where the manifest is silent.
-func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (Pools, RouterSpec, *MoE, Links, error) {
-	router, links, moe := spec.Router, spec.Links, spec.moe()
+// expertKVBlocks is the KV capacity of one GPU of an expert-parallel pool
+// whose manifest does not record it, and the note that says so.
+func expertKVBlocks(pm *datasets.Manifest, ps PoolSpec) (int, string, error) {
+	pr, err := sim.PricingFromManifest(pm, sim.ManifestOptions{FPM: sim.FPMRoofline})
+	if err != nil {
+		return 0, "", err
+	}
+	if pr.Shape.MoE.Experts == 0 {
+		return 0, "", fmt.Errorf("model %s has %w: check its name or config.json", pr.Shape.Name, errNoExperts)
+	}
+	d := sim.DefaultScenario().Engine
+	util, bs := d.GPUMemoryUtilization, d.BlockSize
+	if e := pm.Engine; e != nil && e.GPUMemoryUtilization > 0 {
+		util = e.GPUMemoryUtilization
+	}
+	if e := pm.Engine; e != nil && e.BlockSize > 0 {
+		bs = e.BlockSize
+	}
+	gpus := ps.ExpertParallel * max(1, pr.Shape.TP)
+	n, err := moeKVBlocks(pr.Shape, pr.HW, gpus, bs, util)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from %s memory, the dense weights, the %d experts' share over %d GPUs and gpu_memory_utilization %g",
+		n, pr.HW.Name, pr.Shape.MoE.Experts, gpus, util), nil
+}
+
+// placementOf reads the pools, router and links a manifest records, with
+// spec's where the manifest is silent; dp is the data-parallel size the
+// pools were made from (0: none).
+func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, router RouterSpec, links Links, dp int) {
+	router, links = spec.Router, spec.Links
 	if c := m.Cluster; c != nil {
 		if router.Name == "" {
 			router.Name = c.Router
 		}
-		if moe == nil && c.MoE != nil {
-			moe = &MoE{Experts: c.MoE.Experts, TopK: c.MoE.TopK, ExpertIntermediate: c.MoE.ExpertIntermediate,
-				SharedIntermediate: c.MoE.SharedIntermediate}
-		}
 		if c.KVTransfer != nil && links.KVTransfer.BandwidthGBs == nil {
 			links.KVTransfer = linkSpec(*c.KVTransfer)
 		}
-		var pools Pools
 		for _, cp := range c.Pools {
 			pools = append(pools, PoolSpec{Name: cp.Name, Role: cp.Role, Replicas: cp.Replicas, ExpertParallel: cp.ExpertParallel,
 				Hardware: cp.Hardware})
@@ -145,14 +175,11 @@ func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (Pools, Router
 				links.Expert = linkSpec(*cp.ExpertLink)
 			}
 		}
-		return pools, router, moe, links, nil
+		return pools, router, links, 0
 	}
 	dp, ep := dataParallel(m)
 	if dp <= 1 {
-		return spec.Pools, router, moe, links, nil // one engine, or the placement's what-if
-	}
-	if ep && moe == nil {
-		return nil, router, nil, links, fmt.Errorf("the manifest records data_parallel_size %d with expert parallelism, but the model's expert layout is unknown: state it (cluster.moe or model_spec.moe: experts, top_k, expert_intermediate) so the run is not replayed as a dense engine", dp)
+		return spec.Pools, router, links, 0 // one engine, or the placement's what-if
 	}
 	if router.Name == "" {
 		router.Name = RouterVLLMDP
@@ -164,7 +191,7 @@ func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (Pools, Router
 		how = "one data-parallel + expert-parallel instance"
 	}
 	*warn = append(*warn, fmt.Sprintf("data_parallel_size %d: %d engines as %s behind router %s", dp, dp, how, router.Name))
-	return Pools{ps}, router, moe, links, nil
+	return Pools{ps}, router, links, dp
 }
 
 // dataParallel is the run's data-parallel size and expert parallelism:
@@ -180,41 +207,14 @@ func dataParallel(m *datasets.Manifest) (int, bool) {
 }
 
 func linkSpec(l datasets.Link) LinkSpec {
-	bw := l.BandwidthGBs
-	return LinkSpec{BandwidthGBs: &bw, LatencyUs: l.LatencyUs}
-}
-
-// fullShape is the whole model: the inline spec, else what the manifest
-// and the catalogue say.
-func fullShape(m *datasets.Manifest, spec Spec, so sim.ManifestOptions) (model.Shape, error) {
-	if s := spec.ModelSpec; s != nil {
-		sh := s.Shape()
-		if err := sh.Validate(); err != nil {
-			return sh, fmt.Errorf("cluster.model_spec: %w", err)
-		}
-		return sh, nil
-	}
-	pr, err := sim.PricingFromManifest(m, sim.ManifestOptions{Hardware: so.Hardware, FPM: sim.FPMRoofline})
-	if err != nil {
-		return model.Shape{}, err
-	}
-	sh := pr.Shape
-	if m.Model != nil && m.Model.Intermediate > 0 {
-		sh.Intermediate = m.Model.Intermediate
-	}
-	return sh, nil
+	bw, lat := l.BandwidthGBs, l.LatencyUs
+	return LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
 }
 
 // poolManifest is the manifest one pool's engine is rebuilt from: the
-// pool's own engine section where the cluster records one, and for an MoE
-// model without a recorded capacity, the KV blocks left beside its share
-// of the experts.
-func poolManifest(m *datasets.Manifest, ps PoolSpec, moe *MoE, full model.Shape, so sim.ManifestOptions, warn *[]string) (*datasets.Manifest, error) {
+// pool's own engine section and GPU where the cluster records them.
+func poolManifest(m *datasets.Manifest, ps PoolSpec) *datasets.Manifest {
 	pm := *m
-	if m.Engine != nil {
-		e := *m.Engine
-		pm.Engine = &e
-	}
 	if c := m.Cluster; c != nil {
 		for _, cp := range c.Pools {
 			if cp.Name == ps.Name && cp.Engine != nil {
@@ -225,31 +225,8 @@ func poolManifest(m *datasets.Manifest, ps PoolSpec, moe *MoE, full model.Shape,
 	}
 	if ps.Hardware != "" && pm.Hardware != nil {
 		h := *pm.Hardware
-		h.GPUName = ps.Hardware
+		h.GPUName, h.Spec = ps.Hardware, ""
 		pm.Hardware = &h
 	}
-	if moe == nil || pm.Engine == nil || pm.Engine.NumGPUBlocks > 0 {
-		return &pm, nil
-	}
-	pr, err := sim.PricingFromManifest(&pm, sim.ManifestOptions{Hardware: so.Hardware, Shape: so.Shape, FPM: sim.FPMRoofline})
-	if err != nil {
-		return &pm, nil // the engine's planner says what is missing
-	}
-	util := pm.Engine.GPUMemoryUtilization
-	if util == 0 {
-		util = sim.DefaultScenario().Engine.GPUMemoryUtilization
-	}
-	bs := pm.Engine.BlockSize
-	if bs == 0 {
-		bs = sim.DefaultScenario().Engine.BlockSize
-	}
-	gpus := max(1, ps.ExpertParallel) * max(1, full.TP)
-	n, err := moeKVBlocks(*moe, full, pr.HW, gpus, bs, util)
-	if err != nil {
-		return nil, fmt.Errorf("pool %s: %w", ps.Name, err)
-	}
-	pm.Engine.NumGPUBlocks = n
-	*warn = append(*warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from %s memory, the dense weights, %d experts' share over %d GPUs and gpu_memory_utilization %g",
-		n, pr.HW.Name, moe.Experts, gpus, util))
-	return &pm, nil
+	return &pm
 }

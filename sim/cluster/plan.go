@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
@@ -15,7 +16,7 @@ import (
 )
 
 // Plan is a validated placement, ready to run: every pool's priced engine,
-// the router, the links and the expert layout.
+// the router, the links and the expert-parallel instances.
 type Plan struct {
 	Scenario Scenario
 	Pools    []*PoolPlan
@@ -27,9 +28,9 @@ type Plan struct {
 	// KVBytesPerToken is the KV one GPU stores per prompt token: what a
 	// transfer moves per token.
 	KVBytesPerToken int64
-	// Shape is the whole model; MoE its expert layout (nil: dense).
+	// Shape is the whole model, its routed experts in Shape.MoE; the
+	// engines of an expert-parallel pool price its DenseShape.
 	Shape model.Shape
-	MoE   *MoE
 	// Scales are the calibrated multipliers of the expert-parallel parts.
 	Scales Scales
 }
@@ -39,8 +40,8 @@ type PoolPlan struct {
 	Name, Role     string
 	Replicas       int
 	ExpertParallel int
-	// Engine is each engine's plan (for an MoE model its forward-pass
-	// model prices the dense part; the experts are the group's).
+	// Engine is each engine's plan: the whole model, or in an
+	// expert-parallel pool the DenseShape (the experts are the instance's).
 	Engine *sim.Plan
 	// ExpertLink joins the ranks of an expert-parallel instance.
 	ExpertLink Link
@@ -71,10 +72,22 @@ func (p *Plan) Engines() int {
 // Disaggregated reports whether prefill and decode run on separate pools.
 func (p *Plan) Disaggregated() bool { return len(p.Pools) == 2 }
 
+// ExpertParallel reports whether a pool runs expert-parallel instances
+// (whose parts calibrate scales: moe.expert_compute, moe.expert_stream,
+// moe.a2a).
+func (p *Plan) ExpertParallel() bool {
+	for _, pp := range p.Pools {
+		if pp.moe != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // single reports a cluster that is one plain engine: it runs, records and
 // describes itself exactly as simulate's engine.
 func (p *Plan) single() bool {
-	return len(p.Pools) == 1 && p.Pools[0].Replicas == 1 && p.MoE == nil
+	return len(p.Pools) == 1 && p.Pools[0].Replicas == 1 && !p.ExpertParallel()
 }
 
 func (p *Plan) routerName() string { return p.Router.Name }
@@ -99,18 +112,21 @@ func (sc Scenario) plan(withWorkload bool) (*Plan, error) {
 	if err := spec.check(); err != nil {
 		return nil, err
 	}
-	moe := spec.moe()
-	shape, err := sc.shape()
+	hw, shape, err := sc.Lookup()
 	if err != nil {
 		return nil, err
 	}
-	p := &Plan{Scenario: sc, Router: spec.Router, Shape: shape, MoE: moe, KVBytesPerToken: shape.KVBytesPerToken()}
+	pools := spec.pools()
+	if err := checkExperts(pools, shape); err != nil {
+		return nil, err
+	}
+	p := &Plan{Scenario: sc, Router: spec.Router, Shape: shape, KVBytesPerToken: shape.KVBytesPerToken()}
 	if p.Router.Name == "" {
 		p.Router.Name = RouterRoundRobin
 	}
 	var errs []error
-	for _, ps := range spec.pools() {
-		pp, err := sc.planPool(ps, shape, moe, withWorkload)
+	for _, ps := range pools {
+		pp, err := sc.planPool(ps, hw, shape, withWorkload)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -120,18 +136,14 @@ func (sc Scenario) plan(withWorkload bool) (*Plan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	if s, ok, err := ScalesOf(p.Pools[0].Engine.Artifact); err != nil {
-		return nil, fmt.Errorf("fpm: %w", err)
-	} else if ok {
-		p.Scales = s
-	}
 	if err := p.finish(spec.Links); err != nil {
 		return nil, err
 	}
 	return p, nil
 }
 
-// finish checks what spans pools and resolves the links.
+// finish checks what spans pools, reads the artifact's expert-parallel
+// scales and resolves the links and the experts' pricing.
 func (p *Plan) finish(links Links) error {
 	bs := p.Pools[0].Engine.Sched.BlockSize
 	for _, pp := range p.Pools[1:] {
@@ -139,6 +151,13 @@ func (p *Plan) finish(links Links) error {
 			return fmt.Errorf("cluster.pools.%s: block_size %d differs from pool %s's %d: the pools share one prefix-hash mapping; use one block size",
 				pp.Name, b, p.Pools[0].Name, bs)
 		}
+	}
+	s, ok, err := ScalesOf(p.Pools[0].Engine.Artifact)
+	if err != nil {
+		return fmt.Errorf("fpm: %w", err)
+	}
+	if ok {
+		p.Scales = s
 	}
 	if p.Disaggregated() {
 		l, err := DefaultLink(links.KVTransfer, p.Pools[0].Engine.HW, "cluster.links.kv_transfer")
@@ -148,69 +167,88 @@ func (p *Plan) finish(links Links) error {
 		p.KVLink = l
 	}
 	for _, pp := range p.Pools {
-		if pp.ExpertParallel > 1 {
-			l, err := DefaultLink(links.Expert, pp.Engine.HW, "cluster.links.expert")
-			if err != nil {
-				return err
-			}
-			pp.ExpertLink = l
+		if pp.ExpertParallel <= 1 {
+			continue
 		}
-		if p.MoE != nil {
-			ep := max(1, pp.ExpertParallel)
-			pp.moe = newMoEPricer(*p.MoE, p.Shape, pp.Engine.HW, ep*max(1, p.Shape.TP), pp.ExpertLink, p.Scales)
-			if ep == 1 {
-				pp.moe.cmax = 0 // tensor-parallel experts: every GPU runs its shard of each
-			}
+		l, err := DefaultLink(links.Expert, pp.Engine.HW, "cluster.links.expert")
+		if err != nil {
+			return err
 		}
+		pp.ExpertLink = l
+		pp.moe = newMoEPricer(p.Shape, pp.Engine.HW, pp.ExpertParallel*max(1, p.Shape.TP), l, p.Scales)
 	}
 	return nil
 }
 
 // WithScales is the plan with the expert-parallel parts scaled (calibrate).
 func (p *Plan) WithScales(s Scales) *Plan {
-	q := *p
+	q := p.clone()
 	q.Scales = s
-	q.Pools = make([]*PoolPlan, len(p.Pools))
-	for i, pp := range p.Pools {
-		c := *pp
+	for _, pp := range q.Pools {
 		if pp.moe != nil {
 			m := *pp.moe
 			m.scales = s.or1()
-			c.moe = &m
+			pp.moe = &m
 		}
-		q.Pools[i] = &c
 	}
-	return &q
+	return q
 }
 
 // WithModels is the plan with every pool's forward-pass and host models
 // replaced (calibrate, replay with another model).
 func (p *Plan) WithModels(fpm model.FPM, host model.HostModel) *Plan {
+	q := p.clone()
+	for _, pp := range q.Pools {
+		e := *pp.Engine
+		e.FPM, e.Host = fpm, host
+		pp.Engine = &e
+	}
+	return q
+}
+
+// IntervalLevel is the coverage of the step-time intervals a caller asked
+// the plan's FPM for (model.IntervalLevel: 0 for the FPM's own, negative
+// for none); 0 when the FPM has none.
+func (p *Plan) IntervalLevel(requested float64) float64 {
+	return model.IntervalLevel(p.Pools[0].Engine.FPM, requested)
+}
+
+// Bound is the plan with every pool's FPM at the lower edge of its
+// prediction interval at level, or the upper one (model.Bound); the
+// experts of an expert-parallel pool keep their point price. A pool whose
+// FPM has no intervals is refused, naming it.
+func (p *Plan) Bound(level float64, upper bool) (*Plan, error) {
+	q := p.clone()
+	for _, pp := range q.Pools {
+		im, ok := pp.Engine.FPM.(model.IntervalFPM)
+		if !ok {
+			return nil, fmt.Errorf("pool %s: fpm %s has no prediction intervals: use a recipe, linear or grid artifact", pp.Name, pp.Engine.FPMName)
+		}
+		e := *pp.Engine
+		e.FPM = model.Bound{M: im, Level: level, Upper: upper}
+		pp.Engine = &e
+	}
+	return q, nil
+}
+
+// clone copies the plan and its pools (not their engines' plans).
+func (p *Plan) clone() *Plan {
 	q := *p
 	q.Pools = make([]*PoolPlan, len(p.Pools))
 	for i, pp := range p.Pools {
 		c := *pp
-		e := *pp.Engine
-		e.FPM, e.Host = fpm, host
-		c.Engine = &e
 		q.Pools[i] = &c
 	}
 	return &q
 }
 
-// check refuses a placement that cannot run, naming the field.
+// check refuses a placement that cannot run whatever the model, naming
+// the field (checkExperts checks what depends on the model).
 func (s Spec) check() error {
 	var errs []error
 	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
 	if err := s.Router.check(); err != nil {
 		errs = append(errs, err)
-	}
-	moe := s.moe()
-	if moe != nil {
-		if err := moe.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("cluster: %w", err))
-			moe = nil
-		}
 	}
 	roles := map[string]int{}
 	for _, ps := range s.pools() {
@@ -227,12 +265,8 @@ func (s Spec) check() error {
 		switch {
 		case ps.ExpertParallel < 0:
 			add("%s.expert_parallel is %d: use 0 (none) or the engines per expert-parallel instance", at, ps.ExpertParallel)
-		case ps.ExpertParallel > 1 && s.moe() == nil:
-			add("%s.expert_parallel is %d but the model has no experts: give cluster.moe (experts, top_k, expert_intermediate)", at, ps.ExpertParallel)
 		case ps.ExpertParallel > 1 && ps.Replicas >= 1 && ps.Replicas%ps.ExpertParallel != 0:
 			add("%s.expert_parallel %d does not divide replicas %d: an instance has expert_parallel engines", at, ps.ExpertParallel, ps.Replicas)
-		case ps.ExpertParallel > 1 && moe != nil && ps.ExpertParallel > moe.Experts:
-			add("%s.expert_parallel is %d, more ranks than the model's %d experts: use at most %d", at, ps.ExpertParallel, moe.Experts, moe.Experts)
 		}
 	}
 	if len(errs) == 0 {
@@ -242,6 +276,25 @@ func (s Spec) check() error {
 		default:
 			add("cluster.pools: use one pool of role both (aggregated), or one prefill and one decode pool (disaggregated); found %d both, %d prefill, %d decode",
 				roles[RoleBoth], roles[RolePrefill], roles[RoleDecode])
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkExperts refuses expert parallelism the model cannot have: a model
+// without routed experts, or more ranks than experts.
+func checkExperts(pools []PoolSpec, s model.Shape) error {
+	var errs []error
+	for _, ps := range pools {
+		at := "cluster.pools." + ps.Name
+		switch {
+		case ps.ExpertParallel <= 1:
+		case s.MoE.Experts == 0:
+			errs = append(errs, fmt.Errorf("%s.expert_parallel is %d but model %s has no routed experts: expert parallelism needs a mixture of experts (a catalogue MoE model or its config.json)",
+				at, ps.ExpertParallel, s.Name))
+		case ps.ExpertParallel > s.MoE.Experts:
+			errs = append(errs, fmt.Errorf("%s.expert_parallel is %d, more ranks than the model's %d experts: use at most %d",
+				at, ps.ExpertParallel, s.MoE.Experts, s.MoE.Experts))
 		}
 	}
 	return errors.Join(errs...)
@@ -273,56 +326,11 @@ func (s Spec) pools() []PoolSpec {
 	return out
 }
 
-// moe is the expert layout: cluster.moe, else the model spec's.
-func (s Spec) moe() *MoE {
-	if s.MoE != nil {
-		return s.MoE
-	}
-	if s.ModelSpec != nil {
-		return s.ModelSpec.MoE
-	}
-	return nil
-}
-
-// shape is the model: the inline spec, else the catalogue's by name.
-func (sc Scenario) shape() (model.Shape, error) {
-	if m := sc.Cluster.ModelSpec; m != nil {
-		s := m.Shape()
-		if err := s.Validate(); err != nil {
-			return s, fmt.Errorf("cluster.model_spec: %w", err)
-		}
-		return s, nil
-	}
-	s, err := model.ShapeByName(sc.Model)
-	if err != nil {
-		return s, fmt.Errorf("model: %w", err)
-	}
-	return s, nil
-}
-
-// hardware is a pool's GPU: the inline spec, else the catalogue's entry
-// for the pool's (or the scenario's) name.
-func (sc Scenario) hardware(pool string) (model.Hardware, error) {
-	if h := sc.Cluster.HardwareSpec; h != nil && pool == "" {
-		hw := h.Hardware()
-		if err := hw.Validate(); err != nil {
-			return hw, fmt.Errorf("cluster.hardware_spec: %w", err)
-		}
-		return hw, nil
-	}
-	name, field := sc.Hardware, "hardware"
-	if pool != "" {
-		name = pool
-	}
-	hw, err := model.HardwareByName(name)
-	if err != nil {
-		return hw, fmt.Errorf("%s: %w", field, err)
-	}
-	return hw, nil
-}
-
-// planPool plans one pool's engine.
-func (sc Scenario) planPool(ps PoolSpec, shape model.Shape, moe *MoE, withWorkload bool) (*PoolPlan, error) {
+// planPool plans one pool's engine on hw (the scenario's GPU, unless the
+// pool names its own) and the model s: the whole model, or in an
+// expert-parallel pool its DenseShape with the KV capacity left beside the
+// GPU's share of the experts.
+func (sc Scenario) planPool(ps PoolSpec, hw model.Hardware, s model.Shape, withWorkload bool) (*PoolPlan, error) {
 	at := "cluster.pools." + ps.Name
 	psc := sc.Scenario
 	if err := overrideEngine(&psc.Engine, sc.Cluster.Engine, "cluster.engine"); err != nil {
@@ -332,29 +340,28 @@ func (sc Scenario) planPool(ps PoolSpec, shape model.Shape, moe *MoE, withWorklo
 		return nil, err
 	}
 	if ps.Hardware != "" {
-		psc.Hardware = ps.Hardware
+		h, err := model.LookupHardware(ps.Hardware)
+		if err != nil {
+			return nil, fmt.Errorf("%s.hardware: %w", at, err)
+		}
+		hw, psc.Hardware = h, ps.Hardware
 	}
-	hw, err := sc.hardware(ps.Hardware)
-	if err != nil {
-		return nil, prefix(at, ps.Hardware != "", err)
-	}
-	dense := shape
-	ep := max(1, ps.ExpertParallel)
-	if moe != nil {
-		dense = moe.DenseShape(shape)
+	if ps.ExpertParallel > 1 {
 		if psc.Engine.NumGPUBlocks == 0 {
-			n, err := moeKVBlocks(*moe, shape, hw, ep*max(1, shape.TP), psc.Engine.BlockSize, psc.Engine.GPUMemoryUtilization)
+			n, err := moeKVBlocks(s, hw, ps.ExpertParallel*max(1, s.TP), psc.Engine.BlockSize, psc.Engine.GPUMemoryUtilization)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", at, err)
 			}
 			psc.Engine.NumGPUBlocks = n
 		}
+		s = DenseShape(s)
 	}
 	var sp *sim.Plan
+	var err error
 	if withWorkload {
-		sp, err = psc.PlanOn(hw, dense)
+		sp, err = psc.PlanOn(hw, s)
 	} else {
-		sp, err = psc.EnginePlanOn(hw, dense)
+		sp, err = psc.EnginePlanOn(hw, s)
 	}
 	if err != nil {
 		return nil, prefix(at, sc.Cluster.Pools != nil, err)
@@ -384,23 +391,6 @@ func prefix(at string, named bool, err error) error {
 	return fmt.Errorf("%s: %w", at, err)
 }
 
-// moeKVBlocks is the KV capacity of one GPU holding its share of the
-// experts besides the dense part: model.KVBlocks with the experts' bytes
-// taken out of the memory budget.
-func moeKVBlocks(m MoE, s model.Shape, hw model.Hardware, gpus, blockSize int, util float64) (int, error) {
-	experts := m.ExpertBytesPerGPU(s, gpus)
-	if util <= 0 || util > 1 {
-		return 0, fmt.Errorf("engine.gpu_memory_utilization is %g: use a fraction in (0, 1]", util)
-	}
-	if experts >= util*hw.MemBytes() {
-		return 0, fmt.Errorf("the experts need %.0f GB per GPU over %d GPUs but %s offers %.0f GB at gpu_memory_utilization %g: spread them over more GPUs (expert_parallel)",
-			experts/1e9, gpus, hw.Name, util*hw.MemBytes()/1e9, util)
-	}
-	kv := hw
-	kv.MemGB -= experts / util / (1 << 30)
-	return model.KVBlocks(kv, m.DenseShape(s), blockSize, util)
-}
-
 // Source builds the workload of the plan's scenario (the first pool's
 // engine maps the trace's prefix hashes to the block size all pools
 // share).
@@ -409,27 +399,26 @@ func (p *Plan) Source() (src workload.Peeker, inputSHA string, cleanup func(), e
 }
 
 // Manifest is the provenance of the plan's dataset: simulate's for one
-// engine, with the placement (pools, router, links, experts) beyond.
+// engine; beyond, the whole model (experts and all) and the placement
+// (pools, router, links).
 func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 	m := p.Pools[0].Engine.Manifest(command, inputSHA)
 	if p.single() {
 		return m
 	}
+	m.Model = sim.ManifestShape(p.Shape)
 	c := &datasets.Cluster{Router: p.Router.Name}
 	if p.Disaggregated() {
 		c.KVTransfer = linkOf(p.KVLink)
 	}
-	if p.MoE != nil {
-		c.MoE = &datasets.MoE{Experts: p.MoE.Experts, TopK: p.MoE.TopK, ExpertIntermediate: p.MoE.ExpertIntermediate,
-			SharedIntermediate: p.MoE.SharedIntermediate}
-		m.Model.Intermediate = p.Shape.Intermediate
-		m.Model.ParamsBillion = 0
-	}
 	for _, pp := range p.Pools {
 		cp := datasets.ClusterPool{Name: pp.Name, Role: pp.Role, Replicas: pp.Replicas, ExpertParallel: pp.ExpertParallel,
 			Engine: pp.Engine.Manifest(nil, "").Engine}
-		if pp.Engine.HW.Name != m.Hardware.GPUName {
-			cp.Hardware = pp.Engine.HW.Name
+		if hw := pp.Engine.HW; hw.Name != m.Hardware.GPUName {
+			cp.Hardware = hw.Name
+			if !strings.HasPrefix(hw.File, "builtin:") && hw.File != "" {
+				cp.Hardware = hw.File // a spec file: found again by its path
+			}
 		}
 		if pp.ExpertParallel > 1 {
 			cp.ExpertLink = linkOf(pp.ExpertLink)

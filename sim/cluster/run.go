@@ -14,13 +14,22 @@ import (
 // A source that is a Completer (closed loop) hears of each finished
 // request. An arrival fires before an event at the same time, so an
 // engine's loop sees every request that arrived by then.
-func Drive(c *Cluster, src workload.Peeker) (int64, error) {
+func Drive(c *Cluster, src workload.Peeker) (int64, error) { return DriveUntil(c, src, nil) }
+
+// DriveUntil is Drive that also ends, with sim.ErrInterrupted, once stop
+// is closed (a nil stop never closes): a signal ends a run cleanly.
+func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, error) {
 	if completer, ok := src.(workload.Completer); ok {
 		c.OnFinish = completer.Complete
 		defer func() { c.OnFinish = nil }()
 	}
 	var t int64
 	for {
+		select {
+		case <-stop:
+			return t, sim.ErrInterrupted
+		default:
+		}
 		at, st := src.NextAt()
 		next := c.NextAt()
 		if st == workload.Ready && (next == sim.NoWake || at <= next) {
@@ -55,7 +64,9 @@ func Drive(c *Cluster, src workload.Peeker) (int64, error) {
 // routes when a router chose among engines and transfers when prefill and
 // decode are disaggregated. One engine writes exactly the dataset of
 // sim.Run. The same plan and seed give a byte-identical dataset; on
-// failure the dataset is left partial with every completed part.
+// failure, or when opts.Stop closes (sim.ErrInterrupted), the dataset is
+// left partial with every completed part and every live request recorded
+// unfinished.
 func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
 	src, inputSHA, cleanup, err := p.Source()
 	if err != nil {
@@ -117,10 +128,10 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions) (*sim
 	}
 	var t int64
 	if src != nil {
-		t, err = Drive(c, src)
+		t, err = DriveUntil(c, src, opts.Stop)
 	} else {
 		eng := c.Engines()[0]
-		err = sim.RunBenchmark(eng, p.Pools[0].Engine)
+		err = sim.RunBenchmark(eng, p.Pools[0].Engine, opts.Stop)
 		t = eng.Now()
 	}
 	// Even after a failure, record every live request (unfinished): what
@@ -133,6 +144,27 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions) (*sim
 	}
 	st := c.Stats()
 	return &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}, nil
+}
+
+// Bounds re-simulates the plan's workload with every step of every pool
+// at the lower, then at the upper edge of its FPM's interval at level
+// (Plan.Bound), writing nothing: sim.Bounds for a cluster. The experts of
+// an expert-parallel pool keep their point price in both runs.
+func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
+	if p.single() {
+		return sim.Bounds(p.Pools[0].Engine, level) // a benchmark workload too
+	}
+	return sim.BoundsOf(level, func(upper bool) (sim.Report, error) {
+		q, err := p.Bound(level, upper)
+		if err != nil {
+			return sim.Report{}, err
+		}
+		res, err := Simulate(q)
+		if err != nil {
+			return sim.Report{}, err
+		}
+		return res.Report, nil
+	})
 }
 
 // lastTime is the latest host clock of the engines and t.

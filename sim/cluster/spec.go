@@ -29,8 +29,10 @@ type Scenario struct {
 	Cluster      Spec `yaml:"cluster"`
 }
 
-// Spec is a placement: pools of engines, the router in front of them, the
-// links between GPUs, and the MoE layout of the model.
+// Spec is a placement: pools of engines, the router in front of them and
+// the links between GPUs. The GPU and the model, experts and all, are the
+// scenario's hardware and model (catalogue names, a hardware spec file, a
+// config.json).
 type Spec struct {
 	// Pools in document order (a mapping of name to pool in YAML). None:
 	// one aggregated engine.
@@ -40,18 +42,9 @@ type Spec struct {
 	// Links price what crosses GPUs: prompt KV from a prefill to a decode
 	// engine, and the all-to-all of expert parallelism.
 	Links Links `yaml:"links"`
-	// MoE is the model's expert layout, until the model catalogue carries
-	// it (see MoE).
-	MoE *MoE `yaml:"moe"`
-	// HardwareSpec and ModelSpec state a GPU and a model shape inline, for
-	// what the catalogue does not know by name (they replace the
-	// scenario's hardware and model names).
-	HardwareSpec *HardwareSpec `yaml:"hardware_spec"`
-	ModelSpec    *ModelSpec    `yaml:"model_spec"`
 	// Engine sets engine keys (simulate's engine block) for every pool,
 	// before each pool's own engine keys: in a placement file, what a
-	// recorded run's manifest does not record (async_scheduling of a vLLM
-	// whose default the import did not know).
+	// recorded run's manifest does not record.
 	Engine yaml.Node `yaml:"engine"`
 }
 
@@ -64,11 +57,13 @@ type PoolSpec struct {
 	// and worker; one data-parallel rank each).
 	Replicas int `yaml:"replicas"`
 	// ExpertParallel groups this many engines into one data-parallel +
-	// expert-parallel instance: they step together and share the experts
-	// (vLLM data_parallel_size with enable_expert_parallel). 0 or 1: every
-	// engine holds all experts and steps alone.
+	// expert-parallel instance: they step together and share the routed
+	// experts of the model's MoE layers (vLLM data_parallel_size with
+	// enable_expert_parallel). 0 or 1: every engine holds the whole model
+	// and steps alone.
 	ExpertParallel int `yaml:"expert_parallel"`
-	// Hardware overrides the scenario's GPU for this pool.
+	// Hardware overrides the scenario's GPU for this pool: a catalogue
+	// name or a hardware spec file.
 	Hardware string `yaml:"hardware"`
 	// Engine overrides keys of the scenario's engine block for this pool
 	// (max_num_seqs, num_gpu_blocks, ...).
@@ -152,22 +147,23 @@ type RouterSpec struct {
 	StatsIntervalMs *float64 `yaml:"stats_interval_ms"`
 }
 
-// Links are the links between GPUs a placement uses.
+// Links are the links between GPUs a placement uses. Each defaults to the
+// hardware's GPU-to-GPU interconnect (DefaultLink).
 type Links struct {
 	// KVTransfer carries a prompt's KV from a prefill engine to a decode
-	// engine (default: the hardware's GPU-to-GPU interconnect).
+	// engine.
 	KVTransfer LinkSpec `yaml:"kv_transfer"`
 	// Expert carries the all-to-all of expert parallelism between the
-	// ranks of an instance (default: the hardware's interconnect).
+	// ranks of an instance.
 	Expert LinkSpec `yaml:"expert"`
 }
 
-// LinkSpec is one link: bandwidth per direction and one-way latency.
-// Bandwidth left out defaults from the hardware's interconnect (see
-// DefaultLink); stated, it must be positive.
+// LinkSpec is one link: bandwidth per direction and one-way latency. What
+// it leaves out is the hardware interconnect's (see DefaultLink); a stated
+// bandwidth must be positive.
 type LinkSpec struct {
 	BandwidthGBs *float64 `yaml:"bandwidth_gbs"` // GB/s (1e9 bytes/s) per direction
-	LatencyUs    float64  `yaml:"latency_us"`
+	LatencyUs    *float64 `yaml:"latency_us"`
 }
 
 // LoadScenario reads a YAML scenario (simulate's keys plus cluster:) over
@@ -179,8 +175,8 @@ func LoadScenario(path string) (Scenario, error) {
 }
 
 // LoadSpec reads a placement file: the keys of a scenario's cluster block
-// (hardware_spec, model_spec, moe, links, router, pools, engine). Unknown
-// keys are refused with their line.
+// (pools, router, links, engine). Unknown keys are refused with their
+// line.
 func LoadSpec(path string) (Spec, error) {
 	var s Spec
 	err := sim.DecodeYAMLFile(path, &s)

@@ -45,9 +45,10 @@ type Load struct {
 	Lengths workload.Lengths
 	// Trace, for Kind trace, is the recorded workload replayed instead:
 	// its arrivals, lengths and prefix hashes (sim.OpenTrace), mapped to
-	// engine blocks of BlockSize tokens.
-	Trace     *sim.WorkloadSpec
-	BlockSize int
+	// engine blocks of BlockSize tokens; a request longer than MaxModelLen
+	// (> 0) refuses the trace, as simulate does.
+	Trace                  *sim.WorkloadSpec
+	BlockSize, MaxModelLen int
 }
 
 // Request statuses.
@@ -198,7 +199,7 @@ func newSource(l Load, r *rng.Stream) (workload.Peeker, func(), error) {
 		if l.Trace == nil {
 			return nil, none, fmt.Errorf("load kind trace without a trace")
 		}
-		s, _, done, err := sim.OpenTrace(*l.Trace, l.BlockSize)
+		s, _, done, err := sim.OpenTrace(*l.Trace, l.BlockSize, l.MaxModelLen)
 		if err != nil {
 			return nil, none, err
 		}
