@@ -98,7 +98,7 @@ func newCurveRecorder(d *datasets.Dataset) (*curveRecorder, error) {
 	for _, r := range rec {
 		ranks[r.DPRank] = true
 	}
-	return &curveRecorder{rec: sumRanks(rec, len(ranks)), ranks: len(ranks), engine: map[string]int{}}, nil
+	return &curveRecorder{rec: sumRanks(rec, len(ranks)), ranks: len(ranks)}, nil
 }
 
 // sumRanks sums the samples of several ranks taken at one time into one
@@ -137,6 +137,9 @@ func sumRanks(rec []datasets.EngineSample, ranks int) []datasets.EngineSample {
 func (c *curveRecorder) stepHook() func(*datasets.Step) {
 	if c == nil {
 		return nil
+	}
+	if c.engine == nil {
+		c.engine = map[string]int{}
 	}
 	return func(st *datasets.Step) {
 		i, ok := c.engine[st.WorkerID]

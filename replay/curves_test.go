@@ -11,6 +11,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // withEngineSamples copies the requests of a simulated run into a new
@@ -68,7 +69,7 @@ func TestReplayRequestsEngineCurves(t *testing.T) {
 			d, err := datasets.Open(dir)
 			require.NoError(t, err)
 			out := filepath.Join(t.TempDir(), "out")
-			sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
+			sum, err := RunRequests(d, RequestOptions{Plan: cluster.Of(p)}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
 			require.NoError(t, err)
 			c := sum.EngineCurves
 			require.NotNil(t, c)

@@ -220,9 +220,10 @@ func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, err
 	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host})
 }
 
-// resolveManifest looks up the manifest's hardware in the catalogue and
-// takes its model from the recorded layer shape, else from the catalogue's
-// shape of its name at the recorded tensor parallelism. Failures are kept,
+// resolveManifest looks up the manifest's hardware in the catalogue (else
+// its recorded spec file) and takes its model from the recorded layer
+// shape, else from the catalogue's shape of its name (else its recorded
+// config.json) at the recorded tensor parallelism. Failures are kept,
 // not returned: only some uses need both.
 func resolveManifest(m *datasets.Manifest) resolved {
 	var r resolved
@@ -255,6 +256,9 @@ func resolveManifest(m *datasets.Manifest) resolved {
 		r.shape, r.shapeKnown = s, err == nil
 	default:
 		s, err := model.LookupModel(ms.Name)
+		if err != nil && ms.Config != "" && !strings.HasPrefix(ms.Config, "builtin:") {
+			s, err = model.LookupModel(ms.Config)
+		}
 		if err == nil && ms.TensorParallel > 1 {
 			s = s.WithTP(ms.TensorParallel)
 			err = s.Validate()

@@ -314,9 +314,9 @@ func TestEngineIntervalsInTheAudit(t *testing.T) {
 	lin.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
 	engines := 0
 	for _, pl := range sc.Placements {
-		for _, st := range pl.Graph.Stages {
+		for i, st := range pl.Graph.Stages {
 			if st.Engine != nil {
-				st.Engine.FPM = lin
+				pl.Graph.Stages[i].Engine = st.Engine.WithModels(lin, st.Engine.Pools[0].Engine.Host)
 				engines++
 			}
 		}

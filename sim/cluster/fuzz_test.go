@@ -13,9 +13,9 @@ func FuzzScenario(f *testing.F) {
 	for _, seed := range []string{
 		"cluster: {pools: {a: {replicas: 2}}, router: {name: kv}}",
 		"cluster: {pools: {p: {role: prefill, replicas: 1}, d: {role: decode, replicas: 2, engine: {max_num_seqs: 8}}}, links: {kv_transfer: {bandwidth_gbs: 10}}}",
-		"cluster: {moe: {experts: 8, top_k: 2, expert_intermediate: 64}, pools: {e: {replicas: 4, expert_parallel: 2}}}",
+		"model: testdata/tiny-moe\ncluster: {pools: {e: {replicas: 4, expert_parallel: 2}}, links: {expert: {latency_us: 3}}}",
 		"cluster: {pools: [1, 2]}",
-		"cluster: {model_spec: {layers: -1}, hardware_spec: {name: x}}",
+		"hardware: testdata/imaginary-gpu.yaml\ncluster: {pools: {p: {role: prefill, replicas: 1, hardware: H200}, d: {role: decode, replicas: 1}}}",
 		"model: tiny\ncluster: {engine: {async_scheduling: true}, pools: {x: {replicas: 1}}, router: {name: session, session_tokens: 32}}",
 	} {
 		f.Add([]byte(seed))

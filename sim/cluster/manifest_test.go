@@ -1,12 +1,16 @@
 package cluster
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
 )
 
 // PlanFromManifest is the inverse of Plan.Manifest for a placement: pools,
@@ -17,8 +21,9 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		{"cluster.pools={sim: {replicas: 3}}", "cluster.router.name=kv"},
 		{"cluster.pools={p: {role: prefill, replicas: 2, engine: {max_num_seqs: 32}}, d: {role: decode, replicas: 3}}",
 			"cluster.links.kv_transfer={bandwidth_gbs: 25, latency_us: 40}", "cluster.router.name=least_kv"},
-		{"cluster.moe={experts: 64, top_k: 4, expert_intermediate: 1024}", "cluster.pools={e: {replicas: 4, expert_parallel: 2}}",
+		{"model=" + tinyMoE, "cluster.pools={e: {replicas: 4, expert_parallel: 2}}",
 			"cluster.links.expert={bandwidth_gbs: 100, latency_us: 8}", "cluster.router.name=vllm_dp"},
+		{"model=Qwen3-30B-A3B", "hardware=RTXPRO6000", "cluster.pools={dp: {replicas: 2, expert_parallel: 2}}"},
 	} {
 		sc := DefaultScenario()
 		for _, s := range sets {
@@ -33,7 +38,8 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		assert.Empty(t, warn, sets)
 		assert.Equal(t, p.Router.Name, back.Router.Name)
 		assert.Equal(t, p.KVLink, back.KVLink)
-		assert.Equal(t, p.MoE, back.MoE)
+		assert.Equal(t, p.Shape, back.Shape, "the whole model, experts and all")
+		assert.Equal(t, p.ExpertParallel(), back.ExpertParallel())
 		assert.Equal(t, p.GPUs(), back.GPUs())
 		require.Len(t, back.Pools, len(p.Pools))
 		for i, pp := range p.Pools {
@@ -66,12 +72,26 @@ func TestPlanFromManifestDataParallel(t *testing.T) {
 
 	m.Engine.DataParallelSize, m.Engine.ExpertParallel = 2, true
 	_, _, err = PlanFromManifest(&m, ManifestOptions{})
-	assert.ErrorContains(t, err, "expert layout is unknown", "the engine section wins over the details")
-	spec := Spec{MoE: &MoE{Experts: 8, TopK: 2, ExpertIntermediate: 512}, Router: RouterSpec{Name: RouterKV}}
-	back, _, err = PlanFromManifest(&m, ManifestOptions{Spec: &spec})
+	assert.ErrorContains(t, err, "the manifest records data_parallel_size 2 with expert parallelism, but model Llama-3.1-8B has no routed experts",
+		"the engine section wins over the details")
+
+	sc := DefaultScenario()
+	require.NoError(t, sc.Set("model="+tinyMoE))
+	p, err = sc.EnginePlan()
+	require.NoError(t, err)
+	m = p.Manifest(nil, "")
+	m.Engine.DataParallelSize, m.Engine.ExpertParallel, m.Engine.NumGPUBlocks = 2, true, 0
+	spec := Spec{Router: RouterSpec{Name: RouterKV}}
+	back, warn, err = PlanFromManifest(&m, ManifestOptions{Spec: &spec})
 	require.NoError(t, err)
 	assert.Equal(t, 2, back.Pools[0].ExpertParallel)
 	assert.Equal(t, RouterKV, back.Router.Name, "the placement names the router")
+	assert.Equal(t, 8, back.Shape.MoE.Experts, "the experts from the manifest's model section")
+	assert.Zero(t, back.Pools[0].Engine.Shape.MoE, "the engines price the dense part")
+	want, err := moeKVBlocks(back.Shape, back.Pools[0].Engine.HW, 2, 16, 0.9)
+	require.NoError(t, err)
+	assert.Equal(t, want, back.Pools[0].Engine.Sched.NumGPUBlocks, "the KV beside half the experts")
+	assert.Contains(t, warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from H200-SXM memory, the dense weights, the 8 experts' share over 2 GPUs and gpu_memory_utilization 0.9", want))
 }
 
 // One engine's manifest has no cluster section: simulate's manifest.
@@ -83,18 +103,34 @@ func TestOneEngineManifest(t *testing.T) {
 	assert.Nil(t, m.Cluster)
 }
 
-// A placement's inline GPU and model price a run whose manifest names
-// ones the catalogue does not know.
-func TestPlanFromManifestInlineSpecs(t *testing.T) {
-	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "Imaginary GPU"}, Model: &datasets.ModelShape{Name: "org/Imaginary-8B"},
-		Engine: &datasets.EngineConfig{MaxNumSeqs: 64, MaxNumBatchedTokens: 2048, BlockSize: 16, MaxModelLen: 4096, NumGPUBlocks: 5000, ChunkedPrefill: true}}
+// A run on a GPU and a model no catalogue knows replays from the spec file
+// and config.json its manifest records; a user catalogue (STEPLAB_CATALOG)
+// names them as the built-ins do.
+func TestPlanFromManifestUserFiles(t *testing.T) {
+	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "Imaginary GPU"}, Model: &datasets.ModelShape{Name: "org/Imaginary-MoE"},
+		Engine: &datasets.EngineConfig{MaxNumSeqs: 64, MaxNumBatchedTokens: 2048, BlockSize: 16, MaxModelLen: 4096, NumGPUBlocks: 5000,
+			ChunkedPrefill: true, DataParallelSize: 2, ExpertParallel: true}}
 	_, _, err := PlanFromManifest(m, ManifestOptions{})
 	require.ErrorContains(t, err, "Imaginary GPU")
-	spec := Spec{HardwareSpec: &HardwareSpec{Name: "g", PeakTFLOPS: 400, MemBandwidthGBs: 2000, MemGB: 48},
-		ModelSpec: &ModelSpec{Name: "m", Layers: 8, Hidden: 1024, Heads: 8, KVHeads: 8, HeadDim: 128, Intermediate: 4096, Vocab: 32000}}
-	p, _, err := PlanFromManifest(m, ManifestOptions{Spec: &spec})
+	m.Hardware.Spec, m.Model.Config = "testdata/imaginary-gpu.yaml", tinyMoE
+	p, _, err := PlanFromManifest(m, ManifestOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, "g", p.Pools[0].Engine.HW.Name)
-	assert.Equal(t, 8, p.Pools[0].Engine.Shape.Layers)
+	assert.Equal(t, "Imaginary GPU", p.Pools[0].Engine.HW.Name)
+	assert.Equal(t, 8, p.Shape.MoE.Experts)
+	assert.Equal(t, 2, p.Pools[0].ExpertParallel)
 	assert.Equal(t, 5000, p.Pools[0].Engine.Sched.NumGPUBlocks)
+	assert.Equal(t, Link{BytesPerSec: 32e9, LatencyNs: 15000}, p.Pools[0].ExpertLink, "the spec's PCIe")
+
+	dir := t.TempDir()
+	for src, dst := range map[string]string{"testdata/imaginary-gpu.yaml": "hardware/imaginary.yaml", tinyMoE + "/config.json": "models/Imaginary-MoE/config.json"} {
+		b, err := os.ReadFile(src)
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(dst)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, dst), b, 0o644))
+	}
+	t.Setenv(model.CatalogEnv, dir)
+	m.Hardware.Spec, m.Model.Config = "", ""
+	p, _, err = PlanFromManifest(m, ManifestOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, 8, p.Shape.MoE.Experts, "org/Imaginary-MoE from the user catalogue")
 }

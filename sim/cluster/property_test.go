@@ -121,14 +121,14 @@ func randomPlan(r *rand.Rand) (*Plan, string) {
 	case 1:
 		pools = []string{fmt.Sprintf("p: {role: prefill, replicas: %d}", 1+r.IntN(3)),
 			fmt.Sprintf("d: {role: decode, replicas: %d}", 1+r.IntN(3))}
-		bw := 1 + 50*r.Float64()
-		sc.Cluster.Links.KVTransfer = LinkSpec{BandwidthGBs: &bw, LatencyUs: 20 * r.Float64()}
+		bw, lat := 1+50*r.Float64(), 20*r.Float64()
+		sc.Cluster.Links.KVTransfer = LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
 	default:
 		ep := 1 + r.IntN(4) // 1: every engine holds all experts
 		pools = []string{fmt.Sprintf("e: {replicas: %d, expert_parallel: %d}", ep*(1+r.IntN(2)), ep)}
-		sc.Cluster.MoE = &MoE{Experts: 8 << r.IntN(3), TopK: 1 + r.IntN(4), ExpertIntermediate: 64}
-		bw := 5 + 50*r.Float64()
-		sc.Cluster.Links.Expert = LinkSpec{BandwidthGBs: &bw, LatencyUs: 5}
+		sc.Model = tinyMoE
+		bw, lat := 5+50*r.Float64(), 5.0
+		sc.Cluster.Links.Expert = LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
 	}
 	if err := sc.Set("cluster.pools={" + strings.Join(pools, ", ") + "}"); err != nil {
 		panic(err)
@@ -305,7 +305,7 @@ func checkTransfers(rec *recorder, p *Plan, fail func(string, ...any)) {
 // the rank's order.
 func checkLockstep(rec *recorder, p *Plan, fail func(string, ...any)) {
 	ep := p.Pools[0].ExpertParallel
-	if p.MoE == nil {
+	if !p.ExpertParallel() {
 		if len(rec.waves) > 0 {
 			fail("waves without experts")
 		}
