@@ -144,7 +144,6 @@ func TestDenseShape(t *testing.T) {
 	assert.Equal(t, llama, DenseShape(llama), "a dense shape as it is")
 }
 
-
 // c_P is the expected maximum of P standard normals (tables: 0.5642 for 2,
 // 1.0294 for 4, 1.4236 for 8).
 func TestExpectedMaxNormal(t *testing.T) {
