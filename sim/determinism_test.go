@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
@@ -137,27 +136,4 @@ func TestScenarioHostModel(t *testing.T) {
 	sc.Host = bad
 	_, err = sc.Plan()
 	require.ErrorContains(t, err, "h.json")
-}
-
-// The scenario block of docs/scenarios.md parses as written and states the
-// real defaults (but for the graph sizes it abbreviates and the benchmark
-// grid's own defaults, which only apply to kind benchmark).
-func TestDocumentedScenarioIsTheDefault(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "scenarios.md"))
-	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(b), "```yaml\n")
-	require.True(t, ok, "docs/scenarios.md has a yaml block")
-	block, _, ok := strings.Cut(rest, "```")
-	require.True(t, ok)
-	p := filepath.Join(t.TempDir(), "documented.yaml")
-	require.NoError(t, os.WriteFile(p, []byte(block), 0o644))
-	sc, err := LoadScenario(p)
-	require.NoError(t, err)
-	def := DefaultScenario()
-	assert.Equal(t, []int{1, 2, 4, 8, 16, 24, 32, 64, 128, 256, 512}, sc.Engine.CUDAGraphSizes)
-	sc.Engine.CUDAGraphSizes = def.Engine.CUDAGraphSizes
-	sc.Workload.Benchmark = def.Workload.Benchmark
-	assert.Equal(t, def, sc)
-	_, err = sc.Plan()
-	assert.NoError(t, err)
 }
