@@ -21,6 +21,7 @@ func mooncakePlan(b *testing.B, replicas int, router string, rate float64) *Plan
 	require.NoError(b, err)
 	sc := DefaultScenario()
 	sc.Workload = sim.WorkloadSpec{Kind: "trace", Trace: dir, BlockSize: 512, RateRPS: rate}
+	sc.Engine.MaxModelLen = 131072 // Llama-3.1-8B's context: the trace's longest prompts exceed 32K
 	require.NoError(b, sc.Set(fmt.Sprintf("cluster.pools={sim: {replicas: %d}}", replicas)))
 	sc.Cluster.Router.Name = router
 	p, err := sc.Plan()
