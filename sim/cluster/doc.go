@@ -6,11 +6,15 @@
 // # The pieces
 //
 // A Scenario is simulate's scenario (sim.Scenario) with a cluster block
-// (Spec): pools of engines, the router, the links between GPUs and the
-// model's expert layout. Plan validates it, refusing what cannot run with
-// a message that names the field, and prices every pool's engine
+// (Spec): pools of engines, the router and the links between GPUs. The GPU
+// and the model are the scenario's, from the catalogue (names, spec files,
+// config.json); a mixture of experts brings its experts in its shape
+// (model.Shape.MoE). Plan validates it, refusing what cannot run with a
+// message that names the field, and prices every pool's engine
 // (sim.Scenario.PlanOn). Plan.New builds the Cluster; Drive runs it over a
-// workload; Run writes the dataset.
+// workload (DriveUntil: until a stop channel closes); Run writes the
+// dataset; Bounds re-simulates at the edges of the FPM's prediction
+// intervals.
 //
 //   - Pools. One pool of role both (aggregated), or one prefill and one
 //     decode pool (disaggregated, xPyD). A pool has replicas engines, each
@@ -35,13 +39,14 @@
 //     track in the Perfetto export. The request's row is one: its arrival,
 //     its prefill's first schedule, the decode engine's first token and
 //     finish.
-//   - Experts. With an MoE layout (MoE), engines step in instances
-//     (expert_parallel engines each, one data-parallel rank apiece, vLLM's
-//     DP + EP): every rank joins every wave, a quiet rank with a dummy
-//     step, and a wave lasts the slowest rank's own forward pass (the
-//     dense part of the model, priced by the pool's FPM) plus the experts
-//     of all ranks' tokens on the busiest GPU and the all-to-all (moePricer
-//     states the formulas).
+//   - Experts. A pool with expert_parallel of a mixture of experts steps in
+//     instances (expert_parallel engines each, one data-parallel rank
+//     apiece, vLLM's DP + EP): every rank joins every wave, a quiet rank
+//     with a dummy step, and a wave lasts the slowest rank's own forward
+//     pass (DenseShape, the model without its routed experts, priced by
+//     the pool's FPM) plus the experts of all ranks' tokens on the busiest
+//     GPU and the all-to-all (moePricer states the formulas). Links left
+//     out are the GPU's own interconnect (DefaultLink).
 //
 // # Use
 //
@@ -52,10 +57,11 @@
 //	if err != nil { ... } // names the field at fault
 //	res, err := cluster.Run(p, "out/pd", sim.RunOptions{})
 //
-// A recorded run comes back as the engines it had with PlanFromManifest
-// (a vLLM import's data_parallel_size and enable_expert_parallel make a
-// data-parallel instance behind vllm_dp); steplab replay and calibrate
-// re-simulate through it.
+// A recorded run comes back as the engines it had with PlanFromManifest,
+// each sim.PlanFromManifest of the manifest (a vLLM import's
+// data_parallel_size and enable_expert_parallel make a data-parallel
+// instance behind vllm_dp); steplab replay and calibrate re-simulate
+// through it.
 //
 // # Determinism
 //

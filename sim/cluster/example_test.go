@@ -64,3 +64,34 @@ func ExampleRun() {
 	// Output:
 	// 200 requests finished on 4 engines; routes table: true
 }
+
+// Qwen3-30B-A3B on two RTX PRO 6000 as vLLM's data_parallel_size 2 with
+// expert parallelism: the catalogue brings the GPU, its PCIe link and the
+// model's 128 experts; each rank prices the model without them.
+func ExampleScenario_Plan_expertParallel() {
+	sc := cluster.DefaultScenario()
+	for _, s := range []string{
+		"hardware=RTXPRO6000",
+		"model=Qwen/Qwen3-30B-A3B-Instruct-2507",
+		"cluster.pools={dp: {replicas: 2, expert_parallel: 2}}",
+		"cluster.router.name=vllm_dp",
+	} {
+		if err := sc.Set(s); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	p, err := sc.EnginePlan()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	pp := p.Pools[0]
+	fmt.Printf("%d ranks of %s: %d experts, top %d\n", pp.Replicas, p.Shape.Name, p.Shape.MoE.Experts, p.Shape.MoE.TopK)
+	fmt.Printf("each rank prices %.1fB parameters and holds %d KV blocks\n", float64(pp.Engine.Shape.ParamCount())/1e9, pp.Engine.Sched.NumGPUBlocks)
+	fmt.Printf("all-to-all over %.0f GB/s, %.0f µs\n", pp.ExpertLink.BytesPerSec/1e9, pp.ExpertLink.LatencyNs/1e3)
+	// Output:
+	// 2 ranks of Qwen3-30B-A3B: 128 experts, top 8
+	// each rank prices 1.5B parameters and holds 37611 KV blocks
+	// all-to-all over 64 GB/s, 15 µs
+}
