@@ -38,6 +38,12 @@ The start model is --start (a linear artifact), else the roofline prior of
 the first dataset's hardware and model shape linearised into const,
 prefill_tokens, prefill_attn, decode_requests and decode_kv_tokens.
 
+Each dataset is re-simulated on the engines its manifest records, the GPU
+and the model from the catalogue: a vLLM run with data_parallel_size and
+enable_expert_parallel becomes that many ranks of one expert-parallel
+instance, and its expert compute, expert streaming and all-to-all get
+multipliers too (--moe; docs/placement.md).
+
 Hold-outs: --holdout F keeps the last fraction F of each dataset's requests
 (by arrival) out of the fit and scores them after it, re-simulating the whole
 run; --holdout-dataset DIR scores whole runs that were not fitted.
@@ -51,6 +57,8 @@ Examples:
   steplab calibrate ds/llama -o llama-cal.json --holdout 0.3
   steplab calibrate ds/run1 ds/run2 -o cal.json --holdout-dataset ds/run3
   steplab calibrate ds/llama -o cal.json --terms const,decode_kv_tokens --host host.prep_fixed
+  steplab import vllm-requests embedded:llmservingsim-qwen3-30b-a3b -o ds/qwen3
+  steplab calibrate ds/qwen3 -o qwen3-cal.json --holdout 0.3
   steplab replay requests llama-cal.json ds/llama -o out/rr`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
