@@ -70,13 +70,33 @@ type worker struct {
 	// linkFree is when the engine's outgoing KV link is free.
 	linkFree int64
 	group    *group
+	// runs counts the engine's loop runs, the only time its prefix cache
+	// changes; memo is the last overlap asked.
+	runs uint64
+	memo overlapMemo
 }
 
+// overlapMemo is a prompt's cached leading blocks on a worker, valid while
+// the worker's loop has not run since: the router, its route row and the
+// kv router's prefill tracking ask at one instant.
+type overlapMemo struct {
+	first        *uint64 // the prompt's hashes
+	n            int
+	runs         uint64
+	cachedBlocks int
+}
+
+// overlap is the prompt's leading blocks (hashes h) w's prefix cache holds.
 func (w *worker) overlap(h []uint64) int {
 	if len(h) == 0 {
 		return 0
 	}
-	return w.eng.CachedPrefix(h)
+	if m := &w.memo; m.first == &h[0] && m.n == len(h) && m.runs == w.runs {
+		return m.cachedBlocks
+	}
+	o := w.eng.CachedPrefix(h)
+	w.memo = overlapMemo{first: &h[0], n: len(h), runs: w.runs, cachedBlocks: o}
+	return o
 }
 
 // flight is a request the cluster follows between engines, or whose
@@ -316,6 +336,7 @@ func (c *Cluster) Advance(t int64) error {
 
 func (c *Cluster) runWorker(w *worker, now int64) {
 	w.wakeAt = -1
+	w.runs++
 	next, err := w.eng.Run(now)
 	if err != nil {
 		c.fail(fmt.Errorf("%s: %w", w.name, err))
