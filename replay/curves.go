@@ -72,13 +72,12 @@ type simState struct {
 // curveRecorder collects the simulated states of a replay whose record has
 // engine samples. A nil *curveRecorder does nothing.
 type curveRecorder struct {
-	rec    []datasets.EngineSample
-	states []simState // after each step, every engine's latest summed
-	ranks  int
-	// engine indexes the engines by worker id into last, their latest
-	// states.
+	rec   []datasets.EngineSample
+	ranks int
+	// states are each engine's states after its steps, the engines
+	// indexed by worker id in engine.
 	engine map[string]int
-	last   []simState
+	states [][]simState
 }
 
 // newCurveRecorder reads d's engine_samples; nil when it has none.
@@ -144,19 +143,12 @@ func (c *curveRecorder) stepHook() func(*datasets.Step) {
 	return func(st *datasets.Step) {
 		i, ok := c.engine[st.WorkerID]
 		if !ok {
-			i = len(c.last)
+			i = len(c.states)
 			c.engine[st.WorkerID] = i
-			c.last = append(c.last, simState{})
+			c.states = append(c.states, nil)
 		}
-		c.last[i] = simState{running: st.NumRunning, waiting: st.NumWaiting, kvUsed: st.KVBlocksUsed, kvTotal: st.KVBlocksTotal}
-		sum := simState{t: st.TUpdateEnd}
-		for _, l := range c.last {
-			sum.running += l.running
-			sum.waiting += l.waiting
-			sum.kvUsed += l.kvUsed
-			sum.kvTotal += l.kvTotal
-		}
-		c.states = append(c.states, sum)
+		c.states[i] = append(c.states[i], simState{t: st.TUpdateEnd, running: st.NumRunning, waiting: st.NumWaiting,
+			kvUsed: st.KVBlocksUsed, kvTotal: st.KVBlocksTotal})
 	}
 }
 
@@ -169,21 +161,29 @@ func (c *curveRecorder) compare() *CurveSummary {
 	if c.ranks > 1 {
 		s.Notes = append(s.Notes, fmt.Sprintf("the record has samples of %d data-parallel ranks, summed at each sample time", c.ranks))
 	}
-	if n := len(c.last); n > 1 {
+	if n := len(c.states); n > 1 {
 		s.Notes = append(s.Notes, fmt.Sprintf("the simulated state is the sum over its %d engines", n))
 	}
-	// Engines record their steps in event order; the resampling reads
-	// them in time order.
-	sort.SliceStable(c.states, func(i, j int) bool { return c.states[i].t < c.states[j].t })
+	// An engine records a step when its output is processed, not always
+	// in t_update_end order across the pipeline: read each in time order.
+	for _, e := range c.states {
+		sort.SliceStable(e, func(i, j int) bool { return e[i].t < e[j].t })
+	}
+	next := make([]int, len(c.states)) // per engine: its states at or before the sample
 	var run, wait, kv curveAcc
-	j := -1
 	for _, r := range c.rec {
-		for j+1 < len(c.states) && c.states[j+1].t <= r.TNs {
-			j++
-		}
-		var st simState
-		if j >= 0 {
-			st = c.states[j]
+		var st simState // the engines' latest states summed; an engine before its first step is empty
+		for e, states := range c.states {
+			for next[e] < len(states) && states[next[e]].t <= r.TNs {
+				next[e]++
+			}
+			if next[e] > 0 {
+				last := &states[next[e]-1]
+				st.running += last.running
+				st.waiting += last.waiting
+				st.kvUsed += last.kvUsed
+				st.kvTotal += last.kvTotal
+			}
 		}
 		row := CurveRow{TNs: r.TNs, RecRunning: r.NumRunning, PredRunning: st.running, RecWaiting: r.NumWaiting, PredWaiting: st.waiting,
 			RecKVUsage: r.KVUsage}
