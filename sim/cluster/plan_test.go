@@ -203,3 +203,19 @@ func TestMoEPricer(t *testing.T) {
 	assert.Equal(t, a100.TFLOPS.BF16*1e12, newMoEPricer(fp8, a100, 2, link, Scales{}).peak)
 	assert.Equal(t, 1.0, newMoEPricer(fp8, a100, 2, link, Scales{}).bytesPerExpert/(3*2048*768), "fp8 experts stream one byte a parameter")
 }
+
+// The Qwen3 example names its GPU and model as the catalogue does and
+// plans the run's placement: two ranks of one expert-parallel instance.
+func TestQwenExampleScenario(t *testing.T) {
+	sc, err := LoadScenario("../../examples/placement/qwen3-30b-a3b-rtxpro6000.yaml")
+	require.NoError(t, err)
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	require.Len(t, p.Pools, 1)
+	assert.Equal(t, 2, p.Pools[0].Replicas)
+	assert.Equal(t, 2, p.Pools[0].ExpertParallel)
+	assert.Equal(t, "RTX-PRO-6000-Server", p.Pools[0].Engine.HW.Name)
+	assert.Equal(t, 128, p.Shape.MoE.Experts)
+	assert.Equal(t, RouterVLLMDP, p.Router.Name)
+	assert.Equal(t, Link{BytesPerSec: 64e9, LatencyNs: 15000}, p.Pools[0].ExpertLink, "PCIe 5.0, the GPU's only link")
+}
