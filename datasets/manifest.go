@@ -54,6 +54,10 @@ type Manifest struct {
 	CUDAGraphSizes    []int              `json:"cuda_graph_capture_sizes,omitempty"`
 	Workload          *Workload          `json:"workload,omitempty"`
 	MeasurementPolicy *MeasurementPolicy `json:"measurement_policy,omitempty"`
+	// Cluster describes the engines beyond one: pools, router and links
+	// (package sim/cluster; the model section holds the experts). Absent
+	// for one engine.
+	Cluster *Cluster `json:"cluster,omitempty"`
 
 	// Tables records, for each table written, its parts and row counts.
 	// The writer fills it; readers use it to detect missing parts.
@@ -183,6 +187,38 @@ type EngineConfig struct {
 	PipelineParallelSize int  `json:"pipeline_parallel_size,omitempty"`
 	DataParallelSize     int  `json:"data_parallel_size,omitempty"`
 	ExpertParallel       bool `json:"expert_parallel,omitempty"`
+}
+
+// Cluster is a run's placement when it had more than one engine.
+type Cluster struct {
+	Router string        `json:"router"`
+	Pools  []ClusterPool `json:"pools"`
+	// KVTransfer is the prefill-to-decode link of a disaggregated cluster.
+	KVTransfer *Link `json:"kv_transfer,omitempty"`
+}
+
+// ClusterPool is one pool of identical engines.
+type ClusterPool struct {
+	Name     string `json:"name"`
+	Role     string `json:"role"` // both | prefill | decode
+	Replicas int    `json:"replicas"`
+	// ExpertParallel is the engines per data-parallel + expert-parallel
+	// instance (0: none).
+	ExpertParallel int `json:"expert_parallel,omitempty"`
+	// ExpertLink is the all-to-all link between an instance's ranks.
+	ExpertLink *Link `json:"expert_link,omitempty"`
+	// Hardware is the pool's GPU and Engine its limits, where they differ
+	// from the manifest's.
+	Hardware string        `json:"hardware,omitempty"`
+	Engine   *EngineConfig `json:"engine,omitempty"`
+	// Workers are the engines' worker_id values in the steps table.
+	Workers []string `json:"workers"`
+}
+
+// Link is a link between GPUs.
+type Link struct {
+	BandwidthGBs float64 `json:"bandwidth_gbs"`
+	LatencyUs    float64 `json:"latency_us"`
 }
 
 // Workload describes the arrivals that drove the run.

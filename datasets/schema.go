@@ -34,6 +34,21 @@ const (
 	TableEngineSamples = "engine_samples"
 )
 
+// Tables a cluster simulation adds (package sim/cluster documents their
+// columns): one row per routing decision, and one per prompt KV moved from
+// a prefill to a decode engine.
+const (
+	TableRoutes    = "routes"
+	TableTransfers = "transfers"
+)
+
+// ClusterTables are the tables a cluster simulation adds.
+var ClusterTables = []string{TableRoutes, TableTransfers}
+
+// KnownTables is every table name steplab writes: Tables, then
+// ClusterTables.
+func KnownTables() []string { return append(append([]string(nil), Tables...), ClusterTables...) }
+
 // Tables lists every table of schema version 1 in the order tools report them.
 var Tables = []string{TableSteps, TableStepRequests, TableRequests, TableGPUSamples, TableEngineSamples}
 

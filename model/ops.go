@@ -285,7 +285,7 @@ func (o *Ops) mlpNs(m float64) (float64, bool) {
 		return up + down, x1 || x2
 	}
 	ns, x := 0.0, false
-	if sh.denseLayers > 0 {
+	if sh.denseLayers > 0 && sh.inter > 0 { // width 0: a shape without MLPs
 		d, xd := dense(sh.inter)
 		ns, x = float64(sh.denseLayers)*d, xd
 	}

@@ -273,7 +273,7 @@ func (r Roofline) consts() rooflineConsts {
 		m := s.MoE
 		c.moe = true
 		c.expertBytes = s.expertBytesPerGPU()
-		c.moeLayers = float64(s.moeLayers())
+		c.moeLayers = float64(s.MoELayers())
 		c.nonExpertBytes = float64(s.StreamedWeightBytes()) - c.moeLayers*float64(m.Experts)*c.expertBytes
 	}
 	streamed := float64(s.StreamedWeightBytes())

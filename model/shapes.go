@@ -26,7 +26,9 @@ type Shape struct {
 	// HeadDim is the attention head width (MLA: the query/key width,
 	// qk_nope_head_dim + qk_rope_head_dim).
 	HeadDim int `json:"head_dim"`
-	// Intermediate is the dense MLP width (the dense layers of an MoE).
+	// Intermediate is the dense MLP width (the dense layers of an MoE);
+	// 0 is a shape without MLPs, as the part of a mixture of experts that
+	// runs beside its routed experts can be (package sim/cluster).
 	Intermediate int `json:"intermediate"`
 	Vocab        int `json:"vocab"`
 	// DType is the activation (compute) dtype: bf16, fp16 or fp32.
@@ -89,8 +91,9 @@ type MoE struct {
 func (s Shape) isMoE() bool { return s.MoE.Experts > 0 }
 func (s Shape) isMLA() bool { return s.MLA.KVLoraRank > 0 }
 
-// moeLayers is the number of layers with routed experts.
-func (s Shape) moeLayers() int {
+// MoELayers is the number of layers with routed experts (Layers −
+// MoE.DenseLayers; 0 for a dense model).
+func (s Shape) MoELayers() int {
 	if !s.isMoE() {
 		return 0
 	}
@@ -169,10 +172,16 @@ func (s Shape) validate() error {
 		name string
 		v    int
 	}{{"layers", s.Layers}, {"hidden", s.Hidden}, {"heads", s.Heads}, {"kv_heads", s.KVHeads},
-		{"head_dim", s.HeadDim}, {"intermediate", s.Intermediate}, {"vocab", s.Vocab}} {
+		{"head_dim", s.HeadDim}, {"vocab", s.Vocab}} {
 		if f.v <= 0 {
 			return fmt.Errorf("%s must be > 0, got %d", f.name, f.v)
 		}
+	}
+	switch {
+	case s.Intermediate < 0:
+		return fmt.Errorf("intermediate must be >= 0, got %d", s.Intermediate)
+	case s.Intermediate == 0 && s.isMoE() && s.MoE.DenseLayers > 0:
+		return fmt.Errorf("intermediate is 0 but moe.dense_layers is %d: give the dense layers' MLP width", s.MoE.DenseLayers)
 	}
 	if s.TP < 0 {
 		return fmt.Errorf("tp must be >= 0, got %d", s.TP)
@@ -253,8 +262,9 @@ func (s Shape) kvDType() string {
 	return s.DType
 }
 
-// expertDType is the routed experts' dtype.
-func (s Shape) expertDType() string {
+// ExpertDType is the routed experts' weight dtype: MoE.DType, else the
+// weight dtype, else the activation dtype.
+func (s Shape) ExpertDType() string {
 	if s.MoE.DType != "" {
 		return s.MoE.DType
 	}
@@ -341,7 +351,7 @@ func (s Shape) paramSums(perGPU, activeOnly bool) (linear, experts, norms float6
 	layers := float64(s.Layers)
 	dense, moe := layers, 0.0
 	if s.isMoE() {
-		dense, moe = float64(s.MoE.DenseLayers), float64(s.moeLayers())
+		dense, moe = float64(s.MoE.DenseLayers), float64(s.MoELayers())
 		n := float64(s.MoE.Experts)
 		if activeOnly {
 			n = float64(s.MoE.TopK)
@@ -407,7 +417,7 @@ func (s Shape) weightBytes(activeOnly bool) float64 {
 	if !s.TiedEmbeddings {
 		other += s.LMHeadParamsPerGPU()
 	}
-	ab, wb, eb := DTypeBytes(s.DType), DTypeBytes(s.weightDType()), DTypeBytes(s.expertDType())
+	ab, wb, eb := DTypeBytes(s.DType), DTypeBytes(s.weightDType()), DTypeBytes(s.ExpertDType())
 	if wb == ab && eb == ab {
 		return (linear + experts + other) * ab
 	}
@@ -428,7 +438,7 @@ func (s Shape) StreamedWeightBytes() int64 {
 
 // expertBytesPerGPU is one routed expert's weights on one rank.
 func (s Shape) expertBytesPerGPU() float64 {
-	return s.layerParams(true).expert * DTypeBytes(s.expertDType())
+	return s.layerParams(true).expert * DTypeBytes(s.ExpertDType())
 }
 
 // StreamedWeightBytesAt is the weight bytes one rank reads in a step of
@@ -442,7 +452,7 @@ func (s Shape) StreamedWeightBytesAt(tokens float64) float64 {
 	}
 	m := s.MoE
 	perLayer := s.expertBytesPerGPU()
-	moe := float64(s.moeLayers())
+	moe := float64(s.MoELayers())
 	return all - moe*float64(m.Experts)*perLayer + moe*ExpectedExperts(m.Experts, m.TopK, tokens)*perLayer
 }
 

@@ -112,6 +112,10 @@ func TestShapeValidate(t *testing.T) {
 		{"negative tp", func(s *Shape) { s.TP = -2 }, "tp must be >= 0"},
 		{"heads not divisible", func(s *Shape) { s.TP = 3 }, "not divisible by TP=3"},
 		{"gqa mismatch", func(s *Shape) { s.KVHeads = 5 }, "not a multiple"},
+		{"negative intermediate", func(s *Shape) { s.Intermediate = -1 }, "intermediate must be >= 0"},
+		{"dense layers without a width", func(s *Shape) {
+			s.Intermediate, s.MoE = 0, MoE{Experts: 8, TopK: 2, ExpertIntermediate: 64, DenseLayers: 1}
+		}, "intermediate is 0 but moe.dense_layers is 1"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,6 +126,16 @@ func TestShapeValidate(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.msg)
 		})
 	}
+}
+
+// A shape without MLPs (width 0) is valid: the attention-only part of a
+// mixture of experts that a cluster prices beside its experts; it has the
+// attention's parameters only.
+func TestShapeWithoutMLP(t *testing.T) {
+	s := llama8B
+	s.Intermediate = 0
+	require.NoError(t, s.Validate())
+	assert.Equal(t, llama8B.ParamCount()-int64(3*4096*14336*32), s.ParamCount())
 }
 
 func TestShapeJSONRoundTrip(t *testing.T) {

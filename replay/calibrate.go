@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
+	"strings"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // Host parameters calibrate can fit: multipliers on the host model's fixed
@@ -22,13 +25,27 @@ const (
 	HostPrep = "host.prep_fixed"
 )
 
+// Expert-parallel parameters calibrate fits on a mixture of experts:
+// multipliers on the busiest GPU's expert compute and expert weight
+// streaming (the two sides of the experts' roofline) and on the
+// all-to-all.
+const (
+	MoEExpertCompute = "moe.expert_compute"
+	MoEExpertStream  = "moe.expert_stream"
+	MoEA2A           = "moe.a2a"
+)
+
+// MoEParams lists the expert-parallel parameters.
+var MoEParams = []string{MoEExpertCompute, MoEExpertStream, MoEA2A}
+
 // CalibSet is one recorded run to calibrate on.
 type CalibSet struct {
 	Name  string
 	Trace *Trace
-	// Plan is the run's engine (sim.PlanFromManifest); calibration
-	// replaces its forward-pass and host models.
-	Plan *sim.Plan
+	// Plan is the run's engines (cluster.PlanFromManifest); calibration
+	// replaces their forward-pass and host models and, for a mixture of
+	// experts, scales their expert-parallel parts.
+	Plan *cluster.Plan
 }
 
 // CalibOptions tune Calibrate.
@@ -45,6 +62,10 @@ type CalibOptions struct {
 	// HostParams are the host multipliers fitted (nil: HostSchedUpdate and
 	// HostPrep; empty non-nil: none).
 	HostParams []string
+	// MoEParams are the expert-parallel multipliers fitted (nil: all of
+	// MoEParams when the first set ran expert-parallel instances, else
+	// none).
+	MoEParams []string
 	// Holdout is the fraction of each run's requests, the last by arrival,
 	// held out of the fit and scored after it (0: none).
 	Holdout float64
@@ -93,6 +114,7 @@ type CalibResult struct {
 	Params    []ParamValue    `json:"params"`
 	Linear    *model.Linear   `json:"-"` // nil when the device model was Fixed
 	Host      model.HostModel `json:"host"`
+	MoE       *cluster.Scales `json:"moe,omitempty"`
 	Evals     int             `json:"evaluations"`
 	Objective float64         `json:"objective"`
 	Before    []MetricErrors  `json:"before"` // the start model on the fit data
@@ -121,9 +143,18 @@ type calibProblem struct {
 	opts      CalibOptions
 	terms     []int // indices into Start.Terms
 	hostNames []string
+	moeNames  []string
 }
 
-func (p *calibProblem) build(theta []float64) (model.FPM, *model.Linear, model.HostModel) {
+// model is one point of the search: the models and scales it prices with.
+type calibModel struct {
+	fpm    model.FPM
+	lin    *model.Linear
+	host   model.HostModel
+	scales cluster.Scales
+}
+
+func (p *calibProblem) build(theta []float64) calibModel {
 	var l *model.Linear
 	var fpm model.FPM = p.opts.Fixed
 	if fpm == nil {
@@ -145,21 +176,35 @@ func (p *calibProblem) build(theta []float64) (model.FPM, *model.Linear, model.H
 			h.PrepFixedNs *= m
 		}
 	}
-	return fpm, l, h
+	sc := cluster.Scales{ExpertCompute: 1, ExpertStream: 1, A2A: 1}
+	for j, name := range p.moeNames {
+		m := math.Exp(theta[len(p.terms)+len(p.hostNames)+j])
+		switch name {
+		case MoEExpertCompute:
+			sc.ExpertCompute = m
+		case MoEExpertStream:
+			sc.ExpertStream = m
+		case MoEA2A:
+			sc.A2A = m
+		}
+	}
+	return calibModel{fpm: fpm, lin: l, host: h, scales: sc}
 }
 
-// withModels is the plan priced with another forward-pass and host model:
-// what each calibration step replays.
-func withModels(p *sim.Plan, fpm model.FPM, host model.HostModel) *sim.Plan {
-	q := *p
-	q.FPM, q.Host = fpm, host
-	return &q
+// withModels is the plan priced with another forward-pass and host model
+// and expert-parallel scales: what each calibration step replays.
+func withModels(p *cluster.Plan, m calibModel) *cluster.Plan {
+	q := p.WithModels(m.fpm, m.host)
+	if p.ExpertParallel() {
+		q = q.WithScales(m.scales)
+	}
+	return q
 }
 
 // score replays one set with the model and compares the requests of rec
 // (all of the set's requests when rec is nil).
-func score(set CalibSet, tr *Trace, rec []datasets.Request, fpm model.FPM, host model.HostModel, split string) (MetricErrors, error) {
-	reqs, _, err := Simulate(tr, withModels(set.Plan, fpm, host))
+func score(set CalibSet, tr *Trace, rec []datasets.Request, m calibModel, split string) (MetricErrors, error) {
+	reqs, _, err := Simulate(tr, withModels(set.Plan, m))
 	if err != nil {
 		return MetricErrors{}, err
 	}
@@ -233,7 +278,19 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 			return nil, fmt.Errorf("calibrate: unknown host parameter %q (want %s or %s)", h, HostSchedUpdate, HostPrep)
 		}
 	}
-	dim := len(p.terms) + len(p.hostNames)
+	p.moeNames = opts.MoEParams
+	if p.moeNames == nil && sets[0].Plan.ExpertParallel() {
+		p.moeNames = MoEParams
+	}
+	for _, h := range p.moeNames {
+		if !slices.Contains(MoEParams, h) {
+			return nil, fmt.Errorf("calibrate: unknown expert parameter %q (want %s)", h, strings.Join(MoEParams, ", "))
+		}
+		if !sets[0].Plan.ExpertParallel() {
+			return nil, fmt.Errorf("calibrate: %s: %s ran no expert-parallel instance", h, sets[0].Name)
+		}
+	}
+	dim := len(p.terms) + len(p.hostNames) + len(p.moeNames)
 	if dim == 0 {
 		return nil, errors.New("calibrate: no parameters to fit")
 	}
@@ -246,22 +303,22 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		maxEvals = max(150, 60*dim)
 	}
 	// The fit windows.
-	train := make([]*Trace, len(sets))
+	train := make([]fitWindow, len(sets))
 	for i, s := range sets {
 		n := len(s.Trace.Arrivals)
 		k := n - int(math.Round(float64(n)*opts.Holdout))
 		if k < 1 {
 			return nil, fmt.Errorf("calibrate: %s: holdout leaves no request to fit", s.Name)
 		}
-		train[i] = s.Trace.Window(0, k)
+		train[i] = fitWindowOf(s.Trace, k)
 	}
 	evals := 0
 	objective := func(theta []float64) float64 {
 		evals++
-		l, _, h := p.build(theta)
+		m := p.build(theta)
 		var obj float64
 		for i, s := range sets {
-			me, err := score(s, train[i], nil, l, h, "train")
+			me, err := score(s, train[i].replay, train[i].fit, m, "train")
 			if err != nil {
 				return 1e6
 			}
@@ -282,9 +339,9 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		return obj
 	}
 	res := &CalibResult{}
-	l0, _, h0 := p.build(make([]float64, dim))
+	m0 := p.build(make([]float64, dim))
 	for i, s := range sets {
-		me, err := score(s, train[i], nil, l0, h0, "train")
+		me, err := score(s, train[i].replay, train[i].fit, m0, "train")
 		if err != nil {
 			return nil, fmt.Errorf("calibrate: %s: start model: %w", s.Name, err)
 		}
@@ -292,34 +349,47 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	}
 	// TTFT metrics are rugged in the parameters (a small change moves an
 	// arrival across a step boundary), so a simplex alone stalls in local
-	// minima: first a coarse coordinate search over multipliers ¼..4 (9
-	// points per parameter), then Nelder-Mead from the best point, then a
-	// restart with a small simplex.
+	// minima: first a coarse coordinate search (multipliers ¼..4 around
+	// the current value, 9 points per parameter), repeated with half the
+	// step while a pass improves and half the budget lasts (parameters
+	// couple: one moved in a late pass re-opens an earlier one), then
+	// Nelder-Mead from the best point, then a restart with a small simplex.
 	theta := make([]float64, dim)
 	best := objective(theta)
-	for i := 0; i < dim && evals < maxEvals/2; i++ {
-		bi := theta[i]
-		for k := -4; k <= 4; k++ {
-			if k == 0 {
-				continue
+	step := math.Ln2 / 2
+	for pass := 0; pass < 4 && evals < maxEvals/2; pass++ {
+		start := best
+		for i := 0; i < dim && evals < maxEvals/2; i++ {
+			bi := theta[i]
+			for k := -4; k <= 4; k++ {
+				if k == 0 {
+					continue
+				}
+				x := append([]float64(nil), theta...)
+				x[i] = theta[i] + float64(k)*step
+				if v := objective(x); v < best {
+					best, bi = v, x[i]
+				}
 			}
-			x := append([]float64(nil), theta...)
-			x[i] = float64(k) * math.Ln2 / 2
-			if v := objective(x); v < best {
-				best, bi = v, x[i]
-			}
+			theta[i] = bi
 		}
-		theta[i] = bi
+		if best >= start {
+			break
+		}
+		step /= 2
 	}
 	left := maxEvals - evals
 	theta, f, status := nelderMead(objective, theta, 0.2, evals+left*2/3, 1e-7, &evals)
-	if evals < maxEvals {
+	if evals+dim+1 < maxEvals { // room for the restart's simplex and a move
 		theta, f, status = nelderMead(objective, theta, 0.03, maxEvals, 1e-9, &evals)
 	}
 	res.Status = status
 	res.Objective, res.Evals = f, evals
-	var fpm model.FPM
-	fpm, res.Linear, res.Host = p.build(theta)
+	fit := p.build(theta)
+	res.Linear, res.Host = fit.lin, fit.host
+	if len(p.moeNames) > 0 {
+		res.MoE = &fit.scales
+	}
 	for i, ti := range p.terms {
 		res.Params = append(res.Params, ParamValue{Name: "fpm." + opts.Start.Terms[ti], Multiplier: math.Exp(theta[i]),
 			Start: opts.Start.Coef[ti], Value: res.Linear.Coef[ti]})
@@ -334,14 +404,18 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		}
 		res.Params = append(res.Params, pv)
 	}
+	for j, name := range p.moeNames {
+		mult := math.Exp(theta[len(p.terms)+len(p.hostNames)+j])
+		res.Params = append(res.Params, ParamValue{Name: name, Multiplier: mult, Start: 1, Value: mult})
+	}
 	for i, s := range sets {
-		me, err := score(s, train[i], nil, fpm, res.Host, "train")
+		me, err := score(s, train[i].replay, train[i].fit, fit, "train")
 		if err != nil {
 			return nil, err
 		}
 		res.Train = append(res.Train, me)
-		if k := len(train[i].Arrivals); k < len(s.Trace.Arrivals) {
-			me, err := score(s, s.Trace, s.Trace.Rec[k:], fpm, res.Host, "holdout-requests")
+		if k := len(train[i].fit); k < len(s.Trace.Arrivals) {
+			me, err := score(s, s.Trace, s.Trace.Rec[k:], fit, "holdout-requests")
 			if err != nil {
 				return nil, err
 			}
@@ -349,7 +423,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		}
 	}
 	for _, s := range opts.HoldoutSets {
-		me, err := score(s, s.Trace, nil, fpm, res.Host, "holdout-run")
+		me, err := score(s, s.Trace, nil, fit, "holdout-run")
 		if err != nil {
 			return nil, err
 		}
@@ -370,12 +444,39 @@ func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, command string) 
 	if err := sim.WithHost(a, r.Host); err != nil {
 		return nil, err
 	}
+	if r.MoE != nil {
+		if err := cluster.WithScalesParam(a, *r.MoE); err != nil {
+			return nil, err
+		}
+	}
 	m, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
 	a.Metrics = m
 	return a, nil
+}
+
+// fitWindow is what the fit replays of a run and the requests it scores.
+type fitWindow struct {
+	replay *Trace
+	fit    []datasets.Request
+}
+
+// fitWindowOf fits the first k requests by arrival. It replays them with
+// every request that arrived before the last of them finished: the load
+// they shared the engines with. The later requests' arrivals and lengths
+// are that load; their latencies are never read.
+func fitWindowOf(t *Trace, k int) fitWindow {
+	var end int64
+	for _, r := range t.Rec[:k] {
+		end = max(end, r.FinishNs, r.ArrivalNs)
+	}
+	j := k
+	for j < len(t.Arrivals) && t.Arrivals[j].AtNs <= end {
+		j++
+	}
+	return fitWindow{replay: t.Window(0, j), fit: t.Rec[:k]}
 }
 
 // nelderMead minimises f (which increments *counter per call) from x0 with the standard Nelder-Mead simplex
@@ -417,7 +518,7 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 		return x
 	}
 	status := "evaluation limit"
-	for *counter < maxEvals {
+	for *counter+2 <= maxEvals { // an iteration evaluates up to twice before a shrink
 		order()
 		if vals[n]-vals[0] <= tol*(1+math.Abs(vals[0])) {
 			status = "converged"

@@ -11,6 +11,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // Runs simulated with a known, perturbed host overhead under synchronous
@@ -42,7 +43,7 @@ func TestCalibrateRecoversHostOverhead(t *testing.T) {
 			require.NoError(t, err)
 			tr, err := LoadTrace(d)
 			require.NoError(t, err)
-			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: p}}, CalibOptions{Fixed: p.FPM, Host: model.DefaultHostModel(),
+			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: cluster.Of(p)}}, CalibOptions{Fixed: p.FPM, Host: model.DefaultHostModel(),
 				HostParams: []string{c.param}, MaxEvals: 100, Prior: 1e-9})
 			require.NoError(t, err)
 			require.Len(t, res.Params, 1)
@@ -90,7 +91,7 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 	for i := range start.Coef {
 		start.Coef[i] *= 1.4
 	}
-	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: p}}, CalibOptions{Start: start, Host: p.Host,
+	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: cluster.Of(p)}}, CalibOptions{Start: start, Host: p.Host,
 		Terms: []string{model.TermConst, model.TermDecodeKVTokens, model.TermPrefillTokens}, HostParams: []string{}, Holdout: 0.3, MaxEvals: 120})
 	require.NoError(t, err)
 	require.Len(t, res.Holdout, 1)

@@ -13,11 +13,15 @@ import (
 
 // Engine curves: where a recorded run has an engine_samples table (its
 // engine's running and waiting requests and KV-cache usage over time), a
-// request replay compares it with the re-simulated engine's state. The
+// request replay compares it with the re-simulated engines' state. The
 // simulated state after each step (at its t_update_end) is resampled onto
 // the recorded times: the value at a recorded time is the state after the
 // last step that ended at or before it, as a stats logger reports the last
-// reading of its tick. Before the first step the engine is empty.
+// reading of its tick. Before the first step the engine is empty. With
+// several engines (a data-parallel run replayed as its ranks) the state is
+// every engine's latest, summed (KV usage: blocks used over blocks of all
+// engines), as vLLM's logger sums its data-parallel engines; a record with
+// samples of several ranks is summed at each sample time likewise.
 
 // CurveError compares one recorded curve with the re-simulated one over
 // the recorded samples.
@@ -68,9 +72,12 @@ type simState struct {
 // curveRecorder collects the simulated states of a replay whose record has
 // engine samples. A nil *curveRecorder does nothing.
 type curveRecorder struct {
-	rec    []datasets.EngineSample
-	states []simState
-	ranks  int
+	rec   []datasets.EngineSample
+	ranks int
+	// states are each engine's states after its steps, the engines
+	// indexed by worker id in engine.
+	engine map[string]int
+	states [][]simState
 }
 
 // newCurveRecorder reads d's engine_samples; nil when it has none.
@@ -86,22 +93,61 @@ func newCurveRecorder(d *datasets.Dataset) (*curveRecorder, error) {
 		return nil, nil
 	}
 	sort.SliceStable(rec, func(i, j int) bool { return rec[i].TNs < rec[j].TNs })
-	c := &curveRecorder{rec: rec}
 	ranks := map[int32]bool{}
 	for _, r := range rec {
 		ranks[r.DPRank] = true
 	}
-	c.ranks = len(ranks)
-	return c, nil
+	return &curveRecorder{rec: sumRanks(rec, len(ranks)), ranks: len(ranks)}, nil
 }
 
-// stepHook is the function the simulation calls after each step.
+// sumRanks sums the samples of several ranks taken at one time into one
+// (KV usage averaged over the ranks that recorded it).
+func sumRanks(rec []datasets.EngineSample, ranks int) []datasets.EngineSample {
+	if ranks <= 1 {
+		return rec
+	}
+	var out []datasets.EngineSample
+	for i := 0; i < len(rec); {
+		s := rec[i]
+		var kv, nkv float64 // a usage of −1 (not recorded) counts for none
+		if s.KVUsage >= 0 {
+			kv, nkv = s.KVUsage, 1
+		}
+		j := i + 1
+		for ; j < len(rec) && rec[j].TNs == s.TNs; j++ {
+			s.NumRunning += rec[j].NumRunning
+			s.NumWaiting += rec[j].NumWaiting
+			if rec[j].KVUsage >= 0 {
+				kv, nkv = kv+rec[j].KVUsage, nkv+1
+			}
+		}
+		s.DPRank, s.KVUsage = -1, -1
+		if nkv > 0 {
+			s.KVUsage = kv / nkv
+		}
+		out = append(out, s)
+		i = j
+	}
+	return out
+}
+
+// stepHook is the function the simulation calls after each step of any
+// engine.
 func (c *curveRecorder) stepHook() func(*datasets.Step) {
 	if c == nil {
 		return nil
 	}
+	if c.engine == nil {
+		c.engine = map[string]int{}
+	}
 	return func(st *datasets.Step) {
-		c.states = append(c.states, simState{t: st.TUpdateEnd, running: st.NumRunning, waiting: st.NumWaiting,
+		i, ok := c.engine[st.WorkerID]
+		if !ok {
+			i = len(c.states)
+			c.engine[st.WorkerID] = i
+			c.states = append(c.states, nil)
+		}
+		c.states[i] = append(c.states[i], simState{t: st.TUpdateEnd, running: st.NumRunning, waiting: st.NumWaiting,
 			kvUsed: st.KVBlocksUsed, kvTotal: st.KVBlocksTotal})
 	}
 }
@@ -113,17 +159,31 @@ func (c *curveRecorder) compare() *CurveSummary {
 	}
 	s := &CurveSummary{Samples: len(c.rec)}
 	if c.ranks > 1 {
-		s.Notes = append(s.Notes, fmt.Sprintf("the record has samples of %d data-parallel ranks; each is compared with the one simulated engine", c.ranks))
+		s.Notes = append(s.Notes, fmt.Sprintf("the record has samples of %d data-parallel ranks, summed at each sample time", c.ranks))
 	}
+	if n := len(c.states); n > 1 {
+		s.Notes = append(s.Notes, fmt.Sprintf("the simulated state is the sum over its %d engines", n))
+	}
+	// An engine records a step when its output is processed, not always
+	// in t_update_end order across the pipeline: read each in time order.
+	for _, e := range c.states {
+		sort.SliceStable(e, func(i, j int) bool { return e[i].t < e[j].t })
+	}
+	next := make([]int, len(c.states)) // per engine: its states at or before the sample
 	var run, wait, kv curveAcc
-	j := -1
 	for _, r := range c.rec {
-		for j+1 < len(c.states) && c.states[j+1].t <= r.TNs {
-			j++
-		}
-		var st simState
-		if j >= 0 {
-			st = c.states[j]
+		var st simState // the engines' latest states summed; an engine before its first step is empty
+		for e, states := range c.states {
+			for next[e] < len(states) && states[next[e]].t <= r.TNs {
+				next[e]++
+			}
+			if next[e] > 0 {
+				last := &states[next[e]-1]
+				st.running += last.running
+				st.waiting += last.waiting
+				st.kvUsed += last.kvUsed
+				st.kvTotal += last.kvTotal
+			}
 		}
 		row := CurveRow{TNs: r.TNs, RecRunning: r.NumRunning, PredRunning: st.running, RecWaiting: r.NumWaiting, PredWaiting: st.waiting,
 			RecKVUsage: r.KVUsage}

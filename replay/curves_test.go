@@ -11,6 +11,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // withEngineSamples copies the requests of a simulated run into a new
@@ -68,7 +69,7 @@ func TestReplayRequestsEngineCurves(t *testing.T) {
 			d, err := datasets.Open(dir)
 			require.NoError(t, err)
 			out := filepath.Join(t.TempDir(), "out")
-			sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
+			sum, err := RunRequests(d, RequestOptions{Plan: cluster.Of(p)}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
 			require.NoError(t, err)
 			c := sum.EngineCurves
 			require.NotNil(t, c)
@@ -137,4 +138,34 @@ func TestPlanFromManifestImportedVLLMRun(t *testing.T) {
 	assert.Len(t, e.Graphs, 51)
 	assert.Equal(t, "RTX-4090", e.HW.Name, "the catalogue knows the GPU vLLM ran on")
 	assert.Empty(t, warn, "everything the engine needs is recorded")
+}
+
+// With several engines the simulated state is every engine's latest,
+// summed (KV usage over all their blocks), whatever order their steps
+// reach the recorder in; a record of several ranks is summed at each
+// sample time.
+func TestCurvesOfSeveralEngines(t *testing.T) {
+	rec := sumRanks([]datasets.EngineSample{
+		{TNs: 20, DPRank: 0, NumRunning: 2, NumWaiting: 1, KVUsage: 0.5},
+		{TNs: 20, DPRank: 1, NumRunning: 1, NumWaiting: 0, KVUsage: 0.3},
+		{TNs: 40, DPRank: 0, NumRunning: 1, KVUsage: -1},
+		{TNs: 40, DPRank: 1, NumRunning: 2, KVUsage: 0.2},
+	}, 2)
+	require.Len(t, rec, 2)
+	assert.Equal(t, datasets.EngineSample{TNs: 20, DPRank: -1, NumRunning: 3, NumWaiting: 1, KVUsage: 0.4}, rec[0])
+	assert.Equal(t, 0.2, rec[1].KVUsage, "the rank that recorded it")
+
+	c := &curveRecorder{rec: rec, ranks: 2}
+	hook := c.stepHook()
+	hook(&datasets.Step{WorkerID: "dp-0", TUpdateEnd: 10, NumRunning: 2, NumWaiting: 1, KVBlocksUsed: 4, KVBlocksTotal: 10})
+	hook(&datasets.Step{WorkerID: "dp-1", TUpdateEnd: 12, NumRunning: 1, KVBlocksUsed: 4, KVBlocksTotal: 10})
+	hook(&datasets.Step{WorkerID: "dp-1", TUpdateEnd: 35, NumRunning: 3, KVBlocksUsed: 6, KVBlocksTotal: 10})
+	hook(&datasets.Step{WorkerID: "dp-0", TUpdateEnd: 30, NumRunning: 0, KVBlocksUsed: 0, KVBlocksTotal: 10})
+	s := c.compare()
+	require.Len(t, s.rows, 2)
+	assert.Equal(t, CurveRow{TNs: 20, RecRunning: 3, PredRunning: 3, RecWaiting: 1, PredWaiting: 1, RecKVUsage: 0.4, PredKVUsage: 0.4}, s.rows[0])
+	assert.Equal(t, int32(3), s.rows[1].PredRunning, "dp-0 idle, dp-1 running 3")
+	assert.InDelta(t, 0.3, s.rows[1].PredKVUsage, 1e-12)
+	assert.Contains(t, s.Notes, "the record has samples of 2 data-parallel ranks, summed at each sample time")
+	assert.Contains(t, s.Notes, "the simulated state is the sum over its 2 engines")
 }

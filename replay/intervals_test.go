@@ -9,7 +9,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // intervalModel is the generating model of the "linear-gen" run with
@@ -79,48 +79,66 @@ func mustH200(t *testing.T) (model.Hardware, model.Shape) {
 	return hw, sh
 }
 
-// Request replay re-simulates at the interval's two edges: the latencies
-// bracket the point re-simulation, the generating model's interval
-// contains most recorded requests, and the result is deterministic.
+// Request replay re-simulates at the interval's two edges, on one engine
+// or on a cluster: the latencies bracket the point re-simulation, the
+// generating model's interval contains most recorded requests (on the
+// engine that generated them), and the result is deterministic.
 func TestReplayRequestsIntervals(t *testing.T) {
 	dir := simulateWith(t, "linear-gen", intervalModel(t, 1, 0))
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
-	p, _, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{})
-	require.NoError(t, err)
-	p = withModels(p, intervalModel(t, 1, 0.1), model.DefaultHostModel())
-	run := func() *RequestSummary {
-		out := filepath.Join(t.TempDir(), "out")
-		sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: out, DatasetDir: dir, ModelName: "linear"})
-		require.NoError(t, err)
-		o, err := datasets.Open(out)
-		require.NoError(t, err)
-		rows, err := datasets.ReadAll[RequestRow](o, TableRequestComparison)
-		require.NoError(t, err)
-		for _, r := range rows {
-			require.LessOrEqual(t, r.PredE2ELo, r.PredE2E)
-			require.GreaterOrEqual(t, r.PredE2EHi, r.PredE2E)
-		}
-		return sum
-	}
-	sum := run()
-	iv := sum.Intervals
-	require.NotNil(t, iv)
-	assert.Equal(t, IntervalMethod, iv.Method)
 	for _, c := range []struct {
-		name string
-		l    LatencyInterval
-		p    Dist
-	}{{"ttft", iv.TTFT, sum.TTFT.Predicted}, {"itl", iv.ITL, sum.ITL.Predicted}, {"e2e", iv.E2E, sum.E2E.Predicted}} {
-		assert.Less(t, c.l.Lo.P50, c.p.P50, c.name)
-		assert.Greater(t, c.l.Hi.P50, c.p.P50, c.name)
-		assert.Less(t, c.l.Lo.P99, c.l.Hi.P99, c.name)
-		// Even the generating model's latencies need not lie between the
-		// two re-simulations request by request: an arrival lands at
-		// another point of the step pipeline when step times shift.
-		t.Logf("%s: %.1f%% of the requests between their two re-simulations", c.name, c.l.CoveragePct)
-		assert.GreaterOrEqual(t, c.l.CoveragePct, 75.0, c.name)
-		assert.Equal(t, sum.Compared, c.l.N, c.name)
+		name      string
+		placement *cluster.Spec
+	}{{"one engine", nil}, {"two replicas", &cluster.Spec{Pools: cluster.Pools{{Name: "r", Replicas: 2}}}}} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _, err := cluster.PlanFromManifest(d.Manifest, cluster.ManifestOptions{Spec: c.placement})
+			require.NoError(t, err)
+			p = p.WithModels(intervalModel(t, 1, 0.1), model.DefaultHostModel())
+			run := func() *RequestSummary {
+				out := filepath.Join(t.TempDir(), "out")
+				sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: out, DatasetDir: dir, ModelName: "linear"})
+				require.NoError(t, err)
+				o, err := datasets.Open(out)
+				require.NoError(t, err)
+				rows, err := datasets.ReadAll[RequestRow](o, TableRequestComparison)
+				require.NoError(t, err)
+				for _, r := range rows {
+					require.LessOrEqual(t, r.PredE2ELo, r.PredE2E)
+					require.GreaterOrEqual(t, r.PredE2EHi, r.PredE2E)
+				}
+				return sum
+			}
+			sum := run()
+			iv := sum.Intervals
+			require.NotNil(t, iv)
+			assert.Equal(t, IntervalMethod, iv.Method)
+			for _, m := range []struct {
+				name string
+				l    LatencyInterval
+				p    Dist
+			}{{"ttft", iv.TTFT, sum.TTFT.Predicted}, {"itl", iv.ITL, sum.ITL.Predicted}, {"e2e", iv.E2E, sum.E2E.Predicted}} {
+				assert.Less(t, m.l.Lo.P50, m.p.P50, m.name)
+				assert.Greater(t, m.l.Hi.P50, m.p.P50, m.name)
+				assert.Less(t, m.l.Lo.P99, m.l.Hi.P99, m.name)
+				assert.Equal(t, sum.Compared, m.l.N, m.name)
+				if c.placement != nil {
+					continue // not the engine that generated the record
+				}
+				// Even the generating model's latencies need not lie
+				// between the two re-simulations request by request: an
+				// arrival lands at another point of the step pipeline
+				// when step times shift.
+				t.Logf("%s: %.1f%% of the requests between their two re-simulations", m.name, m.l.CoveragePct)
+				assert.GreaterOrEqual(t, m.l.CoveragePct, 75.0, m.name)
+			}
+			assert.Equal(t, sum, run(), "deterministic")
+		})
 	}
-	assert.Equal(t, sum, run(), "deterministic")
+	// A model without intervals is re-simulated once.
+	p, _, err := cluster.PlanFromManifest(d.Manifest, cluster.ManifestOptions{})
+	require.NoError(t, err)
+	sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "roofline"})
+	require.NoError(t, err)
+	assert.Nil(t, sum.Intervals)
 }

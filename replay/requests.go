@@ -10,7 +10,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
 
@@ -78,28 +78,6 @@ func (t *Trace) timed() bool {
 func (t *Trace) Window(lo, hi int) *Trace {
 	return &Trace{Dir: t.Dir, Arrivals: t.Arrivals[lo:hi], Rec: t.Rec[lo:hi]}
 }
-
-type sliceSource struct {
-	a []workload.Arrival
-	i int
-}
-
-func (s *sliceSource) NextAt() (int64, workload.Status) {
-	if s.i < len(s.a) {
-		return s.a[s.i].AtNs, workload.Ready
-	}
-	return 0, workload.Exhausted
-}
-
-func (s *sliceSource) Next() (workload.Arrival, bool) {
-	if s.i < len(s.a) {
-		s.i++
-		return s.a[s.i-1], true
-	}
-	return workload.Arrival{}, false
-}
-
-func (s *sliceSource) Err() error { return nil }
 
 // Composition is the step composition of a run.
 type Composition struct {
@@ -181,24 +159,25 @@ func (s *simSink) Request(r *datasets.Request) error {
 	return nil
 }
 
-// Simulate re-simulates the trace's arrivals on the plan's engine with its
-// models and returns the simulated requests by id and the step
-// composition.
-func Simulate(t *Trace, p *sim.Plan) (map[string]datasets.Request, *Composition, error) {
+// Simulate re-simulates the trace's arrivals on the plan's engines (one
+// engine, or the cluster the run had) with its models and returns the
+// simulated requests by id and the step composition.
+func Simulate(t *Trace, p *cluster.Plan) (map[string]datasets.Request, *Composition, error) {
 	return simulate(t, p, nil)
 }
 
 // simulate is Simulate with a function called after every step.
-func simulate(t *Trace, p *sim.Plan, onStep func(*datasets.Step)) (map[string]datasets.Request, *Composition, error) {
+func simulate(t *Trace, p *cluster.Plan, onStep func(*datasets.Step)) (map[string]datasets.Request, *Composition, error) {
 	sink := &simSink{reqs: make(map[string]datasets.Request, len(t.Arrivals)), onStep: onStep}
-	eng, err := p.NewEngine(sim.Backend{WorkerID: "replay-0"}, sink)
+	c, err := p.New(cluster.Tee{sink}, nil)
 	if err != nil {
 		return nil, nil, err
 	}
-	if _, err := sim.Drive(eng, &sliceSource{a: t.Arrivals}); err != nil {
+	end, err := cluster.Drive(c, workload.NewSlice(t.Arrivals))
+	if err != nil {
 		return nil, nil, err
 	}
-	if err := eng.Finish(eng.Now()); err != nil {
+	if err := c.Finish(end); err != nil {
 		return nil, nil, err
 	}
 	sink.comp.finish()
@@ -338,24 +317,33 @@ type RequestSummary struct {
 	Warnings     []string      `json:"warnings,omitempty"`
 }
 
-// EngineSummary is the engine a replay ran.
+// EngineSummary is the engine a replay ran (the first pool's, for a
+// cluster), and how many.
 type EngineSummary struct {
-	MaxNumSeqs          int  `json:"max_num_seqs"`
-	MaxNumBatchedTokens int  `json:"max_num_batched_tokens"`
-	BlockSize           int  `json:"block_size"`
-	NumGPUBlocks        int  `json:"num_gpu_blocks"`
-	MaxModelLen         int  `json:"max_model_len"`
-	ChunkedPrefill      bool `json:"chunked_prefill"`
-	PrefixCaching       bool `json:"prefix_caching"`
-	Async               bool `json:"async_scheduling"`
-	CUDAGraphs          int  `json:"cuda_graph_sizes"`
+	Engines             int    `json:"engines,omitempty"`
+	ExpertParallel      int    `json:"expert_parallel,omitempty"`
+	Router              string `json:"router,omitempty"`
+	MaxNumSeqs          int    `json:"max_num_seqs"`
+	MaxNumBatchedTokens int    `json:"max_num_batched_tokens"`
+	BlockSize           int    `json:"block_size"`
+	NumGPUBlocks        int    `json:"num_gpu_blocks"`
+	MaxModelLen         int    `json:"max_model_len"`
+	ChunkedPrefill      bool   `json:"chunked_prefill"`
+	PrefixCaching       bool   `json:"prefix_caching"`
+	Async               bool   `json:"async_scheduling"`
+	CUDAGraphs          int    `json:"cuda_graph_sizes"`
 }
 
-func engineSummary(e *sim.Plan) EngineSummary {
+func engineSummary(p *cluster.Plan) EngineSummary {
+	e := p.Pools[0].Engine
 	c := e.Sched
-	return EngineSummary{MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
+	s := EngineSummary{MaxNumSeqs: c.MaxNumSeqs, MaxNumBatchedTokens: c.MaxNumBatchedTokens, BlockSize: c.BlockSize,
 		NumGPUBlocks: c.NumGPUBlocks, MaxModelLen: c.MaxModelLen, ChunkedPrefill: c.ChunkedPrefill, PrefixCaching: c.PrefixCaching,
 		Async: e.Async, CUDAGraphs: len(e.Graphs)}
+	if n := p.Engines(); n > 1 {
+		s.Engines, s.ExpertParallel, s.Router = n, p.Pools[0].ExpertParallel, p.Router.Name
+	}
+	return s
 }
 
 // CompareRequests compares recorded and simulated requests. Only the
@@ -427,9 +415,9 @@ func CompareRequests(rec []datasets.Request, simReqs map[string]datasets.Request
 
 // RequestOptions tune RunRequests.
 type RequestOptions struct {
-	// Plan is the engine and models the requests are re-simulated with
-	// (sim.PlanFromManifest of the dataset, usually).
-	Plan *sim.Plan
+	// Plan is the engines and models the requests are re-simulated with
+	// (cluster.PlanFromManifest of the dataset, usually).
+	Plan *cluster.Plan
 	// Warnings say what the plan assumed; they are carried into the
 	// summary.
 	Warnings []string
@@ -533,14 +521,18 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	if err != nil {
 		return nil, err
 	}
-	var loReqs, hiReqs map[string]datasets.Request
-	level := model.IntervalLevel(e.FPM, opts.Level)
-	if im, ok := e.FPM.(model.IntervalFPM); ok && level > 0 {
-		if loReqs, _, err = Simulate(t, withModels(e, model.Bound{M: im, Level: level}, e.Host)); err != nil {
-			return nil, fmt.Errorf("lower-edge re-simulation: %w", err)
+	var edges [2]map[string]datasets.Request
+	level := e.IntervalLevel(opts.Level)
+	for i, name := range []string{"lower", "upper"} {
+		if level <= 0 {
+			break
 		}
-		if hiReqs, _, err = Simulate(t, withModels(e, model.Bound{M: im, Level: level, Upper: true}, e.Host)); err != nil {
-			return nil, fmt.Errorf("upper-edge re-simulation: %w", err)
+		b, err := e.Bound(level, i == 1)
+		if err == nil {
+			edges[i], _, err = Simulate(t, b)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s-edge re-simulation: %w", name, err)
 		}
 	}
 	w, err := out.create("requests")
@@ -554,7 +546,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	var buf []RequestRow
 	sum, err := CompareRequests(t.Rec, simReqs, func(r *RequestRow) error { buf = append(buf, *r); return nil })
 	if err == nil && level > 0 {
-		sum.Intervals = boundLatencies(buf, loReqs, hiReqs, level)
+		sum.Intervals = boundLatencies(buf, edges[0], edges[1], level)
 	}
 	if err == nil {
 		sum.EngineCurves, err = curves.writeCurves(w)

@@ -12,6 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets/validate"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // Request replay of a simulated run with its own model and the manifest's
@@ -29,7 +30,7 @@ func TestReplayRequestsReproducesSimulation(t *testing.T) {
 			require.NoError(t, err)
 			assert.Empty(t, warn)
 			assert.Equal(t, p.Sched, back.Sched)
-			sum, err := RunRequests(d, RequestOptions{Plan: back}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
+			sum, err := RunRequests(d, RequestOptions{Plan: cluster.Of(back)}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
 			require.NoError(t, err)
 			assert.Equal(t, sum.Requests, sum.Compared)
 			for _, dc := range []DistCompare{sum.TTFT, sum.ITL, sum.E2E} {
@@ -60,7 +61,7 @@ func TestReplayRequestsSlowerModel(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)
 	require.NoError(t, err)
-	reqs, _, err := Simulate(tr, withModels(p, scaled{p.FPM, 1.3}, p.Host))
+	reqs, _, err := Simulate(tr, cluster.Of(p).WithModels(scaled{p.FPM, 1.3}, p.Host))
 	require.NoError(t, err)
 	sum, err := CompareRequests(tr.Rec, reqs, nil)
 	require.NoError(t, err)

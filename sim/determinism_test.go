@@ -1,18 +1,15 @@
 package sim
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files under testdata/")
@@ -21,23 +18,9 @@ var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 // a fixed order.
 func datasetSHA(t *testing.T, dir string) string {
 	t.Helper()
-	var files []string
-	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			files = append(files, p)
-		}
-		return err
-	}))
-	sort.Strings(files)
-	h := sha256.New()
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		require.NoError(t, err)
-		rel, _ := filepath.Rel(dir, f)
-		h.Write([]byte(filepath.ToSlash(rel) + "\n"))
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	sha, err := datasets.DirSHA256(dir)
+	require.NoError(t, err)
+	return sha
 }
 
 func poissonScenario(seed uint64) Scenario {
@@ -153,27 +136,4 @@ func TestScenarioHostModel(t *testing.T) {
 	sc.Host = bad
 	_, err = sc.Plan()
 	require.ErrorContains(t, err, "h.json")
-}
-
-// The scenario block of docs/scenarios.md parses as written and states the
-// real defaults (but for the graph sizes it abbreviates and the benchmark
-// grid's own defaults, which only apply to kind benchmark).
-func TestDocumentedScenarioIsTheDefault(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "docs", "scenarios.md"))
-	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(b), "```yaml\n")
-	require.True(t, ok, "docs/scenarios.md has a yaml block")
-	block, _, ok := strings.Cut(rest, "```")
-	require.True(t, ok)
-	p := filepath.Join(t.TempDir(), "documented.yaml")
-	require.NoError(t, os.WriteFile(p, []byte(block), 0o644))
-	sc, err := LoadScenario(p)
-	require.NoError(t, err)
-	def := DefaultScenario()
-	assert.Equal(t, []int{1, 2, 4, 8, 16, 24, 32, 64, 128, 256, 512}, sc.Engine.CUDAGraphSizes)
-	sc.Engine.CUDAGraphSizes = def.Engine.CUDAGraphSizes
-	sc.Workload.Benchmark = def.Workload.Benchmark
-	assert.Equal(t, def, sc)
-	_, err = sc.Plan()
-	assert.NoError(t, err)
 }

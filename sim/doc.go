@@ -58,6 +58,10 @@
 // reach an output. Memory is flat in trace length: rows stream to the
 // dataset writer and latency percentiles come from bounded histograms (Hist).
 //
+// Several engines (replicas behind a router, prefill and decode pools,
+// expert-parallel instances) are package sim/cluster's: it builds each
+// engine with Plan.NewEngine and drives them on one clock through Run.
+//
 // Benchmark decode points (workload kind "benchmark") are run one at a time
 // on an idle engine, as Dynamo's self-benchmark does: under
 // steady_state_second_step the admission step is kept as scaffolding and

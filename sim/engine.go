@@ -94,6 +94,10 @@ type Engine struct {
 	// sink (a benchmark marks measured and scaffolding steps).
 	Tag func(step *datasets.Step, rows []datasets.StepRequest, out *sched.Output)
 
+	// OnFirstToken, when set, hears each request's first output token (a
+	// router tracks the prefill work it has sent until then).
+	OnFirstToken func(id string, t int64)
+
 	onFinish func(id string, t int64) error
 
 	// Finished and preempted ids of empty scheduler outputs, shipped with
@@ -146,6 +150,19 @@ type Stats struct {
 	Steps, PrefillSteps, DecodeSteps, MixedSteps int64
 	Preemptions                                  int64
 	Finished, Rejected                           int64
+	// PromptTokens are the prompt tokens of the requests admitted, and
+	// PrefixHitTokens those of them found in the prefix cache at their
+	// first admission.
+	PromptTokens, PrefixHitTokens int64
+}
+
+// PrefixHitRate is PrefixHitTokens / PromptTokens (0 before any
+// admission).
+func (s Stats) PrefixHitRate() float64 {
+	if s.PromptTokens == 0 {
+		return 0
+	}
+	return float64(s.PrefixHitTokens) / float64(s.PromptTokens)
 }
 
 // Stats reports counts so far.
@@ -182,6 +199,32 @@ func (e *Engine) Now() int64 { return e.clock.Now() }
 func (e *Engine) Busy() bool {
 	return len(e.inflight) > 0 || e.sch.HasUnfinished()
 }
+
+// Waiting reports whether the loop is blocked on the output of its oldest
+// step in flight (the last Run returned that output's arrival time, or
+// NoWake when the executor could not say it yet).
+func (e *Engine) Waiting() bool { return e.waiting }
+
+// Load is what a router can see of an engine: its queues and KV blocks
+// now.
+type Load struct {
+	Waiting, Running            int
+	KVBlocksUsed, KVBlocksTotal int
+}
+
+// Load reports the engine's queues (arrivals the loop has not admitted
+// yet count as waiting) and the scheduler's KV usage.
+func (e *Engine) Load() Load {
+	return Load{Waiting: e.sch.NumWaiting() + len(e.pending) - e.pendHead, Running: e.sch.NumRunning(),
+		KVBlocksUsed: e.sch.KVBlocksUsed(), KVBlocksTotal: e.sch.KVBlocksTotal()}
+}
+
+// CachedPrefix is the number of leading prompt blocks with these chain
+// hashes the engine's prefix cache holds now (sched.Scheduler.CachedPrefix).
+func (e *Engine) CachedPrefix(hashes []uint64) int { return e.sch.CachedPrefix(hashes) }
+
+// BlockSize is the engine's KV block size in tokens.
+func (e *Engine) BlockSize() int { return e.cfg.Sched.BlockSize }
 
 func (e *Engine) admit(now int64) error {
 	for e.pendHead < len(e.pending) && e.pending[e.pendHead].AtNs <= now {
@@ -315,8 +358,11 @@ func (e *Engine) scheduleOne() (bool, error) {
 	e.submitted++
 	tDispatch := e.clock.Now()
 	for i := range out.NewReqs {
-		if st := stateOf(&out.NewReqs[i]); st.firstScheduled < 0 {
+		sr := &out.NewReqs[i]
+		if st := stateOf(sr); st.firstScheduled < 0 {
 			st.firstScheduled = tStart
+			e.stats.PromptTokens += int64(sr.Req.PromptTokens)
+			e.stats.PrefixHitTokens += int64(sr.PrefixHitTokens)
 		}
 	}
 	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,

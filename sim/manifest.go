@@ -39,7 +39,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: detail},
 		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
 			Simulated: true, Spec: specFile(p.HW)},
-		Model: manifestShape(p.Shape),
+		Model: ManifestShape(p.Shape),
 		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
 			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
 			ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
@@ -76,9 +76,10 @@ func depthOf(async bool) int {
 	return 1
 }
 
-// manifestShape and shapeOfManifest are the two directions of the model
-// section.
-func manifestShape(s model.Shape) *datasets.ModelShape {
+// ManifestShape and shapeOfManifest are the two directions of the model
+// section: the whole shape, experts and all (a cluster records its model
+// so, whatever part of it each engine prices).
+func ManifestShape(s model.Shape) *datasets.ModelShape {
 	ms := &datasets.ModelShape{Name: s.Name, Architecture: s.Architecture, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
 		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
@@ -219,9 +220,10 @@ func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, err
 	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host})
 }
 
-// resolveManifest looks up the manifest's hardware in the catalogue and
-// takes its model from the recorded layer shape, else from the catalogue's
-// shape of its name at the recorded tensor parallelism. Failures are kept,
+// resolveManifest looks up the manifest's hardware in the catalogue (else
+// its recorded spec file) and takes its model from the recorded layer
+// shape, else from the catalogue's shape of its name (else its recorded
+// config.json) at the recorded tensor parallelism. Failures are kept,
 // not returned: only some uses need both.
 func resolveManifest(m *datasets.Manifest) resolved {
 	var r resolved
@@ -254,6 +256,9 @@ func resolveManifest(m *datasets.Manifest) resolved {
 		r.shape, r.shapeKnown = s, err == nil
 	default:
 		s, err := model.LookupModel(ms.Name)
+		if err != nil && ms.Config != "" && !strings.HasPrefix(ms.Config, "builtin:") {
+			s, err = model.LookupModel(ms.Config)
+		}
 		if err == nil && ms.TensorParallel > 1 {
 			s = s.WithTP(ms.TensorParallel)
 			err = s.Validate()

@@ -33,9 +33,40 @@ func (sc Scenario) Plan() (*Plan, error) {
 	return p, nil
 }
 
+// PlanOn is Plan with the hardware and model shape given rather than looked
+// up by name (a GPU or model the catalogue does not know, or the part of a
+// mixture of experts every token runs: see package sim/cluster).
+func (sc Scenario) PlanOn(hw model.Hardware, shape model.Shape) (*Plan, error) {
+	p, err := sc.EnginePlanOn(hw, shape)
+	if err != nil {
+		return nil, err
+	}
+	if err := sc.Workload.check(p.Sched); err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
+	}
+	return p, nil
+}
+
+// EnginePlanOn is PlanOn without the workload.
+func (sc Scenario) EnginePlanOn(hw model.Hardware, shape model.Shape) (*Plan, error) {
+	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
+}
+
 // EnginePlan is Plan without the workload: the engine alone, for callers
 // that bring their own arrivals (request replay, what-if stages).
 func (sc Scenario) EnginePlan() (*Plan, error) {
+	hw, shape, err := sc.Lookup()
+	if err != nil {
+		return nil, err
+	}
+	return sc.EnginePlanOn(hw, shape)
+}
+
+// Lookup resolves the scenario's hardware and model in the catalogue (a
+// name in any spelling, or a spec file or config.json path) and applies
+// its tensor parallelism and dtypes: what EnginePlan prices, for a caller
+// that prices a part of the model itself (sim/cluster's experts).
+func (sc Scenario) Lookup() (model.Hardware, model.Shape, error) {
 	var errs []error
 	hw, err := model.LookupHardware(sc.Hardware)
 	if err != nil {
@@ -45,10 +76,7 @@ func (sc Scenario) EnginePlan() (*Plan, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
+	return hw, shape, errors.Join(errs...)
 }
 
 // shape looks the model up and applies the scenario's parallelism and
@@ -150,5 +178,5 @@ func (p *Plan) NewEngine(b Backend, sink Sink) (*Engine, error) {
 	if worker == "" {
 		worker = "sim-0"
 	}
-	return NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: worker}, b.Exec, b.Clock, b.Host, sink)
+	return NewEngine(EngineConfig{Sched: p.Sched, Async: p.Async, WorkerID: worker, DPRank: b.DPRank}, b.Exec, b.Clock, b.Host, sink)
 }

@@ -184,6 +184,9 @@ func (e *Engine) tokens(out *sched.Output, tOut int64) {
 		st.outputs++
 		if st.firstToken < 0 {
 			st.firstToken = tOut
+			if e.OnFirstToken != nil {
+				e.OnFirstToken(sr.Req.ID, tOut)
+			}
 		}
 	}
 	for k := range out.NewReqs {

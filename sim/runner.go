@@ -36,7 +36,10 @@ type Result struct {
 	// Interval, when the caller asked for it (Bounds), is the latencies at
 	// the edges of the FPM's prediction interval.
 	Interval *LatencyInterval `json:"interval,omitempty"`
-	Engine   Stats            `json:"-"`
+	// PrefixCacheHitRate is the share of admitted prompt tokens found in
+	// the prefix cache.
+	PrefixCacheHitRate float64 `json:"prefix_cache_hit_rate"`
+	Engine             Stats   `json:"-"`
 }
 
 // Run simulates the plan and writes its dataset to dir (steps,
@@ -53,8 +56,10 @@ type Backend struct {
 	Exec  Executor
 	Clock Clock
 	Host  HostCosts // nil for a real executor
-	// WorkerID names the worker in the steps table.
+	// WorkerID names the worker in the steps table; DPRank is its rank in
+	// a data-parallel group.
 	WorkerID string
+	DPRank   int32
 	// CheckpointSteps closes the open parts every so many steps, so an
 	// interrupted run keeps what it measured (0: only at the end).
 	CheckpointSteps int
@@ -79,22 +84,31 @@ func Execute(p *Plan, dir string, b Backend, opts RunOptions) (*Result, error) {
 	if b.Manifest != nil {
 		b.Manifest(&m)
 	}
-	w, err := datasets.Create(dir, m, datasets.CreateOptions{Overwrite: opts.Overwrite})
+	return WriteDataset(dir, m, opts.Overwrite, func(w *datasets.Writer) (*Result, error) {
+		if b.Started != nil {
+			if err := b.Started(w); err != nil {
+				return nil, err
+			}
+		}
+		res, err := runInto(p, w, src, b, opts)
+		if b.Stopping != nil {
+			if serr := b.Stopping(); err == nil && serr != nil {
+				err = serr
+			}
+		}
+		return res, err
+	})
+}
+
+// WriteDataset creates the dataset at dir, fills it and closes it; when
+// fill fails the dataset is left partial (aborted with the error) with
+// every part completed so far.
+func WriteDataset(dir string, m datasets.Manifest, overwrite bool, fill func(*datasets.Writer) (*Result, error)) (*Result, error) {
+	w, err := datasets.Create(dir, m, datasets.CreateOptions{Overwrite: overwrite})
 	if err != nil {
 		return nil, err
 	}
-	if b.Started != nil {
-		if err := b.Started(w); err != nil {
-			_ = w.Abort(err.Error())
-			return nil, err
-		}
-	}
-	res, err := runInto(p, w, src, b, opts)
-	if b.Stopping != nil {
-		if serr := b.Stopping(); err == nil && serr != nil {
-			err = serr
-		}
-	}
+	res, err := fill(w)
 	if err != nil {
 		_ = w.Abort(err.Error())
 		return nil, err
@@ -113,25 +127,32 @@ func (p *Plan) Source() (src workload.Peeker, inputSHA string, cleanup func(), e
 	cleanup = func() {}
 	switch sc.Workload.Kind {
 	case "trace":
-		d, sha, done, err := traceDataset(sc.Workload.Trace)
-		if err != nil {
-			return nil, "", cleanup, err
-		}
-		w := sc.Workload
-		ts, err := workload.NewTrace(workload.TraceConfig{Dir: d, Limit: w.Limit, RateRPS: w.RateRPS,
-			StartNs: int64(w.StartS * 1e9), EndNs: int64(w.EndS * 1e9), Rebase: true, BlockSize: w.BlockSize,
-			WarmupRequests: w.Warmup, MaxModelLen: p.Sched.MaxModelLen})
-		if err != nil {
-			done()
-			return nil, "", cleanup, err
-		}
-		return &rehash{TraceSource: ts, engineBlock: p.Sched.BlockSize}, sha, func() { ts.Close(); done() }, nil
+		return OpenTrace(sc.Workload, p.Sched.BlockSize, p.Sched.MaxModelLen)
 	case "benchmark":
 		return nil, "", cleanup, nil
 	default:
 		s, err := generator(sc)
 		return s, "", cleanup, err
 	}
+}
+
+// OpenTrace opens a trace workload (kind trace: a dataset directory or an
+// embedded trace, imported into a temporary directory that cleanup
+// removes), its prefix hashes mapped to an engine block of engineBlock
+// tokens. inputSHA is the trace's source SHA-256.
+func OpenTrace(w WorkloadSpec, engineBlock, maxModelLen int) (src workload.Peeker, inputSHA string, cleanup func(), err error) {
+	d, sha, done, err := traceDataset(w.Trace)
+	if err != nil {
+		return nil, "", func() {}, err
+	}
+	ts, err := workload.NewTrace(workload.TraceConfig{Dir: d, Limit: w.Limit, RateRPS: w.RateRPS,
+		StartNs: int64(w.StartS * 1e9), EndNs: int64(w.EndS * 1e9), Rebase: true, BlockSize: w.BlockSize,
+		WarmupRequests: w.Warmup, MaxModelLen: maxModelLen})
+	if err != nil {
+		done()
+		return nil, "", func() {}, err
+	}
+	return &rehash{TraceSource: ts, engineBlock: engineBlock}, sha, func() { ts.Close(); done() }, nil
 }
 
 func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts RunOptions) (*Result, error) {
@@ -143,7 +164,7 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 	metrics := NewRunMetrics()
 	var out Sink = Tee{sink, metrics}
 	if opts.Progress != nil {
-		out = Tee{sink, metrics, &progressSink{f: opts.Progress}}
+		out = Tee{sink, metrics, NewProgressSink(opts.Progress)}
 	}
 	eng, err := p.NewEngine(b, out)
 	if err != nil {
@@ -156,13 +177,10 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Report: metrics.Report(), Engine: eng.Stats()}, nil
+	st := eng.Stats()
+	return &Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}, nil
 }
 
-// runEngine drives the engine over the workload (or the plan's benchmark
-// grid when src is nil). Even after a failure it records every live
-// request (unfinished): what was measured stays, and the step_requests rows
-// of the last steps name requests the requests table has.
 // runEngine drives the engine through the workload (or the benchmark
 // grid) until it ends or stop closes, then records every live request as
 // unfinished: after a failure too, what was measured stays, and the
@@ -173,7 +191,7 @@ func runEngine(eng *Engine, p *Plan, src workload.Peeker, stop <-chan struct{}) 
 	if src != nil {
 		_, err = DriveUntil(eng, src, stop)
 	} else {
-		err = runBenchmark(eng, p, stop)
+		err = RunBenchmark(eng, p, stop)
 	}
 	if ferr := eng.Finish(eng.Now()); err == nil {
 		err = ferr
@@ -221,28 +239,42 @@ func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
 	if !ok {
 		return nil, fmt.Errorf("bounds: fpm %s has no prediction intervals", p.FPMName)
 	}
-	var reps [2]Report
-	for i := range reps {
+	return BoundsOf(level, func(upper bool) (Report, error) {
 		src, _, cleanup, err := p.Source()
 		if err != nil {
-			return nil, err
+			return Report{}, err
 		}
+		defer cleanup()
 		metrics := NewRunMetrics()
 		edge := *p
-		edge.FPM = model.Bound{M: im, Level: level, Upper: i == 1}
+		edge.FPM = model.Bound{M: im, Level: level, Upper: upper}
 		eng, err := edge.NewEngine(Backend{}, metrics)
 		if err == nil {
 			err = runEngine(eng, p, src, nil)
 		}
-		cleanup()
+		return metrics.Report(), err
+	})
+}
+
+// BoundsOf is Bounds for any simulation: run re-simulates with every step
+// at the lower (upper false) or the upper edge of its interval and
+// reports the run; the interval pairs the two runs' statistics.
+func BoundsOf(level float64, run func(upper bool) (Report, error)) (*LatencyInterval, error) {
+	var reps [2]Report
+	for i := range reps {
+		r, err := run(i == 1)
 		if err != nil {
 			return nil, fmt.Errorf("bounds: %w", err)
 		}
-		reps[i] = metrics.Report()
+		reps[i] = r
 	}
 	return &LatencyInterval{Level: level, Method: BoundsMethod, TTFT: bounded(reps[0].TTFT, reps[1].TTFT),
 		ITL: bounded(reps[0].ITL, reps[1].ITL), E2E: bounded(reps[0].E2E, reps[1].E2E)}, nil
 }
+
+// NewProgressSink is a sink that calls f with the number of requests
+// finished, every 512.
+func NewProgressSink(f func(done int64)) Sink { return &progressSink{f: f} }
 
 type progressSink struct {
 	f    func(int64)
@@ -383,10 +415,11 @@ func asDecode(s *datasets.Step, rows []datasets.StepRequest, isDecode func(*data
 	s.Kind = features.Of(s).Kind()
 }
 
-// runBenchmark runs the plan's self-benchmark grid on the engine, one point
+// RunBenchmark runs the plan's self-benchmark grid on the engine, one point
 // at a time with the engine idle in between, tagging each step: the step
-// the policy measures is "measured", the others "scaffolding".
-func runBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
+// the policy measures is "measured", the others "scaffolding". It ends with
+// ErrInterrupted once stop is closed (nil never closes).
+func RunBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
 	points, err := workload.BuildGrid(p.GridConfig())
 	if err != nil {
 		return fmt.Errorf("benchmark: %w", err)

@@ -176,19 +176,24 @@ func DefaultCUDAGraphSizes(max int) []int {
 // valid there.
 func LoadScenario(path string) (Scenario, error) {
 	sc := DefaultScenario()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return sc, err
-	}
-	if err := decodeScenario(&sc, b, func(line int) string { return fmt.Sprintf("%s:%d", path, line) }); err != nil {
-		return sc, err
-	}
-	return sc, nil
+	err := DecodeYAMLFile(path, &sc)
+	return sc, err
 }
 
-// decodeScenario decodes YAML over sc after checking its keys; at names a
+// DecodeYAMLFile decodes a YAML file over dst, a pointer to a struct with
+// yaml tags (keys left out keep dst's values), refusing unknown keys with
+// their line and the keys valid there.
+func DecodeYAMLFile(path string, dst any) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return decodeYAML(dst, b, func(line int) string { return fmt.Sprintf("%s:%d", path, line) })
+}
+
+// decodeYAML decodes YAML over dst after checking its keys; at names a
 // line for messages.
-func decodeScenario(sc *Scenario, b []byte, at func(line int) string) error {
+func decodeYAML(dst any, b []byte, at func(line int) string) error {
 	var root yaml.Node
 	if err := yaml.Unmarshal(b, &root); err != nil {
 		return fmt.Errorf("%s: %v", at(0), err)
@@ -197,13 +202,13 @@ func decodeScenario(sc *Scenario, b []byte, at func(line int) string) error {
 		return nil
 	}
 	var errs []error
-	for _, e := range UnknownKeys(&root, reflect.TypeFor[Scenario]()) {
+	for _, e := range UnknownKeys(&root, reflect.TypeOf(dst)) {
 		errs = append(errs, fmt.Errorf("%s: %v", at(e.Line), e))
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
-	if err := root.Decode(sc); err != nil {
+	if err := root.Decode(dst); err != nil {
 		return fmt.Errorf("%s: %v", at(0), err)
 	}
 	return nil
@@ -211,12 +216,18 @@ func decodeScenario(sc *Scenario, b []byte, at func(line int) string) error {
 
 // Set applies one override KEY=VALUE with a dotted YAML path
 // (engine.max_num_seqs=128, workload.rate_rps=20).
-func (sc *Scenario) Set(kv string) error {
+func (sc *Scenario) Set(kv string) error { return SetYAML(sc, kv) }
+
+// SetYAML applies one override KEY=VALUE with a dotted YAML path to dst, a
+// pointer to a struct with yaml tags: the value is decoded over what dst
+// holds, so keys left out keep their values, and unknown keys are refused
+// with the keys valid there.
+func SetYAML(dst any, kv string) error {
 	k, v, ok := strings.Cut(kv, "=")
 	if !ok {
 		return fmt.Errorf("--set %q: want KEY=VALUE", kv)
 	}
-	// Build a YAML document {a: {b: v}} and decode it over the scenario.
+	// Build a YAML document {a: {b: v}} and decode it over dst.
 	parts := strings.Split(k, ".")
 	var sb strings.Builder
 	for i, p := range parts {
@@ -226,7 +237,7 @@ func (sc *Scenario) Set(kv string) error {
 		}
 	}
 	sb.WriteString(" " + v + "\n")
-	return decodeScenario(sc, []byte(sb.String()), func(int) string { return "--set " + kv })
+	return decodeYAML(dst, []byte(sb.String()), func(int) string { return "--set " + kv })
 }
 
 // check refuses workloads that cannot run on the engine before anything

@@ -57,15 +57,7 @@ func unknownKeys(n *yaml.Node, t reflect.Type, where string, out *[]KeyError) {
 	case t.Kind() == reflect.Struct && n.Kind == yaml.MappingNode:
 		fields := map[string]reflect.Type{}
 		var names []string
-		for i := 0; i < t.NumField(); i++ {
-			f := t.Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if name == "" || name == "-" {
-				continue
-			}
-			fields[name] = f.Type
-			names = append(names, name)
-		}
+		yamlFields(t, fields, &names)
 		for j := 0; j+1 < len(n.Content); j += 2 {
 			k := n.Content[j]
 			ft, ok := fields[k.Value]
@@ -89,5 +81,23 @@ func unknownKeys(n *yaml.Node, t reflect.Type, where string, out *[]KeyError) {
 			}
 			unknownKeys(item, t.Elem(), w, out)
 		}
+	}
+}
+
+// yamlFields lists the keys a struct decodes, with inline (embedded)
+// structs' keys at its own level.
+func yamlFields(t reflect.Type, fields map[string]reflect.Type, names *[]string) {
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if opts == "inline" && f.Type.Kind() == reflect.Struct {
+			yamlFields(f.Type, fields, names)
+			continue
+		}
+		if name == "" || name == "-" {
+			continue
+		}
+		fields[name] = f.Type
+		*names = append(*names, name)
 	}
 }

@@ -10,17 +10,15 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 func init() { register(newCalibrateCmd) }
 
 func newCalibrateCmd() *cobra.Command {
-	var out, start, host string
-	var holdoutDirs, terms, hostParams []string
+	var out, start, host, placement string
+	var holdoutDirs, terms, hostParams, moeParams []string
 	var holdout float64
 	var maxEvals int
 	var asJSON bool
@@ -40,6 +38,12 @@ The start model is --start (a linear artifact), else the roofline prior of
 the first dataset's hardware and model shape linearised into const,
 prefill_tokens, prefill_attn, decode_requests and decode_kv_tokens.
 
+Each dataset is re-simulated on the engines its manifest records, the GPU
+and the model from the catalogue: a vLLM run with data_parallel_size and
+enable_expert_parallel becomes that many ranks of one expert-parallel
+instance, and its expert compute, expert streaming and all-to-all get
+multipliers too (--moe; docs/placement.md).
+
 Hold-outs: --holdout F keeps the last fraction F of each dataset's requests
 (by arrival) out of the fit and scores them after it, re-simulating the whole
 run; --holdout-dataset DIR scores whole runs that were not fitted.
@@ -53,51 +57,27 @@ Examples:
   steplab calibrate ds/llama -o llama-cal.json --holdout 0.3
   steplab calibrate ds/run1 ds/run2 -o cal.json --holdout-dataset ds/run3
   steplab calibrate ds/llama -o cal.json --terms const,decode_kv_tokens --host host.prep_fixed
+  steplab import vllm-requests embedded:llmservingsim-qwen3-30b-a3b -o ds/qwen3
+  steplab calibrate ds/qwen3 -o qwen3-cal.json --holdout 0.3
   steplab replay requests llama-cal.json ds/llama -o out/rr`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
 				return &exitError{code: 2, msg: "calibrate: no output file: use -o model.json"}
 			}
-			if holdout > 0 && len(holdoutDirs) > 0 {
-				return &exitError{code: 2, msg: "calibrate: use --holdout or --holdout-dataset, not both"}
-			}
-			spec := sim.ManifestOptions{FPM: start, Host: host}
-			sets, refs, warn, err := calibSets(args, spec)
-			if err != nil {
-				return err
-			}
-			hsets, _, hwarn, err := calibSets(holdoutDirs, spec)
-			if err != nil {
-				return err
-			}
-			warn = append(warn, hwarn...)
-			p := sets[0].Plan
-			opts := replay.CalibOptions{Host: p.Host, Holdout: holdout, HoldoutSets: hsets, MaxEvals: maxEvals}
-			if start != "" {
-				lin, ok := p.FPM.(*model.Linear)
-				if !ok {
-					return &exitError{code: 2, msg: "calibrate: --start must be a linear artifact (steplab fit --form linear)"}
-				}
-				opts.Start = lin
-			} else {
-				r, err := p.Roofline()
-				if err != nil {
-					return &exitError{code: 2, msg: "calibrate: no --start and no roofline prior for " + args[0] + ": " + err.Error()}
-				}
-				opts.Start = r.Linear()
-			}
-			if len(terms) > 0 {
-				opts.Terms = terms
-			}
+			spec := replay.CalibSpec{Datasets: args, HoldoutDatasets: holdoutDirs, Holdout: holdout, Start: start,
+				HostModel: host, Cluster: placement, Terms: terms, MaxEvals: maxEvals}
 			if cmd.Flags().Changed("host") {
-				opts.HostParams = []string{}
-				for _, h := range hostParams {
-					if h != "" && h != "none" {
-						opts.HostParams = append(opts.HostParams, h)
-					}
-				}
+				spec.Host = append([]string{}, hostParams...)
 			}
+			if cmd.Flags().Changed("moe") {
+				spec.MoE = append([]string{}, moeParams...)
+			}
+			run, err := spec.Setup()
+			if err != nil {
+				return &exitError{code: 2, msg: err.Error()}
+			}
+			sets, refs, warn, opts := run.Sets, run.Refs, run.Warnings, run.Opts
 			bar := newProgress(-1, "calibrating")
 			opts.Progress = func(n int, _ float64) { bar.Set(n) }
 			res, err := replay.Calibrate(sets, opts)
@@ -126,39 +106,25 @@ Examples:
 	cmd.Flags().StringVar(&start, "start", "", "linear model artifact to start from (default: the linearised roofline prior)")
 	cmd.Flags().StringSliceVar(&terms, "terms", nil, "FPM terms that get a multiplier (default: every term of the start model)")
 	cmd.Flags().StringSliceVar(&hostParams, "host", []string{replay.HostSchedUpdate, replay.HostPrep}, "host multipliers fitted (none for none)")
+	cmd.Flags().StringSliceVar(&moeParams, "moe", replay.MoEParams, "expert-parallel multipliers fitted on a mixture of experts (none for none)")
+	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	cmd.Flags().IntVar(&maxEvals, "max-evals", 0, "most replays of the datasets (default 60 per parameter, at least 150)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration report as JSON")
 	return cmd
 }
 
-func calibSets(dirs []string, spec sim.ManifestOptions) ([]replay.CalibSet, []model.DatasetRef, []string, error) {
-	var sets []replay.CalibSet
-	var refs []model.DatasetRef
-	var warn []string
-	for _, dir := range dirs {
-		d, err := datasets.Open(dir)
+// manifestOptions are the models and placement a recorded run is rebuilt
+// with (usage errors exit 2).
+func manifestOptions(fpm, host, placement string) (cluster.ManifestOptions, error) {
+	o := cluster.ManifestOptions{FPM: fpm, Host: host}
+	if placement != "" {
+		s, err := cluster.LoadSpec(placement)
 		if err != nil {
-			return nil, nil, nil, &exitError{code: 2, msg: err.Error()}
+			return o, &exitError{code: 2, msg: "--cluster: " + err.Error()}
 		}
-		tr, err := replay.LoadTrace(d)
-		if err != nil {
-			return nil, nil, nil, &exitError{code: 2, msg: err.Error()}
-		}
-		p, pw, err := sim.PlanFromManifest(d.Manifest, spec)
-		if err != nil {
-			return nil, nil, nil, &exitError{code: 2, msg: dir + ": " + err.Error()}
-		}
-		for _, w := range pw {
-			warn = append(warn, dir+": "+w)
-		}
-		sets = append(sets, replay.CalibSet{Name: dir, Trace: tr, Plan: p})
-		ref := model.DatasetRef{ID: dir, Path: dir, Rows: int64(len(tr.Rec))}
-		if d.Manifest != nil {
-			ref.SHA256 = d.Manifest.Source.SHA256
-		}
-		refs = append(refs, ref)
+		o.Spec = &s
 	}
-	return sets, refs, warn, nil
+	return o, nil
 }
 
 func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {

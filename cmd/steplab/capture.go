@@ -137,7 +137,7 @@ a mean, and mixed_* adds prefill chunks riding with decodes
 				return &exitError{code: 2, msg: fmt.Sprintf("capture bench: --policy %q: use admission_step, steady_state_second_step or both", policy)}
 			}
 			for _, pol := range policies {
-				plan, err := loadPlan(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, func(sc *sim.Scenario) {
+				plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, func(sc *sim.Scenario) {
 					sc.Workload.Kind = "benchmark"
 					sc.Workload.Benchmark.Policy = pol
 					f.edit(sc)
@@ -181,7 +181,7 @@ production role.
 			if f.out == "" {
 				return &exitError{code: 2, msg: "capture traffic: no output directory: use -o DIR"}
 			}
-			plan, err := loadPlan(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, f.edit)
+			plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, f.edit)
 			if err != nil {
 				return err
 			}

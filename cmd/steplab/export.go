@@ -90,11 +90,11 @@ Examples:
 			}
 			for _, t := range sel {
 				known := false
-				for _, k := range datasets.Tables {
+				for _, k := range datasets.KnownTables() {
 					known = known || k == t
 				}
 				if !known {
-					return &exitError{code: 2, msg: fmt.Sprintf("export: --tables: unknown table %q (tables: %s)", t, strings.Join(datasets.Tables, ", "))}
+					return &exitError{code: 2, msg: fmt.Sprintf("export: --tables: unknown table %q (tables: %s)", t, strings.Join(datasets.KnownTables(), ", "))}
 				}
 			}
 			bar := newProgress(-1, "exporting")

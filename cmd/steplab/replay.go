@@ -13,6 +13,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 func init() { register(newReplayCmd) }
@@ -186,7 +187,7 @@ func printStepReport(w io.Writer, rep *replay.StepReport, el time.Duration) {
 }
 
 func newReplayRequestsCmd() *cobra.Command {
-	var out, host string
+	var out, host, placement string
 	var asJSON, force bool
 	var level float64
 	cmd := &cobra.Command{
@@ -232,12 +233,16 @@ Examples:
 			if err != nil {
 				return err
 			}
-			p, warn, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{FPM: args[0], Host: host})
+			o, err := manifestOptions(args[0], host, placement)
+			if err != nil {
+				return err
+			}
+			p, warn, err := cluster.PlanFromManifest(d.Manifest, o)
 			if err != nil {
 				return &exitError{code: 2, msg: "replay requests: " + err.Error()}
 			}
 			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn, Level: level},
-				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Name(), DatasetDir: args[1]})
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Pools[0].Engine.Name(), DatasetDir: args[1]})
 			if err != nil {
 				return err
 			}
@@ -253,6 +258,7 @@ Examples:
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
 	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
 	levelFlag(cmd, &level)
+	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	return cmd
 }
 

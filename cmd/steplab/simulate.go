@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 func init() { register(newSimulateCmd) }
@@ -40,6 +40,11 @@ the workload is re-simulated twice more, with every step at the lower and
 at the upper edge of its interval at --level, and the latencies are printed
 with that interval (the dataset is the point model's).
 
+A cluster block places engines: replicas behind a router, prefill and
+decode pools with KV transfers, expert-parallel instances of a mixture of
+experts (docs/placement.md). The dataset then holds every engine's steps
+(worker_id, dp_rank), one row per request, and routes and transfers tables.
+
 Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 
   steplab simulate -o out/default
@@ -50,7 +55,10 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
   steplab simulate -o out/bench --set workload.kind=benchmark \
       --set workload.benchmark.policy=admission_step
   steplab simulate -o out/fitted --set fpm=model.json
-  steplab simulate -o out/ops --set fpm=ops          (measured-operations prior, docs/ops-prior.md)`,
+  steplab simulate -o out/ops --set fpm=ops          (measured-operations prior, docs/ops-prior.md)
+  steplab simulate -o out/kv16 --set 'cluster.pools={sim: {replicas: 16}}' --set cluster.router.name=kv
+  steplab simulate -o out/pd --set 'cluster.pools={p: {role: prefill, replicas: 2}, d: {role: decode, replicas: 6}}' \
+      --set 'cluster.links.kv_transfer={bandwidth_gbs: 50, latency_us: 20}'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -61,14 +69,14 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 				return err
 			}
 			bar := newProgress(-1, "simulating")
-			res, err := sim.Run(plan, out, sim.RunOptions{Overwrite: force, Command: os.Args,
+			res, err := cluster.Run(plan, out, sim.RunOptions{Overwrite: force, Command: os.Args,
 				Progress: func(n int64) { bar.Set64(n) }, Stop: cmd.Context().Done()})
 			bar.Finish()
 			if err != nil {
 				return interrupted("simulate", out, err)
 			}
-			if l := model.IntervalLevel(plan.FPM, level); l > 0 {
-				if res.Interval, err = sim.Bounds(plan, l); err != nil {
+			if l := plan.IntervalLevel(level); l > 0 {
+				if res.Interval, err = cluster.Bounds(plan, l); err != nil {
 					return err
 				}
 			}
@@ -100,16 +108,16 @@ func interrupted(what, out string, err error) error {
 
 // loadPlan reads a scenario (or the default), applies --set overrides and
 // edits, and validates it; errors are usage errors (exit 2).
-func loadPlan(path string, sets []string, seedSet bool, seed uint64, edit func(*sim.Scenario)) (*sim.Plan, error) {
-	sc := sim.DefaultScenario()
+func loadPlan(path string, sets []string, seedSet bool, seed uint64, edit func(*sim.Scenario)) (*cluster.Plan, error) {
+	sc := cluster.DefaultScenario()
 	if path != "" {
 		var err error
-		if sc, err = sim.LoadScenario(path); err != nil {
+		if sc, err = cluster.LoadScenario(path); err != nil {
 			return nil, &exitError{code: 2, msg: err.Error()}
 		}
 	}
 	if edit != nil {
-		edit(&sc)
+		edit(&sc.Scenario)
 	}
 	for _, s := range sets {
 		if err := sc.Set(s); err != nil {
@@ -126,11 +134,24 @@ func loadPlan(path string, sets []string, seedSet bool, seed uint64, edit func(*
 	return plan, nil
 }
 
+// loadEngine is loadPlan for a command that runs one engine (capture).
+func loadEngine(path string, sets []string, seedSet bool, seed uint64, edit func(*sim.Scenario)) (*sim.Plan, error) {
+	p, err := loadPlan(path, sets, seedSet, seed, edit)
+	if err != nil {
+		return nil, err
+	}
+	if p.Engines() != 1 {
+		return nil, &exitError{code: 2, msg: fmt.Sprintf("bad scenario: the cluster block places %d engines; a capture drives one worker: remove it", p.Engines())}
+	}
+	return p.Pools[0].Engine, nil
+}
+
 func printReport(w io.Writer, r *sim.Result) {
 	fmt.Fprintf(w, "dataset %s\n", r.Dataset)
 	fmt.Fprintf(w, "requests %d: %d finished, %d unfinished, %d rejected; %d preemptions; %.1f s simulated\n",
 		r.Requests, r.Finished, r.Unfinished, r.Rejected, r.Preemptions, r.DurationS)
-	fmt.Fprintf(w, "throughput %.2f req/s, %.0f output tok/s\n\n", r.RequestsPerS, r.OutputTokensPerS)
+	fmt.Fprintf(w, "throughput %.2f req/s, %.0f output tok/s; prefix cache hits %.1f%% of prompt tokens\n\n", r.RequestsPerS, r.OutputTokensPerS,
+		100*r.PrefixCacheHitRate)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency (ms)\tmean\tp50\tp90\tp99\tmax\t")
 	iv := r.Interval

@@ -2,11 +2,13 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 )
 
@@ -91,28 +93,12 @@ Across machines (docs/distributed.md):
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			w := cmd.OutOrStdout()
-			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-			header := "point\t"
-			for _, v := range vs {
-				header += v.Key + "\t"
+			printSweep(w, res)
+			files := "sweep.parquet, sweep.json"
+			if res.Kind == "" {
+				files += ", throughput.png/.svg, latency_p90.png/.svg"
 			}
-			fmt.Fprintln(tw, header+"placement\twindow req/s\tachieved/offered\tfull-process req/s\tp90 ms\terrors\tcancelled\t")
-			for _, p := range res.Points {
-				for _, pl := range p.Audit.Placements {
-					row := fmt.Sprintf("%d\t", p.Index)
-					for _, x := range p.Values {
-						row += x + "\t"
-					}
-					ao := "n/a"
-					if p.Audit.OfferedRPS > 0 {
-						ao = fmt.Sprintf("%.2f%%", pl.AchievedOverOffered*100)
-					}
-					fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%d\t%d\t\n", row, pl.Placement, pl.WindowMeanRPS, ao,
-						pl.FullProcessMeanRPS, pl.E2E.P90Ms, pl.Errors, pl.Cancelled)
-				}
-			}
-			tw.Flush()
-			fmt.Fprintf(w, "\nwrote %s (sweep.parquet, sweep.json, throughput.png/.svg, latency_p90.png/.svg)\n", out)
+			fmt.Fprintf(w, "\nwrote %s (%s)\n", out, files)
 			return nil
 		},
 	}
@@ -141,4 +127,52 @@ func parseVaries(varies []string) ([]sweep.Vary, error) {
 		vs = append(vs, v)
 	}
 	return vs, nil
+}
+
+// printSweep prints one line per point (and placement) of a sweep of any
+// kind.
+func printSweep(w io.Writer, res *sweep.Result) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	defer tw.Flush()
+	header := "point\t"
+	for _, v := range res.Vary {
+		header += v.Key + "\t"
+	}
+	values := func(p sweep.PointResult) string {
+		row := fmt.Sprintf("%d\t", p.Index)
+		for _, x := range p.Values {
+			row += x + "\t"
+		}
+		return row
+	}
+	switch res.Kind {
+	case sweep.KindSimulate:
+		fmt.Fprintln(tw, header+"gpus\tfinished\treq/s\tTTFT p50 / p90 ms\tITL p50 / p90 ms\tE2E p90 ms\tprefix hits\t")
+		for _, p := range res.Points {
+			s := p.Simulate
+			fmt.Fprintf(tw, "%s%d\t%d\t%.2f\t%.1f / %.1f\t%.2f / %.2f\t%.0f\t%.1f%%\t\n", values(p), s.GPUs, s.Finished, s.RequestsPerS,
+				s.TTFT.P50, s.TTFT.P90, s.ITL.P50, s.ITL.P90, s.E2E.P90, 100*s.PrefixCacheHitRate)
+		}
+	case sweep.KindCalibrate:
+		fmt.Fprintln(tw, header+"split\tobjective\tTTFT mean\tITL mean\tE2E mean\t")
+		for _, p := range res.Points {
+			c := p.Calibrate
+			for _, m := range append(append([]replay.MetricErrors(nil), c.Train...), c.Holdout...) {
+				fmt.Fprintf(tw, "%s%s\t%.4g\t%+.1f%%\t%+.1f%%\t%+.1f%%\t\n", values(p), m.Split, c.Objective,
+					100*m.RelErr["ttft_mean"], 100*m.RelErr["itl_mean"], 100*m.RelErr["e2e_mean"])
+			}
+		}
+	default:
+		fmt.Fprintln(tw, header+"placement\twindow req/s\tachieved/offered\tfull-process req/s\tp90 ms\terrors\tcancelled\tgoodput/GPU\t")
+		for _, p := range res.Points {
+			for _, pl := range p.Audit.Placements {
+				ao := "n/a"
+				if p.Audit.OfferedRPS > 0 {
+					ao = fmt.Sprintf("%.2f%%", pl.AchievedOverOffered*100)
+				}
+				fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%d\t%d\t%.3f\t\n", values(p), pl.Placement, pl.WindowMeanRPS, ao,
+					pl.FullProcessMeanRPS, pl.E2E.P90Ms, pl.Errors, pl.Cancelled, pl.GoodputPerGPU)
+			}
+		}
+	}
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-//go:embed azure-conv-2023 llmservingsim-llama-3.1-8b
+//go:embed azure-conv-2023 llmservingsim-llama-3.1-8b llmservingsim-qwen3-30b-a3b mooncake-conv-fast25
 var files embed.FS
 
 // Prefix marks an embedded source in a path argument: "embedded:NAME".
@@ -45,6 +45,22 @@ var catalog = map[string]Dataset{
 		Upstream: "casys-kaist/LLMServingSim@5daddb21:bench/examples/<hw>/<model>/{config.json,vllm/*} (RTX PRO 6000, Llama-3.1-8B)",
 		License:  "MIT",
 		Summary:  "vLLM 0.19 serving run, Llama-3.1-8B on one RTX PRO 6000: 300 ShareGPT requests with engine timestamps",
+	},
+	"llmservingsim-qwen3-30b-a3b": {
+		Name:     "llmservingsim-qwen3-30b-a3b",
+		Format:   "vllm-requests",
+		Main:     "requests.jsonl",
+		Upstream: "casys-kaist/LLMServingSim@5daddb21:bench/examples/<hw>/<model>/{config.json,vllm/*} (RTX PRO 6000, Qwen3-30B-A3B-Instruct-2507)",
+		License:  "MIT",
+		Summary:  "vLLM 0.19 serving run, Qwen3-30B-A3B on two RTX PRO 6000 (data parallel 2, expert parallel): 300 ShareGPT requests with engine timestamps",
+	},
+	"mooncake-conv-fast25": {
+		Name:     "mooncake-conv-fast25",
+		Format:   "mooncake",
+		Main:     "conversation_trace.jsonl",
+		Upstream: "kvcache-ai/Mooncake@3b5a5941:FAST25-release/traces/conversation_trace.jsonl (first 3,000 lines)",
+		License:  "Apache-2.0",
+		Summary:  "Mooncake conversation trace (FAST '25), first 3,000 requests (987 s) with 512-token prefix hash ids",
 	},
 }
 

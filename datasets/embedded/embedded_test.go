@@ -12,7 +12,7 @@ import (
 )
 
 func TestNames(t *testing.T) {
-	require.Equal(t, []string{"azure-conv-2023", "llmservingsim-llama-3.1-8b"}, Names())
+	require.Equal(t, []string{"azure-conv-2023", "llmservingsim-llama-3.1-8b", "llmservingsim-qwen3-30b-a3b", "mooncake-conv-fast25"}, Names())
 }
 
 func TestOpenCountsLines(t *testing.T) {
@@ -22,6 +22,8 @@ func TestOpenCountsLines(t *testing.T) {
 	}{
 		{"azure-conv-2023", "TIMESTAMP,ContextTokens,GeneratedTokens", 19366 + 1},
 		{"embedded:llmservingsim-llama-3.1-8b", `{"request_id": "bench-0", "input_toks": 2358,`, 300},
+		{"embedded:llmservingsim-qwen3-30b-a3b", `{"request_id": "bench-0", "input_toks": 2361,`, 300},
+		{"mooncake-conv-fast25", `{"timestamp": 0, "input_length": 6758,`, 3000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,7 +61,7 @@ func TestEveryDatasetHasLicenceAndAttribution(t *testing.T) {
 
 func TestOpenErrors(t *testing.T) {
 	_, err := Open("nope")
-	require.ErrorContains(t, err, `no embedded dataset "nope" (have: azure-conv-2023, llmservingsim-llama-3.1-8b)`)
+	require.ErrorContains(t, err, `no embedded dataset "nope" (have: azure-conv-2023, llmservingsim-llama-3.1-8b, llmservingsim-qwen3-30b-a3b, mooncake-conv-fast25)`)
 	_, err = OpenFile("azure-conv-2023", "meta.json")
 	require.True(t, errors.Is(err, fs.ErrNotExist))
 	_, err = OpenFile("azure-conv-2023", "../llmservingsim-llama-3.1-8b/meta.json")

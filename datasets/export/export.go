@@ -79,7 +79,7 @@ func Dataset(dir, outDir string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	var have []string
-	for _, t := range datasets.Tables {
+	for _, t := range datasets.KnownTables() {
 		if d.Has(t) {
 			have = append(have, t)
 		}

@@ -76,6 +76,7 @@ const (
 	laneHost         = 0  // schedule, dispatch, update
 	laneWait         = 30 // in flight: dispatch → output
 	laneDevice       = 60 // gpu
+	laneTransfer     = 90 // kv transfers out of the worker
 	lanesPerGroup    = 30
 	perfettoReqCat   = "request"
 	perfettoStepCat  = "step"
@@ -119,6 +120,16 @@ type perfettoRequest struct {
 	Status         string `parquet:"status"`
 }
 
+// perfettoTransfer is the projection of a cluster's transfers table.
+type perfettoTransfer struct {
+	ReqID   string `parquet:"req_id"`
+	From    string `parquet:"from_worker"`
+	To      string `parquet:"to_worker"`
+	Bytes   int64  `parquet:"bytes"`
+	StartNs int64  `parquet:"start_ns"`
+	EndNs   int64  `parquet:"end_ns"`
+}
+
 // PerfettoTrace writes the step timeline of the dataset at dir to outPath
 // as a Chrome trace event JSON object ({"traceEvents": [...]}):
 //
@@ -132,6 +143,9 @@ type perfettoRequest struct {
 //     gpu_time_ns is unknown have none);
 //   - per worker, counters of running and waiting requests and KV blocks
 //     used after each step;
+//   - for a disaggregated cluster (a transfers table), per prefill worker
+//     a kv transfer thread with each prompt KV it sent, from start_ns to
+//     end_ns, named after the decode worker it went to;
 //   - every request as an async slice ("ph":"b"/"e", cat "request", id the
 //     req_id) from arrival_ns to finish_ns, with an async instant
 //     ("ph":"n") "first token" at first_token_ns;
@@ -433,7 +447,8 @@ func (t *traceWriter) meta(name string, tid int, value string, sortIndex int) er
 	return nil
 }
 
-var laneNames = map[int]string{laneHost: "scheduler (host)", laneWait: "in flight (dispatch → output)", laneDevice: "device (gpu)"}
+var laneNames = map[int]string{laneHost: "scheduler (host)", laneWait: "in flight (dispatch → output)", laneDevice: "device (gpu)",
+	laneTransfer: "kv transfer (out)"}
 
 // worker returns the tracks of a worker, naming them on first sight.
 func (t *traceWriter) worker(id string) *workerTracks {
@@ -567,6 +582,51 @@ func (t *traceWriter) async(ph byte, name, id string, ts int64, args func()) err
 	return t.end()
 }
 
+// transfers draws every KV transfer on its sending worker's transfer
+// track.
+func (t *traceWriter) transfers(d *datasets.Dataset) error {
+	sc, err := datasets.Scan[perfettoTransfer](d, datasets.TableTransfers)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	for x, err := range sc.All() {
+		if err != nil {
+			return err
+		}
+		if x.StartNs < 0 || x.EndNs < x.StartNs {
+			continue
+		}
+		w := t.worker(x.From)
+		tid, err := t.lane(x.From, w, laneTransfer, x.StartNs, x.EndNs)
+		if err != nil {
+			return err
+		}
+		t.begin()
+		t.buf = append(t.buf, `"ph":"X","cat":"transfer","name":`...)
+		t.buf = appendJSONString(t.buf, "kv → "+x.To)
+		t.buf = append(t.buf, `,"pid":`...)
+		t.buf = strconv.AppendInt(t.buf, perfettoPID, 10)
+		t.buf = append(t.buf, `,"tid":`...)
+		t.buf = strconv.AppendInt(t.buf, int64(tid), 10)
+		t.buf = append(t.buf, `,"ts":`...)
+		t.buf = usec(t.buf, x.StartNs)
+		t.buf = append(t.buf, `,"dur":`...)
+		t.buf = usec(t.buf, x.EndNs-x.StartNs)
+		t.buf = append(t.buf, `,"args":{"req_id":`...)
+		t.buf = appendJSONString(t.buf, x.ReqID)
+		t.buf = append(t.buf, `,"to":`...)
+		t.buf = appendJSONString(t.buf, x.To)
+		t.buf = append(t.buf, `,"bytes":`...)
+		t.buf = strconv.AppendInt(t.buf, x.Bytes, 10)
+		t.buf = append(t.buf, "}"...)
+		if err := t.end(); err != nil {
+			return err
+		}
+	}
+	return sc.Close()
+}
+
 func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *PerfettoResult) error {
 	name := filepath.Base(d.Dir)
 	if d.Manifest != nil && d.Manifest.Name != "" {
@@ -645,6 +705,12 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 		return err
 	}
 	opts.progress(datasets.TableSteps, res.Steps, true)
+
+	if d.Has(datasets.TableTransfers) {
+		if err := t.transfers(d); err != nil {
+			return err
+		}
+	}
 
 	// Requests.
 	if !opts.NoRequests && d.Has(datasets.TableRequests) {

@@ -94,6 +94,9 @@ func checkTrace(t *testing.T, dir string, evs []traceEvent, returnNs int64) {
 			}
 		case "X":
 			require.NotNil(t, e.TID)
+			if e.Cat == "transfer" {
+				continue // checked by TestPerfettoTransfers
+			}
 			var a stepArgs
 			require.NoError(t, json.Unmarshal(e.Args, &a))
 			k := sliceKey{a.StepID, e.Name}
@@ -282,6 +285,71 @@ func TestPerfettoWorkersUnknownsAndReturn(t *testing.T) {
 		}
 	}
 	require.Len(t, lanes, 4, "two in-flight lanes per worker")
+}
+
+// A disaggregated cluster's KV transfers appear on a track of their
+// sending worker, at their exact times, named after the receiver; two
+// transfers that overlap go to two lanes.
+func TestPerfettoTransfers(t *testing.T) {
+	type transfer struct {
+		ReqID   string `parquet:"req_id"`
+		From    string `parquet:"from_worker,dict"`
+		To      string `parquet:"to_worker,dict"`
+		Bytes   int64  `parquet:"bytes,delta"`
+		StartNs int64  `parquet:"start_ns,delta"`
+		EndNs   int64  `parquet:"end_ns,delta"`
+	}
+	dir := filepath.Join(t.TempDir(), "ds")
+	steps := []datasets.Step{
+		{StepID: 0, WorkerID: "p-0", Kind: "prefill", Role: "production", BenchmarkID: -1, Valid: true,
+			TScheduleStart: 0, TScheduleEnd: 10, TDispatch: 20, TOutput: 1_000, TUpdateEnd: 1_100, GPUTimeNs: 900},
+		{StepID: 1, WorkerID: "d-0", Kind: "prefill", Role: "production", BenchmarkID: -1, Valid: true,
+			TScheduleStart: 5_000, TScheduleEnd: 5_010, TDispatch: 5_020, TOutput: 6_000, TUpdateEnd: 6_100, GPUTimeNs: 900},
+	}
+	xfers := []transfer{
+		{ReqID: "a", From: "p-0", To: "d-0", Bytes: 131_072_000, StartNs: 1_000, EndNs: 4_001},
+		{ReqID: "b", From: "p-0", To: "d-1", Bytes: 1_000, StartNs: 2_000, EndNs: 2_500},
+	}
+	w, err := datasets.Create(dir, datasets.Manifest{Name: "pd"}, datasets.CreateOptions{})
+	require.NoError(t, err)
+	writeAll(t, w, datasets.TableSteps, steps)
+	writeAll(t, w, datasets.TableTransfers, xfers)
+	require.NoError(t, w.Close())
+	out := filepath.Join(t.TempDir(), "trace.json")
+	_, err = PerfettoTrace(dir, out, PerfettoOptions{})
+	require.NoError(t, err)
+	evs := readTrace(t, out)
+	checkTrace(t, dir, evs, 0)
+	named := map[int]string{}
+	for _, e := range evs {
+		if e.Ph == "M" && e.Name == "thread_name" {
+			var a struct{ Name string }
+			require.NoError(t, json.Unmarshal(e.Args, &a))
+			named[*e.TID] = a.Name
+		}
+	}
+	var got []traceEvent
+	for _, e := range evs {
+		if e.Ph == "X" && e.Cat == "transfer" {
+			got = append(got, e)
+		}
+	}
+	require.Len(t, got, 2)
+	for i, x := range xfers {
+		e := got[i]
+		require.Equal(t, "kv → "+x.To, e.Name)
+		require.Equal(t, us(x.StartNs), string(e.TS))
+		require.Equal(t, us(x.EndNs-x.StartNs), string(e.Dur))
+		require.Contains(t, named[*e.TID], "p-0 kv transfer")
+		var a struct {
+			ReqID string `json:"req_id"`
+			Bytes int64  `json:"bytes"`
+		}
+		require.NoError(t, json.Unmarshal(e.Args, &a))
+		require.Equal(t, x.ReqID, a.ReqID)
+		require.Equal(t, x.Bytes, a.Bytes)
+	}
+	require.NotEqual(t, *got[0].TID, *got[1].TID, "overlapping transfers on two lanes")
 }
 
 func TestPerfettoNeedsSteps(t *testing.T) {

@@ -12,11 +12,15 @@
 //     prefix_hash_ids.
 //   - vllm-requests (vllm.go, vllm_timeseries.go): LLMServingSim's vLLM run
 //     (casys-kaist/LLMServingSim @ 5daddb21, bench/core/recorder.py and
-//     stat_logger.py): requests.jsonl → requests with queue, schedule,
+//     stat_logger.py): requests.jsonl → requests with arrival (the
+//     client's arrival_time mapped onto the engine's clock, so the wait
+//     before vLLM's engine loop queues a request counts in TTFT), schedule,
 //     first-token and finish times; meta.json → engine (its kv_cache and
 //     resolved_config sections where present: num_gpu_blocks,
 //     gpu_memory_utilization, num_kv_tokens, parallel sizes, CUDA-graph
-//     sizes), model and hardware; timeseries.csv → engine_samples.
+//     sizes; async_scheduling, when it does not say, vLLM's default for
+//     the recorded version), model and hardware; timeseries.csv →
+//     engine_samples.
 //   - vllm-bench and sglang-bench (bench_serving.go): the result JSON of
 //     `vllm bench serve --save-detailed` (vllm-project/vllm @ 009e6d4a,
 //     vllm/benchmarks/serve.py) and of `sglang.bench_serving

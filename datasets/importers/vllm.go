@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -53,21 +55,31 @@ type vllmMeta struct {
 // (requests.jsonl), the meta.json beside it and, when present, the engine
 // time series timeseries.csv (see readVLLMTimeseries).
 //
-// Clocks. arrival_time is the client's wall clock (Unix seconds, taken when
-// the benchmark sent the request); queued_ts, scheduled_ts, first_token_ts
-// and last_token_ts are the engine's monotonic clock (vLLM's
-// RequestStateStats). The two cannot be subtracted from each other, so the
-// importer uses only the engine clock: arrival_ns = queued_ts, and every
-// event time is relative to the earliest queued_ts of the file. arrival_time
-// is kept only as the wall-clock start in Source.Detail.
+// Clocks. arrival_time is the client's wall clock (Unix seconds, when the
+// benchmark sent the request; LLMServingSim bench/core/recorder.py @
+// 5daddb21); queued_ts, scheduled_ts, first_token_ts and last_token_ts are
+// the engine's monotonic clock (vLLM's RequestStateStats). vLLM stamps
+// queued_ts when its engine core adds the request to the scheduler
+// (Scheduler.add_request records EngineCoreEventType.QUEUED,
+// vllm/v1/core/sched/scheduler.py @ b4622cf9), and the engine core's busy
+// loop takes new requests off its input queue only between steps
+// (EngineCoreProc.run_busy_loop: _process_input_queue, then
+// _process_engine_step; vllm/v1/engine/core.py @ ac3cb2e2): a request that
+// arrives mid-step waits up to a step before it is queued, and that wait
+// is part of its TTFT. So the arrival is arrival_time mapped onto the
+// engine clock: arrival_ns = arrival_time + offset, offset the smallest
+// queued_ts − arrival_time of the run (the request picked up at once; the
+// two clocks' difference plus the client-to-engine latency, taken as
+// constant). Every event time is relative to the earliest arrival. A
+// request without arrival_time arrives at its queued_ts; a file without
+// any keeps queued_ts for all (noted).
 //
-// Order. With data parallelism each engine queues on its own, so queued_ts
-// is not monotonic in file order (sub-millisecond inversions in the Qwen3
-// DP=2 run); the rows are written sorted by arrival_ns, stably, and the
-// number of reordered rows is noted. Within a request the events must
-// satisfy queued <= scheduled <= first token <= last token; a violation is
-// an error. A missing (null) scheduled/first/last time makes the request
-// unfinished with those times Unknown; a missing queued_ts is an error.
+// Order. The rows are written sorted by arrival_ns, stably, and the
+// number of reordered rows is noted (with data parallelism each engine
+// queues on its own). Within a request the events must satisfy queued <=
+// scheduled <= first token <= last token; a violation is an error. A
+// missing (null) scheduled/first/last time makes the request unfinished
+// with those times Unknown; a missing queued_ts is an error.
 func runVLLMRequests(in *input, s *sink) error {
 	meta, metaErr := readVLLMMeta(in, s)
 	if metaErr != nil {
@@ -77,7 +89,10 @@ func runVLLMRequests(in *input, s *sink) error {
 		r    datasets.Request
 		raw  [4]float64
 		have [4]bool
-		line int
+		// arrival is arrival_time (wall clock), when the line has one.
+		arrival     float64
+		haveArrival bool
+		line        int
 	}
 	var rows []row
 	seen := map[string]int{}
@@ -116,16 +131,17 @@ func runVLLMRequests(in *input, s *sink) error {
 				return lineError(in.name, lineNo, "%s: %v", f.name, err)
 			}
 		}
+		rw := row{line: lineNo, r: datasets.Request{ReqID: id, PromptTokens: tok[0], OutputTokens: tok[1]}}
 		if !isNull(rec.ArrivalTime) {
 			a, err := strconv.ParseFloat(string(rec.ArrivalTime), 64)
-			if err != nil {
+			if _, ok := secondsToNs(a); err != nil || !ok {
 				return lineError(in.name, lineNo, "arrival_time: %s is not a number of seconds", rec.ArrivalTime)
 			}
 			if !haveArrival || a < firstArrival {
 				firstArrival, haveArrival = a, true
 			}
+			rw.arrival, rw.haveArrival = a, true
 		}
-		rw := row{line: lineNo, r: datasets.Request{ReqID: id, PromptTokens: tok[0], OutputTokens: tok[1]}}
 		names := [4]string{"queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"}
 		for k, raw := range [4]json.RawMessage{rec.QueuedTS, rec.ScheduledTS, rec.FirstTokenTS, rec.LastTokenTS} {
 			if isNull(raw) {
@@ -155,12 +171,26 @@ func runVLLMRequests(in *input, s *sink) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("%s: no requests", in.name)
 	}
-	t0 := rows[0].raw[0]
+	// The wall clock onto the engine clock: the smallest queued − arrival.
+	offset, mapped := math.Inf(1), 0
 	for _, rw := range rows {
-		if rw.raw[0] < t0 {
-			t0 = rw.raw[0]
+		if rw.haveArrival {
+			offset = min(offset, rw.raw[0]-rw.arrival)
+			mapped++
 		}
 	}
+	arrival := func(rw *row) float64 {
+		if rw.haveArrival {
+			return rw.arrival + offset
+		}
+		return rw.raw[0]
+	}
+	t0 := arrival(&rows[0])
+	for i := range rows {
+		t0 = min(t0, arrival(&rows[i]))
+	}
+	waits := make([]float64, 0, mapped)
+	queued := make([]datasets.Request, len(rows)) // the requests as the engine queued them, for the time series
 	for i := range rows {
 		rw := &rows[i]
 		ns := [4]int64{datasets.Unknown, datasets.Unknown, datasets.Unknown, datasets.Unknown}
@@ -173,35 +203,53 @@ func runVLLMRequests(in *input, s *sink) error {
 				ns[k] = v
 			}
 		}
-		rw.r.ArrivalNs, rw.r.FirstScheduledNs, rw.r.FirstTokenNs, rw.r.FinishNs = ns[0], ns[1], ns[2], ns[3]
+		a, ok := secondsToNs(arrival(rw) - t0)
+		if !ok {
+			return lineError(in.name, rw.line, "arrival_time is more than 9e9 s from queued_ts")
+		}
+		if rw.haveArrival {
+			waits = append(waits, rw.raw[0]-arrival(rw))
+		}
+		rw.r.ArrivalNs, rw.r.FirstScheduledNs, rw.r.FirstTokenNs, rw.r.FinishNs = min(a, ns[0]), ns[1], ns[2], ns[3]
 		rw.r.NumPreemptions = int32(datasets.Unknown)
 		rw.r.Status = datasets.StatusFinished
 		if !rw.have[3] {
 			rw.r.Status = datasets.StatusUnfinished
 		}
+		queued[i] = rw.r
+		queued[i].ArrivalNs = ns[0]
 	}
-	sortRequests(rows, func(rw row) int64 { return rw.r.ArrivalNs }, s, "data-parallel engines queue independently")
+	sortRequests(rows, func(rw row) int64 { return rw.r.ArrivalNs }, s, "arrival order differs from the file's: data-parallel engines queue independently")
 	unfinished := 0
-	reqs := make([]datasets.Request, len(rows))
-	for i, rw := range rows {
+	for _, rw := range rows {
 		if rw.r.Status != datasets.StatusFinished {
 			unfinished++
 		}
 		if err := s.addRequest(rw.r); err != nil {
 			return err
 		}
-		reqs[i] = rw.r
 	}
-	if err := readVLLMTimeseries(in, s, reqs, meta); err != nil {
+	if err := readVLLMTimeseries(in, s, queued, meta); err != nil {
 		return err
 	}
 
-	if haveArrival {
-		s.detail("first_arrival_unix", strconv.FormatFloat(firstArrival, 'f', 6, 64))
-	}
-	s.detail("clock", "engine monotonic (queued_ts); arrival_time (client wall clock) not used for event times")
 	s.detail("t0_monotonic_s", strconv.FormatFloat(t0, 'f', 9, 64))
-	s.note("vllm-requests: arrival_ns = queued_ts; first_scheduled_ns = scheduled_ts; first_token_ns = first_token_ts; finish_ns = last_token_ts; all on the engine's monotonic clock relative to the earliest queued_ts; num_preemptions not recorded (-1)")
+	s.note("vllm-requests: first_scheduled_ns = scheduled_ts; first_token_ns = first_token_ts; finish_ns = last_token_ts; on the engine's monotonic clock relative to the earliest arrival; num_preemptions not recorded (-1)")
+	switch {
+	case mapped == 0:
+		s.detail("clock", "engine monotonic: arrival_ns = queued_ts (no arrival_time)")
+		s.note("vllm-requests: no arrival_time: arrival_ns = queued_ts, so the wait before the engine loop picked a request up (up to a step) is missing from TTFT")
+	default:
+		s.detail("first_arrival_unix", strconv.FormatFloat(firstArrival, 'f', 6, 64))
+		s.detail("arrival_offset_s", strconv.FormatFloat(offset, 'f', 6, 64))
+		s.detail("clock", "engine monotonic; arrival_ns = arrival_time (client wall clock) + arrival_offset_s")
+		sort.Float64s(waits)
+		s.note("vllm-requests: arrival_ns = arrival_time mapped onto the engine clock by the smallest queued_ts - arrival_time of the run (%.6f s): the wait until the engine loop queued a request counts in its TTFT (median %.1f ms, max %.1f ms)",
+			offset, 1e3*waits[len(waits)/2], 1e3*waits[len(waits)-1])
+		if n := len(rows) - mapped; n > 0 {
+			s.note("vllm-requests: %d requests have no arrival_time: arrival_ns = their queued_ts", n)
+		}
+	}
 	if unfinished > 0 {
 		s.note("%d requests have no last_token_ts: status unfinished", unfinished)
 	}
@@ -334,7 +382,7 @@ func readVLLMMeta(in *input, s *sink) (*vllmMeta, error) {
 		s.note("engine: max_model_len not set in engine_kwargs (vLLM took it from the model config): recorded as 0")
 	}
 	if _, ok := lay.lookup("scheduler_config.async_scheduling", "engine_kwargs.async_scheduling"); !ok {
-		s.note("engine: async_scheduling not recorded in meta.json; recorded as false")
+		eng.AsyncScheduling = vllmAsyncDefault(meta.VLLMVersion, eng, lay, s)
 	}
 	if eng.NumGPUBlocks > 0 {
 		if eng.NumKVTokens > 0 && eng.NumKVTokens != eng.NumGPUBlocks*eng.BlockSize {
@@ -369,6 +417,58 @@ func readVLLMMeta(in *input, s *sink) (*vllmMeta, error) {
 	readLLMServingSimConfig(in, s)
 	readVLLMHardware(&meta, eng, s)
 	return &meta, nil
+}
+
+// vllmAsyncSince is the first vLLM release that schedules asynchronously
+// by default: v0.14.0 (vllm-project/vllm#27614, "Async scheduling is now
+// enabled by default" in its release notes). SchedulerConfig.async_scheduling
+// defaults to False before it (vllm/config/scheduler.py @ 01230b40) and to
+// None after (@ 1f8758d5), which VllmConfig.__post_init__ turns on unless
+// an incompatible option is set: pipeline parallelism (at that release),
+// speculative decoding other than EAGLE/MTP-like methods, a pooling model,
+// an executor without support (vllm/config/vllm.py @ 000fc94b).
+var vllmAsyncSince = [2]int{0, 14}
+
+// vllmAsyncDefault is the async_scheduling a run whose meta.json does not
+// state it had: vLLM's default for the recorded version, noted either way.
+func vllmAsyncDefault(version string, e *datasets.EngineConfig, lay *metaLayers, s *sink) bool {
+	v, ok := vllmMinor(version)
+	spec, _ := lay.lookup("speculative_config", "engine_kwargs.speculative_config")
+	switch {
+	case !ok:
+		s.note("engine: async_scheduling not in meta.json, and no vLLM release number (vllm_version %q): recorded false, vLLM's default before %d.%d",
+			version, vllmAsyncSince[0], vllmAsyncSince[1])
+		return false
+	case v[0] < vllmAsyncSince[0] || (v[0] == vllmAsyncSince[0] && v[1] < vllmAsyncSince[1]):
+		s.note("engine: async_scheduling not in meta.json: recorded false, vLLM %s's default (asynchronous by default since %d.%d)",
+			version, vllmAsyncSince[0], vllmAsyncSince[1])
+		return false
+	case e.PipelineParallelSize > 1 || (len(spec) > 0 && string(spec) != "{}"):
+		s.note("engine: async_scheduling not in meta.json: recorded false; vLLM %s schedules asynchronously by default, but not with pipeline parallelism or speculative decoding, which this run configured",
+			version)
+		return false
+	}
+	s.note("engine: async_scheduling not in meta.json: recorded true, vLLM %s's default (asynchronous by default since %d.%d)",
+		version, vllmAsyncSince[0], vllmAsyncSince[1])
+	return true
+}
+
+// vllmMinor reads the major and minor numbers of a vLLM version
+// ("0.19.0", "0.14.0rc1", "v0.11.2.dev5+g1234").
+func vllmMinor(version string) ([2]int, bool) {
+	parts := strings.SplitN(strings.TrimPrefix(strings.TrimSpace(version), "v"), ".", 3)
+	if len(parts) < 2 {
+		return [2]int{}, false
+	}
+	var v [2]int
+	for i := range v {
+		n, err := strconv.Atoi(parts[i])
+		if err != nil || n < 0 {
+			return [2]int{}, false
+		}
+		v[i] = n
+	}
+	return v, true
 }
 
 // vllmDetailRefs are resolved settings that shape a run but have no

@@ -1,6 +1,8 @@
 package importers
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,21 +12,20 @@ import (
 
 func TestVLLMRequestsRealRuns(t *testing.T) {
 	tests := []struct {
-		dir       string
-		model     string
-		last      datasets.Request // bench-299
-		reordered bool
-		gpus, dp  int
-		samples   int64
+		dir      string
+		model    string
+		last     datasets.Request // bench-299
+		gpus, dp int
+		samples  int64
 	}{
 		{dir: vllmLlama, model: "meta-llama/Llama-3.1-8B",
-			last: datasets.Request{ReqID: "bench-299", ArrivalNs: 29_171_480_718, PromptTokens: 582, OutputTokens: 768,
-				FirstScheduledNs: 49_349_103_715, FirstTokenNs: 49_442_175_210, FinishNs: 64_202_072_513, NumPreemptions: -1, Status: "finished"},
+			last: datasets.Request{ReqID: "bench-299", ArrivalNs: 29_121_193_171, PromptTokens: 582, OutputTokens: 768,
+				FirstScheduledNs: 49_350_301_999, FirstTokenNs: 49_443_373_494, FinishNs: 64_203_270_797, NumPreemptions: -1, Status: "finished"},
 			gpus: 1, dp: 1, samples: 67},
 		{dir: vllmQwen, model: "Qwen/Qwen3-30B-A3B-Instruct-2507",
-			last: datasets.Request{ReqID: "bench-299", ArrivalNs: 29_123_358_519, PromptTokens: 1168, OutputTokens: 583,
-				FirstScheduledNs: 38_461_779_818, FirstTokenNs: 38_625_068_461, FinishNs: 58_392_312_143, NumPreemptions: -1, Status: "finished"},
-			reordered: true, gpus: 2, dp: 2, samples: 65},
+			last: datasets.Request{ReqID: "bench-299", ArrivalNs: 29_117_271_662, PromptTokens: 1168, OutputTokens: 583,
+				FirstScheduledNs: 38_463_877_996, FirstTokenNs: 38_627_166_639, FinishNs: 58_394_410_321, NumPreemptions: -1, Status: "finished"},
+			gpus: 2, dp: 2, samples: 65},
 	}
 	for _, tt := range tests {
 		t.Run(tt.dir, func(t *testing.T) {
@@ -38,8 +39,8 @@ func TestVLLMRequestsRealRuns(t *testing.T) {
 			require.NoError(t, err)
 			m := d.Manifest
 			require.Equal(t, &datasets.EngineConfig{MaxNumSeqs: 128, MaxNumBatchedTokens: 2048, MaxModelLen: 0, BlockSize: 16,
-				PrefixCaching: true, ChunkedPrefill: true, KVCacheDType: "auto", TensorParallelSize: 1, DataParallelSize: tt.dp,
-				ExpertParallel: tt.dp > 1}, m.Engine)
+				PrefixCaching: true, ChunkedPrefill: true, AsyncScheduling: true, KVCacheDType: "auto", TensorParallelSize: 1, DataParallelSize: tt.dp,
+				ExpertParallel: tt.dp > 1}, m.Engine, "async_scheduling: vLLM 0.19's default")
 			require.Equal(t, tt.samples, res.EngineSamples)
 			samples, err := datasets.ReadAll[datasets.EngineSample](d, datasets.TableEngineSamples)
 			require.NoError(t, err)
@@ -73,10 +74,13 @@ func TestVLLMRequestsRealRuns(t *testing.T) {
 					hasReorderNote = true
 				}
 			}
-			require.Equal(t, tt.reordered, hasReorderNote)
-			if tt.reordered {
-				require.Equal(t, "bench-10", rows[9].ReqID, "DP=2: bench-10 was queued before bench-9")
+			require.False(t, hasReorderNote, "arrival_time follows the file")
+			for i, r := range rows {
+				// The client's order, though with DP=2 the engines queued
+				// bench-10 before bench-9.
+				require.Equal(t, fmt.Sprintf("bench-%d", i), r.ReqID)
 			}
+			require.Contains(t, m.Source.Detail["clock"], "arrival_time (client wall clock) + arrival_offset_s")
 		})
 	}
 }
@@ -119,23 +123,65 @@ func TestVLLMRequestsResolvedRun(t *testing.T) {
 	}
 	require.Equal(t, int32(234), peakWaiting)
 	require.Equal(t, 1.0, peakKV)
-	require.Equal(t, "-0.148", m.Source.Detail["timeseries_offset_s"])
+	require.Equal(t, "-0.140", m.Source.Detail["timeseries_offset_s"])
 }
 
 func TestVLLMRequestsEmbedded(t *testing.T) {
 	rows, err := ReadRequests("vllm-requests", "embedded:llmservingsim-llama-3.1-8b")
 	require.NoError(t, err)
 	require.Len(t, rows, 300)
+	// bench-0 was queued 1.20 ms after it arrived, and scheduled 46 µs
+	// after that.
 	require.Equal(t, datasets.Request{ReqID: "bench-0", ArrivalNs: 0, PromptTokens: 2358, OutputTokens: 531,
-		FirstScheduledNs: 46_148, FirstTokenNs: 169_525_194, FinishNs: 15_713_401_823, NumPreemptions: -1, Status: "finished"}, rows[0])
+		FirstScheduledNs: 1_244_432, FirstTokenNs: 170_723_478, FinishNs: 15_714_600_107, NumPreemptions: -1, Status: "finished"}, rows[0])
+}
+
+// Without async_scheduling in meta.json the import records vLLM's default
+// for the recorded version: asynchronous since 0.14.0, unless the run
+// configured what vLLM does not schedule asynchronously by default.
+func TestVLLMAsyncDefault(t *testing.T) {
+	const in = `{"request_id": "a", "input_toks": 10, "output_toks": 2, "queued_ts": 1, "scheduled_ts": 1, "first_token_ts": 1, "last_token_ts": 1}` + "\n"
+	for _, c := range []struct {
+		name, meta string
+		async      bool
+		note       string
+	}{
+		{"0.19 default", `{"vllm_version": "0.19.0"}`, true, "engine: async_scheduling not in meta.json: recorded true, vLLM 0.19.0's default (asynchronous by default since 0.14)"},
+		{"0.14 release candidate", `{"vllm_version": "0.14.0rc1"}`, true, "recorded true, vLLM 0.14.0rc1's default"},
+		{"0.11 default", `{"vllm_version": "0.11.2"}`, false, "engine: async_scheduling not in meta.json: recorded false, vLLM 0.11.2's default (asynchronous by default since 0.14)"},
+		{"no version", `{}`, false, "no vLLM release number (vllm_version \"\"): recorded false"},
+		{"pipeline parallel", `{"vllm_version": "0.19.0", "engine_kwargs": {"pipeline_parallel_size": 2}}`, false, "but not with pipeline parallelism"},
+		{"stated", `{"vllm_version": "0.19.0", "engine_kwargs": {"async_scheduling": false}}`, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, s, err := parseRequests("vllm-requests", []byte(in), map[string][]byte{"meta.json": []byte(c.meta)})
+			require.NoError(t, err)
+			require.Equal(t, c.async, s.m.Engine.AsyncScheduling)
+			var notes []string
+			for _, n := range s.m.Notes {
+				if strings.Contains(n, "async_scheduling") {
+					notes = append(notes, n)
+				}
+			}
+			if c.note == "" {
+				require.Empty(t, notes, "stated: nothing assumed")
+				return
+			}
+			require.Len(t, notes, 1)
+			require.Contains(t, notes[0], c.note)
+		})
+	}
 }
 
 func TestVLLMRequestsParsing(t *testing.T) {
 	const meta = `{"schema_version": 1, "model": "m", "vllm_version": "0.19.0", "engine_kwargs": {"max_num_seqs": 8, "max_num_batched_tokens": 512, "max_model_len": 4096, "block_size": 32, "enable_prefix_caching": false}}`
-	line := func(id string, q, s, f, l string) string {
-		return `{"request_id": "` + id + `", "input_toks": 10, "output_toks": 2, "arrival_time": 1777142838.5, "queued_ts": ` + q +
+	timed := func(id, a, q, s, f, l string) string {
+		return `{"request_id": "` + id + `", "input_toks": 10, "output_toks": 2, "arrival_time": ` + a + `, "queued_ts": ` + q +
 			`, "scheduled_ts": ` + s + `, "first_token_ts": ` + f + `, "last_token_ts": ` + l + "}\n"
 	}
+	line := func(id string, q, s, f, l string) string { return timed(id, "1777142838.5", q, s, f, l) }
+	engine := &datasets.EngineConfig{MaxNumSeqs: 8, MaxNumBatchedTokens: 512, MaxModelLen: 4096, BlockSize: 32, PrefixCaching: false,
+		ChunkedPrefill: true, AsyncScheduling: true}
 	tests := []struct {
 		name    string
 		in      string
@@ -145,19 +191,27 @@ func TestVLLMRequestsParsing(t *testing.T) {
 		note    string
 		wantErr string
 	}{
-		{name: "sorted by queued_ts, unfinished request", meta: meta,
-			in: line("b", "100.5", "100.6", "100.7", "101.0") + line("a", "100.25", "100.3", "null", "null"),
+		// a arrived 1000.10 and was queued at once (the smallest queued −
+		// arrival: the offset); b arrived 1000.30 and waited 50 ms for the
+		// engine loop to queue it at 100.50.
+		{name: "arrival on the engine clock, unfinished request", meta: meta,
+			in: timed("b", "1000.30", "100.5", "100.6", "100.7", "101.0") + timed("a", "1000.10", "100.25", "100.3", "null", "null"),
 			want: []datasets.Request{
 				{ReqID: "a", ArrivalNs: 0, PromptTokens: 10, OutputTokens: 2, FirstScheduledNs: 50_000_000, FirstTokenNs: -1, FinishNs: -1, NumPreemptions: -1, Status: "unfinished"},
-				{ReqID: "b", ArrivalNs: 250_000_000, PromptTokens: 10, OutputTokens: 2, FirstScheduledNs: 350_000_000, FirstTokenNs: 450_000_000, FinishNs: 750_000_000, NumPreemptions: -1, Status: "finished"},
+				{ReqID: "b", ArrivalNs: 200_000_000, PromptTokens: 10, OutputTokens: 2, FirstScheduledNs: 350_000_000, FirstTokenNs: 450_000_000, FinishNs: 750_000_000, NumPreemptions: -1, Status: "finished"},
 			},
-			engine: &datasets.EngineConfig{MaxNumSeqs: 8, MaxNumBatchedTokens: 512, MaxModelLen: 4096, BlockSize: 32, PrefixCaching: false, ChunkedPrefill: true}},
+			engine: engine, note: "rows sorted by arrival_ns: 1 rows of the source arrived before the row above them (arrival order differs from the file's: data-parallel engines queue independently)"},
+		{name: "no arrival_time: queued_ts", meta: meta,
+			in:     `{"request_id": "a", "input_toks": 10, "output_toks": 2, "queued_ts": 5, "scheduled_ts": 5.5, "first_token_ts": 6, "last_token_ts": 7}` + "\n",
+			want:   []datasets.Request{{ReqID: "a", PromptTokens: 10, OutputTokens: 2, FirstScheduledNs: 500_000_000, FirstTokenNs: 1e9, FinishNs: 2e9, NumPreemptions: -1, Status: "finished"}},
+			engine: engine, note: "vllm-requests: no arrival_time: arrival_ns = queued_ts, so the wait before the engine loop picked a request up (up to a step) is missing from TTFT"},
 		{name: "no meta.json", in: line("a", "1", "1", "1", "1"),
 			want: []datasets.Request{{ReqID: "a", PromptTokens: 10, OutputTokens: 2, NumPreemptions: -1, Status: "finished"}}},
 		{name: "event order", meta: meta, in: line("a", "1", "2", "1.5", "3"), wantErr: "in:1: first_token_ts 1.500000 is earlier than scheduled_ts 2.000000"},
 		{name: "duplicate id", meta: meta, in: line("a", "1", "1", "1", "1") + line("a", "2", "2", "2", "2"), wantErr: `in:2: request_id: "a" already used on line 1`},
 		{name: "missing queued", meta: meta, in: line("a", "null", "1", "1", "1"), wantErr: "in:1: missing field queued_ts"},
 		{name: "bad time", meta: meta, in: line("a", `"x"`, "1", "1", "1"), wantErr: `in:1: queued_ts: "x" is not a number of seconds`},
+		{name: "bad arrival", meta: meta, in: timed("a", "1e300", "1", "1", "1", "1"), wantErr: "in:1: arrival_time: 1e300 is not a number of seconds"},
 		{name: "negative tokens", meta: meta, in: `{"request_id": "a", "input_toks": -1, "output_toks": 2, "queued_ts": 1}`, wantErr: "in:1: input_toks: -1 is negative"},
 		{name: "empty", meta: meta, in: "\n", wantErr: "in: no requests"},
 		{name: "meta schema", meta: `{"schema_version": 2}`, in: line("a", "1", "1", "1", "1"), wantErr: "meta.json: schema_version 2 is not supported"},

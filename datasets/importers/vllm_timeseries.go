@@ -37,7 +37,9 @@ type tsRow struct {
 }
 
 // readVLLMTimeseries reads timeseries.csv beside requests.jsonl, when there
-// is one, into the engine_samples table, on the requests' clock.
+// is one, into the engine_samples table, on the requests' clock. reqs are
+// the requests with ArrivalNs at their queued_ts: vLLM's waiting count is
+// its scheduler's queue, which a request joins when it is queued.
 //
 // Clock. t counts from the logger's creation, a moment the run does not
 // record, so the offset to the requests' clock is estimated: the requests

@@ -160,6 +160,9 @@ func TestCompleteStepsOlderDataset(t *testing.T) {
 	// longest context (zero variance), CompleteSteps has nothing to join.
 	bare := t.TempDir()
 	require.NoError(t, os.CopyFS(filepath.Join(bare, "steps.parquet"), os.DirFS(filepath.Join(dir, "steps.parquet"))))
+	require.NoError(t, os.WriteFile(filepath.Join(bare, datasets.ManifestFile), []byte(`{"schema_version": 1,
+  "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"},
+  "measurement_policy": {"decode": "steady_state_second_step", "prefill": "single_step"}}`), 0o644))
 	db, err := datasets.Open(bare)
 	require.NoError(t, err)
 	steps, err = datasets.ReadAll[datasets.Step](db, datasets.TableSteps)

@@ -27,6 +27,7 @@ type PartMeta struct {
 	Index    int               `json:"index"`
 	Total    int               `json:"total"`
 	Scenario string            `json:"scenario"`
+	Kind     string            `json:"kind,omitempty"`
 	Vary     []sweep.Vary      `json:"vary"`
 	Point    sweep.PointResult `json:"point"`
 }
@@ -40,7 +41,7 @@ func WritePart(dir, sweepID string, total int, res *sweep.Result) (string, error
 	}
 	p := res.Points[0]
 	meta := PartMeta{V: ProtocolVersion, SweepID: sweepID, TaskID: TaskID(sweepID, p.Index), Index: p.Index,
-		Total: total, Scenario: res.Scenario, Vary: res.Vary, Point: p}
+		Total: total, Scenario: res.Scenario, Kind: res.Kind, Vary: res.Vary, Point: p}
 	mb, err := json.Marshal(meta)
 	if err != nil {
 		return "", err
@@ -112,8 +113,8 @@ func ReadPart(path string) (*PartMeta, error) {
 	if m.V != ProtocolVersion {
 		return nil, fmt.Errorf("%s: part protocol version %d, this steplab reads %d", path, m.V, ProtocolVersion)
 	}
-	r := sweep.Result{Vary: m.Vary, Points: []sweep.PointResult{m.Point}}
-	if want := int64(len(r.Rows())); pf.NumRows() != want {
+	r := sweep.Result{Kind: m.Kind, Vary: m.Vary, Points: []sweep.PointResult{m.Point}}
+	if want := int64(r.NumRows()); pf.NumRows() != want {
 		return nil, fmt.Errorf("%s: %d rows, its audit has %d", path, pf.NumRows(), want)
 	}
 	return &m, nil
@@ -195,7 +196,7 @@ func Merge(dir, sweepID string) (*Merged, error) {
 			return nil, fmt.Errorf("%s: holds %s point %d", parts[i], pm.SweepID, pm.Point.Index)
 		}
 		if m.Total == 0 {
-			m.Total, m.Result.Vary = pm.Total, pm.Vary
+			m.Total, m.Result.Vary, m.Result.Kind = pm.Total, pm.Vary, pm.Kind
 		} else if pm.Total != m.Total {
 			return nil, fmt.Errorf("%s: a sweep of %d points, other parts say %d", parts[i], pm.Total, m.Total)
 		}

@@ -15,8 +15,8 @@ import (
 )
 
 // ProtocolVersion is the version of Task and PartMeta; a worker refuses a
-// task of another version.
-const ProtocolVersion = 1
+// task of another version. Version 2 added the task's kind.
+const ProtocolVersion = 2
 
 // Spec is a sweep: everything a worker needs to build any of its points.
 type Spec struct {
@@ -106,7 +106,10 @@ func parsePartName(name string) (sweepID string, index int, ok bool) {
 
 // Task is one point of a sweep, the message a worker pulls.
 type Task struct {
-	V       int    `json:"v"`
+	V int `json:"v"`
+	// Kind is what the point runs: whatif, simulate or calibrate
+	// (sweep.Kinds); the worker dispatches on it.
+	Kind    string `json:"kind"`
 	SweepID string `json:"sweep_id"`
 	// Run is the submission's nonce: dead letters of an earlier submission
 	// of the same sweep are told apart by it.
@@ -145,9 +148,14 @@ func Plan(spec Spec, sweepID, run string) ([]Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	d, err := spec.Doc()
+	if err != nil {
+		return nil, err
+	}
+	kind := sweep.KindOf(d)
 	tasks := make([]Task, len(pts))
 	for i, p := range pts {
-		tasks[i] = Task{V: ProtocolVersion, SweepID: sweepID, Run: run, Index: p.Index, Total: len(pts),
+		tasks[i] = Task{V: ProtocolVersion, Kind: kind, SweepID: sweepID, Run: run, Index: p.Index, Total: len(pts),
 			Spec: spec, Values: p.Values, Seed: p.Seed}
 	}
 	return tasks, nil
@@ -167,6 +175,9 @@ func (t *Task) Execute() (res *sweep.Result, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if k := sweep.KindOf(d); k != t.Kind {
+		return nil, fmt.Errorf("%s: a %s task whose document reads as %s (kinds: %s)", t.Describe(), t.Kind, k, strings.Join(sweep.Kinds, ", "))
+	}
 	p, name, err := sweep.RunPoint(d, t.Spec.Vary, t.Index, t.Values)
 	if err != nil {
 		return nil, err
@@ -174,7 +185,11 @@ func (t *Task) Execute() (res *sweep.Result, err error) {
 	if p.Seed != t.Seed {
 		return nil, fmt.Errorf("%s: seed %d derived here, %d by the submitter (different steplab versions?)", t.Describe(), p.Seed, t.Seed)
 	}
-	return &sweep.Result{Scenario: name, Vary: t.Spec.Vary, Points: []sweep.PointResult{p}}, nil
+	out := &sweep.Result{Scenario: name, Vary: t.Spec.Vary, Points: []sweep.PointResult{p}}
+	if t.Kind != sweep.KindWhatif {
+		out.Kind = t.Kind
+	}
+	return out, nil
 }
 
 // newRun returns a random submission nonce.

@@ -18,6 +18,8 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/steplab/steplab/replay"
 )
 
 // Files Write creates.
@@ -49,12 +51,112 @@ type Row struct {
 	E2EP50Ms            float64 `parquet:"e2e_p50_ms"`
 	E2EP90Ms            float64 `parquet:"e2e_p90_ms"`
 	E2EP99Ms            float64 `parquet:"e2e_p99_ms"`
+	// GPUs of the engine stages; goodput (requests meeting the SLO per
+	// second of the request window) and it per GPU, 0 without an SLO.
+	GPUs          int32   `parquet:"gpus"`
+	GoodputRPS    float64 `parquet:"goodput_rps"`
+	GoodputPerGPU float64 `parquet:"goodput_per_gpu_rps"`
 }
 
-// Rows flattens the result: point × placement × repetition.
+// SimRow is a simulate sweep's row: one per point, the simulate report.
+type SimRow struct {
+	Point              int32   `parquet:"point"`
+	Seed               uint64  `parquet:"seed"`
+	Requests           int64   `parquet:"requests"`
+	Finished           int64   `parquet:"finished"`
+	Unfinished         int64   `parquet:"unfinished"`
+	Rejected           int64   `parquet:"rejected"`
+	Preemptions        int64   `parquet:"preemptions"`
+	DurationS          float64 `parquet:"duration_s"`
+	RequestsPerS       float64 `parquet:"throughput_rps"`
+	OutputTokensPerS   float64 `parquet:"output_tokens_per_s"`
+	TTFTMeanMs         float64 `parquet:"ttft_mean_ms"`
+	TTFTP50Ms          float64 `parquet:"ttft_p50_ms"`
+	TTFTP90Ms          float64 `parquet:"ttft_p90_ms"`
+	TTFTP99Ms          float64 `parquet:"ttft_p99_ms"`
+	ITLMeanMs          float64 `parquet:"itl_mean_ms"`
+	ITLP50Ms           float64 `parquet:"itl_p50_ms"`
+	ITLP90Ms           float64 `parquet:"itl_p90_ms"`
+	ITLP99Ms           float64 `parquet:"itl_p99_ms"`
+	E2EMeanMs          float64 `parquet:"e2e_mean_ms"`
+	E2EP50Ms           float64 `parquet:"e2e_p50_ms"`
+	E2EP90Ms           float64 `parquet:"e2e_p90_ms"`
+	E2EP99Ms           float64 `parquet:"e2e_p99_ms"`
+	PrefixCacheHitRate float64 `parquet:"prefix_cache_hit_rate"`
+	GPUs               int32   `parquet:"gpus"`
+	Engines            int32   `parquet:"engines"`
+}
+
+// CalibRow is a calibrate sweep's row: one per point and scored split
+// (start, train, holdout), the relative error of each request metric.
+type CalibRow struct {
+	Point     int32   `parquet:"point"`
+	Split     string  `parquet:"split"`
+	Dataset   string  `parquet:"dataset"`
+	Requests  int32   `parquet:"requests"`
+	Objective float64 `parquet:"objective"`
+	Evals     int32   `parquet:"evaluations"`
+	TTFTMean  float64 `parquet:"rel_err_ttft_mean"`
+	TTFTP50   float64 `parquet:"rel_err_ttft_p50"`
+	TTFTP90   float64 `parquet:"rel_err_ttft_p90"`
+	ITLMean   float64 `parquet:"rel_err_itl_mean"`
+	ITLP50    float64 `parquet:"rel_err_itl_p50"`
+	ITLP90    float64 `parquet:"rel_err_itl_p90"`
+	E2EMean   float64 `parquet:"rel_err_e2e_mean"`
+}
+
+// table is the rows of the result's kind and their type.
+func (r *Result) table() (reflect.Type, []any) {
+	var rows []any
+	switch r.kind() {
+	case KindSimulate:
+		for _, p := range r.Points {
+			s := p.Simulate
+			rows = append(rows, SimRow{Point: int32(p.Index), Seed: p.Seed, Requests: s.Requests, Finished: s.Finished,
+				Unfinished: s.Unfinished, Rejected: s.Rejected, Preemptions: s.Preemptions, DurationS: s.DurationS,
+				RequestsPerS: s.RequestsPerS, OutputTokensPerS: s.OutputTokensPerS,
+				TTFTMeanMs: s.TTFT.Mean, TTFTP50Ms: s.TTFT.P50, TTFTP90Ms: s.TTFT.P90, TTFTP99Ms: s.TTFT.P99,
+				ITLMeanMs: s.ITL.Mean, ITLP50Ms: s.ITL.P50, ITLP90Ms: s.ITL.P90, ITLP99Ms: s.ITL.P99,
+				E2EMeanMs: s.E2E.Mean, E2EP50Ms: s.E2E.P50, E2EP90Ms: s.E2E.P90, E2EP99Ms: s.E2E.P99,
+				PrefixCacheHitRate: s.PrefixCacheHitRate, GPUs: int32(s.GPUs), Engines: int32(s.Engines)})
+		}
+		return reflect.TypeFor[SimRow](), rows
+	case KindCalibrate:
+		for _, p := range r.Points {
+			c := p.Calibrate
+			var all []replay.MetricErrors
+			for _, m := range c.Before {
+				m.Split = "start"
+				all = append(all, m)
+			}
+			for _, m := range append(append(all, c.Train...), c.Holdout...) {
+				e := m.RelErr
+				rows = append(rows, CalibRow{Point: int32(p.Index), Split: m.Split, Dataset: m.Dataset, Requests: int32(m.Requests),
+					Objective: c.Objective, Evals: int32(c.Evals), TTFTMean: e["ttft_mean"], TTFTP50: e["ttft_p50"],
+					TTFTP90: e["ttft_p90"], ITLMean: e["itl_mean"], ITLP50: e["itl_p50"], ITLP90: e["itl_p90"], E2EMean: e["e2e_mean"]})
+			}
+		}
+		return reflect.TypeFor[CalibRow](), rows
+	}
+	for _, row := range r.Rows() {
+		rows = append(rows, row)
+	}
+	return reflect.TypeFor[Row](), rows
+}
+
+// NumRows is the number of table rows the result has.
+func (r *Result) NumRows() int {
+	_, rows := r.table()
+	return len(rows)
+}
+
+// Rows flattens a what-if result: point × placement × repetition.
 func (r *Result) Rows() []Row {
 	var rows []Row
 	for _, p := range r.Points {
+		if p.Audit == nil {
+			continue
+		}
 		for _, pl := range p.Audit.Placements {
 			for _, run := range pl.Runs {
 				ao := 0.0
@@ -65,17 +167,25 @@ func (r *Result) Rows() []Row {
 					RepSeed: run.Seed, Load: p.Audit.Load, OfferedRPS: p.Audit.OfferedRPS, Measured: int32(run.Measured),
 					Valid: int32(run.Valid), Errors: int32(run.Errors), Cancelled: int32(run.Cancelled), WindowRPS: run.WindowRPS,
 					AchievedOverOffered: ao, FullProcessRPS: run.FullProcessRPS, E2EMeanMs: run.E2E.MeanMs,
-					E2EP50Ms: run.E2E.P50Ms, E2EP90Ms: run.E2E.P90Ms, E2EP99Ms: run.E2E.P99Ms})
+					E2EP50Ms: run.E2E.P50Ms, E2EP90Ms: run.E2E.P90Ms, E2EP99Ms: run.E2E.P99Ms,
+					GPUs: int32(p.Audit.GPUs), GoodputRPS: run.GoodputRPS, GoodputPerGPU: perGPU(run.GoodputRPS, p.Audit.GPUs)})
 			}
 		}
 	}
 	return rows
 }
 
-// rowType is Row with the varied columns in front: a float64 column for a
-// key whose values are all numbers, a string column otherwise. The column
-// is named by the key.
-func rowType(vary []Vary) reflect.Type {
+func perGPU(rps float64, gpus int) float64 {
+	if gpus == 0 {
+		return 0
+	}
+	return rps / float64(gpus)
+}
+
+// rowType is the kind's row type with the varied columns in front: a
+// float64 column for a key whose values are all numbers, a string column
+// otherwise. The column is named by the key.
+func rowType(vary []Vary, base reflect.Type) reflect.Type {
 	var fields []reflect.StructField
 	for i, v := range vary {
 		t := reflect.TypeFor[string]()
@@ -85,7 +195,7 @@ func rowType(vary []Vary) reflect.Type {
 		fields = append(fields, reflect.StructField{Name: "V" + strconv.Itoa(i), Type: t,
 			Tag: reflect.StructTag(`parquet:"` + v.Key + `"`)})
 	}
-	fields = append(fields, reflect.StructField{Name: "Row", Type: reflect.TypeFor[Row](), Anonymous: true})
+	fields = append(fields, reflect.StructField{Name: "Row", Type: base, Anonymous: true})
 	return reflect.StructOf(fields)
 }
 
@@ -117,16 +227,18 @@ func checkKeys(vary []Vary) error {
 // writeRows writes the table of WriteTable and WriteRows, which differ only
 // in opts (compression, page size, metadata).
 func writeRows(w io.Writer, r *Result, opts ...parquet.WriterOption) error {
-	t := rowType(r.Vary)
+	base, rows := r.table()
+	t := rowType(r.Vary, base)
 	bw := bufio.NewWriter(w)
 	pw := parquet.NewWriter(bw, append([]parquet.WriterOption{parquet.SchemaOf(reflect.New(t).Interface())}, opts...)...)
 	pointRow := map[int32][]string{}
 	for _, p := range r.Points {
 		pointRow[int32(p.Index)] = p.Values
 	}
-	for _, row := range r.Rows() {
+	for _, row := range rows {
 		v := reflect.New(t).Elem()
-		for i, x := range pointRow[row.Point] {
+		point := int32(reflect.ValueOf(row).FieldByName("Point").Int())
+		for i, x := range pointRow[point] {
 			f := v.Field(i)
 			if f.Kind() == reflect.Float64 {
 				n, _ := strconv.ParseFloat(x, 64)
@@ -146,8 +258,8 @@ func writeRows(w io.Writer, r *Result, opts ...parquet.WriterOption) error {
 	return bw.Flush()
 }
 
-// Write stores sweep.parquet, sweep.json (every point's audit) and the
-// figures in dir.
+// Write stores sweep.parquet, sweep.json (every point's result) and, for
+// a what-if sweep, the figures in dir.
 func Write(dir string, r *Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -161,6 +273,9 @@ func Write(dir string, r *Result) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, JSONFile), append(b, '\n'), 0o644); err != nil {
 		return err
+	}
+	if r.kind() != KindWhatif {
+		return nil
 	}
 	return Figures(dir, r)
 }

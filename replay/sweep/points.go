@@ -26,7 +26,7 @@ func Compile(doc *whatif.Doc, vary []Vary) ([]Point, error) {
 
 // compileAll compiles every point of the grid, refusing the sweep if any
 // is invalid.
-func compileAll(doc *whatif.Doc, vary []Vary) ([]*whatif.Scenario, []Point, error) {
+func compileAll(doc *whatif.Doc, vary []Vary) ([]compiled, []Point, error) {
 	if len(vary) == 0 {
 		return nil, nil, fmt.Errorf("sweep: nothing to vary: give --vary KEY=V1,V2,...")
 	}
@@ -38,54 +38,54 @@ func compileAll(doc *whatif.Doc, vary []Vary) ([]*whatif.Scenario, []Point, erro
 		seen[v.Key] = true
 	}
 	grid := Grid(vary)
-	scs := make([]*whatif.Scenario, len(grid))
+	cs := make([]compiled, len(grid))
 	pts := make([]Point, len(grid))
 	for i, vals := range grid {
-		sc, err := compilePoint(doc, vary, i, vals)
+		c, err := compilePoint(doc, vary, i, vals)
 		if err != nil {
 			return nil, nil, err
 		}
-		scs[i] = sc
-		pts[i] = Point{Index: i, Values: vals, Seed: sc.File.Seed}
+		cs[i] = c
+		pts[i] = Point{Index: i, Values: vals, Seed: c.seed}
 	}
-	return scs, pts, nil
+	return cs, pts, nil
 }
 
-// compilePoint sets the point's values on a copy of doc, compiles it and
-// gives it the point's seed, exactly as Run does.
-func compilePoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (*whatif.Scenario, error) {
+// compilePoint sets the point's values on a copy of doc, compiles it by
+// its kind and gives it the point's seed, exactly as Run does.
+func compilePoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (compiled, error) {
 	if len(vals) != len(vary) {
-		return nil, fmt.Errorf("sweep point %d: %d values for %d varied keys", i, len(vals), len(vary))
+		return compiled{}, fmt.Errorf("sweep point %d: %d values for %d varied keys", i, len(vals), len(vary))
 	}
 	d := doc.Clone()
 	var desc []string
 	for k, v := range vary {
 		if err := d.Set(v.Key + "=" + vals[k]); err != nil {
-			return nil, fmt.Errorf("sweep point %d: %w", i, err)
+			return compiled{}, fmt.Errorf("sweep point %d: %w", i, err)
 		}
 		desc = append(desc, v.Key+"="+vals[k])
 	}
-	sc, err := d.Compile()
+	c, err := compileKind(d, i)
 	if err != nil {
-		return nil, fmt.Errorf("sweep point %d (%s): %w", i, strings.Join(desc, ", "), err)
+		return compiled{}, fmt.Errorf("sweep point %d (%s): %w", i, strings.Join(desc, ", "), err)
 	}
-	sc.File.Seed = PointSeed(sc.File.Seed, i)
-	return sc, nil
+	return c, nil
 }
 
 // RunPoint simulates point i of the grid (values in vary order) on its own
-// and returns its audit and the scenario's name. The result is the one Run
+// and returns its result and the scenario's name. The result is the one Run
 // gives for that point.
 func RunPoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (PointResult, string, error) {
-	sc, err := compilePoint(doc, vary, i, vals)
+	c, err := compilePoint(doc, vary, i, vals)
 	if err != nil {
 		return PointResult{}, "", err
 	}
-	out, err := whatif.Run(sc, whatif.Options{Jobs: 1})
+	pr, err := c.run()
 	if err != nil {
 		return PointResult{}, "", fmt.Errorf("sweep point %d: %w", i, err)
 	}
-	return PointResult{Point: Point{Index: i, Values: vals, Seed: sc.File.Seed}, Audit: out.Audit}, sc.File.Name, nil
+	pr.Point = Point{Index: i, Values: vals, Seed: c.seed}
+	return pr, c.name, nil
 }
 
 // partCodec is shared so that its encoders are pooled across parts.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/replay/whatif"
 	"github.com/steplab/steplab/sim/rng"
@@ -55,17 +56,30 @@ type Point struct {
 	Seed uint64
 }
 
-// PointResult is a point's audit.
+// PointResult is a point's outcome: a what-if audit, a simulate report
+// or a calibration, by the sweep's kind.
 type PointResult struct {
 	Point
-	Audit whatif.Audit
+	Audit     *whatif.Audit       `json:"Audit,omitempty"`
+	Simulate  *SimPoint           `json:"Simulate,omitempty"`
+	Calibrate *replay.CalibResult `json:"Calibrate,omitempty"`
 }
 
 // Result is a sweep.
 type Result struct {
+	// Kind is what the points ran ("": a what-if scenario).
+	Kind     string `json:"Kind,omitempty"`
 	Scenario string
 	Vary     []Vary
 	Points   []PointResult
+}
+
+// kind is the result's kind, whatif when unnamed.
+func (r *Result) kind() string {
+	if r.Kind == "" {
+		return KindWhatif
+	}
+	return r.Kind
 }
 
 // Options tune Run.
@@ -97,21 +111,21 @@ func PointSeed(seed uint64, i int) uint64 { return rng.New(seed, "sweep").Derive
 // Run compiles every point (refusing the sweep if any is invalid, naming
 // it) and simulates them.
 func Run(doc *whatif.Doc, vary []Vary, opts Options) (*Result, error) {
-	scs, pts, err := compileAll(doc, vary)
+	cs, pts, err := compileAll(doc, vary)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Vary: vary, Points: make([]PointResult, len(pts))}
+	res := &Result{Kind: kindName(cs[0].kind), Vary: vary, Points: make([]PointResult, len(pts))}
 	for i := range pts {
-		res.Points[i].Point = pts[i]
-		res.Scenario = scs[i].File.Name
+		res.Scenario = cs[i].name
 	}
-	err = pool.Run(len(scs), opts.Jobs, func(i int) error {
-		out, err := whatif.Run(scs[i], whatif.Options{Jobs: 1})
+	err = pool.Run(len(cs), opts.Jobs, func(i int) error {
+		pr, err := cs[i].run()
 		if err != nil {
 			return fmt.Errorf("sweep point %d: %w", i, err)
 		}
-		res.Points[i].Audit = out.Audit
+		pr.Point = pts[i]
+		res.Points[i] = pr
 		return nil
 	}, opts.Progress)
 	if err != nil {
@@ -128,4 +142,13 @@ func numeric(v Vary) bool {
 		}
 	}
 	return true
+}
+
+// kindName is a kind as Result.Kind records it: "" for what-if (as
+// before kinds existed), the name otherwise.
+func kindName(k string) string {
+	if k == KindWhatif {
+		return ""
+	}
+	return k
 }

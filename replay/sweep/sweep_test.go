@@ -159,3 +159,25 @@ func TestSweepRefusesABadPointNamingIt(t *testing.T) {
 	_, err = Run(doc, []Vary{{"seed", []string{"1"}}, {"seed", []string{"2"}}}, Options{})
 	assert.ErrorContains(t, err, "varied twice")
 }
+
+// A document's keys tell what its points run; a point that does not
+// compile is refused, naming it.
+func TestKinds(t *testing.T) {
+	for body, want := range map[string]string{
+		"stages: []\nload: {kind: constant}\n": KindWhatif,
+		"datasets: [a]\n":                      KindCalibrate,
+		"workload: {kind: poisson}\n":          KindSimulate,
+		"seed: 3\n":                            KindSimulate,
+	} {
+		d, err := whatif.Parse("x.yaml", []byte(body))
+		require.NoError(t, err)
+		assert.Equal(t, want, KindOf(d), body)
+	}
+	d, err := whatif.Parse("s.yaml", []byte("workload: {kind: poisson, rate_rps: 5, requests: 10, prompt: {kind: fixed, value: 10}, output: {kind: fixed, value: 10}}\n"))
+	require.NoError(t, err)
+	_, err = Run(d, []Vary{{Key: "cluster.pools.sim.replicas", Values: []string{"1", "0"}}}, Options{Jobs: 1})
+	require.ErrorContains(t, err, "sweep point 1 (cluster.pools.sim.replicas=0)")
+	require.ErrorContains(t, err, "cluster.pools.sim.replicas is 0")
+	_, err = Run(d, []Vary{{Key: "engine.max_num_seqz", Values: []string{"1"}}}, Options{Jobs: 1})
+	require.ErrorContains(t, err, "max_num_seqz")
+}

@@ -227,6 +227,20 @@ func WriteMarkdown(w io.Writer, a *Audit) {
 			p.FullProcessFromMeanWallRPS, p.Valid, p.Errors, p.Cancelled, p.E2E.P50Ms, p.E2E.P90Ms, p.E2E.P99Ms)
 	}
 	fmt.Fprintln(w)
+	if a.SLO != nil {
+		fmt.Fprintf(w, "Goodput at TTFT ≤ %s ms and ITL ≤ %s ms on %d GPUs (0 ms: no bound): valid measured requests meeting both, over the request window.\n\n",
+			fmtF(a.SLO.TTFTMs), fmtF(a.SLO.ITLMs), a.GPUs)
+		fmt.Fprintln(w, "| Placement | Goodput runs (req/s) | Mean | Per GPU |")
+		fmt.Fprintln(w, "| --- | --- | ---: | ---: |")
+		for _, p := range a.Placements {
+			var g []string
+			for _, r := range p.Runs {
+				g = append(g, fmt.Sprintf("%.3f", r.GoodputRPS))
+			}
+			fmt.Fprintf(w, "| %s | %s | %.3f | %.4f |\n", p.Placement, strings.Join(g, ", "), p.GoodputMeanRPS, p.GoodputPerGPU)
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintln(w, "Stage latency, ms (input arrival to end of the stage's work, queueing included; valid measured requests of all repetitions):")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| Placement | Stage | Mean | p50 | p90 | p99 | Max |")

@@ -5,7 +5,6 @@ import (
 	"math"
 	"slices"
 
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/rng"
@@ -67,7 +66,11 @@ func Run(sc *Scenario, opts Options) (*Output, error) {
 	for i := range edges {
 		pls := make([]Placement, len(sc.Placements))
 		for k, pl := range sc.Placements {
-			pls[k] = Placement{Name: pl.Name, Graph: boundGraph(pl.Graph, level, i == 1)}
+			g, err := boundGraph(pl.Graph, level, i == 1)
+			if err != nil {
+				return nil, fmt.Errorf("placement %s: %w", pl.Name, err)
+			}
+			pls[k] = Placement{Name: pl.Name, Graph: g}
 		}
 		r, err := runAll(sc, pls, Options{Jobs: opts.Jobs})
 		if err != nil {
@@ -118,7 +121,7 @@ func intervalLevel(sc *Scenario, requested float64) float64 {
 	for _, pl := range sc.Placements {
 		for _, st := range pl.Graph.Stages {
 			if st.Engine != nil {
-				if l := model.IntervalLevel(st.Engine.FPM, requested); l > 0 {
+				if l := st.Engine.IntervalLevel(requested); l > 0 {
 					return l
 				}
 			}
@@ -127,22 +130,22 @@ func intervalLevel(sc *Scenario, requested float64) float64 {
 	return 0
 }
 
-// boundGraph is g with every engine whose FPM has intervals pricing its
-// steps at one edge of the interval (model.Bound).
-func boundGraph(g *workflow.Graph, level float64, upper bool) *workflow.Graph {
+// boundGraph is g with every engine stage whose FPM has intervals pricing
+// its steps at one edge of the interval (cluster.Plan.Bound).
+func boundGraph(g *workflow.Graph, level float64, upper bool) (*workflow.Graph, error) {
 	out := &workflow.Graph{Network: g.Network, Stages: slices.Clone(g.Stages)}
 	for i := range out.Stages {
 		e := out.Stages[i].Engine
-		if e == nil {
+		if e == nil || e.IntervalLevel(level) == 0 {
 			continue
 		}
-		if im, ok := e.FPM.(model.IntervalFPM); ok {
-			p := *e
-			p.FPM = model.Bound{M: im, Level: level, Upper: upper}
-			out.Stages[i].Engine = &p
+		b, err := e.Bound(level, upper)
+		if err != nil {
+			return nil, fmt.Errorf("stage %s: %w", out.Stages[i].Name, err)
 		}
+		out.Stages[i].Engine = b
 	}
-	return out
+	return out, nil
 }
 
 // PlacementInterval is a placement's latencies when every engine step
@@ -187,6 +190,10 @@ type Audit struct {
 	StartupS    float64 `json:"startup_s"`
 	DrainS      float64 `json:"drain_s"`
 	TimeoutS    float64 `json:"timeout_s"`
+	// SLO is the scenario's objective; goodput counts requests meeting it.
+	SLO *SLOSpec `json:"slo,omitempty"`
+	// GPUs is the GPUs of the engine stages (the same in every placement).
+	GPUs int `json:"gpus,omitempty"`
 	// Stages in document order (latency tables follow it).
 	Stages     []string         `json:"stages"`
 	Placements []PlacementAudit `json:"placements"`
@@ -211,6 +218,10 @@ type PlacementAudit struct {
 	// WindowDeltaPct is the change of WindowMeanRPS against the first
 	// placement, percent (0 for the first).
 	WindowDeltaPct float64 `json:"window_delta_vs_first_pct"`
+	// GoodputMeanRPS is the mean of the runs' goodput (with an SLO), and
+	// GoodputPerGPU it over the engine stages' GPUs.
+	GoodputMeanRPS float64 `json:"goodput_mean_rps,omitempty"`
+	GoodputPerGPU  float64 `json:"goodput_per_gpu_rps,omitempty"`
 	Valid          int     `json:"valid"`
 	Errors         int     `json:"errors"`
 	Cancelled      int     `json:"cancelled"`
@@ -237,6 +248,12 @@ type RunAudit struct {
 	FirstRequestNs int64   `json:"first_request_ns"`
 	LastResponseNs int64   `json:"last_response_ns"`
 	WindowRPS      float64 `json:"window_rps"`
+	// Goodput is the valid measured requests meeting the SLO (TTFT from
+	// the client's send to the first engine stage's first token; ITL
+	// (finish − first token)/(outputs − 1) there), GoodputRPS them over
+	// the request window.
+	Goodput    int     `json:"goodput,omitempty"`
+	GoodputRPS float64 `json:"goodput_rps,omitempty"`
 	// ProcessWallNs: process start (0) to the end of the drain;
 	// FullProcessRPS = Valid / wall.
 	ProcessWallNs  int64          `json:"process_wall_ns"`
@@ -313,7 +330,19 @@ func audit(sc *Scenario, runs []RunResult) Audit {
 	l := sc.File.Load
 	a := Audit{Scenario: sc.File.Name, Seed: sc.File.Seed, Load: l.Kind, OfferedRPS: sc.Offered(), Requests: l.Requests,
 		Warmup: l.Warmup, Repetitions: l.Repetitions, StartupS: l.StartupS, DrainS: l.DrainS, TimeoutS: l.TimeoutS,
-		Stages: sc.StageNames}
+		Stages: sc.StageNames, GPUs: sc.GPUs()}
+	slo := sc.File.SLO
+	if slo.TTFTMs > 0 || slo.ITLMs > 0 {
+		a.SLO = &slo
+	}
+	engine := -1
+	if len(sc.Placements) > 0 {
+		for i := range sc.Placements[0].Graph.Stages {
+			if engine < 0 && sc.Placements[0].Graph.Stages[i].Kind == workflow.KindEngine {
+				engine = i
+			}
+		}
+	}
 	if l.Kind == workflow.LoadClosed {
 		a.Users = l.Users
 	}
@@ -337,6 +366,9 @@ func audit(sc *Scenario, runs []RunResult) Audit {
 				switch q.Status {
 				case workflow.StatusOK:
 					ra.Valid++
+					if a.SLO != nil && engine >= 0 && slo.met(q, engine) {
+						ra.Goodput++
+					}
 					if ra.FirstRequestNs < 0 || q.ArrivalNs < ra.FirstRequestNs {
 						ra.FirstRequestNs = q.ArrivalNs
 					}
@@ -351,6 +383,7 @@ func audit(sc *Scenario, runs []RunResult) Audit {
 			}
 			if w := ra.LastResponseNs - ra.FirstRequestNs; ra.Valid > 0 && w > 0 {
 				ra.WindowRPS = round(float64(ra.Valid)/(float64(w)/1e9), 6)
+				ra.GoodputRPS = round(float64(ra.Goodput)/(float64(w)/1e9), 6)
 			}
 			ra.ProcessWallNs = r.Result.ProcessEndNs
 			if ra.ProcessWallNs > 0 {
@@ -362,12 +395,17 @@ func audit(sc *Scenario, runs []RunResult) Audit {
 			pa.Errors += ra.Errors
 			pa.Cancelled += ra.Cancelled
 			pa.WindowMeanRPS += ra.WindowRPS
+			pa.GoodputMeanRPS += ra.GoodputRPS
 			pa.FullProcessMeanRPS += ra.FullProcessRPS
 			sumWall += float64(ra.ProcessWallNs) / 1e9
 			sumValid += float64(ra.Valid)
 		}
 		if k := float64(len(pa.Runs)); k > 0 {
 			pa.WindowMeanRPS = round(pa.WindowMeanRPS/k, 6)
+			pa.GoodputMeanRPS = round(pa.GoodputMeanRPS/k, 6)
+			if a.GPUs > 0 {
+				pa.GoodputPerGPU = round(pa.GoodputMeanRPS/float64(a.GPUs), 6)
+			}
 			pa.FullProcessMeanRPS = round(pa.FullProcessMeanRPS/k, 6)
 			if sumWall > 0 {
 				pa.FullProcessFromMeanWallRPS = round(sumValid/sumWall, 6)
@@ -385,4 +423,19 @@ func audit(sc *Scenario, runs []RunResult) Audit {
 		}
 	}
 	return a
+}
+
+// met reports whether request q's latencies at stage e meet the SLO.
+func (s SLOSpec) met(q *workflow.Request, e int) bool {
+	st := q.Stages[e]
+	if st.FirstTokenNs < 0 || st.EndNs < 0 {
+		return false
+	}
+	if s.TTFTMs > 0 && float64(st.FirstTokenNs-q.ArrivalNs) > s.TTFTMs*1e6 {
+		return false
+	}
+	if s.ITLMs > 0 && q.OutputTokens > 1 && float64(st.EndNs-st.FirstTokenNs)/float64(q.OutputTokens-1) > s.ITLMs*1e6 {
+		return false
+	}
+	return true
 }

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workflow"
 	"github.com/steplab/steplab/sim/workload"
@@ -25,7 +26,10 @@ type File struct {
 	Seed    uint64      `yaml:"seed"`
 	Network NetworkSpec `yaml:"network"`
 	Load    LoadSpec    `yaml:"load"`
-	Stages  []StageSpec `yaml:"stages"`
+	// SLO, when set, makes the audit count goodput: requests whose TTFT
+	// and inter-token latency at the first engine stage meet it.
+	SLO    SLOSpec     `yaml:"slo"`
+	Stages []StageSpec `yaml:"stages"`
 	// Placements maps placement name -> {stage: host}; read in document
 	// order from the node.
 	Placements yaml.Node `yaml:"placements"`
@@ -39,22 +43,33 @@ type NetworkSpec struct {
 	SerializeUs   float64 `yaml:"serialize_us"`
 }
 
+// SLOSpec is a latency objective (0: none on that metric).
+type SLOSpec struct {
+	TTFTMs float64 `yaml:"ttft_ms"`
+	ITLMs  float64 `yaml:"itl_ms"`
+}
+
 // LoadSpec is the client's load.
 type LoadSpec struct {
-	Kind        string         `yaml:"kind"` // constant | poisson | gamma | closed
-	RateRPS     float64        `yaml:"rate_rps"`
-	CV          float64        `yaml:"cv"`
-	Users       int            `yaml:"users"`
-	ThinkS      float64        `yaml:"think_s"`
-	Think       string         `yaml:"think"`
-	Requests    int            `yaml:"requests"`
-	Warmup      int            `yaml:"warmup_requests"`
-	Repetitions int            `yaml:"repetitions"`
-	StartupS    float64        `yaml:"startup_s"`
-	DrainS      float64        `yaml:"drain_s"`
-	TimeoutS    float64        `yaml:"timeout_s"`
-	Prompt      sim.LengthSpec `yaml:"prompt"`
-	Output      sim.LengthSpec `yaml:"output"`
+	Kind string `yaml:"kind"` // constant | poisson | gamma | closed | trace
+	// Trace (kind trace): a dataset directory or embedded:NAME replayed
+	// with its arrivals, lengths and prefix hashes; rate_rps rescales it,
+	// hash_block_size is its tokens per prefix hash.
+	Trace         string         `yaml:"trace"`
+	HashBlockSize int            `yaml:"hash_block_size"`
+	RateRPS       float64        `yaml:"rate_rps"`
+	CV            float64        `yaml:"cv"`
+	Users         int            `yaml:"users"`
+	ThinkS        float64        `yaml:"think_s"`
+	Think         string         `yaml:"think"`
+	Requests      int            `yaml:"requests"`
+	Warmup        int            `yaml:"warmup_requests"`
+	Repetitions   int            `yaml:"repetitions"`
+	StartupS      float64        `yaml:"startup_s"`
+	DrainS        float64        `yaml:"drain_s"`
+	TimeoutS      float64        `yaml:"timeout_s"`
+	Prompt        sim.LengthSpec `yaml:"prompt"`
+	Output        sim.LengthSpec `yaml:"output"`
 }
 
 // StageSpec is one stage.
@@ -80,12 +95,14 @@ type ServiceSpec struct {
 	PerOutputTokenUs float64 `yaml:"per_output_token_us"`
 }
 
-// EngineSpec configures an engine stage.
+// EngineSpec configures an engine stage: one engine, or a cluster of
+// pools behind a router (the cluster block of steplab simulate).
 type EngineSpec struct {
 	Hardware string         `yaml:"hardware"`
 	Model    string         `yaml:"model"`
 	FPM      string         `yaml:"fpm"`
 	Limits   sim.EngineSpec `yaml:"limits"`
+	Cluster  cluster.Spec   `yaml:"cluster"`
 }
 
 // EdgeSpec is a message to another stage: a stage name, or {stage, bytes}.
@@ -132,6 +149,26 @@ func Parse(path string, b []byte) (*Doc, error) {
 		return nil, fmt.Errorf("%s: a scenario is a YAML mapping (name, seed, network, load, stages, placements)", path)
 	}
 	return &Doc{Path: path, root: root.Content[0]}, nil
+}
+
+// Has reports whether the document has a top-level key.
+func (d *Doc) Has(key string) bool { return child(d.root, key) != nil }
+
+// Decode decodes the document (with its overrides) into v, refusing keys
+// v's type does not have (yaml KnownFields): a document that is not a
+// what-if scenario (a simulate scenario, a calibration) read by its own
+// type.
+func (d *Doc) Decode(v any) error {
+	b, err := yaml.Marshal(d.root)
+	if err != nil {
+		return fmt.Errorf("%s: %v", d.Path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %v", d.Path, err)
+	}
+	return nil
 }
 
 // Clone returns an independent copy.
@@ -253,6 +290,19 @@ type Scenario struct {
 type Placement struct {
 	Name  string
 	Graph *workflow.Graph
+}
+
+// GPUs is the GPUs of the scenario's engine stages.
+func (s *Scenario) GPUs() int {
+	n := 0
+	if len(s.Placements) > 0 {
+		for _, st := range s.Placements[0].Graph.Stages {
+			if st.Engine != nil {
+				n += st.Engine.GPUs()
+			}
+		}
+	}
+	return n
 }
 
 // Offered is the open loop's rate (0 for a closed loop).
@@ -436,6 +486,15 @@ func (c *compiler) load(sc *Scenario) {
 		if l.Kind == workflow.LoadGamma && !(l.CV > 0) {
 			c.at(c.field(ln, "cv"), "load.cv is %g: the gamma process needs a coefficient of variation > 0", l.CV)
 		}
+	case workflow.LoadTrace:
+		if l.Trace == "" {
+			c.at(c.field(ln, "kind"), "load.kind trace needs load.trace: a dataset directory or embedded:NAME")
+		}
+		if l.RateRPS < 0 || math.IsNaN(l.RateRPS) || math.IsInf(l.RateRPS, 0) {
+			c.at(c.field(ln, "rate_rps"), "load.rate_rps is %g: a rate > 0 rescales the trace, 0 replays it as recorded", l.RateRPS)
+		}
+		wl.Trace = &sim.WorkloadSpec{Kind: "trace", Trace: l.Trace, Limit: l.Requests + l.Warmup, RateRPS: l.RateRPS,
+			BlockSize: l.HashBlockSize, Warmup: l.Warmup}
 	case workflow.LoadClosed:
 		if l.Users < 1 {
 			c.at(c.field(ln, "users"), "load.users is %d: a closed loop needs at least one user", l.Users)
@@ -446,7 +505,7 @@ func (c *compiler) load(sc *Scenario) {
 			c.at(c.field(ln, "think"), "load.think %q: use fixed or exponential", l.Think)
 		}
 	default:
-		c.at(c.field(ln, "kind"), "load.kind %q: use constant, poisson, gamma or closed", l.Kind)
+		c.at(c.field(ln, "kind"), "load.kind %q: use constant, poisson, gamma, closed or trace", l.Kind)
 	}
 	for _, f := range []struct {
 		key string
@@ -465,12 +524,23 @@ func (c *compiler) load(sc *Scenario) {
 	if l.Repetitions < 1 {
 		c.at(c.field(ln, "repetitions"), "load.repetitions is %d: use 1 or more", l.Repetitions)
 	}
-	var err error
-	if wl.Lengths.Prompt, err = lengthDist(l.Prompt); err != nil {
-		c.at(c.field(ln, "prompt"), "load.prompt: %v", err)
+	if l.Kind != workflow.LoadTrace {
+		var err error
+		if wl.Lengths.Prompt, err = lengthDist(l.Prompt); err != nil {
+			c.at(c.field(ln, "prompt"), "load.prompt: %v", err)
+		}
+		if wl.Lengths.Output, err = lengthDist(l.Output); err != nil {
+			c.at(c.field(ln, "output"), "load.output: %v", err)
+		}
 	}
-	if wl.Lengths.Output, err = lengthDist(l.Output); err != nil {
-		c.at(c.field(ln, "output"), "load.output: %v", err)
+	sn := child(c.d.root, "slo")
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"ttft_ms", sc.File.SLO.TTFTMs}, {"itl_ms", sc.File.SLO.ITLMs}} {
+		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			c.at(c.field(sn, f.key), "slo.%s is %g: use a latency > 0 ms, or 0 for none", f.key, f.v)
+		}
 	}
 	sc.Load = wl
 }
@@ -530,9 +600,10 @@ func (c *compiler) stage(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Stage
 	return st
 }
 
-func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *sim.Plan {
+func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *cluster.Plan {
 	e := s.Engine
-	ss := sim.DefaultScenario()
+	cs := cluster.Scenario{Scenario: sim.DefaultScenario(), Cluster: e.Cluster}
+	ss := &cs.Scenario
 	ss.Name = s.Name
 	if e.Hardware != "" {
 		ss.Hardware = e.Hardware
@@ -553,13 +624,25 @@ func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *sim.Plan {
 			return nil
 		}
 	}
-	p, err := ss.EnginePlan()
-	if err == nil {
-		err = p.CheckLengths(sc.File.Load.Prompt, sc.File.Load.Output)
+	p, err := cs.EnginePlan()
+	if err == nil && sc.File.Load.Kind != workflow.LoadTrace {
+		for _, pp := range p.Pools {
+			if err = pp.Engine.CheckLengths(sc.File.Load.Prompt, sc.File.Load.Output); err != nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		c.at(n, "stage %s: engine: %v", s.Name, err)
 		return nil
+	}
+	if sc.Load.BlockSize == 0 {
+		sc.Load.BlockSize = p.Pools[0].Engine.Sched.BlockSize
+	}
+	for _, pp := range p.Pools {
+		if m := pp.Engine.Sched.MaxModelLen; sc.Load.MaxModelLen == 0 || m < sc.Load.MaxModelLen {
+			sc.Load.MaxModelLen = m
+		}
 	}
 	return p
 }

@@ -2,6 +2,7 @@ package whatif
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -201,6 +202,8 @@ func TestScenarioErrorsNameTheLine(t *testing.T) {
 		{"negative service time", "{kind: fixed, ms: 1}", "{kind: fixed, ms: -1}", "t.yaml:18: stage svc, service: service time is negative"},
 		{"unknown placement stage", "    to: [fe]\n", "    to: [fe]\nplacements:\n  a: {nope: h}\n", "t.yaml:25: placement a places unknown stage \"nope\""},
 		{"bad load kind", "kind: constant", "kind: burst", "t.yaml:5: load.kind \"burst\""},
+		{"trace without a trace", "kind: constant", "kind: trace", "t.yaml:5: load.kind trace needs load.trace"},
+		{"negative slo", "network: {latency_us: 100}", "network: {latency_us: 100}\nslo: {ttft_ms: -5}", "slo.ttft_ms is -5"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -311,9 +314,9 @@ func TestEngineIntervalsInTheAudit(t *testing.T) {
 	lin.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
 	engines := 0
 	for _, pl := range sc.Placements {
-		for _, st := range pl.Graph.Stages {
+		for i, st := range pl.Graph.Stages {
 			if st.Engine != nil {
-				st.Engine.FPM = lin
+				pl.Graph.Stages[i].Engine = st.Engine.WithModels(lin, st.Engine.Pools[0].Engine.Host)
 				engines++
 			}
 		}
@@ -342,4 +345,35 @@ func TestEngineIntervalsInTheAudit(t *testing.T) {
 	require.Zero(t, none.Audit.IntervalLevel)
 	require.Nil(t, none.Audit.Placements[0].Interval)
 	require.Equal(t, out.Audit.Placements[0].E2E, none.Audit.Placements[0].E2E, "the point runs do not depend on the interval")
+}
+
+const placement = "../../examples/placement/azure-slo.yaml"
+
+// An engine stage can be a cluster, the load a trace, and the audit counts
+// goodput at the scenario's objective per GPU: more replicas raise it, and
+// a tighter objective lowers it.
+func TestClusterStageTraceAndGoodput(t *testing.T) {
+	run := func(sets ...string) PlacementAudit {
+		sc := compile(t, placement, append([]string{"load.requests=1500"}, sets...)...)
+		out, err := Run(sc, Options{Jobs: 1})
+		require.NoError(t, err)
+		a := out.Audit
+		require.NotNil(t, a.SLO)
+		require.Len(t, a.Placements, 1)
+		p := a.Placements[0]
+		require.Equal(t, 1500, p.Valid)
+		assert.InDelta(t, p.GoodputMeanRPS/float64(a.GPUs), p.GoodputPerGPU, 1e-6)
+		assert.LessOrEqual(t, p.Runs[0].Goodput, p.Valid)
+		var md strings.Builder
+		WriteMarkdown(&md, &a)
+		assert.Contains(t, md.String(), fmt.Sprintf("Goodput at TTFT ≤ 250 ms and ITL ≤ %s ms on %d GPUs", fmtF(a.SLO.ITLMs), a.GPUs))
+		return p
+	}
+	one := run("stages.gen.engine.cluster.pools.agg.replicas=1")
+	four := run("stages.gen.engine.cluster.pools.agg.replicas=4")
+	tight := run("stages.gen.engine.cluster.pools.agg.replicas=4", "slo.itl_ms=5")
+	assert.Greater(t, four.Runs[0].Goodput, one.Runs[0].Goodput)
+	assert.Less(t, tight.Runs[0].Goodput, four.Runs[0].Goodput)
+	pd := run("stages.gen.engine.cluster.pools={prefill: {role: prefill, replicas: 2}, decode: {role: decode, replicas: 2}}")
+	assert.Positive(t, pd.Runs[0].Goodput)
 }

@@ -19,8 +19,8 @@ type Event struct {
 	Fn Handler
 }
 
-// before is the queue's total order: (At, Seq).
-func (e *Event) before(o *Event) bool {
+// Before is the queue's total order: (At, Seq).
+func (e Event) Before(o *Event) bool {
 	if e.At != o.At {
 		return e.At < o.At
 	}
@@ -30,39 +30,60 @@ func (e *Event) before(o *Event) bool {
 // Queue is a binary min-heap of events ordered by (At, Seq). The zero value
 // is an empty queue.
 type Queue struct {
-	h   []Event
+	h   Heap[Event]
 	seq uint64
 }
 
 // Len is the number of pending events.
-func (q *Queue) Len() int { return len(q.h) }
+func (q *Queue) Len() int { return q.h.Len() }
 
 // Push schedules fn at time at and returns the event's sequence number.
 func (q *Queue) Push(at int64, fn Handler) uint64 {
 	s := q.seq
 	q.seq++
-	q.h = append(q.h, Event{At: at, Seq: s, Fn: fn})
-	q.up(len(q.h) - 1)
+	q.h.Push(Event{At: at, Seq: s, Fn: fn})
 	return s
 }
 
 // Peek returns the earliest event without removing it.
-func (q *Queue) Peek() (Event, bool) {
+func (q *Queue) Peek() (Event, bool) { return q.h.Peek() }
+
+// Pop removes and returns the earliest event.
+func (q *Queue) Pop() (Event, bool) { return q.h.Pop() }
+
+// Heap is a binary min-heap of values ordered by their Before method: the
+// queue's heap, for a simulation whose events are plain values rather than
+// closures (no allocation per event). The zero value is empty.
+type Heap[E interface{ Before(o *E) bool }] struct{ h []E }
+
+// Len is the number of values held.
+func (q *Heap[E]) Len() int { return len(q.h) }
+
+// Push adds e.
+func (q *Heap[E]) Push(e E) {
+	q.h = append(q.h, e)
+	q.up(len(q.h) - 1)
+}
+
+// Peek returns the first value without removing it.
+func (q *Heap[E]) Peek() (E, bool) {
 	if len(q.h) == 0 {
-		return Event{}, false
+		var zero E
+		return zero, false
 	}
 	return q.h[0], true
 }
 
-// Pop removes and returns the earliest event.
-func (q *Queue) Pop() (Event, bool) {
+// Pop removes and returns the first value.
+func (q *Heap[E]) Pop() (E, bool) {
+	var zero E
 	n := len(q.h)
 	if n == 0 {
-		return Event{}, false
+		return zero, false
 	}
 	top := q.h[0]
 	q.h[0] = q.h[n-1]
-	q.h[n-1] = Event{}
+	q.h[n-1] = zero
 	q.h = q.h[:n-1]
 	if len(q.h) > 0 {
 		q.down(0)
@@ -70,10 +91,10 @@ func (q *Queue) Pop() (Event, bool) {
 	return top, true
 }
 
-func (q *Queue) up(i int) {
+func (q *Heap[E]) up(i int) {
 	for i > 0 {
 		p := (i - 1) / 2
-		if !q.h[i].before(&q.h[p]) {
+		if !q.h[i].Before(&q.h[p]) {
 			return
 		}
 		q.h[i], q.h[p] = q.h[p], q.h[i]
@@ -81,7 +102,7 @@ func (q *Queue) up(i int) {
 	}
 }
 
-func (q *Queue) down(i int) {
+func (q *Heap[E]) down(i int) {
 	n := len(q.h)
 	for {
 		l := 2*i + 1
@@ -89,10 +110,10 @@ func (q *Queue) down(i int) {
 			return
 		}
 		m := l
-		if r := l + 1; r < n && q.h[r].before(&q.h[l]) {
+		if r := l + 1; r < n && q.h[r].Before(&q.h[l]) {
 			m = r
 		}
-		if !q.h[m].before(&q.h[i]) {
+		if !q.h[m].Before(&q.h[i]) {
 			return
 		}
 		q.h[i], q.h[m] = q.h[m], q.h[i]

@@ -153,3 +153,31 @@ func TestBlockPoolLRU(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 0, p.numFree)
 }
+
+// CachedPrefix reports the leading blocks the next admission of a prompt
+// with those hashes would hit, and reads nothing else: no block moves.
+func TestCachedPrefix(t *testing.T) {
+	for _, caching := range []bool{true, false} {
+		cfg := testConfig()
+		cfg.PrefixCaching = caching
+		s, _ := New(cfg)
+		a := []uint64{11, 12, 13, 14, 15}
+		require.NoError(t, s.Add(&Request{ID: "a", PromptTokens: 100, MaxOutputTokens: 2, BlockHashes: a}))
+		for s.HasUnfinished() {
+			s.Update(s.Schedule())
+		}
+		b := []uint64{11, 12, 13, 99, 98}
+		want := map[bool][2]int{true: {5, 3}, false: {0, 0}}[caching]
+		used, evict := s.KVBlocksUsed(), s.KVBlocksEvictable()
+		assert.Equal(t, want[0], s.CachedPrefix(a), "caching %v", caching)
+		assert.Equal(t, want[1], s.CachedPrefix(b), "caching %v", caching)
+		assert.Equal(t, 0, s.CachedPrefix(nil))
+		assert.Equal(t, used, s.KVBlocksUsed())
+		assert.Equal(t, evict, s.KVBlocksEvictable())
+		require.NoError(t, s.Add(&Request{ID: "b", PromptTokens: 100, MaxOutputTokens: 2, BlockHashes: b}))
+		o := s.Schedule()
+		require.Len(t, o.NewReqs, 1)
+		assert.Equal(t, want[1]*cfg.BlockSize, o.NewReqs[0].PrefixHitTokens, "the admission hits what CachedPrefix said")
+		require.NoError(t, s.CheckInvariants())
+	}
+}

@@ -57,6 +57,11 @@ type blockPool struct {
 	numEvict   int // blocks in the free queue that are still in the prefix cache
 
 	cache map[uint64]int32 // shared hash -> first cached block with that hash
+	// chainHead marks the blocks the cache map points at: uncaching a
+	// head without duplicates is one map operation (a delete), not a
+	// lookup and a delete. The map is the simulator's hottest memory, and
+	// with many engines (a cluster) its cache misses dominate.
+	chainHead bitset
 
 	// Requests owning unique cached blocks, by slot (slot 0 unused). Block
 	// records name their owner by slot so that they hold no pointers: the
@@ -99,6 +104,7 @@ func newBlockPool(n int, caching bool) *blockPool {
 	}
 	if caching {
 		p.cache = make(map[uint64]int32)
+		p.chainHead = newBitset(n)
 	}
 	for b := range p.m {
 		p.m[b].dupNext = noBlock
@@ -253,6 +259,7 @@ func (p *blockPool) insert(b int, h uint64) {
 		p.appendChain(head, b)
 	} else {
 		p.cache[h] = int32(b)
+		p.chainHead.set(b)
 	}
 }
 
@@ -296,15 +303,17 @@ func (p *blockPool) uncache(b int) {
 		st := p.slots[slot]
 		p.removeChain(&st.own[p.m[b].ownIdx], b)
 		p.m[b].owner = 0
-	} else {
-		h := p.m[b].hash
-		head := p.cache[h]
-		p.removeChain(&head, b)
-		if head == noBlock {
+	} else if h := p.m[b].hash; p.chainHead.has(b) {
+		p.chainHead.unset(b)
+		if next := p.m[b].dupNext; next == noBlock {
 			delete(p.cache, h)
 		} else {
-			p.cache[h] = head
+			p.cache[h] = next
+			p.chainHead.set(int(next))
 		}
+	} else {
+		head := p.cache[h] // b is further down the chain: the head stays
+		p.removeChain(&head, b)
 	}
 	if p.inFree.has(b) {
 		p.numEvict--

@@ -125,6 +125,9 @@ func (s *Scheduler) CheckInvariants() error {
 				if !ok {
 					return fmt.Errorf("block %d hashed but missing from the cache index", b)
 				}
+				if p.chainHead.has(b) != (int(h) == b) {
+					return fmt.Errorf("block %d: head mark %v, the cache index points at block %d", b, p.chainHead.has(b), h)
+				}
 				head = h
 			}
 			found := false
@@ -141,6 +144,9 @@ func (s *Scheduler) CheckInvariants() error {
 			}
 		} else if p.m[b].owner != 0 {
 			return fmt.Errorf("block %d uncached but owned", b)
+		}
+		if p.caching && p.chainHead.has(b) && (!p.hashed.has(b) || p.m[b].owner != 0) {
+			return fmt.Errorf("block %d marked a cache head but not a cached shared block", b)
 		}
 	}
 	if p.caching {

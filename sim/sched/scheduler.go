@@ -107,6 +107,19 @@ func (s *Scheduler) KVBlocksTotal() int { return s.pool.usable() }
 // prefix (they count as free; allocation evicts them in LRU order).
 func (s *Scheduler) KVBlocksEvictable() int { return s.pool.numEvict }
 
+// CachedPrefix is the number of leading blocks of a prompt, given by its
+// chain hashes (Request.BlockHashes), that the prefix cache holds now: the
+// overlap a KV-aware router scores a worker by. It only reads: nothing is
+// touched, reordered or allocated. 0 without prefix caching.
+func (s *Scheduler) CachedPrefix(hashes []uint64) int {
+	for i, h := range hashes {
+		if _, ok := s.pool.lookup(h); !ok {
+			return i
+		}
+	}
+	return len(hashes)
+}
+
 // HasUnfinished reports whether any request is waiting or running.
 func (s *Scheduler) HasUnfinished() bool { return len(s.running) > 0 || s.waiting.len() > 0 }
 

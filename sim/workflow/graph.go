@@ -5,7 +5,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/rng"
 )
 
@@ -107,8 +107,9 @@ type Stage struct {
 	// MaxQueue bounds the FIFO of requests waiting for a worker (0 =
 	// unlimited).
 	Workers, MaxQueue int
-	// Engine is an engine stage's resolved configuration.
-	Engine *sim.Plan
+	// Engine is an engine stage's resolved engines: one, or a cluster of
+	// pools behind a router (package sim/cluster).
+	Engine *cluster.Plan
 	// To are the stage's outgoing messages, sent together when it finishes.
 	To []Edge
 }

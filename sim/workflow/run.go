@@ -7,6 +7,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/des"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/workload"
@@ -18,6 +19,7 @@ const (
 	LoadPoisson  = workload.ProcessPoisson
 	LoadGamma    = workload.ProcessGamma
 	LoadClosed   = "closed"
+	LoadTrace    = "trace"
 )
 
 // Load is what the client sends.
@@ -41,6 +43,12 @@ type Load struct {
 	TimeoutNs int64
 	// Lengths draws each request's prompt and output tokens.
 	Lengths workload.Lengths
+	// Trace, for Kind trace, is the recorded workload replayed instead:
+	// its arrivals, lengths and prefix hashes (sim.OpenTrace), mapped to
+	// engine blocks of BlockSize tokens; a request longer than MaxModelLen
+	// (> 0) refuses the trace, as simulate does.
+	Trace                  *sim.WorkloadSpec
+	BlockSize, MaxModelLen int
 }
 
 // Request statuses.
@@ -86,6 +94,9 @@ type Request struct {
 	Status                     string
 	// Stages, in the order of Graph.Stages.
 	Stages []StageTimes
+	// hashes are the prompt's prefix hashes (a trace's), for a KV-aware
+	// router.
+	hashes []uint64
 	// Where a rejection happened.
 	RejectedBy string
 
@@ -108,7 +119,7 @@ type Result struct {
 	ProcessEndNs int64
 	// Events fired by the discrete-event core.
 	Events uint64
-	// EngineStats per engine stage, by stage name.
+	// EngineStats per engine stage, by stage name (a cluster's summed).
 	EngineStats map[string]sim.Stats
 }
 
@@ -134,20 +145,20 @@ func Run(g *Graph, load Load, r *rng.Stream) (*Result, error) {
 		st := &w.stages[i]
 		st.rand = r.Derive("stage/" + s.Name)
 		if s.Kind == KindEngine {
-			eng, err := s.Engine.NewEngine(sim.Backend{WorkerID: s.Name}, &engineSink{w: w, stage: i})
+			c, err := s.Engine.New(cluster.Tee{&engineSink{w: w, stage: i}}, st.rand.Derive("cluster"))
 			if err != nil {
 				return nil, fmt.Errorf("stage %s: %w", s.Name, err)
 			}
-			st.eng, st.wake = eng, sim.NoWake
+			st.cl = c
 		}
 	}
-	src, err := newSource(load, r.Derive("load"))
+	src, done, err := newSource(load, r.Derive("load"))
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	w.src = src
 	w.completer, _ = src.(workload.Completer)
-	w.pumpAt = -1
 	w.schedulePump()
 	if err := w.sim.Run(des.Forever); err != nil {
 		return nil, err
@@ -167,25 +178,54 @@ func Run(g *Graph, load Load, r *rng.Stream) (*Result, error) {
 	w.res.ProcessEndNs = last + load.DrainNs
 	w.res.Events = w.sim.Fired()
 	for i := range g.Stages {
-		if e := w.stages[i].eng; e != nil {
-			if e.Busy() {
+		if c := w.stages[i].cl; c != nil {
+			if c.Busy() {
 				return nil, fmt.Errorf("stage %s: engine still busy when the simulation ended", g.Stages[i].Name)
 			}
-			w.res.EngineStats[g.Stages[i].Name] = e.Stats()
+			w.res.EngineStats[g.Stages[i].Name] = c.Stats()
 		}
 	}
 	return w.res, nil
 }
 
-func newSource(l Load, r *rng.Stream) (workload.Peeker, error) {
+func newSource(l Load, r *rng.Stream) (workload.Peeker, func(), error) {
+	none := func() {}
 	switch l.Kind {
 	case LoadClosed:
-		return workload.NewClosedLoop(workload.ClosedLoopConfig{Users: l.Users, Think: l.Think, ThinkNs: l.ThinkNs,
+		s, err := workload.NewClosedLoop(workload.ClosedLoopConfig{Users: l.Users, Think: l.Think, ThinkNs: l.ThinkNs,
 			Requests: l.Requests, WarmupRequests: l.Warmup, StartNs: l.StartupNs, Lengths: l.Lengths, Rand: r})
+		return s, none, err
+	case LoadTrace:
+		if l.Trace == nil {
+			return nil, none, fmt.Errorf("load kind trace without a trace")
+		}
+		s, _, done, err := sim.OpenTrace(*l.Trace, l.BlockSize, l.MaxModelLen)
+		if err != nil {
+			return nil, none, err
+		}
+		return &shifted{Peeker: s, by: l.StartupNs}, done, nil
 	default:
-		return workload.NewOpenLoop(workload.OpenLoopConfig{Process: l.Kind, RateRPS: l.RateRPS, CV: l.CV,
+		s, err := workload.NewOpenLoop(workload.OpenLoopConfig{Process: l.Kind, RateRPS: l.RateRPS, CV: l.CV,
 			Requests: l.Requests, WarmupRequests: l.Warmup, StartNs: l.StartupNs, Lengths: l.Lengths, Rand: r})
+		return s, none, err
 	}
+}
+
+// shifted delays a trace's arrivals by the process start-up.
+type shifted struct {
+	workload.Peeker
+	by int64
+}
+
+func (s *shifted) NextAt() (int64, workload.Status) {
+	t, st := s.Peeker.NextAt()
+	return t + s.by, st
+}
+
+func (s *shifted) Next() (workload.Arrival, bool) {
+	a, ok := s.Peeker.Next()
+	a.AtNs += s.by
+	return a, ok
 }
 
 type stageState struct {
@@ -193,8 +233,8 @@ type stageState struct {
 	busy  int
 	queue []int // request indices waiting for a worker, FIFO
 	qhead int
-	eng   *sim.Engine
-	wake  int64 // time of the engine's pending run event, or NoWake
+	cl    *cluster.Cluster
+	wake  wakeup // the cluster's next event
 }
 
 type world struct {
@@ -209,8 +249,32 @@ type world struct {
 
 	src       workload.Peeker
 	completer workload.Completer
-	pumpAt    int64
-	pumpGen   uint64
+	pumpAt    wakeup // the source's next arrival
+}
+
+// wakeup keeps one pending event, at the earliest time asked for: a later
+// request is dropped (the earlier event comes first and asks again), an
+// earlier one supersedes the pending event.
+type wakeup struct {
+	at  int64
+	gen uint64
+	set bool // an event is pending at at
+}
+
+func (k *wakeup) keep(s *des.Sim, at int64, fn des.Handler) {
+	if k.set && k.at <= at {
+		return
+	}
+	k.gen++
+	gen := k.gen
+	k.at, k.set = at, true
+	s.Schedule(at, func(now int64) {
+		if gen != k.gen {
+			return // superseded by an earlier one
+		}
+		k.set = false
+		fn(now)
+	})
 }
 
 // schedulePump keeps one wake-up at the source's next arrival.
@@ -219,20 +283,7 @@ func (w *world) schedulePump() {
 	if st != workload.Ready {
 		return
 	}
-	at = max(at, w.sim.Now())
-	if w.pumpAt >= 0 && w.pumpAt <= at {
-		return
-	}
-	w.pumpGen++
-	gen := w.pumpGen
-	w.pumpAt = at
-	w.sim.Schedule(at, func(now int64) {
-		if gen != w.pumpGen {
-			return // superseded by an earlier pump
-		}
-		w.pumpAt = -1
-		w.pump(now)
-	})
+	w.pumpAt.keep(&w.sim, max(at, w.sim.Now()), w.pump)
 }
 
 func (w *world) pump(now int64) {
@@ -250,7 +301,7 @@ func (w *world) pump(now int64) {
 func (w *world) arrive(a workload.Arrival, now int64) {
 	idx := len(w.res.Requests)
 	q := Request{Index: idx, ID: a.ID, Warmup: a.Warmup, ArrivalNs: a.AtNs, ResponseNs: -1,
-		PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens,
+		PromptTokens: a.PromptTokens, OutputTokens: a.OutputTokens, hashes: a.PrefixHashes,
 		Stages: make([]StageTimes, len(w.g.Stages)), pending: make([]int, len(w.g.Stages))}
 	for i := range q.Stages {
 		q.Stages[i] = StageTimes{-1, -1, -1, -1}
@@ -292,15 +343,12 @@ func (w *world) enter(i, j int, now int64) {
 	st := &w.stages[j]
 	if s.Kind == KindEngine {
 		q.Stages[j].StartNs = now
-		if err := st.eng.Add(workload.Arrival{ID: strconv.Itoa(i), AtNs: now, PromptTokens: q.PromptTokens,
-			OutputTokens: q.OutputTokens}); err != nil {
+		if err := st.cl.Add(workload.Arrival{ID: strconv.Itoa(i), AtNs: now, PromptTokens: q.PromptTokens,
+			OutputTokens: q.OutputTokens, PrefixHashes: q.hashes}); err != nil {
 			w.sim.Fail(fmt.Errorf("stage %s: %w", s.Name, err))
 			return
 		}
-		if st.wake == sim.NoWake {
-			st.wake = now
-			w.sim.Schedule(now, func(now int64) { w.runEngine(j, now) })
-		}
+		w.wakeCluster(j, now)
 		return
 	}
 	if s.Workers == 0 || st.busy < s.Workers {
@@ -360,18 +408,21 @@ func (w *world) send(i, j int, now int64) {
 	}
 }
 
-func (w *world) runEngine(j int, now int64) {
+// wakeCluster keeps one event at an engine stage's next internal event
+// (its engines' loops, expert-parallel waves, KV transfers).
+func (w *world) wakeCluster(j int, now int64) {
 	st := &w.stages[j]
-	st.wake = sim.NoWake
-	next, err := st.eng.Run(now)
-	if err != nil {
-		w.sim.Fail(fmt.Errorf("stage %s: %w", w.g.Stages[j].Name, err))
+	at := st.cl.NextAt()
+	if at == sim.NoWake {
 		return
 	}
-	if next != sim.NoWake {
-		st.wake = max(next, now)
-		w.sim.Schedule(st.wake, func(now int64) { w.runEngine(j, now) })
-	}
+	st.wake.keep(&w.sim, max(at, now), func(now int64) {
+		if err := st.cl.Advance(now); err != nil {
+			w.sim.Fail(fmt.Errorf("stage %s: %w", w.g.Stages[j].Name, err))
+			return
+		}
+		w.wakeCluster(j, now)
+	})
 }
 
 // engineSink hears an engine's finished requests.

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -148,13 +148,14 @@ func TestLognormalAndPerTokenServiceTimes(t *testing.T) {
 	assert.Equal(t, int64(1000+10*874+100*7), pt.Draw(r, 874, 7))
 }
 
-func enginePlan(t testing.TB) *sim.Plan {
+func enginePlan(t testing.TB, sets ...string) *cluster.Plan {
 	t.Helper()
-	sc := sim.DefaultScenario()
+	sc := cluster.DefaultScenario()
 	sc.Hardware, sc.Model = "H100", "Qwen2.5-7B"
-	sc.Workload = sim.WorkloadSpec{Kind: "constant", RateRPS: 1, Prompt: sim.LengthSpec{Kind: "fixed", Value: 100},
-		Output: sim.LengthSpec{Kind: "fixed", Value: 5}}
-	p, err := sc.Plan()
+	for _, s := range sets {
+		require.NoError(t, sc.Set(s))
+	}
+	p, err := sc.EnginePlan()
 	require.NoError(t, err)
 	return p
 }
@@ -176,6 +177,31 @@ func TestEngineStage(t *testing.T) {
 	// Same seed, same run.
 	again := run(t, g, constLoad(20, 50))
 	assert.Equal(t, res.Requests, again.Requests)
+}
+
+// An engine stage can be a cluster: replicas behind a router share the
+// load, and a saturated engine's latency falls.
+func TestClusterStage(t *testing.T) {
+	load := constLoad(40, 200)
+	load.Lengths.Prompt, load.Lengths.Output = workload.Fixed(2000), workload.Fixed(300)
+	mean := func(p *cluster.Plan) (float64, int64) {
+		g := &Graph{Stages: []Stage{
+			{Name: "fe", Kind: KindFrontend, Host: "h", To: []Edge{{To: "gen"}}},
+			{Name: "gen", Kind: KindEngine, Host: "h", Engine: p, To: []Edge{{To: "fe"}}},
+		}}
+		res := run(t, g, load)
+		var sum float64
+		for _, q := range res.Requests {
+			require.Equal(t, StatusOK, q.Status)
+			sum += float64(q.E2ENs())
+		}
+		return sum / float64(len(res.Requests)), res.EngineStats["gen"].Finished
+	}
+	one, n1 := mean(enginePlan(t))
+	four, n4 := mean(enginePlan(t, "cluster.pools={g: {replicas: 4}}", "cluster.router.name=least_requests"))
+	assert.EqualValues(t, 200, n1)
+	assert.EqualValues(t, 200, n4)
+	assert.Less(t, four, 0.8*one, "four replicas: %.0f ms, one: %.0f ms", four/1e6, one/1e6)
 }
 
 func TestValidate(t *testing.T) {

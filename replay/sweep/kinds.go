@@ -1,0 +1,121 @@
+package sweep
+
+import (
+	"fmt"
+	"path/filepath"
+
+	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/replay/whatif"
+	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
+)
+
+// Sweep kinds: what a point runs.
+const (
+	// KindWhatif points run a what-if scenario (steplab whatif).
+	KindWhatif = "whatif"
+	// KindSimulate points run a simulate scenario, with its cluster
+	// (steplab simulate, reporting without writing a dataset).
+	KindSimulate = "simulate"
+	// KindCalibrate points run a calibration (steplab calibrate).
+	KindCalibrate = "calibrate"
+)
+
+// Kinds lists the sweep kinds.
+var Kinds = []string{KindWhatif, KindSimulate, KindCalibrate}
+
+// KindOf tells a sweep document's kind from its keys: a what-if scenario
+// has stages, a calibration datasets; anything else is a simulate
+// scenario.
+func KindOf(d *whatif.Doc) string {
+	switch {
+	case d.Has("stages"):
+		return KindWhatif
+	case d.Has("datasets"):
+		return KindCalibrate
+	}
+	return KindSimulate
+}
+
+// SimPoint is a simulate point's report.
+type SimPoint struct {
+	sim.Report
+	PrefixCacheHitRate float64 `json:"prefix_cache_hit_rate"`
+	GPUs               int     `json:"gpus"`
+	Engines            int     `json:"engines"`
+}
+
+// compiled is one point, ready to run.
+type compiled struct {
+	kind string
+	wi   *whatif.Scenario
+	sim  *cluster.Plan
+	cal  *replay.CalibSpec
+	name string
+	seed uint64
+}
+
+// compileKind reads a point's document (its values set) by its kind.
+func compileKind(d *whatif.Doc, i int) (compiled, error) {
+	switch k := KindOf(d); k {
+	case KindSimulate:
+		sc := cluster.DefaultScenario()
+		if err := d.Decode(&sc); err != nil {
+			return compiled{}, err
+		}
+		sc.Seed = PointSeed(sc.Seed, i)
+		p, err := sc.Plan()
+		if err != nil {
+			return compiled{}, err
+		}
+		return compiled{kind: k, sim: p, name: sc.Name, seed: sc.Seed}, nil
+	case KindCalibrate:
+		var s replay.CalibSpec
+		if err := d.Decode(&s); err != nil {
+			return compiled{}, err
+		}
+		if len(s.Datasets) == 0 {
+			return compiled{}, fmt.Errorf("%s: datasets: name at least one dataset to calibrate on", d.Path)
+		}
+		s = s.Resolve(filepath.Dir(d.Path))
+		return compiled{kind: k, cal: &s, name: filepath.Base(d.Path)}, nil
+	default:
+		sc, err := d.Compile()
+		if err != nil {
+			return compiled{}, err
+		}
+		sc.File.Seed = PointSeed(sc.File.Seed, i)
+		return compiled{kind: KindWhatif, wi: sc, name: sc.File.Name, seed: sc.File.Seed}, nil
+	}
+}
+
+// run simulates (or calibrates) the point.
+func (c compiled) run() (PointResult, error) {
+	var pr PointResult
+	switch c.kind {
+	case KindSimulate:
+		res, err := cluster.Simulate(c.sim)
+		if err != nil {
+			return pr, err
+		}
+		pr.Simulate = &SimPoint{Report: res.Report, PrefixCacheHitRate: res.PrefixCacheHitRate, GPUs: c.sim.GPUs(),
+			Engines: c.sim.Engines()}
+	case KindCalibrate:
+		run, err := c.cal.Setup()
+		if err != nil {
+			return pr, err
+		}
+		res, err := replay.Calibrate(run.Sets, run.Opts)
+		if err != nil {
+			return pr, err
+		}
+		pr.Calibrate = res
+	default:
+		out, err := whatif.Run(c.wi, whatif.Options{Jobs: 1})
+		if err != nil {
+			return pr, err
+		}
+		pr.Audit = &out.Audit
+	}
+	return pr, nil
+}

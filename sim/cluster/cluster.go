@@ -1,0 +1,524 @@
+package cluster
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/des"
+	"github.com/steplab/steplab/sim/rng"
+	"github.com/steplab/steplab/sim/workload"
+)
+
+// Cluster is engines behind a router on one virtual clock. Arrivals are
+// routed as they come (Add); the engines' loops, the expert-parallel waves
+// and the KV transfers are events the cluster fires in time order (Step,
+// Advance). Everything it records goes to its Sink.
+type Cluster struct {
+	plan    *Plan
+	pools   []*pool
+	entry   *pool // where requests arrive: the aggregated or the prefill pool
+	decode  *pool // the decode pool of a disaggregated cluster
+	workers []*worker
+	groups  []*group
+
+	q   des.Heap[event] // by (time, sequence): equal times fire in the order scheduled
+	seq uint64
+	out Sink
+
+	nextStep int64
+	flights  map[string]*flight
+	xfers    []xfer
+	xferFree []int32
+	route    Route
+
+	// OnFinish, when set, hears each request that finished (its last token
+	// reached the client): a closed-loop source needs it.
+	OnFinish func(id string, t int64) error
+	err      error
+
+	// waveHook, when set (tests), hears every expert-parallel wave: its
+	// group, device start and end, and each rank's step id (-1: dummy).
+	waveHook func(group int32, start, end int64, steps []int64)
+}
+
+type pool struct {
+	*PoolPlan
+	workers []*worker
+	router  router
+	scores  []float64
+	// record: routing here is a decision worth a row (more than one
+	// engine to choose from).
+	record bool
+}
+
+// worker is one engine and what the router tracks of it.
+type worker struct {
+	idx  int32
+	name string
+	pool *pool
+	dp   int32
+	eng  *sim.Engine
+	// wakeAt is the time of the engine's pending loop event, -1 if none.
+	wakeAt int64
+	// outstanding: requests routed here and not finished; prefillTokens:
+	// their uncached prompt tokens before their first token (kv router).
+	outstanding   int
+	prefillTokens int64
+	// linkFree is when the engine's outgoing KV link is free.
+	linkFree int64
+	group    *group
+	// runs counts the engine's loop runs, the only time its prefix cache
+	// changes; memo is the last overlap asked.
+	runs uint64
+	memo overlapMemo
+}
+
+// overlapMemo is a prompt's cached leading blocks on a worker, valid while
+// the worker's loop has not run since: the router, its route row and the
+// kv router's prefill tracking ask at one instant.
+type overlapMemo struct {
+	first        *uint64 // the prompt's hashes
+	n            int
+	runs         uint64
+	cachedBlocks int
+}
+
+// overlap is the prompt's leading blocks (hashes h) w's prefix cache holds.
+func (w *worker) overlap(h []uint64) int {
+	if len(h) == 0 {
+		return 0
+	}
+	if m := &w.memo; m.first == &h[0] && m.n == len(h) && m.runs == w.runs {
+		return m.cachedBlocks
+	}
+	o := w.eng.CachedPrefix(h)
+	w.memo = overlapMemo{first: &h[0], n: len(h), runs: w.runs, cachedBlocks: o}
+	return o
+}
+
+// flight is a request the cluster follows between engines, or whose
+// prefill work a kv router tracks.
+type flight struct {
+	arr       workload.Arrival
+	newTokens int64 // prefill tokens charged to its worker until its first token
+	// Of the prefill engine, for the merged row of a disaggregated request.
+	firstSched int64
+	preempt    int32
+	inTransfer bool
+}
+
+type xfer struct {
+	id     string
+	to     *worker
+	row    Transfer
+	active bool
+}
+
+// New builds the plan's engines, their routers and links, recording into
+// out. Each pool's router draws from its own stream derived from r (nil:
+// from the scenario's seed).
+func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
+	c := &Cluster{plan: p, out: out}
+	root := r
+	if root == nil {
+		root = rng.New(p.Scenario.Seed, "cluster")
+	}
+	track := false
+	for _, pp := range p.Pools {
+		pl := &pool{PoolPlan: pp}
+		pl.router = newRouter(p.Router, pp.Role == RoleDecode, root.Derive("router/"+pp.Name))
+		pl.scores = make([]float64, pp.Replicas)
+		pl.record = pp.Replicas > 1
+		c.pools = append(c.pools, pl)
+		switch pp.Role {
+		case RoleDecode:
+			c.decode = pl
+		default:
+			c.entry = pl
+		}
+		track = track || (p.Router.Name == RouterKV && pp.Role != RoleDecode)
+		if err := c.addWorkers(pl); err != nil {
+			return nil, err
+		}
+	}
+	if c.decode != nil || track {
+		c.flights = map[string]*flight{}
+	}
+	return c, nil
+}
+
+func (c *Cluster) addWorkers(pl *pool) error {
+	ep := max(1, pl.ExpertParallel)
+	grouped := ep > 1
+	for i := 0; i < pl.Replicas; i++ {
+		w := &worker{idx: int32(len(c.workers)), name: fmt.Sprintf("%s-%d", pl.Name, i), pool: pl, wakeAt: -1}
+		b := sim.Backend{WorkerID: w.name}
+		if grouped {
+			if i%ep == 0 {
+				c.groups = append(c.groups, newGroup(c, len(c.groups), pl.PoolPlan))
+			}
+			g := c.groups[len(c.groups)-1]
+			w.group, w.dp = g, int32(i%ep)
+			r := &rank{g: g, w: w}
+			g.ranks = append(g.ranks, r)
+			b = sim.Backend{Exec: r, Clock: &sim.VirtualClock{}, Host: sim.HostAdapter{M: pl.Engine.Host}, WorkerID: w.name, DPRank: w.dp}
+		}
+		eng, err := pl.Engine.NewEngine(b, &workerSink{c: c, w: w})
+		if err != nil {
+			return fmt.Errorf("pool %s: %w", pl.Name, err)
+		}
+		w.eng = eng
+		if c.plan.Router.Name == RouterKV && pl.Role != RoleDecode {
+			eng.OnFirstToken = func(id string, _ int64) { c.firstToken(w, id) }
+		}
+		pl.workers = append(pl.workers, w)
+		c.workers = append(c.workers, w)
+	}
+	return nil
+}
+
+// Engines are the cluster's engines in pool order.
+func (c *Cluster) Engines() []*sim.Engine {
+	out := make([]*sim.Engine, len(c.workers))
+	for i, w := range c.workers {
+		out[i] = w.eng
+	}
+	return out
+}
+
+// Stats sums the engines' counts; a request counts as finished on the
+// engine that ends it, and its prompt (and prefix hits) where it arrived.
+func (c *Cluster) Stats() sim.Stats {
+	var s sim.Stats
+	for _, w := range c.workers {
+		e := w.eng.Stats()
+		s.Steps += e.Steps
+		s.PrefillSteps += e.PrefillSteps
+		s.DecodeSteps += e.DecodeSteps
+		s.MixedSteps += e.MixedSteps
+		s.Preemptions += e.Preemptions
+		s.Rejected += e.Rejected
+		if w.pool.Role != RolePrefill {
+			s.Finished += e.Finished
+		}
+		if w.pool.Role != RoleDecode {
+			s.PromptTokens += e.PromptTokens
+			s.PrefixHitTokens += e.PrefixHitTokens
+		}
+	}
+	return s
+}
+
+// Busy reports whether any request is in an engine or in transfer.
+func (c *Cluster) Busy() bool {
+	for _, w := range c.workers {
+		if w.eng.Busy() {
+			return true
+		}
+	}
+	for i := range c.xfers {
+		if c.xfers[i].active {
+			return true
+		}
+	}
+	return false
+}
+
+// Add routes an arrival to an engine of the entry pool at its arrival time.
+// Arrivals must come in non-decreasing AtNs, and after every event fired
+// so far.
+func (c *Cluster) Add(a workload.Arrival) error {
+	if c.err != nil {
+		return c.err
+	}
+	pl := c.entry
+	w := c.choose(pl, a.ID, a.AtNs, a.PromptTokens, a.PrefixHashes)
+	if c.flights != nil {
+		f := &flight{arr: a, firstSched: datasets.Unknown}
+		if c.plan.Router.Name == RouterKV {
+			bs := int64(w.eng.BlockSize())
+			f.newTokens = max(0, int64(a.PromptTokens)-int64(w.overlap(a.PrefixHashes))*bs)
+			w.prefillTokens += f.newTokens
+		}
+		c.flights[a.ID] = f
+	}
+	if c.decode != nil {
+		a.OutputTokens = 1 // the prefill engine produces the first token only (max_tokens = 1)
+	}
+	return c.admit(w, a)
+}
+
+// choose routes one request among pl's engines and records the decision.
+func (c *Cluster) choose(pl *pool, id string, at int64, prompt int, hashes []uint64) *worker {
+	if len(pl.workers) == 1 && !pl.record {
+		return pl.workers[0]
+	}
+	i := pl.router.route(&routeReq{id: id, at: at, prompt: prompt, hashes: hashes}, pl.workers, pl.scores)
+	w := pl.workers[i]
+	if pl.record && c.err == nil {
+		l := w.eng.Load()
+		r := &c.route
+		*r = Route{ReqID: id, AtNs: at, Pool: pl.Name, Router: c.plan.routerName(), Worker: w.name, DPRank: w.dp,
+			Candidates: int32(len(pl.workers)), OverlapBlocks: int64(w.overlap(hashes)), PromptBlocks: int64(len(hashes)),
+			Outstanding: int64(w.outstanding), KVBlocksUsed: int64(l.KVBlocksUsed), Score: pl.scores[i], Scores: pl.scores}
+		c.fail(c.out.Route(r))
+	}
+	return w
+}
+
+// admit hands an arrival to an engine and wakes its loop if idle.
+func (c *Cluster) admit(w *worker, a workload.Arrival) error {
+	if err := w.eng.Add(a); err != nil {
+		return fmt.Errorf("%s: %w", w.name, err)
+	}
+	w.outstanding++
+	if w.wakeAt < 0 {
+		c.wake(w, max(a.AtNs, w.eng.Now()))
+	}
+	return nil
+}
+
+func (c *Cluster) fail(err error) {
+	if c.err == nil && err != nil {
+		c.err = err
+	}
+}
+
+// wake schedules w's loop at t (w has no pending loop event).
+func (c *Cluster) wake(w *worker, t int64) {
+	w.wakeAt = t
+	c.push(t, evWake, w.idx)
+}
+
+// NextAt is the time of the next event, or sim.NoWake.
+func (c *Cluster) NextAt() int64 {
+	ev, ok := c.q.Peek()
+	if !ok {
+		return sim.NoWake
+	}
+	return ev.at
+}
+
+// Step fires the earliest event.
+func (c *Cluster) Step() error {
+	if c.err != nil {
+		return c.err
+	}
+	ev, ok := c.q.Pop()
+	if !ok {
+		return nil
+	}
+	switch ev.kind {
+	case evWake:
+		c.runWorker(c.workers[ev.idx], ev.at)
+	case evForm:
+		g := c.groups[ev.idx]
+		g.formAt = -1
+		g.tryForm(ev.at)
+	case evTransfer:
+		c.transferDone(ev.idx)
+	}
+	return c.err
+}
+
+// Advance fires every event at or before t.
+func (c *Cluster) Advance(t int64) error {
+	for c.err == nil && c.q.Len() > 0 && c.NextAt() <= t {
+		if err := c.Step(); err != nil {
+			return err
+		}
+	}
+	return c.err
+}
+
+func (c *Cluster) runWorker(w *worker, now int64) {
+	w.wakeAt = -1
+	w.runs++
+	next, err := w.eng.Run(now)
+	if err != nil {
+		c.fail(fmt.Errorf("%s: %w", w.name, err))
+		return
+	}
+	if next != sim.NoWake {
+		c.wake(w, max(next, now))
+	}
+	if w.group != nil {
+		w.group.tryForm(now)
+	}
+}
+
+// workerSink takes an engine's records into the cluster.
+type workerSink struct {
+	c *Cluster
+	w *worker
+}
+
+// Step gives the step an id unique in the cluster (with one engine, its
+// own).
+func (s *workerSink) Step(st *datasets.Step, rows []datasets.StepRequest) error {
+	c := s.c
+	id := c.nextStep
+	c.nextStep++
+	if st.StepID != id {
+		st.StepID = id
+		for i := range rows {
+			rows[i].StepID = id
+		}
+	}
+	return c.out.Step(st, rows)
+}
+
+func (s *workerSink) Request(r *datasets.Request) error { return s.c.requestDone(s.w, r) }
+
+func (c *Cluster) firstToken(w *worker, id string) {
+	if f := c.flights[id]; f != nil && f.newTokens > 0 {
+		w.prefillTokens -= f.newTokens
+		f.newTokens = 0
+	}
+}
+
+// requestDone is an engine's row for a request it finished, aborted or
+// gave up on: the request's own row, or (a prefill) the start of its KV
+// transfer.
+func (c *Cluster) requestDone(w *worker, r *datasets.Request) error {
+	w.outstanding--
+	var f *flight
+	if c.flights != nil {
+		if f = c.flights[r.ReqID]; f != nil && f.newTokens > 0 {
+			w.prefillTokens -= f.newTokens
+			f.newTokens = 0
+		}
+	}
+	switch {
+	case f == nil:
+	case w.pool.Role == RolePrefill && r.Status == datasets.StatusFinished:
+		f.firstSched, f.preempt = r.FirstScheduledNs, r.NumPreemptions
+		return c.startTransfer(w, f, r.FinishNs)
+	case w.pool.Role == RolePrefill:
+		delete(c.flights, r.ReqID)
+		row := *r
+		row.OutputTokens = int64(f.arr.OutputTokens)
+		return c.out.Request(&row)
+	case w.pool.Role == RoleDecode:
+		delete(c.flights, r.ReqID)
+		row := *r
+		row.ArrivalNs, row.FirstScheduledNs = f.arr.AtNs, f.firstSched
+		row.NumPreemptions += f.preempt
+		if err := c.finished(&row); err != nil {
+			return err
+		}
+		return c.out.Request(&row)
+	default:
+		delete(c.flights, r.ReqID)
+	}
+	if err := c.finished(r); err != nil {
+		return err
+	}
+	return c.out.Request(r)
+}
+
+func (c *Cluster) finished(r *datasets.Request) error {
+	if c.OnFinish != nil && r.Status == datasets.StatusFinished {
+		return c.OnFinish(r.ReqID, r.FinishNs)
+	}
+	return nil
+}
+
+// startTransfer routes a prefilled request to a decode engine and moves
+// its prompt KV there over the prefill engine's link, one transfer at a
+// time.
+func (c *Cluster) startTransfer(from *worker, f *flight, at int64) error {
+	to := c.choose(c.decode, f.arr.ID, at, f.arr.PromptTokens, f.arr.PrefixHashes)
+	bytes := int64(f.arr.PromptTokens) * c.plan.KVBytesPerToken
+	start := max(at, from.linkFree)
+	end := start + int64(math.Round(c.plan.KVLink.TransferNs(float64(bytes))))
+	from.linkFree = end
+	f.inTransfer = true
+	var i int32
+	if n := len(c.xferFree); n > 0 {
+		i = c.xferFree[n-1]
+		c.xferFree = c.xferFree[:n-1]
+	} else {
+		c.xfers = append(c.xfers, xfer{})
+		i = int32(len(c.xfers) - 1)
+	}
+	c.xfers[i] = xfer{id: f.arr.ID, to: to, active: true,
+		row: Transfer{ReqID: f.arr.ID, From: from.name, To: to.name, Bytes: bytes, StartNs: start, EndNs: end}}
+	c.push(end, evTransfer, i)
+	return nil
+}
+
+// transferDone admits a request to its decode engine with its prompt KV
+// computed but the last token, which the decode engine recomputes to
+// sample the first output token (vLLM's P/D connectors load
+// prompt − 1 tokens).
+func (c *Cluster) transferDone(i int32) {
+	x := c.xfers[i]
+	c.xfers[i] = xfer{}
+	c.xferFree = append(c.xferFree, i)
+	f := c.flights[x.id]
+	f.inTransfer = false
+	c.fail(c.out.Transfer(&x.row))
+	a := f.arr
+	a.AtNs = x.row.EndNs
+	a.PrecomputedTokens = a.PromptTokens - 1
+	c.fail(c.admit(x.to, a))
+}
+
+// Finish reports every request still in an engine or in transfer as
+// unfinished at t (the end of a run that stops before draining).
+func (c *Cluster) Finish(t int64) error {
+	for _, w := range c.workers {
+		if err := w.eng.Finish(t); err != nil {
+			return err
+		}
+	}
+	var ids []string
+	for i := range c.xfers {
+		if c.xfers[i].active {
+			ids = append(ids, c.xfers[i].id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		f := c.flights[id]
+		delete(c.flights, id)
+		r := datasets.Request{ReqID: id, ArrivalNs: f.arr.AtNs, PromptTokens: int64(f.arr.PromptTokens),
+			OutputTokens: int64(f.arr.OutputTokens), FirstScheduledNs: f.firstSched, FirstTokenNs: datasets.Unknown,
+			FinishNs: datasets.Unknown, NumPreemptions: f.preempt, Status: datasets.StatusUnfinished}
+		if err := c.out.Request(&r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Event kinds.
+const (
+	evWake     uint8 = iota // a worker's loop runs
+	evForm                  // a group forms its next wave
+	evTransfer              // a KV transfer ends
+)
+
+type event struct {
+	at   int64
+	seq  uint64
+	idx  int32
+	kind uint8
+}
+
+// Before orders events by time, then by when they were scheduled.
+func (e event) Before(o *event) bool {
+	if e.at != o.at {
+		return e.at < o.at
+	}
+	return e.seq < o.seq
+}
+
+func (c *Cluster) push(at int64, kind uint8, idx int32) {
+	c.q.Push(event{at: at, seq: c.seq, idx: idx, kind: kind})
+	c.seq++
+}

@@ -1,0 +1,72 @@
+// Package cluster places engines: pools of sim.Engines behind a router, on
+// one virtual clock, with prefill/decode disaggregation and expert
+// parallelism. A scenario without a cluster block is one engine, and runs
+// and records exactly as steplab simulate always did (byte for byte).
+//
+// # The pieces
+//
+// A Scenario is simulate's scenario (sim.Scenario) with a cluster block
+// (Spec): pools of engines, the router and the links between GPUs. The GPU
+// and the model are the scenario's, from the catalogue (names, spec files,
+// config.json); a mixture of experts brings its experts in its shape
+// (model.Shape.MoE). Plan validates it, refusing what cannot run with a
+// message that names the field, and prices every pool's engine
+// (sim.Scenario.PlanOn). Plan.New builds the Cluster; Drive runs it over a
+// workload (DriveUntil: until a stop channel closes); Run writes the
+// dataset; Bounds re-simulates at the edges of the FPM's prediction
+// intervals.
+//
+//   - Pools. One pool of role both (aggregated), or one prefill and one
+//     decode pool (disaggregated, xPyD). A pool has replicas engines, each
+//     with its own scheduler, KV cache and worker: worker_id
+//     "<pool>-<i>" in the steps table.
+//   - Routers (RouterNames): round_robin; least_requests (fewest routed and
+//     unfinished); least_kv (least KV in use); session (a conversation stays
+//     on its first engine, keyed by the prompt's prefix hash at
+//     session_tokens); kv, Dynamo's KV router, which weighs the prompt
+//     blocks a worker has cached against its prefill and decode load and
+//     picks the lowest logit, or samples a softmax at a temperature; and
+//     vllm_dp, vLLM's data-parallel balancer (waiting·4 + running, counts
+//     published every 100 ms). Every decision is a row of the routes
+//     table (Route).
+//   - Disaggregation. A request prefills on a prefill engine with one
+//     output token (vLLM's max_tokens = 1), its prompt KV (prompt tokens ×
+//     KV bytes per token) crosses the kv_transfer link, one transfer at a
+//     time per prefill engine, and the decode engine admits it with all
+//     but the last prompt token computed (sim/sched's PrecomputedTokens, as
+//     vLLM's P/D connectors load prompt − 1 tokens) and samples its first
+//     token. Transfers are rows of the transfers table (Transfer) and a
+//     track in the Perfetto export. The request's row is one: its arrival,
+//     its prefill's first schedule, the decode engine's first token and
+//     finish.
+//   - Experts. A pool with expert_parallel of a mixture of experts steps in
+//     instances (expert_parallel engines each, one data-parallel rank
+//     apiece, vLLM's DP + EP): every rank joins every wave, a quiet rank
+//     with a dummy step, and a wave lasts the slowest rank's own forward
+//     pass (DenseShape, the model without its routed experts, priced by
+//     the pool's FPM) plus the experts of all ranks' tokens on the busiest
+//     GPU and the all-to-all (moePricer states the formulas). Links left
+//     out are the GPU's own interconnect (DefaultLink).
+//
+// # Use
+//
+//	sc := cluster.DefaultScenario()
+//	_ = sc.Set("cluster.pools={prefill: {role: prefill, replicas: 2}, decode: {role: decode, replicas: 6}}")
+//	_ = sc.Set("cluster.router.name=kv")
+//	p, err := sc.Plan()
+//	if err != nil { ... } // names the field at fault
+//	res, err := cluster.Run(p, "out/pd", sim.RunOptions{})
+//
+// A recorded run comes back as the engines it had with PlanFromManifest,
+// each sim.PlanFromManifest of the manifest (a vLLM import's
+// data_parallel_size and enable_expert_parallel make a data-parallel
+// instance behind vllm_dp); steplab replay and calibrate re-simulate
+// through it.
+//
+// # Determinism
+//
+// Events fire in (time, order scheduled) order, an arrival before any
+// event at its time; routers draw only from streams derived from the
+// scenario's seed; nothing reads the wall clock or lets map order reach an
+// output. The same plan and seed give a byte-identical dataset.
+package cluster

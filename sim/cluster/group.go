@@ -1,0 +1,209 @@
+package cluster
+
+import (
+	"fmt"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/sched"
+)
+
+// group is one data-parallel + expert-parallel instance: its ranks are
+// engines with their own schedulers and KV caches that run every forward
+// pass together, because each layer's experts are spread over all of them
+// (vLLM's DPEngineCoreProc: every rank enters each step's collectives; a
+// rank with nothing to run executes a dummy batch).
+//
+// Each rank's step joins a wave: the wave starts when the GPUs are free
+// and every rank's step is ready (its inputs prepared), and lasts
+//
+//	max over ranks of the rank's own forward pass (its FPM, priced on the
+//	    dense part of the model)
+//	+ the experts of all ranks' tokens on the busiest GPU (moePricer)
+//	+ the all-to-all dispatch and combine (moePricer),
+//
+// so the ranks step together and the slowest sets the pace. A wave forms
+// once every rank has a step waiting, or is quiet (its loop went idle, or
+// could schedule nothing): a quiet rank runs a dummy step, a one-token
+// forward pass, and so joins the wave only from the end of the previous
+// one, as its loop would.
+type group struct {
+	c       *Cluster
+	ranks   []*rank
+	fpm     model.FPM
+	payload model.PayloadModel
+	host    model.HostModel
+	graphs  []int
+	moe     *moePricer
+	dummyNs float64
+	// gpuFree is the end of the last wave formed; formAt the time of a
+	// pending formation event (-1: none).
+	gpuFree, formAt int64
+	idx             int32
+}
+
+const outputReturnNs = 30_000 // as sim.SimExecutor: end of the pass to the scheduler
+
+func newGroup(c *Cluster, idx int, p *PoolPlan) *group {
+	pl := p.Engine
+	g := &group{c: c, fpm: pl.FPM, payload: pl.Payload, host: pl.Host, graphs: pl.Graphs, moe: p.moe, formAt: -1, idx: int32(idx)}
+	g.dummyNs = g.fpm.PredictNs(model.Features{DecodeRequests: 1, PaddedBatch: 1})
+	return g
+}
+
+// pendingStep is a rank's step submitted and not yet in a wave.
+type pendingStep struct {
+	id                 int64
+	f                  model.Features
+	ready              int64 // inputs prepared on the worker
+	recv, prep, padded int64
+	denseNs            float64
+}
+
+// rank is one engine's executor in a group: sim.Executor to its engine.
+type rank struct {
+	g       *group
+	w       *worker
+	cpuFree int64
+	pend    []pendingStep
+	ph      int
+	done    []sim.StepResult
+	dh      int
+	perReq  []int64
+}
+
+func (r *rank) hasPending() bool { return r.ph < len(r.pend) }
+
+// Submit implements sim.Executor.
+func (r *rank) Submit(out *sched.Output, now int64) (sim.Payload, error) {
+	c := sim.Compose(out)
+	return r.SubmitComposed(out, &c, now)
+}
+
+// SubmitComposed prices the step's payload and input preparation on the
+// rank's worker CPU and its own forward pass, and queues it for a wave.
+func (r *rank) SubmitComposed(out *sched.Output, c *sim.Composition, now int64) (sim.Payload, error) {
+	g := r.g
+	var p sim.Payload
+	p, r.perReq = sim.PayloadOf(g.payload, out, r.perReq)
+	f := c.Features
+	padded := int64(0)
+	if c.NumPrefill == 0 && len(g.graphs) > 0 && c.NumDecode <= g.graphs[len(g.graphs)-1] {
+		padded = int64(sim.PadBatch(c.NumDecode, g.graphs))
+		f.PaddedBatch = float64(padded)
+	}
+	recv := g.host.ShipNs(p.Total)
+	prep := g.host.PrepNs(out.NumScheduledReqs(), out.TotalScheduledTokens, int(f.NewRequests), int(f.NewReqTokens))
+	ready := max(now, r.cpuFree) + recv + prep
+	r.cpuFree = ready
+	dense := g.fpm.PredictNs(f)
+	if !(dense > 0) {
+		return p, fmt.Errorf("FPM predicted a non-positive device time (%g ns) for a %s step", dense, f.Kind())
+	}
+	if r.ph > 64 && r.ph*2 > len(r.pend) {
+		n := copy(r.pend, r.pend[r.ph:])
+		r.pend, r.ph = r.pend[:n], 0
+	}
+	r.pend = append(r.pend, pendingStep{id: out.StepID, f: f, ready: ready, recv: recv, prep: prep, padded: padded, denseNs: dense})
+	return p, nil
+}
+
+// Result implements sim.Executor: a step whose wave has not formed yet is
+// not ready and has no known time (wake -1); the cluster wakes the engine
+// when its wave forms.
+func (r *rank) Result(stepID int64, now int64, _ bool) (sim.StepResult, bool, int64, error) {
+	if r.dh < len(r.done) && r.done[r.dh].StepID == stepID {
+		res := r.done[r.dh]
+		if res.TOutput > now {
+			return res, false, res.TOutput, nil
+		}
+		r.dh++
+		if r.dh > 64 && r.dh*2 > len(r.done) {
+			n := copy(r.done, r.done[r.dh:])
+			r.done, r.dh = r.done[:n], 0
+		}
+		return res, true, res.TOutput, nil
+	}
+	if r.hasPending() && r.pend[r.ph].id == stepID {
+		return sim.StepResult{}, false, -1, nil
+	}
+	return sim.StepResult{}, false, 0, fmt.Errorf("expert-parallel rank %s: step %d is not the oldest in flight", r.w.name, stepID)
+}
+
+// Close implements sim.Executor.
+func (r *rank) Close() error { return nil }
+
+// tryForm forms every wave that can form at now.
+func (g *group) tryForm(now int64) {
+	for g.formAt < 0 {
+		real, quiet := false, false
+		for _, r := range g.ranks {
+			switch {
+			case r.hasPending():
+				real = true
+			case r.w.wakeAt >= 0:
+				return // its loop is running or awaits a known output: it will submit or go quiet
+			default:
+				quiet = true
+			}
+		}
+		if !real {
+			return
+		}
+		if quiet && now < g.gpuFree {
+			// A quiet rank's loop reaches its dummy step when the last
+			// wave ends; a request arriving before then still joins.
+			g.formAt = g.gpuFree
+			g.c.push(g.gpuFree, evForm, g.idx)
+			return
+		}
+		g.form()
+	}
+}
+
+// form makes the next wave of every rank's oldest pending step (or a
+// dummy) and wakes the ranks that wait for it.
+func (g *group) form() {
+	start := g.gpuFree
+	var dense, tokens, most float64
+	for _, r := range g.ranks {
+		t := 1.0 // a dummy step's token
+		d := g.dummyNs
+		if r.hasPending() {
+			p := &r.pend[r.ph]
+			start = max(start, p.ready)
+			t, d = stepTokens(&p.f), p.denseNs
+		}
+		dense = max(dense, d)
+		tokens += t
+		most = max(most, t)
+	}
+	total := dense + g.moe.expertNs(tokens) + g.moe.a2aNs(most)
+	dev := int64(total + 0.5)
+	end := start + dev
+	g.gpuFree = end
+	if h := g.c.waveHook; h != nil {
+		ids := make([]int64, len(g.ranks))
+		for i, r := range g.ranks {
+			ids[i] = -1
+			if r.hasPending() {
+				ids[i] = r.pend[r.ph].id
+			}
+		}
+		h(g.idx, start, end, ids)
+	}
+	for _, r := range g.ranks {
+		if !r.hasPending() {
+			continue
+		}
+		p := r.pend[r.ph]
+		r.ph++
+		out := end + outputReturnNs
+		r.done = append(r.done, sim.StepResult{StepID: p.id, TOutput: out, GPUTimeNs: dev, HostPrepNs: p.prep,
+			WorkerRecvNs: p.recv, SampleNs: datasets.Unknown, PaddedBatch: p.padded})
+		if r.w.eng.Waiting() && r.w.wakeAt < 0 {
+			g.c.wake(r.w, out)
+		}
+	}
+}

@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim"
+)
+
+// ManifestOptions choose the models a recorded run is re-priced with, and
+// state what its manifest does not record.
+type ManifestOptions struct {
+	// FPM and Host are sim.ManifestOptions' model specs.
+	FPM, Host string
+	// Spec fills in the placement: the router of a data-parallel run, the
+	// links, engine keys the manifest does not record, or the pools of a
+	// what-if for a one-engine run. The pools a manifest records win over
+	// Spec's.
+	Spec *Spec
+}
+
+// PlanFromManifest rebuilds the engines a dataset ran on: the inverse of
+// Plan.Manifest, and for an imported run the placement its engine section
+// records (vLLM's data_parallel_size and enable_expert_parallel, read
+// from the engine section, else from the import's source details). Each
+// pool's engine is sim.PlanFromManifest of the manifest (with the pool's
+// engine section and GPU), so the GPU and the model, its experts
+// included, are the recorded ones or the catalogue's. A data-parallel run
+// becomes that many engines behind vLLM's DP load balancer (router
+// vllm_dp, unless Spec names another), stepping together as one
+// expert-parallel instance when its experts were shared; a model without
+// routed experts is then refused rather than replayed dense. What is
+// assumed is returned as warnings.
+func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string, error) {
+	if m == nil {
+		m = &datasets.Manifest{}
+	}
+	spec := Spec{}
+	if o.Spec != nil {
+		spec = *o.Spec
+	}
+	var warn []string
+	pools, router, links, dp := placementOf(m, spec, &warn)
+	spec.Pools, spec.Router, spec.Links = pools, router, links
+	if err := spec.check(); err != nil {
+		return nil, warn, err
+	}
+	so := sim.ManifestOptions{FPM: o.FPM, Host: o.Host}
+	p := &Plan{Router: spec.Router}
+	for k, ps := range spec.pools() {
+		sp, full, pw, err := poolFromManifest(m, ps, spec, so)
+		if err != nil {
+			if dp > 1 && errors.Is(err, errNoExperts) {
+				return nil, warn, fmt.Errorf("the manifest records data_parallel_size %d with expert parallelism, but %w", dp, err)
+			}
+			return nil, warn, fmt.Errorf("pool %s: %w", ps.Name, err)
+		}
+		if k == 0 {
+			warn = append(warn, pw...)
+			p.Shape, p.KVBytesPerToken = full, full.KVBytesPerToken()
+		}
+		p.Pools = append(p.Pools, &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: ps.Replicas, ExpertParallel: ps.ExpertParallel, Engine: sp})
+	}
+	p.Scenario = Scenario{Scenario: p.Pools[0].Engine.Scenario, Cluster: spec}
+	if err := p.finish(spec.Links); err != nil {
+		return nil, warn, err
+	}
+	return p, warn, nil
+}
+
+// errNoExperts marks expert parallelism asked of a model without routed
+// experts.
+var errNoExperts = errors.New("no routed experts")
+
+// poolFromManifest rebuilds one pool's engine: sim.PlanFromManifest of the
+// pool's manifest, re-planned on the DenseShape in an expert-parallel pool
+// (whose KV capacity, unless recorded, is what one GPU holds beside its
+// share of the experts) and with the placement's engine keys set over
+// what the manifest recorded. full is the whole model.
+func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.ManifestOptions) (sp *sim.Plan, full model.Shape, warn []string, err error) {
+	pm := poolManifest(m, ps)
+	ep := ps.ExpertParallel > 1
+	if ep && (pm.Engine == nil || pm.Engine.NumGPUBlocks == 0) {
+		n, note, err := expertKVBlocks(pm, ps)
+		if err != nil {
+			return nil, full, nil, err
+		}
+		e := datasets.EngineConfig{}
+		if pm.Engine != nil {
+			e = *pm.Engine
+		}
+		e.NumGPUBlocks = n
+		pm.Engine, warn = &e, append(warn, note)
+	}
+	sp, pw, err := sim.PlanFromManifest(pm, so)
+	if err != nil {
+		return nil, full, nil, err
+	}
+	full = sp.Shape
+	if ep && full.MoE.Experts == 0 {
+		return nil, full, nil, fmt.Errorf("model %s has %w: check its name or config.json", full.Name, errNoExperts)
+	}
+	warn = append(warn, pw...)
+	if !ep && spec.Engine.Kind == 0 && ps.Engine.Kind == 0 {
+		return sp, full, warn, nil
+	}
+	sc := sp.Scenario
+	for _, n := range []struct {
+		node yaml.Node
+		at   string
+	}{{spec.Engine, "cluster.engine"}, {ps.Engine, "cluster.pools." + ps.Name + ".engine"}} {
+		if err := overrideEngine(&sc.Engine, n.node, n.at); err != nil {
+			return nil, full, nil, err
+		}
+		for i := 0; i+1 < len(n.node.Content); i += 2 {
+			warn = append(warn, fmt.Sprintf("engine.%s set to %s by the placement, over the manifest", n.node.Content[i].Value, n.node.Content[i+1].Value))
+		}
+	}
+	shape := full
+	if ep {
+		shape = DenseShape(full)
+	}
+	sp, err = sc.EnginePlanOn(sp.HW, shape)
+	return sp, full, warn, err
+}
+
+// expertKVBlocks is the KV capacity of one GPU of an expert-parallel pool
+// whose manifest does not record it, and the note that says so.
+func expertKVBlocks(pm *datasets.Manifest, ps PoolSpec) (int, string, error) {
+	pr, err := sim.PricingFromManifest(pm, sim.ManifestOptions{FPM: sim.FPMRoofline})
+	if err != nil {
+		return 0, "", err
+	}
+	if pr.Shape.MoE.Experts == 0 {
+		return 0, "", fmt.Errorf("model %s has %w: check its name or config.json", pr.Shape.Name, errNoExperts)
+	}
+	d := sim.DefaultScenario().Engine
+	util, bs := d.GPUMemoryUtilization, d.BlockSize
+	if e := pm.Engine; e != nil && e.GPUMemoryUtilization > 0 {
+		util = e.GPUMemoryUtilization
+	}
+	if e := pm.Engine; e != nil && e.BlockSize > 0 {
+		bs = e.BlockSize
+	}
+	gpus := ps.ExpertParallel * max(1, pr.Shape.TP)
+	n, err := moeKVBlocks(pr.Shape, pr.HW, gpus, bs, util)
+	if err != nil {
+		return 0, "", err
+	}
+	return n, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from %s memory, the dense weights, the %d experts' share over %d GPUs and gpu_memory_utilization %g",
+		n, pr.HW.Name, pr.Shape.MoE.Experts, gpus, util), nil
+}
+
+// placementOf reads the pools, router and links a manifest records, with
+// spec's where the manifest is silent; dp is the data-parallel size the
+// pools were made from (0: none).
+func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, router RouterSpec, links Links, dp int) {
+	router, links = spec.Router, spec.Links
+	if c := m.Cluster; c != nil {
+		if router.Name == "" {
+			router.Name = c.Router
+		}
+		if c.KVTransfer != nil && links.KVTransfer.BandwidthGBs == nil {
+			links.KVTransfer = linkSpec(*c.KVTransfer)
+		}
+		for _, cp := range c.Pools {
+			pools = append(pools, PoolSpec{Name: cp.Name, Role: cp.Role, Replicas: cp.Replicas, ExpertParallel: cp.ExpertParallel,
+				Hardware: cp.Hardware})
+			if cp.ExpertLink != nil && links.Expert.BandwidthGBs == nil {
+				links.Expert = linkSpec(*cp.ExpertLink)
+			}
+		}
+		return pools, router, links, 0
+	}
+	dp, ep := dataParallel(m)
+	if dp <= 1 {
+		return spec.Pools, router, links, 0 // one engine, or the placement's what-if
+	}
+	if router.Name == "" {
+		router.Name = RouterVLLMDP
+	}
+	ps := PoolSpec{Name: "dp", Role: RoleBoth, Replicas: dp}
+	how := "independent engines"
+	if ep {
+		ps.ExpertParallel = dp
+		how = "one data-parallel + expert-parallel instance"
+	}
+	*warn = append(*warn, fmt.Sprintf("data_parallel_size %d: %d engines as %s behind router %s", dp, dp, how, router.Name))
+	return Pools{ps}, router, links, dp
+}
+
+// dataParallel is the run's data-parallel size and expert parallelism:
+// the engine section's, else the import's source details.
+func dataParallel(m *datasets.Manifest) (int, bool) {
+	if e := m.Engine; e != nil && e.DataParallelSize > 0 {
+		return e.DataParallelSize, e.ExpertParallel
+	}
+	d := m.Source.Detail
+	dp, _ := strconv.Atoi(d["data_parallel_size"])
+	ep, _ := strconv.ParseBool(d["enable_expert_parallel"])
+	return dp, ep
+}
+
+func linkSpec(l datasets.Link) LinkSpec {
+	bw, lat := l.BandwidthGBs, l.LatencyUs
+	return LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
+}
+
+// poolManifest is the manifest one pool's engine is rebuilt from: the
+// pool's own engine section and GPU where the cluster records them.
+func poolManifest(m *datasets.Manifest, ps PoolSpec) *datasets.Manifest {
+	pm := *m
+	if c := m.Cluster; c != nil {
+		for _, cp := range c.Pools {
+			if cp.Name == ps.Name && cp.Engine != nil {
+				e := *cp.Engine
+				pm.Engine = &e
+			}
+		}
+	}
+	if ps.Hardware != "" && pm.Hardware != nil {
+		h := *pm.Hardware
+		h.GPUName, h.Spec = ps.Hardware, ""
+		pm.Hardware = &h
+	}
+	return &pm
+}

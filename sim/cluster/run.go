@@ -1,0 +1,176 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/workload"
+)
+
+// Drive runs the cluster over a workload until the workload is exhausted
+// and every request has finished, and returns the time of the last event.
+// A source that is a Completer (closed loop) hears of each finished
+// request. An arrival fires before an event at the same time, so an
+// engine's loop sees every request that arrived by then.
+func Drive(c *Cluster, src workload.Peeker) (int64, error) { return DriveUntil(c, src, nil) }
+
+// DriveUntil is Drive that also ends, with sim.ErrInterrupted, once stop
+// is closed (a nil stop never closes): a signal ends a run cleanly.
+func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, error) {
+	if completer, ok := src.(workload.Completer); ok {
+		c.OnFinish = completer.Complete
+		defer func() { c.OnFinish = nil }()
+	}
+	var t int64
+	for {
+		select {
+		case <-stop:
+			return t, sim.ErrInterrupted
+		default:
+		}
+		at, st := src.NextAt()
+		next := c.NextAt()
+		if st == workload.Ready && (next == sim.NoWake || at <= next) {
+			a, _ := src.Next()
+			t = max(t, a.AtNs)
+			if err := c.Add(a); err != nil {
+				return t, err
+			}
+			continue
+		}
+		if err := src.Err(); err != nil {
+			return t, fmt.Errorf("workload: %w", err)
+		}
+		if next == sim.NoWake {
+			switch {
+			case st == workload.Waiting:
+				return t, fmt.Errorf("workload waits for completions but no request is running (closed loop stalled at %d ns)", t)
+			case c.Busy():
+				return t, fmt.Errorf("engines idle with unfinished requests at %d ns (a request the KV cache can never hold?)", t)
+			}
+			return t, nil
+		}
+		t = next
+		if err := c.Step(); err != nil {
+			return t, err
+		}
+	}
+}
+
+// Run simulates the plan's workload and writes its dataset to dir: the
+// engines' steps, step_requests (unless disabled) and requests, with
+// routes when a router chose among engines and transfers when prefill and
+// decode are disaggregated. One engine writes exactly the dataset of
+// sim.Run. The same plan and seed give a byte-identical dataset; on
+// failure, or when opts.Stop closes (sim.ErrInterrupted), the dataset is
+// left partial with every completed part and every live request recorded
+// unfinished.
+func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
+	src, inputSHA, cleanup, err := p.Source()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	if src == nil && !p.single() {
+		return nil, errors.New("workload.kind benchmark runs one engine: remove the cluster block")
+	}
+	return sim.WriteDataset(dir, p.Manifest(opts.Command, inputSHA), opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
+		return runInto(p, w, src, opts)
+	})
+}
+
+func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions) (*sim.Result, error) {
+	routes := false
+	for _, pp := range p.Pools {
+		routes = routes || pp.Replicas > 1
+	}
+	ds, err := NewDatasetSink(w, p.Scenario.Output.StepRequests, routes, p.Disaggregated())
+	if err != nil {
+		return nil, err
+	}
+	res, err := simulate(p, src, ds, opts)
+	if cerr := ds.Close(); err == nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// Simulate runs the plan's workload and reports it, writing nothing: Run
+// without the dataset (a sweep point).
+func Simulate(p *Plan) (*sim.Result, error) {
+	src, _, cleanup, err := p.Source()
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
+	if src == nil {
+		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
+	}
+	return simulate(p, src, nil, sim.RunOptions{})
+}
+
+// simulate drives the cluster over src (or the plan's benchmark grid)
+// recording into out (nil: nowhere) and the run's metrics.
+func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions) (*sim.Result, error) {
+	metrics := sim.NewRunMetrics()
+	tee := Tee{metrics}
+	if out != nil {
+		tee = Tee{out, metrics}
+	}
+	if opts.Progress != nil {
+		tee = append(tee, sim.NewProgressSink(opts.Progress))
+	}
+	c, err := p.New(tee, nil)
+	if err != nil {
+		return nil, err
+	}
+	var t int64
+	if src != nil {
+		t, err = DriveUntil(c, src, opts.Stop)
+	} else {
+		eng := c.Engines()[0]
+		err = sim.RunBenchmark(eng, p.Pools[0].Engine, opts.Stop)
+		t = eng.Now()
+	}
+	// Even after a failure, record every live request (unfinished): what
+	// was measured stays.
+	if ferr := c.Finish(lastTime(c, t)); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	st := c.Stats()
+	return &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}, nil
+}
+
+// Bounds re-simulates the plan's workload with every step of every pool
+// at the lower, then at the upper edge of its FPM's interval at level
+// (Plan.Bound), writing nothing: sim.Bounds for a cluster. The experts of
+// an expert-parallel pool keep their point price in both runs.
+func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
+	if p.single() {
+		return sim.Bounds(p.Pools[0].Engine, level) // a benchmark workload too
+	}
+	return sim.BoundsOf(level, func(upper bool) (sim.Report, error) {
+		q, err := p.Bound(level, upper)
+		if err != nil {
+			return sim.Report{}, err
+		}
+		res, err := Simulate(q)
+		if err != nil {
+			return sim.Report{}, err
+		}
+		return res.Report, nil
+	})
+}
+
+// lastTime is the latest host clock of the engines and t.
+func lastTime(c *Cluster, t int64) int64 {
+	for _, e := range c.Engines() {
+		t = max(t, e.Now())
+	}
+	return t
+}
