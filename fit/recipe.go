@@ -19,18 +19,40 @@ type KindSpec struct {
 	Kind   string   `json:"kind" yaml:"kind"`
 	Coords []string `json:"coords,omitempty" yaml:"coords"`
 	Terms  []string `json:"terms" yaml:"terms"`
+	// Regimes names a coordinate along which the linear form may split
+	// into pieces, each fitted on its own rows, where held-out error on
+	// the kind's rows says the data has regimes (regimeBounds); "" for
+	// one form.
+	Regimes string `json:"regimes,omitempty" yaml:"regimes"`
+	// Relative fits the linear form in relative error (rows weighted
+	// 1/y²), as the held-out error that picks the regimes is measured.
+	Relative bool `json:"relative,omitempty" yaml:"relative"`
 }
 
-// DefaultKindSpecs are the recipe's kinds: prefill over (prefill tokens,
-// prefill requests) with the prefill terms; decode over (batch, context
-// per request) with DecodeTerms; mixed with the default terms when mixed
-// steps were measured (no grid: mixed steps are not benchmark points).
+// DefaultKindSpecs are the recipe's kinds:
+//
+//   - prefill: a table over (prefill tokens, prefill requests, the context
+//     the chunks read) and the prefill terms;
+//   - decode: a table over (batch, context per request) of the uniform
+//     points (kv_max_ratio 1: a ragged batch is outside its hull), and
+//     RaggedDecodeTerms split into batch-size regimes where the grid's
+//     held-out error says so, fitted in relative error;
+//   - mixed: the default terms when mixed steps were measured (no grid:
+//     mixed points are not on one), else composed.
 var DefaultKindSpecs = []KindSpec{
-	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests},
+	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests, model.TermPrefillKVTokens},
 		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
-	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest}, Terms: DecodeTerms},
+	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio + "=1"},
+		Terms: RaggedDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
 	{Kind: datasets.KindMixed, Terms: model.DefaultTerms},
 }
+
+// RaggedDecodeTerms price a decode step whose requests read different
+// contexts: a fixed cost, the CUDA-graph batch the step ran, the KV tokens
+// read, the longest context and the batch padded to it (an attention
+// kernel with a program per request waits for the longest one). On a
+// uniform grid the last equals decode_kv_tokens and is dropped.
+var RaggedDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
 
 // RecipeOptions configures FitRecipe. Zero values take the defaults.
 type RecipeOptions struct {
@@ -94,6 +116,9 @@ type KindReport struct {
 	// Coefficients of the linear form, with bootstrap intervals.
 	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
 	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
+	// Regimes are the pieces of a linear form split into regimes (then
+	// Terms and Coefficients are empty).
+	Regimes []RegimeReport `json:"regimes,omitempty"`
 	// Residuals summarises each region's residual quantiles.
 	Residuals []ResidualSummary `json:"residuals,omitempty"`
 	Note      string            `json:"note,omitempty"`
@@ -245,12 +270,27 @@ func fitKind(d *Data, idx []int, spec KindSpec, opt RecipeOptions, boot int) (*m
 		k.Table, tab = t, st
 	}
 	rep.Table = tab
-	lin, err := Linear(d.Subset(idx), Options{Terms: spec.Terms, Method: opt.Method, Degenerate: DegenerateDrop, Bootstrap: boot, Seed: opt.Seed})
+	var upper []float64
+	if spec.Regimes != "" {
+		var err error
+		if upper, err = regimeBounds(d, idx, spec, opt); err != nil {
+			return nil, rep, err
+		}
+	}
+	lopt := Options{Terms: spec.Terms, Method: opt.Method, Relative: spec.Relative, Degenerate: DegenerateDrop, Bootstrap: boot, Seed: opt.Seed}
+	var err error
+	if len(upper) > 0 {
+		k.Regimes, rep.Regimes, err = fitPieces(d, idx, spec.Regimes, upper, lopt)
+	} else {
+		var lin *Result
+		if lin, err = Linear(d.Subset(idx), lopt); err == nil {
+			a := model.LinearArtifact(lin.Model)
+			k.Terms, k.Coefficients, k.CoefCov = a.Terms, a.Coefficients, a.CoefCov
+			rep.Terms, rep.Coefficients, rep.Dropped = a.Terms, a.Coefficients, lin.Dropped
+		}
+	}
 	switch {
 	case err == nil:
-		a := model.LinearArtifact(lin.Model)
-		k.Terms, k.Coefficients, k.CoefCov = a.Terms, a.Coefficients, a.CoefCov
-		rep.Terms, rep.Coefficients, rep.Dropped = a.Terms, a.Coefficients, lin.Dropped
 		if k.Table != nil {
 			rep.PricedBy = PricedTableLinear
 		}
@@ -305,15 +345,17 @@ func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *m
 	}
 	rest := idx
 	if k.Table != nil {
-		tabRows := benchmarkRows(d, idx)
-		_, st, err := BuildTable(d, tabRows, spec.Coords, opt.SnapRel, opt.Seed)
+		_, st, err := BuildTable(d, benchmarkRows(d, idx), spec.Coords, opt.SnapRel, opt.Seed)
 		if err != nil {
 			return err
 		}
 		for a, n := range st.Nodes {
+			if n < 2 {
+				continue // a single-node axis is a condition of the table, not a line to leave out
+			}
 			for node := 0; node < n; node++ {
 				var test []int
-				for j, i := range tabRows {
+				for j, i := range st.rows {
 					if st.node[a][j] == node {
 						test = append(test, i)
 					}
@@ -321,7 +363,7 @@ func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *m
 				predict(without(idx, test), test)
 			}
 		}
-		rest = without(idx, tabRows)
+		rest = without(idx, st.rows)
 	}
 	if len(rest) >= opt.Folds {
 		fold := Folds(len(rest), opt.Folds, opt.Seed)

@@ -97,12 +97,12 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 	require.Equal(t, model.RegionInterpolated, res.Model.Price(dec(16, 1000), 0.9).Region)
 	require.Equal(t, model.RegionExtrapolated, res.Model.Price(dec(256, 8192), 0.9).Region)
 	require.Equal(t, model.RegionExtrapolated, res.Model.Price(dec(1024, 512), 0.9).Region)
-	require.InDelta(t, dk.Linear().PredictNs(dec(1024, 512)), res.Model.PredictNs(dec(1024, 512)), 1e-6)
+	require.InDelta(t, dk.Linear(dec(1024, 512)).PredictNs(dec(1024, 512)), res.Model.PredictNs(dec(1024, 512)), 1e-6)
 
 	// Inside the hull the table beats the linear form on the curvature.
 	fresh := decodeData(t, trafficDecode(2000, 1, 7))
 	tab := Evaluate(res.Model, fresh, 0)
-	linOnly := Evaluate(dk.Linear(), fresh, 0)
+	linOnly := Evaluate(linearOnly{dk}, fresh, 0)
 	t.Logf("inside the hull: recipe MAPE %.2f%%, its linear form alone %.2f%%", tab.Overall.MAPE, linOnly.Overall.MAPE)
 	require.Less(t, tab.Overall.MAPE, linOnly.Overall.MAPE)
 	require.Less(t, tab.Overall.MAPE, 2.5)
@@ -269,3 +269,8 @@ func TestBuildTableRefusesWhatIsNotAGrid(t *testing.T) {
 	_, _, err = BuildTable(d, idx, []string{"batch"}, 0.02, 1)
 	require.ErrorContains(t, err, "unknown coordinate")
 }
+
+// linearOnly prices every step with a recipe kind's linear form.
+type linearOnly struct{ k *model.RecipeKind }
+
+func (l linearOnly) PredictNs(f model.Features) float64 { return l.k.Linear(f).PredictNs(f) }
