@@ -2,6 +2,7 @@ package fit
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/sim/opdb"
 )
 
 // BoundsVersion is the version of the bounds file format this build reads.
@@ -79,11 +81,20 @@ type FitSpec struct {
 	Seed          uint64   `yaml:"seed"`      // default 1
 }
 
-// PriorSpec is the roofline prior of a model shape on a hardware, both by
-// catalogue name (model.HardwareByName, model.ShapeByName).
+// PriorSpec is a prior of a model shape on a hardware, both by catalogue
+// name (model.LookupHardware, model.LookupModel): the roofline, or with
+// Ops the measured-operations prior.
 type PriorSpec struct {
 	Hardware string `yaml:"hardware"`
 	Shape    string `yaml:"shape"`
+	// Ops is an ops spec (sim/opdb): "ops" for the database shipped for
+	// the hardware, "ops:NAME" for a shipped one, "ops:DIR" for a
+	// directory (relative to the file).
+	Ops string `yaml:"ops"`
+	// Engine, with Ops, is an ops model artifact whose engine (how the
+	// engine that ran the data departs from the database's framework) the
+	// prior takes, on this shape; "" for the database's own framework.
+	Engine string `yaml:"engine"`
 }
 
 // Bound is one metric's gate. Metrics: mape_pct, median_ape_pct,
@@ -181,8 +192,15 @@ func (f *BoundsFile) validate() error {
 		if m.Fit != nil && len(m.Fit.Datasets) == 0 {
 			return fmt.Errorf("check %s: model.fit: no datasets", c.Name)
 		}
-		if m.Prior != nil && (m.Prior.Hardware == "" || m.Prior.Shape == "") {
-			return fmt.Errorf("check %s: model.prior: name the hardware and the shape", c.Name)
+		if p := m.Prior; p != nil {
+			switch {
+			case p.Hardware == "" || p.Shape == "":
+				return fmt.Errorf("check %s: model.prior: name the hardware and the shape", c.Name)
+			case p.Ops != "" && !opdb.IsSpec(p.Ops):
+				return fmt.Errorf("check %s: model.prior.ops %q: want ops, ops:NAME or ops:DIR", c.Name, p.Ops)
+			case p.Engine != "" && p.Ops == "":
+				return fmt.Errorf("check %s: model.prior.engine applies to an ops prior: set ops", c.Name)
+			}
 		}
 		if len(c.Data) == 0 {
 			return fmt.Errorf("check %s: no data to evaluate on", c.Name)
@@ -314,16 +332,8 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
 		}
 		return m, s.Artifact, a.Training.Target, nil
 	case s.Prior != nil:
-		hw, err := model.LookupHardware(s.Prior.Hardware)
-		if err != nil {
-			return nil, "", "", err
-		}
-		sh, err := model.LookupModel(s.Prior.Shape)
-		if err != nil {
-			return nil, "", "", err
-		}
-		r := model.NewRoofline(hw, sh)
-		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), TargetGPU, r.Validate()
+		m, name, err := f.prior(*s.Prior)
+		return m, name, TargetGPU, err
 	}
 	fs := s.Fit
 	form := fs.Form
@@ -350,6 +360,47 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
 		return nil, "", "", err
 	}
 	return m, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil
+}
+
+// prior builds a check's prior and names it.
+func (f *BoundsFile) prior(p PriorSpec) (model.FPM, string, error) {
+	hw, err := model.LookupHardware(p.Hardware)
+	if err != nil {
+		return nil, "", err
+	}
+	sh, err := model.LookupModel(p.Shape)
+	if err != nil {
+		return nil, "", err
+	}
+	if p.Ops == "" {
+		r := model.NewRoofline(hw, sh)
+		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), r.Validate()
+	}
+	spec := p.Ops
+	if dir, ok := strings.CutPrefix(spec, opdb.SpecPrefix+":"); ok && !slices.Contains(opdb.Names(), dir) {
+		spec = opdb.SpecPrefix + ":" + f.path(dir)
+	}
+	o, err := opdb.Prior(spec, hw, sh)
+	if err != nil {
+		return nil, "", err
+	}
+	name := fmt.Sprintf("%s(%s, %s)", p.Ops, hw.Name, sh.Name)
+	if p.Engine == "" {
+		return o, name, nil
+	}
+	_, a, err := model.Load(f.path(p.Engine))
+	if err != nil {
+		return nil, "", err
+	}
+	var op model.OpsParams
+	if a.Form != model.FormOps || json.Unmarshal(a.Params, &op) != nil {
+		return nil, "", fmt.Errorf("model.prior.engine %s: want an ops artifact (form %q)", p.Engine, model.FormOps)
+	}
+	m, err := o.WithEngine(op.Engine)
+	if err != nil {
+		return nil, "", err
+	}
+	return m, fmt.Sprintf("%s with the engine of %s", name, p.Engine), nil
 }
 
 // boundResult turns one bound into its checks (one for max, one for min).

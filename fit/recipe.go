@@ -146,14 +146,19 @@ const (
 	SourceGridLines   = "held-out grid lines"
 	SourceCV          = "cross-validation"
 	SourceCalibration = "calibration"
+	// SourceMixedPoints: a composed mixed kind's residuals on the measured
+	// mixed points, which the composition never saw.
+	SourceMixedPoints = "measured mixed points"
 )
 
 // FitRecipe fits the default recipe (model.Recipe): per kind of
 // opt.Kinds with rows in d, a table over the kind's coordinates when its
 // benchmark rows (Data.Benchmark; all its rows when none is marked) form a
 // grid (BuildTable), and the linear form over its terms (NNLS by default,
-// degenerate terms dropped, bootstrap covariance). Mixed steps with fewer
-// than MinRows rows are composed from prefill and decode.
+// degenerate terms dropped, bootstrap covariance). Mixed steps are composed
+// from prefill and decode when fewer than MinRows were measured, or when
+// the composition prices the measured ones better than their own linear
+// form does out of fold (composeIfBetter).
 //
 // The residual quantiles behind the intervals are held out: for a kind
 // with a table, each grid line (every node of every axis in turn) is left
@@ -215,6 +220,11 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 		r.Kinds = append(r.Kinds, *k)
 		res.Kinds = append(res.Kinds, *rep)
 	}
+	if compose == nil && hasKind(r, datasets.KindMixed) && hasKind(r, datasets.KindPrefill) && hasKind(r, datasets.KindDecode) {
+		if err := res.composeIfBetter(d, rows, opt); err != nil {
+			return nil, err
+		}
+	}
 	if compose != nil {
 		rep := KindReport{Kind: datasets.KindMixed, Rows: len(rows[datasets.KindMixed]), PricedBy: PricedNone,
 			Note: "no prefill or no decode model to compose mixed steps from"}
@@ -237,6 +247,66 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	}
 	res.summarizeResiduals()
 	return res, nil
+}
+
+// composeIfBetter prices the measured mixed rows by composition from the
+// recipe's prefill and decode kinds, which never saw them, and keeps the
+// composition instead of the mixed kind's own linear form when its error
+// on them is below the linear form's out of fold (opt.Folds folds): mixed
+// points measured with a cost that traffic's mixed steps do not pay (a
+// launch-bound eager pass, what the step before them left behind) fit a
+// form of their own that carries it. The composed kind's residuals are
+// then its residuals on those rows (SourceMixedPoints).
+func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt RecipeOptions) error {
+	idx := rows[datasets.KindMixed]
+	spec := opt.Kinds[slices.IndexFunc(opt.Kinds, func(k KindSpec) bool { return k.Kind == datasets.KindMixed })]
+	fold := Folds(len(idx), opt.Folds, opt.Seed)
+	var own float64
+	for f := 0; f < opt.Folds; f++ {
+		var train, test []int
+		for j, i := range idx {
+			if fold[j] == f {
+				test = append(test, i)
+			} else {
+				train = append(train, i)
+			}
+		}
+		if len(test) == 0 {
+			continue
+		}
+		k, _, err := fitKind(d, train, spec, opt, 0)
+		if err != nil {
+			return nil // the linear form needs all its rows: keep it
+		}
+		for _, i := range test {
+			own += ape(d.Y[i], k.Linear(d.Features[i]).PredictNs(d.Features[i])) / float64(len(idx))
+		}
+	}
+	r := res.Model
+	mi := slices.IndexFunc(r.Kinds, func(k model.RecipeKind) bool { return k.Kind == datasets.KindMixed })
+	linear := r.Kinds[mi]
+	r.Kinds[mi] = model.RecipeKind{Kind: datasets.KindMixed, Rows: len(idx),
+		Compose: &model.Compose{Rule: model.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}}
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("fit: recipe: %w", err)
+	}
+	var composed float64
+	for _, i := range idx {
+		composed += ape(d.Y[i], r.PredictNs(d.Features[i])) / float64(len(idx))
+	}
+	ri := slices.IndexFunc(res.Kinds, func(k KindReport) bool { return k.Kind == datasets.KindMixed })
+	if !(composed < own) {
+		r.Kinds[mi] = linear
+		res.Kinds[ri].Note = fmt.Sprintf("its own linear form: %.1f%% error out of fold on the %d measured mixed rows, composition from prefill and decode %.1f%%", own, len(idx), composed)
+		return r.Validate()
+	}
+	res.Kinds[ri] = KindReport{Kind: datasets.KindMixed, Rows: len(idx), PricedBy: PricedComposed,
+		Note: fmt.Sprintf("prefill + marginal decode: %.1f%% error on the %d measured mixed rows, which it never saw, against %.1f%% out of fold for their own linear form", composed, len(idx), own)}
+	if opt.SkipResiduals {
+		return nil
+	}
+	_, err := CalibrateRecipe(r, d.Subset(idx), opt.MinRows, SourceMixedPoints)
+	return err
 }
 
 func hasKind(r *model.Recipe, kind string) bool {

@@ -8,10 +8,12 @@ import (
 	"github.com/steplab/steplab/model"
 )
 
-// RegimeGain is the share by which one more regime bound must cut the
-// held-out error of a kind's linear form to be kept (FitRecipe): a bound
-// that buys less is noise in the grid, not a regime of the kernel.
-const RegimeGain = 0.05
+// RegimeZ is how many standard errors one more regime bound must cut the
+// held-out error of a kind's linear form by to be kept (FitRecipe): the
+// mean of the rows' paired differences in absolute relative error, over
+// its standard error. A bound that buys less is noise in the grid, not a
+// regime of the kernel.
+const RegimeZ = 2.0
 
 // maxRegimeCandidates bounds the values tried as regime bounds: a grid
 // sweeps a few batch sizes, traffic hundreds, and every candidate costs a
@@ -32,11 +34,12 @@ type RegimeReport struct {
 // coordinate spec.Regimes (model.Regimes), from the rows idx, by held-out
 // error: starting from one piece, each value of the coordinate in the
 // data is tried as a bound (a piece prices the steps up to and including
-// it, so steps between two measured values go to the upper piece), and
-// the bound whose pieces, each fitted on its own rows, give the smallest
-// mean absolute relative error out of fold (opt.Folds folds, seeded) is
-// kept if it cuts that error by RegimeGain; until no bound does. A piece
-// needs max(5, 2×terms) rows. No bounds: one linear form.
+// it, so steps between two measured values go to the upper piece); the
+// bound whose pieces, each fitted on its own rows, give the smallest mean
+// absolute relative error out of fold (opt.Folds folds, seeded) is kept
+// if it cuts every row's error by RegimeZ standard errors on average;
+// until no bound does. A piece needs max(5, 2×terms) rows. No bounds:
+// one linear form.
 func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float64, error) {
 	fn, err := model.Coord(spec.Regimes)
 	if err != nil {
@@ -49,19 +52,19 @@ func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float
 	lin := Options{Terms: spec.Terms, Method: opt.Method, Relative: spec.Relative, Degenerate: DegenerateDrop}
 	minRows := max(5, 2*len(spec.Terms))
 	fold := Folds(len(idx), opt.Folds, opt.Seed)
-	// heldOut is the out-of-fold mean absolute relative error of the
-	// pieces of upper; false when a piece is too small or cannot be fitted.
-	heldOut := func(upper []float64) (float64, bool) {
-		var sum float64
+	// heldOut is each row's out-of-fold absolute relative error under the
+	// pieces of upper; nil when a piece is too small or cannot be fitted.
+	heldOut := func(upper []float64) []float64 {
+		e := make([]float64, len(idx))
 		for _, ks := range splitRegimes(x, upper) {
 			if len(ks) < minRows {
-				return 0, false
+				return nil
 			}
 			for f := 0; f < opt.Folds; f++ {
 				var train, test []int
 				for _, k := range ks {
 					if fold[k] == f {
-						test = append(test, idx[k])
+						test = append(test, k)
 					} else {
 						train = append(train, idx[k])
 					}
@@ -71,39 +74,64 @@ func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float
 				}
 				r, err := Linear(d.Subset(train), lin)
 				if err != nil {
-					return 0, false
+					return nil
 				}
-				for _, i := range test {
-					sum += math.Abs(r.Model.PredictNs(d.Features[i])-d.Y[i]) / d.Y[i]
+				for _, k := range test {
+					i := idx[k]
+					e[k] = math.Abs(r.Model.PredictNs(d.Features[i])-d.Y[i]) / d.Y[i]
 				}
 			}
 		}
-		return sum / float64(len(idx)), true
+		return e
 	}
 	var upper []float64
-	best, ok := heldOut(upper)
-	if !ok {
+	cur := heldOut(upper)
+	if cur == nil {
 		return nil, nil
 	}
 	cands := regimeCandidates(x, opt.SnapRel)
 	for {
-		var next []float64
-		score := best
+		var next, nextErr []float64
+		best := mean(cur)
 		for _, c := range cands {
 			if slices.Contains(upper, c) {
 				continue
 			}
 			try := append(slices.Clone(upper), c)
 			slices.Sort(try)
-			if e, ok := heldOut(try); ok && e < score {
-				next, score = try, e
+			if e := heldOut(try); e != nil && mean(e) < best {
+				next, nextErr, best = try, e, mean(e)
 			}
 		}
-		if next == nil || score > best*(1-RegimeGain) {
+		if next == nil || !significant(cur, nextErr) {
 			return upper, nil
 		}
-		upper, best = next, score
+		upper, cur = next, nextErr
 	}
+}
+
+// mean is the mean of v.
+func mean(v []float64) float64 {
+	var s float64
+	for _, x := range v {
+		s += x
+	}
+	return s / float64(len(v))
+}
+
+// significant reports whether the errors after are smaller than before
+// by RegimeZ standard errors of their paired differences.
+func significant(before, after []float64) bool {
+	n := float64(len(before))
+	var s, ss float64
+	for i := range before {
+		d := before[i] - after[i]
+		s += d
+		ss += d * d
+	}
+	m := s / n
+	v := (ss/n - m*m) * n / max(n-1, 1)
+	return m > 0 && m > RegimeZ*math.Sqrt(max(v, 0)/n)
 }
 
 // splitRegimes splits positions 0..len(x)-1 into the pieces of bounds

@@ -97,6 +97,7 @@ func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint6
 	}
 	st.OffGrid = len(idx) - len(on)
 	idx = on
+	onConds := len(idx)
 	if len(idx) == 0 {
 		st.Reason = "no rows meet the table's conditions"
 		return nil, st, nil
@@ -174,6 +175,10 @@ rows:
 		st.Reason = "fewer than two measured nodes"
 	case float64(st.Measured) < MinTableFill*float64(cells):
 		st.Reason = fmt.Sprintf("%d of %d nodes measured (a grid fills at least %.0f%%)", st.Measured, cells, 100*MinTableFill)
+	case 2*st.Rows < onConds:
+		st.Reason = fmt.Sprintf("only %d of %d rows lie on the lines of a grid", st.Rows, onConds)
+	case !st.segment(t.Ns):
+		st.Reason = "no two neighbouring nodes measured: nothing to interpolate between"
 	}
 	if st.Reason != "" {
 		return nil, st, nil
@@ -301,6 +306,24 @@ func inside(tuple []int, keep [][]bool) bool {
 		}
 	}
 	return true
+}
+
+// segment reports whether two neighbouring nodes of some axis are both
+// measured: a grid has somewhere to interpolate (a step on the segment
+// between them is inside the hull). ns holds the node times, row-major,
+// negative if missing.
+func (st *TableStats) segment(ns []float64) bool {
+	stride := 1
+	for a := len(st.Nodes) - 1; a >= 0; a-- {
+		n := st.Nodes[a]
+		for c := range ns {
+			if c/stride%n < n-1 && ns[c] >= 0 && ns[c+stride] >= 0 {
+				return true
+			}
+		}
+		stride *= n
+	}
+	return false
 }
 
 // flat is the row-major node index of row k.
