@@ -332,7 +332,7 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
 		}
 		return m, s.Artifact, a.Training.Target, nil
 	case s.Prior != nil:
-		m, name, err := f.prior(*s.Prior)
+		m, name, err := s.Prior.Build(f.dir)
 		return m, name, TargetGPU, err
 	}
 	fs := s.Fit
@@ -362,8 +362,15 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
 	return m, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil
 }
 
-// prior builds a check's prior and names it.
-func (f *BoundsFile) prior(p PriorSpec) (model.FPM, string, error) {
+// Build builds the prior and names it; relative paths (an ops database
+// directory, the engine artifact) are taken from dir.
+func (p PriorSpec) Build(dir string) (model.FPM, string, error) {
+	path := func(q string) string {
+		if filepath.IsAbs(q) {
+			return q
+		}
+		return filepath.Join(dir, q)
+	}
 	hw, err := model.LookupHardware(p.Hardware)
 	if err != nil {
 		return nil, "", err
@@ -378,7 +385,7 @@ func (f *BoundsFile) prior(p PriorSpec) (model.FPM, string, error) {
 	}
 	spec := p.Ops
 	if dir, ok := strings.CutPrefix(spec, opdb.SpecPrefix+":"); ok && !slices.Contains(opdb.Names(), dir) {
-		spec = opdb.SpecPrefix + ":" + f.path(dir)
+		spec = opdb.SpecPrefix + ":" + path(dir)
 	}
 	o, err := opdb.Prior(spec, hw, sh)
 	if err != nil {
@@ -388,7 +395,7 @@ func (f *BoundsFile) prior(p PriorSpec) (model.FPM, string, error) {
 	if p.Engine == "" {
 		return o, name, nil
 	}
-	_, a, err := model.Load(f.path(p.Engine))
+	_, a, err := model.Load(path(p.Engine))
 	if err != nil {
 		return nil, "", err
 	}
