@@ -175,19 +175,6 @@ func regimeCandidates(x []float64, snapRel float64) []float64 {
 	return top
 }
 
-// regimeRange describes piece p of bounds upper along coord.
-func regimeRange(coord string, upper []float64, p int) string {
-	switch {
-	case len(upper) == 0:
-		return "all"
-	case p == 0:
-		return fmt.Sprintf("%s <= %g", coord, upper[0])
-	case p == len(upper):
-		return fmt.Sprintf("%s > %g", coord, upper[p-1])
-	}
-	return fmt.Sprintf("%g < %s <= %g", upper[p-1], coord, upper[p])
-}
-
 // fitPieces fits the linear form of each regime of bounds upper along
 // coord on its rows of idx.
 func fitPieces(d *Data, idx []int, coord string, upper []float64, opt Options) (*model.Regimes, []RegimeReport, error) {
@@ -208,11 +195,11 @@ func fitPieces(d *Data, idx []int, coord string, upper []float64, opt Options) (
 		}
 		r, err := Linear(d.Subset(rows), opt)
 		if err != nil {
-			return nil, nil, fmt.Errorf("regime %s: %w", regimeRange(coord, upper, p), err)
+			return nil, nil, fmt.Errorf("regime %s: %w", g.Range(p), err)
 		}
 		a := model.LinearArtifact(r.Model)
 		g.Pieces = append(g.Pieces, model.LinearForm{Rows: len(rows), Terms: a.Terms, Coefficients: a.Coefficients, CoefCov: a.CoefCov})
-		reps = append(reps, RegimeReport{Range: regimeRange(coord, upper, p), Rows: len(rows), Terms: a.Terms, Coefficients: a.Coefficients, Dropped: r.Dropped})
+		reps = append(reps, RegimeReport{Range: g.Range(p), Rows: len(rows), Terms: a.Terms, Coefficients: a.Coefficients, Dropped: r.Dropped})
 	}
 	return g, reps, nil
 }

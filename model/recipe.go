@@ -182,6 +182,19 @@ func (g *Regimes) validate() error {
 	return nil
 }
 
+// Range says which steps piece i prices, e.g. "decode_requests <= 32".
+func (g *Regimes) Range(i int) string {
+	switch {
+	case len(g.Upper) == 0:
+		return "all"
+	case i == 0:
+		return fmt.Sprintf("%s <= %g", g.Coord, g.Upper[0])
+	case i >= len(g.Upper):
+		return fmt.Sprintf("%s > %g", g.Coord, g.Upper[len(g.Upper)-1])
+	}
+	return fmt.Sprintf("%g < %s <= %g", g.Upper[i-1], g.Coord, g.Upper[i])
+}
+
 // Piece returns the index of the piece that prices f.
 func (g *Regimes) Piece(f Features) int {
 	x := g.fn(f)
