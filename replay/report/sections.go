@@ -521,4 +521,3 @@ func meanP90(p whatif.PlacementAudit) float64 {
 	}
 	return s / float64(len(p.Runs))
 }
-
