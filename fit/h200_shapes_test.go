@@ -84,7 +84,7 @@ func TestH200Shapes(t *testing.T) {
 			traffic := h200Data(t, target, Selection{}, sh.traffic...).Data
 			got := map[string]h200ShapeFigures{}
 			for _, f := range h200Forms {
-				res, err := FitRecipe(grid, RecipeOptions{Kinds: kindSpecsWith(f.decode), Bootstrap: 100, Seed: 1})
+				res, err := FitRecipe(grid, RecipeOptions{Kinds: kindSpecsWith(f.decode), Bootstrap: 200, Seed: 1})
 				require.NoError(t, err)
 				r := Evaluate(res.Model, traffic, 0)
 				iv := EvaluateIntervals(res.Model, traffic, 0.9)
@@ -129,7 +129,7 @@ func TestH200Shapes(t *testing.T) {
 func TestH200ShapesCalibrated(t *testing.T) {
 	for _, sh := range h200Shapes {
 		for _, target := range []string{TargetWall, TargetGPU} {
-			cfg := FitConfig{Load: LoadOptions{Target: target}, Recipe: RecipeOptions{Bootstrap: 100}, Seed: 1,
+			cfg := FitConfig{Load: LoadOptions{Target: target}, Recipe: RecipeOptions{Bootstrap: 200}, Seed: 1,
 				Calibrate: h200Paths(sh.traffic...), CalibrateHalf: 1}
 			_, art, _, err := FitDatasets(h200Paths(sh.bench), cfg)
 			require.NoError(t, err)
@@ -145,9 +145,10 @@ func TestH200ShapesCalibrated(t *testing.T) {
 }
 
 // TestH200BenchTeardown: why the grid's wall time over-prices traffic.
-// The worker decodes a step's message into Python objects and frees them
-// when the next message replaces it, after the next step's receive timer
-// and before its preparation timer: a steady benchmark point's
+// The worker that captured these grids decoded a step's message into
+// Python objects and freed them when the next message replaced it, after
+// the next step's receive timer and before its preparation timer (it now
+// frees them inside their own step): a steady benchmark point's
 // inter-update period pays the teardown of the admission message before
 // it (B prompts in full), which a traffic step, following steps that
 // admitted a prompt or none, does not. The share of the period outside the
@@ -187,6 +188,23 @@ func TestH200BenchTeardown(t *testing.T) {
 		require.Greater(t, corr, 0.9, sh.name)
 		require.InDelta(t, 9, slope, 5, "%s: a freed Python int per token", sh.name)
 		require.Less(t, p90, 0.5e6, sh.name)
+
+		// On the admission grid each measured step admits its own batch
+		// (and ships it before its timers start): the remainder follows
+		// that, not the admission before it.
+		adm := h200Load(t, strings.Replace(sh.bench, "bench-steady", "bench-admission", 1)).steps
+		var rest, own, prev []float64
+		for i := 1; i < len(adm); i++ {
+			s := adm[i]
+			if s.Role != datasets.RoleMeasured || s.BenchmarkID < 0 {
+				continue
+			}
+			rest = append(rest, float64(s.WallTimeNs-s.GPUTimeNs-s.HostPrepNs-s.WorkerRecvNs-s.SampleNs))
+			own, prev = append(own, float64(s.NewReqTokens)), append(prev, float64(adm[i-1].NewReqTokens))
+		}
+		t.Logf("%-22s admission grid: untimed remainder's correlation with the step's own admitted tokens %.2f, with the step before's %.2f",
+			sh.name, pearson(rest, own), pearson(rest, prev))
+		require.Greater(t, pearson(rest, own), pearson(rest, prev)+0.2, sh.name)
 
 		// The grid's timed windows as the target, the traffic's wall time as the test.
 		timed := l.Data.Subset(seq(l.Data.Len()))
