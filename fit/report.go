@@ -424,6 +424,12 @@ func recipeFeatures(r *model.Recipe) []string {
 			out = append(out, k.Table.Coords()...)
 		}
 		out = append(out, k.Terms...)
+		if g := k.Regimes; g != nil {
+			out = append(out, g.Coord)
+			for _, p := range g.Pieces {
+				out = append(out, p.Terms...)
+			}
+		}
 	}
 	return out
 }
