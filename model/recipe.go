@@ -58,7 +58,9 @@ func kindOf(f *Features) int {
 //
 //   - Outside it, or for a kind with no table, the kind's physical linear
 //     form (non-negative coefficients over the roofline-shaped basis)
-//     prices it, and the prediction says it was extrapolated.
+//     prices it, and the prediction says it was extrapolated. The form may
+//     be split into Regimes along a coordinate (decode: the batch size),
+//     one linear form per regime.
 //
 //   - A mixed step is priced as prefill plus the marginal cost of its
 //     decode work (Compose) unless mixed steps were measured:
