@@ -396,7 +396,8 @@ func benchmarkRows(d *Data, idx []int) []int {
 
 // heldOutResiduals fills k.Residuals from held-out predictions (see
 // FitRecipe): grid lines left out for the table's rows, k-fold
-// cross-validation for the rest.
+// cross-validation for the rest. Each refit searches its own regime
+// bounds: the residuals are those of the whole procedure.
 func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *model.RecipeKind, rep *KindReport) error {
 	byRegion := map[string][]float64{}
 	skipped := 0

@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -20,6 +21,12 @@ const RegimeZ = 2.0
 // cross-validation.
 const maxRegimeCandidates = 32
 
+// maxRegimeRows bounds the rows the search for regime bounds
+// cross-validates: a grid has a few hundred, traffic thousands, which an
+// evenly spaced sample of this many represents at a fraction of the cost
+// (the pieces are then fitted on every row).
+const maxRegimeRows = 512
+
 // RegimeReport is one piece of a kind's linear form split into regimes.
 type RegimeReport struct {
 	// Range says which steps the piece prices, e.g. "decode_requests <= 32".
@@ -38,58 +45,43 @@ type RegimeReport struct {
 // bound whose pieces, each fitted on its own rows, give the smallest mean
 // absolute relative error out of fold (opt.Folds folds, seeded) is kept
 // if it cuts every row's error by RegimeZ standard errors on average;
-// until no bound does. A piece needs max(5, 2×terms) rows. No bounds:
-// one linear form.
+// until no bound does. No bounds: one linear form. Of more than
+// maxRegimeRows rows, an evenly spaced sample is searched.
+//
+// Each piece is fitted as Linear fits it, by NNLS (whatever the recipe's
+// solver, which fits the pieces found): in the kind's error weighting,
+// without the terms the piece's rows cannot identify (not recorded by the
+// source, zero, or a combination of the terms before them), on at least
+// max(5, 2×terms) rows. The search fits thousands of pieces, so it sums
+// each term's Gram matrix over the rows sorted by the coordinate once, per
+// fold, and reads a piece's off the prefix sums.
 func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float64, error) {
 	fn, err := model.Coord(spec.Regimes)
 	if err != nil {
 		return nil, fmt.Errorf("fit: recipe kind %s regimes: %w", spec.Kind, err)
 	}
-	x := make([]float64, len(idx))
-	for k, i := range idx {
-		x[k] = fn(d.Features[i])
+	terms := slices.DeleteFunc(slices.Clone(spec.Terms), func(t string) bool { return d.Unrecorded[t] > 0 })
+	if len(terms) == 0 {
+		return nil, nil
 	}
-	lin := Options{Terms: spec.Terms, Method: opt.Method, Relative: spec.Relative, Degenerate: DegenerateDrop}
-	minRows := max(5, 2*len(spec.Terms))
-	fold := Folds(len(idx), opt.Folds, opt.Seed)
-	// heldOut is each row's out-of-fold absolute relative error under the
-	// pieces of upper; nil when a piece is too small or cannot be fitted.
-	heldOut := func(upper []float64) []float64 {
-		e := make([]float64, len(idx))
-		for _, ks := range splitRegimes(x, upper) {
-			if len(ks) < minRows {
-				return nil
-			}
-			for f := 0; f < opt.Folds; f++ {
-				var train, test []int
-				for _, k := range ks {
-					if fold[k] == f {
-						test = append(test, k)
-					} else {
-						train = append(train, idx[k])
-					}
-				}
-				if len(test) == 0 {
-					continue
-				}
-				r, err := Linear(d.Subset(train), lin)
-				if err != nil {
-					return nil
-				}
-				for _, k := range test {
-					i := idx[k]
-					e[k] = math.Abs(r.Model.PredictNs(d.Features[i])-d.Y[i]) / d.Y[i]
-				}
-			}
+	if n := len(idx); n > maxRegimeRows {
+		sample := make([]int, maxRegimeRows)
+		for j := range sample {
+			sample[j] = idx[j*n/maxRegimeRows]
 		}
-		return e
+		idx = sample
+	}
+	fold := Folds(len(idx), opt.Folds, opt.Seed)
+	s, err := newRegimeSearch(d, idx, fold, fn, terms, spec.Relative, opt.Folds)
+	if err != nil {
+		return nil, err
 	}
 	var upper []float64
-	cur := heldOut(upper)
+	cur := s.heldOut(upper)
 	if cur == nil {
 		return nil, nil
 	}
-	cands := regimeCandidates(x, opt.SnapRel)
+	cands := regimeCandidates(s.x, opt.SnapRel)
 	for {
 		var next, nextErr []float64
 		best := mean(cur)
@@ -99,7 +91,7 @@ func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float
 			}
 			try := append(slices.Clone(upper), c)
 			slices.Sort(try)
-			if e := heldOut(try); e != nil && mean(e) < best {
+			if e := s.heldOut(try); e != nil && mean(e) < best {
 				next, nextErr, best = try, e, mean(e)
 			}
 		}
@@ -108,6 +100,146 @@ func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float
 		}
 		upper, cur = next, nextErr
 	}
+}
+
+// regimeSearch holds the rows of a regime search sorted by their
+// coordinate x: the design (p terms a row), targets, weights, folds, and
+// the prefix sums of the Gram matrix (XᵀWX then XᵀWy, p² + p values) over
+// all rows and over each fold's rows.
+type regimeSearch struct {
+	terms     []string
+	p, folds  int
+	x, y, w   []float64
+	design    []float64
+	fold      []int
+	all       [][]float64   // all[r]: rows [0, r)
+	byFold    [][][]float64 // byFold[f][r]: rows [0, r) of fold f
+	foldCount [][]int       // foldCount[f][r]: rows [0, r) of fold f
+}
+
+func newRegimeSearch(d *Data, idx, fold []int, coord model.TermFunc, terms []string, relative bool, folds int) (*regimeSearch, error) {
+	b, err := model.NewBasis(terms)
+	if err != nil {
+		return nil, err
+	}
+	n, p := len(idx), b.Len()
+	order := make([]int, n)
+	for k := range order {
+		order[k] = k
+	}
+	xk := make([]float64, n)
+	for k, i := range idx {
+		xk[k] = coord(d.Features[i])
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(xk[a], xk[b]) })
+	s := &regimeSearch{terms: terms, p: p, folds: folds, x: make([]float64, n), y: make([]float64, n), w: make([]float64, n),
+		design: make([]float64, n*p), fold: make([]int, n)}
+	for r, k := range order {
+		i := idx[k]
+		s.x[r], s.y[r], s.w[r], s.fold[r] = xk[k], d.Y[i], 1, fold[k]
+		if relative {
+			s.w[r] = 1 / (d.Y[i] * d.Y[i])
+		}
+		b.Eval(d.Features[i], s.design[r*p:(r+1)*p])
+	}
+	m := p*p + p
+	prefix := func(in func(r int) bool) ([][]float64, []int) {
+		sums, counts := make([][]float64, n+1), make([]int, n+1)
+		sums[0] = make([]float64, m)
+		for r := range n {
+			next := slices.Clone(sums[r])
+			counts[r+1] = counts[r]
+			if in(r) {
+				counts[r+1]++
+				row := s.design[r*p : (r+1)*p]
+				for a, xa := range row {
+					for c, xc := range row {
+						next[a*p+c] += s.w[r] * xa * xc
+					}
+					next[p*p+a] += s.w[r] * xa * s.y[r]
+				}
+			}
+			sums[r+1] = next
+		}
+		return sums, counts
+	}
+	s.all, _ = prefix(func(int) bool { return true })
+	for f := range folds {
+		sums, counts := prefix(func(r int) bool { return s.fold[r] == f })
+		s.byFold, s.foldCount = append(s.byFold, sums), append(s.foldCount, counts)
+	}
+	return s, nil
+}
+
+// gram is the Gram matrix of the rows [lo, hi), less those of fold f
+// (f < 0: none).
+func (s *regimeSearch) gram(lo, hi, f int) *Gram {
+	p := s.p
+	g := &Gram{P: p, XtX: make([]float64, p*p), XtY: make([]float64, p)}
+	for j := range p*p + p {
+		v := s.all[hi][j] - s.all[lo][j]
+		if f >= 0 {
+			v -= s.byFold[f][hi][j] - s.byFold[f][lo][j]
+		}
+		if j < p*p {
+			g.XtX[j] = v
+		} else {
+			g.XtY[j-p*p] = v
+		}
+	}
+	return g
+}
+
+// heldOut is each row's out-of-fold absolute relative error under the
+// pieces of upper (rows in coordinate order); nil when a piece cannot be
+// fitted.
+func (s *regimeSearch) heldOut(upper []float64) []float64 {
+	n, p := len(s.x), s.p
+	e := make([]float64, n)
+	lo := 0
+	for piece := 0; piece <= len(upper); piece++ {
+		hi := n
+		if piece < len(upper) {
+			hi, _ = slices.BinarySearch(s.x, math.Nextafter(upper[piece], math.Inf(1)))
+		}
+		// The terms the piece identifies, in basis order.
+		g := s.gram(lo, hi, -1)
+		var kept []int
+		var names []string
+		for j := range p {
+			if try := append(slices.Clone(kept), j); g.sub(try).CheckRank(append(slices.Clone(names), s.terms[j])) == nil {
+				kept, names = try, append(names, s.terms[j])
+			}
+		}
+		if len(kept) == 0 || hi-lo < max(5, 2*len(s.terms)) {
+			return nil
+		}
+		for f := range s.folds {
+			test := s.foldCount[f][hi] - s.foldCount[f][lo]
+			if test == 0 {
+				continue
+			}
+			if hi-lo-test < max(5, 2*len(kept)) {
+				return nil
+			}
+			coef, _, err := s.gram(lo, hi, f).sub(kept).SolveNNLS()
+			if err != nil {
+				return nil
+			}
+			for r := lo; r < hi; r++ {
+				if s.fold[r] != f {
+					continue
+				}
+				var pred float64
+				for a, j := range kept {
+					pred += coef[a] * s.design[r*p+j]
+				}
+				e[r] = math.Abs(pred-s.y[r]) / s.y[r]
+			}
+		}
+		lo = hi
+	}
+	return e
 }
 
 // mean is the mean of v.
