@@ -14,7 +14,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/sim/opdb"
 )
 
 // BoundsVersion is the version of the bounds file format this build reads.
@@ -81,15 +80,18 @@ type FitSpec struct {
 	Seed          uint64   `yaml:"seed"`      // default 1
 }
 
-// PriorSpec is a prior of a model shape on a hardware, both by catalogue
-// name (model.LookupHardware, model.LookupModel): the roofline, or with
-// Ops the measured-operations prior.
+// PriorSpec is a prior of a model shape (by catalogue name,
+// model.LookupModel): the roofline on a Hardware (model.LookupHardware),
+// or with Ops the measured-operations prior of a database, which was
+// measured on one GPU.
 type PriorSpec struct {
 	Hardware string `yaml:"hardware"`
 	Shape    string `yaml:"shape"`
-	// Ops is an ops spec (sim/opdb): "ops" for the database shipped for
-	// the hardware, "ops:NAME" for a shipped one, "ops:DIR" for a
-	// directory (relative to the file).
+	// Ops is the database of the measured-operations prior: the name of
+	// one shipped inside the binary (`steplab eval --help` lists them) or
+	// a directory in AIConfigurator's layout (relative to the file); see
+	// docs/ops-prior.md. The program must link the ops form (sim/opdb), as
+	// steplab does.
 	Ops string `yaml:"ops"`
 	// Engine, with Ops, is an ops model artifact whose engine (how the
 	// engine that ran the data departs from the database's framework) the
@@ -194,10 +196,10 @@ func (f *BoundsFile) validate() error {
 		}
 		if p := m.Prior; p != nil {
 			switch {
-			case p.Hardware == "" || p.Shape == "":
-				return fmt.Errorf("check %s: model.prior: name the hardware and the shape", c.Name)
-			case p.Ops != "" && !opdb.IsSpec(p.Ops):
-				return fmt.Errorf("check %s: model.prior.ops %q: want ops, ops:NAME or ops:DIR", c.Name, p.Ops)
+			case p.Ops != "" && p.Hardware != "":
+				return fmt.Errorf("check %s: model.prior: an ops prior's GPU is its database's: leave hardware out", c.Name)
+			case p.Shape == "" || p.Ops == "" && p.Hardware == "":
+				return fmt.Errorf("check %s: model.prior: name the hardware and the shape (or an ops database and the shape)", c.Name)
 			case p.Engine != "" && p.Ops == "":
 				return fmt.Errorf("check %s: model.prior.engine applies to an ops prior: set ops", c.Name)
 			}
@@ -371,43 +373,46 @@ func (p PriorSpec) Build(dir string) (model.FPM, string, error) {
 		}
 		return filepath.Join(dir, q)
 	}
-	hw, err := model.LookupHardware(p.Hardware)
-	if err != nil {
-		return nil, "", err
-	}
 	sh, err := model.LookupModel(p.Shape)
 	if err != nil {
 		return nil, "", err
 	}
 	if p.Ops == "" {
+		hw, err := model.LookupHardware(p.Hardware)
+		if err != nil {
+			return nil, "", err
+		}
 		r := model.NewRoofline(hw, sh)
 		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), r.Validate()
 	}
-	spec := p.Ops
-	if dir, ok := strings.CutPrefix(spec, opdb.SpecPrefix+":"); ok && !slices.Contains(opdb.Names(), dir) {
-		spec = opdb.SpecPrefix + ":" + path(dir)
+	db := p.Ops
+	if _, err := os.Stat(path(db)); err == nil {
+		db = path(db) // a directory; otherwise a shipped database's name
 	}
-	o, err := opdb.Prior(spec, hw, sh)
+	var engine model.OpsEngine
+	name := fmt.Sprintf("ops(%s, %s)", p.Ops, sh.Name)
+	if p.Engine != "" {
+		b, err := os.ReadFile(path(p.Engine))
+		if err != nil {
+			return nil, "", fmt.Errorf("model.prior.engine: %w", err)
+		}
+		a, err := model.ParseArtifact(b)
+		var op model.OpsParams
+		if err != nil || a.Form != model.FormOps || json.Unmarshal(a.Params, &op) != nil {
+			return nil, "", fmt.Errorf("model.prior.engine %s: want an ops model artifact (form %q)", p.Engine, model.FormOps)
+		}
+		engine = op.Engine
+		name += " with the engine of " + p.Engine
+	}
+	a, err := model.OpsArtifact(db, sh, engine)
 	if err != nil {
 		return nil, "", err
 	}
-	name := fmt.Sprintf("%s(%s, %s)", p.Ops, hw.Name, sh.Name)
-	if p.Engine == "" {
-		return o, name, nil
-	}
-	_, a, err := model.Load(path(p.Engine))
+	m, err := a.Model()
 	if err != nil {
-		return nil, "", err
+		return nil, "", fmt.Errorf("model.prior.ops %s: %w", p.Ops, err)
 	}
-	var op model.OpsParams
-	if a.Form != model.FormOps || json.Unmarshal(a.Params, &op) != nil {
-		return nil, "", fmt.Errorf("model.prior.engine %s: want an ops artifact (form %q)", p.Engine, model.FormOps)
-	}
-	m, err := o.WithEngine(op.Engine)
-	if err != nil {
-		return nil, "", err
-	}
-	return m, fmt.Sprintf("%s with the engine of %s", name, p.Engine), nil
+	return m, name, nil
 }
 
 // boundResult turns one bound into its checks (one for max, one for min).

@@ -270,10 +270,10 @@ func TestH200OpsShapes(t *testing.T) {
 	for _, sh := range h200Shapes {
 		traffic := h200Data(t, TargetGPU, Selection{}, sh.traffic...).Data
 		for _, engine := range []string{"", filepath.Join(h200Dir, "models", "ops-worker.json")} {
-			m, name, err := PriorSpec{Hardware: "H200", Shape: sh.name, Ops: "ops", Engine: engine}.Build(".")
+			m, name, err := PriorSpec{Shape: sh.name, Ops: h200OpsDatabase, Engine: engine}.Build(".")
 			require.NoError(t, err)
 			r := Evaluate(m, traffic, 0)
-			logReport(t, fmt.Sprintf("%-22s %s", sh.name, strings.TrimPrefix(name, "ops(H200-SXM, "+sh.name+")")), r)
+			logReport(t, fmt.Sprintf("%-22s %s", sh.name, strings.TrimPrefix(name, "ops("+h200OpsDatabase+", "+sh.name+")")), r)
 			if engine == "" {
 				require.Less(t, r.Overall.MeanBias, -20.0, "%s: vLLM's kernels under-price steplab's worker", sh.name)
 			} else {
