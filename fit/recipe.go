@@ -38,7 +38,8 @@ type KindSpec struct {
 //     RaggedDecodeTerms split into batch-size regimes where the grid's
 //     held-out error says so, fitted in relative error;
 //   - mixed: the default terms when mixed steps were measured (no grid:
-//     mixed points are not on one), else composed.
+//     mixed points are not on one) and they price them better than the
+//     composition from prefill and decode does; else composed.
 var DefaultKindSpecs = []KindSpec{
 	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests, model.TermPrefillKVTokens},
 		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
@@ -279,7 +280,8 @@ func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt Rec
 			return nil // the linear form needs all its rows: keep it
 		}
 		for _, i := range test {
-			own += ape(d.Y[i], k.Linear(d.Features[i]).PredictNs(d.Features[i])) / float64(len(idx))
+			ns, _, _ := k.Estimate(d.Features[i])
+			own += ape(d.Y[i], ns) / float64(len(idx))
 		}
 	}
 	r := res.Model

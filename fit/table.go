@@ -32,9 +32,9 @@ type TableStats struct {
 	Measured   int      `json:"measured_nodes"`
 	Missing    int      `json:"missing_nodes"`
 	MaxRepeats int      `json:"max_repeats"`
-	// OffGrid counts the rows left out of the table because they lie on
-	// lines of the grid measured less than the rest (see BuildTable); the
-	// kind's linear form still fits them.
+	// OffGrid counts the rows left out of the table: off its conditions,
+	// or on lines of the grid measured less than the rest (see
+	// BuildTable); the kind's linear form still fits them.
 	OffGrid int    `json:"off_grid_rows,omitempty"`
 	Reason  string `json:"not_a_grid,omitempty"`
 	// rows are the rows in the table (of the idx given), node[a][k] the
@@ -57,13 +57,15 @@ type TableStats struct {
 // count as off the grid.
 //
 // The rows must look like a benchmark grid: at most MaxTableNodes per
-// axis, at least two measured nodes, and at least MinTableFill of the
-// rectangle measured. A benchmark that adds a few points off its grid (a
-// ragged batch at a batch size and context of its own) leaves its
-// rectangle mostly empty; so while less than MinTableFill of it is
-// measured, the line (every node at one value of one axis) with the
-// smallest share measured is left out, with its rows (TableStats.OffGrid).
-// Otherwise the table is nil and TableStats.Reason says why.
+// axis, at least MinTableFill of the rectangle measured, and two
+// neighbouring nodes measured (something to interpolate between). A
+// benchmark that adds a few points off its grid (uniform batches at a
+// batch size and context of their own) leaves its rectangle mostly empty;
+// so while less than MinTableFill of the rectangle, or of a line (every
+// node at one value of one axis), is measured, the sparsest line is left
+// out with its rows (gridLines; TableStats.OffGrid), as long as more than
+// half of the rows stay. Otherwise the table is nil and TableStats.Reason
+// says why.
 func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint64) (*model.Table, *TableStats, error) {
 	st := &TableStats{Coords: coords, Rows: len(idx)}
 	if len(coords) > model.MaxTableAxes {
@@ -193,10 +195,11 @@ rows:
 }
 
 // gridLines returns, per axis, the nodes the table keeps: all of them
-// when at least MinTableFill of the rectangle is measured, else what is
-// left after dropping, one at a time, the line with the smallest share of
-// its nodes measured (ties: fewer measured, then the earlier axis and
-// node), until it is, or until no axis has two nodes left. ids[a][k] is
+// when at least MinTableFill of the rectangle and of every line is
+// measured, else what is left after dropping, one at a time, the line with
+// the smallest share of its nodes measured (ties: the one whose measured
+// nodes lie on the sparsest crossing lines, then the earlier axis and
+// node), until they are, or until no axis has two nodes left. ids[a][k] is
 // row k's node on axis a, n[a] the nodes of axis a.
 func gridLines(ids [][]int, n []int) [][]bool {
 	keep := make([][]bool, len(n))
