@@ -2,6 +2,7 @@ package fit
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -79,11 +80,23 @@ type FitSpec struct {
 	Seed          uint64   `yaml:"seed"`      // default 1
 }
 
-// PriorSpec is the roofline prior of a model shape on a hardware, both by
-// catalogue name (model.HardwareByName, model.ShapeByName).
+// PriorSpec is a prior of a model shape (by catalogue name,
+// model.LookupModel): the roofline on a Hardware (model.LookupHardware),
+// or with Ops the measured-operations prior of a database, which was
+// measured on one GPU.
 type PriorSpec struct {
 	Hardware string `yaml:"hardware"`
 	Shape    string `yaml:"shape"`
+	// Ops is the database of the measured-operations prior: the name of
+	// one shipped inside the binary (`steplab eval --help` lists them) or
+	// a directory in AIConfigurator's layout (relative to the file); see
+	// docs/ops-prior.md. The program must link the ops form (sim/opdb), as
+	// steplab does.
+	Ops string `yaml:"ops"`
+	// Engine, with Ops, is an ops model artifact whose engine (how the
+	// engine that ran the data departs from the database's framework) the
+	// prior takes, on this shape; "" for the database's own framework.
+	Engine string `yaml:"engine"`
 }
 
 // Bound is one metric's gate. Metrics: mape_pct, median_ape_pct,
@@ -181,8 +194,15 @@ func (f *BoundsFile) validate() error {
 		if m.Fit != nil && len(m.Fit.Datasets) == 0 {
 			return fmt.Errorf("check %s: model.fit: no datasets", c.Name)
 		}
-		if m.Prior != nil && (m.Prior.Hardware == "" || m.Prior.Shape == "") {
-			return fmt.Errorf("check %s: model.prior: name the hardware and the shape", c.Name)
+		if p := m.Prior; p != nil {
+			switch {
+			case p.Ops != "" && p.Hardware != "":
+				return fmt.Errorf("check %s: model.prior: an ops prior's GPU is its database's: leave hardware out", c.Name)
+			case p.Shape == "" || p.Ops == "" && p.Hardware == "":
+				return fmt.Errorf("check %s: model.prior: name the hardware and the shape (or an ops database and the shape)", c.Name)
+			case p.Engine != "" && p.Ops == "":
+				return fmt.Errorf("check %s: model.prior.engine applies to an ops prior: set ops", c.Name)
+			}
 		}
 		if len(c.Data) == 0 {
 			return fmt.Errorf("check %s: no data to evaluate on", c.Name)
@@ -314,16 +334,8 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
 		}
 		return m, s.Artifact, a.Training.Target, nil
 	case s.Prior != nil:
-		hw, err := model.LookupHardware(s.Prior.Hardware)
-		if err != nil {
-			return nil, "", "", err
-		}
-		sh, err := model.LookupModel(s.Prior.Shape)
-		if err != nil {
-			return nil, "", "", err
-		}
-		r := model.NewRoofline(hw, sh)
-		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), TargetGPU, r.Validate()
+		m, name, err := s.Prior.Build(f.dir)
+		return m, name, TargetGPU, err
 	}
 	fs := s.Fit
 	form := fs.Form
@@ -350,6 +362,57 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
 		return nil, "", "", err
 	}
 	return m, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil
+}
+
+// Build builds the prior and names it; relative paths (an ops database
+// directory, the engine artifact) are taken from dir.
+func (p PriorSpec) Build(dir string) (model.FPM, string, error) {
+	path := func(q string) string {
+		if filepath.IsAbs(q) {
+			return q
+		}
+		return filepath.Join(dir, q)
+	}
+	sh, err := model.LookupModel(p.Shape)
+	if err != nil {
+		return nil, "", err
+	}
+	if p.Ops == "" {
+		hw, err := model.LookupHardware(p.Hardware)
+		if err != nil {
+			return nil, "", err
+		}
+		r := model.NewRoofline(hw, sh)
+		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), r.Validate()
+	}
+	db := p.Ops
+	if _, err := os.Stat(path(db)); err == nil {
+		db = path(db) // a directory; otherwise a shipped database's name
+	}
+	var engine model.OpsEngine
+	name := fmt.Sprintf("ops(%s, %s)", p.Ops, sh.Name)
+	if p.Engine != "" {
+		b, err := os.ReadFile(path(p.Engine))
+		if err != nil {
+			return nil, "", fmt.Errorf("model.prior.engine: %w", err)
+		}
+		a, err := model.ParseArtifact(b)
+		var op model.OpsParams
+		if err != nil || a.Form != model.FormOps || json.Unmarshal(a.Params, &op) != nil {
+			return nil, "", fmt.Errorf("model.prior.engine %s: want an ops model artifact (form %q)", p.Engine, model.FormOps)
+		}
+		engine = op.Engine
+		name += " with the engine of " + p.Engine
+	}
+	a, err := model.OpsArtifact(db, sh, engine)
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := a.Model()
+	if err != nil {
+		return nil, "", fmt.Errorf("model.prior.ops %s: %w", p.Ops, err)
+	}
+	return m, name, nil
 }
 
 // boundResult turns one bound into its checks (one for max, one for min).

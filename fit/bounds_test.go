@@ -99,6 +99,8 @@ func TestParseBoundsRefusesBadFiles(t *testing.T) {
 		{"region on an error metric", oneCheck(art, "{metric: mape_pct, scope: region=interpolated, max: 3}"), "coverage_pct only"},
 		{"bad target", oneCheck(art, "{metric: coverage_pct, scope: overall, min: 80, target: [95, 85]}"), "target"},
 		{"prior without a shape", oneCheck("{prior: {hardware: H200}}", "{metric: mape_pct, scope: overall, max: 5}"), "name the hardware and the shape"},
+		{"ops prior on a hardware", oneCheck("{prior: {hardware: H200, shape: Llama-3.1-8B, ops: h200-sxm-vllm-0.24.0}}", "{metric: mape_pct, scope: overall, max: 5}"), "leave hardware out"},
+		{"engine without ops", oneCheck("{prior: {hardware: H200, shape: Llama-3.1-8B, engine: e.json}}", "{metric: mape_pct, scope: overall, max: 5}"), "set ops"},
 		{"duplicate name", `version: 1
 checks:
   - {name: a, model: {artifact: m.json}, data: [d], bounds: [{metric: mape_pct, scope: overall, max: 5}]}
@@ -133,4 +135,15 @@ func FuzzParseBounds(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestPriorSpecBuild(t *testing.T) {
+	m, name, err := PriorSpec{Hardware: "H200", Shape: "Llama-3.1-8B"}.Build(".")
+	require.NoError(t, err)
+	require.Equal(t, "roofline(H200-SXM, Llama-3.1-8B)", name)
+	require.Greater(t, m.PredictNs(dec(8, 1024)), 0.0)
+	_, _, err = PriorSpec{Shape: "Llama-3.1-8B", Ops: h200OpsDatabase, Engine: filepath.Join(h200Dir, "models", "steady-decode.json")}.Build(".")
+	require.ErrorContains(t, err, "want an ops model artifact")
+	_, _, err = PriorSpec{Shape: "Llama-3.1-8B", Ops: "no-such-database"}.Build(".")
+	require.ErrorContains(t, err, "no-such-database")
 }

@@ -87,9 +87,13 @@
 // # The default recipe
 //
 // FitRecipe fits a model.Recipe: per step kind (DefaultKindSpecs), a table
-// over the kind's benchmark coordinates (BuildTable) interpolating inside
-// its measured hull, and the kind's linear form outside it; mixed steps
-// composed from prefill and decode unless they were measured:
+// over the kind's benchmark coordinates (BuildTable: the grid's lines, a
+// coordinate written NAME=VALUE a condition on its rows) interpolating
+// inside its measured hull, and the kind's linear form outside it, split
+// into regimes along a coordinate where held-out error on the kind's rows
+// says so (KindSpec.Regimes, RegimeZ: the decode kind by batch size); mixed
+// steps composed from prefill and decode unless measured mixed steps are
+// priced better by a form of their own:
 //
 //	res, _ := fit.FitRecipe(data, fit.RecipeOptions{Bootstrap: 200, Seed: 1})
 //	p := res.Model.Price(features, 0.9) // p.Ns, p.Lo, p.Hi, p.Kind, p.Region

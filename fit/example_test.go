@@ -113,11 +113,11 @@ func ExampleFitRecipe() {
 	}
 	fmt.Println("decode priced by", res.Kinds[0].PricedBy, "over", res.Kinds[0].Table.Coords, "missing nodes:", res.Kinds[0].Table.Missing)
 	for _, b := range []float64{8, 200, 1024} {
-		p := res.Model.Price(model.Features{DecodeRequests: b, DecodeKVTokens: b * 2048}, 0.9)
+		p := res.Model.Price(model.Features{DecodeRequests: b, DecodeKVTokens: b * 2048, DecodeMaxKVTokens: 2048, PaddedBatch: b}, 0.9)
 		fmt.Printf("B=%-4.0f %s, interval %.0f%% of the prediction wide\n", b, p.Region, 100*(p.Hi-p.Lo)/p.Ns)
 	}
 	// Output:
-	// decode priced by table+linear over [decode_requests kv_per_request] missing nodes: 1
+	// decode priced by table+linear over [decode_requests kv_per_request kv_max_ratio] missing nodes: 1
 	// B=8    interpolated, interval 4% of the prediction wide
 	// B=200  extrapolated, interval 8% of the prediction wide
 	// B=1024 extrapolated, interval 10% of the prediction wide

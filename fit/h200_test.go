@@ -731,7 +731,7 @@ func TestH200IntervalCoverage(t *testing.T) {
 	logCov("grid residuals, 5 req/s", ca)
 	logCov("grid residuals, 12 req/s", cb)
 	for _, c := range []*IntervalReport{ca, cb} {
-		require.Less(t, c.ByKind["decode"].Pct, 75.0, "the grid's spread does not carry to traffic")
+		require.Less(t, c.ByKind["decode"].Pct, 80.0, "the grid's spread does not carry to traffic")
 		require.Greater(t, c.ByKind["decode"].Above, 10*c.ByKind["decode"].Below, "traffic costs more than the grid: misses are above")
 	}
 

@@ -257,8 +257,12 @@ func (r *RecipeReport) WriteText(w io.Writer) {
 			if t.Reason != "" {
 				fmt.Fprintf(w, "  no table over %s: %s\n", strings.Join(t.Coords, " × "), t.Reason)
 			} else {
-				fmt.Fprintf(w, "  table over %s: %v nodes, %d measured, %d missing, up to %d repeats\n",
+				fmt.Fprintf(w, "  table over %s: %v nodes, %d measured, %d missing, up to %d repeats",
 					strings.Join(t.Coords, " × "), t.Nodes, t.Measured, t.Missing, t.MaxRepeats)
+				if t.OffGrid > 0 {
+					fmt.Fprintf(w, "; %d rows off its lines (linear form only)", t.OffGrid)
+				}
+				fmt.Fprintln(w)
 			}
 		}
 		for _, d := range k.Dropped {
@@ -266,6 +270,13 @@ func (r *RecipeReport) WriteText(w io.Writer) {
 		}
 		if len(k.Coefficients) > 0 {
 			WriteCoefficients(w, k.Coefficients)
+		}
+		for _, g := range k.Regimes {
+			fmt.Fprintf(w, "  regime %s: %d rows\n", g.Range, g.Rows)
+			for _, d := range g.Dropped {
+				fmt.Fprintf(w, "    dropped term %s: %s\n", d.Term, d.Reason)
+			}
+			WriteCoefficients(w, g.Coefficients)
 		}
 		for _, rs := range k.Residuals {
 			fmt.Fprintf(w, "  interval %-12s [%+.1f%%, %+.1f%%] from %d residuals (%s)\n", rs.Region, rs.LoPct, rs.HiPct, rs.N, rs.Source)

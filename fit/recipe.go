@@ -19,18 +19,41 @@ type KindSpec struct {
 	Kind   string   `json:"kind" yaml:"kind"`
 	Coords []string `json:"coords,omitempty" yaml:"coords"`
 	Terms  []string `json:"terms" yaml:"terms"`
+	// Regimes names a coordinate along which the linear form may split
+	// into pieces, each fitted on its own rows, where held-out error on
+	// the kind's rows says the data has regimes (regimeBounds); "" for
+	// one form.
+	Regimes string `json:"regimes,omitempty" yaml:"regimes"`
+	// Relative fits the linear form in relative error (rows weighted
+	// 1/y²), as the held-out error that picks the regimes is measured.
+	Relative bool `json:"relative,omitempty" yaml:"relative"`
 }
 
-// DefaultKindSpecs are the recipe's kinds: prefill over (prefill tokens,
-// prefill requests) with the prefill terms; decode over (batch, context
-// per request) with DecodeTerms; mixed with the default terms when mixed
-// steps were measured (no grid: mixed steps are not benchmark points).
+// DefaultKindSpecs are the recipe's kinds:
+//
+//   - prefill: a table over (prefill tokens, prefill requests, the context
+//     the chunks read) and the prefill terms;
+//   - decode: a table over (batch, context per request) of the uniform
+//     points (kv_max_ratio 1: a ragged batch is outside its hull), and
+//     RaggedDecodeTerms split into batch-size regimes where the grid's
+//     held-out error says so, fitted in relative error;
+//   - mixed: the default terms when mixed steps were measured (no grid:
+//     mixed points are not on one) and they price them better than the
+//     composition from prefill and decode does; else composed.
 var DefaultKindSpecs = []KindSpec{
-	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests},
+	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests, model.TermPrefillKVTokens},
 		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
-	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest}, Terms: DecodeTerms},
+	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio + "=1"},
+		Terms: RaggedDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
 	{Kind: datasets.KindMixed, Terms: model.DefaultTerms},
 }
+
+// RaggedDecodeTerms price a decode step whose requests read different
+// contexts: a fixed cost, the CUDA-graph batch the step ran, the KV tokens
+// read, the longest context and the batch padded to it (an attention
+// kernel with a program per request waits for the longest one). On a
+// uniform grid the last equals decode_kv_tokens and is dropped.
+var RaggedDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
 
 // RecipeOptions configures FitRecipe. Zero values take the defaults.
 type RecipeOptions struct {
@@ -94,6 +117,9 @@ type KindReport struct {
 	// Coefficients of the linear form, with bootstrap intervals.
 	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
 	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
+	// Regimes are the pieces of a linear form split into regimes (then
+	// Terms and Coefficients are empty).
+	Regimes []RegimeReport `json:"regimes,omitempty"`
 	// Residuals summarises each region's residual quantiles.
 	Residuals []ResidualSummary `json:"residuals,omitempty"`
 	Note      string            `json:"note,omitempty"`
@@ -121,14 +147,19 @@ const (
 	SourceGridLines   = "held-out grid lines"
 	SourceCV          = "cross-validation"
 	SourceCalibration = "calibration"
+	// SourceMixedPoints: a composed mixed kind's residuals on the measured
+	// mixed points, which the composition never saw.
+	SourceMixedPoints = "measured mixed points"
 )
 
 // FitRecipe fits the default recipe (model.Recipe): per kind of
 // opt.Kinds with rows in d, a table over the kind's coordinates when its
 // benchmark rows (Data.Benchmark; all its rows when none is marked) form a
 // grid (BuildTable), and the linear form over its terms (NNLS by default,
-// degenerate terms dropped, bootstrap covariance). Mixed steps with fewer
-// than MinRows rows are composed from prefill and decode.
+// degenerate terms dropped, bootstrap covariance). Mixed steps are composed
+// from prefill and decode when fewer than MinRows were measured, or when
+// the composition prices the measured ones better than their own linear
+// form does out of fold (composeIfBetter).
 //
 // The residual quantiles behind the intervals are held out: for a kind
 // with a table, each grid line (every node of every axis in turn) is left
@@ -190,6 +221,11 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 		r.Kinds = append(r.Kinds, *k)
 		res.Kinds = append(res.Kinds, *rep)
 	}
+	if compose == nil && hasKind(r, datasets.KindMixed) && hasKind(r, datasets.KindPrefill) && hasKind(r, datasets.KindDecode) {
+		if err := res.composeIfBetter(d, rows, opt); err != nil {
+			return nil, err
+		}
+	}
 	if compose != nil {
 		rep := KindReport{Kind: datasets.KindMixed, Rows: len(rows[datasets.KindMixed]), PricedBy: PricedNone,
 			Note: "no prefill or no decode model to compose mixed steps from"}
@@ -212,6 +248,67 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	}
 	res.summarizeResiduals()
 	return res, nil
+}
+
+// composeIfBetter prices the measured mixed rows by composition from the
+// recipe's prefill and decode kinds, which never saw them, and keeps the
+// composition instead of the mixed kind's own linear form when its error
+// on them is below the linear form's out of fold (opt.Folds folds): mixed
+// points measured with a cost that traffic's mixed steps do not pay (a
+// launch-bound eager pass, what the step before them left behind) fit a
+// form of their own that carries it. The composed kind's residuals are
+// then its residuals on those rows (SourceMixedPoints).
+func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt RecipeOptions) error {
+	idx := rows[datasets.KindMixed]
+	spec := opt.Kinds[slices.IndexFunc(opt.Kinds, func(k KindSpec) bool { return k.Kind == datasets.KindMixed })]
+	fold := Folds(len(idx), opt.Folds, opt.Seed)
+	var own float64
+	for f := 0; f < opt.Folds; f++ {
+		var train, test []int
+		for j, i := range idx {
+			if fold[j] == f {
+				test = append(test, i)
+			} else {
+				train = append(train, i)
+			}
+		}
+		if len(test) == 0 {
+			continue
+		}
+		k, _, err := fitKind(d, train, spec, opt, 0)
+		if err != nil {
+			return nil // the linear form needs all its rows: keep it
+		}
+		for _, i := range test {
+			ns, _, _ := k.Estimate(d.Features[i])
+			own += ape(d.Y[i], ns) / float64(len(idx))
+		}
+	}
+	r := res.Model
+	mi := slices.IndexFunc(r.Kinds, func(k model.RecipeKind) bool { return k.Kind == datasets.KindMixed })
+	linear := r.Kinds[mi]
+	r.Kinds[mi] = model.RecipeKind{Kind: datasets.KindMixed, Rows: len(idx),
+		Compose: &model.Compose{Rule: model.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}}
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("fit: recipe: %w", err)
+	}
+	var composed float64
+	for _, i := range idx {
+		composed += ape(d.Y[i], r.PredictNs(d.Features[i])) / float64(len(idx))
+	}
+	ri := slices.IndexFunc(res.Kinds, func(k KindReport) bool { return k.Kind == datasets.KindMixed })
+	if !(composed < own) {
+		r.Kinds[mi] = linear
+		res.Kinds[ri].Note = fmt.Sprintf("its own linear form: %.1f%% error out of fold on the %d measured mixed rows, composition from prefill and decode %.1f%%", own, len(idx), composed)
+		return r.Validate()
+	}
+	res.Kinds[ri] = KindReport{Kind: datasets.KindMixed, Rows: len(idx), PricedBy: PricedComposed,
+		Note: fmt.Sprintf("prefill + marginal decode: %.1f%% error on the %d measured mixed rows, which it never saw, against %.1f%% out of fold for their own linear form", composed, len(idx), own)}
+	if opt.SkipResiduals {
+		return nil
+	}
+	_, err := CalibrateRecipe(r, d.Subset(idx), opt.MinRows, SourceMixedPoints)
+	return err
 }
 
 func hasKind(r *model.Recipe, kind string) bool {
@@ -245,12 +342,27 @@ func fitKind(d *Data, idx []int, spec KindSpec, opt RecipeOptions, boot int) (*m
 		k.Table, tab = t, st
 	}
 	rep.Table = tab
-	lin, err := Linear(d.Subset(idx), Options{Terms: spec.Terms, Method: opt.Method, Degenerate: DegenerateDrop, Bootstrap: boot, Seed: opt.Seed})
+	var upper []float64
+	if spec.Regimes != "" {
+		var err error
+		if upper, err = regimeBounds(d, idx, spec, opt); err != nil {
+			return nil, rep, err
+		}
+	}
+	lopt := Options{Terms: spec.Terms, Method: opt.Method, Relative: spec.Relative, Degenerate: DegenerateDrop, Bootstrap: boot, Seed: opt.Seed}
+	var err error
+	if len(upper) > 0 {
+		k.Regimes, rep.Regimes, err = fitPieces(d, idx, spec.Regimes, upper, lopt)
+	} else {
+		var lin *Result
+		if lin, err = Linear(d.Subset(idx), lopt); err == nil {
+			a := model.LinearArtifact(lin.Model)
+			k.Terms, k.Coefficients, k.CoefCov = a.Terms, a.Coefficients, a.CoefCov
+			rep.Terms, rep.Coefficients, rep.Dropped = a.Terms, a.Coefficients, lin.Dropped
+		}
+	}
 	switch {
 	case err == nil:
-		a := model.LinearArtifact(lin.Model)
-		k.Terms, k.Coefficients, k.CoefCov = a.Terms, a.Coefficients, a.CoefCov
-		rep.Terms, rep.Coefficients, rep.Dropped = a.Terms, a.Coefficients, lin.Dropped
 		if k.Table != nil {
 			rep.PricedBy = PricedTableLinear
 		}
@@ -286,7 +398,8 @@ func benchmarkRows(d *Data, idx []int) []int {
 
 // heldOutResiduals fills k.Residuals from held-out predictions (see
 // FitRecipe): grid lines left out for the table's rows, k-fold
-// cross-validation for the rest.
+// cross-validation for the rest. Each refit searches its own regime
+// bounds: the residuals are those of the whole procedure.
 func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *model.RecipeKind, rep *KindReport) error {
 	byRegion := map[string][]float64{}
 	skipped := 0
@@ -305,15 +418,17 @@ func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *m
 	}
 	rest := idx
 	if k.Table != nil {
-		tabRows := benchmarkRows(d, idx)
-		_, st, err := BuildTable(d, tabRows, spec.Coords, opt.SnapRel, opt.Seed)
+		_, st, err := BuildTable(d, benchmarkRows(d, idx), spec.Coords, opt.SnapRel, opt.Seed)
 		if err != nil {
 			return err
 		}
 		for a, n := range st.Nodes {
+			if n < 2 {
+				continue // a single-node axis is a condition of the table, not a line to leave out
+			}
 			for node := 0; node < n; node++ {
 				var test []int
-				for j, i := range tabRows {
+				for j, i := range st.rows {
 					if st.node[a][j] == node {
 						test = append(test, i)
 					}
@@ -321,7 +436,7 @@ func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *m
 				predict(without(idx, test), test)
 			}
 		}
-		rest = without(idx, tabRows)
+		rest = without(idx, st.rows)
 	}
 	if len(rest) >= opt.Folds {
 		fold := Folds(len(rest), opt.Folds, opt.Seed)

@@ -70,10 +70,11 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 	dk := res.Model.Kind(datasets.KindDecode)
 	require.NotNil(t, dk)
 	require.NotNil(t, dk.Table)
-	require.Equal(t, []string{model.TermDecodeRequests, model.CoordKVPerRequest}, dk.Table.Coords())
+	require.Equal(t, []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio}, dk.Table.Coords())
 	rep := res.Kinds[0]
 	require.Equal(t, PricedTableLinear, rep.PricedBy)
-	require.Equal(t, []int{len(gridBatches), len(gridContexts)}, rep.Table.Nodes)
+	require.Equal(t, []int{len(gridBatches), len(gridContexts), 1}, rep.Table.Nodes, "uniform batches: one kv_max_ratio node")
+	require.Zero(t, rep.Table.OffGrid)
 	missing := 0
 	for _, b := range gridBatches {
 		for _, c := range gridContexts {
@@ -85,7 +86,7 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 	require.Equal(t, missing, rep.Table.Missing)
 	require.Equal(t, 3, rep.Table.MaxRepeats)
 	require.NotNil(t, dk.Table.SE, "repeats give the nodes a standard error")
-	require.Len(t, dk.CoefCov, 3, "the bootstrap gives the linear form a covariance")
+	require.NotEmpty(t, dk.Linear(dec(1024, 512)).CoefCov, "the bootstrap gives the linear form a covariance")
 	for _, reg := range []string{model.RegionInterpolated, model.RegionExtrapolated, model.RegionAll} {
 		require.NotNil(t, dk.Residuals[reg], reg)
 		require.Equal(t, SourceGridLines, dk.Residuals[reg].Source)
@@ -97,12 +98,15 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 	require.Equal(t, model.RegionInterpolated, res.Model.Price(dec(16, 1000), 0.9).Region)
 	require.Equal(t, model.RegionExtrapolated, res.Model.Price(dec(256, 8192), 0.9).Region)
 	require.Equal(t, model.RegionExtrapolated, res.Model.Price(dec(1024, 512), 0.9).Region)
-	require.InDelta(t, dk.Linear().PredictNs(dec(1024, 512)), res.Model.PredictNs(dec(1024, 512)), 1e-6)
+	ragged := dec(16, 1000)
+	ragged.DecodeMaxKVTokens = 1500
+	require.Equal(t, model.RegionExtrapolated, res.Model.Price(ragged, 0.9).Region, "a ragged batch is outside a table of uniform ones")
+	require.InDelta(t, dk.Linear(dec(1024, 512)).PredictNs(dec(1024, 512)), res.Model.PredictNs(dec(1024, 512)), 1e-6)
 
 	// Inside the hull the table beats the linear form on the curvature.
 	fresh := decodeData(t, trafficDecode(2000, 1, 7))
 	tab := Evaluate(res.Model, fresh, 0)
-	linOnly := Evaluate(dk.Linear(), fresh, 0)
+	linOnly := Evaluate(linearOnly{dk}, fresh, 0)
 	t.Logf("inside the hull: recipe MAPE %.2f%%, its linear form alone %.2f%%", tab.Overall.MAPE, linOnly.Overall.MAPE)
 	require.Less(t, tab.Overall.MAPE, linOnly.Overall.MAPE)
 	require.Less(t, tab.Overall.MAPE, 2.5)
@@ -117,12 +121,14 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 }
 
 func dec(b, kvPer float64) model.Features {
-	return model.Features{DecodeRequests: b, DecodeKVTokens: b * kvPer, PaddedBatch: b}
+	return model.Features{DecodeRequests: b, DecodeKVTokens: b * kvPer, DecodeMaxKVTokens: kvPer, PaddedBatch: b}
 }
 
 func TestFitRecipeScatteredRowsAreLinear(t *testing.T) {
 	d := decodeData(t, synthDecode(400, 2))
-	res, err := FitRecipe(d, RecipeOptions{Seed: 1})
+	decode := DefaultKindSpecs[1]
+	decode.Terms, decode.Regimes, decode.Relative = DecodeTerms, "", false
+	res, err := FitRecipe(d, RecipeOptions{Seed: 1, Kinds: []KindSpec{decode}})
 	require.NoError(t, err)
 	rep := res.Kinds[0]
 	require.Equal(t, PricedLinear, rep.PricedBy)
@@ -247,8 +253,9 @@ func TestHalfOfSplitsEvenly(t *testing.T) {
 }
 
 func TestBuildTableRefusesWhatIsNotAGrid(t *testing.T) {
-	// Two diagonal points of a 2×2 rectangle: half of it measured is a
-	// grid; one point of a 3×3 diagonal is not.
+	// A 3×3 diagonal is not a grid, nor the 2×2 diagonal left when its
+	// sparsest line goes (nothing to interpolate between); three corners
+	// of a 2×2 rectangle are.
 	d := decodeData(t, benchGrid(1, 4))
 	idx := []int{}
 	for i, f := range d.Features {
@@ -262,10 +269,24 @@ func TestBuildTableRefusesWhatIsNotAGrid(t *testing.T) {
 	tb, st, err := BuildTable(d, idx, coords, 0.02, 1)
 	require.NoError(t, err)
 	require.Nil(t, tb)
-	require.Contains(t, st.Reason, "3 of 9 nodes measured")
+	require.Contains(t, st.Reason, "nothing to interpolate between")
 	tb, st, err = BuildTable(d, idx[:2], coords, 0.02, 1)
+	require.NoError(t, err)
+	require.Nil(t, tb)
+	require.Contains(t, st.Reason, "nothing to interpolate between")
+	for i, f := range d.Features {
+		if f.DecodeRequests == 4 && f.DecodeKVTokens == 4*128 {
+			idx = append(idx[:2], i)
+		}
+	}
+	tb, st, err = BuildTable(d, idx, coords, 0.02, 1)
 	require.NoError(t, err)
 	require.NotNil(t, tb, "%s", st.Reason)
 	_, _, err = BuildTable(d, idx, []string{"batch"}, 0.02, 1)
 	require.ErrorContains(t, err, "unknown coordinate")
 }
+
+// linearOnly prices every step with a recipe kind's linear form.
+type linearOnly struct{ k *model.RecipeKind }
+
+func (l linearOnly) PredictNs(f model.Features) float64 { return l.k.Linear(f).PredictNs(f) }

@@ -106,8 +106,10 @@ func termUnit(t string) string {
 		return "ns/step"
 	case model.TermPrefillTokens, model.TermNewReqTokens:
 		return "ns/token"
-	case model.TermPrefillKVTokens, model.TermDecodeKVTokens:
+	case model.TermPrefillKVTokens, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV:
 		return "ns/KV token"
+	case model.TermDecodeKVStd:
+		return "ns/token of spread"
 	case model.TermPrefillAttn:
 		return "ns/(token·KV)"
 	case model.TermPaddedBatch:
@@ -422,6 +424,12 @@ func recipeFeatures(r *model.Recipe) []string {
 			out = append(out, k.Table.Coords()...)
 		}
 		out = append(out, k.Terms...)
+		if g := k.Regimes; g != nil {
+			out = append(out, g.Coord)
+			for _, p := range g.Pieces {
+				out = append(out, p.Terms...)
+			}
+		}
 	}
 	return out
 }

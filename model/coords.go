@@ -13,6 +13,13 @@ const (
 	// (decode_requests, kv_per_request) but not in (decode_requests,
 	// decode_kv_tokens).
 	CoordKVPerRequest = "kv_per_request"
+	// CoordKVMaxRatio is how ragged the decode batch is: the longest
+	// context over the mean, DecodeMaxKVTokens / kv_per_request (1 for a
+	// uniform batch; 0 without decode requests). A table over it with the
+	// single node 1 holds a uniform grid and prices only uniform batches:
+	// a ragged one lies outside its hull and goes to the linear form,
+	// which prices the longest context.
+	CoordKVMaxRatio = "kv_max_ratio"
 )
 
 var coordFuncs = map[string]TermFunc{
@@ -21,6 +28,12 @@ var coordFuncs = map[string]TermFunc{
 			return 0
 		}
 		return f.DecodeKVTokens / f.DecodeRequests
+	},
+	CoordKVMaxRatio: func(f Features) float64 {
+		if f.DecodeRequests <= 0 || f.DecodeKVTokens <= 0 {
+			return 0
+		}
+		return f.DecodeMaxKVTokens * f.DecodeRequests / f.DecodeKVTokens
 	},
 }
 
@@ -33,5 +46,5 @@ func Coord(name string) (TermFunc, error) {
 	if fn, ok := termFuncs[name]; ok {
 		return fn, nil
 	}
-	return nil, fmt.Errorf("model: unknown coordinate %q (known: %s or a term: %v)", name, CoordKVPerRequest, KnownTerms())
+	return nil, fmt.Errorf("model: unknown coordinate %q (known: %s, %s or a term: %v)", name, CoordKVPerRequest, CoordKVMaxRatio, KnownTerms())
 }

@@ -58,7 +58,9 @@ func kindOf(f *Features) int {
 //
 //   - Outside it, or for a kind with no table, the kind's physical linear
 //     form (non-negative coefficients over the roofline-shaped basis)
-//     prices it, and the prediction says it was extrapolated.
+//     prices it, and the prediction says it was extrapolated. The form may
+//     be split into Regimes along a coordinate (decode: the batch size),
+//     one linear form per regime.
 //
 //   - A mixed step is priced as prefill plus the marginal cost of its
 //     decode work (Compose) unless mixed steps were measured:
@@ -98,6 +100,9 @@ type RecipeKind struct {
 	Terms        []string      `json:"terms,omitempty"`
 	Coefficients []Coefficient `json:"coefficients,omitempty"`
 	CoefCov      [][]float64   `json:"coef_cov,omitempty"`
+	// Regimes, instead of one linear form, splits it into pieces along a
+	// coordinate (nil: one form, the fields above).
+	Regimes *Regimes `json:"regimes,omitempty"`
 	// Compose, on the mixed kind, prices mixed steps from the prefill and
 	// decode kinds.
 	Compose *Compose `json:"compose,omitempty"`
@@ -122,6 +127,84 @@ func (k *RecipeKind) cacheLevel(level float64) {
 	for i, q := range k.res {
 		k.at.lo[i], k.at.hi[i] = q.at(level)
 	}
+}
+
+// Regimes is a kind's linear form split into pieces along one coordinate
+// (model.Coord), each piece a linear form of its own: piece i prices the
+// steps whose coordinate is at most Upper[i] and above Upper[i−1], the
+// last piece the steps above every bound. A kernel that changes its
+// launch with the batch (how many ways it splits the KV walk, whether its
+// programs fit in one wave) prices the same features differently in each
+// regime; the fit finds the bounds from the data.
+type Regimes struct {
+	Coord  string       `json:"coord"`
+	Upper  []float64    `json:"upper"`
+	Pieces []LinearForm `json:"pieces"`
+
+	fn   TermFunc
+	lins []*Linear
+}
+
+// LinearForm is one linear form as a recipe stores it: the rows it was
+// fitted to, its terms, their coefficients (with bootstrap intervals) and
+// the coefficients' bootstrap covariance.
+type LinearForm struct {
+	Rows         int           `json:"rows"`
+	Terms        []string      `json:"terms"`
+	Coefficients []Coefficient `json:"coefficients"`
+	CoefCov      [][]float64   `json:"coef_cov,omitempty"`
+}
+
+// validate checks the coordinate, the bounds (finite, strictly
+// ascending, one fewer than the pieces) and every piece, and builds them.
+func (g *Regimes) validate() error {
+	fn, err := Coord(g.Coord)
+	if err != nil {
+		return fmt.Errorf("regimes: %w", err)
+	}
+	if len(g.Pieces) != len(g.Upper)+1 {
+		return fmt.Errorf("regimes: %d pieces for %d bounds: want one more piece than bounds", len(g.Pieces), len(g.Upper))
+	}
+	for i, u := range g.Upper {
+		if math.IsNaN(u) || math.IsInf(u, 0) || (i > 0 && u <= g.Upper[i-1]) {
+			return fmt.Errorf("regimes: upper bounds %v: want finite and strictly ascending", g.Upper)
+		}
+	}
+	g.fn, g.lins = fn, make([]*Linear, len(g.Pieces))
+	for i, p := range g.Pieces {
+		if len(p.Terms) == 0 {
+			return fmt.Errorf("regimes: piece %d has no terms", i)
+		}
+		m, err := linearOf(p.Terms, p.Coefficients, p.CoefCov, nil)
+		if err != nil {
+			return fmt.Errorf("regimes: piece %d: %w", i, err)
+		}
+		g.lins[i] = m
+	}
+	return nil
+}
+
+// Range says which steps piece i prices, e.g. "decode_requests <= 32".
+func (g *Regimes) Range(i int) string {
+	switch {
+	case len(g.Upper) == 0:
+		return "all"
+	case i == 0:
+		return fmt.Sprintf("%s <= %g", g.Coord, g.Upper[0])
+	case i >= len(g.Upper):
+		return fmt.Sprintf("%s > %g", g.Coord, g.Upper[len(g.Upper)-1])
+	}
+	return fmt.Sprintf("%g < %s <= %g", g.Upper[i-1], g.Coord, g.Upper[i])
+}
+
+// Piece returns the index of the piece that prices f.
+func (g *Regimes) Piece(f Features) int {
+	x := g.fn(f)
+	i := 0 // few bounds: a scan beats a search
+	for i < len(g.Upper) && x > g.Upper[i] {
+		i++
+	}
+	return i
 }
 
 // Compose says how mixed steps are composed.
@@ -207,11 +290,14 @@ func (r *Recipe) Validate() error {
 // Validate checks one kind and builds its models (Recipe.Validate calls
 // it for every kind).
 func (k *RecipeKind) Validate() error {
-	if k.Compose != nil && (k.Table != nil || len(k.Terms) > 0) {
+	if k.Compose != nil && (k.Table != nil || len(k.Terms) > 0 || k.Regimes != nil) {
 		return fmt.Errorf("a composed kind has no table or terms of its own")
 	}
-	if k.Compose == nil && k.Table == nil && len(k.Terms) == 0 {
+	if k.Compose == nil && k.Table == nil && len(k.Terms) == 0 && k.Regimes == nil {
 		return fmt.Errorf("neither a table, a linear form nor a composition")
+	}
+	if k.Regimes != nil && len(k.Terms) > 0 {
+		return fmt.Errorf("both terms and regimes: a kind has one linear form or regimes of them")
 	}
 	if k.Table != nil {
 		if err := k.Table.Validate(); err != nil {
@@ -225,6 +311,11 @@ func (k *RecipeKind) Validate() error {
 			return err
 		}
 		k.lin = m
+	}
+	if k.Regimes != nil {
+		if err := k.Regimes.validate(); err != nil {
+			return err
+		}
 	}
 	for key, q := range k.Residuals {
 		if key != RegionAll && !slices.Contains(regionIdx[:], key) {
@@ -251,8 +342,17 @@ func (r *Recipe) Kind(kind string) *RecipeKind {
 	return nil
 }
 
-// Linear returns the kind's linear form (nil without one).
-func (k *RecipeKind) Linear() *Linear { return k.lin }
+// Linear returns the linear form that prices f outside the table: the
+// kind's one form, or the piece of its regimes f falls in (nil without a
+// linear form).
+func (k *RecipeKind) Linear(f Features) *Linear { return k.linFor(&f) }
+
+func (k *RecipeKind) linFor(f *Features) *Linear {
+	if g := k.Regimes; g != nil {
+		return g.lins[g.Piece(*f)]
+	}
+	return k.lin
+}
 
 // Estimate prices a step with this kind's table or linear form alone
 // (not a composition): the prediction, its standard error and the region.
@@ -267,10 +367,11 @@ func (k *RecipeKind) estimate(f *Features) estimate {
 			return estimate{ns, se, rInterp}
 		}
 	}
-	if k.lin == nil {
+	lin := k.linFor(f)
+	if lin == nil {
 		return estimate{region: rUnpriced}
 	}
-	ns, se := k.lin.predictSE(*f)
+	ns, se := lin.predictSE(*f)
 	reg := rFitted
 	if k.Table != nil {
 		reg = rExtrap

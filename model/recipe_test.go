@@ -172,3 +172,112 @@ func TestBoundAndIntervalLevel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultLevel, IntervalLevel(lin, 0))
 }
+
+// withRegimes replaces the decode kind's linear form of testRecipe by two
+// regimes split at 32 requests: the batch padded to its longest context
+// up to 32, the longest context alone above.
+func withRegimes(t *testing.T) *Recipe {
+	t.Helper()
+	r := testRecipe(t)
+	d := &r.Kinds[1]
+	d.Terms, d.Coefficients, d.CoefCov = nil, nil, nil
+	d.Regimes = &Regimes{Coord: TermDecodeRequests, Upper: []float64{32}, Pieces: []LinearForm{
+		{Rows: 5, Terms: []string{TermConst, TermDecodeBatchMaxKV}, Coefficients: []Coefficient{{Term: TermConst, Value: 5e6}, {Term: TermDecodeBatchMaxKV, Value: 40}},
+			CoefCov: [][]float64{{1e10, 0}, {0, 1}}},
+		{Rows: 5, Terms: []string{TermConst, TermDecodeMaxKV}, Coefficients: []Coefficient{{Term: TermConst, Value: 6e6}, {Term: TermDecodeMaxKV, Value: 1500}}},
+	}}
+	require.NoError(t, r.Validate())
+	return r
+}
+
+func TestRecipeRegimes(t *testing.T) {
+	r := withRegimes(t)
+	ragged := func(b, mean, longest float64) Features {
+		f := dec(b, mean)
+		f.DecodeMaxKVTokens = longest
+		return f
+	}
+	cases := []struct {
+		name   string
+		f      Features
+		region string
+		ns     float64
+	}{
+		{"inside the table", dec(8, 1024), RegionInterpolated, 6e6},
+		{"the lower regime, its bound included", ragged(32, 4096, 5000), RegionExtrapolated, 5e6 + 40*32*5000},
+		{"the upper regime from the bound up", ragged(33, 2000, 5000), RegionExtrapolated, 6e6 + 1500*5000},
+		{"beyond the table", ragged(256, 1024, 1024), RegionExtrapolated, 6e6 + 1500*1024},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := r.Price(c.f, 0.9)
+			require.Equal(t, c.region, p.Region)
+			require.InDelta(t, c.ns, p.Ns, 1e-3)
+			if c.region == RegionExtrapolated {
+				require.Same(t, r.Kind("decode").Linear(c.f), r.Kind("decode").Regimes.lins[r.Kind("decode").Regimes.Piece(c.f)])
+			}
+		})
+	}
+	// The lower piece's covariance widens its intervals; the upper has none.
+	lo := r.Price(ragged(32, 4096, 5000), 0.9)
+	z := NormalQuantile(0.95)
+	se := math.Sqrt(1e10 + math.Pow(32*5000, 2))
+	require.InDelta(t, lo.Ns+math.Hypot(0.08*lo.Ns, z*se), lo.Hi, 1)
+
+	path := filepath.Join(t.TempDir(), "recipe.json")
+	require.NoError(t, (&Artifact{Form: FormRecipe, Recipe: r, CreatedBy: "test"}).Save(path))
+	m, _, err := Load(path)
+	require.NoError(t, err)
+	back := m.(*Recipe)
+	require.Equal(t, []float64{32}, back.Kind("decode").Regimes.Upper)
+	for _, c := range cases {
+		require.Equal(t, r.Price(c.f, 0.9), back.Price(c.f, 0.9))
+	}
+}
+
+func TestRecipeRegimesValidate(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*Regimes, *RecipeKind)
+		want string
+	}{
+		{"coordinate", func(g *Regimes, _ *RecipeKind) { g.Coord = "batch" }, "unknown coordinate"},
+		{"pieces for bounds", func(g *Regimes, _ *RecipeKind) { g.Upper = append(g.Upper, 64) }, "2 pieces for 2 bounds"},
+		{"bounds ascending", func(g *Regimes, _ *RecipeKind) { g.Upper = []float64{math.NaN()} }, "strictly ascending"},
+		{"piece terms", func(g *Regimes, _ *RecipeKind) { g.Pieces[1].Terms = nil }, "piece 1 has no terms"},
+		{"piece coefficient", func(g *Regimes, _ *RecipeKind) { g.Pieces[0].Coefficients[1].Term = TermConst }, "piece 0"},
+		{"both forms", func(_ *Regimes, k *RecipeKind) {
+			k.Terms, k.Coefficients = []string{TermConst}, []Coefficient{{Term: TermConst, Value: 1}}
+		}, "both terms and regimes"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := withRegimes(t)
+			k := &r.Kinds[1]
+			c.edit(k.Regimes, k)
+			require.ErrorContains(t, r.Validate(), c.want)
+		})
+	}
+}
+
+// An artifact the recipe wrote before regimes, tables with conditions and
+// ragged terms existed (fitted on the old H200 steady grid) still loads
+// and prices as it did: one linear form per kind, its table over batch ×
+// context per request.
+func TestRecipeArtifactBeforeRegimes(t *testing.T) {
+	m, a, err := Load(filepath.Join("testdata", "recipe-v1.json"))
+	require.NoError(t, err)
+	require.Equal(t, FormRecipe, a.Form)
+	r := m.(*Recipe)
+	d := r.Kind("decode")
+	require.Nil(t, d.Regimes)
+	require.Equal(t, []string{TermConst, TermDecodeRequests, TermDecodeKVTokens}, d.Terms)
+	require.Equal(t, []string{TermDecodeRequests, CoordKVPerRequest}, d.Table.Coords())
+	p := r.Price(dec(1, 128), 0.9)
+	require.Equal(t, RegionInterpolated, p.Region)
+	require.Equal(t, d.Table.Ns[0], p.Ns, "a grid node prices at its measured time")
+	p = r.Price(dec(1024, 512), 0.9)
+	require.Equal(t, RegionExtrapolated, p.Region)
+	require.InDelta(t, d.Linear(dec(1024, 512)).PredictNs(dec(1024, 512)), p.Ns, 1e-6)
+	require.True(t, r.Price(Features{PrefillTokens: 100, PrefillRequests: 1, DecodeRequests: 8, DecodeKVTokens: 8000}, 0.9).Ns > 0)
+}

@@ -115,7 +115,7 @@ func (t *Table) Lookup(f Features) (ns, se float64, inside bool) {
 		x := t.funcs[d](f)
 		nodes := a.Nodes
 		lo, hi := nodes[0], nodes[len(nodes)-1]
-		if x < lo*(1-t.Tol) || x > hi*(1+t.Tol) {
+		if !(x >= lo*(1-t.Tol) && x <= hi*(1+t.Tol)) { // NaN (unknown) is outside too
 			return 0, 0, false
 		}
 		if len(nodes) == 1 {

@@ -109,3 +109,27 @@ func TestIntervalSE(t *testing.T) {
 	lo, hi = none.IntervalSE(10, 0, 0.9)
 	require.Equal(t, [2]float64{10, 10}, [2]float64{lo, hi})
 }
+
+// A condition axis (one node) holds the table to the steps at its value:
+// a table of uniform decode batches prices no ragged one, nor a step
+// whose longest context is unknown.
+func TestTableConditionAxis(t *testing.T) {
+	tb := testTable()
+	tb.Axes = append(tb.Axes, TableAxis{Coord: CoordKVMaxRatio, Nodes: []float64{1}})
+	require.NoError(t, tb.Validate())
+	uniform := dec(8, 1024)
+	uniform.DecodeMaxKVTokens = 1024
+	ns, _, in := tb.Lookup(uniform)
+	require.True(t, in)
+	require.Equal(t, 6e6, ns)
+	for _, longest := range []float64{1500, math.NaN()} {
+		f := uniform
+		f.DecodeMaxKVTokens = longest
+		_, _, in := tb.Lookup(f)
+		require.False(t, in, "longest context %v", longest)
+	}
+	fn, err := Coord(CoordKVMaxRatio)
+	require.NoError(t, err)
+	require.Equal(t, 0.0, fn(Features{}), "no decode requests")
+	require.Equal(t, 1.5, fn(Features{DecodeRequests: 2, DecodeKVTokens: 2000, DecodeMaxKVTokens: 1500}))
+}

@@ -62,10 +62,13 @@ worst steps. --json prints the same as JSON.
 Forms:
   recipe (the default) picks the form per step kind from the data:
     interpolation inside the measured hull of the kind's benchmark grid
-    (prefill: prefill tokens × requests; decode: batch × context per
-    request), a non-negative linear basis outside it (the prediction says
-    it extrapolated), mixed steps as prefill plus the marginal cost of
-    their decode work unless mixed steps were measured. Every prediction
+    (prefill: prefill tokens × requests × context; decode: batch × context
+    per request, uniform batches), a non-negative linear basis outside it
+    (the prediction says it extrapolated; decode: the longest context and
+    the batch padded to it, split into batch-size regimes where the grid's
+    held-out error says so), mixed steps as prefill plus the marginal cost
+    of their decode work unless measured mixed steps are priced better by
+    a basis of their own. Every prediction
     carries an interval at --level from the coefficient bootstrap and the
     held-out residuals; --calibrate DATASET replaces those residuals by
     the recipe's on DATASET (a calibration split of the traffic to price;
@@ -73,8 +76,9 @@ Forms:
   linear: a non-negative linear basis; --terms picks it: "default",
     "decode" = const,decode_requests,decode_kv_tokens, or a list of
     const, prefill_step, prefill_tokens, prefill_kv_tokens, prefill_attn,
-    prefill_requests, decode_requests, decode_kv_tokens, padded_batch,
-    new_requests, new_req_tokens. Giving --terms, --solver, --relative or
+    prefill_requests, decode_requests, decode_kv_tokens, decode_max_kv,
+    decode_batch_max_kv, decode_kv_std, padded_batch, new_requests,
+    new_req_tokens. Giving --terms, --solver, --relative or
     --degenerate without --form selects it.
   grid: interpolation over benchmark coordinates.
 Solvers: nnls (default), huber-nn and huber (robust to outlier steps),

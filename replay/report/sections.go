@@ -235,6 +235,12 @@ func (b *builder) fitSection(modelPath string, dirs []string) {
 			if len(k.Coefficients) > 0 {
 				card.Tables = append(card.Tables, coefficientTable(fmt.Sprintf("Coefficients of the %s linear form (ns per unit of the term)", k.Kind), k.Coefficients))
 			}
+			if g := k.Regimes; g != nil {
+				for i, p := range g.Pieces {
+					card.Tables = append(card.Tables, coefficientTable(fmt.Sprintf("Coefficients of the %s linear form, regime %s (%d rows; ns per unit of the term)",
+						k.Kind, g.Range(i), p.Rows), p.Coefficients))
+				}
+			}
 		}
 	}
 	s.Blocks = append(s.Blocks, card)
