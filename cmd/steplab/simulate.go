@@ -148,7 +148,7 @@ func loadEngine(path string, sets []string, seedSet bool, seed uint64, edit func
 
 func printReport(w io.Writer, r *sim.Result) {
 	fmt.Fprintf(w, "dataset %s\n", r.Dataset)
-	fmt.Fprintf(w, "requests %d: %d finished, %d unfinished, %d rejected; %d preemptions; %.1f s simulated\n",
+	fmt.Fprintf(w, "requests %d: %d finished, %d unfinished, %d rejected; %d preemptions; %.1f s of engine time\n",
 		r.Requests, r.Finished, r.Unfinished, r.Rejected, r.Preemptions, r.DurationS)
 	fmt.Fprintf(w, "throughput %.2f req/s, %.0f output tok/s; prefix cache hits %.1f%% of prompt tokens\n\n", r.RequestsPerS, r.OutputTokensPerS,
 		100*r.PrefixCacheHitRate)
