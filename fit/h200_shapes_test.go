@@ -306,21 +306,27 @@ func TestH200MixedSpread(t *testing.T) {
 }
 
 // TestH200OpsShapes: the measured-operations prior for vLLM's kernels, no
-// fit, on each shape's traffic device time, and with the engine of
-// steplab's worker fitted on the Llama grid (ops-worker.json), which the
-// other two shapes' data never saw.
+// fit, on each shape's traffic device time and on its steady grid's, and
+// with the engine of steplab's worker fitted on the first Llama grid
+// (ops-worker.json), which the other two shapes' data and the re-captured
+// grids never saw.
 func TestH200OpsShapes(t *testing.T) {
 	for _, sh := range h200Shapes {
-		traffic := h200Data(t, TargetGPU, Selection{}, sh.traffic...).Data
-		for _, engine := range []string{"", filepath.Join(h200Dir, "models", "ops-worker.json")} {
-			m, name, err := PriorSpec{Shape: sh.name, Ops: h200OpsDatabase, Engine: engine}.Build(".")
-			require.NoError(t, err)
-			r := Evaluate(m, traffic, 0)
-			logReport(t, fmt.Sprintf("%-22s %s", sh.name, strings.TrimPrefix(name, "ops("+h200OpsDatabase+", "+sh.name+")")), r)
-			if engine == "" {
-				require.Less(t, r.Overall.MeanBias, -20.0, "%s: vLLM's kernels under-price steplab's worker", sh.name)
-			} else {
-				require.LessOrEqual(t, r.Overall.MAPE, 15.0, sh.name)
+		for _, set := range []struct {
+			label string
+			names []string
+		}{{"traffic", sh.traffic}, {"steady grid", []string{sh.bench}}} {
+			d := h200Data(t, TargetGPU, Selection{}, set.names...).Data
+			for _, engine := range []string{"", filepath.Join(h200Dir, "models", "ops-worker.json")} {
+				m, name, err := PriorSpec{Shape: sh.name, Ops: h200OpsDatabase, Engine: engine}.Build(".")
+				require.NoError(t, err)
+				r := Evaluate(m, d, 0)
+				logReport(t, fmt.Sprintf("%-22s %-11s %s", sh.name, set.label, strings.TrimPrefix(name, "ops("+h200OpsDatabase+", "+sh.name+")")), r)
+				if engine == "" {
+					require.Less(t, r.Overall.MeanBias, -20.0, "%s: vLLM's kernels under-price steplab's worker", sh.name)
+				} else {
+					require.LessOrEqual(t, r.Overall.MAPE, 15.0, sh.name)
+				}
 			}
 		}
 	}
@@ -333,7 +339,7 @@ func TestH200OpsShapes(t *testing.T) {
 // machine's CPU). With STEPLAB_H200_EARLIER naming a directory laid out as
 // datasets/h200 that holds an earlier capture of the shapes' grids (the
 // ones this repository committed before the re-capture:
-// `git archive 4678601 datasets/h200 | tar -x -C DIR`, then DIR/datasets/h200),
+// `git archive 4678601 datasets/h200 | tar -x -C DIR`: DIR/datasets/h200),
 // the test puts the earlier capture's host timers into the re-captured
 // grid, point by point, and fits again: where the earlier capture ran on
 // the traffic's machine, the wall-time bias on that traffic goes to ~0.
