@@ -189,15 +189,13 @@ func TestH200ShapesCalibrated(t *testing.T) {
 // and the driver, which opens the period when it has taken that output,
 // takes longest after those admissions.
 func TestH200BenchTeardown(t *testing.T) {
-	grids := []struct {
+	type grid struct {
 		name, bench string
-		paid        bool
-	}{{"Llama-3.1-8B, first grid", "bench-steady", true}}
+		paid        bool // captured by the worker that freed a message with the next
+	}
+	grids := []grid{{"Llama-3.1-8B, first grid", "bench-steady", true}}
 	for _, sh := range h200Shapes {
-		grids = append(grids, struct {
-			name, bench string
-			paid        bool
-		}{sh.name, sh.bench, false})
+		grids = append(grids, grid{sh.name, sh.bench, false})
 	}
 	for _, g := range grids {
 		set := h200Load(t, g.bench)
