@@ -44,7 +44,11 @@ func h200Load(t *testing.T, name string) *h200Set {
 	if s, ok := h200Cache[name]; ok {
 		return s
 	}
-	d, err := datasets.Open(filepath.Join(h200Dir, name))
+	dir := name
+	if !filepath.IsAbs(name) {
+		dir = filepath.Join(h200Dir, name)
+	}
+	d, err := datasets.Open(dir)
 	require.NoError(t, err)
 	steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
 	require.NoError(t, err)
