@@ -3,7 +3,6 @@ package fit
 import (
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -24,30 +23,31 @@ import (
 
 // h200Shape is one committed shape: its steady grid, its traffic runs,
 // and what the default recipe fitted on the grid does on that traffic
-// where issue 14's target is missed (TestH200Shapes and
-// TestH200ShapesCalibrated say why).
+// where issue 14's target is missed (TestH200Shapes says why).
 type h200Shape struct {
 	name    string
 	bench   string
 	traffic []string
+	// sameMachine: the grid and the traffic ran on one GPU and host (the
+	// manifests' GPU UUIDs), so the host time a recipe learns from the
+	// grid is the traffic's.
+	sameMachine bool
 	// wallDecode is the decode MAPE and p90 (%) the recipe stays within
 	// on the traffic's wall time: the targets, 3 and 6, where met, else
 	// today's figure and a margin.
 	wallDecode [2]float64
-	// calibratedGPUMax is the most the calibrated 90% intervals cover of
-	// the traffic's device time (%): the target's 95 where met, else
-	// today's figure and a margin.
-	calibratedGPUMax float64
+	// wallOneForm: on wall time, the ragged terms in one form do better on
+	// the traffic than the batch regimes the grid chose.
+	wallOneForm bool
 }
 
 var h200Shapes = []h200Shape{
-	{"Llama-3.1-8B", "llama-3.1-8b/bench-steady", []string{"traffic-azure-5rps", "traffic-azure-12rps"}, [2]float64{3, 6}, 95},
-	// Missed on wall time: 3.34% and 6.69% today.
+	{"Llama-3.1-8B", "llama-3.1-8b/bench-steady", []string{"traffic-azure-5rps", "traffic-azure-12rps"}, false, [2]float64{3, 6}, false},
 	{"Mistral-Nemo-Base-2407", "mistral-nemo-base-2407/bench-steady",
-		[]string{"mistral-nemo-base-2407/traffic-azure-5rps", "mistral-nemo-base-2407/traffic-azure-12rps"}, [2]float64{3.6, 7.2}, 95},
-	// Missed on wall time (3.27% and 6.69%) and on device time's
-	// calibrated coverage (95.3% overall, 95.7% of decode steps).
-	{"Qwen2.5-7B", "qwen2.5-7b/bench-steady", []string{"qwen2.5-7b/traffic-azure-5rps", "qwen2.5-7b/traffic-azure-12rps"}, [2]float64{3.6, 7.2}, 96.5},
+		[]string{"mistral-nemo-base-2407/traffic-azure-5rps", "mistral-nemo-base-2407/traffic-azure-12rps"}, true, [2]float64{3, 6}, false},
+	// Missed on wall time: 3.15% and 6.38% today; the one form's 2.73%
+	// and 5.31% would meet it.
+	{"Qwen2.5-7B", "qwen2.5-7b/bench-steady", []string{"qwen2.5-7b/traffic-azure-5rps", "qwen2.5-7b/traffic-azure-12rps"}, true, [2]float64{3.4, 6.8}, true},
 }
 
 func h200Paths(names ...string) []string {
@@ -115,20 +115,29 @@ func TestH200Shapes(t *testing.T) {
 			}
 			def := got[h200Forms[2].name]
 			require.Less(t, got[h200Forms[1].name].decode.MAPE, got[h200Forms[0].name].decode.MAPE, "%s %s: the ragged terms beat the grid's", sh.name, target)
-			for _, f := range h200Forms[:2] {
-				require.Less(t, def.decode.MAPE, got[f.name].decode.MAPE, "%s %s: the regimes beat %s", sh.name, target, f.name)
-				require.Less(t, def.decode.P90APE, got[f.name].decode.P90APE, "%s %s: the regimes beat %s", sh.name, target, f.name)
+			require.Less(t, def.decode.MAPE, got[h200Forms[0].name].decode.MAPE, "%s %s: the regimes beat the grid's terms", sh.name, target)
+			// The regimes are chosen on the grid alone (fit.RegimeZ): on
+			// Qwen's wall time the bounds the grid's 18 batch sizes
+			// support (4 and 80) over-price the traffic's batches of 5–8
+			// and 33–64 by 3–4%, which one form does not.
+			oneForm := got[h200Forms[1].name].decode
+			if target == TargetWall && sh.wallOneForm {
+				require.Greater(t, def.decode.MAPE, oneForm.MAPE, "%s %s: one form beats the regimes", sh.name, target)
+			} else {
+				require.Less(t, def.decode.MAPE, oneForm.MAPE, "%s %s: the regimes beat one form", sh.name, target)
+				require.Less(t, def.decode.P90APE, oneForm.P90APE, "%s %s: the regimes beat one form", sh.name, target)
 			}
-			// Issue 14's decode targets: met on device time by every shape;
-			// on wall time by Llama, missed narrowly by the other two
-			// (h200Shape.wallDecode). Their grids were re-captured on
-			// another machine than their traffic, whose worker spends less
-			// host time on the same step: fitted on the grid, the recipe
-			// under-prices the traffic's host share by ~2% of the step
-			// (TestH200GridHost, docs/h200-ground-truth.md).
+			// Issue 14's decode targets: met on device time by every shape,
+			// on wall time by Llama and Mistral-Nemo, missed narrowly by
+			// Qwen (h200Shape.wallDecode). Where grid and traffic share a
+			// machine the wall-time bias is under 1.25%: the grid's host
+			// time is the traffic's (TestH200GridHost).
 			lim := [2]float64{3, 6}
 			if target == TargetWall {
 				lim = sh.wallDecode
+				if sh.sameMachine {
+					require.Less(t, math.Abs(def.decode.MeanBias), 1.25, "%s %s", sh.name, target)
+				}
 			}
 			require.LessOrEqual(t, def.decode.MAPE, lim[0], "%s %s", sh.name, target)
 			require.LessOrEqual(t, def.decode.P90APE, lim[1], "%s %s", sh.name, target)
@@ -154,19 +163,9 @@ func TestH200ShapesCalibrated(t *testing.T) {
 			iv := EvaluateIntervals(art.Recipe, half2, 0.9)
 			t.Logf("%-22s %-12s calibrated on half 1, tested on half 2: all %5.1f%% decode %5.1f%% (width %4.1f%%) mixed %5.1f%% (width %4.1f%%)", sh.name, target,
 				iv.Overall.Pct, iv.ByKind["decode"].Pct, iv.ByKind["decode"].MeanWidthPct, iv.ByKind["mixed"].Pct, iv.ByKind["mixed"].MeanWidthPct)
-			// Within the target's 85–95% but on Qwen's device time, where the
-			// intervals cover 95.3% (decode 95.7%): its decode residuals on
-			// traffic are the tightest (intervals 4.2% wide), so the
-			// bootstrap's coefficient error, added in quadrature to the
-			// calibrated residual quantiles (which already carry it),
-			// widens them the most; the quantiles alone cover 93.2%.
-			hi := 95.0
-			if target == TargetGPU {
-				hi = sh.calibratedGPUMax
-			}
 			for _, pct := range []float64{iv.Overall.Pct, iv.ByKind["decode"].Pct} {
 				require.GreaterOrEqual(t, pct, 85.0, "%s %s", sh.name, target)
-				require.LessOrEqual(t, pct, hi, "%s %s", sh.name, target)
+				require.LessOrEqual(t, pct, 95.0, "%s %s", sh.name, target)
 			}
 			require.InDelta(t, 90, iv.ByKind["mixed"].Pct, 7, sh.name)
 		}
@@ -330,75 +329,23 @@ func TestH200OpsShapes(t *testing.T) {
 	}
 }
 
-// TestH200GridHost: the three shapes' grids were re-captured on another
-// machine than their traffic (the manifests' GPU UUIDs), and the wall
-// time a recipe learns from a grid is the grid machine's: device time and
-// the worker's host time (receive, preparation, sampling: Python on that
-// machine's CPU). With STEPLAB_H200_EARLIER naming a directory laid out as
-// datasets/h200 that holds an earlier capture of the shapes' grids (the
-// ones this repository committed before the re-capture:
-// `git archive 4678601 datasets/h200 | tar -x -C DIR`: DIR/datasets/h200),
-// the test puts the earlier capture's host timers into the re-captured
-// grid, point by point, and fits again: where the earlier capture ran on
-// the traffic's machine, the wall-time bias on that traffic goes to ~0.
+// TestH200GridHost: the host time in a step's wall time is the host's
+// (Python on its CPU): a recipe fitted on one machine's grid prices another
+// machine's traffic with the first machine's host speed. Mistral-Nemo's and
+// Qwen's grids and traffic ran on one machine; Llama's grid did not
+// (docs/h200-ground-truth.md).
 func TestH200GridHost(t *testing.T) {
 	uuid := func(dir string) string {
 		d, err := datasets.Open(dir)
 		require.NoError(t, err)
 		require.NotNil(t, d.Manifest.Hardware, dir)
+		require.NotEmpty(t, d.Manifest.Hardware.GPUUUID, dir)
 		return d.Manifest.Hardware.GPUUUID
 	}
 	for _, sh := range h200Shapes {
+		grid := uuid(filepath.Join(h200Dir, sh.bench))
 		for _, tr := range h200Paths(sh.traffic...) {
-			require.NotEqual(t, uuid(filepath.Join(h200Dir, sh.bench)), uuid(tr), "%s: grid and traffic on one machine", sh.name)
-		}
-	}
-	earlier := os.Getenv("STEPLAB_H200_EARLIER")
-	if earlier == "" {
-		t.Skip("STEPLAB_H200_EARLIER unset: no earlier capture of the grids to compare with")
-	}
-	earlier, err := filepath.Abs(earlier)
-	require.NoError(t, err)
-	for _, sh := range h200Shapes {
-		old := h200Load(t, filepath.Join(earlier, sh.bench))
-		byPoint := map[int64]datasets.Step{}
-		for _, s := range old.steps {
-			if s.Role == datasets.RoleMeasured {
-				byPoint[s.BenchmarkID] = s
-			}
-		}
-		l := h200Data(t, TargetWall, Selection{}, sh.bench)
-		traffic := h200Data(t, TargetWall, Selection{}, sh.traffic...).Data
-		mixed := l.Data.Subset(seq(l.Data.Len()))
-		var ratio [3][]float64 // re-captured / earlier: preparation, receive, sampling
-		for i, s := range l.Steps {
-			o, ok := byPoint[s.BenchmarkID]
-			require.True(t, ok, "%s: point %d not in the earlier capture", sh.name, s.BenchmarkID)
-			require.Equal(t, [3]int64{int64(s.NumDecodeRequests), s.SumDecodeKVTokens, s.SumPrefillTokens},
-				[3]int64{int64(o.NumDecodeRequests), o.SumDecodeKVTokens, o.SumPrefillTokens}, "%s point %d", sh.name, s.BenchmarkID)
-			for k, v := range [3][2]int64{{s.HostPrepNs, o.HostPrepNs}, {s.WorkerRecvNs, o.WorkerRecvNs}, {s.SampleNs, o.SampleNs}} {
-				ratio[k] = append(ratio[k], float64(v[0])/float64(v[1]))
-			}
-			mixed.Y[i] += float64(o.HostPrepNs + o.WorkerRecvNs + o.SampleNs - s.HostPrepNs - s.WorkerRecvNs - s.SampleNs)
-		}
-		var bias [2]float64
-		for k, d := range []*Data{l.Data, mixed} {
-			res, err := FitRecipe(d, RecipeOptions{Seed: 1, SkipResiduals: true})
-			require.NoError(t, err)
-			m := Evaluate(res.Model, traffic, 0).ByKind[datasets.KindDecode]
-			bias[k] = m.MeanBias
-			t.Logf("%-22s %-40s traffic wall decode MAPE %.2f%% p90 %.2f%% bias %+.2f%%", sh.name,
-				[]string{"re-captured grid", "with the earlier capture's host timers"}[k], m.MAPE, m.P90APE, m.MeanBias)
-		}
-		for k := range ratio {
-			slices.Sort(ratio[k])
-		}
-		sameMachine := uuid(filepath.Join(earlier, sh.bench)) == uuid(h200Paths(sh.traffic[0])[0])
-		t.Logf("%-22s re-captured / earlier host timers, median: preparation %.2f, receive %.2f, sampling %.2f; earlier capture on the traffic's machine: %v", sh.name,
-			model.SortedQuantile(ratio[0], 0.5), model.SortedQuantile(ratio[1], 0.5), model.SortedQuantile(ratio[2], 0.5), sameMachine)
-		if sameMachine {
-			require.Less(t, math.Abs(bias[1]), 0.5, sh.name)
-			require.Less(t, math.Abs(bias[1]), math.Abs(bias[0]), sh.name)
+			require.Equal(t, sh.sameMachine, grid == uuid(tr), "%s: grid on %s, traffic %s on %s", sh.name, grid, tr, uuid(tr))
 		}
 	}
 }
