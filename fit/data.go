@@ -272,42 +272,73 @@ const (
 // A row whose timing is unknown (−1) or not positive is an ErrBadTarget
 // naming the row and its step_id.
 func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
-	if len(steps) == 0 {
+	var b dataBuilder
+	for i := range steps {
+		b.add(&steps[i])
+	}
+	return b.finish(target)
+}
+
+// dataBuilder gathers fitting data a step at a time, so that a table can
+// be streamed through it without holding its rows: it keeps both timings
+// until finish knows which one the target reads.
+type dataBuilder struct {
+	d         Data
+	gpu, wall []float64
+}
+
+func (b *dataBuilder) len() int { return len(b.d.StepIDs) }
+
+func (b *dataBuilder) add(st *datasets.Step) {
+	f := features.Of(st)
+	if len(f.Unknown()) > 0 {
+		b.d.unrecordedTerms(f)
+	}
+	b.d.Features = append(b.d.Features, f)
+	b.gpu, b.wall = append(b.gpu, float64(st.GPUTimeNs)), append(b.wall, float64(st.WallTimeNs))
+	b.d.StepIDs = append(b.d.StepIDs, st.StepID)
+	b.d.Kinds = append(b.d.Kinds, internKind(st.Kind))
+	b.d.Benchmark = append(b.d.Benchmark, st.BenchmarkID >= 0 && st.Role == datasets.RoleMeasured)
+}
+
+// internKind shares the known kinds' strings among rows, which would
+// otherwise each hold a copy read from the file.
+func internKind(k string) string {
+	for _, known := range []string{datasets.KindDecode, datasets.KindMixed, datasets.KindPrefill} {
+		if k == known {
+			return known
+		}
+	}
+	return k
+}
+
+func (b *dataBuilder) finish(target string) (*Data, error) {
+	if b.len() == 0 {
 		return nil, dataErr(ErrEmptySelection, "no steps")
 	}
 	if target == "" || target == TargetAuto {
 		target = TargetGPU
-		for i := range steps {
-			if steps[i].GPUTimeNs < 0 {
-				target = TargetWall
-				break
-			}
+		if slices.ContainsFunc(b.gpu, func(y float64) bool { return y < 0 }) {
+			target = TargetWall
 		}
 	}
-	if target != TargetGPU && target != TargetWall {
+	d := &b.d
+	switch target {
+	case TargetGPU:
+		d.Y = b.gpu
+	case TargetWall:
+		d.Y = b.wall
+	default:
 		return nil, fmt.Errorf("fit: unknown target %q (want %s, %s or %s)", target, TargetGPU, TargetWall, TargetAuto)
 	}
-	d := &Data{Target: target, Features: make([]model.Features, len(steps)), Y: make([]float64, len(steps)),
-		StepIDs: make([]int64, len(steps)), Kinds: make([]string, len(steps)), Benchmark: make([]bool, len(steps))}
-	for i := range steps {
-		st := &steps[i]
-		y := st.GPUTimeNs
-		if target == TargetWall {
-			y = st.WallTimeNs
-		}
+	b.gpu, b.wall = nil, nil
+	d.Target = target
+	for i, y := range d.Y {
 		if y <= 0 {
-			e := dataErr(ErrBadTarget, fmt.Sprintf("%s is %d (unknown or not positive)", target, y))
-			e.Row, e.StepID = i, st.StepID
+			e := dataErr(ErrBadTarget, fmt.Sprintf("%s is %d (unknown or not positive)", target, int64(y)))
+			e.Row, e.StepID = i, d.StepIDs[i]
 			return nil, e
 		}
-		d.Features[i] = features.Of(st)
-		if u := d.Features[i].Unknown(); len(u) > 0 {
-			d.unrecordedTerms(d.Features[i])
-		}
-		d.Y[i] = float64(y)
-		d.StepIDs[i] = st.StepID
-		d.Kinds[i] = st.Kind
-		d.Benchmark[i] = st.BenchmarkID >= 0 && st.Role == datasets.RoleMeasured
 	}
 	return d, nil
 }

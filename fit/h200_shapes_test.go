@@ -61,7 +61,7 @@ func h200Paths(names ...string) []string {
 // h200Load loads the selected rows of datasets under h200Dir.
 func h200Data(t *testing.T, target string, sel Selection, names ...string) *Loaded {
 	t.Helper()
-	l, err := LoadDatasets(h200Paths(names...), LoadOptions{Target: target, Selection: sel})
+	l, err := LoadDatasets(h200Paths(names...), LoadOptions{Target: target, Selection: sel, KeepSteps: true})
 	require.NoError(t, err)
 	return l
 }

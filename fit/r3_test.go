@@ -43,7 +43,7 @@ func TestR3AdmissionGridBiasesTheModel(t *testing.T) {
 
 	decode := LoadOptions{Selection: Selection{Kinds: []string{datasets.KindDecode}}, Target: TargetWall, BenchmarkCoords: true}
 	held := loadData(t, prod, decode)
-	adm := mustLoad(t, admDir, decode)
+	adm := mustLoad(t, admDir, withSteps(decode))
 	std := mustLoad(t, stdDir, decode)
 	require.Len(t, adm.Warnings, 1, "the admission grid is flagged")
 	require.Contains(t, adm.Warnings[0], "admission_step")
@@ -236,3 +236,5 @@ func coefString(m *model.Linear) string {
 	}
 	return strings.Join(parts, " ")
 }
+
+func withSteps(opt LoadOptions) LoadOptions { opt.KeepSteps = true; return opt }

@@ -65,11 +65,15 @@ type LoadOptions struct {
 	// columns (num_new_reqs, payload) are kept. Steady-state points are
 	// decode steps already and are not touched.
 	BenchmarkCoords bool
+	// KeepSteps keeps the selected rows themselves in Loaded.Steps; without
+	// it only their features and timing are kept.
+	KeepSteps bool
 }
 
 // Loaded is the result of LoadDatasets: the selected rows of every
 // dataset, concatenated, and their provenance.
 type Loaded struct {
+	// Steps are the selected rows, with LoadOptions.KeepSteps.
 	Steps []datasets.Step
 	Data  *Data
 	// Refs identify the datasets (id, path, SHA-256, selected rows).
@@ -132,6 +136,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	l := &Loaded{}
 	policies := map[string]bool{}
 	var total int
+	var b dataBuilder
 	for _, p := range paths {
 		d, err := datasets.Open(p)
 		if err != nil {
@@ -154,35 +159,15 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 				l.Warnings = append(l.Warnings, w)
 			}
 		}
-		steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+		first := b.len()
+		l.Offsets = append(l.Offsets, first)
+		n, err := loadSteps(d, &b, l, opt, admission)
 		if err != nil {
 			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
 		}
-		// A dataset written before the steps table recorded every feature
-		// column gets them from its step_requests.
-		if _, matched, err := features.CompleteSteps(d, steps); err != nil {
-			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
-		} else if !matched {
-			slog.Warn("step_requests not joined: step ids repeat or are unordered; features the steps table lacks are derived from it alone", "dataset", p)
-		}
-		total += len(steps)
-		if opt.BenchmarkCoords && admission {
-			for i := range steps {
-				if AsDecodePoint(&steps[i]) {
-					l.Relabelled++
-				}
-			}
-		}
-		kept := steps[:0]
-		for i := range steps {
-			if opt.Selection.Keep(&steps[i]) {
-				kept = append(kept, steps[i])
-			}
-		}
-		ref.Rows = int64(len(kept))
-		l.Offsets = append(l.Offsets, len(l.Steps))
+		total += n
+		ref.Rows = int64(b.len() - first)
 		l.Refs = append(l.Refs, ref)
-		l.Steps = append(l.Steps, kept...)
 	}
 	switch len(policies) {
 	case 0:
@@ -193,17 +178,16 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	default:
 		l.Policy = "mixed"
 	}
-	if len(l.Steps) == 0 {
-		// Re-run the selection over nothing but the counts for the message.
+	if b.len() == 0 {
 		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d in %d dataset(s) pass the selection (roles %v, kinds %v, valid only %v)",
 			total, len(paths), orDefault(opt.Selection.Roles, DefaultRoles), orDefault(opt.Selection.Kinds, []string{"all"}), !opt.Selection.AllowInvalid))
 	}
 	for _, k := range []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed} {
-		if slices.ContainsFunc(l.Steps, func(st datasets.Step) bool { return st.Kind == k }) {
+		if slices.Contains(b.d.Kinds, k) {
 			l.Kinds = append(l.Kinds, k)
 		}
 	}
-	data, err := DataFromSteps(l.Steps, opt.Target)
+	data, err := b.finish(opt.Target)
 	if err != nil {
 		if de, ok := err.(*DataError); ok && de.Row >= 0 {
 			de.Detail += " in dataset " + l.DatasetOf(de.Row)
@@ -212,6 +196,66 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	}
 	l.Data = data
 	return l, nil
+}
+
+// loadSteps streams d's steps table through b, a batch of rows at a time
+// (a simulated day is millions of steps; only their features are kept):
+// completes the rows an older writer left without feature columns from
+// step_requests, re-reads admission-step benchmark points (BenchmarkCoords)
+// and keeps the rows the selection passes. It returns the rows read.
+func loadSteps(d *datasets.Dataset, b *dataBuilder, l *Loaded, opt LoadOptions, admission bool) (int, error) {
+	s, err := datasets.Scan[datasets.Step](d, datasets.TableSteps)
+	if err != nil {
+		return 0, err
+	}
+	defer s.Close()
+	var join *features.RequestJoin
+	joining := false
+	defer func() { join.Close() }()
+	buf := make([]datasets.Step, 4096)
+	total := 0
+	for {
+		n, err := s.Read(buf)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return total, err
+		}
+		for i := range buf[:n] {
+			st := &buf[i]
+			// Once a row needs completing, every later row goes through
+			// the join, which follows the table in step order.
+			if !joining && !features.Known(st) {
+				joining = true
+				if join, err = features.NewRequestJoin(d); err != nil {
+					return total, err
+				}
+			}
+			if joining {
+				join.Complete(st)
+			}
+			if opt.BenchmarkCoords && admission && AsDecodePoint(st) {
+				l.Relabelled++
+			}
+			if opt.Selection.Keep(st) {
+				b.add(st)
+				if opt.KeepSteps {
+					l.Steps = append(l.Steps, *st)
+				}
+			}
+		}
+		total += n
+	}
+	if joining {
+		if err := join.Err(); err != nil {
+			return total, err
+		}
+		if join.Off() {
+			slog.Warn("step_requests not joined: step ids repeat or are unordered; features the steps table lacks are derived from it alone", "dataset", d.Dir)
+		}
+	}
+	return total, nil
 }
 
 func orDefault(s, def []string) []string {
