@@ -54,6 +54,7 @@ var sweepArgs = []string{"{ensemble}", "--set", "load.requests=20", "--set", "lo
 // fakeCapture drives capture/testdata/fake_worker.py on the CPU.
 var fakeCapture = []string{"--device", "cpu", "--preset", "tiny", "--python", "{python}", "--worker", "{repo}/capture/testdata/fake_worker.py"}
 
+// cat joins argument lists.
 func cat(parts ...[]string) []string {
 	var out []string
 	for _, p := range parts {
@@ -115,7 +116,7 @@ var contract = map[string]promises{
 	"sweep": {run: cat([]string{"sweep", "-o", "{out}"}, sweepArgs),
 		bad: [][]string{cat([]string{"sweep", "-o", "{out}"}, sweepArgs, []string{"--set", "load.repetitions=0"}), {"sweep", "{empty}", "-o", "{out}", "--vary", "load.rate_rps=1"}},
 		out: true, json: true, progress: true},
-	"worker": {run: []string{"worker", "--queue", "{queue}", "--results", "{tmp}/parts", "--max-idle", "1s", "--wait-queue", "30s"},
+	"worker": {run: []string{"worker", "--queue", "{queue}", "--results", "{tmp}/parts", "--max-idle", "1500ms", "--wait-queue", "30s"},
 		along: cat([]string{"sweep", "-o", "{tmp}/sweep", "--queue", "{queue}", "--results", "{tmp}/parts", "--timeout", "60s"}, sweepArgs),
 		bad:   [][]string{{"worker", "--queue", "http://127.0.0.1:1", "--results", "{tmp}"}}, json: true},
 	"report": {run: []string{"report", "{sim}", "--model", "{model}", "-o", "{out}"},
