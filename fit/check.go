@@ -74,15 +74,15 @@ type CheckReport struct {
 // (no rows) fails its check rather than passing it.
 func Check(m model.FPM, d *Data, opt CheckOptions) (*CheckReport, error) {
 	if m == nil {
-		return nil, fmt.Errorf("fit: check: no model")
+		return nil, fmt.Errorf("check: no model")
 	}
 	for name, v := range map[string]float64{"max MAPE": opt.MaxMAPE, "max p90": opt.MaxP90, "max regression": opt.MaxRegression} {
 		if v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("fit: check: %s is %v: want a finite bound >= 0", name, v)
+			return nil, fmt.Errorf("check: %s is %v: want a finite bound >= 0", name, v)
 		}
 	}
 	if opt.MaxMAPE == 0 && opt.MaxP90 == 0 && opt.Baseline == nil {
-		return nil, fmt.Errorf("fit: check: nothing to check: give a MAPE bound, a p90 bound or a baseline")
+		return nil, fmt.Errorf("check: nothing to check: give a MAPE bound, a p90 bound or a baseline")
 	}
 	if d == nil || d.Len() == 0 {
 		return nil, dataErr(ErrEmptySelection, "no rows to check the model on")
@@ -172,7 +172,7 @@ func (e *CheckFailedError) Error() string {
 		breach := map[string]string{"<=": ">", ">=": "<"}[c.op()]
 		parts[i] = fmt.Sprintf("%s = %.3f %s %.3f", c.Name, c.Value, breach, c.Bound)
 	}
-	return fmt.Sprintf("fit: %d check(s) failed: %s", len(e.Failed), strings.Join(parts, "; "))
+	return fmt.Sprintf("%d check(s) failed: %s", len(e.Failed), strings.Join(parts, "; "))
 }
 
 func (e *CheckFailedError) Unwrap() error { return ErrCheckFailed }

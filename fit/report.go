@@ -549,7 +549,7 @@ func CheckDatasets(modelPath, baselinePath string, paths []string, load LoadOpti
 		opt.Baseline, opt.BaselineName = b, baselinePath
 	}
 	if opt.Baseline == nil && opt.MaxRegression > 0 {
-		return nil, fmt.Errorf("fit: check: a regression bound needs a baseline model")
+		return nil, fmt.Errorf("check: a regression bound needs a baseline model")
 	}
 	load.Target = EvalTarget(load.Target, a)
 	l, err := LoadDatasets(paths, load)

@@ -265,7 +265,7 @@ func (a *Artifact) Model() (FPM, error) {
 func Load(path string) (FPM, *Artifact, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("model: load: %w", err)
+		return nil, nil, fmt.Errorf("model: %w", err)
 	}
 	a, err := ParseArtifact(b)
 	if err != nil {

@@ -21,7 +21,7 @@ func newCalibrateCmd() *cobra.Command {
 	var holdoutDirs, terms, hostParams, moeParams []string
 	var holdout float64
 	var maxEvals int
-	var asJSON bool
+	var asJSON, force bool
 	cmd := &cobra.Command{
 		Use:   "calibrate DATASET... -o model.json",
 		Short: "Fit FPM and host-overhead multipliers so that re-simulated requests match the record",
@@ -62,8 +62,8 @@ Examples:
   steplab replay requests llama-cal.json ds/llama -o out/rr`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return &exitError{code: 2, msg: "calibrate: no output file: use -o model.json"}
+			if err := refuseExisting("calibrate", out, force); err != nil {
+				return err
 			}
 			spec := replay.CalibSpec{Datasets: args, HoldoutDatasets: holdoutDirs, Holdout: holdout, Start: start,
 				HostModel: host, Cluster: placement, Terms: terms, MaxEvals: maxEvals}
@@ -75,15 +75,15 @@ Examples:
 			}
 			run, err := spec.Setup()
 			if err != nil {
-				return &exitError{code: 2, msg: err.Error()}
+				return inputError("calibrate", err)
 			}
 			sets, refs, warn, opts := run.Sets, run.Refs, run.Warnings, run.Opts
-			bar := newProgress(-1, "calibrating")
+			bar := newProgress(cmd, -1, "calibrating")
 			opts.Progress = func(n int, _ float64) { bar.Set(n) }
 			res, err := replay.Calibrate(sets, opts)
 			bar.Finish()
 			if err != nil {
-				return &exitError{code: 2, msg: err.Error()}
+				return inputError("calibrate", err)
 			}
 			a, err := res.Artifact(refs, strings.Join(os.Args, " "))
 			if err != nil {
@@ -100,6 +100,7 @@ Examples:
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "model artifact to write (JSON)")
+	forceFlag(cmd, &force)
 	cmd.Flags().Float64Var(&holdout, "holdout", 0, "fraction of each dataset's requests (the last by arrival) held out and scored")
 	cmd.Flags().StringArrayVar(&holdoutDirs, "holdout-dataset", nil, "dataset scored after the fit, not fitted (repeatable)")
 	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model to start from (default: the start artifact's params.host, else the prior)")

@@ -43,16 +43,19 @@ func (f *captureFlags) add(cmd *cobra.Command) {
 }
 
 func (f *captureFlags) run(cmd *cobra.Command, plan *sim.Plan, out string) (*sim.Result, error) {
+	bar := newProgress(cmd, -1, "capturing "+out)
 	opts := capture.Options{
 		Worker: capture.WorkerOptions{Python: f.python, Script: f.workerScript},
 		Device: f.device, Preset: f.preset, AttentionBackend: f.attention, Seed: f.workerSeed,
 		CheckpointSteps: f.checkpoint,
-		Run:             sim.RunOptions{Overwrite: f.force, Command: os.Args, Stop: cmd.Context().Done()},
+		Run: sim.RunOptions{Overwrite: f.force, Command: os.Args, Stop: cmd.Context().Done(),
+			Progress: func(n int64) { bar.Set64(n) }},
 	}
 	if f.verbose {
-		opts.Stderr = os.Stderr
+		opts.Stderr = cmd.ErrOrStderr()
 	}
 	res, err := capture.Capture(plan, out, opts)
+	bar.Finish()
 	if err != nil {
 		if errors.Is(err, sim.ErrInterrupted) {
 			return nil, interrupted("capture", out, err)
@@ -97,7 +100,7 @@ the error shows its last stderr lines and the dataset keeps every completed
 part, marked partial.`,
 	}
 	c.AddCommand(newCaptureBenchCmd(), newCaptureTrafficCmd(), newCaptureFPMCmd())
-	return c
+	return group(c)
 }
 
 func newCaptureBenchCmd() *cobra.Command {
@@ -127,8 +130,8 @@ a mean, and mixed_* adds prefill chunks riding with decodes
       --set workload.benchmark.decode_batch_sizes=[1,4] --set workload.benchmark.decode_contexts=[16,64]`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.out == "" {
-				return &exitError{code: 2, msg: "capture bench: no output directory: use -o DIR"}
+			if err := refuseExisting("capture bench", f.out, f.force); err != nil {
+				return err
 			}
 			policies := []string{policy}
 			if policy == "both" {
@@ -178,8 +181,8 @@ production role.
   steplab capture traffic -o /tmp/cpu --device cpu --preset tiny --set workload.limit=20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.out == "" {
-				return &exitError{code: 2, msg: "capture traffic: no output directory: use -o DIR"}
+			if err := refuseExisting("capture traffic", f.out, f.force); err != nil {
+				return err
 			}
 			plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, f.edit)
 			if err != nil {

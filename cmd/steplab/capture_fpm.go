@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -49,8 +50,8 @@ and then finishes the dataset cleanly. Rows are made durable every
 			if endpoint == "" {
 				return &exitError{code: 2, msg: "capture fpm: no endpoint: use --endpoint tcp://HOST:PORT"}
 			}
-			if out == "" {
-				return &exitError{code: 2, msg: "capture fpm: no output directory: use -o DIR"}
+			if err := refuseExisting("capture fpm", out, force); err != nil {
+				return err
 			}
 			if duration < 0 || maxSteps < 0 {
 				return &exitError{code: 2, msg: "capture fpm: --duration and --max-steps must not be negative"}
@@ -61,8 +62,7 @@ and then finishes the dataset cleanly. Rows are made durable every
 			}
 			ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			errw := cmd.ErrOrStderr()
-			fmt.Fprintf(errw, "subscribed to %s; writing %s (Ctrl-C stops and finishes the dataset)\n", endpoint, out)
+			slog.Info(fmt.Sprintf("subscribed to %s; writing %s (Ctrl-C stops and finishes the dataset)", endpoint, out))
 			res, err := capture.SubscribeFPM(ctx, endpoint, out, capture.FPMOptions{
 				Duration: duration, MaxSteps: maxSteps, CheckpointEvery: every, DialTimeout: dialTimeout,
 				Overwrite: force, Command: os.Args,

@@ -37,7 +37,6 @@ Examples:
   steplab catalog show H100_80GB_HBM3 --json
   steplab catalog show Qwen/Qwen3-30B-A3B-Instruct-2507
   steplab catalog show DeepSeek-V3-TP8`,
-		Args: cobra.NoArgs,
 	}
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the entries as JSON")
 	cmd.AddCommand(&cobra.Command{
@@ -90,7 +89,7 @@ with the notes on what was derived or assumed.`,
 			return showCatalogEntry(cmd.OutOrStdout(), c, args[0], asJSON)
 		},
 	})
-	return cmd
+	return group(cmd)
 }
 
 func catalogOrExit() (*model.Catalog, error) {

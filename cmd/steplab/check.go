@@ -158,7 +158,7 @@ func gateResult(w io.Writer, g gate, n int, asJSON bool) error {
 			fmt.Fprintln(w, "\nFAILED:")
 			g.WriteTable(w, true)
 		}
-		return &exitError{code: 1, msg: err.Error()}
+		return &exitError{code: 1, msg: "check: " + err.Error()}
 	}
 	if !asJSON {
 		fmt.Fprintf(w, "\nPASS: %d checks\n", n)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"strconv"
@@ -97,7 +98,7 @@ Examples:
 					return &exitError{code: 2, msg: fmt.Sprintf("export: --tables: unknown table %q (tables: %s)", t, strings.Join(datasets.KnownTables(), ", "))}
 				}
 			}
-			bar := newProgress(-1, "exporting")
+			bar := newProgress(cmd, -1, "exporting")
 			res, err := export.Dataset(args[0], out, export.Options{Format: format, Tables: sel,
 				Progress: func(table string, rows int64) { bar.Describe("exporting " + table); bar.Set64(rows) }})
 			bar.Finish()
@@ -143,8 +144,8 @@ func runPerfettoExport(cmd *cobra.Command, dir, out, window string, asJSON bool)
 	if window == "" {
 		hint = "; --window START:END (seconds of the run) bounds it"
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "perfetto: writing about %s (%d steps, %d requests)%s\n", humanBytes(size.Bytes), size.Steps, size.Requests, hint)
-	bar := newProgress(size.Steps+size.Requests, "exporting")
+	slog.Info(fmt.Sprintf("perfetto: writing about %s (%d steps, %d requests)%s", humanBytes(size.Bytes), size.Steps, size.Requests, hint))
+	bar := newProgress(cmd, size.Steps+size.Requests, "exporting")
 	opts.Progress = func(table string, rows int64) {
 		if table == datasets.TableRequests {
 			rows += size.Steps

@@ -284,22 +284,11 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 			require.True(t, slices.ContainsFunc(cases, func(c fitCase) bool { return c.name == e.Name() }), "datasets/h200/%s has no case", e.Name())
 		}
 	}
-	// The root command logs to os.Stderr: catch it in a file.
-	stderr := os.Stderr
-	t.Cleanup(func() { os.Stderr = stderr })
-	// fit runs one command with stderr caught, and returns stdout and the
-	// log.
-	fitLogged := func(t *testing.T, name string, args ...string) (string, string) {
-		logf, err := os.Create(filepath.Join(dir, name+".log"))
-		require.NoError(t, err)
-		os.Stderr = logf
-		out, err := runCLI(t, append([]string{"fit"}, args...)...)
-		os.Stderr = stderr
-		require.NoError(t, logf.Close())
+	// fitLogged runs one fit and returns stdout and the log (stderr).
+	fitLogged := func(t *testing.T, args ...string) (string, string) {
+		out, logs, err := runCLILogged(t, append([]string{"fit"}, args...)...)
 		require.NoError(t, err, out)
-		logs, err := os.ReadFile(logf.Name())
-		require.NoError(t, err)
-		return out, string(logs)
+		return out, logs
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -307,7 +296,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 			// what its rows cannot identify, and every drop is said in the
 			// report, on stderr and in the artifact's notes.
 			mpath := filepath.Join(dir, c.name+"-recipe.json")
-			out, logs := fitLogged(t, c.name+"-recipe", c.dataset, "-o", mpath)
+			out, logs := fitLogged(t, c.dataset, "-o", mpath)
 			_, a, err := model.Load(mpath)
 			require.NoError(t, err)
 			require.Equal(t, model.FormRecipe, a.Form)
@@ -328,7 +317,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 			// The linear form drops exactly the terms its one basis cannot
 			// identify on these rows.
 			mpath = filepath.Join(dir, c.name+".json")
-			out, logs = fitLogged(t, c.name, c.dataset, "-o", mpath, "--form", "linear")
+			out, logs = fitLogged(t, c.dataset, "-o", mpath, "--form", "linear")
 			var notes []string
 			for _, term := range c.dropped {
 				require.Contains(t, out, "dropped term "+term+":")

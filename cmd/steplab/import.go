@@ -72,7 +72,7 @@ record) and the problem, exit status 2, and leaves no dataset behind.`,
 			if st, err := os.Stat(src); err == nil && !st.IsDir() {
 				size = st.Size()
 			}
-			bar := newProgress(size, "import "+format)
+			bar := newProgress(cmd, size, "import "+format)
 			start := time.Now()
 			res, err := importers.Import(format, src, out, importers.Options{
 				Overwrite:   force,
@@ -83,7 +83,7 @@ record) and the problem, exit status 2, and leaves no dataset behind.`,
 			})
 			_ = bar.Finish()
 			if err != nil {
-				return &exitError{code: 2, msg: err.Error()}
+				return inputError("import", err)
 			}
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)

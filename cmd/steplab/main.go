@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,17 +18,28 @@ func main() {
 		<-ctx.Done()
 		stop()
 	}()
-	err := newRootCmd().ExecuteContext(ctx)
+	os.Exit(execute(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// execute runs steplab with args and returns its exit status (docs/cli.md):
+// an exitError's code, and 2 for any other error (cobra's usage errors
+// among them). The contract test runs every command through it.
+func execute(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
 	if err == nil {
-		return
+		return 0
 	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.msg != "" {
-			fmt.Fprintln(os.Stderr, "steplab:", ee.msg)
+			fmt.Fprintln(stderr, "steplab:", ee.msg)
 		}
-		os.Exit(ee.code)
+		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "steplab:", err)
-	os.Exit(2)
+	fmt.Fprintln(stderr, "steplab:", err)
+	return 2
 }

@@ -40,13 +40,14 @@ func forceFlag(cmd *cobra.Command, force *bool) {
 
 // inputError is an error of the command's input (exit 2), named after the
 // command once: library errors mostly name their package, which is the
-// command's name.
+// command's name; the fit package's ("fit: ...") also reach eval and
+// check, which say their own name instead.
 func inputError(cmd string, err error) error {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return err
 	}
-	msg := err.Error()
+	msg := strings.TrimPrefix(err.Error(), "fit: ")
 	if !strings.HasPrefix(msg, cmd+": ") {
 		msg = cmd + ": " + msg
 	}

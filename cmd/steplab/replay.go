@@ -34,7 +34,7 @@ ops spec: "ops", "ops:NAME" or "ops:DIR", the measured-operations prior of
 that shape from a kernel database (docs/ops-prior.md).`,
 	}
 	cmd.AddCommand(newReplayStepsCmd(), newReplayRequestsCmd())
-	return cmd
+	return group(cmd)
 }
 
 func openDataset(dir string) (*datasets.Dataset, error) {
@@ -92,7 +92,7 @@ Examples:
 			if err != nil {
 				return &exitError{code: 2, msg: "replay steps: " + err.Error()}
 			}
-			bar := newProgress(-1, "replaying steps")
+			bar := newProgress(cmd, -1, "replaying steps")
 			start := time.Now()
 			rep, err := replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: top, NoJoin: stepsOnly, Level: level,
 				Progress: func(n int64) { bar.Set64(n) }},

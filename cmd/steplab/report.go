@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/replay/report"
@@ -60,7 +61,17 @@ Examples:
 			if stamp {
 				opts.Now = time.Now()
 			}
+			var bar *progressbar.ProgressBar // made when the parts of the page are known
+			opts.Progress = func(begun, total int) {
+				if bar == nil {
+					bar = newProgress(cmd, int64(total), "report")
+				}
+				bar.Set(begun - 1)
+			}
 			res, err := report.WriteFile(out, opts)
+			if bar != nil {
+				bar.Finish()
+			}
 			if err != nil {
 				return inputError("report", err)
 			}

@@ -2,10 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -47,7 +48,7 @@ Start here:
 			if quiet {
 				level = slog.LevelWarn
 			}
-			slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug detail to stderr")
@@ -80,15 +81,45 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// newProgress returns a progress bar on stderr when it is a terminal, and a
-// silent one otherwise (CI logs, pipes).
-func newProgress(total int64, what string) *progressbar.ProgressBar {
-	visible := term.IsTerminal(int(os.Stderr.Fd()))
+// isTerminal reports whether w is a terminal; the contract test replaces
+// it to see the progress a person at a terminal would.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// newProgress returns a progress bar on cmd's stderr, drawn at once, when
+// stderr is a terminal and -q is not given, and a silent one otherwise
+// (CI logs, pipes, -q): the contract of docs/cli.md.
+func newProgress(cmd *cobra.Command, total int64, what string) *progressbar.ProgressBar {
+	w := cmd.ErrOrStderr()
+	quiet, _ := cmd.Flags().GetBool("quiet")
 	return progressbar.NewOptions64(total,
 		progressbar.OptionSetDescription(what),
-		progressbar.OptionSetWriter(os.Stderr),
-		progressbar.OptionSetVisibility(visible),
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetVisibility(!quiet && isTerminal(w)),
+		progressbar.OptionSetRenderBlankState(true),
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionThrottle(100_000_000),
 	)
+}
+
+// group makes c a command that only holds subcommands: alone it shows its
+// help; an unknown subcommand is a usage error (exit 2) listing the ones
+// it has, rather than the help and exit status 0.
+func group(c *cobra.Command) *cobra.Command {
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		var names []string
+		for _, s := range cmd.Commands() {
+			if s.IsAvailableCommand() {
+				names = append(names, s.Name())
+			}
+		}
+		return &exitError{code: 2, msg: fmt.Sprintf("%s: unknown command %q: use %s", cmd.Name(), args[0], strings.Join(names, ", "))}
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
+	return c
 }

@@ -68,7 +68,7 @@ Scenario files are YAML (see docs/scenarios.md); --set overrides any field:
 			if err != nil {
 				return err
 			}
-			bar := newProgress(-1, "simulating")
+			bar := newProgress(cmd, -1, "simulating")
 			res, err := cluster.Run(plan, out, sim.RunOptions{Overwrite: force, Command: os.Args,
 				Progress: func(n int64) { bar.Set64(n) }, Stop: cmd.Context().Done()})
 			bar.Finish()
@@ -113,7 +113,7 @@ func loadPlan(path string, sets []string, seedSet bool, seed uint64, edit func(*
 	if path != "" {
 		var err error
 		if sc, err = cluster.LoadScenario(path); err != nil {
-			return nil, &exitError{code: 2, msg: err.Error()}
+			return nil, &exitError{code: 2, msg: "scenario: " + err.Error()}
 		}
 	}
 	if edit != nil {

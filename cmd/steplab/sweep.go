@@ -64,7 +64,7 @@ Across machines (docs/distributed.md):
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dist.active() {
-				return dist.run(cmd, args, sets, varies, out, asJSON)
+				return dist.run(cmd, args, sets, varies, out, force, asJSON)
 			}
 			if len(args) != 1 {
 				return &exitError{code: 2, msg: "sweep: give the scenario file"}
@@ -80,7 +80,7 @@ Across machines (docs/distributed.md):
 			if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
 				return err
 			}
-			bar := newProgress(int64(len(sweep.Grid(vs))), "sweep points")
+			bar := newProgress(cmd, int64(len(sweep.Grid(vs))), "sweep points")
 			res, err := sweep.Run(d, vs, sweep.Options{Jobs: jobs, Progress: func(done, total int) { bar.Set(done) }})
 			bar.Finish()
 			if err != nil {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,16 +12,24 @@ import (
 	"github.com/steplab/steplab/datasets"
 )
 
-// runCLI runs steplab with args and returns stdout and the error.
+// runCLI runs steplab with args and returns stdout and the error; stderr
+// (logs, progress) is left aside, as a pipe would.
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	out, _, err := runCLILogged(t, args...)
+	return out, err
+}
+
+// runCLILogged is runCLI that also returns stderr.
+func runCLILogged(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	cmd := newRootCmd()
-	var out bytes.Buffer
+	var out, errs lockedBuffer
 	cmd.SetOut(&out)
-	cmd.SetErr(&out)
+	cmd.SetErr(&errs)
 	cmd.SetArgs(args)
-	err := cmd.Execute()
-	return out.String(), err
+	err = cmd.Execute()
+	return out.String(), errs.String(), err
 }
 
 func cliDataset(t *testing.T, wall int64) string {

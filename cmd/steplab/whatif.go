@@ -60,7 +60,7 @@ Examples:
       --set load.kind=poisson --set load.rate_rps=60
 
   # a slower classifier with two workers and a bounded queue
-  steplab whatif examples/whatif/encoder-ensemble.yaml -o out/cls -f \
+  steplab whatif examples/whatif/encoder-ensemble.yaml -o out/cls --force \
       --set stages.classifier.workers=2 --set stages.classifier.max_queue=16 \
       --set 'stages.classifier.service={kind: lognormal, mean_ms: 30, sigma: 0.4}'
 
@@ -75,7 +75,7 @@ are addressed by name (stages.NAME.KEY), and VALUE is YAML.`,
 			if err != nil {
 				return err
 			}
-			bar := newProgress(-1, "simulating")
+			bar := newProgress(cmd, -1, "simulating")
 			res, err := whatif.Run(sc, whatif.Options{Jobs: jobs, Level: level, Progress: func(done, total int) {
 				bar.Describe(fmt.Sprintf("run %d/%d", done, total))
 			}})

@@ -18,7 +18,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
-	"golang.org/x/term"
 
 	"github.com/steplab/steplab/replay/distsweep"
 	"github.com/steplab/steplab/replay/sweep"
@@ -145,7 +144,7 @@ func (d *sweepDist) active() bool {
 	return d.queue != "" || d.emit != "" || d.merge != "" || d.point >= 0
 }
 
-func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out string, asJSON bool) error {
+func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out string, force, asJSON bool) error {
 	w := cmd.OutOrStdout()
 	if d.sweepID != "" {
 		if err := distsweep.CheckID(d.sweepID); err != nil {
@@ -153,8 +152,11 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		}
 	}
 	if d.merge != "" {
-		if len(args) != 0 || out == "" {
+		if len(args) != 0 {
 			return &exitError{code: 2, msg: "sweep --merge DIR -o OUT takes no scenario"}
+		}
+		if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
+			return err
 		}
 		ctx, cancel := context.WithTimeout(cmd.Context(), max(d.timeout, time.Millisecond))
 		defer cancel()
@@ -206,9 +208,11 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		fmt.Fprintf(w, "wrote %s\n", p)
 		return nil
 	}
-	// --queue
-	if out == "" {
-		return &exitError{code: 2, msg: "sweep: no output directory: use -o DIR"}
+	// --queue; --resume goes on in the output of an earlier submission.
+	if !d.resume || out == "" {
+		if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
+			return err
+		}
 	}
 	if d.results == "" {
 		d.results = filepath.Join(out, "parts")
@@ -228,11 +232,11 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		opts.Events = func(e distsweep.Event) { _ = enc.Encode(e) }
 		finish = func() {}
 	} else {
-		bar := newProgress(int64(len(pts)), "sweep points (queue)")
+		bar := newProgress(cmd, int64(len(pts)), "sweep points (queue)")
 		opts.Events = func(e distsweep.Event) {
 			bar.Set(e.Done + e.Dead)
-			if e.Event == "submitted" && !term.IsTerminal(int(os.Stderr.Fd())) {
-				fmt.Fprintf(os.Stderr, "submitted sweep %s: %d points on %s; parts in %s\n", e.SweepID, e.Total, d.queue, d.results)
+			if e.Event == "submitted" {
+				slog.Info("submitted the sweep", "sweep", e.SweepID, "points", e.Total, "queue", d.queue, "parts", d.results)
 			}
 		}
 		finish = func() { bar.Finish() }

@@ -76,8 +76,13 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	assert.Equal(t, 2, exitCode(err))
 	_, err = runCLI(t, append([]string{"sweep", "--emit", "helm"}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
-	_, err = runCLI(t, append([]string{"sweep", "-o", dist, "--queue", "http://127.0.0.1:1"}, base...)...)
+	_, err = runCLI(t, append([]string{"sweep", "-o", filepath.Join(t.TempDir(), "bad-url"), "--queue", "http://127.0.0.1:1"}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "want nats://HOST:PORT")
+	// An existing output is refused before the queue is asked.
+	_, err = runCLI(t, append([]string{"sweep", "-o", dist, "--queue", url}, base...)...)
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "use --force")
 }
 
 func sameFiles(t *testing.T, a, b string) {

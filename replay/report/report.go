@@ -99,6 +99,10 @@ type Options struct {
 	// WorkDir holds intermediate figures (default: a temporary directory,
 	// removed afterwards).
 	WorkDir string
+	// Progress, when set, is called as each part of the page begins (a
+	// dataset's summary, the model, its evaluation on a dataset, a replay,
+	// a what-if run, a sweep) with the parts begun and their total.
+	Progress func(begun, total int)
 }
 
 // Result says what a report holds.
@@ -159,7 +163,7 @@ func Write(w io.Writer, opts Options) (*Result, error) {
 			sweeps = append(sweeps, p)
 		}
 	}
-	b := &builder{opts: opts, res: res}
+	b := &builder{opts: opts, res: res, parts: len(datasetsIn) + len(replays) + len(whatifs) + len(sweeps)}
 	if modelPath == "" {
 		// The model a replay used, when its file is still there.
 		for _, r := range replays {
@@ -171,6 +175,9 @@ func Write(w io.Writer, opts Options) (*Result, error) {
 		}
 	}
 	res.Model = modelPath
+	if modelPath != "" {
+		b.parts += 1 + len(datasetsIn)
+	}
 
 	if len(datasetsIn) > 0 {
 		b.datasetSection(datasetsIn)

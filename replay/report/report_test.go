@@ -154,8 +154,9 @@ func TestReportSubsetsAndErrors(t *testing.T) {
 	_, err = Write(&buf, Options{Paths: []string{in.model, in.model}})
 	require.ErrorContains(t, err, "two models")
 	// A missing model or an unreadable dataset is an error, not a note.
-	_, err = Write(&buf, Options{Paths: []string{steady}, Model: filepath.Join(t.TempDir(), "missing.json")})
-	require.ErrorContains(t, err, "--model")
+	missing := filepath.Join(t.TempDir(), "missing.json")
+	_, err = Write(&buf, Options{Paths: []string{steady}, Model: missing})
+	require.ErrorContains(t, err, "model: open "+missing)
 	broken := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(broken, "manifest.json"), []byte("{not json"), 0o644))
 	_, err = Write(&buf, Options{Paths: []string{broken}})

@@ -32,9 +32,19 @@ type builder struct {
 	figures  int
 	err      error
 	seq      int
+	// begun and parts count the parts of the page for Options.Progress.
+	begun, parts int
 }
 
 func (b *builder) note(s string) { b.res.Notes = append(b.res.Notes, s) }
+
+// begin marks the start of one part of the page.
+func (b *builder) begin() {
+	b.begun++
+	if b.opts.Progress != nil {
+		b.opts.Progress(b.begun, b.parts)
+	}
+}
 
 func (b *builder) workDir(name string) string {
 	b.seq++
@@ -67,6 +77,7 @@ func (b *builder) datasetSection(dirs []string) {
 	s := &section{ID: "datasets", Title: TitleDatasets,
 		Intro: "What each dataset holds: where it came from, how its steps divide by kind and role, and how long its steps took by batch size (wall_time_ns, the inter-update period, of every step including scaffolding)."}
 	for _, dir := range dirs {
+		b.begin()
 		bl := &block{Heading: label(dir), Side: true}
 		s.Blocks = append(s.Blocks, bl)
 		sum, err := inspect.Dataset(dir)
@@ -207,9 +218,10 @@ func coefficientTable(caption string, cs []model.Coefficient) *table {
 func (b *builder) fitSection(modelPath string, dirs []string) {
 	s := &section{ID: "fit", Title: TitleFit}
 	b.sections = append(b.sections, s)
+	b.begin()
 	_, art, err := fit.LoadModel(modelPath)
 	if err != nil {
-		b.err = fmt.Errorf("--model: %w", err)
+		b.err = err
 		return
 	}
 	var trained []string
@@ -251,6 +263,7 @@ func (b *builder) fitSection(modelPath string, dirs []string) {
 	summary := &table{Caption: "Error per dataset (overall)", Head: []string{"dataset", "rows", "MAPE", "median APE", "p90 APE", "p99 APE", "mean bias", "R²"}}
 	card.Tables = append(card.Tables, summary)
 	for _, dir := range dirs {
+		b.begin()
 		bl := &block{Heading: "Evaluated on " + label(dir)}
 		s.Blocks = append(s.Blocks, bl)
 		plots := b.workDir("fit")
@@ -310,6 +323,7 @@ func (b *builder) replaySection(dirs []string) {
 		Intro: "A step replay re-prices every recorded step with the model (device time) and the host model (host phases) and compares each timing field with the record. Relative errors are (predicted − recorded) / recorded."}
 	b.sections = append(b.sections, s)
 	for _, dir := range dirs {
+		b.begin()
 		bl := &block{Heading: filepath.Base(filepath.Clean(dir))}
 		s.Blocks = append(s.Blocks, bl)
 		raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
@@ -397,6 +411,7 @@ func (b *builder) whatifSection(whatifs, sweeps []string) {
 		Intro: "A what-if run simulates a workflow of stages placed on hosts under an offered load, once per placement and repetition. Request-window throughput is valid measured requests over the window from the first measured request to the last measured response; full-process throughput divides by the whole process wall (start-up, warm-up and drain included)."}
 	b.sections = append(b.sections, s)
 	for _, dir := range whatifs {
+		b.begin()
 		bl := &block{Heading: "Scenario run " + filepath.Base(filepath.Clean(dir))}
 		s.Blocks = append(s.Blocks, bl)
 		raw, err := os.ReadFile(filepath.Join(dir, "audit.json"))
@@ -453,6 +468,7 @@ func (b *builder) whatifSection(whatifs, sweeps []string) {
 			"x: placement; y: throughput (req/s): request window and full process, mean of repetitions; the dashed line is the offered rate."))
 	}
 	for _, dir := range sweeps {
+		b.begin()
 		bl := &block{Heading: "Sweep " + filepath.Base(filepath.Clean(dir))}
 		s.Blocks = append(s.Blocks, bl)
 		raw, err := os.ReadFile(filepath.Join(dir, "sweep.json"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -142,7 +143,9 @@ func Load(path string) (*Doc, error) {
 func Parse(path string, b []byte) (*Doc, error) {
 	var root yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&root); err != nil {
+	if err := dec.Decode(&root); errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%s: the file is empty: a scenario is a YAML mapping (name, seed, network, load, stages, placements; docs/whatif.md)", path)
+	} else if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
