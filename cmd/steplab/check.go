@@ -53,7 +53,7 @@ Examples:
 				if len(args) > 0 || opt.MaxMAPE != 0 || opt.MaxP90 != 0 || baseline != "" {
 					return &exitError{code: 2, msg: "check: --bounds FILE takes no MODEL, DATASET or bound flags: the file names them"}
 				}
-				return runBounds(cmd.OutOrStdout(), bounds, junit, asJSON)
+				return runBounds(cmd, cmd.OutOrStdout(), bounds, junit, asJSON)
 			}
 			if len(args) < 2 {
 				return &exitError{code: 2, msg: "check: give MODEL DATASET... with bounds, or --bounds FILE"}
@@ -64,7 +64,9 @@ Examples:
 			if cmd.Flags().Changed("max-regression") && baseline == "" {
 				return &exitError{code: 2, msg: "check: --max-regression needs --baseline OLD.json"}
 			}
+			stop := spin(cmd, "checking")
 			r, err := fit.CheckDatasets(args[0], baseline, args[1:], sel.options(), opt)
+			stop()
 			if err != nil {
 				return inputError("check", err)
 			}
@@ -113,8 +115,10 @@ func writeJUnitFile(path string, write func(io.Writer) error) error {
 }
 
 // runBounds runs a bounds file: exit status 1 when a bound is breached.
-func runBounds(w io.Writer, path, junit string, asJSON bool) error {
+func runBounds(cmd *cobra.Command, w io.Writer, path, junit string, asJSON bool) error {
+	stop := spin(cmd, "checking bounds")
 	r, err := fit.CheckBounds(path)
+	stop()
 	if err != nil {
 		return inputError("check", err)
 	}

@@ -47,11 +47,13 @@ Examples:
 			cfg := fit.EvalConfig{Load: sel.options(), Worst: worst, PlotsDir: plots}
 			var rep *fit.EvalReport
 			var err error
+			stop := spin(cmd, "evaluating")
 			if spec := args[0]; sim.IsPrior(spec) {
 				rep, err = evalPrior(spec, args[1:], cfg)
 			} else {
 				rep, _, err = fit.EvalDatasets(spec, args[1:], cfg)
 			}
+			stop()
 			if err != nil {
 				return inputError("eval", err)
 			}

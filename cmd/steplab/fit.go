@@ -150,7 +150,9 @@ Examples:
 			if cv == 1 || cv < 0 {
 				return &exitError{code: 2, msg: fmt.Sprintf("fit: --cv %d: want 0 (none) or at least 2 folds", cv)}
 			}
+			stop := spin(cmd, "fitting")
 			rep, art, _, err := fit.FitDatasets(args, cfg)
+			stop()
 			if err != nil {
 				return inputError("fit", err)
 			}

@@ -87,7 +87,9 @@ bad input leaves nothing behind (exit status 2).`,
 			opts.Overwrite, opts.ToolName, opts.ToolVersion = force, "steplab", version()
 			opts.Command = append([]string{"steplab"}, os.Args[1:]...)
 			start := time.Now()
+			stop := spin(cmd, "importing")
 			res, err := importers.ImportTable(args[0], out, opts)
+			stop()
 			if err != nil {
 				return &exitError{code: 2, msg: "import table: " + err.Error()}
 			}

@@ -241,8 +241,10 @@ Examples:
 			if err != nil {
 				return &exitError{code: 2, msg: "replay requests: " + err.Error()}
 			}
+			stop := spin(cmd, "replaying requests")
 			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn, Level: level},
 				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Pools[0].Engine.Name(), DatasetDir: args[1]})
+			stop()
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -102,6 +103,33 @@ func newProgress(cmd *cobra.Command, total int64, what string) *progressbar.Prog
 		progressbar.OptionClearOnFinish(),
 		progressbar.OptionThrottle(100_000_000),
 	)
+}
+
+// spin shows a spinner and the elapsed time on cmd's stderr (under
+// newProgress's rules) while work whose library reports no progress runs,
+// and clears it when the returned stop is called.
+func spin(cmd *cobra.Command, what string) (stop func()) {
+	bar := newProgress(cmd, -1, what)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				bar.Add(1)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		bar.Finish()
+	}
 }
 
 // group makes c a command that only holds subcommands: alone it shows its

@@ -54,7 +54,9 @@ Examples:
   steplab validate out/run && steplab fit out/run     gate a pipeline on it`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			stop := spin(cmd, "validating")
 			r, err := validate.Dataset(args[0], validate.Options{Max: maxV})
+			stop()
 			if err != nil {
 				return &exitError{code: 2, msg: "validate: " + err.Error()}
 			}
