@@ -11,8 +11,12 @@ import (
 // path only when write succeeded: a reader sees the old file or the whole
 // new one, and a failure leaves nothing behind. The file is readable by
 // everyone (0644), like the parts of a dataset; the temporary file alone
-// would be 0600.
+// would be 0600. Missing parent directories are created, as a dataset's
+// directory is, so that `-o out/x.json` works in a fresh clone.
 func WriteAtomic(path string, write func(io.Writer) error) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err

@@ -303,8 +303,8 @@ func ParseArtifact(b []byte) (*Artifact, error) {
 }
 
 // Save writes the artifact as indented JSON atomically: to a temporary file
-// in the same directory, synced, then renamed over path. A zero
-// ArtifactVersion is set to ArtifactVersion.
+// in the same directory (created if missing), synced, then renamed over
+// path. A zero ArtifactVersion is set to ArtifactVersion.
 func (a *Artifact) Save(path string) error {
 	if a.ArtifactVersion == 0 {
 		a.ArtifactVersion = ArtifactVersion
@@ -316,6 +316,9 @@ func (a *Artifact) Save(path string) error {
 		return fmt.Errorf("model: save %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("model: save: %w", err)
+	}
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("model: save: %w", err)

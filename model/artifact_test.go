@@ -51,7 +51,7 @@ func TestArtifactLinearRoundTrip(t *testing.T) {
 
 func TestArtifactGridRoundTrip(t *testing.T) {
 	a := GridArtifact(testGrid())
-	path := filepath.Join(t.TempDir(), "g.json")
+	path := filepath.Join(t.TempDir(), "models", "g.json") // Save creates models/
 	require.NoError(t, a.Save(path))
 	fpm, _, err := Load(path)
 	require.NoError(t, err)

@@ -1,6 +1,10 @@
 package model
 
-import "math"
+import (
+	"encoding/json"
+	"math"
+	"reflect"
+)
 
 // Features is the composition of one engine step that forward-pass models
 // price (docs/architecture.md#forward-pass-model). Counts are float64 so that models and solvers share
@@ -49,6 +53,42 @@ func (f Features) Unknown() []string {
 		}
 	}
 	return out
+}
+
+// MarshalJSON writes an unknown (NaN) feature as null, since JSON has no
+// NaN: a step replay of a dataset without step_requests reports such steps.
+func (f Features) MarshalJSON() ([]byte, error) {
+	v := reflect.ValueOf(f)
+	m := make(map[string]*float64, v.NumField())
+	for i := range v.NumField() {
+		var p *float64
+		if x := v.Field(i).Float(); !math.IsNaN(x) {
+			p = &x
+		}
+		m[v.Type().Field(i).Name] = p
+	}
+	return json.Marshal(m)
+}
+
+// UnmarshalJSON reads what MarshalJSON writes: null is unknown (NaN).
+// Names that are not features are ignored, as encoding/json does.
+func (f *Features) UnmarshalJSON(b []byte) error {
+	var m map[string]*float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return err
+	}
+	v := reflect.ValueOf(f).Elem()
+	for name, x := range m {
+		field := v.FieldByName(name)
+		switch {
+		case !field.IsValid():
+		case x == nil:
+			field.SetFloat(math.NaN())
+		default:
+			field.SetFloat(*x)
+		}
+	}
+	return nil
 }
 
 // Kind classifies a step from its features, as datasets' kind column does.

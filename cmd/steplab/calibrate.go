@@ -52,13 +52,12 @@ The artifact is a linear model (model.Save); the fitted host model is in its
 params.host, which replay and simulate-by-replay read back; the fit report
 is in its metrics.
 
-Examples:
-  steplab import vllm-requests runs/rtxpro6000-llama -o ds/llama
+Examples, from the repository root:
+  steplab import vllm-requests embedded:llmservingsim-llama-3.1-8b -o ds/llama
   steplab calibrate ds/llama -o llama-cal.json --holdout 0.3
-  steplab calibrate ds/run1 ds/run2 -o cal.json --holdout-dataset ds/run3
-  steplab calibrate ds/llama -o cal.json --terms const,decode_kv_tokens --host host.prep_fixed
-  steplab import vllm-requests embedded:llmservingsim-qwen3-30b-a3b -o ds/qwen3
-  steplab calibrate ds/qwen3 -o qwen3-cal.json --holdout 0.3
+  steplab calibrate datasets/h200/traffic-azure-5rps -o h200-cal.json \
+      --holdout-dataset datasets/h200/traffic-azure-12rps
+  steplab calibrate datasets/h200/traffic-azure-5rps -o h200-two.json --terms const,decode_kv_tokens --host host.prep_fixed
   steplab replay requests llama-cal.json ds/llama -o out/rr`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

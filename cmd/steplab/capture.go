@@ -92,8 +92,9 @@ through the same scheduler the simulator runs, and records what really
 happened per step: the batch, the bytes shipped, every timing window, the
 worker's own timings and NVML samples of the GPU.
 
-  steplab capture bench   the self-benchmark grid under a measurement policy
-  steplab capture traffic a workload through the real scheduler and worker
+  capture bench    the self-benchmark grid under a measurement policy
+  capture traffic  a workload through the real scheduler and worker
+  capture fpm      the ForwardPassMetrics stream of a running Dynamo worker
 
 A capture writes as it goes: if the worker dies, hangs or answers garbage,
 the error shows its last stderr lines and the dataset keeps every completed
@@ -123,11 +124,14 @@ a mean, and mixed_* adds prefill chunks riding with decodes
   --policy both                     both, as DIR/admission_step and
                                     DIR/steady_state_second_step
 
+  # needs: gpu (an NVIDIA GPU with CUDA, and PyTorch in the worker's Python)
   steplab capture bench -o datasets/h200-bench --policy both \
-      --set workload.benchmark.decode_batch_sizes=[1,8,64,256,512] \
-      --set workload.benchmark.decode_contexts=[128,1024,4096,8192]
-  steplab capture bench -o /tmp/cpu --device cpu --preset tiny \
-      --set workload.benchmark.decode_batch_sizes=[1,4] --set workload.benchmark.decode_contexts=[16,64]`,
+      --set 'workload.benchmark.decode_batch_sizes=[1,8,64,256,512]' \
+      --set 'workload.benchmark.decode_contexts=[128,1024,4096,8192]'
+
+  # needs: torch (the CPU path: PyTorch and msgpack in the worker's Python)
+  steplab capture bench -o out/cpu-bench --device cpu --preset tiny \
+      --set 'workload.benchmark.decode_batch_sizes=[1,4]' --set 'workload.benchmark.decode_contexts=[16,64]'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("capture bench", f.out, f.force); err != nil {
@@ -174,11 +178,14 @@ func newCaptureTrafficCmd() *cobra.Command {
 wall clock: arrivals wait for their time, every step is recorded with its
 production role.
 
+  # needs: gpu (an NVIDIA GPU with CUDA, and PyTorch in the worker's Python)
   steplab capture traffic -o datasets/h200-poisson-4 --set workload.kind=poisson \
       --set workload.rate_rps=4 --set workload.requests=400 \
       --set workload.prompt.kind=lognormal --set workload.prompt.mean=1500 --set workload.prompt.sigma=0.8 \
       --set workload.output.kind=lognormal --set workload.output.mean=200 --set workload.output.sigma=0.6
-  steplab capture traffic -o /tmp/cpu --device cpu --preset tiny --set workload.limit=20`,
+
+  # needs: torch (the CPU path: PyTorch and msgpack in the worker's Python)
+  steplab capture traffic -o out/cpu-traffic --device cpu --preset tiny --set workload.limit=20`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("capture traffic", f.out, f.force); err != nil {

@@ -11,55 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestCatalogHelpExamplesRun runs every example of `steplab catalog
-// --help` verbatim: they name bundled entries only.
-func TestCatalogHelpExamplesRun(t *testing.T) {
-	t.Setenv("STEPLAB_CATALOG", "")
-	long := newCatalogCmd().Long
-	_, examples, ok := strings.Cut(long, "Examples:\n")
-	require.True(t, ok)
-	n := 0
-	for _, line := range strings.Split(examples, "\n") {
-		line = strings.TrimSpace(line)
-		if !strings.HasPrefix(line, "steplab catalog") {
-			continue
-		}
-		n++
-		t.Run(line, func(t *testing.T) {
-			out, err := runCLI(t, shellWords(t, strings.TrimPrefix(line, "steplab "))...)
-			require.NoError(t, err, out)
-			assert.NotEmpty(t, out)
-			if strings.Contains(line, "--json") {
-				assert.True(t, json.Valid([]byte(out)), out)
-			}
-		})
-	}
-	assert.GreaterOrEqual(t, n, 5)
-}
-
-// shellWords splits a command line on spaces, keeping "double-quoted"
-// words together (enough for the help examples).
-func shellWords(t *testing.T, s string) []string {
-	t.Helper()
-	var out []string
-	for len(s) > 0 {
-		s = strings.TrimLeft(s, " ")
-		if strings.HasPrefix(s, `"`) {
-			end := strings.Index(s[1:], `"`)
-			require.GreaterOrEqual(t, end, 0, "unbalanced quote in %q", s)
-			out = append(out, s[1:1+end])
-			s = s[2+end:]
-			continue
-		}
-		w, rest, _ := strings.Cut(s, " ")
-		if w != "" {
-			out = append(out, w)
-		}
-		s = rest
-	}
-	return out
-}
-
 func TestCatalogCLI(t *testing.T) {
 	t.Setenv("STEPLAB_CATALOG", "")
 	out, err := runCLI(t, "catalog", "hardware")

@@ -41,12 +41,13 @@ what failed (metric, scope, value, bound); 2 on usage or input errors (a
 missing file, an empty selection, bad timings). --junit writes one JUnit
 testcase per check for the CI's test report; --json prints the full report.
 
-Examples:
-  steplab check model.json runs/heldout --max-mape 8
-  steplab check model.json runs/heldout --max-mape 8 --max-p90 15 \
-      --baseline release.json --max-regression 1 --junit report.xml
-  steplab check model.json runs/heldout --kinds decode --max-mape 5 --json
-  steplab check --bounds checks.yaml --junit report.xml`,
+Examples, from the repository root (the committed H200 models and traffic):
+  steplab check datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-5rps --kinds decode --max-mape 10
+  steplab check datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps --kinds decode \
+      --max-mape 10 --max-p90 20 \
+      --baseline datasets/h200/models/admission-decode.json --max-regression 1 --junit report.xml
+  steplab check datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-5rps --kinds decode --max-mape 10 --json
+  steplab check --bounds checks.yaml --junit bounds.xml`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bounds != "" {

@@ -37,11 +37,12 @@ The timing evaluated is the one the model was fitted on (recorded in the
 artifact; device time for a prior) unless --target says otherwise. Row
 selection is as in fit.
 
-Examples:
-  steplab eval model.json runs/production
-  steplab eval model.json runs/prod-a runs/prod-b --kinds decode --json
+Examples, from the repository root (the committed H200 models and traffic):
+  steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps
+  steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-5rps \
+      datasets/h200/traffic-azure-12rps --kinds decode --json
   steplab eval ops datasets/h200/traffic-azure-5rps
-  steplab eval model.json runs/production --plots figs/`,
+  steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps --plots figs/`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := fit.EvalConfig{Load: sel.options(), Worst: worst, PlotsDir: plots}

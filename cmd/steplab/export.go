@@ -51,12 +51,12 @@ columns, lists are JSON arrays in one cell ("[1,2,3]"), floats read back
 exactly (NaN, inf), and -1 stays -1 (unknown). Rows stream in bounded
 batches; each file is written under a temporary name and renamed when done.
 
-Examples:
-  steplab export out/run --format csv -o out/run-csv
-  steplab export out/run --format arrow -o out/run-arrow --tables steps,requests
-  steplab export out/run --format perfetto -o out/run-trace.json
-  steplab export out/run --format perfetto -o out/minute-2.json --window 60:120
-  steplab export ds/llama --format blis -o out/llama-trace
+Examples, from the repository root (a committed H200 capture, one minute):
+  steplab export datasets/h200/traffic-azure-5rps --format csv -o out/run-csv
+  steplab export datasets/h200/traffic-azure-5rps --format arrow -o out/run-arrow --tables steps,requests
+  steplab export datasets/h200/traffic-azure-5rps --format perfetto -o out/run-trace.json
+  steplab export datasets/h200/traffic-azure-5rps --format perfetto -o out/s20-30.json --window 20:30
+  steplab export datasets/h200/traffic-azure-5rps --format blis -o out/run-blis
   python -c "import pandas as pd; print(pd.read_csv('out/run-csv/steps.csv').describe())"
   python -c "import pyarrow.ipc as ipc; print(ipc.open_file('out/run-arrow/steps.arrow').read_all())"`,
 		Args: cobra.ExactArgs(1),

@@ -96,15 +96,15 @@ A dataset whose manifest says its decode points were measured on the
 admission step gets a loud warning: those timings include admission work
 that production decode never pays (docs/architecture.md, R3).
 
-Examples:
-  steplab fit runs/bench -o model.json
-  steplab fit runs/bench --kinds decode --terms decode --target wall_time_ns \
+Examples, from the repository root (the committed H200 grid and traffic):
+  steplab fit datasets/h200/bench-steady -o model.json
+  steplab fit datasets/h200/bench-steady --kinds decode --terms decode --target wall_time_ns \
       --cv 5 --bootstrap 200 --plots figs/ -o decode.json
-  steplab fit runs/trace-a runs/trace-b --solver huber-nn --json -o model.json
-  steplab fit runs/bench --form grid -o grid.json
-  steplab fit runs/bench --calibrate runs/traffic-a -o recipe.json
-  steplab fit runs/bench --calibrate runs/traffic --calibrate-half 1 -o recipe.json
-  steplab eval recipe.json runs/traffic --half 2`,
+  steplab fit datasets/h200/traffic-azure-5rps datasets/h200/traffic-azure-12rps --solver huber-nn --json -o traffic.json
+  steplab fit datasets/h200/bench-steady --form grid -o grid.json
+  steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-12rps -o recipe.json
+  steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-5rps --calibrate-half 1 -o recipe-half.json
+  steplab eval recipe-half.json datasets/h200/traffic-azure-5rps --half 2`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("fit", out, force); err != nil {

@@ -131,25 +131,3 @@ func TestForeignTablesCLI(t *testing.T) {
 		})
 	}
 }
-
-// The example of `steplab import table --help` runs verbatim from the
-// repository root.
-func TestImportTableHelpExample(t *testing.T) {
-	out := filepath.Join(t.TempDir(), "my-steps")
-	args := strings.Fields(strings.ReplaceAll(importTableExample, "\\\n", " "))
-	require.Equal(t, "steplab", args[0])
-	for i := range args {
-		if args[i] == "my-steps" {
-			args[i] = out
-		}
-	}
-	t.Chdir(filepath.Join("..", ".."))
-	res, err := runCLI(t, append(args[1:], "--json")...)
-	require.NoError(t, err, res)
-	require.Contains(t, res, `"rows": 600`)
-	out2, err := runCLI(t, "validate", out)
-	require.NoError(t, err, out2)
-	require.Contains(t, out2, "valid: 0 errors, 0 warnings")
-	_, err = os.Stat(filepath.Join(out, "steps_extra.parquet"))
-	require.NoError(t, err, "--extra keep")
-}

@@ -12,17 +12,6 @@ import (
 	"github.com/steplab/steplab/datasets/importers"
 )
 
-// importTableExample runs verbatim from the repository root on a committed
-// fixture (a steps table DuckDB wrote under a user's own column names);
-// TestImportTableHelpExample runs it.
-const importTableExample = `  steplab import table datasets/testdata/foreign/duckdb/fixtures/steps_renamed.parquet -o my-steps \
-      --table steps --hardware H200 --model Llama-3.1-8B \
-      --policy-decode production --policy-prefill production \
-      --map step=step_id --map batch_kind=kind --map prefill_reqs=num_prefill_requests \
-      --map prefill_tokens=sum_prefill_tokens --map prefill_kv_tokens=sum_prefill_kv_tokens \
-      --map decode_reqs=num_decode_requests --map decode_kv_tokens=sum_decode_kv_tokens \
-      --map wall_ns=wall_time_ns --extra keep`
-
 func newImportTableCmd() *cobra.Command {
 	var out string
 	var opts importers.TableOptions
@@ -63,7 +52,13 @@ the dataset.
 
 The dataset is written under a temporary name and renamed when complete; a
 bad input leaves nothing behind (exit status 2).`,
-		Example: importTableExample,
+		Example: `  steplab import table datasets/testdata/foreign/duckdb/fixtures/steps_renamed.parquet -o my-steps \
+      --table steps --hardware H200 --model Llama-3.1-8B \
+      --policy-decode production --policy-prefill production \
+      --map step=step_id --map batch_kind=kind --map prefill_reqs=num_prefill_requests \
+      --map prefill_tokens=sum_prefill_tokens --map prefill_kv_tokens=sum_prefill_kv_tokens \
+      --map decode_reqs=num_decode_requests --map decode_kv_tokens=sum_decode_kv_tokens \
+      --map wall_ns=wall_time_ns --extra keep`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return &exitError{code: 2, msg: fmt.Sprintf("import table needs one FILE_OR_DIR (got %d arguments); see steplab import table --help", len(args))}

@@ -25,8 +25,8 @@ func newReplayCmd() *cobra.Command {
 		Long: `replay runs a recorded dataset through a model and shows where prediction and
 record part (docs/replay.md).
 
-  steplab replay steps MODEL DATASET -o OUT      re-price every recorded step
-  steplab replay requests MODEL DATASET -o OUT   re-simulate the recorded requests
+  replay steps MODEL DATASET -o OUT      re-price every recorded step
+  replay requests MODEL DATASET -o OUT   re-simulate the recorded requests
 
 MODEL is a model artifact (steplab fit, steplab calibrate), the word
 "roofline" (the prior from the manifest's hardware and model shape), or an
@@ -75,10 +75,11 @@ OUT is written as a directory:
   steps.time.{png,svg}       recorded vs predicted over time
   steps.error_cdf.{png,svg}  CDF of |relative error| per step kind
 
-Examples:
-  steplab replay steps model.json out/capture -o out/replay-steps
-  steplab replay steps roofline out/sim -o out/rs --json
-  steplab replay steps model.json big-dataset -o out/rs --steps-only   # fastest, approximate prefill attention`,
+Examples, from the repository root (the committed H200 model and traffic):
+  steplab replay steps datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-12rps -o out/replay-steps
+  steplab replay steps roofline datasets/h200/traffic-azure-5rps -o out/rs --json
+  # fastest, approximate prefill attention:
+  steplab replay steps datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-12rps -o out/rs-fast --steps-only`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -220,10 +221,10 @@ samples, engine_samples.parquet/ (recorded and re-simulated state per
 sample) and the figures engine.running, engine.waiting and engine.kv_usage
 (.png, .svg).
 
-Examples:
-  steplab import vllm-requests runs/rtxpro6000-llama -o ds/llama
+Examples, from the repository root:
+  steplab import vllm-requests embedded:llmservingsim-llama-3.1-8b -o ds/llama
   steplab replay requests roofline ds/llama -o out/rr
-  steplab replay requests calibrated.json ds/llama -o out/rr-cal --json`,
+  steplab replay requests datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-5rps -o out/rr-h200 --json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {

@@ -46,11 +46,15 @@ The page has the sections that apply, in this order:
                       per placement with figures; per sweep: every point and
                       the throughput and p90-latency figures
 
-Examples:
+Examples, from the repository root:
   steplab report datasets/h200/bench-steady datasets/h200/traffic-azure-5rps \
-      --model model.json -o report.html
-  steplab report out/replay-steps out/ensemble out/sweep -o review.html
-  steplab report model.json datasets/h200/traffic-azure-12rps -o fit.html --json`,
+      --model datasets/h200/models/steady-decode.json -o report.html
+  steplab report datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps -o fit.html --json
+
+  # a step replay and a what-if sweep on one page
+  steplab replay steps datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-12rps -o out/replay-steps
+  steplab sweep examples/whatif/encoder-ensemble.yaml -o out/sweep --vary load.rate_rps=20,40,60
+  steplab report out/replay-steps out/sweep -o review.html`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("report", out, force); err != nil {

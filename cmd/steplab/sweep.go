@@ -40,7 +40,7 @@ It writes to DIR:
                               load, one line per placement
   latency_p90.png, .svg       mean p90 end-to-end latency against offered load
 
-Examples:
+Examples, from the repository root:
   # where does the encoder ensemble saturate, join inline vs remote?
   steplab sweep examples/whatif/encoder-ensemble.yaml -o out/sweep \
       --vary load.rate_rps=10,25,40,50,60,70,80
@@ -56,11 +56,17 @@ Examples:
 
 Across machines (docs/distributed.md):
   # points on a NATS JetStream work queue; run steplab worker anywhere
-  steplab sweep SCENARIO.yaml --vary ... -o out/sweep --queue nats://HOST:4222 --results /shared/parts
+  # needs: network (a NATS server with JetStream at nats.example:4222)
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 -o out/sweep-q \
+      --queue nats://nats.example:4222 --results /shared/parts
+
   # a Kubernetes Indexed Job: one pod per point, then a merge
-  steplab sweep SCENARIO.yaml --vary ... --emit k8s-indexed-job --parallelism 16 > sweep-job.yaml
-  steplab sweep SCENARIO.yaml --vary ... --point 7 --results DIR    # one point's part
-  steplab sweep --merge DIR -o out/sweep                            # the parts into sweep.parquet`,
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 \
+      --emit k8s-indexed-job --parallelism 16 > sweep-job.yaml
+  # the same by hand, on any batch system: each point's part, then the parts into sweep.parquet
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 0 --results out/parts
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 1 --results out/parts
+  steplab sweep --merge out/parts -o out/sweep-merged`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dist.active() {

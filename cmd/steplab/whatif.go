@@ -51,7 +51,7 @@ DIR/whatif_requests.parquet: one row per request; DIR/request_stages.parquet: on
 row per request and stage). The same scenario and seed give byte-identical
 outputs. See docs/whatif.md for every scenario key.
 
-Examples:
+Examples, from the repository root:
   # the published encoder-ensemble qualification: join inline vs remote at 50 req/s
   steplab whatif examples/whatif/encoder-ensemble.yaml -o out/ensemble
 
@@ -60,7 +60,7 @@ Examples:
       --set load.kind=poisson --set load.rate_rps=60
 
   # a slower classifier with two workers and a bounded queue
-  steplab whatif examples/whatif/encoder-ensemble.yaml -o out/cls --force \
+  steplab whatif examples/whatif/encoder-ensemble.yaml -o out/cls \
       --set stages.classifier.workers=2 --set stages.classifier.max_queue=16 \
       --set 'stages.classifier.service={kind: lognormal, mean_ms: 30, sigma: 0.4}'
 

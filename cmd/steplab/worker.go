@@ -67,6 +67,7 @@ Run as many workers as you like, on as many machines; stop one with Ctrl-C
 (its task in flight is redelivered).
 
 Examples:
+  # needs: network (a NATS server with JetStream, and the sweep's results directory)
   steplab worker --queue nats://127.0.0.1:4222 --results /shared/sweep-parts
   steplab worker --queue nats://nats.example:4222 --results /shared/parts --jobs 8 --max-idle 5m`,
 		Args: cobra.NoArgs,
