@@ -82,6 +82,7 @@ var contract = map[string]promises{
 			{"export", "{missing}", "--format", "csv", "-o", "{out}"},
 			{"export", "{unreadable}", "--format", "arrow", "-o", "{out}"},
 			{"export", "{sim}", "--format", "parquet", "-o", "{out}"},
+			{"export", "{sim}", "--format", "perfetto", "-o", "{out}", "--window", "100000:100001"},
 		}, out: true, json: true, progress: true},
 	"import": {run: []string{"import", "azure", "{repo}/datasets/importers/testdata/azure-code-2023/AzureLLMInferenceTrace_code_head200.csv", "-o", "{out}"},
 		bad: [][]string{{"import", "azure", "{missing}", "-o", "{out}"}, {"import", "no-such-format", "{empty}", "-o", "{out}"}},

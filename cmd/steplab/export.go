@@ -140,6 +140,9 @@ func runPerfettoExport(cmd *cobra.Command, dir, out, window string, asJSON bool)
 	if err != nil {
 		return &exitError{code: 2, msg: "export: " + err.Error()}
 	}
+	if window != "" && size.Steps == 0 && size.Requests == 0 {
+		return &exitError{code: 2, msg: fmt.Sprintf("export: --window %s holds no step or request of %s: give seconds within the run (steplab inspect %s shows its time span)", window, dir, dir)}
+	}
 	hint := ""
 	if window == "" {
 		hint = "; --window START:END (seconds of the run) bounds it"
