@@ -50,16 +50,27 @@ func (b *Batch) New(tokens int64) {
 	b.newTok += tokens
 }
 
-// Add adds one step_requests row.
-func (b *Batch) Add(r *datasets.StepRequest) {
+// Request is what one step_requests row adds to a batch.
+type Request struct {
+	IsNew, IsResumed, IsPrefill    bool
+	Scheduled, Computed, PromptLen int64
+}
+
+// AddRequest adds one request of the step.
+func (b *Batch) AddRequest(r Request) {
 	if r.IsPrefill {
-		b.Prefill(r.NumScheduledTokens, r.NumComputedTokens, r.PromptLen)
+		b.Prefill(r.Scheduled, r.Computed, r.PromptLen)
 	} else {
-		b.Decode(r.NumComputedTokens)
+		b.Decode(r.Computed)
 	}
 	if r.IsNew {
-		b.New(ShippedTokens(r.IsResumed, r.PromptLen, r.NumComputedTokens, r.NumScheduledTokens))
+		b.New(ShippedTokens(r.IsResumed, r.PromptLen, r.Computed, r.Scheduled))
 	}
+}
+
+// Add adds one step_requests row.
+func (b *Batch) Add(r *datasets.StepRequest) {
+	b.AddRequest(Request{r.IsNew, r.IsResumed, r.IsPrefill, r.NumScheduledTokens, r.NumComputedTokens, r.PromptLen})
 }
 
 // ShippedTokens is the token ids a new request ships: its prompt; a request

@@ -20,9 +20,7 @@ type reqCols struct {
 }
 
 func (r *reqCols) addTo(b *Batch) {
-	sr := datasets.StepRequest{IsNew: r.IsNew, IsResumed: r.IsResumed, IsPrefill: r.IsPrefill,
-		NumScheduledTokens: r.NumScheduledTokens, NumComputedTokens: r.NumComputedTokens, PromptLen: r.PromptLen}
-	b.Add(&sr)
+	b.AddRequest(Request{r.IsNew, r.IsResumed, r.IsPrefill, r.NumScheduledTokens, r.NumComputedTokens, r.PromptLen})
 }
 
 // RequestJoin streams a dataset's step_requests table alongside its steps
