@@ -41,22 +41,25 @@ type ModelConfig struct {
 
 // ReadyMsg is the worker's answer to init.
 type ReadyMsg struct {
-	Type                string         `msgpack:"type"`
-	Message             string         `msgpack:"message"` // on error
-	Device              string         `msgpack:"device"`
-	GPUName             string         `msgpack:"gpu_name"`
-	TorchVersion        string         `msgpack:"torch_version"`
-	TritonVersion       string         `msgpack:"triton_version"`
-	AttentionBackend    string         `msgpack:"attention_backend"`
-	ModelConfig         ModelConfig    `msgpack:"model_config"`
-	NumGPUBlocks        int            `msgpack:"num_gpu_blocks"`
-	BlockSize           int            `msgpack:"block_size"`
-	MaxNumSeqs          int            `msgpack:"max_num_seqs"`
-	MaxNumBatchedTokens int            `msgpack:"max_num_batched_tokens"`
-	MaxModelLen         int            `msgpack:"max_model_len"`
-	KVBytes             int64          `msgpack:"kv_bytes"`
-	WeightBytes         int64          `msgpack:"weight_bytes"`
-	CUDAGraphSizes      []int          `msgpack:"cuda_graph_sizes"`
+	Type                string      `msgpack:"type"`
+	Message             string      `msgpack:"message"` // on error
+	Device              string      `msgpack:"device"`
+	GPUName             string      `msgpack:"gpu_name"`
+	TorchVersion        string      `msgpack:"torch_version"`
+	TritonVersion       string      `msgpack:"triton_version"`
+	AttentionBackend    string      `msgpack:"attention_backend"`
+	ModelConfig         ModelConfig `msgpack:"model_config"`
+	NumGPUBlocks        int         `msgpack:"num_gpu_blocks"`
+	BlockSize           int         `msgpack:"block_size"`
+	MaxNumSeqs          int         `msgpack:"max_num_seqs"`
+	MaxNumBatchedTokens int         `msgpack:"max_num_batched_tokens"`
+	MaxModelLen         int         `msgpack:"max_model_len"`
+	KVBytes             int64       `msgpack:"kv_bytes"`
+	WeightBytes         int64       `msgpack:"weight_bytes"`
+	CUDAGraphSizes      []int       `msgpack:"cuda_graph_sizes"`
+	// MixedCUDAGraphSizes are the token sizes the worker captured for
+	// prefill and mixed steps (absent from workers before them).
+	MixedCUDAGraphSizes []int          `msgpack:"mixed_cuda_graph_sizes"`
 	BuildNs             int64          `msgpack:"build_ns"`
 	GraphCaptureNs      int64          `msgpack:"graph_capture_ns"`
 	Memory              map[string]any `msgpack:"memory"`

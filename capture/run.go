@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/steplab/steplab/datasets"
@@ -200,6 +201,9 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 		"kv_bytes": strconv.FormatInt(r.KVBytes, 10), "weight_bytes": strconv.FormatInt(r.WeightBytes, 10),
 		"build_ns": strconv.FormatInt(r.BuildNs, 10), "graph_capture_ns": strconv.FormatInt(r.GraphCaptureNs, 10),
 		"worker_seed": strconv.FormatInt(opts.Seed, 10),
+	}
+	if len(r.MixedCUDAGraphSizes) > 0 {
+		m.Source.Detail["mixed_cuda_graph_sizes"] = strings.Trim(fmt.Sprint(r.MixedCUDAGraphSizes), "[]")
 	}
 	hw := &datasets.Hardware{GPUName: r.GPUName, GPUCount: 1}
 	if len(gpus) > 0 {

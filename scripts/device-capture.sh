@@ -7,7 +7,7 @@
 #   [MODEL=NAME] scripts/device-capture.sh bench|traffic|all OUTDIR
 #
 # MODEL is a model shape steplab knows (steplab's model.ShapeNames:
-# Llama-3.1-8B, the default; Mistral-Nemo-12B; Qwen2.5-7B; ...): the worker
+# Llama-3.1-8B, the default; Mistral-Nemo-Base-2407; Qwen2.5-7B; ...): the worker
 # runs that shape with random weights. Datasets go to OUTDIR/<model>/:
 #
 #   bench/admission_step, bench/steady_state_second_step
@@ -35,8 +35,9 @@ engine=(--set engine.max_num_seqs=512 --set engine.max_num_batched_tokens=8192 -
 # Ragged decode points: batch sizes between the CUDA-graph sizes (so that
 # padding varies too) × mean contexts × spreads: ramp 1 is uniform, ramp
 # 1.5/1.9 spread evenly, tail 3/6 put an eighth of the batch at 3 or 6 times
-# the mean. Mixed points: a prefill chunk at context 0 or 2000 riding with 0
-# (the chunk alone), a few or many decodes.
+# the mean. Mixed points: a prefill chunk of 32 to 4096 tokens (either side of
+# the largest CUDA graph, 512 tokens) at context 0 or 2000 riding with 0 (the
+# chunk alone), a few or many decodes.
 spreads='[{shape: ramp, max_ratio: 1}, {shape: ramp, max_ratio: 1.5}, {shape: ramp, max_ratio: 1.9}, {shape: tail, max_ratio: 3}, {shape: tail, max_ratio: 6}]'
 if [ -n "${SMALL:-}" ]; then
 	engine=(--set engine.max_num_seqs=16 --set engine.max_num_batched_tokens=512 --set engine.max_model_len=8192
@@ -56,9 +57,9 @@ else
 		--set 'workload.benchmark.ragged_batch_sizes=[3,6,12,20,40,80,120]'
 		--set 'workload.benchmark.ragged_contexts=[300,1000,2500]'
 		--set "workload.benchmark.ragged_spreads=$spreads"
-		--set 'workload.benchmark.mixed_prefill_tokens=[128,512,1024,2048,4096]'
+		--set 'workload.benchmark.mixed_prefill_tokens=[32,64,128,256,384,512,768,1024,2048,4096]'
 		--set 'workload.benchmark.mixed_prefill_contexts=[0,2000]'
-		--set 'workload.benchmark.mixed_decode_batch_sizes=[0,8,32,96]'
+		--set 'workload.benchmark.mixed_decode_batch_sizes=[0,4,16,48,96]'
 		--set 'workload.benchmark.mixed_decode_contexts=[500,1500,4000]')
 	traffic_a=(--set workload.limit="${LIMIT_A:-300}" --set workload.rate_rps=5)
 	traffic_b=(--set workload.limit="${LIMIT_B:-600}" --set workload.rate_rps=12)

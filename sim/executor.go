@@ -42,5 +42,5 @@ type StepResult struct {
 	HostPrepNs   int64 // payload → model inputs
 	WorkerRecvNs int64 // receive and decode the payload
 	SampleNs     int64
-	PaddedBatch  int64 // CUDA-graph size the step ran at, 0 when eager
+	PaddedBatch  int64 // CUDA-graph size the step ran at (decode rows, else tokens), 0 when eager
 }

@@ -63,8 +63,9 @@ def _num(v, what, default):
 
 class ModelRunner:
     def __init__(self, ecfg, pad_eager_sizes=None, log=None):
-        """pad_eager_sizes: tests only: pad decode-only batches to these sizes
-        and run eagerly (exercises graph padding without CUDA)."""
+        """pad_eager_sizes: tests only: pad batches to these sizes (decode
+        rows, or tokens of other steps) and run eagerly (exercises graph
+        padding without CUDA)."""
         t_build0 = time.monotonic_ns()
         self.log = log or (lambda s: None)
         self.ecfg = ecfg
@@ -178,20 +179,32 @@ class ModelRunner:
             torch.cuda.synchronize(dev)
         self.build_ns = time.monotonic_ns() - t_build0
 
-        # ---- CUDA graphs for decode-only batches ----
+        # ---- CUDA graphs ----
+        # Decode-only batches replay a graph of their padded batch size; any
+        # other step of up to the largest size replays one of its padded
+        # token count (vLLM's full-graph mode): run eagerly, a small step is
+        # bound by launching ~10 kernels a layer from Python, and its time
+        # is the host's jitter rather than the GPU's work.
         self.graphs = {}
         self.graph_sizes = []
         self.pad_sizes = []
+        self.mixed_graphs = {}
+        self.mixed_graph_sizes = []
+        self.pad_mixed_sizes = []
         self.graph_capture_ns = 0
         if self.is_cuda and ecfg.cuda_graph_sizes:
             if be != "triton":
                 self.log("cuda_graph_sizes ignored: attention backend %s is not graph-safe" % be)
             else:
+                t0 = time.monotonic_ns()
                 self._capture_graphs([s for s in ecfg.cuda_graph_sizes if s <= ecfg.max_num_seqs])
+                self._capture_mixed_graphs([s for s in ecfg.cuda_graph_sizes if self._mixed_size_ok(s)])
+                self.graph_capture_ns = time.monotonic_ns() - t0
         elif ecfg.cuda_graph_sizes and not self.is_cuda:
             self.log("cuda_graph_sizes ignored on device cpu")
         if pad_eager_sizes:
             self.pad_sizes = sorted(pad_eager_sizes)
+            self.pad_mixed_sizes = [s for s in self.pad_sizes if self._mixed_size_ok(s)]
         t_w = time.monotonic_ns()
         self._warmup()
         self.warmup_ns = time.monotonic_ns() - t_w
@@ -264,35 +277,83 @@ class ModelRunner:
         self.qsl[:num_reqs + 1].copy_(self.qsl_cpu[:num_reqs + 1], non_blocking=nb)
         self.seq_lens[:num_reqs].copy_(self.seq_lens_cpu[:num_reqs], non_blocking=nb)
 
+    def _mixed_size_ok(self, size):
+        """A step of more than one token, up to the batched-token budget;
+        its dummy request's context must fit one block-table row."""
+        e = self.ecfg
+        return 2 <= size <= min(e.max_num_batched_tokens, e.max_blocks_per_req * e.block_size)
+
+    def _mixed_rows(self, size):
+        """The request rows a mixed graph of `size` tokens was captured with:
+        attention's launch grid and loop bounds depend on the row count, so
+        it is fixed per graph and a step's unused rows hold no tokens."""
+        return min(size, self.ecfg.max_num_seqs)
+
+    def _fill_mixed_padding(self, num_reqs, T, size, rows):
+        """Tokens T..size-1 become one dummy request (row num_reqs) at
+        position 0 of the scratch block; rows after it hold no tokens."""
+        if size > T:
+            self.input_ids_np[T:size] = 0
+            self.positions_np[T:size] = 0
+            self.slots_np[T:size] = self.scratch_slot
+            self.seq_lens_np[num_reqs] = size - T
+            self.batch.block_table_np[num_reqs, :-(-(size - T) // self.ecfg.block_size)] = self.num_blocks
+            num_reqs += 1
+        self.qsl_np[num_reqs:rows + 1] = size
+        self.seq_lens_np[num_reqs:rows] = 1
+
+    def _capture(self, size, rows, max_q, stream):
+        """Captures the forward pass of `size` tokens in `rows` rows, from
+        the inputs already in the device buffers."""
+        meta = AttnMeta(rows, size, max_q, self.qsl[:rows + 1], self.seq_lens[:rows],
+                        self.batch.block_table_gpu[:rows], self.slots[:size], self.qsl_np, self.seq_lens_np)
+        # Warm up on the capture stream (Triton JIT, cuBLAS handles and
+        # workspaces are created outside the capture).
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            for _ in range(2):
+                self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache, self.v_cache)
+        torch.cuda.synchronize(self.device)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, pool=self.graph_pool, stream=stream):
+            out = self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache, self.v_cache)
+        torch.cuda.synchronize(self.device)
+        return g, out
+
     def _capture_graphs(self, sizes):
-        t0 = time.monotonic_ns()
         self.graph_pool = torch.cuda.graph_pool_handle()
-        stream = torch.cuda.Stream(self.device)
+        self._stream = torch.cuda.Stream(self.device)
         # Padding rows' block-table rows point at the scratch block.
         self.batch.block_table_gpu.fill_(self.num_blocks)
         for size in sorted(sizes, reverse=True):
             self._fill_padding(0, size)
             self.qsl_np[0] = 0
             self._copy_inputs(size, size)
-            meta = self._decode_meta(size)
-            # Warm up on the capture stream (Triton JIT, cuBLAS handles and
-            # workspaces are created outside the capture).
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                for _ in range(2):
-                    self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache,
-                                       self.v_cache)
-            torch.cuda.synchronize(self.device)
-            g = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(g, pool=self.graph_pool, stream=stream):
-                out = self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache,
-                                         self.v_cache)
-            torch.cuda.synchronize(self.device)
-            self.graphs[size] = (g, out)
+            self.graphs[size] = self._capture(size, size, 1, self._stream)
         torch.cuda.synchronize(self.device)
         self.batch.block_table_gpu.zero_()
         self.graph_sizes = sorted(self.graphs)
-        self.graph_capture_ns = time.monotonic_ns() - t0
+
+    def _capture_mixed_graphs(self, sizes):
+        """Captured with every token in one dummy request; a step's own
+        qsl, seq_lens, block table and slots are in the same buffers when the
+        graph replays."""
+        if not sizes:
+            return
+        if not hasattr(self, "graph_pool"):
+            self.graph_pool = torch.cuda.graph_pool_handle()
+            self._stream = torch.cuda.Stream(self.device)
+        self.batch.block_table_gpu.fill_(self.num_blocks)
+        for size in sorted(sizes, reverse=True):
+            rows = self._mixed_rows(size)
+            self.qsl_np[0] = 0
+            self._fill_mixed_padding(0, 0, size, rows)
+            self._copy_inputs(size, rows)
+            self.mixed_graphs[size] = self._capture(size, rows, size, self._stream)
+        torch.cuda.synchronize(self.device)
+        self.batch.block_table_gpu.zero_()
+        self.batch.block_table_np[0] = 0
+        self.mixed_graph_sizes = sorted(self.mixed_graphs)
 
     # ------------------------------------------------------------ state update
     def _parse_sampling(self, sp, rid):
@@ -514,47 +575,51 @@ class ModelRunner:
         self.qsl_np[1:num_reqs + 1] = cu
         self.seq_lens_np[:num_reqs] = end
 
-        decode_only = T == num_reqs
-        size = 0
-        if decode_only:
-            sizes = self.graph_sizes or self.pad_sizes
-            for s in sizes:
+        size, rows = 0, num_reqs
+        if T == num_reqs:  # decode only
+            for s in self.graph_sizes or self.pad_sizes:
                 if s >= num_reqs:
-                    size = s
+                    size = rows = s
                     break
-        padded = size if size else T
-        if size > num_reqs:
-            self._fill_padding(num_reqs, size)
-        b.commit_block_table(num_reqs)
-        self._copy_inputs(padded, padded if size else num_reqs)
-        return num_reqs, T, size, int(ns.max()), end
+            if size > num_reqs:
+                self._fill_padding(num_reqs, size)
+        else:
+            for s in self.mixed_graph_sizes or self.pad_mixed_sizes:
+                if s >= T and num_reqs + (s > T) <= self._mixed_rows(s):
+                    size, rows = s, self._mixed_rows(s)
+                    break
+            if size:
+                self._fill_mixed_padding(num_reqs, T, size, rows)
+        b.commit_block_table(num_reqs + (T > num_reqs and size > T))  # the dummy request's row
+        self._copy_inputs(size or T, rows)
+        return num_reqs, T, size, rows, int(ns.max()), end
 
     def execute(self, msg):
         """Runs one step. Returns (sampled dict, timing dict)."""
         t0 = time.monotonic_ns()
         self.update_states(msg)
-        num_reqs, T, size, max_q, seq_end = self.prepare_inputs(msg)
+        num_reqs, T, size, rows, max_q, seq_end = self.prepare_inputs(msg)
         t1 = time.monotonic_ns()
 
         if self.is_cuda:
             ev0 = torch.cuda.Event(enable_timing=True)
             ev1 = torch.cuda.Event(enable_timing=True)
             ev0.record()
-        use_graph = size in self.graphs
+        decode_only = T == num_reqs
+        graphs = self.graphs if decode_only else self.mixed_graphs
+        use_graph = size in graphs
         if use_graph:
-            g, out = self.graphs[size]
+            g, hidden = graphs[size]
             g.replay()
-            hidden = out[:num_reqs]
         else:
-            n = size if size else T
-            r = size if size else num_reqs
-            meta = AttnMeta(r, n, max_q, self.qsl[:r + 1], self.seq_lens[:r], self.batch.block_table_gpu[:r],
-                            self.slots[:n], self.qsl_np, self.seq_lens_np)
+            n = size or T
+            meta = AttnMeta(rows, n, max_q, self.qsl[:rows + 1], self.seq_lens[:rows],
+                            self.batch.block_table_gpu[:rows], self.slots[:n], self.qsl_np, self.seq_lens_np)
             hidden = self.model.forward(self.input_ids[:n], self.positions[:n], meta, self.k_cache, self.v_cache)
-            if size:
-                hidden = hidden[:num_reqs]
-            else:
-                hidden = hidden.index_select(0, self.qsl[1:num_reqs + 1].long() - 1)
+        if decode_only:
+            hidden = hidden[:num_reqs]
+        else:
+            hidden = hidden.index_select(0, self.qsl[1:num_reqs + 1].long() - 1)
         logits = self.model.logits(hidden)
         if self.is_cuda:
             ev1.record()

@@ -336,6 +336,35 @@ def test_graph_padding_matches_unpadded():
     assert r2.k_cache[:, r2.num_blocks].abs().sum() > 0
 
 
+def test_mixed_padding_matches_unpadded():
+    """Prefill and mixed steps padded to a token size (one dummy request
+    on the scratch block, empty rows after it) sample and score as the
+    unpadded step does."""
+    r1 = make_runner()
+    r2 = make_runner(pad_eager_sizes=[4, 8, 16])
+    prompts = {"a": [1, 2, 3], "b": [4, 5, 6, 7, 8], "c": [9]}
+    blocks = {"a": [0, 1], "b": [2, 3], "c": [4, 5]}
+    new = [new_req(k, v, blocks[k]) for k, v in prompts.items()]
+    sched = {k: len(v) for k, v in prompts.items()}
+    s1, t1 = r1.execute(step(0, new=new, sched=sched))
+    s2, t2 = r2.execute(step(0, new=new, sched=sched))
+    assert s1 == s2 and t1["padded_tokens"] == 9 and t2["padded_tokens"] == 16
+    assert torch.allclose(r1.last_logits, r2.last_logits, atol=1e-5)
+    assert r2.k_cache[:, r2.num_blocks].abs().sum() > 0
+    # a new prompt riding with three decodes: 4 + 3 tokens in a size of 8
+    cached = {"req_ids": list(prompts), "num_computed_tokens": [len(v) for v in prompts.values()]}
+    msg = step(1, new=[new_req("d", [11, 12, 13, 14], [6, 7])], cached=cached, sched={"a": 1, "b": 1, "c": 1, "d": 4})
+    s1, t1 = r1.execute(msg)
+    s2, t2 = r2.execute(msg)
+    assert s1 == s2 and t1["padded_tokens"] == 7 and t2["padded_tokens"] == 8
+    assert torch.allclose(r1.last_logits, r2.last_logits, atol=1e-5)
+    # the padding never touched a request's blocks: the next decode agrees
+    cached = {"req_ids": list(prompts) + ["d"], "num_computed_tokens": [4, 6, 2, 4]}
+    msg = step(2, cached=cached, sched={"a": 1, "b": 1, "c": 1, "d": 1})
+    assert r1.execute(msg)[0] == r2.execute(msg)[0]
+    assert torch.allclose(r1.last_logits, r2.last_logits, atol=1e-5)
+
+
 # ------------------------------------------------------ persistent batch
 def test_persistent_batch_lifecycle():
     r = make_runner()

@@ -104,8 +104,8 @@ func (b *Batch) Fill(st *datasets.Step) {
 	st.VarDecodeKVTokens = variance(b.nDec, b.decKVf, b.decSq)
 	st.MaxDecodeKVTokens = b.decMax
 	st.NewReqTokens = b.newTok
-	if st.CUDAGraphSize > 0 {
-		st.PaddedTokens = int64(st.CUDAGraphSize) - b.nDec
+	if st.CUDAGraphSize > 0 { // a decode graph's rows or a mixed graph's tokens: one token a decode
+		st.PaddedTokens = int64(st.CUDAGraphSize) - b.nDec - b.preTok
 	}
 }
 

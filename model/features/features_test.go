@@ -122,6 +122,11 @@ func TestBatchFillAndComplete(t *testing.T) {
 	}
 	d.Fill(&g)
 	assert.Equal(t, int64(3), g.PaddedTokens, "the padding of the graph")
+
+	m := datasets.Step{CUDAGraphSize: 32} // a mixed step's graph counts tokens
+	d.Prefill(20, 0, 20)
+	d.Fill(&m)
+	assert.Equal(t, int64(32-20-5), m.PaddedTokens, "the padding of a mixed graph")
 }
 
 // The committed H200 captures predate the feature columns; their
