@@ -134,12 +134,10 @@ type HostTimes struct {
 // nothing (synchronous scheduling).
 func (t HostTimes) TotalNs() int64 { return t.ScheduleNs + t.ShipNs + t.PrepNs + t.UpdateNs }
 
-func hostNs(x float64) int64 { return int64(math.Round(x)) }
-
 // ScheduleNs is the time of schedule() for a step of reqs requests, newReqs
 // of them admitted.
 func (h HostModel) ScheduleNs(reqs, newReqs int) int64 {
-	return hostNs(h.ScheduleFixedNs + float64(reqs)*h.SchedulePerReqNs + float64(newReqs)*h.SchedulePerNewReqNs)
+	return roundInt(h.ScheduleFixedNs + float64(reqs)*h.SchedulePerReqNs + float64(newReqs)*h.SchedulePerNewReqNs)
 }
 
 // ShipNs is the time to serialize, ship and deserialize a payload of the
@@ -149,20 +147,20 @@ func (h HostModel) ShipNs(bytes int64) int64 {
 	if h.ShipMBps > 0 {
 		t += float64(bytes) / h.ShipMBps * 1e3 // bytes / (MB/s) = µs; ×1e3 = ns
 	}
-	return hostNs(t)
+	return roundInt(t)
 }
 
 // PrepNs is the worker's input preparation for reqs requests and tokens
 // scheduled tokens, newReqs of the requests new with newTokens prompt
 // tokens between them.
 func (h HostModel) PrepNs(reqs, tokens, newReqs, newTokens int) int64 {
-	return hostNs(h.PrepFixedNs + float64(reqs)*h.PrepPerReqNs + float64(tokens)*h.PrepPerTokenNs +
+	return roundInt(h.PrepFixedNs + float64(reqs)*h.PrepPerReqNs + float64(tokens)*h.PrepPerTokenNs +
 		float64(newReqs)*h.PrepPerNewReqNs + float64(newTokens)*h.PrepPerNewTokenNs)
 }
 
 // UpdateNs is the time of update_from_output() over reqs requests.
 func (h HostModel) UpdateNs(reqs int) int64 {
-	return hostNs(h.UpdateFixedNs + float64(reqs)*h.UpdatePerReqNs)
+	return roundInt(h.UpdateFixedNs + float64(reqs)*h.UpdatePerReqNs)
 }
 
 // Times prices every host phase of a step.
