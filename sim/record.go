@@ -23,9 +23,9 @@ type Composition struct {
 // Compose computes the features of a step from the scheduler's decision.
 // A request in its context phase is prefill (its scheduled tokens are a
 // prompt chunk reading the tokens computed before it); otherwise it decodes
-// one token reading its whole computed context.
-func Compose(out *sched.Output) Composition {
-	var c Composition
+// one token reading its whole computed context. The result is named so
+// that it is built where the caller wants it, not copied there.
+func Compose(out *sched.Output) (c Composition) {
 	add := func(sr *sched.ScheduledReq, isNew bool) {
 		if sr.Resumed {
 			c.NumResumed++
@@ -49,7 +49,7 @@ func Compose(out *sched.Output) Composition {
 	st := datasets.Step{NumNewReqs: int32(len(out.NewReqs))}
 	c.Batch.Fill(&st)
 	c.Features = features.Of(&st)
-	return c
+	return
 }
 
 // PadBatch returns the CUDA-graph capture size a decode-only batch of b
