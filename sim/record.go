@@ -118,20 +118,13 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	}
 	e.lastUpdateEnd = tUpdateEnd
 
-	rows := e.rowBuf[:0]
-	tag := func(sr *sched.ScheduledReq, isNew bool, bytes int64) {
-		rows = append(rows, datasets.StepRequest{StepID: out.StepID, ReqID: sr.Req.ID, IsNew: isNew, IsResumed: sr.Resumed,
-			IsPrefill: sr.IsPrefill, NumScheduledTokens: int64(sr.NumScheduledTokens),
-			NumComputedTokens: int64(sr.NumComputedTokens), PromptLen: int64(sr.Req.PromptTokens), PayloadBytes: bytes})
-	}
-	i := 0
-	for k := range out.NewReqs {
-		tag(&out.NewReqs[k], true, perReq(st.payload, i))
-		i++
+	rows := slices.Grow(e.rowBuf[:0], out.NumScheduledReqs())[:out.NumScheduledReqs()]
+	for i := range out.NewReqs {
+		setStepRequest(&rows[i], out.StepID, &out.NewReqs[i], true, perReq(st.payload, i))
 	}
 	for k := range out.CachedReqs {
-		tag(&out.CachedReqs[k], false, perReq(st.payload, i))
-		i++
+		i := len(out.NewReqs) + k
+		setStepRequest(&rows[i], out.StepID, &out.CachedReqs[k], false, perReq(st.payload, i))
 	}
 	e.rowBuf = rows
 	e.countStep(e.step.Kind)
@@ -149,6 +142,16 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		}
 	}
 	return nil
+}
+
+// setStepRequest records sr's row in place, cleared and set field by
+// field: a literal is built aside and copied, and the copy's wide loads of
+// fields just stored stall (store forwarding) on every row.
+func setStepRequest(r *datasets.StepRequest, stepID int64, sr *sched.ScheduledReq, isNew bool, bytes int64) {
+	*r = datasets.StepRequest{}
+	r.StepID, r.ReqID, r.IsNew, r.IsResumed, r.IsPrefill = stepID, sr.Req.ID, isNew, sr.Resumed, sr.IsPrefill
+	r.NumScheduledTokens, r.NumComputedTokens = int64(sr.NumScheduledTokens), int64(sr.NumComputedTokens)
+	r.PromptLen, r.PayloadBytes = int64(sr.Req.PromptTokens), bytes
 }
 
 func perReq(p Payload, i int) int64 {
