@@ -136,9 +136,9 @@ func (x *SimExecutor) Close() error { return nil }
 type HostAdapter struct{ M model.HostModel }
 
 // ScheduleNs implements HostCosts.
-func (h HostAdapter) ScheduleNs(out *sched.Output) int64 {
+func (h *HostAdapter) ScheduleNs(out *sched.Output) int64 {
 	return h.M.ScheduleNs(out.NumScheduledReqs(), len(out.NewReqs))
 }
 
 // UpdateNs implements HostCosts.
-func (h HostAdapter) UpdateNs(out *sched.Output) int64 { return h.M.UpdateNs(out.NumScheduledReqs()) }
+func (h *HostAdapter) UpdateNs(out *sched.Output) int64 { return h.M.UpdateNs(out.NumScheduledReqs()) }
