@@ -47,45 +47,28 @@ type chunkIndex struct {
 	noBounds bool
 }
 
-// pageBounds computes the bounds and null count of c's open page, before
-// its values are cleared.
+// pageBounds is the bounds and null count of c's open page, from what
+// gather kept of its values.
 func (c *colEnc) pageBounds() pageIndexEntry {
 	var e pageIndexEntry
 	switch c.f.kind {
 	case kindInt64, kindInt64List:
-		if c.f.kind == kindInt64List {
-			for _, d := range c.defs {
-				if d == 0 {
-					e.nulls++
-				}
-			}
-		}
-		switch {
-		case c.narrow && !c.wide && c.f.kind == kindInt64:
-			if len(c.i32) > 0 {
-				lo, hi := bounds(c.i32)
-				e.min, e.max = appendInt64(nil, int64(lo)), appendInt64(nil, int64(hi))
-			}
-		case len(c.i64) > 0:
-			lo, hi := bounds(c.i64)
-			e.min, e.max = appendInt64(nil, lo), appendInt64(nil, hi)
+		e.nulls = c.nulls
+		if c.lo <= c.hi {
+			e.min, e.max = appendInt64(nil, c.lo), appendInt64(nil, c.hi)
 		}
 	case kindInt32:
-		if len(c.i32) > 0 {
-			lo, hi := bounds(c.i32)
-			e.min = binary.LittleEndian.AppendUint32(nil, uint32(lo))
-			e.max = binary.LittleEndian.AppendUint32(nil, uint32(hi))
+		if c.lo <= c.hi {
+			e.min = binary.LittleEndian.AppendUint32(nil, uint32(c.lo))
+			e.max = binary.LittleEndian.AppendUint32(nil, uint32(c.hi))
 		}
 	case kindFloat64:
+		if c.nan {
+			e.nan = true
+			return e
+		}
 		if len(c.f64) > 0 {
-			lo, hi := math.Inf(1), math.Inf(-1)
-			for _, v := range c.f64 {
-				if math.IsNaN(v) {
-					e.nan = true
-					return e
-				}
-				lo, hi = min(lo, v), max(hi, v)
-			}
+			lo, hi := c.flo, c.fhi
 			// The format's rule for zero: a min of 0 is written -0, a max +0.
 			if lo == 0 {
 				lo = math.Copysign(0, -1)
@@ -98,8 +81,7 @@ func (c *colEnc) pageBounds() pageIndexEntry {
 		}
 	case kindBool:
 		if len(c.bools) > 0 {
-			lo, hi := bounds(c.bools)
-			e.min, e.max = []byte{lo}, []byte{hi}
+			e.min, e.max = []byte{c.bAnd}, []byte{c.bOr}
 		}
 	case kindString:
 		switch {
@@ -113,19 +95,6 @@ func (c *colEnc) pageBounds() pageIndexEntry {
 	}
 	e.nullPage = e.min == nil
 	return e
-}
-
-type ordered interface {
-	~int32 | ~int64 | ~uint8
-}
-
-// bounds is the smallest and largest of v (not empty).
-func bounds[T ordered](v []T) (lo, hi T) {
-	lo, hi = v[0], v[0]
-	for _, x := range v[1:] {
-		lo, hi = min(lo, x), max(hi, x)
-	}
-	return lo, hi
 }
 
 func appendInt64(dst []byte, v int64) []byte {

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"math"
 	"math/bits"
 	"os"
 	"path/filepath"
@@ -593,6 +594,16 @@ type colEnc struct {
 	defs         []byte
 	reps         []byte
 	ents         int
+	// Bounds of the open page, kept as its values are gathered so that
+	// closing the page does not read them again: integers in lo/hi, floats
+	// in flo/fhi (nan: the page holds a NaN), bools as the AND and OR of
+	// the page's bytes; nulls counts the empty lists of a list column.
+	lo, hi   int64
+	flo, fhi float64
+	nan      bool
+	bAnd     byte
+	bOr      byte
+	nulls    int64
 
 	// dictionary of the row group (string columns tagged dict)
 	dict             map[string]int32
@@ -677,6 +688,7 @@ func newColFileWriter(out io.Writer, c *rowCodec, rowGroupRows int, kv []format.
 				ce.idx = make([]int32, 0, page)
 			}
 		}
+		ce.clearPage()
 		w.cols = append(w.cols, ce)
 	}
 	if err := w.write([]byte("PAR1")); err != nil {
@@ -690,8 +702,7 @@ func (w *colFileWriter) reset(out io.Writer, kv []format.KeyValue) error {
 	w.out, w.pos, w.kv, w.err = out, 0, kv, nil
 	w.pageFill, w.rgFill, w.numRows, w.rowGroups, w.indexes = 0, 0, 0, nil, nil
 	for _, c := range w.cols {
-		c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
-		c.defs, c.reps, c.ents, c.wide = c.defs[:0], c.reps[:0], 0, false
+		c.clearPage()
 		c.chunk, c.uncompressed, c.numValues, c.skip, c.pages = c.chunk[:0], 0, 0, 0, c.pages[:0]
 		if c.dict != nil {
 			c.resetDict()
@@ -753,25 +764,46 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		l := len(c.i32)
 		c.i32 = slices.Grow(c.i32, n)[:l+n]
 		dst := c.i32[l:]
+		lo, hi := c.lo, c.hi
 		for i := range dst {
-			dst[i] = *(*int32)(unsafe.Add(p, uintptr(i)*stride))
+			v := *(*int32)(unsafe.Add(p, uintptr(i)*stride))
+			dst[i] = v
+			lo, hi = min(lo, int64(v)), max(hi, int64(v))
 		}
+		c.lo, c.hi = lo, hi
 	case kindFloat64:
 		l := len(c.f64)
 		c.f64 = slices.Grow(c.f64, n)[:l+n]
 		dst := c.f64[l:]
+		lo, hi, nan := c.flo, c.fhi, c.nan
 		for i := range dst {
-			dst[i] = *(*float64)(unsafe.Add(p, uintptr(i)*stride))
+			v := *(*float64)(unsafe.Add(p, uintptr(i)*stride))
+			dst[i] = v
+			// Plain comparisons (a NaN passes both; the sign of a zero
+			// bound is set when the page closes) spare the builtin
+			// min/max their NaN and signed-zero cases.
+			if v < lo {
+				lo = v
+			}
+			if v > hi {
+				hi = v
+			}
+			nan = nan || v != v
 		}
+		c.flo, c.fhi, c.nan = lo, hi, nan
 	case kindBool:
 		l := len(c.bools)
 		c.bools = slices.Grow(c.bools, n)[:l+n]
 		dst := c.bools[l:]
+		and, or := c.bAnd, c.bOr
 		for i := range dst {
 			// A Go bool is the byte 0 or 1: copying it avoids a branch
 			// that random flags mispredict.
-			dst[i] = *(*byte)(unsafe.Add(p, uintptr(i)*stride))
+			b := *(*byte)(unsafe.Add(p, uintptr(i)*stride))
+			dst[i] = b
+			and, or = and&b, or|b
 		}
+		c.bAnd, c.bOr = and, or
 	case kindString:
 		if c.dict == nil {
 			for i := 0; i < n; i++ {
@@ -814,6 +846,7 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 				c.reps = append(c.reps, 0)
 				c.defs = append(c.defs, 0)
 				c.ents++
+				c.nulls++
 				continue
 			}
 			c.reps = append(c.reps, 0)
@@ -825,6 +858,9 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 			}
 			c.i64 = append(c.i64, l...)
 			c.ents += len(l)
+			for _, v := range l {
+				c.lo, c.hi = min(c.lo, v), max(c.hi, v)
+			}
 		}
 		return
 	}
@@ -835,9 +871,13 @@ func (c *colEnc) gatherInt64(p unsafe.Pointer, stride uintptr, n int) {
 	l := len(c.i64)
 	c.i64 = slices.Grow(c.i64, n)[:l+n]
 	dst := c.i64[l:]
+	lo, hi := c.lo, c.hi
 	for i := range dst {
-		dst[i] = *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+		v := *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+		dst[i] = v
+		lo, hi = min(lo, v), max(hi, v)
 	}
+	c.lo, c.hi = lo, hi
 }
 
 // gatherNarrow gathers an int64 delta column into i32 while the page's
@@ -847,9 +887,11 @@ func (c *colEnc) gatherNarrow(p unsafe.Pointer, stride uintptr, n int) {
 	l := len(c.i32)
 	c.i32 = slices.Grow(c.i32, n)[:l+n]
 	dst := c.i32[l:]
+	lo, hi := c.lo, c.hi
 	for i := range dst {
 		v := *(*int64)(unsafe.Add(p, uintptr(i)*stride))
 		if v < -narrowBound || v >= narrowBound {
+			c.lo, c.hi = lo, hi
 			c.i64 = widen(c.i64, c.i32[:l+i])
 			c.i32 = c.i32[:0]
 			c.wide = true
@@ -857,7 +899,9 @@ func (c *colEnc) gatherNarrow(p unsafe.Pointer, stride uintptr, n int) {
 			return
 		}
 		dst[i] = int32(v)
+		lo, hi = min(lo, v), max(hi, v)
 	}
+	c.lo, c.hi = lo, hi
 }
 
 // narrowBound bounds the int64 values a delta page may hold to be encoded
@@ -991,9 +1035,16 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 	entry.size = int32(int64(len(c.chunk)) - entry.offset)
 	c.pages = append(c.pages, entry)
 	c.numValues += int64(c.ents)
+	c.clearPage()
+	return nil
+}
+
+// clearPage empties the open page.
+func (c *colEnc) clearPage() {
 	c.i64, c.i32, c.f64, c.bools, c.plain, c.idx = c.i64[:0], c.i32[:0], c.f64[:0], c.bools[:0], c.plain[:0], c.idx[:0]
 	c.defs, c.reps, c.ents, c.wide = c.defs[:0], c.reps[:0], 0, false
-	return nil
+	c.lo, c.hi, c.flo, c.fhi, c.nan = math.MaxInt64, math.MinInt64, math.Inf(1), math.Inf(-1), false
+	c.bAnd, c.bOr, c.nulls = 1, 0, 0
 }
 
 // appendPage compresses body and appends its header and bytes to dst.

@@ -54,6 +54,9 @@ import (
 // range at B=256. The source document's B=1 inflation (1.4×) is
 // larger because its model's per-request host work is larger (TP=4, MoE);
 // refit from captures rather than trusting the prior.
+//
+// The methods take a pointer: inlined (the simulator prices every step),
+// a value receiver is copied, twelve floats, each call.
 type HostModel struct {
 	ScheduleFixedNs     float64 `json:"schedule_fixed_ns"`
 	SchedulePerReqNs    float64 `json:"schedule_per_req_ns"`
@@ -94,7 +97,7 @@ func DefaultHostModel() HostModel {
 }
 
 // Validate refuses negative or non-finite coefficients.
-func (h HostModel) Validate() error {
+func (h *HostModel) Validate() error {
 	for name, v := range map[string]float64{
 		"schedule_fixed_ns": h.ScheduleFixedNs, "schedule_per_req_ns": h.SchedulePerReqNs,
 		"schedule_per_new_req_ns": h.SchedulePerNewReqNs, "ship_fixed_ns": h.ShipFixedNs,
@@ -134,39 +137,37 @@ type HostTimes struct {
 // nothing (synchronous scheduling).
 func (t HostTimes) TotalNs() int64 { return t.ScheduleNs + t.ShipNs + t.PrepNs + t.UpdateNs }
 
-func hostNs(x float64) int64 { return int64(math.Round(x)) }
-
 // ScheduleNs is the time of schedule() for a step of reqs requests, newReqs
 // of them admitted.
-func (h HostModel) ScheduleNs(reqs, newReqs int) int64 {
-	return hostNs(h.ScheduleFixedNs + float64(reqs)*h.SchedulePerReqNs + float64(newReqs)*h.SchedulePerNewReqNs)
+func (h *HostModel) ScheduleNs(reqs, newReqs int) int64 {
+	return roundInt(h.ScheduleFixedNs + float64(reqs)*h.SchedulePerReqNs + float64(newReqs)*h.SchedulePerNewReqNs)
 }
 
 // ShipNs is the time to serialize, ship and deserialize a payload of the
 // given bytes.
-func (h HostModel) ShipNs(bytes int64) int64 {
+func (h *HostModel) ShipNs(bytes int64) int64 {
 	t := h.ShipFixedNs
 	if h.ShipMBps > 0 {
 		t += float64(bytes) / h.ShipMBps * 1e3 // bytes / (MB/s) = µs; ×1e3 = ns
 	}
-	return hostNs(t)
+	return roundInt(t)
 }
 
 // PrepNs is the worker's input preparation for reqs requests and tokens
 // scheduled tokens, newReqs of the requests new with newTokens prompt
 // tokens between them.
-func (h HostModel) PrepNs(reqs, tokens, newReqs, newTokens int) int64 {
-	return hostNs(h.PrepFixedNs + float64(reqs)*h.PrepPerReqNs + float64(tokens)*h.PrepPerTokenNs +
+func (h *HostModel) PrepNs(reqs, tokens, newReqs, newTokens int) int64 {
+	return roundInt(h.PrepFixedNs + float64(reqs)*h.PrepPerReqNs + float64(tokens)*h.PrepPerTokenNs +
 		float64(newReqs)*h.PrepPerNewReqNs + float64(newTokens)*h.PrepPerNewTokenNs)
 }
 
 // UpdateNs is the time of update_from_output() over reqs requests.
-func (h HostModel) UpdateNs(reqs int) int64 {
-	return hostNs(h.UpdateFixedNs + float64(reqs)*h.UpdatePerReqNs)
+func (h *HostModel) UpdateNs(reqs int) int64 {
+	return roundInt(h.UpdateFixedNs + float64(reqs)*h.UpdatePerReqNs)
 }
 
 // Times prices every host phase of a step.
-func (h HostModel) Times(s HostStep) HostTimes {
+func (h *HostModel) Times(s HostStep) HostTimes {
 	out := s.OutputRequests
 	if out == 0 {
 		out = s.Requests

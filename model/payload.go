@@ -45,6 +45,9 @@ import (
 // reference, two small ints, a None and the num_scheduled_tokens entry. The
 // defaults are a prior: captures record the real serialized bytes, and a
 // fit (PayloadStep.Terms, Vector, PayloadModelFromVector) replaces them.
+//
+// The methods take a pointer: inlined into a loop (sim.PayloadOf prices
+// every request), a value receiver is copied, seven floats, each call.
 type PayloadModel struct {
 	// TokenIDBytes per token id shipped (prompt_token_ids of a new
 	// request, all_token_ids of a resumed one).
@@ -84,7 +87,7 @@ func DefaultPayloadModel() PayloadModel {
 }
 
 // Validate refuses negative or non-finite coefficients.
-func (p PayloadModel) Validate() error {
+func (p *PayloadModel) Validate() error {
 	v := p.Vector()
 	for i, c := range v {
 		if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
@@ -94,24 +97,33 @@ func (p PayloadModel) Validate() error {
 	return nil
 }
 
-func roundBytes(x float64) int64 { return int64(math.Round(x)) }
+// roundInt is int64(math.Round(x)) for |x| < 2^63, small enough to
+// inline (math.Round is not, and with it neither are NewBytes and
+// CachedBytes, which sim.PayloadOf calls once a request) and without a
+// branch on the fraction, which fractional coefficients make random:
+// x - float64(t) is x's fraction exactly, and twice it truncates to ±1
+// from one half on.
+func roundInt(x float64) int64 {
+	t := int64(x)
+	return t + int64(2*(x-float64(t)))
+}
 
 // NewReqBytes is the bytes of one NewRequestData carrying numTokens prompt
 // token ids and numBlocks block ids.
-func (p PayloadModel) NewReqBytes(numTokens, numBlocks int) int64 {
-	return roundBytes(p.NewReqFixedBytes + float64(numTokens)*p.TokenIDBytes + float64(numBlocks)*p.BlockIDBytes)
+func (p *PayloadModel) NewReqBytes(numTokens, numBlocks int) int64 {
+	return roundInt(p.NewReqFixedBytes + float64(numTokens)*p.TokenIDBytes + float64(numBlocks)*p.BlockIDBytes)
 }
 
 // CachedReqBytes is the bytes one request adds to CachedRequestData:
 // its fixed delta and numNewBlocks block ids; a resumed request also ships
 // its numTokens token ids (numTokens is ignored otherwise: without pipeline
 // parallelism new_token_ids is empty).
-func (p PayloadModel) CachedReqBytes(numNewBlocks int, resumed bool, numTokens int) int64 {
+func (p *PayloadModel) CachedReqBytes(numNewBlocks int, resumed bool, numTokens int) int64 {
 	b := p.CachedReqFixedBytes + float64(numNewBlocks)*p.BlockIDBytes
 	if resumed {
 		b += p.ResumedReqFixedBytes + float64(numTokens)*p.TokenIDBytes
 	}
-	return roundBytes(b)
+	return roundInt(b)
 }
 
 // PayloadStep is the composition of one step as the payload model sees it:
@@ -138,14 +150,14 @@ type PayloadBreakdown struct {
 
 // NewBytes is the step's scheduled_new_reqs list (payload_new_bytes),
 // rounded once.
-func (p PayloadModel) NewBytes(s PayloadStep) int64 {
-	return roundBytes(float64(s.NewReqs)*p.NewReqFixedBytes + float64(s.NewTokens)*p.TokenIDBytes + float64(s.NewBlocks)*p.BlockIDBytes)
+func (p *PayloadModel) NewBytes(s PayloadStep) int64 {
+	return roundInt(float64(s.NewReqs)*p.NewReqFixedBytes + float64(s.NewTokens)*p.TokenIDBytes + float64(s.NewBlocks)*p.BlockIDBytes)
 }
 
 // CachedBytes is the step's scheduled_cached_reqs lists
 // (payload_cached_bytes), rounded once.
-func (p PayloadModel) CachedBytes(s PayloadStep) int64 {
-	return roundBytes(float64(s.CachedReqs)*p.CachedReqFixedBytes + float64(s.CachedNewBlocks)*p.BlockIDBytes +
+func (p *PayloadModel) CachedBytes(s PayloadStep) int64 {
+	return roundInt(float64(s.CachedReqs)*p.CachedReqFixedBytes + float64(s.CachedNewBlocks)*p.BlockIDBytes +
 		float64(s.ResumedReqs)*p.ResumedReqFixedBytes + float64(s.ResumedTokens)*p.TokenIDBytes)
 }
 
@@ -154,14 +166,14 @@ func (p PayloadModel) CachedBytes(s PayloadStep) int64 {
 // caller that attributes the parts to requests takes each request's share
 // as the growth of NewBytes or CachedBytes when it joins the requests
 // before it (sim.PayloadOf), which adds up exactly.
-func (p PayloadModel) Breakdown(s PayloadStep) PayloadBreakdown {
+func (p *PayloadModel) Breakdown(s PayloadStep) PayloadBreakdown {
 	nw, ca := p.NewBytes(s), p.CachedBytes(s)
-	fx := roundBytes(p.StepFixedBytes + float64(s.FinishedReqs)*p.FinishedReqBytes)
+	fx := roundInt(p.StepFixedBytes + float64(s.FinishedReqs)*p.FinishedReqBytes)
 	return PayloadBreakdown{New: nw, Cached: ca, Fixed: fx, Total: nw + ca + fx}
 }
 
 // StepBytes is the total bytes shipped for the step.
-func (p PayloadModel) StepBytes(s PayloadStep) int64 { return p.Breakdown(s).Total }
+func (p *PayloadModel) StepBytes(s PayloadStep) int64 { return p.Breakdown(s).Total }
 
 // PayloadTermNames names the linear terms of the payload model, in the
 // order of PayloadStep.Terms and PayloadModel.Vector:
@@ -188,7 +200,7 @@ func (s PayloadStep) Terms() []float64 {
 }
 
 // Vector is the coefficients in PayloadTermNames order.
-func (p PayloadModel) Vector() []float64 {
+func (p *PayloadModel) Vector() []float64 {
 	return []float64{p.TokenIDBytes, p.BlockIDBytes, p.NewReqFixedBytes, p.CachedReqFixedBytes,
 		p.ResumedReqFixedBytes, p.FinishedReqBytes, p.StepFixedBytes}
 }

@@ -2,6 +2,8 @@ package model
 
 import (
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -125,4 +127,22 @@ func TestPayloadJSONRoundTrip(t *testing.T) {
 	var back PayloadModel
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.Equal(t, p, back)
+}
+
+// TestRoundIntIsMathRound holds roundInt to int64(math.Round(x)) where the
+// two could part: halves of both signs, the largest double below ½ (x + ½
+// rounds up to 1), the doubles around 2^52 where fractions run out, and
+// random values of the magnitudes bytes and nanoseconds take.
+func TestRoundIntIsMathRound(t *testing.T) {
+	xs := []float64{0, math.Copysign(0, -1), 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 0.49999999999999994, -0.49999999999999994,
+		math.Nextafter(0.5, 1), 1 << 52, 1<<52 + 1, 1<<52 - 0.5, -(1<<52 - 0.5), 1 << 53, 1<<62 + 1024, -(1 << 62), 1e-300}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		xs = append(xs, (r.Float64()-0.25)*math.Pow(10, float64(r.IntN(16))))
+	}
+	for _, x := range xs {
+		if got, want := roundInt(x), int64(math.Round(x)); got != want {
+			t.Fatalf("roundInt(%v) = %d, want %d", x, got, want)
+		}
+	}
 }

@@ -72,7 +72,6 @@ type Engine struct {
 	pendHead int
 	reqs     map[string]*reqState
 	inflight []inflightStep
-	comp     Composition // of the step being submitted
 
 	scheduled int64 // steps handed to the executor
 
@@ -339,34 +338,38 @@ func (e *Engine) scheduleOne() (bool, error) {
 	// The payload is handed over at t_dispatch, once serialized: a real
 	// executor serializes inside Submit; the simulated one prices that
 	// work, with the trip to the worker, on the worker's side.
-	// The composition lives in the engine, not on the stack: passed by
-	// pointer through an interface it would escape, one allocation a step.
-	e.comp = Compose(out)
+	// The step is composed in its place in the in-flight queue: on the
+	// stack, passed by pointer through an interface, the composition would
+	// escape (one allocation a step), and a copy in the engine would be
+	// copied again into the queue.
+	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
+		overlapped: overlapped, afterIdle: afterIdle})
+	st := &e.inflight[len(e.inflight)-1]
+	st.comp = Compose(out)
 	var p Payload
 	var err error
 	if x, ok := e.exec.(composedSubmitter); ok {
-		p, err = x.SubmitComposed(out, &e.comp, e.clock.Now())
+		p, err = x.SubmitComposed(out, &st.comp, e.clock.Now())
 	} else {
 		p, err = e.exec.Submit(out, e.clock.Now())
 	}
 	if err != nil {
+		e.inflight = e.inflight[:len(e.inflight)-1]
 		return false, fmt.Errorf("step %d: %w", out.StepID, err)
 	}
 	k := e.submitted % len(e.perReq)
 	e.perReq[k] = append(e.perReq[k][:0], p.PerReq...)
 	p.PerReq = e.perReq[k]
 	e.submitted++
-	tDispatch := e.clock.Now()
+	st.payload, st.tDispatch = p, e.clock.Now()
 	for i := range out.NewReqs {
 		sr := &out.NewReqs[i]
-		if st := stateOf(sr); st.firstScheduled < 0 {
-			st.firstScheduled = tStart
+		if rs := stateOf(sr); rs.firstScheduled < 0 {
+			rs.firstScheduled = tStart
 			e.stats.PromptTokens += int64(sr.Req.PromptTokens)
 			e.stats.PrefixHitTokens += int64(sr.PrefixHitTokens)
 		}
 	}
-	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
-		tDispatch: tDispatch, overlapped: overlapped, afterIdle: afterIdle, payload: p, comp: e.comp})
 	return true, nil
 }
 

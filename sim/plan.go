@@ -172,7 +172,7 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 // on a virtual clock; a capture brings its GPU executor and wall clock.
 func (p *Plan) NewEngine(b Backend, sink Sink) (*Engine, error) {
 	if b.Exec == nil {
-		b.Exec, b.Clock, b.Host = p.Executor(p.Graphs), &VirtualClock{}, HostAdapter{M: p.Host}
+		b.Exec, b.Clock, b.Host = p.Executor(p.Graphs), &VirtualClock{}, &HostAdapter{M: p.Host}
 	}
 	worker := b.WorkerID
 	if worker == "" {

@@ -23,9 +23,9 @@ type Composition struct {
 // Compose computes the features of a step from the scheduler's decision.
 // A request in its context phase is prefill (its scheduled tokens are a
 // prompt chunk reading the tokens computed before it); otherwise it decodes
-// one token reading its whole computed context.
-func Compose(out *sched.Output) Composition {
-	var c Composition
+// one token reading its whole computed context. The result is named so
+// that it is built where the caller wants it, not copied there.
+func Compose(out *sched.Output) (c Composition) {
 	add := func(sr *sched.ScheduledReq, isNew bool) {
 		if sr.Resumed {
 			c.NumResumed++
@@ -49,7 +49,7 @@ func Compose(out *sched.Output) Composition {
 	st := datasets.Step{NumNewReqs: int32(len(out.NewReqs))}
 	c.Batch.Fill(&st)
 	c.Features = features.Of(&st)
-	return c
+	return
 }
 
 // PadBatch returns the CUDA-graph capture size a decode-only batch of b
@@ -118,20 +118,13 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	}
 	e.lastUpdateEnd = tUpdateEnd
 
-	rows := e.rowBuf[:0]
-	tag := func(sr *sched.ScheduledReq, isNew bool, bytes int64) {
-		rows = append(rows, datasets.StepRequest{StepID: out.StepID, ReqID: sr.Req.ID, IsNew: isNew, IsResumed: sr.Resumed,
-			IsPrefill: sr.IsPrefill, NumScheduledTokens: int64(sr.NumScheduledTokens),
-			NumComputedTokens: int64(sr.NumComputedTokens), PromptLen: int64(sr.Req.PromptTokens), PayloadBytes: bytes})
-	}
-	i := 0
-	for k := range out.NewReqs {
-		tag(&out.NewReqs[k], true, perReq(st.payload, i))
-		i++
+	rows := slices.Grow(e.rowBuf[:0], out.NumScheduledReqs())[:out.NumScheduledReqs()]
+	for i := range out.NewReqs {
+		setStepRequest(&rows[i], out.StepID, &out.NewReqs[i], true, perReq(st.payload, i))
 	}
 	for k := range out.CachedReqs {
-		tag(&out.CachedReqs[k], false, perReq(st.payload, i))
-		i++
+		i := len(out.NewReqs) + k
+		setStepRequest(&rows[i], out.StepID, &out.CachedReqs[k], false, perReq(st.payload, i))
 	}
 	e.rowBuf = rows
 	e.countStep(e.step.Kind)
@@ -149,6 +142,16 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		}
 	}
 	return nil
+}
+
+// setStepRequest records sr's row in place, cleared and set field by
+// field: a literal is built aside and copied, and the copy's wide loads of
+// fields just stored stall (store forwarding) on every row.
+func setStepRequest(r *datasets.StepRequest, stepID int64, sr *sched.ScheduledReq, isNew bool, bytes int64) {
+	*r = datasets.StepRequest{}
+	r.StepID, r.ReqID, r.IsNew, r.IsResumed, r.IsPrefill = stepID, sr.Req.ID, isNew, sr.Resumed, sr.IsPrefill
+	r.NumScheduledTokens, r.NumComputedTokens = int64(sr.NumScheduledTokens), int64(sr.NumComputedTokens)
+	r.PromptLen, r.PayloadBytes = int64(sr.Req.PromptTokens), bytes
 }
 
 func perReq(p Payload, i int) int64 {

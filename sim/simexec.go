@@ -47,28 +47,31 @@ func NewSimExecutor(fpm model.FPM, payload model.PayloadModel, host model.HostMo
 // rest of the step's bytes (the SchedulerOutput itself, finished ids)
 // belong to no request.
 func PayloadOf(p model.PayloadModel, out *sched.Output, perReq []int64) (Payload, []int64) {
-	var ps model.PayloadStep
 	perReq = perReq[:0]
+	// The running totals are locals and each request prices a fresh
+	// PayloadStep: the inlined pricing copies its argument, and copying a
+	// struct whose fields were just stored one by one stalls the loop (the
+	// wide loads of the copy cannot be forwarded from the narrow stores).
+	var tokens, blocks int
 	var before int64
 	for i := range out.NewReqs {
 		sr := &out.NewReqs[i]
-		ps.NewReqs++
-		ps.NewTokens += sr.NumTokens
-		ps.NewBlocks += sr.NumBlocks
-		now := p.NewBytes(ps)
+		tokens += sr.NumTokens
+		blocks += sr.NumBlocks
+		now := p.NewBytes(model.PayloadStep{NewReqs: i + 1, NewTokens: tokens, NewBlocks: blocks})
 		perReq = append(perReq, now-before)
 		before = now
 	}
+	var cachedBlocks int
 	before = 0
 	for i := range out.CachedReqs {
-		ps.CachedReqs++
-		ps.CachedNewBlocks += len(out.CachedReqs[i].NewBlockIDs)
-		now := p.CachedBytes(ps)
+		cachedBlocks += len(out.CachedReqs[i].NewBlockIDs)
+		now := p.CachedBytes(model.PayloadStep{CachedReqs: i + 1, CachedNewBlocks: cachedBlocks})
 		perReq = append(perReq, now-before)
 		before = now
 	}
-	ps.FinishedReqs = len(out.FinishedIDs) + len(out.PreemptedIDs)
-	b := p.Breakdown(ps)
+	b := p.Breakdown(model.PayloadStep{NewReqs: len(out.NewReqs), NewTokens: tokens, NewBlocks: blocks,
+		CachedReqs: len(out.CachedReqs), CachedNewBlocks: cachedBlocks, FinishedReqs: len(out.FinishedIDs) + len(out.PreemptedIDs)})
 	return Payload{Total: b.Total, New: b.New, Cached: b.Cached, PerReq: perReq}, perReq
 }
 
@@ -133,9 +136,9 @@ func (x *SimExecutor) Close() error { return nil }
 type HostAdapter struct{ M model.HostModel }
 
 // ScheduleNs implements HostCosts.
-func (h HostAdapter) ScheduleNs(out *sched.Output) int64 {
+func (h *HostAdapter) ScheduleNs(out *sched.Output) int64 {
 	return h.M.ScheduleNs(out.NumScheduledReqs(), len(out.NewReqs))
 }
 
 // UpdateNs implements HostCosts.
-func (h HostAdapter) UpdateNs(out *sched.Output) int64 { return h.M.UpdateNs(out.NumScheduledReqs()) }
+func (h *HostAdapter) UpdateNs(out *sched.Output) int64 { return h.M.UpdateNs(out.NumScheduledReqs()) }

@@ -5,14 +5,20 @@ import "github.com/steplab/steplab/datasets"
 // Batch accumulates the requests scheduled in one step into the
 // composition columns of the steps table. The zero value is an empty step.
 type Batch struct {
-	nPre, nDec       int64
-	preTok, preKV    int64
-	preAttn          float64
-	preLen, preLenSq float64 // prompt lengths of the prefill requests
-	decKV            int64
-	decKVf, decSq    float64
-	decMax           int64
-	nNew, newTok     int64
+	nPre, nDec    int64
+	preTok, preKV int64
+	preAttn       float64
+	// Sums of the prefill prompt lengths and of the decode contexts are
+	// integers, their squares floats: a float sum of whole numbers below
+	// 2^53 is exact, so the variances are as from float sums, and the
+	// integer sums spare a conversion and a float add per request.
+	preLen   int64
+	preLenSq float64
+	decKV    int64
+	decSq    float64
+	decMax   int64
+	nNew     int64
+	newTok   int64
 }
 
 // Reset empties the batch.
@@ -28,8 +34,8 @@ func (b *Batch) Prefill(chunk, computed, promptLen int64) {
 	b.preKV += computed
 	c := float64(chunk)
 	b.preAttn += c * (float64(computed) + c/2)
+	b.preLen += promptLen
 	l := float64(promptLen)
-	b.preLen += l
 	b.preLenSq += l * l
 }
 
@@ -38,7 +44,6 @@ func (b *Batch) Decode(computed int64) {
 	b.nDec++
 	b.decKV += computed
 	kv := float64(computed)
-	b.decKVf += kv
 	b.decSq += kv * kv
 	b.decMax = max(b.decMax, computed)
 }
@@ -97,11 +102,11 @@ func (b *Batch) Fill(st *datasets.Step) {
 	st.NumPrefillRequests = int32(b.nPre)
 	st.SumPrefillTokens = b.preTok
 	st.SumPrefillKVTokens = b.preKV
-	st.VarPrefillLength = variance(b.nPre, b.preLen, b.preLenSq)
+	st.VarPrefillLength = variance(b.nPre, float64(b.preLen), b.preLenSq)
 	st.SumPrefillAttn = b.preAttn
 	st.NumDecodeRequests = int32(b.nDec)
 	st.SumDecodeKVTokens = b.decKV
-	st.VarDecodeKVTokens = variance(b.nDec, b.decKVf, b.decSq)
+	st.VarDecodeKVTokens = variance(b.nDec, float64(b.decKV), b.decSq)
 	st.MaxDecodeKVTokens = b.decMax
 	st.NewReqTokens = b.newTok
 	if st.CUDAGraphSize > 0 { // a decode graph's rows or a mixed graph's tokens: one token a decode

@@ -21,7 +21,7 @@ var PayloadBytesPerToken = model.DefaultPayloadModel().TokenIDBytes
 // the unknown columns from step_requests first (Complete, RequestJoin) to
 // make every feature exact.
 func Of(st *datasets.Step) model.Features {
-	f := model.Features{
+	return model.Features{
 		PrefillTokens:     float64(st.SumPrefillTokens),
 		PrefillKVTokens:   float64(st.SumPrefillKVTokens),
 		PrefillAttn:       prefillAttn(st),
@@ -34,7 +34,6 @@ func Of(st *datasets.Step) model.Features {
 		NewRequests:       count(st.NumNewReqs),
 		NewReqTokens:      newReqTokens(st),
 	}
-	return f
 }
 
 // A composition column holds a usable value when it is recorded and

@@ -69,10 +69,15 @@ func (j *RequestJoin) Complete(st *datasets.Step) bool {
 	for j.fill() && j.buf[j.i].StepID < st.StepID {
 		j.i++
 	}
+	// A step that records every column needs only to be matched: its
+	// batch would complete nothing.
+	add := !Known(st)
 	j.b.Reset()
 	found := false
 	for j.fill() && j.buf[j.i].StepID == st.StepID {
-		j.buf[j.i].addTo(&j.b)
+		if add {
+			j.buf[j.i].addTo(&j.b)
+		}
 		found = true
 		j.i++
 	}

@@ -164,7 +164,7 @@ func (c *Cluster) addWorkers(pl *pool) error {
 			w.group, w.dp = g, int32(i%ep)
 			r := &rank{g: g, w: w}
 			g.ranks = append(g.ranks, r)
-			b = sim.Backend{Exec: r, Clock: &sim.VirtualClock{}, Host: sim.HostAdapter{M: pl.Engine.Host}, WorkerID: w.name, DPRank: w.dp}
+			b = sim.Backend{Exec: r, Clock: &sim.VirtualClock{}, Host: &sim.HostAdapter{M: pl.Engine.Host}, WorkerID: w.name, DPRank: w.dp}
 		}
 		eng, err := pl.Engine.NewEngine(b, &workerSink{c: c, w: w})
 		if err != nil {
