@@ -31,6 +31,11 @@ type Data struct {
 	// that predictions stay finite; a fit must not price them, so Linear
 	// drops or refuses such terms. Subset keeps the counts of the whole.
 	Unrecorded map[string]int
+	// GraphTokens is the largest CUDA graph the datasets' engine captured
+	// (manifest cuda_graph_capture_sizes): a prefill or mixed step of more
+	// scheduled tokens runs eagerly, so FitRecipe bounds regimes of
+	// scheduled_tokens there. 0: not recorded, or the datasets disagree.
+	GraphTokens int
 }
 
 // Len is the number of rows.
@@ -54,7 +59,8 @@ func (d *Data) StepID(i int) int64 {
 
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
-	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded}
+	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
+		GraphTokens: d.GraphTokens}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
 	}

@@ -21,9 +21,7 @@ import (
 // (go test ./fit -run TestH200Shapes -v); checks.yaml gates the default
 // recipe's figures.
 
-// h200Shape is one committed shape: its steady grid, its traffic runs,
-// and what the default recipe fitted on the grid does on that traffic
-// where issue 14's target is missed (TestH200Shapes says why).
+// h200Shape is one committed shape: its steady grid and its traffic runs.
 type h200Shape struct {
 	name    string
 	bench   string
@@ -32,22 +30,16 @@ type h200Shape struct {
 	// manifests' GPU UUIDs), so the host time a recipe learns from the
 	// grid is the traffic's.
 	sameMachine bool
-	// wallDecode is the decode MAPE and p90 (%) the recipe stays within
-	// on the traffic's wall time: the targets, 3 and 6, where met, else
-	// today's figure and a margin.
-	wallDecode [2]float64
-	// wallOneForm: on wall time, the ragged terms in one form do better on
-	// the traffic than the batch regimes the grid chose.
-	wallOneForm bool
 }
 
+// h200Shapes: grids and traffic captured on 2026-12-01 with the worker
+// that replays CUDA graphs for prefill and mixed steps, the grids on one
+// H200 machine and the traffic on another.
 var h200Shapes = []h200Shape{
-	{"Llama-3.1-8B", "llama-3.1-8b/bench-steady", []string{"traffic-azure-5rps", "traffic-azure-12rps"}, false, [2]float64{3, 6}, false},
+	{"Llama-3.1-8B", "llama-3.1-8b/bench-steady", []string{"llama-3.1-8b/traffic-azure-5rps", "llama-3.1-8b/traffic-azure-12rps"}, false},
 	{"Mistral-Nemo-Base-2407", "mistral-nemo-base-2407/bench-steady",
-		[]string{"mistral-nemo-base-2407/traffic-azure-5rps", "mistral-nemo-base-2407/traffic-azure-12rps"}, true, [2]float64{3, 6}, false},
-	// Missed on wall time: 3.15% and 6.38% today; the one form's 2.73%
-	// and 5.31% would meet it.
-	{"Qwen2.5-7B", "qwen2.5-7b/bench-steady", []string{"qwen2.5-7b/traffic-azure-5rps", "qwen2.5-7b/traffic-azure-12rps"}, true, [2]float64{3.4, 6.8}, true},
+		[]string{"mistral-nemo-base-2407/traffic-azure-5rps", "mistral-nemo-base-2407/traffic-azure-12rps"}, false},
+	{"Qwen2.5-7B", "qwen2.5-7b/bench-steady", []string{"qwen2.5-7b/traffic-azure-5rps", "qwen2.5-7b/traffic-azure-12rps"}, false},
 }
 
 func h200Paths(names ...string) []string {
@@ -114,37 +106,21 @@ func TestH200Shapes(t *testing.T) {
 				}
 			}
 			def := got[h200Forms[2].name]
-			require.Less(t, got[h200Forms[1].name].decode.MAPE, got[h200Forms[0].name].decode.MAPE, "%s %s: the ragged terms beat the grid's", sh.name, target)
-			require.Less(t, def.decode.MAPE, got[h200Forms[0].name].decode.MAPE, "%s %s: the regimes beat the grid's terms", sh.name, target)
-			// The regimes are chosen on the grid alone (fit.RegimeZ): on
-			// Qwen's wall time the bounds the grid's 18 batch sizes
-			// support (4 and 80) over-price the traffic's batches of 5–8
-			// and 33–64 by 3–4%, which one form does not.
 			oneForm := got[h200Forms[1].name].decode
-			if target == TargetWall && sh.wallOneForm {
-				require.Greater(t, def.decode.MAPE, oneForm.MAPE, "%s %s: one form beats the regimes", sh.name, target)
-			} else {
-				require.Less(t, def.decode.MAPE, oneForm.MAPE, "%s %s: the regimes beat one form", sh.name, target)
-				require.Less(t, def.decode.P90APE, oneForm.P90APE, "%s %s: the regimes beat one form", sh.name, target)
-			}
-			// Issue 14's decode targets: met on device time by every shape,
-			// on wall time by Llama and Mistral-Nemo, missed narrowly by
-			// Qwen (h200Shape.wallDecode). Where grid and traffic share a
+			require.Less(t, oneForm.MAPE, got[h200Forms[0].name].decode.MAPE, "%s %s: the ragged terms beat the grid's", sh.name, target)
+			// The regimes are chosen on the grid alone (fit.RegimeZ).
+			require.Less(t, def.decode.MAPE, oneForm.MAPE, "%s %s: the regimes beat one form", sh.name, target)
+			require.Less(t, def.decode.P90APE, oneForm.P90APE, "%s %s: the regimes beat one form", sh.name, target)
+			// Issue 14's targets, on wall and device time: decode MAPE 3%
+			// and p90 6%, mixed MAPE 5%. Where grid and traffic share a
 			// machine the wall-time bias is under 1.25%: the grid's host
 			// time is the traffic's (TestH200GridHost).
-			lim := [2]float64{3, 6}
-			if target == TargetWall {
-				lim = sh.wallDecode
-				if sh.sameMachine {
-					require.Less(t, math.Abs(def.decode.MeanBias), 1.25, "%s %s", sh.name, target)
-				}
+			if target == TargetWall && sh.sameMachine {
+				require.Less(t, math.Abs(def.decode.MeanBias), 1.25, "%s %s", sh.name, target)
 			}
-			require.LessOrEqual(t, def.decode.MAPE, lim[0], "%s %s", sh.name, target)
-			require.LessOrEqual(t, def.decode.P90APE, lim[1], "%s %s", sh.name, target)
-			// Mixed steps miss the 5% target on every shape (13–20% today;
-			// TestH200MixedSpread says why).
-			require.Greater(t, def.mixed.MAPE, 5.0, sh.name)
-			require.Less(t, def.mixed.MAPE, 21.0, sh.name)
+			require.LessOrEqual(t, def.decode.MAPE, 3.0, "%s %s", sh.name, target)
+			require.LessOrEqual(t, def.decode.P90APE, 6.0, "%s %s", sh.name, target)
+			require.LessOrEqual(t, def.mixed.MAPE, 5.0, "%s %s", sh.name, target)
 		}
 	}
 }
@@ -274,32 +250,44 @@ func slopeOf(x, y []float64) float64 {
 	return sxy / sxx
 }
 
-// TestH200MixedSpread: mixed steps (a prompt riding with decodes) run
-// eagerly and are launch-bound; steps of one composition take times far
-// apart, so even a linear form fitted on the traffic's own mixed steps
-// (an upper bound for any model fitted elsewhere) stays above 5% MAPE.
-func TestH200MixedSpread(t *testing.T) {
-	terms := []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermPrefillRequests,
-		model.TermDecodeRequests, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
-	for _, sh := range h200Shapes {
-		for _, target := range []string{TargetWall, TargetGPU} {
-			mixed := h200Data(t, target, Selection{Kinds: []string{datasets.KindMixed}}, sh.traffic...).Data
-			r, err := Linear(mixed, Options{Terms: terms, Method: MethodHuberNN, Relative: true, Degenerate: DegenerateDrop})
-			require.NoError(t, err)
-			m := Evaluate(r.Model, mixed, 0).Overall
-			// The spread of small prompts: steps of under 256 prompt tokens.
-			var small []float64
-			for i, f := range mixed.Features {
-				if f.PrefillTokens < 256 {
-					small = append(small, mixed.Y[i])
-				}
+// TestH200MixedGraphs: the worker replays a CUDA graph for a prefill or
+// mixed step of up to its largest capture size (512 tokens), padded to the
+// next size; the first Llama traffic runs (datasets/h200/traffic-azure-*)
+// ran those steps eagerly, bound by launching the layers' kernels from
+// Python. Mixed steps of under 256 prompt tokens, device time: the graphs
+// cut the median and the spread between p10 and p90.
+func TestH200MixedGraphs(t *testing.T) {
+	small := func(l *Loaded) []float64 {
+		var y []float64
+		for i, f := range l.Data.Features {
+			if f.PrefillTokens < 256 {
+				y = append(y, l.Data.Y[i])
 			}
-			slices.Sort(small)
-			t.Logf("%-22s %-12s %d traffic mixed steps, in-sample on themselves (%s): MAPE %.2f%% p90 %.2f%%; prompts under 256 tokens: p10 %.1f ms, p90 %.1f ms",
-				sh.name, target, mixed.Len(), strings.Join(terms, ","), m.MAPE, m.P90APE, model.SortedQuantile(small, 0.1)/1e6, model.SortedQuantile(small, 0.9)/1e6)
-			require.Greater(t, m.MAPE, 5.0, sh.name)
+		}
+		slices.Sort(y)
+		return y
+	}
+	mixed := Selection{Kinds: []string{datasets.KindMixed}}
+	eager := small(h200Data(t, TargetGPU, mixed, "traffic-azure-5rps", "traffic-azure-12rps"))
+	l := h200Data(t, TargetGPU, mixed, h200Shapes[0].traffic...)
+	graphs := small(l)
+	q := model.SortedQuantile
+	t.Logf("Llama-3.1-8B mixed steps under 256 prompt tokens, device time: eager %d steps p10 %.1f p50 %.1f p90 %.1f ms; graphs %d steps p10 %.1f p50 %.1f p90 %.1f ms",
+		len(eager), q(eager, 0.1)/1e6, q(eager, 0.5)/1e6, q(eager, 0.9)/1e6, len(graphs), q(graphs, 0.1)/1e6, q(graphs, 0.5)/1e6, q(graphs, 0.9)/1e6)
+	require.Less(t, q(graphs, 0.5), 0.7*q(eager, 0.5))
+	require.Less(t, q(graphs, 0.9)-q(graphs, 0.1), q(eager, 0.9)-q(eager, 0.1))
+	// The steps table records the graph and its padding.
+	var replayed int
+	for _, st := range l.Steps {
+		tokens := st.SumPrefillTokens + int64(st.NumDecodeRequests)
+		require.Equal(t, tokens <= 512, st.CUDAGraphSize > 0, "step %d: %d tokens", st.StepID, tokens)
+		if st.CUDAGraphSize > 0 {
+			replayed++
+			require.GreaterOrEqual(t, int64(st.CUDAGraphSize), tokens)
+			require.Equal(t, int64(st.CUDAGraphSize)-tokens, st.PaddedTokens, "step %d", st.StepID)
 		}
 	}
+	require.Positive(t, replayed)
 }
 
 // TestH200OpsShapes: the measured-operations prior for vLLM's kernels, no
@@ -321,7 +309,7 @@ func TestH200OpsShapes(t *testing.T) {
 				logReport(t, fmt.Sprintf("%-22s %-11s %s", sh.name, set.label, strings.TrimPrefix(name, "ops("+h200OpsDatabase+", "+sh.name+")")), r)
 				if engine == "" {
 					require.Less(t, r.Overall.MeanBias, -20.0, "%s: vLLM's kernels under-price steplab's worker", sh.name)
-				} else {
+				} else if set.label == "traffic" {
 					require.LessOrEqual(t, r.Overall.MAPE, 15.0, sh.name)
 				}
 			}

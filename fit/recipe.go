@@ -24,6 +24,11 @@ type KindSpec struct {
 	// the kind's rows says the data has regimes (regimeBounds); "" for
 	// one form.
 	Regimes string `json:"regimes,omitempty" yaml:"regimes"`
+	// Bounds are regime bounds along Regimes known before the search,
+	// where the engine changes how it runs a step (a CUDA graph up to its
+	// largest captured size, eagerly above it): kept whatever the
+	// held-out error, and the search adds to them.
+	Bounds []float64 `json:"bounds,omitempty" yaml:"bounds"`
 	// Relative fits the linear form in relative error (rows weighted
 	// 1/y²), as the held-out error that picks the regimes is measured.
 	Relative bool `json:"relative,omitempty" yaml:"relative"`
@@ -37,16 +42,27 @@ type KindSpec struct {
 //     points (kv_max_ratio 1: a ragged batch is outside its hull), and
 //     RaggedDecodeTerms split into batch-size regimes where the grid's
 //     held-out error says so, fitted in relative error;
-//   - mixed: the default terms when mixed steps were measured (no grid:
-//     mixed points are not on one) and they price them better than the
-//     composition from prefill and decode does; else composed.
+//   - mixed: MixedTerms split into regimes of scheduled tokens where the
+//     grid's held-out error says so, fitted in relative error, when mixed
+//     steps were measured (no table: mixed points are not on one grid) and
+//     they price them better than the composition from prefill and decode
+//     does; else composed.
 var DefaultKindSpecs = []KindSpec{
 	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests, model.TermPrefillKVTokens},
 		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
 	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio + "=1"},
 		Terms: RaggedDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
-	{Kind: datasets.KindMixed, Terms: model.DefaultTerms},
+	{Kind: datasets.KindMixed, Terms: MixedTerms, Regimes: model.CoordScheduledTokens, Relative: true},
 }
+
+// MixedTerms price a step whose prefill chunks ride with decodes: a fixed
+// cost, the chunks' tokens, their causal attention and count, and the
+// decodes as RaggedDecodeTerms price them (their count, the KV they read,
+// the longest context and the batch padded to it). The regimes of
+// scheduled tokens are where the engine changes how it runs the step: a
+// CUDA graph up to the largest captured size, eagerly above it.
+var MixedTerms = []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermPrefillRequests,
+	model.TermDecodeRequests, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
 
 // RaggedDecodeTerms price a decode step whose requests read different
 // contexts: a fixed cost, the CUDA-graph batch the step ran, the KV tokens
@@ -193,6 +209,9 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 			return nil, fmt.Errorf("fit: recipe kind %q: want prefill, decode and mixed, once each", spec.Kind)
 		}
 		seen[spec.Kind] = true
+		if spec.Regimes == model.CoordScheduledTokens && d.GraphTokens > 0 && !slices.Contains(spec.Bounds, float64(d.GraphTokens)) {
+			spec.Bounds = append(slices.Clone(spec.Bounds), float64(d.GraphTokens))
+		}
 		idx := rows[spec.Kind]
 		if spec.Kind == datasets.KindMixed && len(idx) < opt.MinRows {
 			compose = &spec

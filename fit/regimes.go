@@ -27,6 +27,12 @@ const maxRegimeCandidates = 32
 // (the pieces are then fitted on every row).
 const maxRegimeRows = 512
 
+// regimeRepeats is how many fold assignments (seeds Seed, Seed+1, ...)
+// each row's held-out error is averaged over in the search for regime
+// bounds: with one, which bounds pass RegimeZ on a few hundred grid rows
+// depends on how the folds fell.
+const regimeRepeats = 3
+
 // RegimeReport is one piece of a kind's linear form split into regimes.
 type RegimeReport struct {
 	// Range says which steps the piece prices, e.g. "decode_requests <= 32".
@@ -71,17 +77,40 @@ func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float
 		}
 		idx = sample
 	}
-	fold := Folds(len(idx), opt.Folds, opt.Seed)
-	s, err := newRegimeSearch(d, idx, fold, fn, terms, spec.Relative, opt.Folds)
-	if err != nil {
-		return nil, err
+	var searches []*regimeSearch
+	for r := range regimeRepeats {
+		fold := Folds(len(idx), opt.Folds, opt.Seed+uint64(r))
+		s, err := newRegimeSearch(d, idx, fold, fn, terms, spec.Relative, opt.Folds)
+		if err != nil {
+			return nil, err
+		}
+		searches = append(searches, s)
 	}
-	var upper []float64
-	cur := s.heldOut(upper)
+	heldOut := func(upper []float64) []float64 {
+		var sum []float64
+		for _, s := range searches {
+			e := s.heldOut(upper)
+			if e == nil {
+				return nil
+			}
+			if sum == nil {
+				sum = make([]float64, len(e))
+			}
+			for i, v := range e {
+				sum[i] += v / regimeRepeats
+			}
+		}
+		return sum
+	}
+	upper := slices.Sorted(slices.Values(spec.Bounds))
+	cur := heldOut(upper)
+	if cur == nil && len(upper) > 0 { // a known bound leaves a piece the rows cannot fit
+		upper, cur = nil, heldOut(nil)
+	}
 	if cur == nil {
 		return nil, nil
 	}
-	cands := regimeCandidates(s.x, opt.SnapRel)
+	cands := regimeCandidates(searches[0].x, opt.SnapRel)
 	for {
 		var next, nextErr []float64
 		best := mean(cur)
@@ -91,7 +120,7 @@ func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float
 			}
 			try := append(slices.Clone(upper), c)
 			slices.Sort(try)
-			if e := s.heldOut(try); e != nil && mean(e) < best {
+			if e := heldOut(try); e != nil && mean(e) < best {
 				next, nextErr, best = try, e, mean(e)
 			}
 		}

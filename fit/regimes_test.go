@@ -140,3 +140,41 @@ func TestBuildTableLeavesOffGridLines(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "no rows meet the table's conditions", st.Reason)
 }
+
+// TestFitRecipeKnownBounds: bounds known before the search (KindSpec.Bounds,
+// and Data.GraphTokens on scheduled_tokens) are kept whatever the held-out
+// error, and the search adds the data's own; with the held-out error
+// averaged over regimeRepeats fold assignments, the bound the data has is
+// found whatever the seed.
+func TestFitRecipeKnownBounds(t *testing.T) {
+	oneRegime := func(b, longest, kv float64) float64 { return 6e6 + 2e4*b + 1500*longest + 10*kv }
+	known := DefaultKindSpecs[1]
+	known.Bounds = []float64{64}
+	res, err := FitRecipe(decodeData(t, raggedGrid(oneRegime, 2)), RecipeOptions{Seed: 1, Kinds: []KindSpec{known}})
+	require.NoError(t, err)
+	require.Equal(t, []float64{64}, res.Model.Kind(datasets.KindDecode).Regimes.Upper, "kept though one form would do")
+
+	known.Bounds = []float64{8}
+	res, err = FitRecipe(decodeData(t, raggedGrid(splitKernel, 1)), RecipeOptions{Seed: 1, Kinds: []KindSpec{known}})
+	require.NoError(t, err)
+	require.Equal(t, []float64{8, 32}, res.Model.Kind(datasets.KindDecode).Regimes.Upper, "the data's bound added to the known one")
+
+	known.Bounds = []float64{128} // above it only B=256: 9 rows, too few for a piece
+	res, err = FitRecipe(decodeData(t, raggedGrid(splitKernel, 1)), RecipeOptions{Seed: 1, Kinds: []KindSpec{known}})
+	require.NoError(t, err)
+	require.Equal(t, []float64{32}, res.Model.Kind(datasets.KindDecode).Regimes.Upper, "a bound the rows cannot fit is dropped")
+
+	tokens := DefaultKindSpecs[1]
+	tokens.Regimes = model.CoordScheduledTokens // a decode step's tokens are its requests
+	d := decodeData(t, raggedGrid(oneRegime, 2))
+	d.GraphTokens = 64
+	res, err = FitRecipe(d, RecipeOptions{Seed: 1, Kinds: []KindSpec{tokens}})
+	require.NoError(t, err)
+	require.Equal(t, []float64{64}, res.Model.Kind(datasets.KindDecode).Regimes.Upper, "the engine's largest CUDA graph")
+
+	for seed := range uint64(5) {
+		res, err := FitRecipe(decodeData(t, raggedGrid(splitKernel, 1)), RecipeOptions{Seed: seed, SkipResiduals: true})
+		require.NoError(t, err)
+		require.Equal(t, []float64{32}, res.Model.Kind(datasets.KindDecode).Regimes.Upper, "seed %d", seed)
+	}
+}

@@ -135,6 +135,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	}
 	l := &Loaded{}
 	policies := map[string]bool{}
+	graphs := map[int]bool{} // the largest CUDA graph of each dataset that records its sizes
 	var total int
 	var b dataBuilder
 	for _, p := range paths {
@@ -158,6 +159,9 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 				slog.Warn("admission-step decode measurements", "dataset", p, "warning", w)
 				l.Warnings = append(l.Warnings, w)
 			}
+		}
+		if m := d.Manifest; m != nil && len(m.CUDAGraphSizes) > 0 {
+			graphs[slices.Max(m.CUDAGraphSizes)] = true
 		}
 		first := b.len()
 		l.Offsets = append(l.Offsets, first)
@@ -193,6 +197,11 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 			de.Detail += " in dataset " + l.DatasetOf(de.Row)
 		}
 		return nil, err
+	}
+	if len(graphs) == 1 {
+		for g := range graphs {
+			data.GraphTokens = g
+		}
 	}
 	l.Data = data
 	return l, nil

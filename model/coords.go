@@ -20,6 +20,11 @@ const (
 	// a ragged one lies outside its hull and goes to the linear form,
 	// which prices the longest context.
 	CoordKVMaxRatio = "kv_max_ratio"
+	// CoordScheduledTokens is the tokens the step computes: prefill
+	// tokens plus one a decode request. A CUDA graph for a prefill or
+	// mixed step is picked by it, so the step's cost changes regime where
+	// it passes the largest captured size.
+	CoordScheduledTokens = "scheduled_tokens"
 )
 
 var coordFuncs = map[string]TermFunc{
@@ -35,6 +40,7 @@ var coordFuncs = map[string]TermFunc{
 		}
 		return f.DecodeMaxKVTokens * f.DecodeRequests / f.DecodeKVTokens
 	},
+	CoordScheduledTokens: func(f Features) float64 { return f.PrefillTokens + f.DecodeRequests },
 }
 
 // Coord returns the function of a coordinate name: one of the coordinates
@@ -46,5 +52,5 @@ func Coord(name string) (TermFunc, error) {
 	if fn, ok := termFuncs[name]; ok {
 		return fn, nil
 	}
-	return nil, fmt.Errorf("model: unknown coordinate %q (known: %s, %s or a term: %v)", name, CoordKVPerRequest, CoordKVMaxRatio, KnownTerms())
+	return nil, fmt.Errorf("model: unknown coordinate %q (known: %s, %s, %s or a term: %v)", name, CoordKVPerRequest, CoordKVMaxRatio, CoordScheduledTokens, KnownTerms())
 }
