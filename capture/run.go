@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -220,5 +221,8 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 		m.Model.Name = opts.Preset
 	}
 	m.Engine.NumGPUBlocks = r.NumGPUBlocks
-	m.CUDAGraphSizes = r.CUDAGraphSizes
+	// Every size the worker captured, decode rows and prefill/mixed tokens
+	// alike (vLLM's capture sizes count tokens): the largest is where a
+	// step stops replaying a graph.
+	m.CUDAGraphSizes = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(r.CUDAGraphSizes), r.MixedCUDAGraphSizes...))))
 }
