@@ -334,6 +334,9 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		rep.Recipe.Kinds = rr.Kinds
 		for _, k := range rr.Kinds {
 			rep.drop(k.Kind, k.Dropped)
+			for _, g := range k.Regimes {
+				rep.drop(k.Kind+" ("+g.Range+")", g.Dropped)
+			}
 		}
 		fpm, rep.Method = rr.Model, "recipe"
 		cvOpt := ropt

@@ -301,7 +301,8 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, model.FormRecipe, a.Form)
 			require.Equal(t, c.kinds, a.Training.Selection.Kinds)
-			require.Contains(t, out, "dropped term prefill_kv_tokens: ", "no prefill reads cached KV")
+			require.Contains(t, out, "dropped term ")
+			require.NotRegexp(t, `(?m)^\s+prefill_kv_tokens\s+[-0-9]`, out, "no prefill reads cached KV: no kind prices it")
 			require.NotEmpty(t, a.Notes)
 			for _, n := range a.Notes {
 				term, reason, _ := strings.Cut(strings.TrimPrefix(n, "term "), " dropped: ")
