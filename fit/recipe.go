@@ -27,7 +27,8 @@ type KindSpec struct {
 	// Bounds are regime bounds along Regimes known before the search,
 	// where the engine changes how it runs a step (a CUDA graph up to its
 	// largest captured size, eagerly above it): kept whatever the
-	// held-out error, and the search adds to them.
+	// held-out error unless a piece they leave has too few rows to fit,
+	// and the search adds to them.
 	Bounds []float64 `json:"bounds,omitempty" yaml:"bounds"`
 	// Relative fits the linear form in relative error (rows weighted
 	// 1/y²), as the held-out error that picks the regimes is measured.

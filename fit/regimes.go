@@ -45,11 +45,13 @@ type RegimeReport struct {
 
 // regimeBounds chooses where the kind's linear form splits along the
 // coordinate spec.Regimes (model.Regimes), from the rows idx, by held-out
-// error: starting from one piece, each value of the coordinate in the
+// error: starting from the known bounds spec.Bounds (none when a piece
+// they leave cannot be fitted) or one piece, each value of the coordinate in the
 // data is tried as a bound (a piece prices the steps up to and including
 // it, so steps between two measured values go to the upper piece); the
 // bound whose pieces, each fitted on its own rows, give the smallest mean
-// absolute relative error out of fold (opt.Folds folds, seeded) is kept
+// absolute relative error out of fold (opt.Folds folds, each row's error
+// averaged over regimeRepeats seeded fold assignments) is kept
 // if it cuts every row's error by RegimeZ standard errors on average;
 // until no bound does. No bounds: one linear form. Of more than
 // maxRegimeRows rows, an evenly spaced sample is searched.

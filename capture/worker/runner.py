@@ -183,7 +183,7 @@ class ModelRunner:
         # Decode-only batches replay a graph of their padded batch size; any
         # other step of up to the largest size replays one of its padded
         # token count (vLLM's full-graph mode): run eagerly, a small step is
-        # bound by launching ~10 kernels a layer from Python, and its time
+        # bound by launching tens of kernels a layer from Python, and its time
         # is the host's jitter rather than the GPU's work.
         self.graphs = {}
         self.graph_sizes = []
@@ -197,6 +197,8 @@ class ModelRunner:
                 self.log("cuda_graph_sizes ignored: attention backend %s is not graph-safe" % be)
             else:
                 t0 = time.monotonic_ns()
+                self.graph_pool = torch.cuda.graph_pool_handle()
+                self._stream = torch.cuda.Stream(self.device)
                 self._capture_graphs([s for s in ecfg.cuda_graph_sizes if s <= ecfg.max_num_seqs])
                 self._capture_mixed_graphs([s for s in ecfg.cuda_graph_sizes if self._mixed_size_ok(s)])
                 self.graph_capture_ns = time.monotonic_ns() - t0
@@ -265,10 +267,6 @@ class ModelRunner:
         self.seq_lens_np[start:end] = 1
         self.qsl_np[start + 1:end + 1] = self.arange_np[start + 1:end + 1]
 
-    def _decode_meta(self, size):
-        return AttnMeta(size, size, 1, self.qsl[:size + 1], self.seq_lens[:size], self.batch.block_table_gpu[:size],
-                        self.slots[:size], self.qsl_np, self.seq_lens_np)
-
     def _copy_inputs(self, num_tokens, num_reqs):
         nb = self.is_cuda
         self.input_ids[:num_tokens].copy_(self.input_ids_cpu[:num_tokens], non_blocking=nb)
@@ -321,8 +319,6 @@ class ModelRunner:
         return g, out
 
     def _capture_graphs(self, sizes):
-        self.graph_pool = torch.cuda.graph_pool_handle()
-        self._stream = torch.cuda.Stream(self.device)
         # Padding rows' block-table rows point at the scratch block.
         self.batch.block_table_gpu.fill_(self.num_blocks)
         for size in sorted(sizes, reverse=True):
@@ -340,9 +336,6 @@ class ModelRunner:
         graph replays."""
         if not sizes:
             return
-        if not hasattr(self, "graph_pool"):
-            self.graph_pool = torch.cuda.graph_pool_handle()
-            self._stream = torch.cuda.Stream(self.device)
         self.batch.block_table_gpu.fill_(self.num_blocks)
         for size in sorted(sizes, reverse=True):
             rows = self._mixed_rows(size)
