@@ -35,7 +35,12 @@ func identifiable(d *Data, terms []string, relative bool) (kept []string, droppe
 	}()
 	terms = slices.DeleteFunc(slices.Clone(terms), func(t string) bool {
 		if n := d.Unrecorded[t]; n > 0 {
-			dropped = append(dropped, DroppedTerm{t, fmt.Sprintf("not recorded by the source on %d of %d rows", n, d.Len())})
+			// Unrecorded counts the whole data a kind's rows were taken from.
+			reason := fmt.Sprintf("not recorded by the source on %d of %d rows", n, d.Len())
+			if n > d.Len() {
+				reason = fmt.Sprintf("not recorded by the source on %d rows of the data", n)
+			}
+			dropped = append(dropped, DroppedTerm{t, reason})
 			return true
 		}
 		return false
