@@ -97,29 +97,47 @@ class LlamaModel:
         x2 = x[..., half:]
         return torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
 
+    # The element-wise steps of a layer, one method each: the forward pass
+    # runs them and capture/worker/opbench.py measures them.
+    def _qkv_rope(self, qkv, cos, sin):
+        """Splits the fused projection [T, (H + 2 KVH) D] into q, k, v and
+        rotates q and k."""
+        cfg = self.cfg
+        T = qkv.shape[0]
+        H, KVH, D = cfg.heads, cfg.kv_heads, cfg.head_dim
+        q = qkv[:, : H * D].view(T, H, D)
+        k = qkv[:, H * D: (H + KVH) * D].view(T, KVH, D)
+        v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
+        return self._rope(q, cos, sin), self._rope(k, cos, sin), v
+
+    @staticmethod
+    def _kv_write(k, v, kc, vc, slots):
+        """Stores the step's keys and values at their cache slots."""
+        nb, bs, KVH, D = kc.shape
+        kc.view(nb * bs, KVH, D).index_copy_(0, slots, k)
+        vc.view(nb * bs, KVH, D).index_copy_(0, slots, v.contiguous())
+
+    @staticmethod
+    def _silu_mul(gu):
+        g, u = gu.chunk(2, dim=-1)
+        return F.silu(g) * u
+
     def forward(self, input_ids, positions, meta, k_cache, v_cache):
         """input_ids, positions: [T]; returns hidden states [T, hidden]
         (before the final norm). k_cache/v_cache: [layers, blocks, bs, KVH, D]."""
         cfg = self.cfg
         T = input_ids.shape[0]
-        H, KVH, D = cfg.heads, cfg.kv_heads, cfg.head_dim
+        H, D = cfg.heads, cfg.head_dim
         x = F.embedding(input_ids, self.embed)
         cos = self.cos.index_select(0, positions).unsqueeze(1)
         sin = self.sin.index_select(0, positions).unsqueeze(1)
         slots = meta.slot_mapping
         for li, L in enumerate(self.layers):
             a = self._rms(x, L.in_norm)
-            qkv = F.linear(a, L.qkv, L.qkv_b)
-            q = qkv[:, : H * D].view(T, H, D)
-            k = qkv[:, H * D: (H + KVH) * D].view(T, KVH, D)
-            v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
-            q = self._rope(q, cos, sin)
-            k = self._rope(k, cos, sin)
+            q, k, v = self._qkv_rope(F.linear(a, L.qkv, L.qkv_b), cos, sin)
             kc = k_cache[li]
             vc = v_cache[li]
-            nb, bs = kc.shape[0], kc.shape[1]
-            kc.view(nb * bs, KVH, D).index_copy_(0, slots, k)
-            vc.view(nb * bs, KVH, D).index_copy_(0, slots, v.contiguous())
+            self._kv_write(k, v, kc, vc, slots)
             if self.triton_attn is not None:
                 o = self.triton_attn(q, kc, vc, meta.block_table, meta.seq_lens, meta.qsl,
                                      meta.num_reqs, meta.max_q_len, self.scale)
@@ -128,9 +146,7 @@ class LlamaModel:
                                           meta.num_reqs, self.scale)
             x = x + F.linear(o.view(T, H * D), L.o)
             a = self._rms(x, L.post_norm)
-            gu = F.linear(a, L.gate_up)
-            g, u = gu.chunk(2, dim=-1)
-            x = x + F.linear(F.silu(g) * u, L.down)
+            x = x + F.linear(self._silu_mul(F.linear(a, L.gate_up)), L.down)
         return x
 
     def logits(self, hidden):
@@ -151,10 +167,7 @@ class LlamaModel:
         mask = torch.ones(T, T, dtype=torch.bool, device=self.device).triu(1)
         for L in self.layers:
             a = self._rms(x, L.in_norm)
-            qkv = F.linear(a, L.qkv, L.qkv_b)
-            q = self._rope(qkv[:, : H * D].view(T, H, D), cos, sin)
-            k = self._rope(qkv[:, H * D: (H + KVH) * D].view(T, KVH, D), cos, sin)
-            v = qkv[:, (H + KVH) * D:].view(T, KVH, D)
+            q, k, v = self._qkv_rope(F.linear(a, L.qkv, L.qkv_b), cos, sin)
             k = k.repeat_interleave(G, dim=1)
             v = v.repeat_interleave(G, dim=1)
             s = torch.einsum("qhd,khd->hqk", q.float(), k.float()) * self.scale
@@ -162,6 +175,5 @@ class LlamaModel:
             o = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v.float()).to(x.dtype)
             x = x + F.linear(o.reshape(T, H * D), L.o)
             a = self._rms(x, L.post_norm)
-            g, u = F.linear(a, L.gate_up).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(g) * u, L.down)
+            x = x + F.linear(self._silu_mul(F.linear(a, L.gate_up)), L.down)
         return self.logits(x)
