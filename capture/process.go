@@ -102,18 +102,9 @@ func (t *tail) Last() string {
 // StartWorker starts the worker process. stderrLog receives its stderr
 // (nil: discarded, but the last lines are kept for error reports).
 func StartWorker(opts WorkerOptions, stderrLog io.Writer) (*Process, error) {
-	if opts.Python == "" {
-		opts.Python = os.Getenv("STEPLAB_PYTHON")
-	}
-	if opts.Python == "" {
-		opts.Python = "python3"
-	}
-	if opts.Script == "" {
-		s, err := findWorkerScript()
-		if err != nil {
-			return nil, err
-		}
-		opts.Script = s
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if opts.StartTimeout == 0 {
 		opts.StartTimeout = 10 * time.Minute
@@ -154,6 +145,24 @@ func StartWorker(opts WorkerOptions, stderrLog io.Writer) (*Process, error) {
 		close(p.exited)
 	}()
 	return p, nil
+}
+
+// withDefaults fills in the interpreter and the worker script.
+func (opts WorkerOptions) withDefaults() (WorkerOptions, error) {
+	if opts.Python == "" {
+		opts.Python = os.Getenv("STEPLAB_PYTHON")
+	}
+	if opts.Python == "" {
+		opts.Python = "python3"
+	}
+	if opts.Script == "" {
+		s, err := findWorkerScript()
+		if err != nil {
+			return opts, err
+		}
+		opts.Script = s
+	}
+	return opts, nil
 }
 
 func findWorkerScript() (string, error) {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -12,6 +13,11 @@ import (
 // all-reduce, each a table of coordinates and a latency in milliseconds.
 // It is plain data; package sim/opdb reads it from disk, NewOps
 // prices steps with it.
+//
+// Two additions of steplab's are optional: a table of the engine's
+// element-wise operations (Elementwise), and rows measured launched
+// eagerly beside those replayed from a CUDA graph (Eager), for an engine
+// that runs large steps kernel by kernel from the host.
 type OpDB struct {
 	// Name identifies the database (e.g. "h200-sxm-vllm-0.24.0").
 	Name string `json:"name"`
@@ -27,6 +33,9 @@ type OpDB struct {
 	ContextAttention    []AttentionRow `json:"context_attention"`
 	GenerationAttention []AttentionRow `json:"generation_attention"`
 	AllReduce           []AllReduceRow `json:"allreduce,omitempty"`
+	// Elementwise, when present, replaces the memory-op formula for the
+	// layer's element-wise work (see ElementwiseOps).
+	Elementwise []ElementwiseRow `json:"elementwise,omitempty"`
 }
 
 // OpSystem is what a database says about its GPU.
@@ -50,10 +59,13 @@ type OpSystem struct {
 
 // GEMMRow is one measured GEMM: an (M×K)·(K×N) product in DType.
 type GEMMRow struct {
-	DType     string  `json:"dtype"` // e.g. "bfloat16", "fp8"
-	M         int     `json:"m"`     // tokens
-	N         int     `json:"n"`     // output features
-	K         int     `json:"k"`     // input features
+	DType string `json:"dtype"` // e.g. "bfloat16", "fp8"
+	M     int    `json:"m"`     // tokens
+	N     int    `json:"n"`     // output features
+	K     int    `json:"k"`     // input features
+	// Eager marks a row measured launched from the host call by call
+	// (dispatch included); the others are device time in a CUDA graph.
+	Eager     bool    `json:"eager,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
 }
 
@@ -62,16 +74,49 @@ type GEMMRow struct {
 // no cached prefix); for generation attention it is the KV length each
 // decoding request attends to.
 type AttentionRow struct {
-	Batch     int     `json:"batch"`
-	SeqLen    int     `json:"seq_len"`
-	Heads     int     `json:"heads"`    // query heads (per GPU)
-	KVHeads   int     `json:"kv_heads"` // per GPU
-	HeadDim   int     `json:"head_dim"`
-	Window    int     `json:"window"`   // sliding window; 0 for full attention
-	DType     string  `json:"dtype"`    // compute dtype ("" when the table does not say)
-	KVDType   string  `json:"kv_dtype"` // KV-cache dtype, e.g. "bfloat16", "fp8"
+	Batch   int    `json:"batch"`
+	SeqLen  int    `json:"seq_len"`
+	Heads   int    `json:"heads"`    // query heads (per GPU)
+	KVHeads int    `json:"kv_heads"` // per GPU
+	HeadDim int    `json:"head_dim"`
+	Window  int    `json:"window"`          // sliding window; 0 for full attention
+	DType   string `json:"dtype"`           // compute dtype ("" when the table does not say)
+	KVDType string `json:"kv_dtype"`        // KV-cache dtype, e.g. "bfloat16", "fp8"
+	Eager   bool   `json:"eager,omitempty"` // as GEMMRow.Eager
+	// Slots, in a generation table, is how many programs of the decode
+	// kernel the GPU runs at once (its SMs times the programs an SM holds);
+	// 0 when not measured. See Ops on ragged batches.
+	Slots     int     `json:"slots,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
 }
+
+// ElementwiseRow is one measured element-wise operation of a layer over M
+// token rows of width N, in DType (see ElementwiseOps for the operations
+// and what N is for each).
+type ElementwiseRow struct {
+	Op        string  `json:"op"`
+	M         int     `json:"m"`
+	N         int     `json:"n"`
+	DType     string  `json:"dtype"`
+	Eager     bool    `json:"eager,omitempty"` // as GEMMRow.Eager
+	LatencyMs float64 `json:"latency_ms"`
+}
+
+// The element-wise operations a database can measure, as an engine that
+// does not fuse them into its GEMMs and attention runs them. N is the
+// width the operation runs over per token row. An engine that fuses one
+// away leaves it out of its table and the composition does not price it.
+const (
+	OpRMSNorm     = "rmsnorm"      // N = hidden; twice a layer, and once on the sampled rows
+	OpResidualAdd = "residual_add" // N = hidden; twice a layer
+	OpRoPE        = "rope"         // N = (query heads + KV heads)·head_dim: splitting the q/k/v projection and rotating q and k
+	OpKVWrite     = "kv_write"     // N = KV heads·head_dim: storing the step's keys and values in the cache
+	OpSiLUMul     = "silu_mul"     // N = the MLP's intermediate width
+	OpEmbedding   = "embedding"    // N = hidden; once a step
+)
+
+// ElementwiseOps lists the operations an element-wise table may hold.
+var ElementwiseOps = []string{OpRMSNorm, OpResidualAdd, OpRoPE, OpKVWrite, OpSiLUMul, OpEmbedding}
 
 // AllReduceRow is one measured all-reduce of MessageBytes over GPUs GPUs,
 // launched from a CUDA graph or eagerly.
@@ -89,20 +134,44 @@ const (
 	OpTableContextAttention    = "context_attention"
 	OpTableGenerationAttention = "generation_attention"
 	OpTableAllReduce           = "allreduce"
+	OpTableElementwise         = "elementwise"
 )
 
 var (
 	gemmAxes = []string{"n", "k", "m"}
 	attnAxes = []string{"head_dim", "kv_heads", "heads", "seq_len", "batch"}
 	arAxes   = []string{"gpus", "message_bytes"}
+	ewAxes   = []string{"n", "m"}
 )
 
 // opIndex is the part of an OpDB one model shape reads, ready to look
-// up: its GEMM dtype, its attention dtypes (full attention, window 0) and
-// the CUDA-graph all-reduces (nil when the database has none).
+// up: its GEMM dtype, its attention dtypes (full attention, window 0), the
+// CUDA-graph all-reduces (nil when the database has none), and its
+// element-wise operations (nil: priced by the memory-op formula), each
+// for the two ways a step launches.
 type opIndex struct {
-	sys                       OpSystem
-	gemm, ctx, gen, allreduce *opTable
+	sys       OpSystem
+	allreduce *opTable
+	launch    [2]launchIndex // by launch: graph, eager
+	// decodeSlots is AttentionRow.Slots of the shape's decode kernel (0:
+	// not measured).
+	decodeSlots float64
+}
+
+// The two ways a step's kernels are launched, indexing opIndex.launch.
+const (
+	launchGraph = iota
+	launchEager
+)
+
+// launchIndex is the tables of one launch. An eager table the database
+// did not measure is its graph table (device time only).
+type launchIndex struct {
+	gemm, ctx, gen *opTable
+	// ew holds one table per ElementwiseOps entry, nil for an operation the
+	// database does not measure; ew itself is nil without an element-wise
+	// table.
+	ew []*opTable
 }
 
 // index validates the rows the shape reads and builds their tables. An
@@ -113,27 +182,48 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 		return nil, fmt.Errorf("opdb %s: %w", db.Name, err)
 	}
 	x := &opIndex{sys: db.System}
-	gb := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s", db.Name, sh.dtype, OpTableGEMM), gemmAxes)
-	have := map[string]bool{}
-	for i, r := range db.GEMM {
-		have[r.DType] = true
-		if r.DType != sh.dtype {
-			continue
-		}
-		if err := gb.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, r.LatencyMs); err != nil {
+	for l := range x.launch {
+		if err := db.indexLaunch(sh, l == launchEager, &x.launch[l]); err != nil {
 			return nil, err
 		}
 	}
-	if len(gb.root) == 0 {
+	g, e := &x.launch[launchGraph], &x.launch[launchEager]
+	if g.gemm == nil {
+		have := map[string]bool{}
+		for _, r := range db.GEMM {
+			have[r.DType] = true
+		}
 		return nil, fmt.Errorf("opdb %s: no %s GEMMs measured (have %s)", db.Name, sh.dtype, strings.Join(sortedKeys(have), ", "))
 	}
-	x.gemm = gb.build()
-	var err error
-	if x.ctx, err = db.attnIndex(OpTableContextAttention, db.ContextAttention, sh); err != nil {
-		return nil, err
+	for _, t := range []struct {
+		name string
+		rows []AttentionRow
+		tab  *opTable
+	}{{OpTableContextAttention, db.ContextAttention, g.ctx}, {OpTableGenerationAttention, db.GenerationAttention, g.gen}} {
+		if t.tab == nil {
+			have := map[string]bool{}
+			for _, r := range t.rows {
+				have[fmt.Sprintf("%s with a %s KV cache, window %d", r.DType, r.KVDType, r.Window)] = true
+			}
+			return nil, fmt.Errorf("opdb %s: no %s measured in %s with a %s KV cache, window 0 (have %s)",
+				db.Name, t.name, sh.dtype, sh.kvDType, strings.Join(sortedKeys(have), "; "))
+		}
 	}
-	if x.gen, err = db.attnIndex(OpTableGenerationAttention, db.GenerationAttention, sh); err != nil {
-		return nil, err
+	e.gemm, e.ctx, e.gen = orTable(e.gemm, g.gemm), orTable(e.ctx, g.ctx), orTable(e.gen, g.gen)
+	switch {
+	case g.ew == nil:
+		g.ew = e.ew
+	case e.ew == nil:
+		e.ew = g.ew
+	default:
+		for i := range e.ew {
+			e.ew[i] = orTable(e.ew[i], g.ew[i])
+		}
+	}
+	for _, r := range db.GenerationAttention {
+		if r.Heads == sh.qHeads && r.KVHeads == sh.kvHeads && r.HeadDim == sh.headDim {
+			x.decodeSlots = max(x.decodeSlots, float64(r.Slots))
+		}
 	}
 	ab := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, OpTableAllReduce), arAxes)
 	for i, r := range db.AllReduce {
@@ -150,15 +240,74 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 	return x, nil
 }
 
+func orTable(t, fallback *opTable) *opTable {
+	if t == nil {
+		return fallback
+	}
+	return t
+}
+
+// indexLaunch builds the tables of the rows measured one way (eager or
+// from a CUDA graph); a table without such rows is left nil.
+func (db *OpDB) indexLaunch(sh *opsShape, eager bool, li *launchIndex) error {
+	how := ""
+	if eager {
+		how = " (eager)"
+	}
+	gb := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s%s", db.Name, sh.dtype, OpTableGEMM, how), gemmAxes)
+	for i, r := range db.GEMM {
+		if r.DType != sh.dtype || r.Eager != eager {
+			continue
+		}
+		if err := gb.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, r.LatencyMs); err != nil {
+			return err
+		}
+	}
+	li.gemm = gb.built()
+	var err error
+	if li.ctx, err = db.attnIndex(OpTableContextAttention+how, db.ContextAttention, sh, eager); err != nil {
+		return err
+	}
+	if li.gen, err = db.attnIndex(OpTableGenerationAttention+how, db.GenerationAttention, sh, eager); err != nil {
+		return err
+	}
+	if len(db.Elementwise) == 0 {
+		return nil
+	}
+	builders := make([]*opTableBuilder, len(ElementwiseOps))
+	for i, op := range ElementwiseOps {
+		builders[i] = newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s%s", db.Name, OpTableElementwise, op, how), ewAxes)
+	}
+	measured := false
+	for i, r := range db.Elementwise {
+		k := slices.Index(ElementwiseOps, r.Op)
+		if k < 0 {
+			return fmt.Errorf("opdb %s: %s row %d: unknown op %q (known: %s)", db.Name, OpTableElementwise, i, r.Op, strings.Join(ElementwiseOps, ", "))
+		}
+		if (r.DType != sh.dtype && r.DType != "") || r.Eager != eager {
+			continue
+		}
+		if err := builders[k].add(i, opCoords{float64(r.N), float64(r.M)}, r.LatencyMs); err != nil {
+			return err
+		}
+		measured = true
+	}
+	if measured {
+		li.ew = make([]*opTable, len(builders))
+		for i, b := range builders {
+			li.ew[i] = b.built()
+		}
+	}
+	return nil
+}
+
 // attnIndex builds the attention table of the shape's compute and KV
-// dtypes, full attention (rows whose table names no compute dtype serve
-// any).
-func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape) (*opTable, error) {
+// dtypes, full attention, launched one way (rows whose table names no
+// compute dtype serve any); nil when no row qualifies.
+func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape, eager bool) (*opTable, error) {
 	b := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, name), attnAxes)
-	have := map[string]bool{}
 	for i, r := range rows {
-		have[fmt.Sprintf("%s with a %s KV cache, window %d", r.DType, r.KVDType, r.Window)] = true
-		if (r.DType != sh.dtype && r.DType != "") || r.KVDType != sh.kvDType || r.Window != 0 {
+		if (r.DType != sh.dtype && r.DType != "") || r.KVDType != sh.kvDType || r.Window != 0 || r.Eager != eager {
 			continue
 		}
 		c := opCoords{float64(r.HeadDim), float64(r.KVHeads), float64(r.Heads), float64(r.SeqLen), float64(r.Batch)}
@@ -166,11 +315,7 @@ func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape) (*opTa
 			return nil, err
 		}
 	}
-	if len(b.root) == 0 {
-		return nil, fmt.Errorf("opdb %s: no %s measured in %s with a %s KV cache, window 0 (have %s)",
-			db.Name, name, sh.dtype, sh.kvDType, strings.Join(sortedKeys(have), "; "))
-	}
-	return b.build(), nil
+	return b.built(), nil
 }
 
 func sortedKeys(m map[string]bool) []string {

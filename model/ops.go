@@ -33,9 +33,14 @@ import (
 // Lookups interpolate in log space between measured points and, past the
 // measured grid, scale the nearest measured point by the operation's
 // speed-of-light cost (see opTable); Breakdown names the operations that
-// were extrapolated. Operations the database does not measure (norms,
-// activation, embedding gather) cost bytes/(bandwidth·scaling) plus a
-// constant each, with the database's own system constants.
+// were extrapolated. The element-wise operations are read from the
+// database's element-wise table when it has one (ElementwiseOps); without
+// one they cost bytes/(bandwidth·scaling) plus a constant each, with the
+// database's own system constants.
+//
+// A step of more rows than the engine's largest CUDA graph (WithGraphs)
+// runs kernel by kernel from the host: it reads the database's eager rows
+// where it has them, which include the host's dispatch.
 //
 // The database prices its framework's kernels; an engine running other
 // kernels or other launch overheads is described by an OpsEngine.
@@ -44,6 +49,9 @@ type Ops struct {
 	name   string
 	shape  opsShape
 	engine OpsEngine
+	// graphMax is the largest CUDA graph the engine captures, in rows (0:
+	// not known, every step priced as the graph rows).
+	graphMax float64
 }
 
 // OpsEngine is how the engine that runs a model departs from the
@@ -120,6 +128,18 @@ func (o *Ops) WithEngine(e OpsEngine) (*Ops, error) {
 	return &c, nil
 }
 
+// WithGraphs returns the prior for an engine that captures CUDA graphs at
+// sizes (rows: decode requests, or tokens of a step with prefill work):
+// a step of more rows than the largest runs eagerly.
+func (o *Ops) WithGraphs(sizes []int) *Ops {
+	c := *o
+	c.graphMax = 0
+	for _, s := range sizes {
+		c.graphMax = math.Max(c.graphMax, float64(s))
+	}
+	return &c
+}
+
 // Engine is the engine the prior prices for.
 func (o *Ops) Engine() OpsEngine { return o.engine }
 
@@ -137,6 +157,9 @@ type OpsBreakdown struct {
 	AllReduceNs      float64 `json:"allreduce_ns"`
 	EngineStepNs     float64 `json:"engine_step_ns"` // OpsEngine.GraphStepNs or EagerStepNs
 	TotalNs          float64 `json:"total_ns"`
+	// Eager says the step ran kernel by kernel (more rows than the largest
+	// CUDA graph).
+	Eager bool `json:"eager,omitempty"`
 	// Extrapolated lists the operations priced past the measured grid.
 	Extrapolated []string `json:"extrapolated,omitempty"`
 }
@@ -148,9 +171,10 @@ const (
 	extContext
 	extGeneration
 	extAllReduce
+	extElementwise
 )
 
-var extNames = []string{OpTableGEMM, "lm_head", OpTableContextAttention, OpTableGenerationAttention, OpTableAllReduce}
+var extNames = []string{OpTableGEMM, "lm_head", OpTableContextAttention, OpTableGenerationAttention, OpTableAllReduce, OpTableElementwise}
 
 // PredictNs implements FPM: the step's device time in ns. Admission
 // features (NewRequests, NewReqTokens) are host work, not device time.
@@ -187,29 +211,37 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 			ext |= bit
 		}
 	}
+	b.Eager = o.graphMax > 0 && rows > o.graphMax
+	li := &o.db.launch[launchGraph]
+	if b.Eager {
+		li = &o.db.launch[launchEager]
+	}
 
-	qkv, x1 := o.gemmNs(rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
-	proj, x2 := o.gemmNs(rows, sh.hidden, sh.qHeads*sh.headDim)
-	mlp, x3 := o.mlpNs(rows)
+	qkv, x1 := o.gemmNs(li, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
+	proj, x2 := o.gemmNs(li, rows, sh.hidden, sh.qHeads*sh.headDim)
+	mlp, x3 := o.mlpNs(li, rows)
 	b.GEMMNs = (L*(qkv+proj) + mlp) * orOne(e.GEMMScale)
 	flag(extGEMM, x1 || x2 || x3)
 
-	if s := sampledRows(f); s > 0 {
-		lm, x := o.gemmNs(s, sh.vocab, sh.hidden)
+	s := sampledRows(f)
+	if s > 0 {
+		lm, x := o.gemmNs(li, s, sh.vocab, sh.hidden)
 		b.LMHeadNs = lm * orOne(e.GEMMScale)
 		flag(extLMHead, x)
 	}
 	if f.PrefillTokens > 0 {
-		ns, x := o.contextAttnNs(f)
+		ns, x := o.contextAttnNs(li, f)
 		b.ContextAttnNs = L * ns * orOne(e.ContextAttnScale)
 		flag(extContext, x)
 	}
 	if f.DecodeRequests > 0 {
-		ns, x := o.generationAttnNs(f.DecodeRequests, f.DecodeKVTokens/f.DecodeRequests+1)
+		ns, x := o.generationAttnNs(li, f.DecodeRequests, o.decodeKV(f))
 		b.GenerationAttnNs = L * ns * orOne(e.GenerationAttnScale)
 		flag(extGeneration, x)
 	}
-	b.ElementwiseNs = o.elementwiseNs(rows)
+	ew, x := o.elementwiseNs(li, rows, s)
+	b.ElementwiseNs = ew
+	flag(extElementwise, x)
 	if sh.tp > 1 {
 		ar, x := o.allReduceNs(rows * float64(sh.hidden) * sh.actBytes)
 		b.AllReduceNs = 2 * L * ar
@@ -233,17 +265,53 @@ func sampledRows(f *Features) float64 {
 	return s
 }
 
-// elementwiseNs is AIConfigurator's element-wise work of a step over rows
-// tokens: per layer two fused residual-add + RMSNorm passes (2·hidden in
-// and out) and the SiLU·mul activation (2·inter in, inter out); once the
-// embedding gather and the final norm.
-func (o *Ops) elementwiseNs(rows float64) float64 {
+// elementwiseNs is the element-wise work of a step over rows tokens, of
+// which sampled reach the LM head. From a measured table: per layer two
+// RMSNorms and residual adds, RoPE, the KV-cache write and SiLU·mul, and
+// once the embedding gather and the final norm over the sampled rows.
+// Without one, AIConfigurator's formula: per layer two fused residual-add
+// + RMSNorm passes (2·hidden in and out) and the SiLU·mul activation
+// (2·inter in, inter out); once the embedding gather and the final norm.
+func (o *Ops) elementwiseNs(li *launchIndex, rows, sampled float64) (float64, bool) {
 	sh := &o.shape
-	h, w := float64(sh.hidden), sh.actBytes
-	addNorm := o.memOpNs(rows * 4 * h * w)
-	act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
-	return float64(sh.layers)*(2*addNorm+act) + o.memOpNs(rows*h*w) + addNorm
+	h := float64(sh.hidden)
+	if li.ew == nil {
+		w := sh.actBytes
+		addNorm := o.memOpNs(rows * 4 * h * w)
+		act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
+		return float64(sh.layers)*(2*addNorm+act) + o.memOpNs(rows*h*w) + addNorm, false
+	}
+	ext := false
+	op := func(k int, m, n float64) float64 {
+		t := li.ew[k]
+		if t == nil || m <= 0 {
+			return 0
+		}
+		ns, x := t.lookup(opCoords{n, m}, elementwiseCost{})
+		ext = ext || x
+		return ns
+	}
+	qk, kv := float64((sh.qHeads+sh.kvHeads)*sh.headDim), float64(sh.kvHeads*sh.headDim)
+	layer := 2*op(ewRMSNorm, rows, h) + 2*op(ewResidualAdd, rows, h) + op(ewRoPE, rows, qk) +
+		op(ewKVWrite, rows, kv) + op(ewSiLUMul, rows, float64(sh.activationWidth()))
+	return float64(sh.layers)*layer + op(ewEmbedding, rows, h) + op(ewRMSNorm, sampled, h), ext
 }
+
+// Indexes of ElementwiseOps.
+const (
+	ewRMSNorm = iota
+	ewResidualAdd
+	ewRoPE
+	ewKVWrite
+	ewSiLUMul
+	ewEmbedding
+)
+
+// elementwiseCost is an element-wise operation's speed of light, up to a
+// constant: the elements it reads and writes.
+type elementwiseCost struct{}
+
+func (elementwiseCost) sol(c opCoords) float64 { return c[0] * c[1] }
 
 // memOpNs prices an operation the database does not measure by the bytes
 // it moves, as AIConfigurator's mem-op formula does.
@@ -253,8 +321,8 @@ func (o *Ops) memOpNs(bytes float64) float64 {
 }
 
 // gemmNs is one GEMM of m rows by a k→n weight.
-func (o *Ops) gemmNs(m float64, n, k int) (float64, bool) {
-	return o.db.gemm.lookup(opCoords{float64(n), float64(k), m}, (*gemmCost)(o))
+func (o *Ops) gemmNs(li *launchIndex, m float64, n, k int) (float64, bool) {
+	return li.gemm.lookup(opCoords{float64(n), float64(k), m}, (*gemmCost)(o))
 }
 
 // The speed-of-light cost of each operation, as a solver for its table.
@@ -277,11 +345,11 @@ func (g *gemmCost) sol(c opCoords) float64 {
 // mlpNs is every layer's MLP GEMMs over m rows: the dense layers' MLP,
 // and in a mixture of experts the routed experts the rows touch plus the
 // shared experts.
-func (o *Ops) mlpNs(m float64) (float64, bool) {
+func (o *Ops) mlpNs(li *launchIndex, m float64) (float64, bool) {
 	sh := &o.shape
 	dense := func(width int) (float64, bool) {
-		up, x1 := o.gemmNs(m, 2*width, sh.hidden)
-		down, x2 := o.gemmNs(m, sh.hidden, width)
+		up, x1 := o.gemmNs(li, m, 2*width, sh.hidden)
+		down, x2 := o.gemmNs(li, m, sh.hidden, width)
 		return up + down, x1 || x2
 	}
 	ns, x := 0.0, false
@@ -294,8 +362,8 @@ func (o *Ops) mlpNs(m float64) (float64, bool) {
 	}
 	moeLayers := float64(sh.layers - sh.denseLayers)
 	touched, per := expertLoad(m, sh.experts, sh.topK)
-	up, x1 := o.gemmNs(per, 2*sh.expertInter, sh.hidden)
-	down, x2 := o.gemmNs(per, sh.hidden, sh.expertInter)
+	up, x1 := o.gemmNs(li, per, 2*sh.expertInter, sh.hidden)
+	down, x2 := o.gemmNs(li, per, sh.hidden, sh.expertInter)
 	ns += moeLayers * touched * (up + down)
 	if sh.shared > 0 {
 		d, xs := dense(sh.shared)
@@ -317,7 +385,7 @@ func expertLoad(m float64, experts, topK int) (touched, rowsPer float64) {
 // priced as n requests of mean chunk c after mean cached prefix k, from
 // the table's full causal attention over c + k tokens scaled by the share
 // of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2).
-func (o *Ops) contextAttnNs(f *Features) (float64, bool) {
+func (o *Ops) contextAttnNs(li *launchIndex, f *Features) (float64, bool) {
 	n := math.Max(1, f.PrefillRequests)
 	c, k := f.PrefillTokens/n, f.PrefillKVTokens/n
 	full := c + k
@@ -327,7 +395,7 @@ func (o *Ops) contextAttnNs(f *Features) (float64, bool) {
 	}
 	sh := &o.shape
 	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), full, n}
-	ns, x := o.db.ctx.lookup(q, (*contextCost)(o))
+	ns, x := li.ctx.lookup(q, (*contextCost)(o))
 	return ns * work / (n * full * full / 2), x
 }
 
@@ -342,12 +410,28 @@ func (a *contextCost) sol(c opCoords) float64 {
 	return math.Max(flops/s.BF16FLOPS, bytes/s.MemBandwidth)
 }
 
+// decodeKV is the KV length a decode batch's attention is priced at: its
+// mean, or, when the database measured how many programs of the kernel
+// the GPU runs at once (slots) and the step records its longest context,
+// the length that makes the uniform table's time the makespan of the
+// ragged batch: at least the longest request's own time, which one wave
+// of B·kv-heads programs cannot hide (max·min(1, slots/programs)), and at
+// least the mean work spread over the slots.
+func (o *Ops) decodeKV(f *Features) float64 {
+	mean := f.DecodeKVTokens/f.DecodeRequests + 1
+	if o.db.decodeSlots <= 0 || !(f.DecodeMaxKVTokens > 0) {
+		return mean
+	}
+	programs := f.DecodeRequests * float64(o.shape.kvHeads)
+	return math.Max(mean, (f.DecodeMaxKVTokens+1)*math.Min(1, o.db.decodeSlots/programs))
+}
+
 // generationAttnNs is one layer's decode attention for batch requests
 // attending to kv keys each.
-func (o *Ops) generationAttnNs(batch, kv float64) (float64, bool) {
+func (o *Ops) generationAttnNs(li *launchIndex, batch, kv float64) (float64, bool) {
 	sh := &o.shape
 	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), kv, batch}
-	return o.db.gen.lookup(q, (*generationCost)(o))
+	return li.gen.lookup(q, (*generationCost)(o))
 }
 
 // sol is decode attention's speed of light: reading the KV cache, or its

@@ -60,6 +60,7 @@ func FitRooflineEfficiency(db *OpDB, hw Hardware, s Shape) (RooflineEfficiency, 
 		return RooflineEfficiency{}, err
 	}
 	sh := &o.shape
+	li := &o.db.launch[launchGraph]
 	peak, bw := hw.PeakFLOPs(), hw.BandwidthBytes()
 	var out RooflineEfficiency
 
@@ -69,7 +70,7 @@ func FitRooflineEfficiency(db *OpDB, hw Hardware, s Shape) (RooflineEfficiency, 
 		{2 * sh.inter, sh.hidden}, {sh.hidden, sh.inter}}
 	layer := func(m float64) (flops, bytes, ns float64) {
 		for _, g := range gemms {
-			t, _ := o.gemmNs(m, g.n, g.k)
+			t, _ := o.gemmNs(li, m, g.n, g.k)
 			flops += 2 * m * float64(g.n) * float64(g.k)
 			bytes += float64(g.n) * float64(g.k) * sh.weightBytes
 			ns += t
@@ -87,7 +88,7 @@ func FitRooflineEfficiency(db *OpDB, hw Hardware, s Shape) (RooflineEfficiency, 
 	out.WeightBW = bytes / (ns * 1e-9) / bw
 
 	for _, seq := range distinct(db.ContextAttention, func(r AttentionRow) (int, bool) { return r.SeqLen, r.KVDType == sh.kvDType }) {
-		t, _ := o.contextAttnNs(&Features{PrefillTokens: float64(seq), PrefillRequests: 1})
+		t, _ := o.contextAttnNs(li, &Features{PrefillTokens: float64(seq), PrefillRequests: 1})
 		flops := 4 * float64(sh.qHeads*sh.headDim) * float64(seq) * float64(seq) / 2
 		out.Attn = append(out.Attn, CurvePoint{float64(seq), flops / (t * 1e-9) / peak})
 	}
@@ -96,7 +97,7 @@ func FitRooflineEfficiency(db *OpDB, hw Hardware, s Shape) (RooflineEfficiency, 
 		if r.KVDType != sh.kvDType || r.Window != 0 {
 			continue
 		}
-		t, _ := o.generationAttnNs(float64(r.Batch), float64(r.SeqLen))
+		t, _ := o.generationAttnNs(li, float64(r.Batch), float64(r.SeqLen))
 		kv := float64(r.Batch) * float64(r.SeqLen) * 2 * float64(sh.kvHeads*sh.headDim) * sh.kvBytes
 		if f := kv / (t * 1e-9) / bw; f > out.KVBW {
 			out.KVBW, out.KVBWAt = f, [2]float64{float64(r.Batch), float64(r.SeqLen)}

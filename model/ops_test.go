@@ -211,7 +211,7 @@ func TestOpsMixtureOfExperts(t *testing.T) {
 
 	o := tinyOps(t, tiny)
 	o.shape.experts, o.shape.topK, o.shape.expertInter, o.shape.denseLayers = 8, 2, 32, 0
-	ns, ext := o.mlpNs(64)
+	ns, ext := o.mlpNs(&o.db.launch[launchGraph], 64)
 	require.False(t, ext)
 	touched, per = expertLoad(64, 8, 2)
 	layers := float64(o.shape.layers)
@@ -219,7 +219,7 @@ func TestOpsMixtureOfExperts(t *testing.T) {
 	// A first dense layer (DeepSeek's first_k_dense_replace) and a shared
 	// expert beside the routed ones in the others.
 	o.shape.denseLayers, o.shape.shared = 1, 32
-	ns, _ = o.mlpNs(64)
+	ns, _ = o.mlpNs(&o.db.launch[launchGraph], 64)
 	dense := (gemmMs(64, 256, 64) + gemmMs(64, 64, 128)) * 1e6
 	shared := (gemmMs(64, 64, 64) + gemmMs(64, 64, 32)) * 1e6
 	require.InDelta(t, dense+(layers-1)*(touched*(gemmMs(per, 64, 64)+gemmMs(per, 64, 32))*1e6+shared), ns, 1e-6)

@@ -73,6 +73,14 @@ func (b *opTableBuilder) add(row int, c opCoords, ms float64) error {
 
 func (b *opTableBuilder) build() *opTable { return buildLevel(b.root, len(b.axes)) }
 
+// built is build, or nil for a builder that saw no rows.
+func (b *opTableBuilder) built() *opTable {
+	if len(b.root) == 0 {
+		return nil
+	}
+	return b.build()
+}
+
 func buildLevel(m map[float64]any, axes int) *opTable {
 	t := &opTable{keys: make([]float64, 0, len(m))}
 	for k := range m {

@@ -217,7 +217,7 @@ func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, err
 	if IsPrior(o.FPM) && !r.known() {
 		return nil, r.err()
 	}
-	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host})
+	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host, CUDAGraphSizes: m.CUDAGraphSizes})
 }
 
 // resolveManifest looks up the manifest's hardware in the catalogue (else

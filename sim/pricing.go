@@ -29,6 +29,10 @@ type PricingSpec struct {
 	// a model.HostModel in JSON, one wrapped under "model", or a model
 	// artifact carrying params.host.
 	Host string
+	// CUDAGraphSizes are the sizes the engine captures CUDA graphs at
+	// (rows: decode requests, or tokens of a step with prefill work); the
+	// ops prior runs a larger step eagerly. Empty: not known.
+	CUDAGraphSizes []int
 }
 
 // Pricing is a priced engine: the models the simulated executor uses.
@@ -75,6 +79,9 @@ func Price(spec PricingSpec) (*Pricing, error) {
 			return nil, err
 		}
 		p.FPM, p.FPMName, p.Artifact = f, spec.FPM, a
+	}
+	if o, ok := p.FPM.(*model.Ops); ok && len(spec.CUDAGraphSizes) > 0 {
+		p.FPM = o.WithGraphs(spec.CUDAGraphSizes)
 	}
 	switch {
 	case spec.Host != "":

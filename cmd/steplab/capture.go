@@ -95,12 +95,13 @@ worker's own timings and NVML samples of the GPU.
   capture bench    the self-benchmark grid under a measurement policy
   capture traffic  a workload through the real scheduler and worker
   capture fpm      the ForwardPassMetrics stream of a running Dynamo worker
+  capture ops      the worker's operations, alone, into a database the ops prior reads
 
 A capture writes as it goes: if the worker dies, hangs or answers garbage,
 the error shows its last stderr lines and the dataset keeps every completed
 part, marked partial.`,
 	}
-	c.AddCommand(newCaptureBenchCmd(), newCaptureTrafficCmd(), newCaptureFPMCmd())
+	c.AddCommand(newCaptureBenchCmd(), newCaptureTrafficCmd(), newCaptureFPMCmd(), newCaptureOpsCmd())
 	return group(c)
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -22,6 +23,9 @@ const (
 	ContextAttentionFile    = "attention/context_attention_perf.parquet"
 	GenerationAttentionFile = "attention/generation_attention_perf.parquet"
 	AllReduceFile           = "comm/custom_allreduce_perf.parquet"
+	// ElementwiseFile is steplab's optional table of the engine's
+	// element-wise operations (columns op, m, n, dtype, latency, launch).
+	ElementwiseFile = "elementwise/elementwise_perf.parquet"
 	// MetaFile, in a table's folder, records the framework the table was
 	// measured under (runtime.framework, runtime.version).
 	MetaFile = "collection_meta.yaml"
@@ -67,6 +71,11 @@ func LoadFS(fsys fs.FS, name string) (*model.OpDB, error) {
 	}
 	if _, err := fs.Stat(fsys, AllReduceFile); err == nil {
 		if db.AllReduce, err = readAllReduce(fsys); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := fs.Stat(fsys, ElementwiseFile); err == nil {
+		if db.Elementwise, err = readElementwise(fsys); err != nil {
 			return nil, err
 		}
 	}
@@ -159,9 +168,13 @@ func readGEMM(fsys fs.FS) ([]model.GEMMRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	eager, err := c.eager()
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]model.GEMMRow, c.rows)
 	for i := range rows {
-		rows[i] = model.GEMMRow{DType: dt[i], M: mnk[0][i], N: mnk[1][i], K: mnk[2][i], LatencyMs: lat[i]}
+		rows[i] = model.GEMMRow{DType: dt[i], M: mnk[0][i], N: mnk[1][i], K: mnk[2][i], Eager: eager[i], LatencyMs: lat[i]}
 	}
 	return rows, nil
 }
@@ -200,11 +213,19 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 	if err != nil {
 		return nil, err
 	}
+	slots, err := c.intsOr("slots", 0)
+	if err != nil {
+		return nil, err
+	}
 	beam, err := c.intsOr("beam_width", 1)
 	if err != nil {
 		return nil, err
 	}
 	lat, err := c.latencies()
+	if err != nil {
+		return nil, err
+	}
+	eager, err := c.eager()
 	if err != nil {
 		return nil, err
 	}
@@ -219,8 +240,11 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 		if window[i] < 0 || window[i] > math.MaxInt32 {
 			return nil, fmt.Errorf("%s: column \"window_size\" row %d is %d: want >= 0", name, i, window[i])
 		}
+		if slots[i] < 0 || slots[i] > math.MaxInt32 {
+			return nil, fmt.Errorf("%s: column \"slots\" row %d is %d: want >= 0 (0: not measured)", name, i, slots[i])
+		}
 		r := model.AttentionRow{Batch: ints[0][i], SeqLen: ints[1][i], Heads: ints[2][i], KVHeads: ints[3][i], HeadDim: ints[4][i],
-			Window: int(window[i]), DType: dt[i], KVDType: kvdt[i], LatencyMs: lat[i]}
+			Window: int(window[i]), DType: dt[i], KVDType: kvdt[i], Eager: eager[i], Slots: int(slots[i]), LatencyMs: lat[i]}
 		if generation {
 			r.SeqLen += int(step[i])
 		}
@@ -272,6 +296,77 @@ func readAllReduce(fsys fs.FS) ([]model.AllReduceRow, error) {
 			Graph: !strings.HasSuffix(src[i], "_eager") && !strings.HasSuffix(backend[i], "_eager"), LatencyMs: lat[i]}
 	}
 	return rows, nil
+}
+
+// readElementwise reads the element-wise table; a row names one of
+// model.ElementwiseOps.
+func readElementwise(fsys fs.FS) ([]model.ElementwiseRow, error) {
+	c, err := openColumns(fsys, ElementwiseFile)
+	if err != nil {
+		return nil, err
+	}
+	op, err := c.strings("op")
+	if err != nil {
+		return nil, err
+	}
+	m, err := c.positiveInts("m")
+	if err != nil {
+		return nil, err
+	}
+	n, err := c.positiveInts("n")
+	if err != nil {
+		return nil, err
+	}
+	dt := make([]string, c.rows)
+	if c.has("dtype") {
+		if dt, err = c.strings("dtype"); err != nil {
+			return nil, err
+		}
+	}
+	lat, err := c.latencies()
+	if err != nil {
+		return nil, err
+	}
+	eager, err := c.eager()
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]model.ElementwiseRow, c.rows)
+	for i := range rows {
+		if !slices.Contains(model.ElementwiseOps, op[i]) {
+			return nil, fmt.Errorf("%s: column \"op\" row %d is %q: want one of %s", ElementwiseFile, i, op[i], strings.Join(model.ElementwiseOps, ", "))
+		}
+		rows[i] = model.ElementwiseRow{Op: op[i], M: m[i], N: n[i], DType: dt[i], Eager: eager[i], LatencyMs: lat[i]}
+	}
+	return rows, nil
+}
+
+// Values of the optional launch column: how a row's kernels were launched.
+const (
+	LaunchGraph = "graph" // replayed from a CUDA graph: device time (a table without the column)
+	LaunchEager = "eager" // called one by one from the host, dispatch included
+)
+
+// eager reads the optional launch column as whether each row ran eagerly.
+func (c *columns) eager() ([]bool, error) {
+	out := make([]bool, c.rows)
+	if !c.has("launch") {
+		return out, nil
+	}
+	v, err := c.strings("launch")
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range v {
+		switch s {
+		case LaunchGraph:
+		case LaunchEager:
+			out[i] = true
+		default:
+			return nil, fmt.Errorf("%s: column \"launch\" row %d is %q: want %q or %q", c.name, i, s, LaunchGraph, LaunchEager)
+		}
+	}
+	return out, nil
 }
 
 // positiveInts reads an integer column whose every value must be a
