@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 )
 
@@ -97,6 +98,10 @@ type PriorSpec struct {
 	// engine that ran the data departs from the database's framework) the
 	// prior takes, on this shape; "" for the database's own framework.
 	Engine string `yaml:"engine"`
+	// CUDAGraphSizes, with Ops, are the sizes the engine captured CUDA
+	// graphs at: a larger step runs eagerly. Empty: the sizes the check's
+	// datasets recorded (cuda_graph_capture_sizes in their manifests).
+	CUDAGraphSizes []int `yaml:"cuda_graph_sizes"`
 }
 
 // Bound is one metric's gate. Metrics: mape_pct, median_ape_pct,
@@ -308,6 +313,11 @@ func (f *BoundsFile) evaluate(c BoundsCheck) (*BoundsEval, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if p := c.Model.Prior; p != nil {
+		if m, err = WithGraphs(m, p.CUDAGraphSizes, f.paths(c.Data)); err != nil {
+			return nil, nil, err
+		}
+	}
 	load := LoadOptions{Selection: Selection{Kinds: c.Kinds, Half: c.Half}, Target: c.Target}
 	if load.Target == "" {
 		load.Target = fittedOn
@@ -413,6 +423,27 @@ func (p PriorSpec) Build(dir string) (model.FPM, string, error) {
 		return nil, "", fmt.Errorf("model.prior.ops %s: %w", p.Ops, err)
 	}
 	return m, name, nil
+}
+
+// WithGraphs gives an ops prior the CUDA-graph sizes of the engine it
+// prices (model.Ops.WithGraphs): sizes, or when empty the first sizes the
+// datasets' manifests recorded. Any other model is returned as it is.
+func WithGraphs(m model.FPM, sizes []int, data []string) (model.FPM, error) {
+	o, ok := m.(*model.Ops)
+	if !ok {
+		return m, nil
+	}
+	for _, d := range data {
+		if len(sizes) > 0 {
+			break
+		}
+		man, err := datasets.ReadManifest(d)
+		if err != nil {
+			return nil, err
+		}
+		sizes = man.CUDAGraphSizes
+	}
+	return o.WithGraphs(sizes), nil
 }
 
 // boundResult turns one bound into its checks (one for max, one for min).

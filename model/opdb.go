@@ -52,6 +52,10 @@ type OpSystem struct {
 	// as bytes/(MemBandwidth·MemBWScaling) + MemConstantS seconds.
 	MemBWScaling float64 `json:"mem_bw_scaling"`
 	MemConstantS float64 `json:"mem_constant_s"`
+	// SMs is the GPU's streaming-multiprocessor count, 0 when the system
+	// file does not say (then decode attention is priced at a batch's mean
+	// context; see Ops).
+	SMs float64 `json:"sms,omitempty"`
 	// IntraNodeBandwidth is the GPU-to-GPU bandwidth per direction in
 	// bytes/s (all-reduce past the measured message sizes).
 	IntraNodeBandwidth float64 `json:"intra_node_bw"`
@@ -74,19 +78,15 @@ type GEMMRow struct {
 // no cached prefix); for generation attention it is the KV length each
 // decoding request attends to.
 type AttentionRow struct {
-	Batch   int    `json:"batch"`
-	SeqLen  int    `json:"seq_len"`
-	Heads   int    `json:"heads"`    // query heads (per GPU)
-	KVHeads int    `json:"kv_heads"` // per GPU
-	HeadDim int    `json:"head_dim"`
-	Window  int    `json:"window"`          // sliding window; 0 for full attention
-	DType   string `json:"dtype"`           // compute dtype ("" when the table does not say)
-	KVDType string `json:"kv_dtype"`        // KV-cache dtype, e.g. "bfloat16", "fp8"
-	Eager   bool   `json:"eager,omitempty"` // as GEMMRow.Eager
-	// Slots, in a generation table, is how many programs of the decode
-	// kernel the GPU runs at once (its SMs times the programs an SM holds);
-	// 0 when not measured. See Ops on ragged batches.
-	Slots     int     `json:"slots,omitempty"`
+	Batch     int     `json:"batch"`
+	SeqLen    int     `json:"seq_len"`
+	Heads     int     `json:"heads"`    // query heads (per GPU)
+	KVHeads   int     `json:"kv_heads"` // per GPU
+	HeadDim   int     `json:"head_dim"`
+	Window    int     `json:"window"`          // sliding window; 0 for full attention
+	DType     string  `json:"dtype"`           // compute dtype ("" when the table does not say)
+	KVDType   string  `json:"kv_dtype"`        // KV-cache dtype, e.g. "bfloat16", "fp8"
+	Eager     bool    `json:"eager,omitempty"` // as GEMMRow.Eager
 	LatencyMs float64 `json:"latency_ms"`
 }
 
@@ -153,9 +153,6 @@ type opIndex struct {
 	sys       OpSystem
 	allreduce *opTable
 	launch    [2]launchIndex // by launch: graph, eager
-	// decodeSlots is AttentionRow.Slots of the shape's decode kernel (0:
-	// not measured).
-	decodeSlots float64
 }
 
 // The two ways a step's kernels are launched, indexing opIndex.launch.
@@ -218,11 +215,6 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 	default:
 		for i := range e.ew {
 			e.ew[i] = orTable(e.ew[i], g.ew[i])
-		}
-	}
-	for _, r := range db.GenerationAttention {
-		if r.Heads == sh.qHeads && r.KVHeads == sh.kvHeads && r.HeadDim == sh.headDim {
-			x.decodeSlots = max(x.decodeSlots, float64(r.Slots))
 		}
 	}
 	ab := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, OpTableAllReduce), arAxes)

@@ -410,20 +410,24 @@ func (a *contextCost) sol(c opCoords) float64 {
 	return math.Max(flops/s.BF16FLOPS, bytes/s.MemBandwidth)
 }
 
-// decodeKV is the KV length a decode batch's attention is priced at: its
-// mean, or, when the database measured how many programs of the kernel
-// the GPU runs at once (slots) and the step records its longest context,
-// the length that makes the uniform table's time the makespan of the
-// ragged batch: at least the longest request's own time, which one wave
-// of B·kv-heads programs cannot hide (max·min(1, slots/programs)), and at
-// least the mean work spread over the slots.
+// decodeKV is the KV length a decode batch's attention is priced at. The
+// tables measure uniform batches; a ragged batch ends no sooner than its
+// longest request. A decode kernel runs a program per (request, KV head),
+// each streaming its request's KV through the bandwidth of the SM it runs
+// on, so the longest request takes max/bw_SM and a uniform batch of P
+// programs over S SMs takes (P/S)·L/bw_SM: the uniform length with the
+// longest request's time is max·min(1, S/P). The batch is priced at that
+// length or at its mean (the whole work spread over the GPU), whichever
+// is longer; at the mean alone when the database does not give the SM
+// count or the step does not record its longest context.
 func (o *Ops) decodeKV(f *Features) float64 {
 	mean := f.DecodeKVTokens/f.DecodeRequests + 1
-	if o.db.decodeSlots <= 0 || !(f.DecodeMaxKVTokens > 0) {
+	sms := o.db.sys.SMs
+	if !(sms > 0) || !(f.DecodeMaxKVTokens > 0) {
 		return mean
 	}
 	programs := f.DecodeRequests * float64(o.shape.kvHeads)
-	return math.Max(mean, (f.DecodeMaxKVTokens+1)*math.Min(1, o.db.decodeSlots/programs))
+	return math.Max(mean, (f.DecodeMaxKVTokens+1)*math.Min(1, sms/programs))
 }
 
 // generationAttnNs is one layer's decode attention for batch requests

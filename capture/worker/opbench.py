@@ -138,24 +138,6 @@ class Timer:
         return sorted(times)[1]
 
 
-def decode_slots(kernel, device):
-    """How many programs of the decode attention kernel the GPU runs at
-    once: its SMs times the programs one SM holds, as the kernel's warps,
-    registers and shared memory allow. A decode batch of fewer programs
-    runs in one wave and ends with its longest request."""
-    p = torch.cuda.get_device_properties(device)
-    warps = kernel.metadata.num_warps
-    threads = 32 * warps
-    per_sm = [getattr(p, "max_threads_per_multi_processor", 2048) // threads, 32]
-    if kernel.n_regs:
-        per_sm.append(getattr(p, "regs_per_multiprocessor", 65536) // (kernel.n_regs * threads))
-    if kernel.metadata.shared:
-        per_sm.append(getattr(p, "shared_memory_per_multiprocessor", 233472) // kernel.metadata.shared)
-    per = max(1, min(per_sm))
-    return dict(slots=p.multi_processor_count * per, programs_per_sm=per, n_regs=kernel.n_regs,
-                shared_bytes=kernel.metadata.shared, num_warps=warps)
-
-
 class Bench:
     def __init__(self, device, grid, out):
         self.device = device
@@ -251,9 +233,6 @@ class Bench:
             name = "generation_attention" if generation else "context_attention"
             self.measure(name, fn, batch_size=b, isl=s, num_heads=H, num_key_value_heads=KVH, head_dim=D,
                          kv_cache_dtype="bfloat16")
-        if generation and tri is not None:
-            self.emit(dict(table="decode_slots", num_heads=H, num_key_value_heads=KVH, head_dim=D,
-                           **decode_slots(tri.decode_kernel, self.device)))
         del kc, vc
         self.empty_cache()
 

@@ -152,7 +152,7 @@ func buildOpDB(rows, hardware, out string, force bool) (*opDBSummary, error) {
 	db.Framework = "steplab-worker"
 	db.Version = fmt.Sprintf("torch %s, triton %s, %s", meta.Torch, cmp.Or(meta.Triton, "none"), cmp.Or(meta.GPU, meta.Device))
 	db.System = model.OpSystem{GPU: hw.Name, MemBandwidth: hw.BandwidthBytes(), BF16FLOPS: hw.PeakFLOPs(),
-		MemBWScaling: memOpScaling, MemConstantS: memOpConstantS}
+		MemBWScaling: memOpScaling, MemConstantS: memOpConstantS, SMs: float64(cmp.Or(meta.SMCount, hw.SMs))}
 	if link, ok := hw.TPLink(); ok {
 		db.System.IntraNodeBandwidth = link.GBsPerDirection * 1e9
 	}

@@ -41,8 +41,6 @@ type benchRow struct {
 	KVHeads int    `json:"num_key_value_heads"`
 	HeadDim int    `json:"head_dim"`
 	KVDType string `json:"kv_cache_dtype"`
-	// decode_slots
-	Slots int `json:"slots"`
 }
 
 // ReadBench reads the JSON lines an operations benchmark writes
@@ -56,7 +54,6 @@ func ReadBench(r io.Reader) (*model.OpDB, BenchMeta, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var pending error // a bad line is an error unless it is the last one
-	var slots []benchRow
 	for n := 1; sc.Scan(); n++ {
 		if pending != nil {
 			return nil, meta, pending
@@ -76,12 +73,6 @@ func ReadBench(r io.Reader) (*model.OpDB, BenchMeta, error) {
 				return nil, meta, fmt.Errorf("opbench line %d: %w", n, err)
 			}
 			continue
-		case "decode_slots":
-			if row.Slots <= 0 {
-				return nil, meta, fmt.Errorf("opbench line %d: decode_slots: slots must be positive, got %d", n, row.Slots)
-			}
-			slots = append(slots, row)
-			continue
 		}
 		if err := addBench(db, &row); err != nil {
 			return nil, meta, fmt.Errorf("opbench line %d: %w", n, err)
@@ -89,13 +80,6 @@ func ReadBench(r io.Reader) (*model.OpDB, BenchMeta, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return nil, meta, fmt.Errorf("opbench: %w", err)
-	}
-	for _, s := range slots {
-		for i := range db.GenerationAttention {
-			if r := &db.GenerationAttention[i]; r.Heads == s.Heads && r.KVHeads == s.KVHeads && r.HeadDim == s.HeadDim {
-				r.Slots = s.Slots
-			}
-		}
 	}
 	if len(db.GEMM) == 0 || len(db.ContextAttention) == 0 || len(db.GenerationAttention) == 0 {
 		return nil, meta, errors.New("opbench: the run measured no GEMM, context or generation attention: a database needs all three")

@@ -90,6 +90,7 @@ type systemYAML struct {
 		MemBWScaling float64 `yaml:"mem_bw_empirical_scaling_factor"`
 		MemConstantS float64 `yaml:"mem_empirical_constant_latency"`
 		BF16TCFLOPS  float64 `yaml:"bfloat16_tc_flops"`
+		SMCount      float64 `yaml:"sm_count"` // steplab's; AIConfigurator's files lack it
 	} `yaml:"gpu"`
 	Node struct {
 		IntraNodeBW float64 `yaml:"intra_node_bw"`
@@ -106,7 +107,7 @@ func readSystem(fsys fs.FS) (model.OpSystem, error) {
 		return model.OpSystem{}, fmt.Errorf("%s: %w", SystemFile, err)
 	}
 	s := model.OpSystem{GPU: path.Base(y.DataDir), MemBandwidth: y.GPU.MemBW, BF16FLOPS: y.GPU.BF16TCFLOPS,
-		MemBWScaling: y.GPU.MemBWScaling, MemConstantS: y.GPU.MemConstantS, IntraNodeBandwidth: y.Node.IntraNodeBW}
+		MemBWScaling: y.GPU.MemBWScaling, MemConstantS: y.GPU.MemConstantS, IntraNodeBandwidth: y.Node.IntraNodeBW, SMs: y.GPU.SMCount}
 	for _, f := range []struct {
 		key string
 		v   float64
@@ -118,7 +119,7 @@ func readSystem(fsys fs.FS) (model.OpSystem, error) {
 	for _, f := range []struct {
 		key string
 		v   float64
-	}{{"gpu.mem_empirical_constant_latency", s.MemConstantS}, {"node.intra_node_bw", s.IntraNodeBandwidth}} {
+	}{{"gpu.mem_empirical_constant_latency", s.MemConstantS}, {"node.intra_node_bw", s.IntraNodeBandwidth}, {"gpu.sm_count", s.SMs}} {
 		if !(f.v >= 0) || math.IsInf(f.v, 0) {
 			return model.OpSystem{}, fmt.Errorf("%s: %s is %v: must be >= 0", SystemFile, f.key, f.v)
 		}
@@ -213,10 +214,6 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 	if err != nil {
 		return nil, err
 	}
-	slots, err := c.intsOr("slots", 0)
-	if err != nil {
-		return nil, err
-	}
 	beam, err := c.intsOr("beam_width", 1)
 	if err != nil {
 		return nil, err
@@ -240,11 +237,8 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 		if window[i] < 0 || window[i] > math.MaxInt32 {
 			return nil, fmt.Errorf("%s: column \"window_size\" row %d is %d: want >= 0", name, i, window[i])
 		}
-		if slots[i] < 0 || slots[i] > math.MaxInt32 {
-			return nil, fmt.Errorf("%s: column \"slots\" row %d is %d: want >= 0 (0: not measured)", name, i, slots[i])
-		}
 		r := model.AttentionRow{Batch: ints[0][i], SeqLen: ints[1][i], Heads: ints[2][i], KVHeads: ints[3][i], HeadDim: ints[4][i],
-			Window: int(window[i]), DType: dt[i], KVDType: kvdt[i], Eager: eager[i], Slots: int(slots[i]), LatencyMs: lat[i]}
+			Window: int(window[i]), DType: dt[i], KVDType: kvdt[i], Eager: eager[i], LatencyMs: lat[i]}
 		if generation {
 			r.SeqLen += int(step[i])
 		}

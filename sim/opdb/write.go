@@ -35,7 +35,6 @@ type (
 		DType   string  `parquet:"attn_dtype"`
 		KVDType string  `parquet:"kv_cache_dtype"`
 		Window  int64   `parquet:"window_size"`
-		Slots   int64   `parquet:"slots"`
 		Launch  string  `parquet:"launch"`
 		Latency float64 `parquet:"latency"`
 	}
@@ -94,7 +93,8 @@ func writeTables(dir string, db *model.OpDB) error {
 	sys := map[string]any{
 		"data_dir": s.GPU,
 		"gpu": map[string]any{"mem_bw": s.MemBandwidth, "bfloat16_tc_flops": s.BF16FLOPS,
-			"mem_bw_empirical_scaling_factor": s.MemBWScaling, "mem_empirical_constant_latency": s.MemConstantS},
+			"mem_bw_empirical_scaling_factor": s.MemBWScaling, "mem_empirical_constant_latency": s.MemConstantS,
+			"sm_count": s.SMs},
 		"node": map[string]any{"intra_node_bw": s.IntraNodeBandwidth},
 	}
 	if err := writeYAML(filepath.Join(dir, SystemFile), sys); err != nil {
@@ -122,7 +122,7 @@ func writeTables(dir string, db *model.OpDB) error {
 		out := make([]attentionFile, len(t.rows))
 		for i, r := range t.rows {
 			out[i] = attentionFile{int64(r.Batch), int64(r.SeqLen), int64(r.Heads), int64(r.KVHeads), int64(r.HeadDim),
-				r.DType, r.KVDType, int64(r.Window), int64(r.Slots), launchOf(r.Eager), r.LatencyMs}
+				r.DType, r.KVDType, int64(r.Window), launchOf(r.Eager), r.LatencyMs}
 		}
 		slices.SortFunc(out, func(a, b attentionFile) int {
 			return cmp.Or(cmp.Compare(a.DType, b.DType), cmp.Compare(a.KVDType, b.KVDType), cmp.Compare(a.Launch, b.Launch),
