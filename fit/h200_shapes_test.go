@@ -337,3 +337,28 @@ func TestH200GridHost(t *testing.T) {
 		}
 	}
 }
+
+// TestH200OpsMeasured: the measured-operations prior read from the
+// database of steplab's worker's own operations (ops:h200-sxm-worker,
+// measured alone by capture ops on an H200), no fit, on every committed
+// traffic capture's device time, each priced with the CUDA-graph sizes
+// its manifest recorded. Mistral-Nemo's GEMM and element-wise widths are
+// not in the database: its figures test the interpolation.
+func TestH200OpsMeasured(t *testing.T) {
+	sets := [][2]string{{"Llama-3.1-8B", "traffic-azure-5rps"}, {"Llama-3.1-8B", "traffic-azure-12rps"}}
+	for _, sh := range h200Shapes {
+		for _, tr := range sh.traffic {
+			sets = append(sets, [2]string{sh.name, tr})
+		}
+	}
+	for _, s := range sets {
+		m, _, err := PriorSpec{Shape: s[0], Ops: "h200-sxm-worker"}.Build(".")
+		require.NoError(t, err)
+		m, err = WithGraphs(m, nil, h200Paths(s[1]))
+		require.NoError(t, err)
+		r := Evaluate(m, h200Data(t, TargetGPU, Selection{}, s[1]).Data, 0)
+		logReport(t, fmt.Sprintf("%-22s %s", s[0], s[1]), r)
+		require.LessOrEqual(t, r.Overall.MAPE, 15.0, "%s %s", s[0], s[1])
+		require.Less(t, math.Abs(r.Overall.MeanBias), 12.0, "%s %s", s[0], s[1])
+	}
+}

@@ -184,7 +184,11 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 			return nil, err
 		}
 	}
+	// A table measured one way only serves both (a CPU run measures eager
+	// calls only; AIConfigurator's tables are graph rows).
 	g, e := &x.launch[launchGraph], &x.launch[launchEager]
+	g.gemm, g.ctx, g.gen = orTable(g.gemm, e.gemm), orTable(g.ctx, e.ctx), orTable(g.gen, e.gen)
+	e.gemm, e.ctx, e.gen = orTable(e.gemm, g.gemm), orTable(e.ctx, g.ctx), orTable(e.gen, g.gen)
 	if g.gemm == nil {
 		have := map[string]bool{}
 		for _, r := range db.GEMM {
@@ -206,7 +210,6 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 				db.Name, t.name, sh.dtype, sh.kvDType, strings.Join(sortedKeys(have), "; "))
 		}
 	}
-	e.gemm, e.ctx, e.gen = orTable(e.gemm, g.gemm), orTable(e.ctx, g.ctx), orTable(e.gen, g.gen)
 	switch {
 	case g.ew == nil:
 		g.ew = e.ew
@@ -214,7 +217,7 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 		e.ew = g.ew
 	default:
 		for i := range e.ew {
-			e.ew[i] = orTable(e.ew[i], g.ew[i])
+			e.ew[i], g.ew[i] = orTable(e.ew[i], g.ew[i]), orTable(g.ew[i], e.ew[i])
 		}
 	}
 	ab := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, OpTableAllReduce), arAxes)

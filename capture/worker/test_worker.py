@@ -488,3 +488,29 @@ def test_worker_sampling_deterministic_across_processes():
         c.close()
         return toks
     assert run() == run()
+
+
+def test_opbench_rows_and_bad_shapes(tmp_path):
+    """The operations benchmark on the CPU: every table of the tiny shape,
+    eager rows with positive latencies; the element-wise steps it times are
+    the model's own (a layer's forward pass is made of them)."""
+    import json
+
+    import opbench
+
+    out = tmp_path / "rows.jsonl"
+    opbench.main(["--device", "cpu", "--grid", "quick", "--out", str(out),
+                  "--shape", "hidden=64,heads=4,kv_heads=2,head_dim=16,intermediate=128,vocab=512"])
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert rows[0]["table"] == "meta" and rows[0]["launches"] == ["eager"]
+    tables = {r["table"] for r in rows[1:]}
+    assert tables == {"gemm", "context_attention", "generation_attention", "elementwise"}
+    assert all(r["latency_ms"] > 0 and r["launch"] == "eager" for r in rows[1:])
+    ops = {(r["op"], r["n"]) for r in rows if r["table"] == "elementwise"}
+    assert ("rope", (4 + 2) * 16) in ops and ("kv_write", 2 * 16) in ops and ("silu_mul", 128) in ops
+    gemms = {(r["n"], r["k"]) for r in rows if r["table"] == "gemm"}
+    assert {((4 + 4) * 16, 64), (64, 64), (256, 64), (64, 128), (512, 64)} <= gemms
+    for bad in ["hidden=64", "hidden=64,heads=3,kv_heads=2,head_dim=16,intermediate=128,vocab=512",
+                "hidden=-1,heads=4,kv_heads=2,head_dim=16,intermediate=128,vocab=512"]:
+        with pytest.raises(SystemExit):
+            opbench.main(["--device", "cpu", "--grid", "quick", "--out", str(out), "--shape", bad])
