@@ -47,16 +47,19 @@ they are measured (an interrupted run keeps them; --rows converts such a
 file without measuring) and end up in DIR/opbench.jsonl.
 
 Examples:
+  # needs: gpu (an NVIDIA GPU with CUDA, and PyTorch and Triton in the worker's Python)
   steplab capture ops -o out/opdb --model Llama-3.1-8B --model Qwen2.5-7B
-  steplab capture ops -o out/opdb --rows out/opdb.opbench.jsonl --hardware H200
-  steplab capture ops -o out/opdb-cpu --model Llama-3.1-8B --device cpu --grid quick`,
+  steplab eval ops:out/opdb datasets/h200/qwen2.5-7b/traffic-azure-5rps
+
+  # needs: torch (the CPU path: eager timings, PyTorch in the worker's Python)
+  steplab capture ops -o out/opdb-cpu --model tiny --device cpu --grid quick --hardware H200 --force
+
+  # rebuild the shipped H200 database from its raw rows
+  steplab capture ops -o out/h200-worker --rows datasets/h200/logs/opbench-h200-worker.jsonl --force`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return errors.New("capture ops: -o DIR is required")
-			}
-			if _, err := os.Stat(out); err == nil && !force {
-				return fmt.Errorf("capture ops: %s exists (overwrite it with --force)", out)
+			if err := refuseExisting("capture ops", out, force); err != nil {
+				return err
 			}
 			raw := rowsFile
 			if raw == "" {
