@@ -101,10 +101,11 @@ func addBench(db *model.OpDB, r *benchRow) error {
 		return fmt.Errorf("%s: launch %q: want %q or %q", r.Table, r.Launch, LaunchGraph, LaunchEager)
 	}
 	lat := *r.LatencyMs
+	// A size is a positive int32, as LoadDir reads it back.
 	positive := func(names string, v ...int) error {
 		for i, x := range v {
-			if x <= 0 {
-				return fmt.Errorf("%s: %s must be positive, got %d", r.Table, strings.Split(names, ",")[i], x)
+			if x <= 0 || x > math.MaxInt32 {
+				return fmt.Errorf("%s: %s must be a positive int32, got %d", r.Table, strings.Split(names, ",")[i], x)
 			}
 		}
 		return nil

@@ -1,8 +1,13 @@
 package opdb
 
 import (
+	"bytes"
+	"math"
+	"slices"
 	"testing"
 	"testing/fstest"
+
+	"github.com/steplab/steplab/model"
 )
 
 // The loader never panics on a table's bytes, and what it accepts the
@@ -67,6 +72,55 @@ func FuzzSystem(f *testing.F) {
 		s, err := readSystem(fstest.MapFS{SystemFile: {Data: data}})
 		if err == nil && !(s.MemBandwidth > 0 && s.BF16FLOPS > 0 && s.MemBWScaling > 0 && s.MemConstantS >= 0) {
 			t.Fatalf("accepted an unusable system: %+v", s)
+		}
+	})
+}
+
+// ReadBench never panics on a benchmark's output, and what it accepts
+// WriteDir can write and LoadDir read back: the three tables a database
+// needs, every size a positive int32, every latency positive and finite,
+// every element-wise op one the table may hold.
+func FuzzReadBench(f *testing.F) {
+	f.Add([]byte(benchInput))
+	f.Add([]byte(benchInput[:len(benchInput)-30]))
+	f.Add([]byte(benchInput + `{"table": "gemm", "launch": "eager", "dtype": "bfloat16", "m": 1, "n": 2, "k": 3, "latency_ms": 1e-3}`))
+	f.Add([]byte(`{"table": "meta"}` + "\n" + `{"table": "gemm", "m": -1}` + "\n"))
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		db, _, err := ReadBench(bytes.NewReader(data))
+		if err != nil {
+			if db != nil {
+				t.Fatalf("an error with a database: %v", err)
+			}
+			return
+		}
+		if len(db.GEMM) == 0 || len(db.ContextAttention) == 0 || len(db.GenerationAttention) == 0 {
+			t.Fatalf("accepted a database without a table it needs: %d GEMM, %d context, %d generation rows",
+				len(db.GEMM), len(db.ContextAttention), len(db.GenerationAttention))
+		}
+		size := func(v ...int) bool {
+			for _, x := range v {
+				if x <= 0 || x > math.MaxInt32 {
+					return false
+				}
+			}
+			return true
+		}
+		latency := func(ms float64) bool { return ms > 0 && !math.IsInf(ms, 0) }
+		for _, r := range db.GEMM {
+			if !size(r.M, r.N, r.K) || !latency(r.LatencyMs) {
+				t.Fatalf("accepted a GEMM row the prior cannot use: %+v", r)
+			}
+		}
+		for _, r := range append(slices.Clone(db.ContextAttention), db.GenerationAttention...) {
+			if !size(r.Batch, r.SeqLen, r.Heads, r.KVHeads, r.HeadDim) || r.Window != 0 || !latency(r.LatencyMs) {
+				t.Fatalf("accepted an attention row the prior cannot use: %+v", r)
+			}
+		}
+		for _, r := range db.Elementwise {
+			if !size(r.M, r.N) || !latency(r.LatencyMs) || !slices.Contains(model.ElementwiseOps, r.Op) {
+				t.Fatalf("accepted an element-wise row the prior cannot use: %+v", r)
+			}
 		}
 	})
 }

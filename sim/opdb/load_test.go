@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -14,7 +15,12 @@ import (
 	"github.com/steplab/steplab/model"
 )
 
-const h200 = "h200-sxm-vllm-0.24.0"
+// The shipped databases: AIConfigurator's vLLM tables, and steplab's
+// worker's own operations.
+const (
+	h200       = "h200-sxm-vllm-0.24.0"
+	h200Worker = "h200-sxm-worker"
+)
 
 // Rows in AIConfigurator's column layout, as the test writes them.
 type gemmRow struct {
@@ -213,5 +219,88 @@ func TestLoadDir(t *testing.T) {
 	_, err = LoadDir(filepath.Join(dir, "gemm", "gemm_perf.parquet"))
 	require.ErrorContains(t, err, "is not a directory")
 	_, err = Open(filepath.Join(dir, "nope"))
-	require.ErrorContains(t, err, "neither a database shipped with steplab ("+h200+") nor a directory")
+	require.ErrorContains(t, err, "neither a database shipped with steplab ("+h200+", "+h200Worker+") nor a directory")
+}
+
+// The launch column marks eager rows; a table without it is all graph
+// rows. The element-wise table is read when present, its dtype optional.
+func TestLoadFSLaunchAndElementwise(t *testing.T) {
+	fs := smallDB(t)
+	fs[GEMMFile] = &fstest.MapFile{Data: parquetBytes(t, []gemmFile{
+		{"bfloat16", 1, 64, 64, LaunchGraph, 0.002}, {"bfloat16", 1, 64, 64, LaunchEager, 0.02}})}
+	fs[ContextAttentionFile] = &fstest.MapFile{Data: parquetBytes(t, []attentionFile{
+		{1, 16, 4, 2, 16, "bfloat16", "bfloat16", 0, LaunchEager, 0.05}})}
+	type noDType struct {
+		Op      string  `parquet:"op"`
+		M       int64   `parquet:"m"`
+		N       int64   `parquet:"n"`
+		Latency float64 `parquet:"latency"`
+	}
+	fs[ElementwiseFile] = &fstest.MapFile{Data: parquetBytes(t, []noDType{{model.OpEmbedding, 4, 4096, 0.003}})}
+	db, err := LoadFS(fs, "small")
+	require.NoError(t, err)
+	require.Equal(t, []model.GEMMRow{{DType: "bfloat16", M: 1, N: 64, K: 64, LatencyMs: 0.002},
+		{DType: "bfloat16", M: 1, N: 64, K: 64, Eager: true, LatencyMs: 0.02}}, db.GEMM)
+	require.Equal(t, []model.AttentionRow{{Batch: 1, SeqLen: 16, Heads: 4, KVHeads: 2, HeadDim: 16, DType: "bfloat16",
+		KVDType: "bfloat16", Eager: true, LatencyMs: 0.05}}, db.ContextAttention)
+	require.False(t, db.GenerationAttention[0].Eager, "a table without a launch column is graph rows")
+	require.Equal(t, []model.ElementwiseRow{{Op: model.OpEmbedding, M: 4, N: 4096, LatencyMs: 0.003}}, db.Elementwise)
+	require.Nil(t, must(LoadFS(smallDB(t), "small")).Elementwise, "the element-wise table is optional")
+}
+
+// A bad launch value or element-wise row is refused with the file, the
+// column and the row. The files are written as WriteDir writes them, with
+// one value changed.
+func TestLoadFSRefusesLaunchAndElementwise(t *testing.T) {
+	goodEW := []elementwiseFile{{model.OpRMSNorm, 1, 4096, "bfloat16", LaunchGraph, 0.001}, {model.OpRoPE, 1, 6144, "bfloat16", LaunchEager, 0.002}}
+	// ew returns the good element-wise rows with row 1 edited.
+	ew := func(edit func(r *elementwiseFile)) *fstest.MapFile {
+		rows := slices.Clone(goodEW)
+		edit(&rows[1])
+		return &fstest.MapFile{Data: parquetBytes(t, rows)}
+	}
+	cases := []struct {
+		name string
+		file string
+		data *fstest.MapFile
+		want string
+	}{
+		{"gemm launch", GEMMFile, &fstest.MapFile{Data: parquetBytes(t, []gemmFile{
+			{"bfloat16", 1, 64, 64, LaunchGraph, 0.002}, {"bfloat16", 1, 64, 64, "Eager", 0.02}})},
+			`gemm/gemm_perf.parquet: column "launch" row 1 is "Eager": want "graph" or "eager"`},
+		{"attention launch empty", GenerationAttentionFile, &fstest.MapFile{Data: parquetBytes(t, []attentionFile{
+			{1, 16, 4, 2, 16, "bfloat16", "bfloat16", 0, "", 0.05}})},
+			`attention/generation_attention_perf.parquet: column "launch" row 0 is ""`},
+		{"launch not a string", GEMMFile, &fstest.MapFile{Data: parquetBytes(t, []struct {
+			DType   string  `parquet:"gemm_dtype"`
+			M       int64   `parquet:"m"`
+			N       int64   `parquet:"n"`
+			K       int64   `parquet:"k"`
+			Launch  int64   `parquet:"launch"`
+			Latency float64 `parquet:"latency"`
+		}{{"bfloat16", 1, 64, 64, 1, 0.002}})}, `gemm/gemm_perf.parquet: column "launch" is INT(64,true): want a string`},
+		{"element-wise launch", ElementwiseFile, ew(func(r *elementwiseFile) { r.Launch = "cuda-graph" }),
+			`elementwise/elementwise_perf.parquet: column "launch" row 1 is "cuda-graph"`},
+		{"unknown element-wise op", ElementwiseFile, ew(func(r *elementwiseFile) { r.Op = "softmax" }),
+			`elementwise/elementwise_perf.parquet: column "op" row 1 is "softmax": want one of rmsnorm, residual_add, rope, kv_write, silu_mul, embedding`},
+		{"element-wise zero width", ElementwiseFile, ew(func(r *elementwiseFile) { r.N = 0 }),
+			`elementwise/elementwise_perf.parquet: column "n" row 1 is 0`},
+		{"element-wise negative latency", ElementwiseFile, ew(func(r *elementwiseFile) { r.Latency = -1 }),
+			`elementwise/elementwise_perf.parquet: column "latency" row 1 is -1`},
+		{"element-wise without op", ElementwiseFile, &fstest.MapFile{Data: parquetBytes(t, []gemmFile{{"bfloat16", 1, 64, 64, LaunchGraph, 0.002}})},
+			`elementwise/elementwise_perf.parquet: no column "op"`},
+		{"element-wise not parquet", ElementwiseFile, &fstest.MapFile{Data: []byte("op,m,n\n")},
+			`elementwise/elementwise_perf.parquet: not a readable Parquet file`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			fs := smallDB(t)
+			fs[ElementwiseFile] = &fstest.MapFile{Data: parquetBytes(t, goodEW)}
+			_, err := LoadFS(fs, "small")
+			require.NoError(t, err, "the database is good before the edit")
+			fs[c.file] = c.data
+			_, err = LoadFS(fs, "small")
+			require.ErrorContains(t, err, c.want)
+		})
+	}
 }

@@ -3,6 +3,7 @@ package opdb
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,17 +12,81 @@ import (
 )
 
 func TestShipped(t *testing.T) {
-	require.Equal(t, []string{h200}, Names())
+	require.Equal(t, []string{h200, h200Worker}, Names())
 	a, err := Open(h200)
 	require.NoError(t, err)
 	b, err := Open(h200)
 	require.NoError(t, err)
 	require.Same(t, a, b, "a shipped database is read once")
+	// Both were measured on the H200; the first by name is the one "ops"
+	// means there.
 	db, err := ForHardware(h200HW)
 	require.NoError(t, err)
 	require.Same(t, a, db)
+	w, err := Open(h200Worker)
+	require.NoError(t, err)
+	require.Equal(t, squash(h200HW.Name), squash(w.System.GPU), "the worker's database is an H200's too")
 	_, err = ForHardware(h100HW)
 	require.ErrorContains(t, err, "no database shipped with steplab was measured on H100-SXM")
+}
+
+// The worker's database has what the vLLM one lacks: eager rows in every
+// table, an element-wise table and the SM count.
+func TestShippedWorker(t *testing.T) {
+	db, err := Open(h200Worker)
+	require.NoError(t, err)
+	require.Equal(t, h200Worker, db.Name)
+	require.Equal(t, "steplab-worker", db.Framework)
+	require.Equal(t, 132.0, db.System.SMs)
+	require.Empty(t, db.AllReduce)
+	launches := func(eager []bool) (graph, eagerRows int) {
+		for _, e := range eager {
+			if e {
+				eagerRows++
+			} else {
+				graph++
+			}
+		}
+		return graph, eagerRows
+	}
+	tables := map[string][]bool{}
+	for _, r := range db.GEMM {
+		tables["gemm"] = append(tables["gemm"], r.Eager)
+	}
+	for _, r := range db.ContextAttention {
+		tables["context"] = append(tables["context"], r.Eager)
+	}
+	for _, r := range db.GenerationAttention {
+		tables["generation"] = append(tables["generation"], r.Eager)
+	}
+	for _, r := range db.Elementwise {
+		tables["elementwise"] = append(tables["elementwise"], r.Eager)
+	}
+	require.Len(t, tables, 4)
+	for name, eager := range tables {
+		g, e := launches(eager)
+		require.Positive(t, g, "%s: graph rows", name)
+		require.Positive(t, e, "%s: eager rows", name)
+	}
+	ops := map[string]bool{}
+	for _, r := range db.Elementwise {
+		ops[r.Op] = true
+	}
+	require.Len(t, ops, len(model.ElementwiseOps), "every element-wise op is measured")
+	_, err = model.NewOps(db, llama8B)
+	require.NoError(t, err)
+
+	v, err := Open(h200)
+	require.NoError(t, err)
+	require.Equal(t, "vllm", v.Framework)
+	require.Zero(t, v.System.SMs, "AIConfigurator's system file has no SM count")
+	require.Nil(t, v.Elementwise)
+	for _, r := range v.GEMM {
+		require.False(t, r.Eager, "%+v", r)
+	}
+	for _, r := range append(slices.Clone(v.ContextAttention), v.GenerationAttention...) {
+		require.False(t, r.Eager, "%+v", r)
+	}
 }
 
 func TestSpec(t *testing.T) {
