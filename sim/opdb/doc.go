@@ -1,7 +1,9 @@
-// Package opdb reads databases of measured operation latencies, the input
-// of the measured-operations prior (model.Ops), and ships the one measured
-// on an NVIDIA H200 SXM under vLLM 0.24.0 (AIConfigurator's, see
-// data/h200-sxm-vllm-0.24.0/ATTRIBUTION.md).
+// Package opdb reads and writes databases of measured operation
+// latencies, the input of the measured-operations prior (model.Ops), and
+// ships two measured on an NVIDIA H200 SXM: vLLM 0.24.0's kernels
+// (AIConfigurator's, see data/h200-sxm-vllm-0.24.0/ATTRIBUTION.md) and
+// steplab's own GPU worker's operations (data/h200-sxm-worker, measured by
+// `steplab capture ops`).
 //
 // A database is a directory in AIConfigurator's layout for one GPU and one
 // framework version:
@@ -17,13 +19,22 @@
 //	comm/custom_allreduce_perf.parquet            optional: allreduce_dtype, num_gpus, message_size,
 //	                                              kernel_source, latency; optional backend
 //	*/collection_meta.yaml                        optional: runtime.framework, runtime.version
+//	elementwise/elementwise_perf.parquet          optional, steplab's: op, m, n, latency; optional dtype
+//
+// Any table may carry a launch column (graph: device time in a CUDA-graph
+// replay, the default; eager: calls dispatched one by one from the host),
+// and system.yaml a gpu.sm_count, both steplab's additions: an engine's
+// steps larger than its largest CUDA graph are priced from the eager rows,
+// and with the SM count a ragged decode batch by its longest request.
 //
 // Other columns and files are ignored, so AIConfigurator's own folders for
 // another GPU or framework version load as they are (with the system file
 // copied beside them). LoadDir and LoadFS read one into plain tables
 // (model.OpDB), refusing a malformed one with the file, column and row;
 // Open does the same for a name Names lists or a directory; ForHardware
-// finds the shipped database of a GPU.
+// finds the first shipped database (by name) of a GPU. WriteDir writes a
+// database, and ReadBench reads the rows of capture/worker/opbench.py
+// into one (what `steplab capture ops` does).
 //
 // Wherever steplab accepts a model (eval, replay, simulate's fpm:), an
 // ops spec names the prior built from a database for the run's model

@@ -38,6 +38,13 @@ type (
 		Launch  string  `parquet:"launch"`
 		Latency float64 `parquet:"latency"`
 	}
+	allReduceFile struct {
+		DType   string  `parquet:"allreduce_dtype"`
+		GPUs    int64   `parquet:"num_gpus"`
+		Message int64   `parquet:"message_size"`
+		Source  string  `parquet:"kernel_source"` // "…_eager" for an eager launch, as readAllReduce reads it
+		Latency float64 `parquet:"latency"`
+	}
 	elementwiseFile struct {
 		Op      string  `parquet:"op"`
 		M       int64   `parquet:"m"`
@@ -57,7 +64,8 @@ func launchOf(eager bool) string {
 
 // WriteDir writes db as a database directory LoadDir reads: system.yaml
 // from db.System, the GEMM and attention tables in AIConfigurator's
-// layout with a launch column, the element-wise table when db has one,
+// layout with a launch column, the all-reduce and element-wise tables
+// when db has them,
 // and collection_meta.yaml naming db.Framework and db.Version. Rows are
 // sorted, so the same database writes the same bytes. The directory is
 // assembled under a temporary name and renamed when complete; an existing
@@ -130,6 +138,23 @@ func writeTables(dir string, db *model.OpDB) error {
 				cmp.Compare(a.Window, b.Window), cmp.Compare(a.ISL, b.ISL), cmp.Compare(a.Batch, b.Batch), cmp.Compare(a.Latency, b.Latency))
 		})
 		if err := writeParquet(filepath.Join(dir, t.file), out); err != nil {
+			return err
+		}
+	}
+	if len(db.AllReduce) > 0 {
+		ar := make([]allReduceFile, len(db.AllReduce))
+		for i, r := range db.AllReduce {
+			src := "steplab"
+			if !r.Graph {
+				src += "_eager"
+			}
+			ar[i] = allReduceFile{r.DType, int64(r.GPUs), r.MessageBytes, src, r.LatencyMs}
+		}
+		slices.SortFunc(ar, func(a, b allReduceFile) int {
+			return cmp.Or(cmp.Compare(a.DType, b.DType), cmp.Compare(a.Source, b.Source), cmp.Compare(a.GPUs, b.GPUs),
+				cmp.Compare(a.Message, b.Message), cmp.Compare(a.Latency, b.Latency))
+		})
+		if err := writeParquet(filepath.Join(dir, AllReduceFile), ar); err != nil {
 			return err
 		}
 	}

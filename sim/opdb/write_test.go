@@ -45,6 +45,10 @@ func writeTestDB() *model.OpDB {
 		}
 	}
 	db.GEMM = append(db.GEMM, model.GEMMRow{DType: "fp8", M: 8, N: 4096, K: 1024, LatencyMs: 0.004})
+	for _, graph := range []bool{true, false} {
+		db.AllReduce = append(db.AllReduce, model.AllReduceRow{DType: "bfloat16", GPUs: 2, MessageBytes: 1 << 20, Graph: graph, LatencyMs: 0.02},
+			model.AllReduceRow{DType: "bfloat16", GPUs: 4, MessageBytes: 1 << 10, Graph: graph, LatencyMs: 0.01})
+	}
 	return db
 }
 
@@ -107,7 +111,7 @@ func TestWriteDirRoundTrip(t *testing.T) {
 	require.Equal(t, fs.FileMode(0o755), st.Mode().Perm(), "readable as a database folder, not a private temporary one")
 
 	files := dirFiles(t, dir)
-	require.ElementsMatch(t, []string{SystemFile, GEMMFile, "gemm/" + MetaFile, ContextAttentionFile, GenerationAttentionFile, ElementwiseFile},
+	require.ElementsMatch(t, []string{SystemFile, GEMMFile, "gemm/" + MetaFile, ContextAttentionFile, GenerationAttentionFile, AllReduceFile, ElementwiseFile},
 		slices.Collect(maps.Keys(files)))
 
 	out, err := LoadDir(dir)
