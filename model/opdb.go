@@ -71,6 +71,10 @@ type GEMMRow struct {
 	// (dispatch included); the others are device time in a CUDA graph.
 	Eager     bool    `json:"eager,omitempty"`
 	LatencyMs float64 `json:"latency_ms"`
+	// HostMs, on an eager row, is the host's time to issue one call (0:
+	// not measured): with it an eager pass is priced as the host and the
+	// device working ahead of each other (see Ops).
+	HostMs float64 `json:"host_ms,omitempty"`
 }
 
 // AttentionRow is one measured attention kernel call over Batch requests.
@@ -88,6 +92,7 @@ type AttentionRow struct {
 	KVDType   string  `json:"kv_dtype"`        // KV-cache dtype, e.g. "bfloat16", "fp8"
 	Eager     bool    `json:"eager,omitempty"` // as GEMMRow.Eager
 	LatencyMs float64 `json:"latency_ms"`
+	HostMs    float64 `json:"host_ms,omitempty"` // as GEMMRow.HostMs
 }
 
 // ElementwiseRow is one measured element-wise operation of a layer over M
@@ -100,6 +105,7 @@ type ElementwiseRow struct {
 	DType     string  `json:"dtype"`
 	Eager     bool    `json:"eager,omitempty"` // as GEMMRow.Eager
 	LatencyMs float64 `json:"latency_ms"`
+	HostMs    float64 `json:"host_ms,omitempty"` // as GEMMRow.HostMs
 }
 
 // The element-wise operations a database can measure, as an engine that
@@ -153,6 +159,10 @@ type opIndex struct {
 	sys       OpSystem
 	allreduce *opTable
 	launch    [2]launchIndex // by launch: graph, eager
+	// host holds the host's issue time of the eager rows that record it;
+	// hostOK when the GEMM and both attention tables have it.
+	host   launchIndex
+	hostOK bool
 }
 
 // The two ways a step's kernels are launched, indexing opIndex.launch.
@@ -180,10 +190,14 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 	}
 	x := &opIndex{sys: db.System}
 	for l := range x.launch {
-		if err := db.indexLaunch(sh, l == launchEager, &x.launch[l]); err != nil {
+		if err := db.indexLaunch(sh, l == launchEager, false, &x.launch[l]); err != nil {
 			return nil, err
 		}
 	}
+	if err := db.indexLaunch(sh, true, true, &x.host); err != nil {
+		return nil, err
+	}
+	x.hostOK = x.host.gemm != nil && x.host.ctx != nil && x.host.gen != nil
 	// A table measured one way only serves both (a CPU run measures eager
 	// calls only; AIConfigurator's tables are graph rows).
 	g, e := &x.launch[launchGraph], &x.launch[launchEager]
@@ -243,27 +257,40 @@ func orTable(t, fallback *opTable) *opTable {
 }
 
 // indexLaunch builds the tables of the rows measured one way (eager or
-// from a CUDA graph); a table without such rows is left nil.
-func (db *OpDB) indexLaunch(sh *opsShape, eager bool, li *launchIndex) error {
+// from a CUDA graph), of their latencies or, with host, of the host issue
+// times eager rows record; a table without such rows is left nil.
+func (db *OpDB) indexLaunch(sh *opsShape, eager, host bool, li *launchIndex) error {
 	how := ""
 	if eager {
 		how = " (eager)"
 	}
+	if host {
+		how = " (host issue)"
+	}
+	// value is what a row contributes: its latency, or its host time (a
+	// row without one is skipped).
+	value := func(lat, hostMs float64) (float64, bool) {
+		if host {
+			return hostMs, hostMs > 0
+		}
+		return lat, true
+	}
 	gb := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s%s", db.Name, sh.dtype, OpTableGEMM, how), gemmAxes)
 	for i, r := range db.GEMM {
-		if r.DType != sh.dtype || r.Eager != eager {
+		v, ok := value(r.LatencyMs, r.HostMs)
+		if r.DType != sh.dtype || r.Eager != eager || !ok {
 			continue
 		}
-		if err := gb.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, r.LatencyMs); err != nil {
+		if err := gb.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, v); err != nil {
 			return err
 		}
 	}
 	li.gemm = gb.built()
 	var err error
-	if li.ctx, err = db.attnIndex(OpTableContextAttention+how, db.ContextAttention, sh, eager); err != nil {
+	if li.ctx, err = db.attnIndex(OpTableContextAttention+how, db.ContextAttention, sh, eager, value); err != nil {
 		return err
 	}
-	if li.gen, err = db.attnIndex(OpTableGenerationAttention+how, db.GenerationAttention, sh, eager); err != nil {
+	if li.gen, err = db.attnIndex(OpTableGenerationAttention+how, db.GenerationAttention, sh, eager, value); err != nil {
 		return err
 	}
 	if len(db.Elementwise) == 0 {
@@ -279,10 +306,11 @@ func (db *OpDB) indexLaunch(sh *opsShape, eager bool, li *launchIndex) error {
 		if k < 0 {
 			return fmt.Errorf("opdb %s: %s row %d: unknown op %q (known: %s)", db.Name, OpTableElementwise, i, r.Op, strings.Join(ElementwiseOps, ", "))
 		}
-		if (r.DType != sh.dtype && r.DType != "") || r.Eager != eager {
+		v, ok := value(r.LatencyMs, r.HostMs)
+		if (r.DType != sh.dtype && r.DType != "") || r.Eager != eager || !ok {
 			continue
 		}
-		if err := builders[k].add(i, opCoords{float64(r.N), float64(r.M)}, r.LatencyMs); err != nil {
+		if err := builders[k].add(i, opCoords{float64(r.N), float64(r.M)}, v); err != nil {
 			return err
 		}
 		measured = true
@@ -299,14 +327,15 @@ func (db *OpDB) indexLaunch(sh *opsShape, eager bool, li *launchIndex) error {
 // attnIndex builds the attention table of the shape's compute and KV
 // dtypes, full attention, launched one way (rows whose table names no
 // compute dtype serve any); nil when no row qualifies.
-func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape, eager bool) (*opTable, error) {
+func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape, eager bool, value func(lat, host float64) (float64, bool)) (*opTable, error) {
 	b := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, name), attnAxes)
 	for i, r := range rows {
-		if (r.DType != sh.dtype && r.DType != "") || r.KVDType != sh.kvDType || r.Window != 0 || r.Eager != eager {
+		v, ok := value(r.LatencyMs, r.HostMs)
+		if (r.DType != sh.dtype && r.DType != "") || r.KVDType != sh.kvDType || r.Window != 0 || r.Eager != eager || !ok {
 			continue
 		}
 		c := opCoords{float64(r.HeadDim), float64(r.KVHeads), float64(r.Heads), float64(r.SeqLen), float64(r.Batch)}
-		if err := b.add(i, c, r.LatencyMs); err != nil {
+		if err := b.add(i, c, v); err != nil {
 			return nil, err
 		}
 	}

@@ -156,7 +156,10 @@ type OpsBreakdown struct {
 	ElementwiseNs    float64 `json:"elementwise_ns"` // norms, activation, residual adds, embedding
 	AllReduceNs      float64 `json:"allreduce_ns"`
 	EngineStepNs     float64 `json:"engine_step_ns"` // OpsEngine.GraphStepNs or EagerStepNs
-	TotalNs          float64 `json:"total_ns"`
+	// HostWaitNs is the time the device of an eager step waits for the
+	// host's dispatch, where the database records host issue times.
+	HostWaitNs float64 `json:"host_wait_ns,omitempty"`
+	TotalNs    float64 `json:"total_ns"`
 	// Eager says the step ran kernel by kernel (more rows than the largest
 	// CUDA graph).
 	Eager bool `json:"eager,omitempty"`
@@ -212,8 +215,12 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 		}
 	}
 	b.Eager = o.graphMax > 0 && rows > o.graphMax
+	// An eager step reads the eager rows, or, where the database records
+	// the host's issue times, the device times of the graph rows with the
+	// host's dispatch overlapped (hostWaitNs).
+	overlap := b.Eager && o.db.hostOK
 	li := &o.db.launch[launchGraph]
-	if b.Eager {
+	if b.Eager && !overlap {
 		li = &o.db.launch[launchEager]
 	}
 
@@ -252,7 +259,94 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 		b.EngineStepNs = e.EagerStepNs
 	}
 	b.TotalNs = b.GEMMNs + b.LMHeadNs + b.ContextAttnNs + b.GenerationAttnNs + b.ElementwiseNs + b.AllReduceNs + b.EngineStepNs
+	if overlap {
+		b.HostWaitNs = o.hostWaitNs(f, rows, s, b)
+		b.TotalNs += b.HostWaitNs
+	}
 	return ext
+}
+
+// hostWaitNs is how long the device of an eager step waits for the host:
+// the host issues the pass's operations one after another (the eager
+// rows' host times) while the device runs each once it is issued and the
+// one before it has ended (the graph rows' device times), a stream with a
+// deep launch queue: issue(i) = Σ host(≤ i), start(i) = max(issue(i),
+// end(i−1)), end(i) = start(i) + device(i). The step ends at end(last);
+// what exceeds the device times' sum is the wait. Per layer the pass is
+// the worker's order: norm, q/k/v GEMM, RoPE, KV write, attention (one
+// launch for the step's prefill and decode requests), output GEMM,
+// residual add, norm, up GEMM, SiLU·mul, down GEMM, residual add; around
+// them the embedding, and the final norm and the LM head.
+func (o *Ops) hostWaitNs(f *Features, rows, sampled float64, b *OpsBreakdown) float64 {
+	sh, e := &o.shape, &o.engine
+	g, h := &o.db.launch[launchGraph], &o.db.host
+	L := float64(sh.layers)
+	gemm := func(m float64, n, k int) (dev, host float64) {
+		dev, _ = o.gemmNs(g, m, n, k)
+		host, _ = o.gemmNs(h, m, n, k)
+		return dev * orOne(e.GEMMScale), host
+	}
+	ew := func(k int, m, n float64) (dev, host float64) {
+		if g.ew == nil || g.ew[k] == nil || m <= 0 {
+			return 0, 0
+		}
+		dev, _ = g.ew[k].lookup(opCoords{n, m}, elementwiseCost{})
+		if h.ew != nil && h.ew[k] != nil {
+			host, _ = h.ew[k].lookup(opCoords{n, m}, elementwiseCost{})
+		}
+		return dev, host
+	}
+	hd := float64(sh.hidden)
+	// The attention's host time is one launch's, looked up where the
+	// device's is (not scaled by the share of the table's work it does).
+	var attnHost float64
+	if f.PrefillTokens > 0 {
+		n := math.Max(1, f.PrefillRequests)
+		q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), (f.PrefillTokens + f.PrefillKVTokens) / n, n}
+		attnHost, _ = h.ctx.lookup(q, (*contextCost)(o))
+	} else if f.DecodeRequests > 0 {
+		attnHost, _ = o.generationAttnNs(h, f.DecodeRequests, o.decodeKV(f))
+	}
+	var layer [12][2]float64
+	layer[0][0], layer[0][1] = ew(ewRMSNorm, rows, hd)
+	layer[1][0], layer[1][1] = gemm(rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
+	layer[2][0], layer[2][1] = ew(ewRoPE, rows, float64((sh.qHeads+sh.kvHeads)*sh.headDim))
+	layer[3][0], layer[3][1] = ew(ewKVWrite, rows, float64(sh.kvHeads*sh.headDim))
+	layer[4][0], layer[4][1] = (b.ContextAttnNs+b.GenerationAttnNs+b.AllReduceNs/2)/L, attnHost
+	layer[5][0], layer[5][1] = gemm(rows, sh.hidden, sh.qHeads*sh.headDim)
+	layer[6][0], layer[6][1] = ew(ewResidualAdd, rows, hd)
+	layer[7] = layer[0]
+	// The MLP's device time (b.GEMMNs less the attention projections)
+	// split between its two GEMMs as a dense layer's would be: a mixture
+	// of experts runs more, smaller ones, and its host time is taken as a
+	// dense layer's two launches.
+	upDev, upHost := gemm(rows, 2*sh.activationWidth(), sh.hidden)
+	downDev, downHost := gemm(rows, sh.hidden, sh.activationWidth())
+	if sum := upDev + downDev; sum > 0 {
+		mlp := b.GEMMNs/L - layer[1][0] - layer[5][0]
+		upDev, downDev = mlp*upDev/sum, mlp*downDev/sum
+	}
+	layer[8][0], layer[8][1] = upDev, upHost
+	layer[9][0], layer[9][1] = ew(ewSiLUMul, rows, float64(sh.activationWidth()))
+	layer[10][0], layer[10][1] = downDev+b.AllReduceNs/2/L, downHost
+	layer[11] = layer[6]
+
+	var issue, end, busy float64
+	step := func(dev, host float64) {
+		issue += host
+		end = math.Max(issue, end) + dev
+		busy += dev
+	}
+	step(ew(ewEmbedding, rows, hd))
+	for range sh.layers {
+		for _, op := range layer {
+			step(op[0], op[1])
+		}
+	}
+	step(ew(ewRMSNorm, sampled, hd))
+	lmDev, lmHost := gemm(sampled, sh.vocab, sh.hidden)
+	step(lmDev, lmHost)
+	return math.Max(0, end-busy)
 }
 
 // sampledRows is the LM head's rows: one per request, at its last

@@ -117,3 +117,57 @@ func TestOpsDecodeKV(t *testing.T) {
 	require.InDelta(t, 101, plain.decodeKV(&f), 1e-9)
 	require.Greater(t, o.PredictNs(f), plain.PredictNs(f), "a ragged batch costs more than its mean")
 }
+
+// hostDB is launchDB whose eager rows record the host's issue time of
+// every call, hostMs each, and that measures eager attention too.
+func hostDB(hostMs float64) *OpDB {
+	db := launchDB()
+	for i := range db.GEMM {
+		if db.GEMM[i].Eager {
+			db.GEMM[i].HostMs = hostMs
+		}
+	}
+	for i := range db.Elementwise {
+		if db.Elementwise[i].Eager {
+			db.Elementwise[i].HostMs = hostMs
+		}
+	}
+	for _, t := range []*[]AttentionRow{&db.ContextAttention, &db.GenerationAttention} {
+		for _, r := range *t {
+			r.Eager, r.HostMs = true, hostMs
+			*t = append(*t, r)
+		}
+	}
+	return db
+}
+
+// An eager step with host issue times is the device's work plus what it
+// waits for the host: nothing to speak of when the host is fast, and the
+// host's whole issue time (then the last operation) when it is slow.
+func TestOpsHostOverlap(t *testing.T) {
+	f := Features{PrefillTokens: 60, PrefillRequests: 1, DecodeRequests: 4, DecodeKVTokens: 400, PaddedBatch: 4}
+	graphs := []int{32}
+	device, err := NewOps(launchDB(), tiny)
+	require.NoError(t, err)
+	onDevice := device.Breakdown(f) // the graph rows: device time only
+
+	fast, err := NewOps(hostDB(1e-6), tiny)
+	require.NoError(t, err)
+	b := fast.WithGraphs(graphs).Breakdown(f)
+	require.True(t, b.Eager)
+	require.InDelta(t, onDevice.TotalNs, b.TotalNs-b.HostWaitNs, 1e-6, "the device parts are the graph rows'")
+	require.InDelta(t, 1, b.HostWaitNs, 1e-9, "a host issuing in 1 ns a call keeps ahead of the device after the first")
+
+	slow, err := NewOps(hostDB(1), tiny)
+	require.NoError(t, err)
+	b = slow.WithGraphs(graphs).Breakdown(f)
+	// tiny's pass: the embedding, 12 operations in each of 2 layers, the
+	// final norm and the LM head: 27 calls of 1 ms each, then the LM
+	// head's device time.
+	lm := gemmMs(5, 256, 64) * 1e6
+	require.InDelta(t, 27e6+lm, b.TotalNs, 1e-3)
+	require.InDelta(t, b.TotalNs-onDevice.TotalNs, b.HostWaitNs, 1e-6)
+
+	// Graph steps never wait for the host.
+	require.Zero(t, slow.Breakdown(f).HostWaitNs)
+}

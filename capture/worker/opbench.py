@@ -10,7 +10,9 @@ ways the worker launches a step:
   of a graph replay (how decode and small mixed steps run);
 - eager: R back-to-back calls from Python, per call = the time between CUDA
   events around them / R, the longer of the host's dispatch and the device
-  time (how steps larger than the largest CUDA graph run).
+  time (how steps larger than the largest CUDA graph run); host_ms is the
+  host's time to issue one call, which a pass of many operations overlaps
+  with the device's work on earlier ones.
 
 It writes one JSON object per line (flushed as it goes, so an interrupted
 run keeps what it measured); `steplab capture ops` runs it and turns the rows
@@ -89,27 +91,33 @@ class Timer:
         self.stream = torch.cuda.Stream(device) if self.cuda else None
 
     def _eager(self, fn, reps):
+        """Per call: (ms from the first launch to the last kernel's end, ms
+        the host spent issuing the calls)."""
         if not self.cuda:
             t0 = time.perf_counter()
             for _ in range(reps):
                 fn()
-            return (time.perf_counter() - t0) * 1e3 / reps
+            ms = (time.perf_counter() - t0) * 1e3 / reps
+            return ms, ms
         e0 = torch.cuda.Event(enable_timing=True)
         e1 = torch.cuda.Event(enable_timing=True)
         torch.cuda.synchronize(self.device)
         e0.record()
+        t0 = time.perf_counter()
         for _ in range(reps):
             fn()
+        host = (time.perf_counter() - t0) * 1e3 / reps
         e1.record()
         e1.synchronize()
-        return e0.elapsed_time(e1) / reps
+        return e0.elapsed_time(e1) / reps, host
 
     def _reps(self, fn):
         fn()
-        one = max(self._eager(fn, 3), 1e-4)
+        one = max(self._eager(fn, 3)[0], 1e-4)
         return max(2, min(64, int(math.ceil(TARGET_S * 1e3 / one))))
 
     def eager(self, fn):
+        """The median of three runs: (latency, host dispatch) per call."""
         reps = max(10, self._reps(fn))
         return sorted(self._eager(fn, reps) for _ in range(3))[1]
 
@@ -155,8 +163,12 @@ class Bench:
 
     def measure(self, table, fn, **coords):
         for launch in self.launches:
-            ms = self.timer.graph(fn) if launch == "graph" else self.timer.eager(fn)
-            self.emit(dict(table=table, launch=launch, dtype="bfloat16", latency_ms=ms, **coords))
+            row = dict(table=table, launch=launch, dtype="bfloat16", **coords)
+            if launch == "graph":
+                row["latency_ms"] = self.timer.graph(fn)
+            else:
+                row["latency_ms"], row["host_ms"] = self.timer.eager(fn)
+            self.emit(row)
 
     def randn(self, *shape):
         return torch.randn(*shape, device=self.device, dtype=self.dtype)
@@ -291,6 +303,17 @@ class Bench:
         return LlamaModel(cfg, self.grid["m"][-1] + 1, self.device, 0)
 
 
+def _cpu_model():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", action="append", required=True, type=parse_shape,
@@ -308,7 +331,8 @@ def main(argv=None):
                     launches=["graph", "eager"] if device.type == "cuda" else ["eager"])
         if device.type == "cuda":
             p = torch.cuda.get_device_properties(device)
-            meta.update(gpu=p.name, sm_count=p.multi_processor_count)
+            meta.update(gpu=p.name, sm_count=p.multi_processor_count, gpu_uuid=str(getattr(p, "uuid", "")))
+        meta["cpu"] = _cpu_model()  # eager rows time this host's dispatch
         b = Bench(device, GRIDS[a.grid], out)
         b.emit(meta)
         t0 = time.monotonic()

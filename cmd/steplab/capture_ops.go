@@ -154,6 +154,9 @@ func buildOpDB(rows, hardware, out string, force bool) (*opDBSummary, error) {
 	}
 	db.Framework = "steplab-worker"
 	db.Version = fmt.Sprintf("torch %s, triton %s, %s", meta.Torch, cmp.Or(meta.Triton, "none"), cmp.Or(meta.GPU, meta.Device))
+	if meta.CPU != "" {
+		db.Version += ", host " + meta.CPU
+	}
 	db.System = model.OpSystem{GPU: hw.Name, MemBandwidth: hw.BandwidthBytes(), BF16FLOPS: hw.PeakFLOPs(),
 		MemBWScaling: memOpScaling, MemConstantS: memOpConstantS, SMs: float64(cmp.Or(meta.SMCount, hw.SMs))}
 	if link, ok := hw.TPLink(); ok {

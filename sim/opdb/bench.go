@@ -16,11 +16,15 @@ import (
 // BenchMeta is what an operations benchmark says about where it ran (the
 // first line of its output).
 type BenchMeta struct {
-	GPU      string   `json:"gpu"`
-	Device   string   `json:"device"`
-	Torch    string   `json:"torch"`
-	Triton   string   `json:"triton"`
-	SMCount  int      `json:"sm_count"`
+	GPU     string `json:"gpu"`
+	Device  string `json:"device"`
+	Torch   string `json:"torch"`
+	Triton  string `json:"triton"`
+	SMCount int    `json:"sm_count"`
+	GPUUUID string `json:"gpu_uuid"`
+	// CPU is the host's processor: eager rows time its dispatch, so a
+	// database carries its host's speed.
+	CPU      string   `json:"cpu"`
 	Launches []string `json:"launches"`
 }
 
@@ -31,6 +35,7 @@ type benchRow struct {
 	Launch    string   `json:"launch"`
 	DType     string   `json:"dtype"`
 	LatencyMs *float64 `json:"latency_ms"`
+	HostMs    float64  `json:"host_ms"` // eager rows: the host's issue time per call
 	// gemm, elementwise
 	M, N, K int
 	Op      string `json:"op"`
@@ -101,6 +106,9 @@ func addBench(db *model.OpDB, r *benchRow) error {
 		return fmt.Errorf("%s: launch %q: want %q or %q", r.Table, r.Launch, LaunchGraph, LaunchEager)
 	}
 	lat := *r.LatencyMs
+	if !(r.HostMs >= 0) || math.IsInf(r.HostMs, 0) || (r.HostMs > 0 && !eager) {
+		return fmt.Errorf("%s: host_ms must be a non-negative number, on eager rows only", r.Table)
+	}
 	// A size is a positive int32, as LoadDir reads it back.
 	positive := func(names string, v ...int) error {
 		for i, x := range v {
@@ -115,13 +123,13 @@ func addBench(db *model.OpDB, r *benchRow) error {
 		if err := positive("m,n,k", r.M, r.N, r.K); err != nil {
 			return err
 		}
-		db.GEMM = append(db.GEMM, model.GEMMRow{DType: r.DType, M: r.M, N: r.N, K: r.K, Eager: eager, LatencyMs: lat})
+		db.GEMM = append(db.GEMM, model.GEMMRow{DType: r.DType, M: r.M, N: r.N, K: r.K, Eager: eager, LatencyMs: lat, HostMs: r.HostMs})
 	case model.OpTableContextAttention, model.OpTableGenerationAttention:
 		if err := positive("batch_size,isl,num_heads,num_key_value_heads,head_dim", r.Batch, r.ISL, r.Heads, r.KVHeads, r.HeadDim); err != nil {
 			return err
 		}
 		a := model.AttentionRow{Batch: r.Batch, SeqLen: r.ISL, Heads: r.Heads, KVHeads: r.KVHeads, HeadDim: r.HeadDim,
-			DType: r.DType, KVDType: r.KVDType, Eager: eager, LatencyMs: lat}
+			DType: r.DType, KVDType: r.KVDType, Eager: eager, LatencyMs: lat, HostMs: r.HostMs}
 		if r.Table == model.OpTableContextAttention {
 			db.ContextAttention = append(db.ContextAttention, a)
 		} else {
@@ -134,7 +142,7 @@ func addBench(db *model.OpDB, r *benchRow) error {
 		if err := positive("m,n", r.M, r.N); err != nil {
 			return err
 		}
-		db.Elementwise = append(db.Elementwise, model.ElementwiseRow{Op: r.Op, M: r.M, N: r.N, DType: r.DType, Eager: eager, LatencyMs: lat})
+		db.Elementwise = append(db.Elementwise, model.ElementwiseRow{Op: r.Op, M: r.M, N: r.N, DType: r.DType, Eager: eager, LatencyMs: lat, HostMs: r.HostMs})
 	default:
 		return fmt.Errorf("unknown table %q", r.Table)
 	}

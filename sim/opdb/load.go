@@ -169,13 +169,13 @@ func readGEMM(fsys fs.FS) ([]model.GEMMRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	eager, err := c.eager()
+	eager, host, err := c.launches()
 	if err != nil {
 		return nil, err
 	}
 	rows := make([]model.GEMMRow, c.rows)
 	for i := range rows {
-		rows[i] = model.GEMMRow{DType: dt[i], M: mnk[0][i], N: mnk[1][i], K: mnk[2][i], Eager: eager[i], LatencyMs: lat[i]}
+		rows[i] = model.GEMMRow{DType: dt[i], M: mnk[0][i], N: mnk[1][i], K: mnk[2][i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
 	}
 	return rows, nil
 }
@@ -222,7 +222,7 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 	if err != nil {
 		return nil, err
 	}
-	eager, err := c.eager()
+	eager, host, err := c.launches()
 	if err != nil {
 		return nil, err
 	}
@@ -238,7 +238,7 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 			return nil, fmt.Errorf("%s: column \"window_size\" row %d is %d: want >= 0", name, i, window[i])
 		}
 		r := model.AttentionRow{Batch: ints[0][i], SeqLen: ints[1][i], Heads: ints[2][i], KVHeads: ints[3][i], HeadDim: ints[4][i],
-			Window: int(window[i]), DType: dt[i], KVDType: kvdt[i], Eager: eager[i], LatencyMs: lat[i]}
+			Window: int(window[i]), DType: dt[i], KVDType: kvdt[i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
 		if generation {
 			r.SeqLen += int(step[i])
 		}
@@ -321,7 +321,7 @@ func readElementwise(fsys fs.FS) ([]model.ElementwiseRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	eager, err := c.eager()
+	eager, host, err := c.launches()
 	if err != nil {
 		return nil, err
 	}
@@ -330,7 +330,7 @@ func readElementwise(fsys fs.FS) ([]model.ElementwiseRow, error) {
 		if !slices.Contains(model.ElementwiseOps, op[i]) {
 			return nil, fmt.Errorf("%s: column \"op\" row %d is %q: want one of %s", ElementwiseFile, i, op[i], strings.Join(model.ElementwiseOps, ", "))
 		}
-		rows[i] = model.ElementwiseRow{Op: op[i], M: m[i], N: n[i], DType: dt[i], Eager: eager[i], LatencyMs: lat[i]}
+		rows[i] = model.ElementwiseRow{Op: op[i], M: m[i], N: n[i], DType: dt[i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
 	}
 	return rows, nil
 }
@@ -341,26 +341,38 @@ const (
 	LaunchEager = "eager" // called one by one from the host, dispatch included
 )
 
-// eager reads the optional launch column as whether each row ran eagerly.
-func (c *columns) eager() ([]bool, error) {
-	out := make([]bool, c.rows)
-	if !c.has("launch") {
-		return out, nil
-	}
-	v, err := c.strings("launch")
-	if err != nil {
-		return nil, err
-	}
-	for i, s := range v {
-		switch s {
-		case LaunchGraph:
-		case LaunchEager:
-			out[i] = true
-		default:
-			return nil, fmt.Errorf("%s: column \"launch\" row %d is %q: want %q or %q", c.name, i, s, LaunchGraph, LaunchEager)
+// launches reads the optional launch column as whether each row ran
+// eagerly, and the optional host_latency column (ms; eager rows only) as
+// the host's issue time per call, 0 where not recorded.
+func (c *columns) launches() (eager []bool, host []float64, err error) {
+	eager, host = make([]bool, c.rows), make([]float64, c.rows)
+	if c.has("launch") {
+		v, err := c.strings("launch")
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, s := range v {
+			switch s {
+			case LaunchGraph:
+			case LaunchEager:
+				eager[i] = true
+			default:
+				return nil, nil, fmt.Errorf("%s: column \"launch\" row %d is %q: want %q or %q", c.name, i, s, LaunchGraph, LaunchEager)
+			}
 		}
 	}
-	return out, nil
+	if !c.has("host_latency") {
+		return eager, host, nil
+	}
+	if host, err = c.floats("host_latency"); err != nil {
+		return nil, nil, err
+	}
+	for i, x := range host {
+		if !(x >= 0) || math.IsInf(x, 0) || (x > 0 && !eager[i]) {
+			return nil, nil, fmt.Errorf("%s: column \"host_latency\" row %d is %v: want a non-negative number of milliseconds, on eager rows only", c.name, i, x)
+		}
+	}
+	return eager, host, nil
 }
 
 // positiveInts reads an integer column whose every value must be a

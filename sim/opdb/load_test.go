@@ -227,9 +227,9 @@ func TestLoadDir(t *testing.T) {
 func TestLoadFSLaunchAndElementwise(t *testing.T) {
 	fs := smallDB(t)
 	fs[GEMMFile] = &fstest.MapFile{Data: parquetBytes(t, []gemmFile{
-		{"bfloat16", 1, 64, 64, LaunchGraph, 0.002}, {"bfloat16", 1, 64, 64, LaunchEager, 0.02}})}
+		{"bfloat16", 1, 64, 64, LaunchGraph, 0.002, 0}, {"bfloat16", 1, 64, 64, LaunchEager, 0.02, 0.015}})}
 	fs[ContextAttentionFile] = &fstest.MapFile{Data: parquetBytes(t, []attentionFile{
-		{1, 16, 4, 2, 16, "bfloat16", "bfloat16", 0, LaunchEager, 0.05}})}
+		{1, 16, 4, 2, 16, "bfloat16", "bfloat16", 0, LaunchEager, 0.05, 0}})}
 	type noDType struct {
 		Op      string  `parquet:"op"`
 		M       int64   `parquet:"m"`
@@ -240,7 +240,7 @@ func TestLoadFSLaunchAndElementwise(t *testing.T) {
 	db, err := LoadFS(fs, "small")
 	require.NoError(t, err)
 	require.Equal(t, []model.GEMMRow{{DType: "bfloat16", M: 1, N: 64, K: 64, LatencyMs: 0.002},
-		{DType: "bfloat16", M: 1, N: 64, K: 64, Eager: true, LatencyMs: 0.02}}, db.GEMM)
+		{DType: "bfloat16", M: 1, N: 64, K: 64, Eager: true, LatencyMs: 0.02, HostMs: 0.015}}, db.GEMM)
 	require.Equal(t, []model.AttentionRow{{Batch: 1, SeqLen: 16, Heads: 4, KVHeads: 2, HeadDim: 16, DType: "bfloat16",
 		KVDType: "bfloat16", Eager: true, LatencyMs: 0.05}}, db.ContextAttention)
 	require.False(t, db.GenerationAttention[0].Eager, "a table without a launch column is graph rows")
@@ -252,7 +252,7 @@ func TestLoadFSLaunchAndElementwise(t *testing.T) {
 // column and the row. The files are written as WriteDir writes them, with
 // one value changed.
 func TestLoadFSRefusesLaunchAndElementwise(t *testing.T) {
-	goodEW := []elementwiseFile{{model.OpRMSNorm, 1, 4096, "bfloat16", LaunchGraph, 0.001}, {model.OpRoPE, 1, 6144, "bfloat16", LaunchEager, 0.002}}
+	goodEW := []elementwiseFile{{model.OpRMSNorm, 1, 4096, "bfloat16", LaunchGraph, 0.001, 0}, {model.OpRoPE, 1, 6144, "bfloat16", LaunchEager, 0.002, 0.0015}}
 	// ew returns the good element-wise rows with row 1 edited.
 	ew := func(edit func(r *elementwiseFile)) *fstest.MapFile {
 		rows := slices.Clone(goodEW)
@@ -266,10 +266,10 @@ func TestLoadFSRefusesLaunchAndElementwise(t *testing.T) {
 		want string
 	}{
 		{"gemm launch", GEMMFile, &fstest.MapFile{Data: parquetBytes(t, []gemmFile{
-			{"bfloat16", 1, 64, 64, LaunchGraph, 0.002}, {"bfloat16", 1, 64, 64, "Eager", 0.02}})},
+			{"bfloat16", 1, 64, 64, LaunchGraph, 0.002, 0}, {"bfloat16", 1, 64, 64, "Eager", 0.02, 0}})},
 			`gemm/gemm_perf.parquet: column "launch" row 1 is "Eager": want "graph" or "eager"`},
 		{"attention launch empty", GenerationAttentionFile, &fstest.MapFile{Data: parquetBytes(t, []attentionFile{
-			{1, 16, 4, 2, 16, "bfloat16", "bfloat16", 0, "", 0.05}})},
+			{1, 16, 4, 2, 16, "bfloat16", "bfloat16", 0, "", 0.05, 0}})},
 			`attention/generation_attention_perf.parquet: column "launch" row 0 is ""`},
 		{"launch not a string", GEMMFile, &fstest.MapFile{Data: parquetBytes(t, []struct {
 			DType   string  `parquet:"gemm_dtype"`
@@ -279,6 +279,11 @@ func TestLoadFSRefusesLaunchAndElementwise(t *testing.T) {
 			Launch  int64   `parquet:"launch"`
 			Latency float64 `parquet:"latency"`
 		}{{"bfloat16", 1, 64, 64, 1, 0.002}})}, `gemm/gemm_perf.parquet: column "launch" is INT(64,true): want a string`},
+		{"host time on a graph row", GEMMFile, &fstest.MapFile{Data: parquetBytes(t, []gemmFile{
+			{"bfloat16", 1, 64, 64, LaunchEager, 0.02, 0.01}, {"bfloat16", 1, 64, 64, LaunchGraph, 0.002, 0.001}})},
+			`gemm/gemm_perf.parquet: column "host_latency" row 1 is 0.001: want a non-negative number of milliseconds, on eager rows only`},
+		{"negative host time", ElementwiseFile, ew(func(r *elementwiseFile) { r.Host = -0.5 }),
+			`elementwise/elementwise_perf.parquet: column "host_latency" row 1 is -0.5`},
 		{"element-wise launch", ElementwiseFile, ew(func(r *elementwiseFile) { r.Launch = "cuda-graph" }),
 			`elementwise/elementwise_perf.parquet: column "launch" row 1 is "cuda-graph"`},
 		{"unknown element-wise op", ElementwiseFile, ew(func(r *elementwiseFile) { r.Op = "softmax" }),
@@ -287,7 +292,7 @@ func TestLoadFSRefusesLaunchAndElementwise(t *testing.T) {
 			`elementwise/elementwise_perf.parquet: column "n" row 1 is 0`},
 		{"element-wise negative latency", ElementwiseFile, ew(func(r *elementwiseFile) { r.Latency = -1 }),
 			`elementwise/elementwise_perf.parquet: column "latency" row 1 is -1`},
-		{"element-wise without op", ElementwiseFile, &fstest.MapFile{Data: parquetBytes(t, []gemmFile{{"bfloat16", 1, 64, 64, LaunchGraph, 0.002}})},
+		{"element-wise without op", ElementwiseFile, &fstest.MapFile{Data: parquetBytes(t, []gemmFile{{"bfloat16", 1, 64, 64, LaunchGraph, 0.002, 0}})},
 			`elementwise/elementwise_perf.parquet: no column "op"`},
 		{"element-wise not parquet", ElementwiseFile, &fstest.MapFile{Data: []byte("op,m,n\n")},
 			`elementwise/elementwise_perf.parquet: not a readable Parquet file`},

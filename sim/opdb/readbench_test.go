@@ -14,7 +14,7 @@ import (
 // launched both ways.
 const benchInput = `{"device": "cuda:0", "gpu": "NVIDIA H200", "launches": ["graph", "eager"], "sm_count": 132, "table": "meta", "torch": "2.11.0+cu130", "triton": "3.6.0"}
 {"dtype": "bfloat16", "k": 64, "latency_ms": 0.004, "launch": "graph", "m": 8, "n": 128, "table": "gemm"}
-{"dtype": "bfloat16", "k": 64, "latency_ms": 0.011, "launch": "eager", "m": 8, "n": 128, "table": "gemm"}
+{"dtype": "bfloat16", "host_ms": 0.009, "k": 64, "latency_ms": 0.011, "launch": "eager", "m": 8, "n": 128, "table": "gemm"}
 {"dtype": "bfloat16", "latency_ms": 0.002, "launch": "graph", "m": 8, "n": 4096, "op": "rmsnorm", "table": "elementwise"}
 {"dtype": "bfloat16", "latency_ms": 0.009, "launch": "eager", "m": 16, "n": 6144, "op": "rope", "table": "elementwise"}
 
@@ -29,7 +29,7 @@ func TestReadBench(t *testing.T) {
 		Launches: []string{"graph", "eager"}}, meta)
 	require.Equal(t, []model.GEMMRow{
 		{DType: "bfloat16", M: 8, N: 128, K: 64, LatencyMs: 0.004},
-		{DType: "bfloat16", M: 8, N: 128, K: 64, Eager: true, LatencyMs: 0.011},
+		{DType: "bfloat16", M: 8, N: 128, K: 64, Eager: true, LatencyMs: 0.011, HostMs: 0.009},
 	}, db.GEMM)
 	require.Equal(t, []model.ElementwiseRow{
 		{Op: model.OpRMSNorm, M: 8, N: 4096, DType: "bfloat16", LatencyMs: 0.002},
@@ -95,6 +95,10 @@ func TestReadBenchRefuses(t *testing.T) {
 		{"no launch", with(gemm, `{"table": "gemm", "m": 8, "n": 8, "k": 8, "latency_ms": 0.1}`), `opbench line 2: gemm: launch ""`},
 		{"unknown element-wise op", with(3, `{"table": "elementwise", "launch": "graph", "op": "softmax", "m": 8, "n": 8, "latency_ms": 0.1}`),
 			`opbench line 4: elementwise: op "softmax"`},
+		{"host time on a graph row", with(gemm, gemmLine(`"m": 8, "n": 8, "k": 8, "latency_ms": 0.1, "host_ms": 0.05`)),
+			"opbench line 2: gemm: host_ms must be a non-negative number, on eager rows only"},
+		{"negative host time", with(gemm+1, `{"table": "gemm", "launch": "eager", "m": 8, "n": 8, "k": 8, "latency_ms": 0.1, "host_ms": -1}`),
+			"opbench line 3: gemm: host_ms must be"},
 		{"missing latency", with(gemm, gemmLine(`"m": 8, "n": 8, "k": 8`)), "opbench line 2: gemm: latency_ms must be a positive number"},
 		{"null latency", with(gemm, gemmLine(`"m": 8, "n": 8, "k": 8, "latency_ms": null`)), "opbench line 2: gemm: latency_ms must be"},
 		{"zero latency", with(gemm, gemmLine(`"m": 8, "n": 8, "k": 8, "latency_ms": 0`)), "opbench line 2: gemm: latency_ms must be"},

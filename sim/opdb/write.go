@@ -25,6 +25,7 @@ type (
 		K       int64   `parquet:"k"`
 		Launch  string  `parquet:"launch"`
 		Latency float64 `parquet:"latency"`
+		Host    float64 `parquet:"host_latency"`
 	}
 	attentionFile struct {
 		Batch   int64   `parquet:"batch_size"`
@@ -37,6 +38,7 @@ type (
 		Window  int64   `parquet:"window_size"`
 		Launch  string  `parquet:"launch"`
 		Latency float64 `parquet:"latency"`
+		Host    float64 `parquet:"host_latency"`
 	}
 	allReduceFile struct {
 		DType   string  `parquet:"allreduce_dtype"`
@@ -52,6 +54,7 @@ type (
 		DType   string  `parquet:"dtype"`
 		Launch  string  `parquet:"launch"`
 		Latency float64 `parquet:"latency"`
+		Host    float64 `parquet:"host_latency"`
 	}
 )
 
@@ -114,7 +117,7 @@ func writeTables(dir string, db *model.OpDB) error {
 	}
 	gemm := make([]gemmFile, len(db.GEMM))
 	for i, r := range db.GEMM {
-		gemm[i] = gemmFile{r.DType, int64(r.M), int64(r.N), int64(r.K), launchOf(r.Eager), r.LatencyMs}
+		gemm[i] = gemmFile{r.DType, int64(r.M), int64(r.N), int64(r.K), launchOf(r.Eager), r.LatencyMs, r.HostMs}
 	}
 	slices.SortFunc(gemm, func(a, b gemmFile) int {
 		return cmp.Or(cmp.Compare(a.DType, b.DType), cmp.Compare(a.Launch, b.Launch), cmp.Compare(a.N, b.N),
@@ -130,7 +133,7 @@ func writeTables(dir string, db *model.OpDB) error {
 		out := make([]attentionFile, len(t.rows))
 		for i, r := range t.rows {
 			out[i] = attentionFile{int64(r.Batch), int64(r.SeqLen), int64(r.Heads), int64(r.KVHeads), int64(r.HeadDim),
-				r.DType, r.KVDType, int64(r.Window), launchOf(r.Eager), r.LatencyMs}
+				r.DType, r.KVDType, int64(r.Window), launchOf(r.Eager), r.LatencyMs, r.HostMs}
 		}
 		slices.SortFunc(out, func(a, b attentionFile) int {
 			return cmp.Or(cmp.Compare(a.DType, b.DType), cmp.Compare(a.KVDType, b.KVDType), cmp.Compare(a.Launch, b.Launch),
@@ -163,7 +166,7 @@ func writeTables(dir string, db *model.OpDB) error {
 	}
 	ew := make([]elementwiseFile, len(db.Elementwise))
 	for i, r := range db.Elementwise {
-		ew[i] = elementwiseFile{r.Op, int64(r.M), int64(r.N), r.DType, launchOf(r.Eager), r.LatencyMs}
+		ew[i] = elementwiseFile{r.Op, int64(r.M), int64(r.N), r.DType, launchOf(r.Eager), r.LatencyMs, r.HostMs}
 	}
 	slices.SortFunc(ew, func(a, b elementwiseFile) int {
 		return cmp.Or(cmp.Compare(a.Op, b.Op), cmp.Compare(a.DType, b.DType), cmp.Compare(a.Launch, b.Launch),
