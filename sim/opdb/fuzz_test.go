@@ -37,6 +37,11 @@ func fuzzTable(t *testing.T, file string, data []byte) {
 			t.Fatalf("accepted an all-reduce row the prior cannot use: %+v", r)
 		}
 	}
+	for _, r := range db.Elementwise {
+		if r.M <= 0 || r.N <= 0 || !(r.LatencyMs > 0) || !(r.HostMs >= 0) || (r.HostMs > 0 && !r.Eager) || !slices.Contains(model.ElementwiseOps, r.Op) {
+			t.Fatalf("accepted an element-wise row the prior cannot use: %+v", r)
+		}
+	}
 }
 
 func seedTable(f *testing.F, file string) {
@@ -62,6 +67,16 @@ func FuzzAttentionTable(f *testing.F) {
 func FuzzAllReduceTable(f *testing.F) {
 	seedTable(f, AllReduceFile)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzTable(t, AllReduceFile, data) })
+}
+
+func FuzzElementwiseTable(f *testing.F) {
+	rows := []elementwiseFile{{model.OpRMSNorm, 1, 4096, "bfloat16", LaunchGraph, 0.001, 0},
+		{model.OpRoPE, 16, 6144, "bfloat16", LaunchEager, 0.02, 0.015}}
+	good := parquetBytes(f, rows)
+	for _, b := range [][]byte{good, good[:len(good)/2], good[:len(good)-9], []byte("PAR1\x00\x00\x00\x00PAR1")} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzTable(t, ElementwiseFile, data) })
 }
 
 func FuzzSystem(f *testing.F) {

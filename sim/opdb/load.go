@@ -155,27 +155,16 @@ func readGEMM(fsys fs.FS) ([]model.GEMMRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	dt, err := c.strings("gemm_dtype")
-	if err != nil {
-		return nil, err
-	}
-	var mnk [3][]int
-	for i, col := range []string{"m", "n", "k"} {
-		if mnk[i], err = c.positiveInts(col); err != nil {
-			return nil, err
-		}
-	}
-	lat, err := c.latencies()
-	if err != nil {
-		return nil, err
-	}
-	eager, host, err := c.launches()
-	if err != nil {
-		return nil, err
+	dt := c.strings("gemm_dtype")
+	m, n, k := c.positiveInts("m"), c.positiveInts("n"), c.positiveInts("k")
+	lat := c.latencies()
+	eager, host := c.launches()
+	if c.err != nil {
+		return nil, c.err
 	}
 	rows := make([]model.GEMMRow, c.rows)
 	for i := range rows {
-		rows[i] = model.GEMMRow{DType: dt[i], M: mnk[0][i], N: mnk[1][i], K: mnk[2][i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
+		rows[i] = model.GEMMRow{DType: dt[i], M: m[i], N: n[i], K: k[i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
 	}
 	return rows, nil
 }
@@ -189,42 +178,14 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 	if err != nil {
 		return nil, err
 	}
-	cols := []string{"batch_size", "isl", "num_heads", "num_key_value_heads", "head_dim"}
-	var ints [5][]int
-	for i, col := range cols {
-		if ints[i], err = c.positiveInts(col); err != nil {
-			return nil, err
-		}
-	}
-	kvdt, err := c.strings("kv_cache_dtype")
-	if err != nil {
-		return nil, err
-	}
-	dt := make([]string, c.rows)
-	if c.has("attn_dtype") {
-		if dt, err = c.strings("attn_dtype"); err != nil {
-			return nil, err
-		}
-	}
-	step, err := c.intsOr("step", 0)
-	if err != nil {
-		return nil, err
-	}
-	window, err := c.intsOr("window_size", 0)
-	if err != nil {
-		return nil, err
-	}
-	beam, err := c.intsOr("beam_width", 1)
-	if err != nil {
-		return nil, err
-	}
-	lat, err := c.latencies()
-	if err != nil {
-		return nil, err
-	}
-	eager, host, err := c.launches()
-	if err != nil {
-		return nil, err
+	batch, isl := c.positiveInts("batch_size"), c.positiveInts("isl")
+	heads, kvHeads, headDim := c.positiveInts("num_heads"), c.positiveInts("num_key_value_heads"), c.positiveInts("head_dim")
+	kvdt, dt := c.strings("kv_cache_dtype"), c.stringsOr("attn_dtype")
+	step, window, beam := c.intsOr("step", 0), c.intsOr("window_size", 0), c.intsOr("beam_width", 1)
+	lat := c.latencies()
+	eager, host := c.launches()
+	if c.err != nil {
+		return nil, c.err
 	}
 	rows := make([]model.AttentionRow, 0, c.rows)
 	for i := 0; i < c.rows; i++ {
@@ -237,7 +198,7 @@ func readAttention(fsys fs.FS, name string, generation bool) ([]model.AttentionR
 		if window[i] < 0 || window[i] > math.MaxInt32 {
 			return nil, fmt.Errorf("%s: column \"window_size\" row %d is %d: want >= 0", name, i, window[i])
 		}
-		r := model.AttentionRow{Batch: ints[0][i], SeqLen: ints[1][i], Heads: ints[2][i], KVHeads: ints[3][i], HeadDim: ints[4][i],
+		r := model.AttentionRow{Batch: batch[i], SeqLen: isl[i], Heads: heads[i], KVHeads: kvHeads[i], HeadDim: headDim[i],
 			Window: int(window[i]), DType: dt[i], KVDType: kvdt[i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
 		if generation {
 			r.SeqLen += int(step[i])
@@ -258,31 +219,12 @@ func readAllReduce(fsys fs.FS) ([]model.AllReduceRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	dt, err := c.strings("allreduce_dtype")
-	if err != nil {
-		return nil, err
-	}
-	gpus, err := c.positiveInts("num_gpus")
-	if err != nil {
-		return nil, err
-	}
-	msg, err := c.positiveInts("message_size")
-	if err != nil {
-		return nil, err
-	}
-	src, err := c.strings("kernel_source")
-	if err != nil {
-		return nil, err
-	}
-	backend := make([]string, c.rows)
-	if c.has("backend") {
-		if backend, err = c.strings("backend"); err != nil {
-			return nil, err
-		}
-	}
-	lat, err := c.latencies()
-	if err != nil {
-		return nil, err
+	dt := c.strings("allreduce_dtype")
+	gpus, msg := c.positiveInts("num_gpus"), c.positiveInts("message_size")
+	src, backend := c.strings("kernel_source"), c.stringsOr("backend")
+	lat := c.latencies()
+	if c.err != nil {
+		return nil, c.err
 	}
 	rows := make([]model.AllReduceRow, c.rows)
 	for i := range rows {
@@ -299,31 +241,13 @@ func readElementwise(fsys fs.FS) ([]model.ElementwiseRow, error) {
 	if err != nil {
 		return nil, err
 	}
-	op, err := c.strings("op")
-	if err != nil {
-		return nil, err
-	}
-	m, err := c.positiveInts("m")
-	if err != nil {
-		return nil, err
-	}
-	n, err := c.positiveInts("n")
-	if err != nil {
-		return nil, err
-	}
-	dt := make([]string, c.rows)
-	if c.has("dtype") {
-		if dt, err = c.strings("dtype"); err != nil {
-			return nil, err
-		}
-	}
-	lat, err := c.latencies()
-	if err != nil {
-		return nil, err
-	}
-	eager, host, err := c.launches()
-	if err != nil {
-		return nil, err
+	op := c.strings("op")
+	m, n := c.positiveInts("m"), c.positiveInts("n")
+	dt := c.stringsOr("dtype")
+	lat := c.latencies()
+	eager, host := c.launches()
+	if c.err != nil {
+		return nil, c.err
 	}
 	rows := make([]model.ElementwiseRow, c.rows)
 	for i := range rows {
@@ -344,65 +268,57 @@ const (
 // launches reads the optional launch column as whether each row ran
 // eagerly, and the optional host_latency column (ms; eager rows only) as
 // the host's issue time per call, 0 where not recorded.
-func (c *columns) launches() (eager []bool, host []float64, err error) {
+func (c *columns) launches() (eager []bool, host []float64) {
 	eager, host = make([]bool, c.rows), make([]float64, c.rows)
-	if c.has("launch") {
-		v, err := c.strings("launch")
-		if err != nil {
-			return nil, nil, err
-		}
-		for i, s := range v {
-			switch s {
-			case LaunchGraph:
-			case LaunchEager:
-				eager[i] = true
-			default:
-				return nil, nil, fmt.Errorf("%s: column \"launch\" row %d is %q: want %q or %q", c.name, i, s, LaunchGraph, LaunchEager)
-			}
+	present := c.has("launch")
+	for i, s := range c.stringsOr("launch") {
+		switch {
+		case s == LaunchEager:
+			eager[i] = true
+		case s == LaunchGraph || (s == "" && !present):
+		default:
+			c.fail("column \"launch\" row %d is %q: want %q or %q", i, s, LaunchGraph, LaunchEager)
 		}
 	}
 	if !c.has("host_latency") {
-		return eager, host, nil
+		return eager, host
 	}
-	if host, err = c.floats("host_latency"); err != nil {
-		return nil, nil, err
-	}
+	host = c.floats("host_latency")
 	for i, x := range host {
 		if !(x >= 0) || math.IsInf(x, 0) || (x > 0 && !eager[i]) {
-			return nil, nil, fmt.Errorf("%s: column \"host_latency\" row %d is %v: want a non-negative number of milliseconds, on eager rows only", c.name, i, x)
+			c.fail("column \"host_latency\" row %d is %v: want a non-negative number of milliseconds, on eager rows only", i, x)
 		}
 	}
-	return eager, host, nil
+	if c.err != nil {
+		return nil, nil
+	}
+	return eager, host
 }
 
 // positiveInts reads an integer column whose every value must be a
 // positive int32 (a size or a count).
-func (c *columns) positiveInts(col string) ([]int, error) {
-	v, err := c.ints(col)
-	if err != nil {
-		return nil, err
-	}
+func (c *columns) positiveInts(col string) []int {
+	v := c.ints(col)
 	out := make([]int, len(v))
 	for i, x := range v {
 		if x <= 0 || x > math.MaxInt32 {
-			return nil, fmt.Errorf("%s: column %q row %d is %d: want a positive size", c.name, col, i, x)
+			c.fail("column %q row %d is %d: want a positive size", col, i, x)
+			return nil
 		}
 		out[i] = int(x)
 	}
-	return out, nil
+	return out
 }
 
 // latencies reads the latency column (milliseconds), every value finite
 // and positive.
-func (c *columns) latencies() ([]float64, error) {
-	v, err := c.floats("latency")
-	if err != nil {
-		return nil, err
-	}
+func (c *columns) latencies() []float64 {
+	v := c.floats("latency")
 	for i, x := range v {
 		if !(x > 0) || math.IsInf(x, 0) {
-			return nil, fmt.Errorf("%s: column \"latency\" row %d is %v: want a positive number of milliseconds", c.name, i, x)
+			c.fail("column \"latency\" row %d is %v: want a positive number of milliseconds", i, x)
+			return nil
 		}
 	}
-	return v, nil
+	return v
 }

@@ -13,11 +13,14 @@ import (
 )
 
 // columns is one Parquet file read column by column: only the columns a
-// table needs, each checked for its type and for nulls.
+// table needs, each checked for its type and for nulls. The first failed
+// read is kept in err and the reads after it return nil, so that a table
+// reads its columns and checks err once.
 type columns struct {
 	name string // the file, as errors name it
 	pf   *parquet.File
 	rows int
+	err  error
 }
 
 func openColumns(fsys fs.FS, name string) (*columns, error) {
@@ -98,21 +101,33 @@ func (c *columns) values(col string, what string, kinds ...parquet.Kind) (vals [
 	return vals, nil
 }
 
-// column reads a whole column of one of kinds and converts its values.
-func column[T any](c *columns, col, what string, conv func(parquet.Value) T, kinds ...parquet.Kind) ([]T, error) {
+// column reads a whole column of one of kinds and converts its values
+// (nil after an earlier failed read, or on failing: see c.err).
+func column[T any](c *columns, col, what string, conv func(parquet.Value) T, kinds ...parquet.Kind) []T {
+	if c.err != nil {
+		return nil
+	}
 	vals, err := c.values(col, what, kinds...)
 	if err != nil {
-		return nil, err
+		c.err = err
+		return nil
 	}
 	out := make([]T, len(vals))
 	for i, v := range vals {
 		out[i] = conv(v)
 	}
-	return out, nil
+	return out
+}
+
+// fail records a bad value of a column (the first error wins).
+func (c *columns) fail(format string, args ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%s: "+format, append([]any{c.name}, args...)...)
+	}
 }
 
 // ints reads an integer column.
-func (c *columns) ints(col string) ([]int64, error) {
+func (c *columns) ints(col string) []int64 {
 	return column(c, col, "an integer", func(v parquet.Value) int64 {
 		if v.Kind() == parquet.Int32 {
 			return int64(v.Int32())
@@ -122,7 +137,7 @@ func (c *columns) ints(col string) ([]int64, error) {
 }
 
 // floats reads a floating-point column.
-func (c *columns) floats(col string) ([]float64, error) {
+func (c *columns) floats(col string) []float64 {
 	return column(c, col, "a float", func(v parquet.Value) float64 {
 		if v.Kind() == parquet.Float {
 			return float64(v.Float())
@@ -132,12 +147,20 @@ func (c *columns) floats(col string) ([]float64, error) {
 }
 
 // strings reads a string column.
-func (c *columns) strings(col string) ([]string, error) {
+func (c *columns) strings(col string) []string {
 	return column(c, col, "a string", func(v parquet.Value) string { return string(v.ByteArray()) }, parquet.ByteArray)
 }
 
+// stringsOr reads an optional string column, "" in every row when absent.
+func (c *columns) stringsOr(col string) []string {
+	if c.has(col) {
+		return c.strings(col)
+	}
+	return make([]string, c.rows)
+}
+
 // intsOr reads an optional integer column, def in every row when absent.
-func (c *columns) intsOr(col string, def int64) ([]int64, error) {
+func (c *columns) intsOr(col string, def int64) []int64 {
 	if c.has(col) {
 		return c.ints(col)
 	}
@@ -145,5 +168,5 @@ func (c *columns) intsOr(col string, def int64) ([]int64, error) {
 	for i := range out {
 		out[i] = def
 	}
-	return out, nil
+	return out
 }
