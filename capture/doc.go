@@ -1,6 +1,6 @@
 // Package capture records ground truth: what a real engine step costs.
 //
-// It has two sources.
+// It has two sources of steps, and measures operations alone.
 //
 // # A GPU worker driven by the simulator's scheduler
 //
@@ -56,6 +56,16 @@
 // message as it arrives, checkpointing every few seconds. It skips and
 // counts idle heartbeats, and counts and lists holes in the sequence
 // numbers and in counter_id (FPMResult.Gaps, and the manifest's notes).
+//
+// # The worker's operations, alone
+//
+// MeasureOps runs the worker's operations benchmark (opbench.py beside the
+// worker script): every GEMM, attention and element-wise operation of a
+// forward pass of the given shapes, timed alone over a grid of sizes,
+// replayed from a CUDA graph and launched eagerly. It writes JSON lines as
+// it measures; sim/opdb.ReadBench reads them and sim/opdb.WriteDir writes
+// the database the measured-operations prior reads (`steplab capture
+// ops`, docs/ops-prior.md).
 //
 // docs/capture.md is the user's guide: commands, timing fields and their
 // clocks, failure behaviour.
