@@ -765,8 +765,10 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		c.i32 = slices.Grow(c.i32, n)[:l+n]
 		dst := c.i32[l:]
 		lo, hi := c.lo, c.hi
+		off := uintptr(0)
 		for i := range dst {
-			v := *(*int32)(unsafe.Add(p, uintptr(i)*stride))
+			v := *(*int32)(unsafe.Add(p, off))
+			off += stride
 			dst[i] = v
 			lo, hi = min(lo, int64(v)), max(hi, int64(v))
 		}
@@ -776,8 +778,10 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		c.f64 = slices.Grow(c.f64, n)[:l+n]
 		dst := c.f64[l:]
 		lo, hi, nan := c.flo, c.fhi, c.nan
+		off := uintptr(0)
 		for i := range dst {
-			v := *(*float64)(unsafe.Add(p, uintptr(i)*stride))
+			v := *(*float64)(unsafe.Add(p, off))
+			off += stride
 			dst[i] = v
 			// Plain comparisons (a NaN passes both; the sign of a zero
 			// bound is set when the page closes) spare the builtin
@@ -796,10 +800,12 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		c.bools = slices.Grow(c.bools, n)[:l+n]
 		dst := c.bools[l:]
 		and, or := c.bAnd, c.bOr
+		off := uintptr(0)
 		for i := range dst {
 			// A Go bool is the byte 0 or 1: copying it avoids a branch
 			// that random flags mispredict.
-			b := *(*byte)(unsafe.Add(p, uintptr(i)*stride))
+			b := *(*byte)(unsafe.Add(p, off))
+			off += stride
 			dst[i] = b
 			and, or = and&b, or|b
 		}
@@ -816,11 +822,13 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		l := len(c.idx)
 		c.idx = slices.Grow(c.idx, n)[:l+n]
 		dst := c.idx[l:]
+		off := uintptr(0)
 		for i := range dst {
-			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
+			s := *(*string)(unsafe.Add(p, off))
+			off += stride
 			ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
 			slot := &c.recent[(ptr*0x9E3779B97F4A7C15)>>(64-dictRecentBits)]
-			if slot.p == ptr && ptr != 0 && int(slot.n) == len(s) {
+			if slot.p == ptr && int(slot.n) == len(s)+1 {
 				dst[i] = slot.id
 				continue
 			}
@@ -835,7 +843,7 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 			// so no other string can take their address while the slot
 			// names it (the cache is cleared with the dictionary).
 			if unsafe.StringData(c.dictVals[id]) == unsafe.StringData(s) {
-				*slot = dictSlot{p: ptr, n: int32(len(s)), id: id}
+				*slot = dictSlot{p: ptr, n: int32(len(s)) + 1, id: id}
 			}
 			dst[i] = id
 		}
@@ -872,8 +880,10 @@ func (c *colEnc) gatherInt64(p unsafe.Pointer, stride uintptr, n int) {
 	c.i64 = slices.Grow(c.i64, n)[:l+n]
 	dst := c.i64[l:]
 	lo, hi := c.lo, c.hi
+	off := uintptr(0)
 	for i := range dst {
-		v := *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+		v := *(*int64)(unsafe.Add(p, off))
+		off += stride
 		dst[i] = v
 		lo, hi = min(lo, v), max(hi, v)
 	}
@@ -881,25 +891,28 @@ func (c *colEnc) gatherInt64(p unsafe.Pointer, stride uintptr, n int) {
 }
 
 // gatherNarrow gathers an int64 delta column into i32 while the page's
-// values fit (see narrowBound); the first value that does not turns the
-// page wide: what it holds moves to i64, and the rest is gathered there.
+// values fit (see narrowBound). The bounds say whether they did: checking
+// them once after the pass spares a compare and branch a value. When a
+// value does not fit, the page turns wide: what it holds moves to i64, and
+// the rows are gathered again there.
 func (c *colEnc) gatherNarrow(p unsafe.Pointer, stride uintptr, n int) {
 	l := len(c.i32)
 	c.i32 = slices.Grow(c.i32, n)[:l+n]
 	dst := c.i32[l:]
 	lo, hi := c.lo, c.hi
+	off := uintptr(0)
 	for i := range dst {
-		v := *(*int64)(unsafe.Add(p, uintptr(i)*stride))
-		if v < -narrowBound || v >= narrowBound {
-			c.lo, c.hi = lo, hi
-			c.i64 = widen(c.i64, c.i32[:l+i])
-			c.i32 = c.i32[:0]
-			c.wide = true
-			c.gatherInt64(unsafe.Add(p, uintptr(i)*stride), stride, n-i)
-			return
-		}
+		v := *(*int64)(unsafe.Add(p, off))
+		off += stride
 		dst[i] = int32(v)
 		lo, hi = min(lo, v), max(hi, v)
+	}
+	if lo < -narrowBound || hi >= narrowBound {
+		c.i64 = widen(c.i64, c.i32[:l])
+		c.i32 = c.i32[:0]
+		c.wide = true
+		c.gatherInt64(p, stride, n)
+		return
 	}
 	c.lo, c.hi = lo, hi
 }
@@ -921,6 +934,10 @@ const (
 	dictRecent     = 1 << dictRecentBits
 )
 
+// dictSlot names a string by its data pointer p and its length plus one
+// (n): a cleared slot then matches no string, not even an unset one (its
+// pointer is nil), which the cache serves like any other: columns such as
+// worker_id hold nothing else.
 type dictSlot struct {
 	p     uintptr
 	n, id int32
@@ -972,37 +989,31 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 		}
 		tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
 		body = append(body, tmp...)
+	// The values alone make the page of a required column: they are
+	// encoded straight into body (the encoders overwrite their dst).
 	case kindInt64:
 		switch {
 		case c.narrow && !c.wide:
-			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(tmp, c.i32)
+			body, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(body, c.i32)
 		case c.valueEnc == format.DeltaBinaryPacked:
-			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt64(tmp, c.i64)
+			body, err = (&delta.BinaryPackedEncoding{}).EncodeInt64(body, c.i64)
 		default:
-			tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
+			body, err = (&plain.Encoding{}).EncodeInt64(body, c.i64)
 		}
-		body = append(body, tmp...)
 	case kindInt32:
 		if c.valueEnc == format.DeltaBinaryPacked {
-			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(tmp, c.i32)
+			body, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(body, c.i32)
 		} else {
-			tmp, err = (&plain.Encoding{}).EncodeInt32(tmp, c.i32)
+			body, err = (&plain.Encoding{}).EncodeInt32(body, c.i32)
 		}
-		body = append(body, tmp...)
 	case kindFloat64:
 		if c.valueEnc == format.ByteStreamSplit {
-			tmp, err = (&bytestreamsplit.Encoding{}).EncodeDouble(tmp, c.f64)
+			body, err = (&bytestreamsplit.Encoding{}).EncodeDouble(body, c.f64)
 		} else {
-			tmp, err = (&plain.Encoding{}).EncodeDouble(tmp, c.f64)
+			body, err = (&plain.Encoding{}).EncodeDouble(body, c.f64)
 		}
-		body = append(body, tmp...)
 	case kindBool:
-		nb := (len(c.bools) + 7) / 8
-		body = slices.Grow(body, nb)[:nb]
-		clear(body)
-		for i, b := range c.bools {
-			body[i>>3] |= b << (i & 7)
-		}
+		body = packBools(body, c.bools)
 	case kindString:
 		if c.dict == nil {
 			body = append(body, c.plain...)
@@ -1037,6 +1048,26 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 	c.numValues += int64(c.ents)
 	c.clearPage()
 	return nil
+}
+
+// packBools appends flags (bytes 0 or 1) to dst as a PLAIN boolean
+// bitmap, least significant bit first. Eight flags are read as one word
+// and the multiply moves byte k's bit to bit 56+k: no two partial products
+// meet, so nothing carries into the top byte. A flag at a time cost as
+// much as the rest of the page's encoding.
+func packBools(dst, flags []byte) []byte {
+	full := len(flags) &^ 7
+	for i := 0; i < full; i += 8 {
+		dst = append(dst, byte(binary.LittleEndian.Uint64(flags[i:])*0x0102040810204080>>56))
+	}
+	if full < len(flags) {
+		var b byte
+		for i, f := range flags[full:] {
+			b |= f << i
+		}
+		dst = append(dst, b)
+	}
+	return dst
 }
 
 // clearPage empties the open page.

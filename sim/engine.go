@@ -47,6 +47,35 @@ type Sink interface {
 	Request(req *datasets.Request) error
 }
 
+// stepLender is a sink that keeps the rows it is given. It lends the
+// engine the rows its next step goes into, so that the step is recorded in
+// place rather than recorded aside and copied by the sink (45 columns a
+// step, 9 a scheduled request).
+type stepLender interface {
+	// nextStep returns the steps row the next Step call keeps, as it is:
+	// the engine sets every field.
+	nextStep() *datasets.Step
+	// nextRows returns the n step_requests rows the next Step call keeps,
+	// as they are, or nil when the sink keeps none.
+	nextRows(n int) []datasets.StepRequest
+}
+
+// lenderOf is the sink that lends step rows: s, or the first of a Tee's
+// sinks that does (the others read the step from its row); nil if none.
+func lenderOf(s Sink) stepLender {
+	switch s := s.(type) {
+	case stepLender:
+		return s
+	case Tee:
+		for _, k := range s {
+			if l := lenderOf(k); l != nil {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
 // Arrival is a request reaching the engine (see package workload).
 type Arrival = workload.Arrival
 
@@ -60,18 +89,24 @@ type Arrival = workload.Arrival
 // can interleave several engines and other stages on one virtual clock, and
 // a capture driver can run it against the wall clock.
 type Engine struct {
-	cfg   EngineConfig
-	sch   *sched.Scheduler
-	exec  Executor
-	clock Clock
-	host  HostCosts
-	sink  Sink
-	depth int
+	cfg      EngineConfig
+	sch      *sched.Scheduler
+	exec     Executor
+	composed composedSubmitter // exec, when it is one
+	clock    Clock
+	host     HostCosts
+	sink     Sink
+	lender   stepLender // lenderOf(sink)
+	depth    int
 
 	pending  []Arrival // arrived or future, in AtNs order, not yet given to the scheduler
 	pendHead int
 	reqs     map[string]*reqState
-	inflight []inflightStep
+	// inflight holds the steps in flight, the oldest at inflight[inHead]:
+	// a ring, as at most depth (two) are, so that retiring the oldest does
+	// not copy the other down.
+	inflight      [2]inflightStep
+	inHead, inLen int
 
 	scheduled int64 // steps handed to the executor
 
@@ -81,7 +116,7 @@ type Engine struct {
 	stats         Stats
 
 	rowBuf []datasets.StepRequest
-	step   datasets.Step
+	step   datasets.Step // the step recorded, unless the sink lends a row
 	// perReq holds the per-request payload of each step in flight: under
 	// async scheduling step N+1 is submitted (and the executor may reuse
 	// its PerReq memory) before step N is recorded. At most two steps are
@@ -140,7 +175,8 @@ func NewEngine(cfg EngineConfig, exec Executor, clock Clock, host HostCosts, sin
 	if cfg.Async {
 		depth = 2
 	}
-	return &Engine{cfg: cfg, sch: s, exec: exec, clock: clock, host: host, sink: sink, depth: depth,
+	composed, _ := exec.(composedSubmitter)
+	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, lender: lenderOf(sink), depth: depth,
 		reqs: map[string]*reqState{}, lastUpdateEnd: -1, idle: true}, nil
 }
 
@@ -196,7 +232,7 @@ func (e *Engine) Now() int64 { return e.clock.Now() }
 
 // Busy reports whether the engine has requests or steps in flight.
 func (e *Engine) Busy() bool {
-	return len(e.inflight) > 0 || e.sch.HasUnfinished()
+	return e.inLen > 0 || e.sch.HasUnfinished()
 }
 
 // Waiting reports whether the loop is blocked on the output of its oldest
@@ -265,11 +301,11 @@ func (e *Engine) Run(now int64) (int64, error) {
 			if err != nil {
 				return NoWake, err
 			}
-			if scheduled && len(e.inflight) < e.depth {
+			if scheduled && e.inLen < e.depth {
 				// Don't block on the oldest output unless the queue is full
 				// (vLLM step_with_batch_queue): if it is not done yet, loop
 				// and schedule again.
-				r, ready, _, err := e.exec.Result(e.inflight[0].out.StepID, e.clock.Now(), false)
+				r, ready, _, err := e.exec.Result(e.oldest().out.StepID, e.clock.Now(), false)
 				if err != nil {
 					return NoWake, err
 				}
@@ -279,12 +315,12 @@ func (e *Engine) Run(now int64) (int64, error) {
 				return e.reconcile(r)
 			}
 		}
-		if len(e.inflight) == 0 {
+		if e.inLen == 0 {
 			e.idle = true
 			return NoWake, nil
 		}
 	}
-	r, ready, wake, err := e.exec.Result(e.inflight[0].out.StepID, e.clock.Now(), true)
+	r, ready, wake, err := e.exec.Result(e.oldest().out.StepID, e.clock.Now(), true)
 	if err != nil {
 		return NoWake, err
 	}
@@ -303,13 +339,16 @@ func (e *Engine) reconcile(r StepResult) (int64, error) {
 	// future.result(); Dynamo times update_from_output from there).
 	r.TOutput = max(r.TOutput, e.clock.Now())
 	e.clock.AdvanceTo(r.TOutput)
-	if err := e.update(&e.inflight[0], r); err != nil {
+	if err := e.update(e.oldest(), r); err != nil {
 		return NoWake, err
 	}
-	copy(e.inflight, e.inflight[1:])
-	e.inflight = e.inflight[:len(e.inflight)-1]
+	e.inHead = (e.inHead + 1) % len(e.inflight)
+	e.inLen--
 	return e.clock.Now(), nil
 }
+
+// oldest is the oldest step in flight.
+func (e *Engine) oldest() *inflightStep { return &e.inflight[e.inHead] }
 
 func (e *Engine) scheduleOne() (bool, error) {
 	tStart := e.clock.Now()
@@ -332,7 +371,7 @@ func (e *Engine) scheduleOne() (bool, error) {
 	}
 	e.scheduled++
 	tSchedEnd := e.clock.Now()
-	overlapped := len(e.inflight) > 0
+	overlapped := e.inLen > 0
 	afterIdle := e.idle && !overlapped
 	e.idle = false
 	// The payload is handed over at t_dispatch, once serialized: a real
@@ -341,20 +380,23 @@ func (e *Engine) scheduleOne() (bool, error) {
 	// The step is composed in its place in the in-flight queue: on the
 	// stack, passed by pointer through an interface, the composition would
 	// escape (one allocation a step), and a copy in the engine would be
-	// copied again into the queue.
-	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
-		overlapped: overlapped, afterIdle: afterIdle})
-	st := &e.inflight[len(e.inflight)-1]
-	st.comp = Compose(out)
+	// copied again into the queue. The slot is cleared and set field by
+	// field: a literal is built aside and copied, and the copy's wide
+	// loads of fields just stored stall on store forwarding.
+	st := &e.inflight[(e.inHead+e.inLen)%len(e.inflight)]
+	e.inLen++
+	*st = inflightStep{}
+	st.out, st.tSchedule, st.tSchedEnd, st.overlapped, st.afterIdle = out, tStart, tSchedEnd, overlapped, afterIdle
+	st.comp.compose(out)
 	var p Payload
 	var err error
-	if x, ok := e.exec.(composedSubmitter); ok {
-		p, err = x.SubmitComposed(out, &st.comp, e.clock.Now())
+	if e.composed != nil {
+		p, err = e.composed.SubmitComposed(out, &st.comp, e.clock.Now())
 	} else {
 		p, err = e.exec.Submit(out, e.clock.Now())
 	}
 	if err != nil {
-		e.inflight = e.inflight[:len(e.inflight)-1]
+		e.inLen--
 		return false, fmt.Errorf("step %d: %w", out.StepID, err)
 	}
 	k := e.submitted % len(e.perReq)

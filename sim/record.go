@@ -23,9 +23,17 @@ type Composition struct {
 // Compose computes the features of a step from the scheduler's decision.
 // A request in its context phase is prefill (its scheduled tokens are a
 // prompt chunk reading the tokens computed before it); otherwise it decodes
-// one token reading its whole computed context. The result is named so
-// that it is built where the caller wants it, not copied there.
+// one token reading its whole computed context.
 func Compose(out *sched.Output) (c Composition) {
+	c.compose(out)
+	return
+}
+
+// compose is Compose into c, which is zero. The engine composes each step
+// in its slot of the in-flight queue: a returned composition is copied
+// there through a temporary, and the copies' wide loads of fields just
+// stored stall on store forwarding.
+func (c *Composition) compose(out *sched.Output) {
 	add := func(sr *sched.ScheduledReq, isNew bool) {
 		if sr.Resumed {
 			c.NumResumed++
@@ -49,7 +57,6 @@ func Compose(out *sched.Output) (c Composition) {
 	st := datasets.Step{NumNewReqs: int32(len(out.NewReqs))}
 	c.Batch.Fill(&st)
 	c.Features = features.Of(&st)
-	return
 }
 
 // PadBatch returns the CUDA-graph capture size a decode-only batch of b
@@ -73,52 +80,46 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	tUpdateEnd := e.clock.Now()
 	c := &st.comp
 
-	// One Step value reused across steps: sinks copy what they keep.
-	e.step = datasets.Step{
-		StepID:               out.StepID,
-		WorkerID:             e.cfg.WorkerID,
-		DPRank:               e.cfg.DPRank,
-		Kind:                 c.Features.Kind(),
-		Role:                 datasets.RoleProduction,
-		BenchmarkID:          -1,
-		Valid:                true,
-		NumNewReqs:           int32(len(out.NewReqs)),
-		NumCachedReqs:        int32(len(out.CachedReqs)),
-		NumResumedReqs:       int32(c.NumResumed),
-		NumPreempted:         int32(len(out.PreemptedIDs)),
-		NumFinished:          int32(len(res.FinishedIDs)),
-		TotalScheduledTokens: int64(out.TotalScheduledTokens),
-		CUDAGraphSize:        int32(r.PaddedBatch),
-		PayloadBytes:         st.payload.Total,
-		PayloadNewBytes:      st.payload.New,
-		PayloadCachedBytes:   st.payload.Cached,
-		TScheduleStart:       st.tSchedule,
-		TScheduleEnd:         st.tSchedEnd,
-		TDispatch:            st.tDispatch,
-		TOutput:              r.TOutput,
-		TUpdateEnd:           tUpdateEnd,
-		NarrowTimeNs:         r.TOutput - st.tSchedule,
-		GPUTimeNs:            r.GPUTimeNs,
-		HostPrepNs:           r.HostPrepNs,
-		WorkerRecvNs:         r.WorkerRecvNs,
-		SampleNs:             r.SampleNs,
-		Overlapped:           st.overlapped,
-		NumWaiting:           int32(e.sch.NumWaiting()),
-		NumRunning:           int32(e.sch.NumRunning()),
-		KVBlocksUsed:         int64(e.sch.KVBlocksUsed()),
-		KVBlocksTotal:        int64(e.sch.KVBlocksTotal()),
+	// The step is set in place field by field, as setStepRequest sets a
+	// row and for the same reason: in the sink's row when it lends one,
+	// else in one Step value reused across steps (sinks copy what they
+	// keep).
+	s := &e.step
+	if e.lender != nil {
+		s = e.lender.nextStep()
 	}
-	c.Batch.Fill(&e.step) // composition columns, and the padding of a graph
+	*s = datasets.Step{}
+	s.StepID, s.WorkerID, s.DPRank = out.StepID, e.cfg.WorkerID, e.cfg.DPRank
+	s.Kind, s.Role, s.BenchmarkID, s.Valid = c.Features.Kind(), datasets.RoleProduction, -1, true
+	s.NumNewReqs, s.NumCachedReqs, s.NumResumedReqs = int32(len(out.NewReqs)), int32(len(out.CachedReqs)), int32(c.NumResumed)
+	s.NumPreempted, s.NumFinished = int32(len(out.PreemptedIDs)), int32(len(res.FinishedIDs))
+	s.TotalScheduledTokens, s.CUDAGraphSize = int64(out.TotalScheduledTokens), int32(r.PaddedBatch)
+	s.PayloadBytes, s.PayloadNewBytes, s.PayloadCachedBytes = st.payload.Total, st.payload.New, st.payload.Cached
+	s.TScheduleStart, s.TScheduleEnd, s.TDispatch, s.TOutput, s.TUpdateEnd = st.tSchedule, st.tSchedEnd, st.tDispatch, r.TOutput, tUpdateEnd
+	s.NarrowTimeNs, s.GPUTimeNs, s.HostPrepNs = r.TOutput-st.tSchedule, r.GPUTimeNs, r.HostPrepNs
+	s.WorkerRecvNs, s.SampleNs, s.Overlapped = r.WorkerRecvNs, r.SampleNs, st.overlapped
+	s.NumWaiting, s.NumRunning = int32(e.sch.NumWaiting()), int32(e.sch.NumRunning())
+	s.KVBlocksUsed, s.KVBlocksTotal = int64(e.sch.KVBlocksUsed()), int64(e.sch.KVBlocksTotal())
+	c.Batch.Fill(s) // composition columns, and the padding of a graph
 	// Inter-update period (Dynamo's FPM wall_time); the first step after
 	// idle has no previous update to measure from.
 	if st.afterIdle || e.lastUpdateEnd < 0 {
-		e.step.WallTimeNs = e.step.NarrowTimeNs
+		s.WallTimeNs = s.NarrowTimeNs
 	} else {
-		e.step.WallTimeNs = r.TOutput - e.lastUpdateEnd
+		s.WallTimeNs = r.TOutput - e.lastUpdateEnd
 	}
 	e.lastUpdateEnd = tUpdateEnd
 
-	rows := slices.Grow(e.rowBuf[:0], out.NumScheduledReqs())[:out.NumScheduledReqs()]
+	// The step_requests rows likewise: the sink's, or one buffer reused.
+	n := out.NumScheduledReqs()
+	var rows []datasets.StepRequest
+	if e.lender != nil {
+		rows = e.lender.nextRows(n)
+	}
+	if rows == nil {
+		e.rowBuf = slices.Grow(e.rowBuf[:0], n)[:n]
+		rows = e.rowBuf
+	}
 	for i := range out.NewReqs {
 		setStepRequest(&rows[i], out.StepID, &out.NewReqs[i], true, perReq(st.payload, i))
 	}
@@ -126,14 +127,13 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		i := len(out.NewReqs) + k
 		setStepRequest(&rows[i], out.StepID, &out.CachedReqs[k], false, perReq(st.payload, i))
 	}
-	e.rowBuf = rows
-	e.countStep(e.step.Kind)
+	e.countStep(s.Kind)
 
 	e.tokens(out, r.TOutput)
 	if e.Tag != nil {
-		e.Tag(&e.step, rows, out)
+		e.Tag(s, rows, out)
 	}
-	if err := e.sink.Step(&e.step, rows); err != nil {
+	if err := e.sink.Step(s, rows); err != nil {
 		return err
 	}
 	for _, id := range res.FinishedIDs {

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/steplab/steplab/datasets"
+import (
+	"slices"
+
+	"github.com/steplab/steplab/datasets"
+)
 
 // DatasetSink writes what an engine records into a dataset, buffering rows
 // so that the table writers see large batches.
@@ -51,7 +55,11 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 			defer s.Checkpoint()
 		}
 	}
-	s.stepBuf = append(s.stepBuf, *st)
+	if n := len(s.stepBuf); n < cap(s.stepBuf) && st == &s.stepBuf[:n+1][n] {
+		s.stepBuf = s.stepBuf[:n+1] // the row nextStep lent: recorded in place
+	} else {
+		s.stepBuf = append(s.stepBuf, *st)
+	}
 	if len(s.stepBuf) >= sinkBatch {
 		if err := s.steps.Write(s.stepBuf); err != nil {
 			return err
@@ -59,7 +67,11 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 		s.stepBuf = s.stepBuf[:0]
 	}
 	if s.stepReqs != nil {
-		s.stepReqBuf = append(s.stepReqBuf, rs...)
+		if n := len(s.stepReqBuf); len(rs) > 0 && n+len(rs) <= cap(s.stepReqBuf) && &rs[0] == &s.stepReqBuf[:n+1][n] {
+			s.stepReqBuf = s.stepReqBuf[:n+len(rs)] // the rows nextRows lent
+		} else {
+			s.stepReqBuf = append(s.stepReqBuf, rs...)
+		}
 		if len(s.stepReqBuf) >= sinkBatch {
 			if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
 				return err
@@ -68,6 +80,24 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 		}
 	}
 	return nil
+}
+
+// nextStep lends the engine the row after the buffered steps.
+func (s *DatasetSink) nextStep() *datasets.Step {
+	n := len(s.stepBuf)
+	s.stepBuf = slices.Grow(s.stepBuf, 1)
+	return &s.stepBuf[:n+1][n]
+}
+
+// nextRows lends the engine the rows after the buffered step_requests
+// rows, when the sink writes that table.
+func (s *DatasetSink) nextRows(n int) []datasets.StepRequest {
+	if s.stepReqs == nil {
+		return nil
+	}
+	l := len(s.stepReqBuf)
+	s.stepReqBuf = slices.Grow(s.stepReqBuf, n)
+	return s.stepReqBuf[l : l+n : l+n]
 }
 
 // Request implements Sink.
