@@ -101,11 +101,11 @@ type UpdateResult struct {
 	Sampled int
 }
 
-// add appends a zeroed request to list (o.NewReqs or o.CachedReqs) and
-// returns it, to be set field by field: appending a literal builds it aside
-// and copies it, and the copy's wide loads of the fields just stored stall
-// on store forwarding, once a request a step.
-func (o *Output) add(list *[]ScheduledReq) *ScheduledReq {
+// appendReq appends a zeroed request to list (an Output's NewReqs or
+// CachedReqs) and returns it, to be set field by field: appending a literal
+// builds it aside and copies it, and the copy's wide loads of the fields
+// just stored stall on store forwarding, once a request a step.
+func appendReq(list *[]ScheduledReq) *ScheduledReq {
 	n := len(*list)
 	*list = slices.Grow(*list, 1)[:n+1]
 	sr := &(*list)[n]

@@ -207,7 +207,7 @@ func (s *Scheduler) Schedule() *Output {
 		if cfg.PrefixCaching && min(st.computed+n, st.numTokens())>>s.bsShift > st.numCached {
 			s.cacheUpTo(st, min(st.computed+n, st.numTokens()))
 		}
-		sr := out.add(&out.CachedReqs)
+		sr := appendReq(&out.CachedReqs)
 		sr.Req, sr.st = st.r, st
 		sr.NumScheduledTokens, sr.NumComputedTokens, sr.NumOutputTokens = n, st.computed, st.output+st.placeholders
 		sr.NewBlockIDs = out.blockBuf[nb:len(out.blockBuf):len(out.blockBuf)]
@@ -294,7 +294,7 @@ func (s *Scheduler) Schedule() *Output {
 				out.blockBuf = append(out.blockBuf, int(b))
 			}
 			end := len(out.blockBuf)
-			sr := out.add(&out.NewReqs)
+			sr := appendReq(&out.NewReqs)
 			sr.Req, sr.st = st.r, st
 			sr.NumScheduledTokens, sr.NumComputedTokens, sr.NumOutputTokens = n, computed, st.output
 			sr.Resumed, sr.PrefixHitTokens = resumed, hitTokens
