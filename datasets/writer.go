@@ -972,37 +972,31 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 		}
 		tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
 		body = append(body, tmp...)
+	// The values alone make the page of a required column: they are
+	// encoded straight into body (the encoders overwrite their dst).
 	case kindInt64:
 		switch {
 		case c.narrow && !c.wide:
-			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(tmp, c.i32)
+			body, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(body, c.i32)
 		case c.valueEnc == format.DeltaBinaryPacked:
-			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt64(tmp, c.i64)
+			body, err = (&delta.BinaryPackedEncoding{}).EncodeInt64(body, c.i64)
 		default:
-			tmp, err = (&plain.Encoding{}).EncodeInt64(tmp, c.i64)
+			body, err = (&plain.Encoding{}).EncodeInt64(body, c.i64)
 		}
-		body = append(body, tmp...)
 	case kindInt32:
 		if c.valueEnc == format.DeltaBinaryPacked {
-			tmp, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(tmp, c.i32)
+			body, err = (&delta.BinaryPackedEncoding{}).EncodeInt32(body, c.i32)
 		} else {
-			tmp, err = (&plain.Encoding{}).EncodeInt32(tmp, c.i32)
+			body, err = (&plain.Encoding{}).EncodeInt32(body, c.i32)
 		}
-		body = append(body, tmp...)
 	case kindFloat64:
 		if c.valueEnc == format.ByteStreamSplit {
-			tmp, err = (&bytestreamsplit.Encoding{}).EncodeDouble(tmp, c.f64)
+			body, err = (&bytestreamsplit.Encoding{}).EncodeDouble(body, c.f64)
 		} else {
-			tmp, err = (&plain.Encoding{}).EncodeDouble(tmp, c.f64)
+			body, err = (&plain.Encoding{}).EncodeDouble(body, c.f64)
 		}
-		body = append(body, tmp...)
 	case kindBool:
-		nb := (len(c.bools) + 7) / 8
-		body = slices.Grow(body, nb)[:nb]
-		clear(body)
-		for i, b := range c.bools {
-			body[i>>3] |= b << (i & 7)
-		}
+		body = packBools(body, c.bools)
 	case kindString:
 		if c.dict == nil {
 			body = append(body, c.plain...)
@@ -1037,6 +1031,26 @@ func (w *colFileWriter) flushPage(c *colEnc) error {
 	c.numValues += int64(c.ents)
 	c.clearPage()
 	return nil
+}
+
+// packBools appends flags (bytes 0 or 1) to dst as a PLAIN boolean
+// bitmap, least significant bit first. Eight flags are read as one word
+// and the multiply moves byte k's bit to bit 56+k: no two partial products
+// meet, so nothing carries into the top byte. A flag at a time cost as
+// much as the rest of the page's encoding.
+func packBools(dst, flags []byte) []byte {
+	full := len(flags) &^ 7
+	for i := 0; i < full; i += 8 {
+		dst = append(dst, byte(binary.LittleEndian.Uint64(flags[i:])*0x0102040810204080>>56))
+	}
+	if full < len(flags) {
+		var b byte
+		for i, f := range flags[full:] {
+			b |= f << i
+		}
+		dst = append(dst, b)
+	}
+	return dst
 }
 
 // clearPage empties the open page.
