@@ -1,5 +1,7 @@
 package sched
 
+import "slices"
+
 // Output is the scheduler's decision for one step (vLLM SchedulerOutput).
 //
 // Ownership: an Output and every slice in it belong to the Scheduler. It
@@ -97,6 +99,18 @@ type UpdateResult struct {
 	// Sampled is the number of output tokens produced by the step (requests
 	// finished or aborted before the update produce none).
 	Sampled int
+}
+
+// appendReq appends a zeroed request to list (an Output's NewReqs or
+// CachedReqs) and returns it, to be set field by field: appending a literal
+// builds it aside and copies it, and the copy's wide loads of the fields
+// just stored stall on store forwarding, once a request a step.
+func appendReq(list *[]ScheduledReq) *ScheduledReq {
+	n := len(*list)
+	*list = slices.Grow(*list, 1)[:n+1]
+	sr := &(*list)[n]
+	*sr = ScheduledReq{}
+	return sr
 }
 
 func (o *Output) reset() {

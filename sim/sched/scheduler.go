@@ -207,15 +207,11 @@ func (s *Scheduler) Schedule() *Output {
 		if cfg.PrefixCaching && min(st.computed+n, st.numTokens())>>s.bsShift > st.numCached {
 			s.cacheUpTo(st, min(st.computed+n, st.numTokens()))
 		}
-		out.CachedReqs = append(out.CachedReqs, ScheduledReq{
-			Req:                st.r,
-			NumScheduledTokens: n,
-			NumComputedTokens:  st.computed,
-			NumOutputTokens:    st.output + st.placeholders,
-			NewBlockIDs:        out.blockBuf[nb:len(out.blockBuf):len(out.blockBuf)],
-			st:                 st,
-		})
-		s.advance(&out.CachedReqs[len(out.CachedReqs)-1])
+		sr := appendReq(&out.CachedReqs)
+		sr.Req, sr.st = st.r, st
+		sr.NumScheduledTokens, sr.NumComputedTokens, sr.NumOutputTokens = n, st.computed, st.output+st.placeholders
+		sr.NewBlockIDs = out.blockBuf[nb:len(out.blockBuf):len(out.blockBuf)]
+		s.advance(sr)
 		budget -= n
 		i++
 	}
@@ -298,18 +294,12 @@ func (s *Scheduler) Schedule() *Output {
 				out.blockBuf = append(out.blockBuf, int(b))
 			}
 			end := len(out.blockBuf)
-			out.NewReqs = append(out.NewReqs, ScheduledReq{
-				Req:                st.r,
-				NumScheduledTokens: n,
-				NumComputedTokens:  computed,
-				NumOutputTokens:    st.output,
-				Resumed:            resumed,
-				PrefixHitTokens:    hitTokens,
-				NewBlockIDs:        out.blockBuf[nb+len(hits) : end : end],
-				BlockIDs:           out.blockBuf[nb:end:end],
-				st:                 st,
-			})
-			s.advance(&out.NewReqs[len(out.NewReqs)-1])
+			sr := appendReq(&out.NewReqs)
+			sr.Req, sr.st = st.r, st
+			sr.NumScheduledTokens, sr.NumComputedTokens, sr.NumOutputTokens = n, computed, st.output
+			sr.Resumed, sr.PrefixHitTokens = resumed, hitTokens
+			sr.NewBlockIDs, sr.BlockIDs = out.blockBuf[nb+len(hits):end:end], out.blockBuf[nb:end:end]
+			s.advance(sr)
 			budget -= n
 		}
 	}
