@@ -820,7 +820,7 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
 			ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
 			slot := &c.recent[(ptr*0x9E3779B97F4A7C15)>>(64-dictRecentBits)]
-			if slot.p == ptr && ptr != 0 && int(slot.n) == len(s) {
+			if slot.p == ptr && int(slot.n) == len(s)+1 {
 				dst[i] = slot.id
 				continue
 			}
@@ -835,7 +835,7 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 			// so no other string can take their address while the slot
 			// names it (the cache is cleared with the dictionary).
 			if unsafe.StringData(c.dictVals[id]) == unsafe.StringData(s) {
-				*slot = dictSlot{p: ptr, n: int32(len(s)), id: id}
+				*slot = dictSlot{p: ptr, n: int32(len(s)) + 1, id: id}
 			}
 			dst[i] = id
 		}
@@ -921,6 +921,10 @@ const (
 	dictRecent     = 1 << dictRecentBits
 )
 
+// dictSlot names a string by its data pointer p and its length plus one
+// (n): a cleared slot then matches no string, not even an unset one (its
+// pointer is nil), which the cache serves like any other: columns such as
+// worker_id hold nothing else.
 type dictSlot struct {
 	p     uintptr
 	n, id int32
