@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim/sched"
@@ -60,13 +61,14 @@ type Arrival = workload.Arrival
 // can interleave several engines and other stages on one virtual clock, and
 // a capture driver can run it against the wall clock.
 type Engine struct {
-	cfg   EngineConfig
-	sch   *sched.Scheduler
-	exec  Executor
-	clock Clock
-	host  HostCosts
-	sink  Sink
-	depth int
+	cfg      EngineConfig
+	sch      *sched.Scheduler
+	exec     Executor
+	composed composedSubmitter // exec, when it is one
+	clock    Clock
+	host     HostCosts
+	sink     Sink
+	depth    int
 
 	pending  []Arrival // arrived or future, in AtNs order, not yet given to the scheduler
 	pendHead int
@@ -140,7 +142,8 @@ func NewEngine(cfg EngineConfig, exec Executor, clock Clock, host HostCosts, sin
 	if cfg.Async {
 		depth = 2
 	}
-	return &Engine{cfg: cfg, sch: s, exec: exec, clock: clock, host: host, sink: sink, depth: depth,
+	composed, _ := exec.(composedSubmitter)
+	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, depth: depth,
 		reqs: map[string]*reqState{}, lastUpdateEnd: -1, idle: true}, nil
 }
 
@@ -341,15 +344,19 @@ func (e *Engine) scheduleOne() (bool, error) {
 	// The step is composed in its place in the in-flight queue: on the
 	// stack, passed by pointer through an interface, the composition would
 	// escape (one allocation a step), and a copy in the engine would be
-	// copied again into the queue.
-	e.inflight = append(e.inflight, inflightStep{out: out, tSchedule: tStart, tSchedEnd: tSchedEnd,
-		overlapped: overlapped, afterIdle: afterIdle})
-	st := &e.inflight[len(e.inflight)-1]
+	// copied again into the queue. The slot is cleared and set field by
+	// field: a literal appended is built aside and copied, and the copy's
+	// wide loads of fields just stored stall on store forwarding.
+	n := len(e.inflight)
+	e.inflight = slices.Grow(e.inflight, 1)[:n+1]
+	st := &e.inflight[n]
+	*st = inflightStep{}
+	st.out, st.tSchedule, st.tSchedEnd, st.overlapped, st.afterIdle = out, tStart, tSchedEnd, overlapped, afterIdle
 	st.comp = Compose(out)
 	var p Payload
 	var err error
-	if x, ok := e.exec.(composedSubmitter); ok {
-		p, err = x.SubmitComposed(out, &st.comp, e.clock.Now())
+	if e.composed != nil {
+		p, err = e.composed.SubmitComposed(out, &st.comp, e.clock.Now())
 	} else {
 		p, err = e.exec.Submit(out, e.clock.Now())
 	}

@@ -73,41 +73,22 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	tUpdateEnd := e.clock.Now()
 	c := &st.comp
 
-	// One Step value reused across steps: sinks copy what they keep.
-	e.step = datasets.Step{
-		StepID:               out.StepID,
-		WorkerID:             e.cfg.WorkerID,
-		DPRank:               e.cfg.DPRank,
-		Kind:                 c.Features.Kind(),
-		Role:                 datasets.RoleProduction,
-		BenchmarkID:          -1,
-		Valid:                true,
-		NumNewReqs:           int32(len(out.NewReqs)),
-		NumCachedReqs:        int32(len(out.CachedReqs)),
-		NumResumedReqs:       int32(c.NumResumed),
-		NumPreempted:         int32(len(out.PreemptedIDs)),
-		NumFinished:          int32(len(res.FinishedIDs)),
-		TotalScheduledTokens: int64(out.TotalScheduledTokens),
-		CUDAGraphSize:        int32(r.PaddedBatch),
-		PayloadBytes:         st.payload.Total,
-		PayloadNewBytes:      st.payload.New,
-		PayloadCachedBytes:   st.payload.Cached,
-		TScheduleStart:       st.tSchedule,
-		TScheduleEnd:         st.tSchedEnd,
-		TDispatch:            st.tDispatch,
-		TOutput:              r.TOutput,
-		TUpdateEnd:           tUpdateEnd,
-		NarrowTimeNs:         r.TOutput - st.tSchedule,
-		GPUTimeNs:            r.GPUTimeNs,
-		HostPrepNs:           r.HostPrepNs,
-		WorkerRecvNs:         r.WorkerRecvNs,
-		SampleNs:             r.SampleNs,
-		Overlapped:           st.overlapped,
-		NumWaiting:           int32(e.sch.NumWaiting()),
-		NumRunning:           int32(e.sch.NumRunning()),
-		KVBlocksUsed:         int64(e.sch.KVBlocksUsed()),
-		KVBlocksTotal:        int64(e.sch.KVBlocksTotal()),
-	}
+	// One Step value reused across steps (sinks copy what they keep), set
+	// in place field by field, as setStepRequest sets a row and for the
+	// same reason.
+	s := &e.step
+	*s = datasets.Step{}
+	s.StepID, s.WorkerID, s.DPRank = out.StepID, e.cfg.WorkerID, e.cfg.DPRank
+	s.Kind, s.Role, s.BenchmarkID, s.Valid = c.Features.Kind(), datasets.RoleProduction, -1, true
+	s.NumNewReqs, s.NumCachedReqs, s.NumResumedReqs = int32(len(out.NewReqs)), int32(len(out.CachedReqs)), int32(c.NumResumed)
+	s.NumPreempted, s.NumFinished = int32(len(out.PreemptedIDs)), int32(len(res.FinishedIDs))
+	s.TotalScheduledTokens, s.CUDAGraphSize = int64(out.TotalScheduledTokens), int32(r.PaddedBatch)
+	s.PayloadBytes, s.PayloadNewBytes, s.PayloadCachedBytes = st.payload.Total, st.payload.New, st.payload.Cached
+	s.TScheduleStart, s.TScheduleEnd, s.TDispatch, s.TOutput, s.TUpdateEnd = st.tSchedule, st.tSchedEnd, st.tDispatch, r.TOutput, tUpdateEnd
+	s.NarrowTimeNs, s.GPUTimeNs, s.HostPrepNs = r.TOutput-st.tSchedule, r.GPUTimeNs, r.HostPrepNs
+	s.WorkerRecvNs, s.SampleNs, s.Overlapped = r.WorkerRecvNs, r.SampleNs, st.overlapped
+	s.NumWaiting, s.NumRunning = int32(e.sch.NumWaiting()), int32(e.sch.NumRunning())
+	s.KVBlocksUsed, s.KVBlocksTotal = int64(e.sch.KVBlocksUsed()), int64(e.sch.KVBlocksTotal())
 	c.Batch.Fill(&e.step) // composition columns, and the padding of a graph
 	// Inter-update period (Dynamo's FPM wall_time); the first step after
 	// idle has no previous update to measure from.
