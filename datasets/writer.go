@@ -765,8 +765,10 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		c.i32 = slices.Grow(c.i32, n)[:l+n]
 		dst := c.i32[l:]
 		lo, hi := c.lo, c.hi
+		off := uintptr(0)
 		for i := range dst {
-			v := *(*int32)(unsafe.Add(p, uintptr(i)*stride))
+			v := *(*int32)(unsafe.Add(p, off))
+			off += stride
 			dst[i] = v
 			lo, hi = min(lo, int64(v)), max(hi, int64(v))
 		}
@@ -776,8 +778,10 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		c.f64 = slices.Grow(c.f64, n)[:l+n]
 		dst := c.f64[l:]
 		lo, hi, nan := c.flo, c.fhi, c.nan
+		off := uintptr(0)
 		for i := range dst {
-			v := *(*float64)(unsafe.Add(p, uintptr(i)*stride))
+			v := *(*float64)(unsafe.Add(p, off))
+			off += stride
 			dst[i] = v
 			// Plain comparisons (a NaN passes both; the sign of a zero
 			// bound is set when the page closes) spare the builtin
@@ -796,10 +800,12 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		c.bools = slices.Grow(c.bools, n)[:l+n]
 		dst := c.bools[l:]
 		and, or := c.bAnd, c.bOr
+		off := uintptr(0)
 		for i := range dst {
 			// A Go bool is the byte 0 or 1: copying it avoids a branch
 			// that random flags mispredict.
-			b := *(*byte)(unsafe.Add(p, uintptr(i)*stride))
+			b := *(*byte)(unsafe.Add(p, off))
+			off += stride
 			dst[i] = b
 			and, or = and&b, or|b
 		}
@@ -816,8 +822,10 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 		l := len(c.idx)
 		c.idx = slices.Grow(c.idx, n)[:l+n]
 		dst := c.idx[l:]
+		off := uintptr(0)
 		for i := range dst {
-			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
+			s := *(*string)(unsafe.Add(p, off))
+			off += stride
 			ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
 			slot := &c.recent[(ptr*0x9E3779B97F4A7C15)>>(64-dictRecentBits)]
 			if slot.p == ptr && int(slot.n) == len(s)+1 {
@@ -872,8 +880,10 @@ func (c *colEnc) gatherInt64(p unsafe.Pointer, stride uintptr, n int) {
 	c.i64 = slices.Grow(c.i64, n)[:l+n]
 	dst := c.i64[l:]
 	lo, hi := c.lo, c.hi
+	off := uintptr(0)
 	for i := range dst {
-		v := *(*int64)(unsafe.Add(p, uintptr(i)*stride))
+		v := *(*int64)(unsafe.Add(p, off))
+		off += stride
 		dst[i] = v
 		lo, hi = min(lo, v), max(hi, v)
 	}
@@ -881,25 +891,28 @@ func (c *colEnc) gatherInt64(p unsafe.Pointer, stride uintptr, n int) {
 }
 
 // gatherNarrow gathers an int64 delta column into i32 while the page's
-// values fit (see narrowBound); the first value that does not turns the
-// page wide: what it holds moves to i64, and the rest is gathered there.
+// values fit (see narrowBound). The bounds say whether they did: checking
+// them once after the pass spares a compare and branch a value. When a
+// value does not fit, the page turns wide: what it holds moves to i64, and
+// the rows are gathered again there.
 func (c *colEnc) gatherNarrow(p unsafe.Pointer, stride uintptr, n int) {
 	l := len(c.i32)
 	c.i32 = slices.Grow(c.i32, n)[:l+n]
 	dst := c.i32[l:]
 	lo, hi := c.lo, c.hi
+	off := uintptr(0)
 	for i := range dst {
-		v := *(*int64)(unsafe.Add(p, uintptr(i)*stride))
-		if v < -narrowBound || v >= narrowBound {
-			c.lo, c.hi = lo, hi
-			c.i64 = widen(c.i64, c.i32[:l+i])
-			c.i32 = c.i32[:0]
-			c.wide = true
-			c.gatherInt64(unsafe.Add(p, uintptr(i)*stride), stride, n-i)
-			return
-		}
+		v := *(*int64)(unsafe.Add(p, off))
+		off += stride
 		dst[i] = int32(v)
 		lo, hi = min(lo, v), max(hi, v)
+	}
+	if lo < -narrowBound || hi >= narrowBound {
+		c.i64 = widen(c.i64, c.i32[:l])
+		c.i32 = c.i32[:0]
+		c.wide = true
+		c.gatherInt64(p, stride, n)
+		return
 	}
 	c.lo, c.hi = lo, hi
 }
