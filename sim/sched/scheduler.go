@@ -453,7 +453,11 @@ func (s *Scheduler) Update(out *Output) *UpdateResult {
 	}
 	s.nextUpdate++
 	removedRunning := false
-	for _, list := range [2][]ScheduledReq{out.CachedReqs, out.NewReqs} {
+	for k := range 2 { // ranging over an array of the two lists copies it
+		list := out.CachedReqs
+		if k == 1 {
+			list = out.NewReqs
+		}
 		for i := range list {
 			sr := &list[i]
 			st := sr.st
