@@ -48,6 +48,32 @@ type Sink interface {
 	Request(req *datasets.Request) error
 }
 
+// stepLender is a sink that keeps the step rows it is given. It lends the
+// engine the row its next step goes into, so that the step is recorded in
+// place rather than recorded aside and copied by the sink (a copy of
+// every step's 45 columns).
+type stepLender interface {
+	// nextStep returns the row the next Step call keeps, as it is: the
+	// engine sets every field.
+	nextStep() *datasets.Step
+}
+
+// lenderOf is the sink that lends step rows: s, or the first of a Tee's
+// sinks that does (the others read the step from its row); nil if none.
+func lenderOf(s Sink) stepLender {
+	switch s := s.(type) {
+	case stepLender:
+		return s
+	case Tee:
+		for _, k := range s {
+			if l := lenderOf(k); l != nil {
+				return l
+			}
+		}
+	}
+	return nil
+}
+
 // Arrival is a request reaching the engine (see package workload).
 type Arrival = workload.Arrival
 
@@ -68,6 +94,7 @@ type Engine struct {
 	clock    Clock
 	host     HostCosts
 	sink     Sink
+	lender   stepLender // lenderOf(sink)
 	depth    int
 
 	pending  []Arrival // arrived or future, in AtNs order, not yet given to the scheduler
@@ -83,7 +110,7 @@ type Engine struct {
 	stats         Stats
 
 	rowBuf []datasets.StepRequest
-	step   datasets.Step
+	step   datasets.Step // the step recorded, unless the sink lends a row
 	// perReq holds the per-request payload of each step in flight: under
 	// async scheduling step N+1 is submitted (and the executor may reuse
 	// its PerReq memory) before step N is recorded. At most two steps are
@@ -143,7 +170,7 @@ func NewEngine(cfg EngineConfig, exec Executor, clock Clock, host HostCosts, sin
 		depth = 2
 	}
 	composed, _ := exec.(composedSubmitter)
-	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, depth: depth,
+	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, lender: lenderOf(sink), depth: depth,
 		reqs: map[string]*reqState{}, lastUpdateEnd: -1, idle: true}, nil
 }
 

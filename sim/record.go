@@ -73,10 +73,14 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	tUpdateEnd := e.clock.Now()
 	c := &st.comp
 
-	// One Step value reused across steps (sinks copy what they keep), set
-	// in place field by field, as setStepRequest sets a row and for the
-	// same reason.
+	// The step is set in place field by field, as setStepRequest sets a
+	// row and for the same reason: in the sink's row when it lends one,
+	// else in one Step value reused across steps (sinks copy what they
+	// keep).
 	s := &e.step
+	if e.lender != nil {
+		s = e.lender.nextStep()
+	}
 	*s = datasets.Step{}
 	s.StepID, s.WorkerID, s.DPRank = out.StepID, e.cfg.WorkerID, e.cfg.DPRank
 	s.Kind, s.Role, s.BenchmarkID, s.Valid = c.Features.Kind(), datasets.RoleProduction, -1, true
@@ -89,13 +93,13 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	s.WorkerRecvNs, s.SampleNs, s.Overlapped = r.WorkerRecvNs, r.SampleNs, st.overlapped
 	s.NumWaiting, s.NumRunning = int32(e.sch.NumWaiting()), int32(e.sch.NumRunning())
 	s.KVBlocksUsed, s.KVBlocksTotal = int64(e.sch.KVBlocksUsed()), int64(e.sch.KVBlocksTotal())
-	c.Batch.Fill(&e.step) // composition columns, and the padding of a graph
+	c.Batch.Fill(s) // composition columns, and the padding of a graph
 	// Inter-update period (Dynamo's FPM wall_time); the first step after
 	// idle has no previous update to measure from.
 	if st.afterIdle || e.lastUpdateEnd < 0 {
-		e.step.WallTimeNs = e.step.NarrowTimeNs
+		s.WallTimeNs = s.NarrowTimeNs
 	} else {
-		e.step.WallTimeNs = r.TOutput - e.lastUpdateEnd
+		s.WallTimeNs = r.TOutput - e.lastUpdateEnd
 	}
 	e.lastUpdateEnd = tUpdateEnd
 
@@ -108,13 +112,13 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		setStepRequest(&rows[i], out.StepID, &out.CachedReqs[k], false, perReq(st.payload, i))
 	}
 	e.rowBuf = rows
-	e.countStep(e.step.Kind)
+	e.countStep(s.Kind)
 
 	e.tokens(out, r.TOutput)
 	if e.Tag != nil {
-		e.Tag(&e.step, rows, out)
+		e.Tag(s, rows, out)
 	}
-	if err := e.sink.Step(&e.step, rows); err != nil {
+	if err := e.sink.Step(s, rows); err != nil {
 		return err
 	}
 	for _, id := range res.FinishedIDs {

@@ -1,6 +1,10 @@
 package sim
 
-import "github.com/steplab/steplab/datasets"
+import (
+	"slices"
+
+	"github.com/steplab/steplab/datasets"
+)
 
 // DatasetSink writes what an engine records into a dataset, buffering rows
 // so that the table writers see large batches.
@@ -51,7 +55,11 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 			defer s.Checkpoint()
 		}
 	}
-	s.stepBuf = append(s.stepBuf, *st)
+	if n := len(s.stepBuf); n < cap(s.stepBuf) && st == &s.stepBuf[:n+1][n] {
+		s.stepBuf = s.stepBuf[:n+1] // the row nextStep lent: recorded in place
+	} else {
+		s.stepBuf = append(s.stepBuf, *st)
+	}
 	if len(s.stepBuf) >= sinkBatch {
 		if err := s.steps.Write(s.stepBuf); err != nil {
 			return err
@@ -68,6 +76,13 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 		}
 	}
 	return nil
+}
+
+// nextStep lends the engine the row after the buffered steps.
+func (s *DatasetSink) nextStep() *datasets.Step {
+	n := len(s.stepBuf)
+	s.stepBuf = slices.Grow(s.stepBuf, 1)
+	return &s.stepBuf[:n+1][n]
 }
 
 // Request implements Sink.
