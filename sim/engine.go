@@ -2,7 +2,6 @@ package sim
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim/sched"
@@ -100,7 +99,11 @@ type Engine struct {
 	pending  []Arrival // arrived or future, in AtNs order, not yet given to the scheduler
 	pendHead int
 	reqs     map[string]*reqState
-	inflight []inflightStep
+	// inflight holds the steps in flight, the oldest at inflight[inHead]:
+	// a ring, as at most depth (two) are, so that retiring the oldest does
+	// not copy the other down.
+	inflight      [2]inflightStep
+	inHead, inLen int
 
 	scheduled int64 // steps handed to the executor
 
@@ -226,7 +229,7 @@ func (e *Engine) Now() int64 { return e.clock.Now() }
 
 // Busy reports whether the engine has requests or steps in flight.
 func (e *Engine) Busy() bool {
-	return len(e.inflight) > 0 || e.sch.HasUnfinished()
+	return e.inLen > 0 || e.sch.HasUnfinished()
 }
 
 // Waiting reports whether the loop is blocked on the output of its oldest
@@ -295,11 +298,11 @@ func (e *Engine) Run(now int64) (int64, error) {
 			if err != nil {
 				return NoWake, err
 			}
-			if scheduled && len(e.inflight) < e.depth {
+			if scheduled && e.inLen < e.depth {
 				// Don't block on the oldest output unless the queue is full
 				// (vLLM step_with_batch_queue): if it is not done yet, loop
 				// and schedule again.
-				r, ready, _, err := e.exec.Result(e.inflight[0].out.StepID, e.clock.Now(), false)
+				r, ready, _, err := e.exec.Result(e.oldest().out.StepID, e.clock.Now(), false)
 				if err != nil {
 					return NoWake, err
 				}
@@ -309,12 +312,12 @@ func (e *Engine) Run(now int64) (int64, error) {
 				return e.reconcile(r)
 			}
 		}
-		if len(e.inflight) == 0 {
+		if e.inLen == 0 {
 			e.idle = true
 			return NoWake, nil
 		}
 	}
-	r, ready, wake, err := e.exec.Result(e.inflight[0].out.StepID, e.clock.Now(), true)
+	r, ready, wake, err := e.exec.Result(e.oldest().out.StepID, e.clock.Now(), true)
 	if err != nil {
 		return NoWake, err
 	}
@@ -333,13 +336,16 @@ func (e *Engine) reconcile(r StepResult) (int64, error) {
 	// future.result(); Dynamo times update_from_output from there).
 	r.TOutput = max(r.TOutput, e.clock.Now())
 	e.clock.AdvanceTo(r.TOutput)
-	if err := e.update(&e.inflight[0], r); err != nil {
+	if err := e.update(e.oldest(), r); err != nil {
 		return NoWake, err
 	}
-	copy(e.inflight, e.inflight[1:])
-	e.inflight = e.inflight[:len(e.inflight)-1]
+	e.inHead = (e.inHead + 1) % len(e.inflight)
+	e.inLen--
 	return e.clock.Now(), nil
 }
+
+// oldest is the oldest step in flight.
+func (e *Engine) oldest() *inflightStep { return &e.inflight[e.inHead] }
 
 func (e *Engine) scheduleOne() (bool, error) {
 	tStart := e.clock.Now()
@@ -362,7 +368,7 @@ func (e *Engine) scheduleOne() (bool, error) {
 	}
 	e.scheduled++
 	tSchedEnd := e.clock.Now()
-	overlapped := len(e.inflight) > 0
+	overlapped := e.inLen > 0
 	afterIdle := e.idle && !overlapped
 	e.idle = false
 	// The payload is handed over at t_dispatch, once serialized: a real
@@ -372,11 +378,10 @@ func (e *Engine) scheduleOne() (bool, error) {
 	// stack, passed by pointer through an interface, the composition would
 	// escape (one allocation a step), and a copy in the engine would be
 	// copied again into the queue. The slot is cleared and set field by
-	// field: a literal appended is built aside and copied, and the copy's
-	// wide loads of fields just stored stall on store forwarding.
-	n := len(e.inflight)
-	e.inflight = slices.Grow(e.inflight, 1)[:n+1]
-	st := &e.inflight[n]
+	// field: a literal is built aside and copied, and the copy's wide
+	// loads of fields just stored stall on store forwarding.
+	st := &e.inflight[(e.inHead+e.inLen)%len(e.inflight)]
+	e.inLen++
 	*st = inflightStep{}
 	st.out, st.tSchedule, st.tSchedEnd, st.overlapped, st.afterIdle = out, tStart, tSchedEnd, overlapped, afterIdle
 	st.comp = Compose(out)
@@ -388,7 +393,7 @@ func (e *Engine) scheduleOne() (bool, error) {
 		p, err = e.exec.Submit(out, e.clock.Now())
 	}
 	if err != nil {
-		e.inflight = e.inflight[:len(e.inflight)-1]
+		e.inLen--
 		return false, fmt.Errorf("step %d: %w", out.StepID, err)
 	}
 	k := e.submitted % len(e.perReq)
