@@ -103,7 +103,16 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	}
 	e.lastUpdateEnd = tUpdateEnd
 
-	rows := slices.Grow(e.rowBuf[:0], out.NumScheduledReqs())[:out.NumScheduledReqs()]
+	// The step_requests rows likewise: the sink's, or one buffer reused.
+	n := out.NumScheduledReqs()
+	var rows []datasets.StepRequest
+	if e.lender != nil {
+		rows = e.lender.nextRows(n)
+	}
+	if rows == nil {
+		e.rowBuf = slices.Grow(e.rowBuf[:0], n)[:n]
+		rows = e.rowBuf
+	}
 	for i := range out.NewReqs {
 		setStepRequest(&rows[i], out.StepID, &out.NewReqs[i], true, perReq(st.payload, i))
 	}
@@ -111,7 +120,6 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		i := len(out.NewReqs) + k
 		setStepRequest(&rows[i], out.StepID, &out.CachedReqs[k], false, perReq(st.payload, i))
 	}
-	e.rowBuf = rows
 	e.countStep(s.Kind)
 
 	e.tokens(out, r.TOutput)

@@ -67,7 +67,11 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 		s.stepBuf = s.stepBuf[:0]
 	}
 	if s.stepReqs != nil {
-		s.stepReqBuf = append(s.stepReqBuf, rs...)
+		if n := len(s.stepReqBuf); len(rs) > 0 && n+len(rs) <= cap(s.stepReqBuf) && &rs[0] == &s.stepReqBuf[:n+1][n] {
+			s.stepReqBuf = s.stepReqBuf[:n+len(rs)] // the rows nextRows lent
+		} else {
+			s.stepReqBuf = append(s.stepReqBuf, rs...)
+		}
 		if len(s.stepReqBuf) >= sinkBatch {
 			if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
 				return err
@@ -83,6 +87,17 @@ func (s *DatasetSink) nextStep() *datasets.Step {
 	n := len(s.stepBuf)
 	s.stepBuf = slices.Grow(s.stepBuf, 1)
 	return &s.stepBuf[:n+1][n]
+}
+
+// nextRows lends the engine the rows after the buffered step_requests
+// rows, when the sink writes that table.
+func (s *DatasetSink) nextRows(n int) []datasets.StepRequest {
+	if s.stepReqs == nil {
+		return nil
+	}
+	l := len(s.stepReqBuf)
+	s.stepReqBuf = slices.Grow(s.stepReqBuf, n)
+	return s.stepReqBuf[l : l+n : l+n]
 }
 
 // Request implements Sink.
