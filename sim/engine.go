@@ -387,7 +387,7 @@ func (e *Engine) scheduleOne() (bool, error) {
 	e.inLen++
 	*st = inflightStep{}
 	st.out, st.tSchedule, st.tSchedEnd, st.overlapped, st.afterIdle = out, tStart, tSchedEnd, overlapped, afterIdle
-	st.comp = Compose(out)
+	st.comp.compose(out)
 	var p Payload
 	var err error
 	if e.composed != nil {

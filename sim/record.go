@@ -23,9 +23,17 @@ type Composition struct {
 // Compose computes the features of a step from the scheduler's decision.
 // A request in its context phase is prefill (its scheduled tokens are a
 // prompt chunk reading the tokens computed before it); otherwise it decodes
-// one token reading its whole computed context. The result is named so
-// that it is built where the caller wants it, not copied there.
+// one token reading its whole computed context.
 func Compose(out *sched.Output) (c Composition) {
+	c.compose(out)
+	return
+}
+
+// compose is Compose into c, which is zero. The engine composes each step
+// in its slot of the in-flight queue: a returned composition is copied
+// there through a temporary, and the copies' wide loads of fields just
+// stored stall on store forwarding.
+func (c *Composition) compose(out *sched.Output) {
 	add := func(sr *sched.ScheduledReq, isNew bool) {
 		if sr.Resumed {
 			c.NumResumed++
@@ -49,7 +57,6 @@ func Compose(out *sched.Output) (c Composition) {
 	st := datasets.Step{NumNewReqs: int32(len(out.NewReqs))}
 	c.Batch.Fill(&st)
 	c.Features = features.Of(&st)
-	return
 }
 
 // PadBatch returns the CUDA-graph capture size a decode-only batch of b
