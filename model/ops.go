@@ -260,7 +260,7 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 	}
 	b.TotalNs = b.GEMMNs + b.LMHeadNs + b.ContextAttnNs + b.GenerationAttnNs + b.ElementwiseNs + b.AllReduceNs + b.EngineStepNs
 	if overlap {
-		b.HostWaitNs = o.hostWaitNs(f, rows, s, b)
+		b.HostWaitNs = o.hostWaitNs(f, rows, s, qkv*orOne(e.GEMMScale), proj*orOne(e.GEMMScale), b)
 		b.TotalNs += b.HostWaitNs
 	}
 	return ext
@@ -276,15 +276,19 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 // the worker's order: norm, q/k/v GEMM, RoPE, KV write, attention (one
 // launch for the step's prefill and decode requests), output GEMM,
 // residual add, norm, up GEMM, SiLU·mul, down GEMM, residual add; around
-// them the embedding, and the final norm and the LM head.
-func (o *Ops) hostWaitNs(f *Features, rows, sampled float64, b *OpsBreakdown) float64 {
+// them the embedding, and the final norm and the LM head. qkvNs and
+// projNs are a layer's projection GEMMs as price found them.
+func (o *Ops) hostWaitNs(f *Features, rows, sampled, qkvNs, projNs float64, b *OpsBreakdown) float64 {
 	sh, e := &o.shape, &o.engine
 	g, h := &o.db.launch[launchGraph], &o.db.host
 	L := float64(sh.layers)
+	hostGEMM := func(m float64, n, k int) float64 {
+		ns, _ := o.gemmNs(h, m, n, k)
+		return ns
+	}
 	gemm := func(m float64, n, k int) (dev, host float64) {
 		dev, _ = o.gemmNs(g, m, n, k)
-		host, _ = o.gemmNs(h, m, n, k)
-		return dev * orOne(e.GEMMScale), host
+		return dev * orOne(e.GEMMScale), hostGEMM(m, n, k)
 	}
 	ew := func(k int, m, n float64) (dev, host float64) {
 		if g.ew == nil || g.ew[k] == nil || m <= 0 {
@@ -301,23 +305,22 @@ func (o *Ops) hostWaitNs(f *Features, rows, sampled float64, b *OpsBreakdown) fl
 	// device's is (not scaled by the share of the table's work it does).
 	var attnHost float64
 	if f.PrefillTokens > 0 {
-		n := math.Max(1, f.PrefillRequests)
-		q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), (f.PrefillTokens + f.PrefillKVTokens) / n, n}
+		q, _ := o.contextCoords(f)
 		attnHost, _ = h.ctx.lookup(q, (*contextCost)(o))
 	} else if f.DecodeRequests > 0 {
 		attnHost, _ = o.generationAttnNs(h, f.DecodeRequests, o.decodeKV(f))
 	}
 	var layer [12][2]float64
 	layer[0][0], layer[0][1] = ew(ewRMSNorm, rows, hd)
-	layer[1][0], layer[1][1] = gemm(rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
+	layer[1] = [2]float64{qkvNs, hostGEMM(rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)}
 	layer[2][0], layer[2][1] = ew(ewRoPE, rows, float64((sh.qHeads+sh.kvHeads)*sh.headDim))
 	layer[3][0], layer[3][1] = ew(ewKVWrite, rows, float64(sh.kvHeads*sh.headDim))
 	layer[4][0], layer[4][1] = (b.ContextAttnNs+b.GenerationAttnNs+b.AllReduceNs/2)/L, attnHost
-	layer[5][0], layer[5][1] = gemm(rows, sh.hidden, sh.qHeads*sh.headDim)
+	layer[5] = [2]float64{projNs, hostGEMM(rows, sh.hidden, sh.qHeads*sh.headDim)}
 	layer[6][0], layer[6][1] = ew(ewResidualAdd, rows, hd)
 	layer[7] = layer[0]
-	// The MLP's device time (b.GEMMNs less the attention projections)
-	// split between its two GEMMs as a dense layer's would be: a mixture
+	// The MLP's device time (a layer's GEMMs less the attention
+	// projections) split between its two GEMMs as a dense layer's would be: a mixture
 	// of experts runs more, smaller ones, and its host time is taken as a
 	// dense layer's two launches.
 	upDev, upHost := gemm(rows, 2*sh.activationWidth(), sh.hidden)
@@ -480,6 +483,15 @@ func expertLoad(m float64, experts, topK int) (touched, rowsPer float64) {
 // the table's full causal attention over c + k tokens scaled by the share
 // of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2).
 func (o *Ops) contextAttnNs(li *launchIndex, f *Features) (float64, bool) {
+	q, share := o.contextCoords(f)
+	ns, x := li.ctx.lookup(q, (*contextCost)(o))
+	return ns * share, x
+}
+
+// contextCoords is where a step's prefill chunks are looked up in a
+// context-attention table (n requests of the mean chunk after the mean
+// cached prefix), and the share of that full causal attention they compute.
+func (o *Ops) contextCoords(f *Features) (q opCoords, share float64) {
 	n := math.Max(1, f.PrefillRequests)
 	c, k := f.PrefillTokens/n, f.PrefillKVTokens/n
 	full := c + k
@@ -488,9 +500,7 @@ func (o *Ops) contextAttnNs(li *launchIndex, f *Features) (float64, bool) {
 		work = f.PrefillTokens * (k + c/2)
 	}
 	sh := &o.shape
-	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), full, n}
-	ns, x := li.ctx.lookup(q, (*contextCost)(o))
-	return ns * work / (n * full * full / 2), x
+	return opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), full, n}, work / (n * full * full / 2)
 }
 
 // sol is causal attention's speed of light over batch requests of seq

@@ -53,14 +53,13 @@ GRIDS = {
         ctx_batch=[1, 2, 4, 8], ctx_isl=[16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192], ctx_max_tokens=16384,
         gen_batch=[1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256],
         gen_kv=[64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384], gen_max_tokens=1 << 20),
-    # Only what the --shape flags name, for adding shapes to a database.
-    "shapes": None,
     "quick": dict(
         m=[1, 8], gemm_n=[64], gemm_k=[64], gemm_max_flops=1e12, widths=[64],
         ctx_batch=[1, 2], ctx_isl=[16, 32], ctx_max_tokens=64,
         gen_batch=[1, 4], gen_kv=[16, 64], gen_max_tokens=256),
 }
 
+# Only what the --shape flags name, for adding shapes to a database.
 GRIDS["shapes"] = dict(GRIDS["full"], gemm_n=[], gemm_k=[], widths=[])
 
 SHAPE_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
