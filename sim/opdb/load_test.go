@@ -309,3 +309,36 @@ func TestLoadFSRefusesLaunchAndElementwise(t *testing.T) {
 		})
 	}
 }
+
+// A database assembled with DuckDB (datasets/testdata/foreign/duckdb/
+// make_fixtures.mjs): BIGINT sizes, VARCHAR launch, host issue times that
+// DuckDB stores as DECIMAL(3,2), and the element-wise table. It loads, and
+// an eager step is priced with the host's dispatch overlapped.
+func TestLoadDirDuckDB(t *testing.T) {
+	db, err := LoadDir(filepath.Join("..", "..", "datasets", "testdata", "foreign", "duckdb", "fixtures", "opdb"))
+	require.NoError(t, err)
+	require.Equal(t, 132.0, db.System.SMs)
+	var eager, host int
+	for _, r := range db.GEMM {
+		if r.Eager {
+			eager++
+			require.InDelta(t, 0.02, r.HostMs, 1e-12, "the DECIMAL host time at its scale")
+		} else {
+			require.Zero(t, r.HostMs)
+		}
+		if r.HostMs > 0 {
+			host++
+		}
+	}
+	require.Equal(t, len(db.GEMM)/2, eager)
+	require.Equal(t, eager, host)
+	require.Len(t, db.Elementwise, 6*33*4*2)
+
+	o, err := model.NewOps(db, llama8B)
+	require.NoError(t, err)
+	f := model.Features{PrefillTokens: 900, PrefillRequests: 1, DecodeRequests: 40, DecodeKVTokens: 40 * 1000, DecodeMaxKVTokens: 3000}
+	require.Zero(t, o.Breakdown(f).HostWaitNs, "no graph sizes known: a graph step")
+	b := o.WithGraphs([]int{512}).Breakdown(f)
+	require.True(t, b.Eager)
+	require.Positive(t, b.HostWaitNs, "20 µs a call keeps the device waiting on short operations")
+}

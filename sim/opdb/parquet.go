@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 
 	"github.com/parquet-go/parquet-go"
+	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/steplab/steplab/datasets"
 )
@@ -137,13 +139,33 @@ func (c *columns) ints(col string) []int64 {
 }
 
 // floats reads a floating-point column.
+// A DECIMAL stored in 32 or 64 bits is read at its scale: DuckDB writes
+// a column of literals such as 0.02 as DECIMAL(3,2).
 func (c *columns) floats(col string) []float64 {
+	if leaf, ok := c.pf.Schema().Lookup(col); ok {
+		if lt := leaf.Node.Type().LogicalType(); lt != nil {
+			if d, ok := lt.Value.(*format.DecimalType); ok {
+				return c.decimals(col, d.Scale)
+			}
+		}
+	}
 	return column(c, col, "a float", func(v parquet.Value) float64 {
 		if v.Kind() == parquet.Float {
 			return float64(v.Float())
 		}
 		return v.Double()
 	}, parquet.Double, parquet.Float)
+}
+
+// decimals reads a DECIMAL column stored in 32 or 64 bits at its scale.
+func (c *columns) decimals(col string, scale int32) []float64 {
+	unit := math.Pow10(-int(scale))
+	return column(c, col, "a float or a 32/64-bit decimal", func(v parquet.Value) float64 {
+		if v.Kind() == parquet.Int32 {
+			return float64(v.Int32()) * unit
+		}
+		return float64(v.Int64()) * unit
+	}, parquet.Int32, parquet.Int64)
 }
 
 // strings reads a string column.

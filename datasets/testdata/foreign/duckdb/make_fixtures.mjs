@@ -129,6 +129,38 @@ await copy(`SELECT step_id::INTEGER AS step_id, num_decode_requests::UTINYINT AS
     (wall_time_ns / 1000)::REAL AS var_prefill_length, kind
   FROM (${steps(20, 1)})`, 'seeds/steps_types.parquet', 'COMPRESSION snappy');
 
+// An operations database for the ops prior (sim/opdb), written as a
+// DuckDB user assembles one: BIGINT sizes, VARCHAR launch, DOUBLE latency
+// and host issue time, in AIConfigurator's folder layout plus steplab's
+// element-wise table. Latencies are power laws of the coordinates (ms).
+const opdb = path.join(out, 'opdb');
+for (const d of ['gemm', 'attention', 'elementwise']) fs.mkdirSync(path.join(opdb, d), { recursive: true });
+fs.writeFileSync(path.join(opdb, 'system.yaml'),
+  'data_dir: data/h200_sxm\ngpu:\n  mem_bw: 4800000000000\n  bfloat16_tc_flops: 989000000000000\n' +
+  '  mem_bw_empirical_scaling_factor: 0.8\n  mem_empirical_constant_latency: 0.000003\n  sm_count: 132\n');
+const launches = `(VALUES ('graph', 1.0, 0.0), ('eager', 1.5, 0.02)) AS l(launch, f, host)`;
+await run(`COPY (
+  SELECT 'bfloat16' AS gemm_dtype, m.range AS m, n.n, k.k, l.launch,
+    (0.004 + 2.0 * m.range * n.n * k.k / 6e11) * l.f AS latency, l.host AS host_latency
+  FROM range(1, 8193, 127) m, (VALUES (4096), (6144), (14336), (28672), (128256)) n(n),
+    (VALUES (4096), (14336)) k(k), ${launches}
+  ORDER BY ALL) TO '${path.join(opdb, 'gemm', 'gemm_perf.parquet')}' (FORMAT parquet)`);
+for (const [file, q, isl] of [['context_attention_perf', 'isl * isl * 1e-8', 'range(16, 8193, 512)'],
+  ['generation_attention_perf', 'isl * 2e-6', 'range(64, 16385, 1024)']]) {
+  await run(`COPY (
+    SELECT b.b AS batch_size, s.range AS isl, 32 AS num_heads, 8 AS num_key_value_heads, 128 AS head_dim,
+      'bfloat16' AS kv_cache_dtype, l.launch, (0.005 + b.b * ${q.replaceAll('isl', 's.range')}) * l.f AS latency,
+      l.host AS host_latency
+    FROM (VALUES (1), (4), (16), (64), (256)) b(b), ${isl} s, ${launches}
+    ORDER BY ALL) TO '${path.join(opdb, 'attention', file + '.parquet')}' (FORMAT parquet)`);
+}
+await run(`COPY (
+  SELECT op, m.range AS m, w.n, 'bfloat16' AS dtype, l.launch, (0.002 + m.range * w.n * 2e-9) * l.f AS latency,
+    l.host AS host_latency
+  FROM (VALUES ('rmsnorm'), ('residual_add'), ('rope'), ('kv_write'), ('silu_mul'), ('embedding')) o(op),
+    range(1, 8193, 255) m, (VALUES (1024), (4096), (5120), (14336)) w(n), ${launches}
+  ORDER BY ALL) TO '${path.join(opdb, 'elementwise', 'elementwise_perf.parquet')}' (FORMAT parquet)`);
+
 const version = (await con.runAndReadAll('SELECT version() AS v')).getRowObjects()[0].v;
 fs.writeFileSync(path.join(out, 'WRITER'), `DuckDB ${version} (@duckdb/node-api), make_fixtures.mjs\n`);
 console.log(`wrote ${out} with DuckDB ${version}`);
