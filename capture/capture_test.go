@@ -97,10 +97,11 @@ func TestCaptureWorkerFailures(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "capture")
 			opts := Options{Worker: fakeWorker(tc.mode, failAfter), Device: "cpu", CheckpointSteps: 4}
 			opts.Worker.StepTimeout = tc.stepTimeout
-			start := time.Now()
 			_, err := Capture(plan(t, tinyScenario(12)), dir, opts)
 			require.Error(t, err)
-			assert.Less(t, time.Since(start), 20*time.Second, "the failure was noticed late")
+			if tc.mode != "hang" {
+				assert.NotContains(t, err.Error(), "hung?", "the failure was noticed by a timeout, not as it happened")
+			}
 			var we *WorkerError
 			require.True(t, errors.As(err, &we), "not a WorkerError: %v", err)
 			for _, s := range tc.wantErr {
@@ -177,7 +178,7 @@ func TestCaptureRefusedInit(t *testing.T) {
 // missing torch fails the test.
 func TestCPUCaptureTiny(t *testing.T) {
 	requirePython(t, "msgpack", "torch")
-	worker := WorkerOptions{Python: python, Script: "worker/worker.py", StartTimeout: 2 * time.Minute, StepTimeout: time.Minute}
+	worker := WorkerOptions{Python: python, Script: "worker/worker.py", StartTimeout: patience, StepTimeout: patience}
 	base := t.TempDir()
 
 	t.Run("traffic", func(t *testing.T) {

@@ -24,11 +24,17 @@ apt_install() {
 		[ "$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null)" = "ii " ] || missing+=("$p")
 	done
 	[ ${#missing[@]} -eq 0 ] && return 0
-	echo "setup: installing ${missing[*]} (without recommends)" >&2
-	local sudo=""
+	local sudo="" log="${TMPDIR:-/tmp}/steplab-setup-apt.log"
 	[ "$(id -u)" -ne 0 ] && sudo="sudo"
-	$sudo apt-get update -qq >&2
-	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+	echo "setup: installing ${missing[*]} (without recommends; apt's output in $log)" >&2
+	# apt and dpkg print a thousand lines on a fresh machine: they go to the
+	# log, which a failure names.
+	if ! { $sudo apt-get update -qq &&
+		DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >>"$log" 2>&1; then
+		echo "setup: installing ${missing[*]} failed; the last lines of $log:" >&2
+		tail -n 20 "$log" >&2
+		return 1
+	fi
 }
 
 # have CMD...: whether any of the commands is on PATH.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -292,15 +291,13 @@ func missingNeeds(needs, have []string) []string {
 	return slices.DeleteFunc(slices.Clone(needs), func(n string) bool { return slices.Contains(have, n) })
 }
 
-// docCommandTimeout bounds one command: a documented example that takes
-// longer belongs behind `# needs: long`.
-const docCommandTimeout = 60 * time.Second
-
+// runDocCommand runs one documented command to its end, however long a
+// loaded machine makes it: a limit on wall time would fail whenever CI's
+// machine is busy. What each command took is logged, so a slow one shows
+// in `go test -v` and can be made cheaper or marked `# needs: long`.
 func runDocCommand(t *testing.T, work string, env []string, c docCommand) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), docCommandTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", c.line)
+	cmd := exec.Command("bash", "-o", "pipefail", "-c", c.line)
 	cmd.Dir = work
 	cmd.Env = env
 	var out bytes.Buffer
@@ -308,10 +305,6 @@ func runDocCommand(t *testing.T, work string, env []string, c docCommand) {
 	start := time.Now()
 	err := cmd.Run()
 	took := time.Since(start).Round(10 * time.Millisecond)
-	if ctx.Err() != nil {
-		t.Errorf("%s: took over %s; mark it `# needs: long` or make it cheaper:\n%s", c.where, docCommandTimeout, c.line)
-		return
-	}
 	if err != nil {
 		t.Errorf("%s: %v after %s:\n%s\n--- output (tail) ---\n%s", c.where, err, took, c.line, tail(out.String(), 2000))
 		return

@@ -187,7 +187,7 @@ func chromium(t *testing.T) string {
 
 func runChromium(t *testing.T, bin string, args ...string) []byte {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a guard against a hung browser only
 	defer cancel()
 	home := t.TempDir() // a fresh profile: no state shared between runs
 	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--no-first-run",
