@@ -72,6 +72,11 @@ type Tool struct {
 	Command []string `json:"command,omitempty"`
 }
 
+// DetailVLLMVersion is the Source.Detail key of the vLLM release a
+// recorded run ran under (an ops prior prices it with the kernels measured
+// nearest that release).
+const DetailVLLMVersion = "vllm_version"
+
 // Source says where the rows came from.
 type Source struct {
 	Kind   string            `json:"kind"`             // capture | simulate | import

@@ -152,6 +152,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 	}
 	var warn []string
 	e := &sc.Engine
+	e.VLLMVersion = m.Source.Detail[datasets.DetailVLLMVersion]
 	if me := m.Engine; me == nil {
 		warn = append(warn, fmt.Sprintf("manifest has no engine section: default engine limits (max_num_seqs %d, max_num_batched_tokens %d, block %d, async)",
 			e.MaxNumSeqs, e.MaxNumBatchedTokens, e.BlockSize))
@@ -217,7 +218,7 @@ func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, err
 	if IsPrior(o.FPM) && !r.known() {
 		return nil, r.err()
 	}
-	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host, CUDAGraphSizes: m.CUDAGraphSizes})
+	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host, EngineVersion: m.Source.Detail[datasets.DetailVLLMVersion], CUDAGraphSizes: m.CUDAGraphSizes})
 }
 
 // resolveManifest looks up the manifest's hardware in the catalogue (else

@@ -158,7 +158,7 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 	if err := p.Sched.Validate(); err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	pr, err := Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: sc.FPM, Host: sc.Host, CUDAGraphSizes: e.CUDAGraphSizes})
+	pr, err := Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: sc.FPM, Host: sc.Host, EngineVersion: e.VLLMVersion, CUDAGraphSizes: e.CUDAGraphSizes})
 	if err != nil {
 		return nil, fmt.Errorf("fpm: %w", err)
 	}

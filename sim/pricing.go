@@ -29,6 +29,9 @@ type PricingSpec struct {
 	// a model.HostModel in JSON, one wrapped under "model", or a model
 	// artifact carrying params.host.
 	Host string
+	// EngineVersion is the serving framework's version the run had ("":
+	// not known); an ops prior takes the database measured nearest it.
+	EngineVersion string
 	// CUDAGraphSizes are the sizes the engine captures CUDA graphs at
 	// (rows: decode requests, or tokens of a step with prefill work); the
 	// ops prior runs a larger step eagerly. Empty: not known.
@@ -68,11 +71,11 @@ func Price(spec PricingSpec) (*Pricing, error) {
 		}
 		p.FPM, p.FPMName = r.Prepare(), FPMRoofline
 	case opdb.IsSpec(spec.FPM):
-		o, err := opdb.Prior(spec.FPM, p.HW, p.Shape)
+		o, notes, err := opdb.Prior(spec.FPM, opdb.Query{Hardware: p.HW, Shape: p.Shape, Version: spec.EngineVersion})
 		if err != nil {
 			return nil, err
 		}
-		p.FPM, p.FPMName = o, spec.FPM
+		p.FPM, p.FPMName, p.Notes = o, spec.FPM, append(p.Notes, notes...)
 	default:
 		f, a, err := model.Load(spec.FPM)
 		if err != nil {

@@ -58,6 +58,9 @@ type EngineSpec struct {
 	LongPrefillTokenThreshold int     `yaml:"long_prefill_token_threshold"`
 	AsyncScheduling           bool    `yaml:"async_scheduling"`
 	CUDAGraphSizes            []int   `yaml:"cuda_graph_sizes"`
+	// VLLMVersion is the vLLM release the engine stands for ("": not
+	// said): an ops prior prices it with the kernels measured nearest it.
+	VLLMVersion string `yaml:"vllm_version"`
 }
 
 // WorkloadSpec selects and parameterises a workload (package workload).

@@ -327,7 +327,7 @@ func readVLLMMeta(in *input, s *sink) (*vllmMeta, error) {
 		model, _ = kwString(kw, "model")
 	}
 	if meta.VLLMVersion != "" {
-		s.detail("vllm_version", meta.VLLMVersion)
+		s.detail(datasets.DetailVLLMVersion, meta.VLLMVersion)
 	}
 	if model != "" {
 		s.detail("model", model)

@@ -17,7 +17,7 @@ func BenchmarkOpsPredict(b *testing.B) {
 	}
 	for _, spec := range []string{"ops", "ops:h200-sxm-worker"} {
 		b.Run(spec, func(b *testing.B) {
-			o, err := Prior(spec, h200HW, llama8B)
+			o, _, err := Prior(spec, Query{Hardware: h200HW, Shape: llama8B})
 			if err != nil {
 				b.Fatal(err)
 			}

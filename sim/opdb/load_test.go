@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -219,7 +220,7 @@ func TestLoadDir(t *testing.T) {
 	_, err = LoadDir(filepath.Join(dir, "gemm", "gemm_perf.parquet"))
 	require.ErrorContains(t, err, "is not a directory")
 	_, err = Open(filepath.Join(dir, "nope"))
-	require.ErrorContains(t, err, "neither a database shipped with steplab ("+h200+", "+h200Worker+") nor a directory")
+	require.ErrorContains(t, err, "neither a database shipped with steplab ("+strings.Join(Names(), ", ")+") nor a directory")
 }
 
 // The launch column marks eager rows; a table without it is all graph

@@ -70,30 +70,33 @@ func shippedFS(name string) fs.FS {
 	return sub
 }
 
-// ForHardware returns the shipped database measured on a GPU, matching the
-// database's system name (AIConfigurator's "h200_sxm") to the hardware's
-// ("H200-SXM") whatever the case and punctuation.
-func ForHardware(hw model.Hardware) (*model.OpDB, error) {
-	want := squash(hw.Name)
+// ForHardware returns the shipped database measured on a GPU under a
+// framework, at the version nearest version (the newest for ""). A
+// database's GPU is its system file's, resolved through the catalogue.
+func ForHardware(hw model.Hardware, framework, version string) (*model.OpDB, error) {
+	var best *model.OpDB
 	for _, n := range Names() {
-		if s, err := readSystem(shippedFS(n)); err == nil && squash(s.GPU) == want {
-			return openShipped(n)
+		db, err := openShipped(n)
+		if err != nil {
+			return nil, err
+		}
+		if gpu, err := DatabaseGPU(db); err != nil || gpu != hw.Name || db.Framework != framework {
+			continue
+		}
+		switch {
+		case best == nil:
+			best = db
+		case version == "" && compareVersions(db.Version, best.Version) > 0:
+			best = db
+		case version != "" && versionDistance(db.Version, version) < versionDistance(best.Version, version):
+			best = db
 		}
 	}
-	return nil, fmt.Errorf("opdb: no database shipped with steplab was measured on %s (shipped: %s); point at one with ops:DIR",
-		hw.Name, strings.Join(Names(), ", "))
-}
-
-func squash(s string) string {
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
-			return r
-		case r >= 'A' && r <= 'Z':
-			return r + 'a' - 'A'
-		}
-		return -1
-	}, s)
+	if best == nil {
+		return nil, fmt.Errorf("opdb: no %s database shipped with steplab was measured on %s (shipped: %s); point at one with ops:DIR or an AIConfigurator tree with ops:aic:PATH, or price it with the roofline",
+			framework, hw.Name, strings.Join(Names(), ", "))
+	}
+	return best, nil
 }
 
 // isShipped reports whether name is a database shipped inside the binary.

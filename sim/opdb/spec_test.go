@@ -1,9 +1,11 @@
 package opdb
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,22 +14,56 @@ import (
 )
 
 func TestShipped(t *testing.T) {
-	require.Equal(t, []string{h200, h200Worker}, Names())
+	names := Names()
+	require.Contains(t, names, h200)
+	require.Contains(t, names, h200Worker)
 	a, err := Open(h200)
 	require.NoError(t, err)
 	b, err := Open(h200)
 	require.NoError(t, err)
 	require.Same(t, a, b, "a shipped database is read once")
-	// Both were measured on the H200; the first by name is the one "ops"
-	// means there.
-	db, err := ForHardware(h200HW)
+	// Both were measured on the H200; "ops" there means vLLM's.
+	db, err := ForHardware(h200HW, "vllm", "")
 	require.NoError(t, err)
 	require.Same(t, a, db)
 	w, err := Open(h200Worker)
 	require.NoError(t, err)
-	require.Equal(t, squash(h200HW.Name), squash(w.System.GPU), "the worker's database is an H200's too")
-	_, err = ForHardware(h100HW)
-	require.ErrorContains(t, err, "no database shipped with steplab was measured on H100-SXM")
+	gpu, err := DatabaseGPU(w)
+	require.NoError(t, err)
+	require.Equal(t, h200HW.Name, gpu, "the worker's database is an H200's too")
+	_, err = ForHardware(must(model.LookupHardware("RTX-4090")), "vllm", "")
+	require.ErrorContains(t, err, "no vllm database shipped with steplab was measured on RTX-4090")
+}
+
+// Every shipped database loads, names a GPU the catalogue knows, and is
+// the one "ops" picks for that GPU at its own version.
+func TestShippedEveryGPU(t *testing.T) {
+	gpus := map[string]bool{}
+	for _, n := range Names() {
+		db, err := Open(n)
+		require.NoError(t, err, n)
+		gpu, err := DatabaseGPU(db)
+		require.NoError(t, err, n)
+		gpus[gpu] = true
+		if db.Framework != "vllm" {
+			continue
+		}
+		require.Equal(t, n, fmt.Sprintf("%s-vllm-%s", strings.ReplaceAll(db.System.GPU, "_", "-"), db.Version), "a shipped database is named for its system and version")
+		hw := must(model.LookupHardware(gpu))
+		got, err := ForHardware(hw, "vllm", db.Version)
+		require.NoError(t, err)
+		require.Equal(t, n, got.Name)
+	}
+	for _, want := range []string{"A100-SXM-80GB", "H100-SXM", "H200-SXM", "B200", "GB200", "L40S", "RTX-PRO-6000-Server"} {
+		require.True(t, gpus[want], "a database for %s", want)
+	}
+	// The run's version picks the nearest; none known, the newest.
+	pro := must(model.LookupHardware("RTX-PRO-6000-Server"))
+	for version, want := range map[string]string{"0.19.0": "0.19.0", "0.18.2": "0.19.0", "0.22.0": "0.24.0", "": "0.24.0", "0.30.1": "0.24.0"} {
+		db, err := ForHardware(pro, "vllm", version)
+		require.NoError(t, err)
+		require.Equal(t, want, db.Version, "run version %q", version)
+	}
 }
 
 // The worker's database has what the vLLM one lacks: eager rows in every
@@ -90,20 +126,47 @@ func TestShippedWorker(t *testing.T) {
 }
 
 func TestSpec(t *testing.T) {
-	for s, want := range map[string]bool{"ops": true, "ops:" + h200: true, "ops:/some/dir": true, "opsx": false, "roofline": false, "model.json": false} {
+	for s, want := range map[string]bool{"ops": true, "ops:" + h200: true, "ops:/some/dir": true, "ops:aic:/x,version=0.19.0": true,
+		"ops,any-gpu": true, "opsx": false, "roofline": false, "model.json": false} {
 		require.Equal(t, want, IsSpec(s), s)
 	}
-	for _, spec := range []string{"ops", "ops:" + h200} {
-		o, err := Prior(spec, h200HW, llama8B)
+	q := Query{Hardware: h200HW, Shape: llama8B}
+	for _, spec := range []string{"ops", "ops:" + h200, "ops,version=0.24.0"} {
+		o, notes, err := Prior(spec, q)
 		require.NoError(t, err, spec)
 		require.Equal(t, h200, o.Database())
+		if spec == "ops" {
+			require.Equal(t, []string{"ops: database " + h200 + ", shipped for H200-SXM"}, notes)
+		}
 	}
-	_, err := Prior("ops", h100HW, llama8B)
-	require.ErrorContains(t, err, "H100-SXM")
-	_, err = Prior("ops:nope", h200HW, llama8B)
-	require.ErrorContains(t, err, `"nope" is neither`)
-	_, err = Prior("roofline", h200HW, llama8B)
-	require.ErrorContains(t, err, "not an ops spec")
+	for _, c := range []struct{ spec, want string }{
+		{"ops:nope", `"nope" is neither`},
+		{"roofline", "not an ops spec"},
+		{"ops,fast", `unknown option "fast"`},
+		{"ops,version=", `unknown option "version="`},
+	} {
+		_, _, err := Prior(c.spec, q)
+		require.ErrorContains(t, err, c.want, c.spec)
+	}
+
+	// Another GPU's kernels are refused, unless asked for, then noted.
+	h100 := Query{Hardware: h100HW, Shape: llama8B}
+	_, _, err := Prior("ops:"+h200, h100)
+	require.ErrorContains(t, err, "database "+h200+" was measured on H200-SXM, the run's GPU is H100-SXM: pricing one GPU with another's kernels is refused")
+	o, notes, err := Prior("ops:"+h200+",any-gpu", h100)
+	require.NoError(t, err)
+	require.Equal(t, h200, o.Database())
+	require.Len(t, notes, 1)
+	require.Contains(t, notes[0], "H100-SXM priced with kernels measured on H200-SXM")
+	o, notes, err = Prior("ops", h100)
+	require.NoError(t, err)
+	require.Equal(t, "h100-sxm-vllm-0.24.0", o.Database(), "ops means the run's own GPU's database")
+	require.Len(t, notes, 1)
+
+	// The run's version is compared with the database's.
+	_, notes, err = Prior("ops:"+h200, Query{Hardware: h200HW, Shape: llama8B, Version: "0.19.0"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"ops: " + h200 + " measured under vllm 0.24.0, the run's version is 0.19.0"}, notes)
 }
 
 // An ops artifact names its database, shape and engine; model.Load builds
@@ -113,7 +176,7 @@ func TestArtifact(t *testing.T) {
 	dir := t.TempDir()
 	e := model.OpsEngine{Name: "test", GEMMScale: 1.5, GraphStepNs: 1e6}
 	f := model.Features{DecodeRequests: 8, PaddedBatch: 8, DecodeKVTokens: 8 * 1000}
-	want, err := Prior("ops", h200HW, llama8B)
+	want, _, err := Prior("ops", Query{Hardware: h200HW, Shape: llama8B})
 	require.NoError(t, err)
 	want, err = want.WithEngine(e)
 	require.NoError(t, err)
