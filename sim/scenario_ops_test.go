@@ -36,11 +36,11 @@ func TestScenarioOpsPrior(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "steplab-worker", p.FPM.(*model.Ops).Engine().Name)
 
-	for fpm, want := range map[string]string{"ops:nope": `"nope" is neither`, "ops": "no database shipped with steplab was measured on H100-SXM"} {
+	for fpm, want := range map[string]string{"ops:nope": `"nope" is neither`, "ops": "no vllm database shipped with steplab was measured on RTX-4090"} {
 		sc := DefaultScenario()
 		sc.FPM, sc.Hardware = fpm, "H200"
 		if fpm == "ops" {
-			sc.Hardware = "H100"
+			sc.Hardware = "RTX-4090"
 		}
 		_, err := sc.Plan()
 		require.ErrorContains(t, err, "fpm: ")
