@@ -117,9 +117,14 @@ type Choice struct {
 	// version each operation's tables were taken at.
 	Version  string
 	Versions map[string]string
-	// Reused lists the tables a version folder takes from another version
-	// (its reuse.yaml): "op file version".
-	Reused []string
+	// Reused lists the tables a version folder takes from another
+	// version's (its reuse.yaml).
+	Reused []Reuse
+}
+
+// Reuse is one table of an operation's folder taken from another version.
+type Reuse struct {
+	Op, File, From string
 }
 
 // Notes says what was chosen, and where a table's version is not the one
@@ -138,8 +143,7 @@ func (c Choice) Notes() []string {
 		}
 	}
 	for _, r := range c.Reused {
-		f := strings.Fields(r)
-		out = append(out, fmt.Sprintf("ops: %s's %s at %s %s is %s's measurement (reuse.yaml)", c.System, f[1], c.Framework, c.Versions[f[0]], f[2]))
+		out = append(out, fmt.Sprintf("ops: %s's %s at %s %s is %s's measurement (reuse.yaml)", c.System, r.File, c.Framework, c.Versions[r.Op], r.From))
 	}
 	return out
 }
@@ -224,7 +228,7 @@ func (t Tree) LoadSystem(sys, framework, version string) (*model.OpDB, Choice, e
 			from := v
 			if r, ok := reused[strings.TrimSuffix(path.Base(f), ".parquet")]; ok {
 				from = r
-				c.Reused = append(c.Reused, fmt.Sprintf("%s %s %s", tb.op, path.Base(f), r))
+				c.Reused = append(c.Reused, Reuse{Op: tb.op, File: path.Base(f), From: r})
 			}
 			files[f] = path.Join(dir, from, path.Base(f))
 			files[path.Join(path.Dir(f), MetaFile)] = path.Join(dir, from, MetaFile)
@@ -269,17 +273,23 @@ func nearestVersion(dir, want string) (string, error) {
 	if len(versions) == 0 {
 		return "", fmt.Errorf("%s: no version folders: %w", dir, fs.ErrNotExist)
 	}
-	slices.SortFunc(versions, compareVersions)
+	return nearest(versions, want), nil
+}
+
+// nearest is the release of versions nearest want (the newest when want
+// is ""), a tie going to the newer.
+func nearest(versions []string, want string) string {
+	versions = slices.SortedFunc(slices.Values(versions), compareVersions)
+	best := versions[len(versions)-1]
 	if want == "" {
-		return versions[len(versions)-1], nil
+		return best
 	}
-	best := versions[0]
-	for _, v := range versions[1:] {
-		if d, b := versionDistance(v, want), versionDistance(best, want); d <= b {
+	for _, v := range versions {
+		if versionDistance(v, want) <= versionDistance(best, want) {
 			best = v
 		}
 	}
-	return best, nil
+	return best
 }
 
 // versionParts reads the leading numbers of a release ("0.24.0" → 0 24 0;

@@ -5,8 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 

@@ -74,29 +74,33 @@ func shippedFS(name string) fs.FS {
 // framework, at the version nearest version (the newest for ""). A
 // database's GPU is its system file's, resolved through the catalogue.
 func ForHardware(hw model.Hardware, framework, version string) (*model.OpDB, error) {
-	var best *model.OpDB
+	// Only the system and meta files are read to choose: a database's
+	// tables are read once it is the one.
+	byVersion := map[string]string{}
+	var versions []string
 	for _, n := range Names() {
-		db, err := openShipped(n)
+		fsys := shippedFS(n)
+		sys, err := readSystem(fsys)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
 		}
-		if gpu, err := DatabaseGPU(db); err != nil || gpu != hw.Name || db.Framework != framework {
+		fw, v, err := readMeta(fsys, path.Dir(GEMMFile))
+		if err != nil {
+			return nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
+		}
+		if gpu, err := model.LookupHardware(sys.GPU); err != nil || gpu.Name != hw.Name || fw != framework {
 			continue
 		}
-		switch {
-		case best == nil:
-			best = db
-		case version == "" && compareVersions(db.Version, best.Version) > 0:
-			best = db
-		case version != "" && versionDistance(db.Version, version) < versionDistance(best.Version, version):
-			best = db
+		if _, dup := byVersion[v]; !dup {
+			byVersion[v] = n
+			versions = append(versions, v)
 		}
 	}
-	if best == nil {
+	if len(versions) == 0 {
 		return nil, fmt.Errorf("opdb: no %s database shipped with steplab was measured on %s (shipped: %s); point at one with ops:DIR or an AIConfigurator tree with ops:aic:PATH, or price it with the roofline",
 			framework, hw.Name, strings.Join(Names(), ", "))
 	}
-	return best, nil
+	return openShipped(byVersion[nearest(versions, version)])
 }
 
 // isShipped reports whether name is a database shipped inside the binary.
