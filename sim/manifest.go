@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,6 +33,9 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 	if p.HostName != "" {
 		detail["host"] = p.HostName
 	}
+	if v := sc.Engine.VLLMVersion; v != "" {
+		detail[datasets.DetailVLLMVersion] = v
+	}
 	// The dataset is named after its directory (the writer fills Name);
 	// the scenario's name is provenance.
 	m := datasets.Manifest{
@@ -47,6 +51,9 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 			WorkerCount: 1, GPUMemoryUtilization: sc.Engine.GPUMemoryUtilization},
 		CUDAGraphSizes: p.Graphs,
 		Workload:       &datasets.Workload{Kind: w.Kind, Params: params, Seed: sc.Seed, InputSHA256: inputSHA},
+		// What priced the steps, where that was chosen (an ops database)
+		// or borrowed (a host model from the FPM's artifact).
+		Notes: slices.Clone(p.Notes),
 	}
 	if w.Kind == "benchmark" {
 		pol := w.Benchmark.Policy

@@ -70,6 +70,11 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 	if err := p.finish(spec.Links); err != nil {
 		return nil, warn, err
 	}
+	for _, pp := range p.Pools {
+		if n := pp.expertPricingNote(); n != "" {
+			warn = append(warn, n)
+		}
+	}
 	return p, warn, nil
 }
 

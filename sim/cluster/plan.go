@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -12,6 +13,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workload"
 )
 
@@ -176,8 +178,22 @@ func (p *Plan) finish(links Links) error {
 		}
 		pp.ExpertLink = l
 		pp.moe = newMoEPricer(p.Shape, pp.Engine.HW, pp.ExpertParallel*max(1, p.Shape.TP), l, p.Scales)
+		if n := pp.expertPricingNote(); n != "" {
+			pp.Engine.Notes = append(slices.Clip(pp.Engine.Notes), n)
+		}
 	}
 	return nil
+}
+
+// expertPricingNote says, for a pool whose FPM is an ops prior, that its
+// routed experts are priced by the roofline of moePricer: the databases'
+// MoE tables are not read.
+func (pp *PoolPlan) expertPricingNote() string {
+	if pp.moe == nil || !opdb.IsSpec(pp.Engine.FPMName) {
+		return ""
+	}
+	return fmt.Sprintf("pool %s: %s prices attention and the dense layers; the routed experts and the all-to-all are priced by the roofline (an ops database's MoE tables are not read)",
+		pp.Name, pp.Engine.FPMName)
 }
 
 // WithScales is the plan with the expert-parallel parts scaled (calibrate).
