@@ -96,6 +96,14 @@ func TestTree(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "a100-sxm-vllm-0.14.0", o.Database())
 	require.Equal(t, []string{"ops: a100_sxm kernels of vllm 0.14.0 (nearest 0.14.0 version measured)"}, notes)
+	// Without its all-reduce table, TP's all-reduces are priced from the
+	// system's bandwidth, and said so.
+	require.NoError(t, os.RemoveAll(filepath.Join(tree.Dir, "data", "a100_sxm", "comm")))
+	tp2 := llama8B
+	tp2.TP = 2
+	_, notes, err = Prior("ops:aic:"+root, Query{Hardware: hw, Shape: tp2})
+	require.NoError(t, err)
+	require.Contains(t, notes, "ops: a100-sxm-vllm-0.22.0 has no all-reduce table: TP=2's all-reduces are priced from its node.intra_node_bw (300 GB/s), not measured")
 	_, _, err = Prior("ops:aic:"+root, Query{Hardware: h100HW, Shape: llama8B})
 	require.ErrorContains(t, err, "has no measurements of H100-SXM")
 }

@@ -117,6 +117,10 @@ func Prior(specStr string, q Query) (*model.Ops, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if q.Shape.TP > 1 && len(db.AllReduce) == 0 {
+		more = append(more, fmt.Sprintf("ops: %s has no all-reduce table: TP=%d's all-reduces are priced from its node.intra_node_bw (%.0f GB/s), not measured",
+			db.Name, q.Shape.TP, db.System.IntraNodeBandwidth/1e9))
+	}
 	return o, append(notes, more...), nil
 }
 
