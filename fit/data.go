@@ -3,6 +3,7 @@ package fit
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 
 	"github.com/steplab/steplab/datasets"
@@ -278,7 +279,7 @@ const (
 // A row whose timing is unknown (−1) or not positive is an ErrBadTarget
 // naming the row and its step_id.
 func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
-	var b dataBuilder
+	b := newBuilder(0, 0)
 	for i := range steps {
 		b.add(&steps[i])
 	}
@@ -287,10 +288,35 @@ func DataFromSteps(steps []datasets.Step, target string) (*Data, error) {
 
 // dataBuilder gathers fitting data a step at a time, so that a table can
 // be streamed through it without holding its rows: it keeps both timings
-// until finish knows which one the target reads.
+// until finish knows which one the target reads. With a sampler it keeps
+// a bounded uniform sample of the rows instead of all of them.
 type dataBuilder struct {
 	d         Data
 	gpu, wall []float64
+	// read counts the rows added; orig[i] is the number of the row held in
+	// builder row i (kept only when sampling).
+	read   int
+	orig   []int
+	sample *sampler
+	// What finish needs to know of every row, sampled or not: whether any
+	// gpu_time_ns is unknown, and the first non-positive timing of each.
+	gpuUnknown      bool
+	badGPU, badWall badRow
+}
+
+// badRow is the first row whose timing cannot be fitted (row < 0: none).
+type badRow struct {
+	row    int
+	stepID int64
+	value  int64
+}
+
+func newBuilder(perKind int, seed uint64) *dataBuilder {
+	b := &dataBuilder{badGPU: badRow{row: -1}, badWall: badRow{row: -1}}
+	if perKind > 0 {
+		b.sample = newSampler(perKind, seed)
+	}
+	return b
 }
 
 func (b *dataBuilder) len() int { return len(b.d.StepIDs) }
@@ -300,11 +326,41 @@ func (b *dataBuilder) add(st *datasets.Step) {
 	if len(f.Unknown()) > 0 {
 		b.d.unrecordedTerms(f)
 	}
-	b.d.Features = append(b.d.Features, f)
-	b.gpu, b.wall = append(b.gpu, float64(st.GPUTimeNs)), append(b.wall, float64(st.WallTimeNs))
-	b.d.StepIDs = append(b.d.StepIDs, st.StepID)
-	b.d.Kinds = append(b.d.Kinds, internKind(st.Kind))
-	b.d.Benchmark = append(b.d.Benchmark, st.BenchmarkID >= 0 && st.Role == datasets.RoleMeasured)
+	row := b.read
+	b.read++
+	b.watch(row, st)
+	kind, bench := internKind(st.Kind), st.BenchmarkID >= 0 && st.Role == datasets.RoleMeasured
+	slot := appendRow
+	if b.sample != nil {
+		slot = b.sample.place(kind, bench, b.len())
+	}
+	switch slot {
+	case skipRow:
+		return
+	case appendRow:
+		b.d.Features = append(b.d.Features, f)
+		b.gpu, b.wall = append(b.gpu, float64(st.GPUTimeNs)), append(b.wall, float64(st.WallTimeNs))
+		b.d.StepIDs = append(b.d.StepIDs, st.StepID)
+		b.d.Kinds = append(b.d.Kinds, kind)
+		b.d.Benchmark = append(b.d.Benchmark, bench)
+		if b.sample != nil {
+			b.orig = append(b.orig, row)
+		}
+	default:
+		b.d.Features[slot], b.gpu[slot], b.wall[slot] = f, float64(st.GPUTimeNs), float64(st.WallTimeNs)
+		b.d.StepIDs[slot], b.d.Kinds[slot], b.d.Benchmark[slot], b.orig[slot] = st.StepID, kind, bench, row
+	}
+}
+
+// watch notes what finish must know of row, whether or not it is kept.
+func (b *dataBuilder) watch(row int, st *datasets.Step) {
+	b.gpuUnknown = b.gpuUnknown || st.GPUTimeNs < 0
+	if st.GPUTimeNs <= 0 && b.badGPU.row < 0 {
+		b.badGPU = badRow{row, st.StepID, st.GPUTimeNs}
+	}
+	if st.WallTimeNs <= 0 && b.badWall.row < 0 {
+		b.badWall = badRow{row, st.StepID, st.WallTimeNs}
+	}
 }
 
 // internKind shares the known kinds' strings among rows, which would
@@ -324,27 +380,111 @@ func (b *dataBuilder) finish(target string) (*Data, error) {
 	}
 	if target == "" || target == TargetAuto {
 		target = TargetGPU
-		if slices.ContainsFunc(b.gpu, func(y float64) bool { return y < 0 }) {
+		if b.gpuUnknown {
 			target = TargetWall
 		}
 	}
 	d := &b.d
+	bad := b.badGPU
 	switch target {
 	case TargetGPU:
 		d.Y = b.gpu
 	case TargetWall:
-		d.Y = b.wall
+		d.Y, bad = b.wall, b.badWall
 	default:
 		return nil, fmt.Errorf("fit: unknown target %q (want %s, %s or %s)", target, TargetGPU, TargetWall, TargetAuto)
 	}
 	b.gpu, b.wall = nil, nil
 	d.Target = target
-	for i, y := range d.Y {
-		if y <= 0 {
-			e := dataErr(ErrBadTarget, fmt.Sprintf("%s is %d (unknown or not positive)", target, int64(y)))
-			e.Row, e.StepID = i, d.StepIDs[i]
-			return nil, e
+	if bad.row >= 0 {
+		e := dataErr(ErrBadTarget, fmt.Sprintf("%s is %d (unknown or not positive)", target, bad.value))
+		e.Row, e.StepID = bad.row, bad.stepID
+		return nil, e
+	}
+	if b.sampled() {
+		// A reservoir holds its rows out of order: put them back in the
+		// order they were read, which the folds and reports see.
+		perm := make([]int, b.len())
+		for i := range perm {
+			perm[i] = i
 		}
+		slices.SortFunc(perm, func(i, j int) int { return b.orig[i] - b.orig[j] })
+		out := d.Subset(perm)
+		for i, p := range perm {
+			perm[i] = b.orig[p]
+		}
+		b.orig = perm
+		return out, nil
 	}
 	return d, nil
+}
+
+// sampled says whether the builder dropped rows.
+func (b *dataBuilder) sampled() bool { return b.read > b.len() }
+
+// offsets maps the first row of each dataset (counted in rows read) to
+// the first row of the dataset in the data finish returned.
+func (b *dataBuilder) offsets(first []int) []int {
+	if !b.sampled() {
+		return first
+	}
+	out := make([]int, len(first))
+	for i, f := range first {
+		out[i], _ = slices.BinarySearch(b.orig, f)
+	}
+	return out
+}
+
+const (
+	appendRow = -1
+	skipRow   = -2
+)
+
+// sampler keeps at most perKind rows of each stratum (a step kind, its
+// measured benchmark points apart, so that a grid is not drowned by the
+// traffic beside it) as a uniform reservoir (Vitter's algorithm R), with
+// its own seeded generator: the sample depends only on the rows, their
+// order and the seed. Under perKind rows a stratum keeps every row, so a
+// dataset that fits in the bound is fitted exactly as without one.
+type sampler struct {
+	perKind int
+	seed    uint64
+	rng     *rand.Rand
+	strata  []stratum
+}
+
+type stratum struct {
+	kind  string
+	bench bool
+	seen  int
+	slots []int // builder rows holding this stratum's sample
+}
+
+func newSampler(perKind int, seed uint64) *sampler {
+	return &sampler{perKind: perKind, seed: seed, rng: rand.New(rand.NewPCG(seed, 0x73616d706c65))}
+}
+
+// place says where the next row of (kind, bench) goes: appendRow, skipRow
+// or the builder row it replaces; next is the builder row an append makes.
+func (s *sampler) place(kind string, bench bool, next int) int {
+	var st *stratum
+	for i := range s.strata {
+		if s.strata[i].kind == kind && s.strata[i].bench == bench {
+			st = &s.strata[i]
+			break
+		}
+	}
+	if st == nil {
+		s.strata = append(s.strata, stratum{kind: kind, bench: bench})
+		st = &s.strata[len(s.strata)-1]
+	}
+	st.seen++
+	if len(st.slots) < s.perKind {
+		st.slots = append(st.slots, next)
+		return appendRow
+	}
+	if j := s.rng.IntN(st.seen); j < s.perKind {
+		return st.slots[j]
+	}
+	return skipRow
 }

@@ -191,6 +191,10 @@ func (r *FitReport) WriteText(w io.Writer) {
 		fmt.Fprintf(w, ", method %s", r.Method)
 	}
 	fmt.Fprintln(w)
+	if sm := r.Selection.Sample; sm != nil {
+		fmt.Fprintf(w, "a uniform sample of %d of the %d selected rows: at most %d per step kind (--max-rows-per-kind), seed %d\n",
+			sm.Kept, sm.Selected, sm.PerKind, sm.Seed)
+	}
 	if r.Relabelled > 0 {
 		fmt.Fprintf(w, "%d admission-step decode points read at their benchmark coordinates\n", r.Relabelled)
 	}
@@ -535,22 +539,12 @@ func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg 
 	return rep, l, nil
 }
 
-// CheckDatasets runs the regression gate of the model at modelPath on the
-// datasets; baselinePath ("" for none) is evaluated on the same rows.
-// The returned error is about input only: a failed gate is a report with
-// Passed false (and Err() wrapping ErrCheckFailed).
-func CheckDatasets(modelPath, baselinePath string, paths []string, load LoadOptions, opt CheckOptions) (*CheckReport, error) {
-	m, a, err := LoadModel(modelPath)
-	if err != nil {
-		return nil, err
-	}
-	if baselinePath != "" {
-		b, _, err := LoadModel(baselinePath)
-		if err != nil {
-			return nil, fmt.Errorf("baseline: %w", err)
-		}
-		opt.Baseline, opt.BaselineName = b, baselinePath
-	}
+// CheckModel evaluates m (loaded from artifact a, or a prior built without
+// one: a nil) on the datasets and applies the bounds of opt, whose
+// Baseline, when set, is evaluated on the same rows. The returned error is
+// about input only: a failed gate is a report with Passed false (and
+// Err() wrapping ErrCheckFailed).
+func CheckModel(m model.FPM, a *model.Artifact, name string, paths []string, load LoadOptions, opt CheckOptions) (*CheckReport, error) {
 	if opt.Baseline == nil && opt.MaxRegression > 0 {
 		return nil, fmt.Errorf("check: a regression bound needs a baseline model")
 	}
@@ -563,6 +557,6 @@ func CheckDatasets(modelPath, baselinePath string, paths []string, load LoadOpti
 	if err != nil {
 		return nil, err
 	}
-	r.Model, r.Datasets, r.Warnings = modelPath, l.Refs, l.Warnings
+	r.Model, r.Datasets, r.Warnings = name, l.Refs, l.Warnings
 	return r, nil
 }

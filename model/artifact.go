@@ -119,6 +119,20 @@ type Selection struct {
 	// Half is 1 or 2 when only that half of the rows (by a hash of their
 	// step_id) was used; 0 for all.
 	Half int `json:"half,omitempty"`
+	// Sample is set when the selected rows were more than the fit keeps:
+	// it was made from a uniform sample of them; nil when every selected
+	// row was used.
+	Sample *Sample `json:"sample,omitempty"`
+}
+
+// Sample records a fit made from a uniform sample of the selected rows: at
+// most PerKind rows of each step kind (measured benchmark points counted
+// apart), drawn with Seed, Kept of Selected.
+type Sample struct {
+	PerKind  int    `json:"per_kind"`
+	Seed     uint64 `json:"seed"`
+	Selected int64  `json:"selected"`
+	Kept     int64  `json:"kept"`
 }
 
 // FormDecoder builds an FPM from an artifact of a registered form.

@@ -66,7 +66,7 @@ Examples, from the repository root (the committed H200 models and traffic):
 				return &exitError{code: 2, msg: "check: --max-regression needs --baseline OLD.json"}
 			}
 			stop := spin(cmd, "checking")
-			r, err := fit.CheckDatasets(args[0], baseline, args[1:], sel.options(), opt)
+			r, err := checkSpec(args[0], baseline, args[1:], sel.options(), opt)
 			stop()
 			if err != nil {
 				return inputError("check", err)
@@ -169,4 +169,27 @@ func gateResult(w io.Writer, g gate, n int, asJSON bool) error {
 		fmt.Fprintf(w, "\nPASS: %d checks\n", n)
 	}
 	return nil
+}
+
+// checkSpec gates the model spec (an artifact or a prior, as eval takes
+// it) on the datasets, with a baseline spec ("" for none) on the same rows.
+func checkSpec(spec, baseline string, paths []string, load fit.LoadOptions, opt fit.CheckOptions) (*fit.CheckReport, error) {
+	m, a, name, notes, err := loadFPM(spec, paths)
+	if err != nil {
+		return nil, err
+	}
+	if baseline != "" {
+		b, _, bname, bnotes, err := loadFPM(baseline, paths)
+		if err != nil {
+			return nil, fmt.Errorf("baseline: %w", err)
+		}
+		opt.Baseline, opt.BaselineName = b, bname
+		notes = append(notes, bnotes...)
+	}
+	r, err := fit.CheckModel(m, a, name, paths, load, opt)
+	if err != nil {
+		return nil, err
+	}
+	r.Warnings = append(r.Warnings, notes...)
+	return r, nil
 }

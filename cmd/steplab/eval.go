@@ -7,6 +7,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/opdb"
 )
@@ -46,14 +47,8 @@ Examples, from the repository root (the committed H200 models and traffic):
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := fit.EvalConfig{Load: sel.options(), Worst: worst, PlotsDir: plots}
-			var rep *fit.EvalReport
-			var err error
 			stop := spin(cmd, "evaluating")
-			if spec := args[0]; sim.IsPrior(spec) {
-				rep, err = evalPrior(spec, args[1:], cfg)
-			} else {
-				rep, _, err = fit.EvalDatasets(spec, args[1:], cfg)
-			}
+			rep, err := evalSpec(args[0], args[1:], cfg)
 			stop()
 			if err != nil {
 				return inputError("eval", err)
@@ -72,20 +67,34 @@ Examples, from the repository root (the committed H200 models and traffic):
 	return cmd
 }
 
-// evalPrior evaluates a prior built from the first dataset's manifest.
-func evalPrior(spec string, paths []string, cfg fit.EvalConfig) (*fit.EvalReport, error) {
+// loadFPM turns a model argument of eval or check into a model: a prior
+// spec (roofline, ops, ops:NAME|DIR) built from the first dataset's
+// manifest, or an artifact path. The notes say how a prior was built.
+func loadFPM(spec string, paths []string) (m model.FPM, a *model.Artifact, name string, notes []string, err error) {
+	if !sim.IsPrior(spec) {
+		m, a, err = fit.LoadModel(spec)
+		return m, a, spec, nil, err
+	}
 	d, err := datasets.Open(paths[0])
 	if err != nil {
-		return nil, err
+		return nil, nil, "", nil, err
 	}
 	p, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: spec})
 	if err != nil {
-		return nil, err
+		return nil, nil, "", nil, err
 	}
-	rep, _, err := fit.EvalModel(p.FPM, nil, p.Name(), paths, cfg)
+	return p.FPM, nil, p.Name(), p.Notes, nil
+}
+
+func evalSpec(spec string, paths []string, cfg fit.EvalConfig) (*fit.EvalReport, error) {
+	m, a, name, notes, err := loadFPM(spec, paths)
 	if err != nil {
 		return nil, err
 	}
-	rep.Warnings = append(rep.Warnings, p.Notes...)
+	rep, _, err := fit.EvalModel(m, a, name, paths, cfg)
+	if err != nil {
+		return nil, err
+	}
+	rep.Warnings = append(rep.Warnings, notes...)
 	return rep, nil
 }

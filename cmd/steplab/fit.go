@@ -40,7 +40,7 @@ func newFitCmd() *cobra.Command {
 	var sel selectionFlags
 	var out, form, terms, solver, plots, degenerate string
 	var calibrate []string
-	var cv, boot, worst, calibrateHalf int
+	var cv, boot, worst, calibrateHalf, maxRows int
 	var seed uint64
 	var level float64
 	var relative, asJSON, force bool
@@ -147,6 +147,10 @@ Examples, from the repository root (the committed H200 grid and traffic):
 				CV: cv, Seed: seed, Worst: worst, PlotsDir: plots,
 				CreatedBy: strings.Join(append([]string{"steplab"}, os.Args[1:]...), " "),
 			}
+			cfg.Load.MaxRowsPerKind, cfg.Load.SampleSeed = maxRows, seed
+			if maxRows < 0 {
+				return &exitError{code: 2, msg: fmt.Sprintf("fit: --max-rows-per-kind %d: want 0 (every row) or a positive bound", maxRows)}
+			}
 			if cv == 1 || cv < 0 {
 				return &exitError{code: 2, msg: fmt.Sprintf("fit: --cv %d: want 0 (none) or at least 2 folds", cv)}
 			}
@@ -182,6 +186,7 @@ Examples, from the repository root (the committed H200 grid and traffic):
 	cmd.Flags().IntVar(&boot, "bootstrap", 200, "bootstrap replicates for coefficient intervals (0: none)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the folds and the bootstrap")
 	cmd.Flags().IntVar(&worst, "worst", 10, "worst steps to list")
+	cmd.Flags().IntVar(&maxRows, "max-rows-per-kind", fit.DefaultMaxRowsPerKind, "fit on a uniform sample of at most this many rows of each step kind (0: every row); bounds memory on long datasets")
 	cmd.Flags().StringVar(&plots, "plots", "", "directory for figures (PNG and SVG)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd

@@ -186,12 +186,24 @@ func TestEvalPriorCLI(t *testing.T) {
 		require.Equal(t, fit.TargetGPU, ev.Target)
 		require.Equal(t, 2785, ev.Rows)
 		require.Greater(t, ev.Report.Overall.MAPE, 20.0, "no prior knows steplab's worker")
+		// check takes the same specs and sees the same error.
+		out, err = runCLI(t, "check", spec, ds, "--kinds", "decode", "--max-mape", "1000", "--baseline", "roofline", "--json")
+		require.NoError(t, err, out)
+		var ck fit.CheckReport
+		require.NoError(t, json.Unmarshal([]byte(out), &ck), out)
+		require.True(t, ck.Passed)
+		require.Equal(t, name, ck.Model)
+		require.InDelta(t, ev.Report.Overall.MAPE, ck.Report.Overall.MAPE, 1e-9)
+		_, err = runCLI(t, "check", spec, ds, "--kinds", "decode", "--max-mape", "1")
+		require.Equal(t, 1, exitCode(err), "a prior that misses the bound fails the gate")
 	}
-	out, err := runCLI(t, "eval", "ops:nope", ds)
-	require.Equal(t, 2, exitCode(err), out)
-	require.Contains(t, err.Error(), "h200-sxm-vllm-0.24.0")
+	for _, args := range [][]string{{"eval", "ops:nope", ds}, {"check", "ops:nope", ds, "--max-mape", "10"}} {
+		_, err := runCLI(t, args...)
+		require.Equal(t, 2, exitCode(err), args)
+		require.Contains(t, err.Error(), "h200-sxm-vllm-0.24.0", "%v names the databases it knows", args)
+	}
 	noGPU := stepsDataset(t, filepath.Join(t.TempDir(), "nogpu"), decodeSteps(20, 1, nil), "")
-	_, err = runCLI(t, "eval", "ops", noGPU)
+	_, err := runCLI(t, "eval", "ops", noGPU)
 	require.Equal(t, 2, exitCode(err))
 	require.ErrorContains(t, err, "manifest names no GPU")
 }
