@@ -100,6 +100,8 @@ func FuzzBenchServing(f *testing.F) {
 
 func FuzzAIPerf(f *testing.F) {
 	addFileSeed(f, "testdata/aiperf/profile_export.jsonl", 0)
+	addFileSeed(f, "testdata/aiperf-example/profile_export_head20.jsonl", 6000)
+	f.Add([]byte(`{"metadata": {"timestamp_ns": 5, "credit_phase": "profiling"}, "metrics": {"ttft": {"value": 2, "unit": "ns"}, "request_latency": {"value": 3, "unit": "ns"}, "max_response_timestamp": {"value": 9, "unit": "ns"}}, "error": null}`))
 	f.Add([]byte(`{"metadata": {"request_start_ns": 5, "request_end_ns": 9, "benchmark_phase": "profiling"}, "metrics": {"time_to_first_token": {"value": 2, "unit": "ns"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) { requestFuzz(t, "aiperf", b, nil, true) })
 }
