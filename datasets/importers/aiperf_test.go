@@ -118,7 +118,7 @@ func TestAIPerfSchemas(t *testing.T) {
 				`{"metadata": {"x_request_id": "a", "timestamp_ns": 100}, "metrics": {` + lens + `, "request_latency": {"value": 5, "unit": "ns"}}, "error": null}`,
 			want: []datasets.Request{fin("a", 0, -1, 5)}},
 		{name: "newer: cancelled, no lengths, no end",
-			in: `{"metadata": {"x_request_id": "a", "timestamp_ns": 100}, "metrics": {"error_request_count": {"value": 1, "unit": "requests"}}, "error": {"code": 499, "type": "RequestCancellationError", "message": "cancelled"}}`,
+			in:   `{"metadata": {"x_request_id": "a", "timestamp_ns": 100}, "metrics": {"error_request_count": {"value": 1, "unit": "requests"}}, "error": {"code": 499, "type": "RequestCancellationError", "message": "cancelled"}}`,
 			want: []datasets.Request{{ReqID: "a", FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, NumPreemptions: -1, Status: "aborted"}}},
 		{name: "newer: no end", in: `{"metadata": {"x_request_id": "a", "timestamp_ns": 100}, "metrics": {` + lens + `}, "error": null}`,
 			wantErr: "in:1: no end time: want metadata.request_end_ns, metrics.max_response_timestamp or metrics.request_latency"},
