@@ -9,7 +9,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 )
 
-// The documented records (testdata/aiperf/SOURCE.md): a successful request
+// The documented records (testdata/aiperf/ATTRIBUTION.md): a successful request
 // and a cancelled one.
 func TestAIPerfRecords(t *testing.T) {
 	rows, s, err := parseRequests("aiperf", readFile(t, "testdata/aiperf/profile_export.jsonl"), nil)
