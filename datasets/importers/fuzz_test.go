@@ -91,6 +91,7 @@ func FuzzBurstGPT(f *testing.F) {
 func FuzzBenchServing(f *testing.F) {
 	addFileSeed(f, "testdata/bench-serving/vllm_bench_serve.json", 0)
 	addFileSeed(f, "testdata/bench-serving/sglang_bench_serving.jsonl", 0)
+	addFileSeed(f, "testdata/bench-serving/sglang_bench_serving_summary.jsonl", 0)
 	f.Add([]byte(`{"request_rate": 2, "input_lens": [1, 2], "output_lens": [1, 0], "ttfts": [0.1, 0], "itls": [[], []], "errors": ["", "x"]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		requestFuzz(t, "vllm-bench", b, nil, true)
