@@ -69,6 +69,9 @@ func (o *Options) describe(s *sink) error {
 		if e.Name == "vllm" {
 			key = datasets.DetailVLLMVersion
 		}
+		if had := s.m.Source.Detail[key]; had != "" && had != e.Version {
+			s.note("%s %s given on the command line; the source says %s", key, e.Version, had)
+		}
 		s.detail(key, e.Version)
 	}
 	return nil

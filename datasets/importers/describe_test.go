@@ -39,9 +39,9 @@ func TestParseEngine(t *testing.T) {
 // --hardware, --model and --engine fill what a benchmark result does not
 // record, and replace (with a note) what it records differently.
 func TestImportDescribes(t *testing.T) {
-	const src = "testdata/bench-serving/vllm_bench_serve.json" // model_id meta-llama/Llama-3.1-8B-Instruct, no GPU
 	tests := []struct {
-		name          string
+		name, format  string
+		src           string // default: a vllm-bench result (model_id meta-llama/Llama-3.1-8B-Instruct, no GPU)
 		opts          Options
 		gpu, model    string
 		detail        map[string]string
@@ -53,12 +53,16 @@ func TestImportDescribes(t *testing.T) {
 		{name: "another model", opts: Options{Model: "Qwen3-8B", Engine: "sglang@0.5.2"}, model: "Qwen3-8B",
 			detail: map[string]string{"engine": "sglang", "sglang_version": "0.5.2"},
 			note:   "model Qwen3-8B given on the command line; the source says meta-llama/Llama-3.1-8B-Instruct"},
+		{name: "over a recorded release", src: "testdata/llmservingsim-rtx4090-llama-3.1-8b", format: "vllm-requests",
+			opts: Options{Engine: "vllm@0.20.1"}, gpu: "NVIDIA GeForce RTX 4090", model: "meta-llama/Llama-3.1-8B",
+			detail: map[string]string{datasets.DetailVLLMVersion: "0.20.1"}, note: "vllm_version 0.20.1 given on the command line; the source says 0.19.0"},
 		{name: "bad engine", opts: Options{Engine: "vllm@latest"}, wantErr: `engine "vllm@latest": "latest" is not a release`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir() + "/ds"
-			res, err := Import("vllm-bench", src, dir, tt.opts)
+			format, src := orDefault(tt.format, "vllm-bench"), orDefault(tt.src, "testdata/bench-serving/vllm_bench_serve.json")
+			res, err := Import(format, src, dir, tt.opts)
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				require.NoDirExists(t, dir)
