@@ -112,36 +112,7 @@ func runBenchServing(in *input, s *sink, format string) error {
 	maxConc, _ := strconv.Atoi(rawText(top["max_concurrency"]))
 
 	n := len(r.inputLens)
-	arrivals := make([]float64, n) // seconds, before the client queue
-	sends := make([]float64, n)    // when the request was sent
-	switch {
-	case r.startTimes != nil:
-		t0 := math.Inf(1)
-		for i := range n {
-			q := 0.0
-			if r.queueTimes != nil {
-				q = r.queueTimes[i]
-			}
-			arrivals[i] = r.startTimes[i] - q
-			t0 = min(t0, arrivals[i])
-		}
-		for i := range n {
-			sends[i] = r.startTimes[i] - t0
-			arrivals[i] -= t0
-		}
-		s.note("%s: arrival_ns = start_times − queue_times (the client's perf_counter, relative to the earliest arrival)", format)
-	case math.IsInf(rate, 1):
-		s.note("%s: no start times in the file; request_rate inf sends every request at once: arrival_ns = 0", format)
-		if maxConc > 0 {
-			s.note("%s: max_concurrency %d: the client let at most %d requests run at once (a closed loop); arrivals at 0 do not reproduce that cap", format, maxConc, maxConc)
-		}
-	default:
-		for i := range n {
-			arrivals[i] = float64(i) / rate
-			sends[i] = arrivals[i]
-		}
-		s.note("%s: no start times in the file: request i placed at i / request_rate (%g/s); the run drew random gaps (Poisson or gamma) that the file does not record", format, rate)
-	}
+	arrivals, sends := benchArrivals(r, rate, maxConc, s, format)
 
 	var failed int64
 	firstErr := ""
@@ -190,6 +161,43 @@ func runBenchServing(in *input, s *sink, format string) error {
 		s.note("%d failed requests (non-empty error): status aborted; first error: %s", failed, firstErr)
 	}
 	return nil
+}
+
+// benchArrivals places the requests in time (see runBenchServing): when
+// each arrived and when it was sent, in seconds from the first arrival.
+func benchArrivals(r *benchRun, rate float64, maxConc int, s *sink, format string) (arrivals, sends []float64) {
+	n := len(r.inputLens)
+	arrivals = make([]float64, n) // seconds, before the client queue
+	sends = make([]float64, n)    // when the request was sent
+	switch {
+	case r.startTimes != nil:
+		t0 := math.Inf(1)
+		for i := range n {
+			q := 0.0
+			if r.queueTimes != nil {
+				q = r.queueTimes[i]
+			}
+			arrivals[i] = r.startTimes[i] - q
+			t0 = min(t0, arrivals[i])
+		}
+		for i := range n {
+			sends[i] = r.startTimes[i] - t0
+			arrivals[i] -= t0
+		}
+		s.note("%s: arrival_ns = start_times − queue_times (the client's perf_counter, relative to the earliest arrival)", format)
+	case math.IsInf(rate, 1):
+		s.note("%s: no start times in the file; request_rate inf sends every request at once: arrival_ns = 0", format)
+		if maxConc > 0 {
+			s.note("%s: max_concurrency %d: the client let at most %d requests run at once (a closed loop); arrivals at 0 do not reproduce that cap", format, maxConc, maxConc)
+		}
+	default:
+		for i := range n {
+			arrivals[i] = float64(i) / rate
+			sends[i] = arrivals[i]
+		}
+		s.note("%s: no start times in the file: request i placed at i / request_rate (%g/s); the run drew random gaps (Poisson or gamma) that the file does not record", format, rate)
+	}
+	return arrivals, sends
 }
 
 // benchSummary imports a run written without its per-request arrays
