@@ -37,6 +37,13 @@ type FPMOptions struct {
 	// Progress, when set, is called after every message with the counts so
 	// far (from the subscriber's goroutine; keep it quick).
 	Progress func(FPMResult)
+	// Reconnect is the first wait before re-dialling a publisher that went
+	// away; it doubles after each failed attempt, up to ReconnectMax. 0: a
+	// publisher going away ends the subscription.
+	Reconnect, ReconnectMax time.Duration
+	// Logf, when set, is told of a publisher going away, each reconnection
+	// and how many messages were missed meanwhile.
+	Logf func(format string, args ...any)
 	// maxGapRanges bounds FPMResult.Gaps (0: 1000); tests lower it.
 	maxGapRanges int
 }
@@ -70,6 +77,9 @@ const (
 	FPMStopMaxSteps = "max_steps"
 	// FPMStopCanceled: the context ended (SIGINT or SIGTERM in the CLI).
 	FPMStopCanceled = "canceled"
+	// FPMStopPublisherGone: the publisher went away and reconnecting was
+	// off (FPMOptions.Reconnect 0).
+	FPMStopPublisherGone = "publisher_gone"
 )
 
 // FPMResult summarises a subscription.
@@ -103,6 +113,10 @@ type FPMResult struct {
 	// Restarts counts a sequence or counter_id that went backwards (the
 	// publisher restarted).
 	Restarts int64 `json:"restarts"`
+	// Disconnects counts the times the publisher went away; Reconnects the
+	// times the subscription got it back.
+	Disconnects int64 `json:"disconnects"`
+	Reconnects  int64 `json:"reconnects"`
 	// Gaps lists the holes in order of arrival (the first 1000).
 	Gaps []FPMGap `json:"gaps,omitempty"`
 	// Workers lists the (worker_id, dp_rank) pairs seen, as "id/rank".
@@ -210,6 +224,83 @@ func parseFPMMessage(frames [][]byte) (uint64, importers.FPM, error) {
 	return seq, f, nil
 }
 
+// fpmConn is one connection to the publisher: its SUB socket and the
+// messages (or the error that ended it) its reader goroutine received.
+type fpmConn struct {
+	sub    zmq4.Socket
+	msgs   chan fpmRecv
+	cancel context.CancelFunc
+}
+
+type fpmRecv struct {
+	msg zmq4.Msg
+	err error
+}
+
+// dialFPM subscribes (every topic) to endpoint, retrying the dial retries
+// times 100 ms apart, and starts the reader: Recv blocks until a message
+// arrives or the socket ends, so it runs on its own goroutine.
+func dialFPM(ctx context.Context, endpoint string, retries int) (*fpmConn, error) {
+	const retry = 100 * time.Millisecond
+	cctx, cancel := context.WithCancel(ctx)
+	sub := zmq4.NewSub(cctx, zmq4.WithDialerRetry(retry), zmq4.WithDialerMaxRetries(retries), zmq4.WithLogger(log.New(io.Discard, "", 0)))
+	err := sub.Dial(endpoint)
+	if err == nil {
+		err = sub.SetOption(zmq4.OptionSubscribe, "")
+	}
+	if err != nil {
+		sub.Close()
+		cancel()
+		return nil, err
+	}
+	c := &fpmConn{sub: sub, msgs: make(chan fpmRecv, 256), cancel: cancel}
+	go func() {
+		defer close(c.msgs)
+		for {
+			msg, err := sub.Recv()
+			if cctx.Err() != nil {
+				return
+			}
+			select {
+			case c.msgs <- fpmRecv{msg, err}:
+			case <-cctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return c, nil
+}
+
+func (c *fpmConn) close() {
+	c.cancel()
+	c.sub.Close()
+}
+
+// redial waits opts.Reconnect, then dials endpoint once, doubling the wait
+// after each failed attempt up to opts.ReconnectMax, until a dial succeeds
+// or ctx ends. It returns the connection and the attempts it took.
+func redial(ctx context.Context, endpoint string, opts *FPMOptions) (*fpmConn, int, error) {
+	wait := opts.Reconnect
+	for attempt := 1; ; attempt++ {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, attempt - 1, ctx.Err()
+		case <-t.C:
+		}
+		c, err := dialFPM(ctx, endpoint, 0)
+		if err == nil {
+			return c, attempt, nil
+		}
+		wait = min(2*wait, opts.ReconnectMax)
+		opts.logf("reconnecting to %s: attempt %d failed (%v); next in %s", endpoint, attempt, err, wait)
+	}
+}
+
 // SubscribeFPM subscribes (ZMQ SUB, every topic) to a live Dynamo
 // ForwardPassMetrics publisher at endpoint (tcp://HOST:PORT; Dynamo binds
 // tcp://*:20380+dp_rank in the engine process) and writes one steps row
@@ -224,37 +315,37 @@ func parseFPMMessage(frames [][]byte) (uint64, importers.FPM, error) {
 // and a SUB socket drops them when the subscriber falls behind. Malformed
 // messages are counted and skipped.
 //
-// The rows received are made durable every opts.CheckpointEvery, so a
-// subscriber killed without warning keeps a partial dataset. It stops after
-// opts.Duration or opts.MaxSteps, or when ctx ends (the CLI cancels it on
-// SIGINT and SIGTERM); each of these finishes the dataset cleanly, as
-// complete. An endpoint that cannot be reached is an error before any
+// The rows received are made durable every opts.CheckpointEvery, and at
+// once when the publisher goes away (its process exits, the connection
+// drops). Then, unless opts.Reconnect is 0, it re-dials with exponential
+// backoff (opts.Reconnect doubling up to opts.ReconnectMax) until the
+// publisher is back, and logs how many messages the sequence says were
+// missed meanwhile. With opts.Reconnect 0 the publisher going away ends the
+// subscription (FPMStopPublisherGone). It stops after opts.Duration or
+// opts.MaxSteps, or when ctx ends (the CLI cancels it on SIGINT and
+// SIGTERM); each of these finishes the dataset cleanly, as complete. An
+// endpoint that cannot be reached at the start is an error before any
 // dataset is created.
 func SubscribeFPM(ctx context.Context, endpoint, dir string, opts FPMOptions) (*FPMResult, error) {
-	if opts.CheckpointEvery <= 0 {
-		opts.CheckpointEvery = 5 * time.Second
+	opts.defaults()
+	runCtx, cancel := context.WithCancel(ctx)
+	if opts.Duration > 0 {
+		runCtx, cancel = context.WithTimeout(ctx, opts.Duration)
 	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = 10 * time.Second
-	}
-	if opts.maxGapRanges <= 0 {
-		opts.maxGapRanges = 1000
-	}
-	const retry = 100 * time.Millisecond
-	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sub := zmq4.NewSub(sctx, zmq4.WithDialerRetry(retry),
-		zmq4.WithDialerMaxRetries(int(opts.DialTimeout/retry)), zmq4.WithLogger(log.New(io.Discard, "", 0)))
-	defer sub.Close()
-	if err := sub.Dial(endpoint); err != nil {
+	conn, err := dialFPM(runCtx, endpoint, int(opts.DialTimeout/(100*time.Millisecond)))
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		return nil, fmt.Errorf("subscribing to %s: %w", endpoint, err)
 	}
-	if err := sub.SetOption(zmq4.OptionSubscribe, ""); err != nil {
-		return nil, fmt.Errorf("subscribing to %s: %w", endpoint, err)
-	}
+	sub := &fpmSubscription{ctx: ctx, run: runCtx, endpoint: endpoint, opts: &opts, conn: conn}
+	defer func() {
+		if sub.conn != nil {
+			sub.conn.close()
+		}
+	}()
 
 	start := time.Now()
 	m := datasets.Manifest{
@@ -273,127 +364,189 @@ func SubscribeFPM(ctx context.Context, endpoint, dir string, opts FPMOptions) (*
 		_ = w.Abort(err.Error())
 		return nil, err
 	}
-
 	res := &FPMResult{Dataset: dir, Endpoint: endpoint}
 	st := &fpmState{res: res, maxRanges: opts.maxGapRanges, counter: map[fpmKey]int64{}, stepID: map[fpmKey]int64{}}
-
-	// Recv blocks until a message arrives or the socket's context ends, so
-	// it runs on its own goroutine.
-	type recv struct {
-		msg zmq4.Msg
-		err error
+	sub.tw, sub.st = tw, st
+	err = sub.loop()
+	res.ElapsedS = time.Since(start).Seconds()
+	if err == nil {
+		err = tw.Close()
 	}
-	msgs := make(chan recv, 256)
-	go func() {
-		defer close(msgs)
-		for {
-			msg, err := sub.Recv()
-			if sctx.Err() != nil {
-				return
+	if err == nil {
+		err = w.UpdateManifest(func(m *datasets.Manifest) {
+			for k, v := range fpmDetail(res) {
+				m.Source.Detail[k] = v
 			}
-			select {
-			case msgs <- recv{msg, err}:
-			case <-sctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
-		}
-	}()
-
-	var deadline <-chan time.Time
-	if opts.Duration > 0 {
-		t := time.NewTimer(opts.Duration)
-		defer t.Stop()
-		deadline = t.C
+			m.Notes = append(m.Notes, fpmNotes(res, st.renumb)...)
+		})
 	}
-	ckpt := time.NewTicker(opts.CheckpointEvery)
-	defer ckpt.Stop()
-
-	fail := func(err error) (*FPMResult, error) {
+	if err == nil {
+		err = w.Close()
+	}
+	if err != nil {
 		cancel()
 		_ = w.Abort(err.Error())
 		res.Status = datasets.DatasetPartial
-		res.ElapsedS = time.Since(start).Seconds()
 		return res, err
-	}
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			res.StopReason = FPMStopCanceled
-			break loop
-		case <-deadline:
-			res.StopReason = FPMStopDuration
-			break loop
-		case <-ckpt.C:
-			if err := tw.Checkpoint(); err != nil {
-				return fail(err)
-			}
-		case r, ok := <-msgs:
-			if !ok || r.err != nil {
-				if ctx.Err() != nil {
-					res.StopReason = FPMStopCanceled
-					break loop
-				}
-				err := errors.New("subscriber closed")
-				if r.err != nil {
-					err = r.err
-				}
-				return fail(fmt.Errorf("receiving from %s: %w", endpoint, err))
-			}
-			res.Messages++
-			seq, f, err := parseFPMMessage(r.msg.Frames)
-			if len(r.msg.Frames) == 3 && len(r.msg.Frames[1]) == 8 {
-				st.observeSeq(seq)
-			}
-			if err != nil {
-				res.Malformed++
-				if res.FirstMalformed == "" {
-					res.FirstMalformed = fmt.Sprintf("message %d: %v", res.Messages, err)
-				}
-				continue
-			}
-			st.observeCounter(f)
-			switch {
-			case f.IsHeartbeat():
-				res.Heartbeats++
-			case f.IsEmpty():
-				res.Empty++
-			default:
-				if err := tw.Append(st.step(f)); err != nil {
-					return fail(err)
-				}
-				res.Steps++
-			}
-			if opts.Progress != nil {
-				opts.Progress(*res)
-			}
-			if opts.MaxSteps > 0 && res.Steps >= opts.MaxSteps {
-				res.StopReason = FPMStopMaxSteps
-				break loop
-			}
-		}
-	}
-	cancel()
-	res.ElapsedS = time.Since(start).Seconds()
-	if err := tw.Close(); err != nil {
-		return fail(err)
-	}
-	if err := w.UpdateManifest(func(m *datasets.Manifest) {
-		for k, v := range fpmDetail(res) {
-			m.Source.Detail[k] = v
-		}
-		m.Notes = append(m.Notes, fpmNotes(res, st.renumb)...)
-	}); err != nil {
-		return fail(err)
-	}
-	if err := w.Close(); err != nil {
-		return fail(err)
 	}
 	res.Status = datasets.DatasetComplete
 	return res, nil
+}
+
+func (o *FPMOptions) defaults() {
+	if o.CheckpointEvery <= 0 {
+		o.CheckpointEvery = 5 * time.Second
+	}
+	if o.DialTimeout <= 0 {
+		o.DialTimeout = 10 * time.Second
+	}
+	if o.maxGapRanges <= 0 {
+		o.maxGapRanges = 1000
+	}
+	if o.ReconnectMax < o.Reconnect {
+		o.ReconnectMax = o.Reconnect
+	}
+}
+
+func (o *FPMOptions) logf(format string, args ...any) {
+	if o.Logf != nil {
+		o.Logf(format, args...)
+	}
+}
+
+// fpmSubscription is the state of SubscribeFPM's receive loop.
+type fpmSubscription struct {
+	ctx, run context.Context // the caller's; the caller's bounded by Duration
+	endpoint string
+	opts     *FPMOptions
+	tw       *datasets.TableWriter[datasets.Step]
+	st       *fpmState
+	conn     *fpmConn
+	// rejoined: the first message since a reconnection has yet to come,
+	// which tells from its sequence how many were missed.
+	rejoined bool
+}
+
+// loop receives until a stop: nil with res.StopReason set, or the error
+// that ends the subscription.
+func (s *fpmSubscription) loop() error {
+	res := s.st.res
+	ckpt := time.NewTicker(s.opts.CheckpointEvery)
+	defer ckpt.Stop()
+	for {
+		select {
+		case <-s.run.Done():
+			s.stopped()
+			return nil
+		case <-ckpt.C:
+			if err := s.tw.Checkpoint(); err != nil {
+				return err
+			}
+		case r, ok := <-s.conn.msgs:
+			if s.run.Err() != nil {
+				s.stopped()
+				return nil
+			}
+			if !ok || r.err != nil {
+				if done, err := s.lost(r.err); done || err != nil {
+					return err
+				}
+				continue
+			}
+			if err := s.message(r.msg.Frames); err != nil {
+				return err
+			}
+			if s.opts.MaxSteps > 0 && res.Steps >= s.opts.MaxSteps {
+				res.StopReason = FPMStopMaxSteps
+				return nil
+			}
+		}
+	}
+}
+
+// stopped records why the run context ended.
+func (s *fpmSubscription) stopped() {
+	s.st.res.StopReason = FPMStopDuration
+	if s.ctx.Err() != nil {
+		s.st.res.StopReason = FPMStopCanceled
+	}
+}
+
+// lost handles the publisher going away: the rows so far are made durable
+// (a part), then the subscription reconnects, or ends where reconnecting is
+// off or the run ends while waiting (done).
+func (s *fpmSubscription) lost(cause error) (done bool, err error) {
+	res := s.st.res
+	if cause == nil {
+		cause = errors.New("subscriber closed")
+	}
+	if err := s.tw.Checkpoint(); err != nil {
+		return true, err
+	}
+	res.Disconnects++
+	s.conn.close()
+	s.conn = nil
+	if s.opts.Reconnect <= 0 {
+		s.opts.logf("publisher at %s went away (%v) after %d messages; %d steps are durable; not reconnecting (--reconnect 0)", s.endpoint, cause, res.Messages, res.Steps)
+		res.StopReason = FPMStopPublisherGone
+		return true, nil
+	}
+	s.opts.logf("publisher at %s went away (%v) after %d messages; %d steps are durable; reconnecting in %s (backoff up to %s)",
+		s.endpoint, cause, res.Messages, res.Steps, s.opts.Reconnect, s.opts.ReconnectMax)
+	conn, attempts, err := redial(s.run, s.endpoint, s.opts)
+	if err != nil { // the run ended while waiting
+		s.stopped()
+		return true, nil
+	}
+	s.conn, s.rejoined = conn, true
+	res.Reconnects++
+	s.opts.logf("reconnected to %s after %d attempts", s.endpoint, attempts)
+	return false, nil
+}
+
+// message accounts for and writes one message.
+func (s *fpmSubscription) message(frames [][]byte) error {
+	res, st := s.st.res, s.st
+	res.Messages++
+	seq, f, err := parseFPMMessage(frames)
+	if len(frames) == 3 && len(frames[1]) == 8 {
+		if s.rejoined {
+			s.rejoined = false
+			switch {
+			case !st.haveSeq:
+			case seq > st.lastSeq+1:
+				s.opts.logf("after reconnecting: %d messages missed while away (sequence %d..%d)", seq-st.lastSeq-1, st.lastSeq+1, seq-1)
+			case seq == st.lastSeq+1:
+				s.opts.logf("after reconnecting: no messages missed (sequence continues at %d)", seq)
+			default:
+				s.opts.logf("after reconnecting: the sequence restarted at %d (was %d): the publisher restarted, and what it sent while away cannot be counted", seq, st.lastSeq)
+			}
+		}
+		st.observeSeq(seq)
+	}
+	if err != nil {
+		res.Malformed++
+		if res.FirstMalformed == "" {
+			res.FirstMalformed = fmt.Sprintf("message %d: %v", res.Messages, err)
+		}
+		return nil
+	}
+	st.observeCounter(f)
+	switch {
+	case f.IsHeartbeat():
+		res.Heartbeats++
+	case f.IsEmpty():
+		res.Empty++
+	default:
+		if err := s.tw.Append(st.step(f)); err != nil {
+			return err
+		}
+		res.Steps++
+	}
+	if s.opts.Progress != nil {
+		s.opts.Progress(*res)
+	}
+	return nil
 }
 
 func fpmDetail(r *FPMResult) map[string]string {
@@ -402,6 +555,7 @@ func fpmDetail(r *FPMResult) map[string]string {
 		"messages": i(r.Messages), "steps": i(r.Steps), "heartbeats": i(r.Heartbeats), "empty": i(r.Empty),
 		"malformed": i(r.Malformed), "sequence_gaps": i(r.SequenceGaps), "sequence_missing": i(r.SequenceMissing),
 		"counter_gaps": i(r.CounterGaps), "counter_missing": i(r.CounterMissing), "restarts": i(r.Restarts),
+		"disconnects": i(r.Disconnects), "reconnects": i(r.Reconnects),
 		"stop_reason": r.StopReason, "elapsed_s": strconv.FormatFloat(r.ElapsedS, 'f', 3, 64),
 	}
 }
@@ -436,6 +590,10 @@ func fpmNotes(r *FPMResult, renumbered int64) []string {
 	}
 	if r.Restarts > 0 {
 		notes = append(notes, fmt.Sprintf("the sequence or counter_id went backwards %d times (publisher restarted?)", r.Restarts))
+	}
+	if r.Disconnects > 0 {
+		notes = append(notes, fmt.Sprintf("the publisher went away %d times and was reconnected %d times; the rows were made durable at each loss; "+
+			"what it sent meanwhile is in the sequence gaps above (a restarted publisher's cannot be counted)", r.Disconnects, r.Reconnects))
 	}
 	if renumbered > 0 {
 		notes = append(notes, fmt.Sprintf("%d steps had no usable counter_id (0 or not increasing) and were numbered after the previous step", renumbered))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -406,4 +408,149 @@ func TestSubscribeFPMDynamoBytes(t *testing.T) {
 		ids = append(ids, s.StepID)
 	}
 	assert.Equal(t, []int64{0, 1, 2, 5}, ids, "step_id = counter_id, from 0")
+}
+
+// newFPMPublisherAt is newFPMPublisher on a given address: a publisher
+// that comes back where the last one was.
+func newFPMPublisherAt(t *testing.T, addr string) *fpmPublisher {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pub := zmq4.NewPub(ctx, zmq4.WithLogger(log.New(io.Discard, "", 0)))
+	require.Eventually(t, func() bool { return pub.Listen(addr) == nil }, 10*time.Second, 10*time.Millisecond, "cannot listen again at %s", addr)
+	t.Cleanup(func() { pub.Close(); cancel() })
+	return &fpmPublisher{t: t, pub: pub, addr: addr}
+}
+
+// fpmLog collects a subscription's log lines.
+type fpmLog struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *fpmLog) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *fpmLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// TestSubscribeFPMReconnects: the publisher exits after two steps and a
+// new one comes back on the same port. The two steps are durable at once
+// (a checkpoint at the loss), the subscription re-dials with backoff, and
+// the log says it reconnected and what the sequence tells of the messages
+// sent meanwhile: some missed, none, or not countable (a restart).
+func TestSubscribeFPMReconnects(t *testing.T) {
+	tests := []struct {
+		name     string
+		resume   uint64 // the sequence number the new publisher sends first
+		missing  int64
+		restarts int64
+		says     string
+	}{
+		{"missed two", 5, 2, 0, "after reconnecting: 2 messages missed while away (sequence 3..4)"},
+		{"none missed", 3, 0, 0, "after reconnecting: no messages missed (sequence continues at 3)"},
+		{"publisher restarted", 0, 0, 1, "after reconnecting: the sequence restarted at 0 (was 2)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newFPMPublisher(t)
+			dir := filepath.Join(t.TempDir(), "fpm")
+			var logs fpmLog
+			var steps atomic.Int64
+			wait := subscribe(context.Background(), p.addr, dir, FPMOptions{MaxSteps: 4, Reconnect: time.Millisecond,
+				ReconnectMax: 20 * time.Millisecond, CheckpointEvery: time.Hour, Logf: logs.logf,
+				Progress: func(r FPMResult) { steps.Store(r.Steps) }})
+			p.waitSubscribed()
+			p.send(1, fpmStep(1, 0.01, 0, 1))
+			p.send(2, fpmStep(2, 0.01, 0, 1))
+			require.Eventually(t, func() bool { return steps.Load() == 2 }, 10*time.Second, 5*time.Millisecond)
+			require.NoError(t, p.pub.Close())
+
+			// The loss checkpoints: the two rows are durable before any
+			// periodic checkpoint (an hour away) could have made them so.
+			require.Eventually(t, func() bool {
+				m, err := datasets.ReadManifest(dir)
+				return err == nil && m.Tables[datasets.TableSteps].Rows == 2
+			}, 10*time.Second, 5*time.Millisecond, "the rows were not made durable at the loss")
+
+			back := newFPMPublisherAt(t, p.addr)
+			back.waitSubscribed()
+			back.send(tc.resume, fpmStep(int64(tc.resume), 0.01, 0, 1))
+			back.send(tc.resume+1, fpmStep(int64(tc.resume)+1, 0.01, 0, 1))
+			res, err := wait()
+			require.NoError(t, err)
+			assert.Equal(t, FPMStopMaxSteps, res.StopReason)
+			assert.Equal(t, datasets.DatasetComplete, res.Status)
+			assert.EqualValues(t, 4, res.Steps)
+			assert.EqualValues(t, 1, res.Disconnects)
+			assert.EqualValues(t, 1, res.Reconnects)
+			assert.EqualValues(t, tc.missing, res.SequenceMissing)
+			assert.EqualValues(t, tc.restarts > 0, res.Restarts > 0)
+			log := logs.String()
+			assert.Contains(t, log, "publisher at "+p.addr+" went away")
+			assert.Contains(t, log, "2 steps are durable; reconnecting in 1ms (backoff up to 20ms)")
+			assert.Contains(t, log, "reconnected to "+p.addr+" after ")
+			assert.Contains(t, log, tc.says)
+			assert.Len(t, readSteps(t, dir), 4)
+			m, err := datasets.ReadManifest(dir)
+			require.NoError(t, err)
+			assert.Contains(t, strings.Join(m.Notes, "\n"), "the publisher went away 1 times and was reconnected 1 times")
+			assert.Equal(t, "1", m.Source.Detail["reconnects"])
+			rep, err := validate.Dataset(dir, validate.Options{})
+			require.NoError(t, err)
+			assert.Zero(t, rep.Errors, "%v", rep.Violations)
+		})
+	}
+}
+
+// TestSubscribeFPMPublisherGone: without reconnecting, the publisher's exit
+// ends the subscription cleanly with every row received; with it, a
+// publisher that never comes back is re-dialled until the caller stops the
+// subscription, which then finishes cleanly too.
+func TestSubscribeFPMPublisherGone(t *testing.T) {
+	tests := []struct {
+		name      string
+		reconnect time.Duration
+		reason    string
+		says      string
+	}{
+		{"no reconnect", 0, FPMStopPublisherGone, "not reconnecting (--reconnect 0)"},
+		{"never back", time.Millisecond, FPMStopCanceled, "reconnecting to "},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newFPMPublisher(t)
+			dir := filepath.Join(t.TempDir(), "fpm")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var logs fpmLog
+			var steps atomic.Int64
+			wait := subscribe(ctx, p.addr, dir, FPMOptions{Reconnect: tc.reconnect, ReconnectMax: 4 * time.Millisecond,
+				CheckpointEvery: time.Hour, Logf: logs.logf, Progress: func(r FPMResult) { steps.Store(r.Steps) }})
+			p.waitSubscribed()
+			for i := int64(1); i <= 3; i++ {
+				p.send(uint64(i), fpmStep(i, 0.01, 0, 1))
+			}
+			require.Eventually(t, func() bool { return steps.Load() == 3 }, 10*time.Second, 5*time.Millisecond)
+			require.NoError(t, p.pub.Close())
+			if tc.reconnect > 0 {
+				// Let a failed attempt or two be logged, then stop.
+				require.Eventually(t, func() bool { return strings.Contains(logs.String(), "attempt 2 failed") }, 10*time.Second, 5*time.Millisecond)
+				cancel()
+			}
+			res, err := wait()
+			require.NoError(t, err)
+			assert.Equal(t, tc.reason, res.StopReason)
+			assert.Equal(t, datasets.DatasetComplete, res.Status)
+			assert.EqualValues(t, 1, res.Disconnects)
+			assert.Zero(t, res.Reconnects)
+			assert.Len(t, readSteps(t, dir), 3)
+			assert.Contains(t, logs.String(), tc.says)
+		})
+	}
 }

@@ -20,6 +20,8 @@ func newCaptureFPMCmd() *cobra.Command {
 		endpoint, out   string
 		duration, every time.Duration
 		dialTimeout     time.Duration
+		reconnect       time.Duration
+		reconnectMax    time.Duration
 		maxSteps        int64
 		asJSON, force   bool
 	)
@@ -43,6 +45,16 @@ It stops after --duration, after --max-steps steps, or on Ctrl-C / SIGTERM,
 and then finishes the dataset cleanly. Rows are made durable every
 --checkpoint, so a subscriber killed without warning keeps a partial dataset.
 
+When the publisher goes away (the engine restarts, the connection drops), the
+rows so far are made durable at once and the subscriber re-dials: after
+--reconnect, then twice as long after each failed attempt, up to
+--reconnect-max, until the publisher is back or the capture stops. The log
+says when it lost the publisher, when it reconnected, and how many messages
+the sequence numbers say were missed meanwhile (a restarted publisher starts
+its sequence again: what it sent while away cannot be counted). The summary
+and the manifest count the disconnections and reconnections. --reconnect 0
+ends the capture cleanly when the publisher goes away.
+
   # needs: network (a Dynamo vLLM worker publishing at the endpoint)
   steplab capture fpm --endpoint tcp://127.0.0.1:20380 -o datasets/live-fpm --duration 10m
   steplab capture fpm --endpoint tcp://gpu-node-3:20381 -o out/rank1 --max-steps 100000 --json`,
@@ -57,6 +69,9 @@ and then finishes the dataset cleanly. Rows are made durable every
 			if duration < 0 || maxSteps < 0 {
 				return &exitError{code: 2, msg: "capture fpm: --duration and --max-steps must not be negative"}
 			}
+			if reconnect < 0 || reconnectMax < reconnect {
+				return &exitError{code: 2, msg: fmt.Sprintf("capture fpm: --reconnect %s and --reconnect-max %s: want 0 <= --reconnect <= --reconnect-max (e.g. --reconnect 1s --reconnect-max 30s)", reconnect, reconnectMax)}
+			}
 			parent := cmd.Context()
 			if parent == nil {
 				parent = context.Background()
@@ -66,7 +81,8 @@ and then finishes the dataset cleanly. Rows are made durable every
 			slog.Info(fmt.Sprintf("subscribed to %s; writing %s (Ctrl-C stops and finishes the dataset)", endpoint, out))
 			res, err := capture.SubscribeFPM(ctx, endpoint, out, capture.FPMOptions{
 				Duration: duration, MaxSteps: maxSteps, CheckpointEvery: every, DialTimeout: dialTimeout,
-				Overwrite: force, Command: os.Args,
+				Overwrite: force, Command: os.Args, Reconnect: reconnect, ReconnectMax: reconnectMax,
+				Logf: func(format string, args ...any) { slog.Info(fmt.Sprintf(format, args...)) },
 			})
 			if err != nil {
 				if res != nil {
@@ -86,7 +102,9 @@ and then finishes the dataset cleanly. Rows are made durable every
 	cmd.Flags().DurationVar(&duration, "duration", 0, "stop after this long (e.g. 30s, 10m; 0: until interrupted)")
 	cmd.Flags().Int64Var(&maxSteps, "max-steps", 0, "stop after this many steps (0: no limit)")
 	cmd.Flags().DurationVar(&every, "checkpoint", 5*time.Second, "make the rows received durable this often")
-	cmd.Flags().DurationVar(&dialTimeout, "dial-timeout", 10*time.Second, "how long to wait for the publisher's port")
+	cmd.Flags().DurationVar(&dialTimeout, "dial-timeout", 10*time.Second, "how long to wait for the publisher's port at the start")
+	cmd.Flags().DurationVar(&reconnect, "reconnect", time.Second, "first wait before re-dialling a publisher that went away, doubled per failed attempt (0: stop when it goes away)")
+	cmd.Flags().DurationVar(&reconnectMax, "reconnect-max", 30*time.Second, "longest wait between re-dial attempts")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the summary as JSON")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing dataset")
 	return cmd
@@ -111,6 +129,9 @@ func printFPMResult(w io.Writer, r *capture.FPMResult) {
 	}
 	if r.Restarts > 0 {
 		fmt.Fprintf(w, "restarts: %d (sequence or counter_id went backwards)\n", r.Restarts)
+	}
+	if r.Disconnects > 0 {
+		fmt.Fprintf(w, "publisher lost %d times, reconnected %d times (rows made durable at each loss)\n", r.Disconnects, r.Reconnects)
 	}
 	if len(r.Workers) > 0 {
 		fmt.Fprintf(w, "workers: %v\n", r.Workers)

@@ -23,6 +23,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets/importers"
 )
 
 // promises are what the contract of docs/cli.md asks of one command, as
@@ -131,7 +133,8 @@ var contract = map[string]promises{
 		bad: [][]string{cat([]string{"capture", "traffic", "-o", "{out}", "--set", "workload.no_such_key=1"}, fakeCapture)},
 		out: true, json: true, progress: true, python: true},
 	"capture fpm": {run: []string{"capture", "fpm", "--endpoint", "{fpm}", "-o", "{out}", "--duration", "200ms"},
-		bad: [][]string{{"capture", "fpm", "--endpoint", "{fpm}", "-o", "{out}", "--duration", "-1s"}}, out: true, json: true},
+		bad: [][]string{{"capture", "fpm", "--endpoint", "{fpm}", "-o", "{out}", "--duration", "-1s"},
+			{"capture", "fpm", "--endpoint", "{fpm}", "-o", "{out}", "--reconnect", "1m", "--reconnect-max", "1s"}}, out: true, json: true},
 	"capture ops": {run: []string{"capture", "ops", "-o", "{out}", "--rows", "../../datasets/h200/logs/opbench-h200-worker.jsonl"},
 		bad: [][]string{{"capture", "ops", "-o", "{out}"}, {"capture", "ops", "-o", "{out}", "--rows", "{missing}"},
 			{"capture", "ops", "-o", "{out}", "--rows", "{unreadable}"}},
@@ -139,6 +142,36 @@ var contract = map[string]promises{
 	"catalog hardware": {run: []string{"catalog", "hardware"}, bad: [][]string{{"catalog", "hardware", "H200"}}, json: true},
 	"catalog models":   {run: []string{"catalog", "models"}, bad: [][]string{{"catalog", "models", "tiny"}}, json: true},
 	"catalog show":     {run: []string{"catalog", "show", "H200"}, bad: [][]string{{"catalog", "show", "no-such-gpu"}}, json: true},
+}
+
+// importSamples are the committed samples the rows of `import FORMAT`
+// run on (each format's --help example reads the same).
+var importSamples = map[string]string{
+	"azure":               "azure-code-2023/AzureLLMInferenceTrace_code_head200.csv",
+	"mooncake":            "mooncake-fast25/conversation_trace_head300.jsonl",
+	"vllm-requests":       "llmservingsim-rtx4090-llama-3.1-8b/requests.jsonl",
+	"dynamo-fpm-artifact": "artifact_complete.json",
+	"dynamo-fpm":          "fpm_stream.msgpack",
+	"vllm-bench":          "bench-serving/vllm_bench_serve.json",
+	"sglang-bench":        "bench-serving/sglang_bench_serving.jsonl",
+	"aiperf":              "aiperf-example/profile_export_head20.jsonl",
+	"burstgpt":            "burstgpt/BurstGPT_1_rows.csv",
+	"blis":                "blis/qwen3-14b-run.csv",
+}
+
+// One row per import format: it imports its sample, and refuses a missing
+// file, a --hardware and a --model the catalogue does not know, and a bad
+// --engine, each with exit status 2 and nothing written.
+func init() {
+	for _, f := range importers.Formats() {
+		src := "{repo}/datasets/importers/testdata/" + importSamples[f.Name]
+		run := []string{"import", f.Name, src, "-o", "{out}"}
+		contract["import "+f.Name] = promises{run: run,
+			bad: [][]string{{"import", f.Name, "{missing}", "-o", "{out}"},
+				cat(run, []string{"--hardware", "no-such-gpu"}), cat(run, []string{"--model", "no-such-model"}),
+				cat(run, []string{"--engine", "vllm@latest"})},
+			out: true, json: true, progress: true}
+	}
 }
 
 // TestCLIContract checks every command of the tree against its row of

@@ -14,9 +14,38 @@ import (
 
 func init() { register(newImportCmd) }
 
+// importFlags are the flags every format's import takes.
+type importFlags struct {
+	out                     string
+	force, asJSON           bool
+	hardware, model, engine string
+}
+
+func (f *importFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.out, "output", "o", "", "dataset directory to write (required)")
+	fl.BoolVar(&f.force, "force", false, "replace an existing dataset at the output directory (only after a successful import)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&f.hardware, "hardware", "", "the GPU the run ran on, where the file does not say (a catalogue name: steplab catalog hardware; or a spec file)")
+	fl.StringVar(&f.model, "model", "", "the model the run served, where the file does not say (a catalogue name: steplab catalog models; or a config.json)")
+	fl.StringVar(&f.engine, "engine", "", "the serving engine and its release, NAME[@VERSION]: "+strings.Join(importers.Engines, " or ")+", e.g. vllm@0.19.0")
+}
+
+const importCommon = `Times are int64 nanoseconds relative to the first arrival (request traces) and
+event times a trace does not have are -1. The manifest records the source
+path, its SHA-256, the format, this command, and notes on every assumption.
+
+--hardware, --model and --engine say what ran where the file does not (or
+says otherwise, noted): a request trace or a benchmark result names no GPU,
+and steplab replay requests needs one. Names are checked against the
+catalogue (steplab catalog hardware, steplab catalog models) before anything
+is read.
+
+A bad input stops the import with one error naming the file, the line (or
+record) and the problem, exit status 2, and leaves no dataset behind.`
+
 func newImportCmd() *cobra.Command {
-	var out string
-	var force, asJSON bool
+	var fl importFlags
 	var formatHelp strings.Builder
 	for _, f := range importers.Formats() {
 		fmt.Fprintf(&formatHelp, "  %-20s %s -> %s table\n", f.Name, f.Summary, f.Table)
@@ -35,75 +64,123 @@ requests table; Dynamo forward-pass metrics become the steps table. A vLLM
 run's engine time series (timeseries.csv beside requests.jsonl) also becomes
 the engine_samples table.
 
-Formats:
-` + formatHelp.String() + `
-A table you already have (Parquet from pandas, DuckDB, Polars or Spark, or a
-CSV) with steplab's columns under any names: steplab import table --help.
+Formats (steplab import FORMAT --help: what each reads, and an example on a
+sample in the repository):
+` + formatHelp.String() + `  table                A Parquet or CSV table you already have, with steplab's
+                       columns under any names
 
 SRC is a file, a run directory (vllm-requests: requests.jsonl with meta.json
 beside it), or a trace shipped inside steplab:
 ` + embeddedHelp.String() + `
-Times are int64 nanoseconds relative to the first arrival (request traces) and
-event times a trace does not have are -1. Arrivals must be in time order in
-azure and mooncake files (an earlier timestamp is an error); vllm-requests
-rows are sorted by queued_ts, the engine's monotonic clock. The manifest
-records the source path, its SHA-256, the format and this command.
-
-A bad input stops the import with one error naming the file, the line (or
-record) and the problem, exit status 2, and leaves no dataset behind.`,
-		Example: `  # from the repository root: an embedded trace, then samples of each format in its tests
-  steplab import azure embedded:azure-conv-2023 -o azure-conv
-  steplab import azure datasets/importers/testdata/azure-code-2023/AzureLLMInferenceTrace_code_head200.csv \
-      -o azure-code --force
-  steplab import mooncake datasets/importers/testdata/mooncake-fast25/conversation_trace_head300.jsonl -o mooncake-conv
-  steplab import vllm-requests datasets/importers/testdata/llmservingsim-rtx4090-llama-3.1-8b -o llama-run
-  steplab import dynamo-fpm-artifact datasets/importers/testdata/artifact_complete.json -o h200-fpm
-  steplab import dynamo-fpm datasets/importers/testdata/fpm_stream.msgpack -o live-fpm --json`,
+` + importCommon,
+		Example: `  # from the repository root
+  steplab import azure embedded:azure-conv-2023 -o out/import-embedded --hardware H100 --model Llama-3.1-8B`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return &exitError{code: 2, msg: fmt.Sprintf("import needs FORMAT and SRC (got %d arguments); see steplab import --help", len(args))}
 			}
 			return nil
 		},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if out == "" {
-				return &exitError{code: 2, msg: "import: no output directory: pass -o DIR"}
-			}
-			format, src := args[0], args[1]
-			var size int64 = -1
-			if st, err := os.Stat(src); err == nil && !st.IsDir() {
-				size = st.Size()
-			}
-			bar := newProgress(cmd, size, "import "+format)
-			start := time.Now()
-			res, err := importers.Import(format, src, out, importers.Options{
-				Overwrite:   force,
-				ToolName:    "steplab",
-				ToolVersion: version(),
-				Command:     append([]string{"steplab"}, os.Args[1:]...),
-				Progress:    func(n int64) { _ = bar.Set64(n) },
-			})
-			_ = bar.Finish()
-			if err != nil {
-				return inputError("import", err)
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), summarizeImport(res, time.Since(start)))
-			return nil
-		},
+		// Reached for a FORMAT no subcommand has: Import names the formats.
+		RunE: func(cmd *cobra.Command, args []string) error { return runImport(cmd, args[0], args[1], &fl) },
 	}
-	cmd.Flags().StringVarP(&out, "output", "o", "", "dataset directory to write (required)")
-	cmd.Flags().BoolVar(&force, "force", false, "replace an existing dataset at the output directory (only after a successful import)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fl.add(cmd)
+	for _, f := range importers.Formats() {
+		cmd.AddCommand(newImportFormatCmd(f))
+	}
 	cmd.AddCommand(newImportTableCmd())
 	return cmd
 }
 
+// newImportFormatCmd is `steplab import FORMAT`: its own help page, with
+// what the format reads and an example on a committed sample.
+func newImportFormatCmd(f importers.Format) *cobra.Command {
+	var fl importFlags
+	h := importHelp[f.Name]
+	cmd := &cobra.Command{
+		Use:     f.Name + " SRC -o DIR",
+		Short:   f.Summary,
+		Long:    h.long + "\n\n" + importCommon,
+		Example: h.example,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return &exitError{code: 2, msg: fmt.Sprintf("import %s needs one SRC (got %d arguments); see steplab import %s --help", f.Name, len(args), f.Name)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runImport(cmd, f.Name, args[0], &fl) },
+	}
+	fl.add(cmd)
+	return cmd
+}
+
+func runImport(cmd *cobra.Command, format, src string, fl *importFlags) error {
+	if fl.out == "" {
+		return &exitError{code: 2, msg: "import: no output directory: pass -o DIR"}
+	}
+	if err := checkWhatRan(fl); err != nil {
+		return err
+	}
+	var size int64 = -1
+	if st, err := os.Stat(src); err == nil && !st.IsDir() {
+		size = st.Size()
+	}
+	bar := newProgress(cmd, size, "import "+format)
+	start := time.Now()
+	res, err := importers.Import(format, src, fl.out, importers.Options{
+		Overwrite:   fl.force,
+		ToolName:    "steplab",
+		ToolVersion: version(),
+		Command:     append([]string{"steplab"}, os.Args[1:]...),
+		Progress:    func(n int64) { _ = bar.Set64(n) },
+		Hardware:    fl.hardware,
+		Model:       fl.model,
+		Engine:      fl.engine,
+	})
+	_ = bar.Finish()
+	if err != nil {
+		return inputError("import", err)
+	}
+	if fl.asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), summarizeImport(res, time.Since(start)))
+	return nil
+}
+
+// checkWhatRan refuses a --hardware or --model the catalogue does not
+// resolve, and an --engine that is not NAME[@VERSION], naming the flag.
+func checkWhatRan(fl *importFlags) error {
+	if _, err := importers.ParseEngine(fl.engine); err != nil {
+		return &exitError{code: 2, msg: "import: --engine " + err.Error()}
+	}
+	if fl.hardware == "" && fl.model == "" {
+		return nil
+	}
+	c, err := catalogOrExit()
+	if err != nil {
+		return err
+	}
+	if fl.hardware != "" {
+		if _, err := c.LookupHardware(fl.hardware); err != nil {
+			return &exitError{code: 2, msg: "import: --hardware: " + strings.TrimPrefix(err.Error(), "model: ")}
+		}
+	}
+	if fl.model != "" {
+		if _, err := c.LookupModel(fl.model); err != nil {
+			return &exitError{code: 2, msg: "import: --model: " + strings.TrimPrefix(err.Error(), "model: ")}
+		}
+	}
+	return nil
+}
+
 func summarizeImport(r *importers.Result, took time.Duration) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Imported %d %s rows from %s (%s) into %s", r.Rows, r.Table, r.Source, r.Format, r.Dir)
+	if r.Summary {
+		fmt.Fprintf(&b, "Imported the summary of a %s run from %s into %s: no per-request records in the file, so no %s rows; the run's figures are in the manifest's source.detail", r.Format, r.Source, r.Dir, r.Table)
+	} else {
+		fmt.Fprintf(&b, "Imported %d %s rows from %s (%s) into %s", r.Rows, r.Table, r.Source, r.Format, r.Dir)
+	}
 	if r.Rows > 0 {
 		what := "arrivals span"
 		if r.Table == "steps" {
@@ -117,6 +194,6 @@ func summarizeImport(r *importers.Result, took time.Duration) string {
 	if r.EngineSamples > 0 {
 		fmt.Fprintf(&b, "; %d engine_samples rows", r.EngineSamples)
 	}
-	fmt.Fprintf(&b, "; source sha256 %s; %d notes in the manifest; took %s.", r.SHA256, len(r.Notes), took.Round(time.Millisecond))
+	fmt.Fprintf(&b, "; source sha256 %s; %d %s in the manifest; took %s.", r.SHA256, len(r.Notes), map[bool]string{true: "note", false: "notes"}[len(r.Notes) == 1], took.Round(time.Millisecond))
 	return b.String()
 }

@@ -234,13 +234,20 @@ Examples, from the repository root:
 			if err != nil {
 				return err
 			}
+			if w := d.Manifest.Workload; w != nil && w.Kind == "summary" {
+				return &exitError{code: 2, msg: fmt.Sprintf("replay requests: %s holds the summary of a benchmark run, no requests to replay: re-run the benchmark with its per-request output (vllm bench serve --save-detailed, sglang.bench_serving --output-details) and import that", args[1])}
+			}
 			o, err := manifestOptions(args[0], host, placement)
 			if err != nil {
 				return err
 			}
 			p, warn, err := cluster.PlanFromManifest(d.Manifest, o)
 			if err != nil {
-				return &exitError{code: 2, msg: "replay requests: " + err.Error()}
+				msg := "replay requests: " + err.Error()
+				if m := d.Manifest; m.Source.Kind == "import" && (m.Hardware == nil || m.Hardware.GPUName == "" || m.Model == nil) {
+					msg += fmt.Sprintf("; %s was imported from a file that does not say what ran: import it again with --hardware GPU --model MODEL (steplab import %s --help)", args[1], m.Source.Format)
+				}
+				return &exitError{code: 2, msg: msg}
 			}
 			stop := spin(cmd, "replaying requests")
 			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn, Level: level},

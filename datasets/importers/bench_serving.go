@@ -98,6 +98,9 @@ func runBenchServing(in *input, s *sink, format string) error {
 		return fmt.Errorf("%s: %d benchmark runs appended in one file; steplab imports one run: split the file (one JSON object per run) and import each, e.g. `sed -n 2p %s > run2.json`",
 			in.name, runs, in.name)
 	}
+	if isNull(top["input_lens"]) {
+		return benchSummary(in, s, format, top)
+	}
 	r, err := parseBenchRun(top)
 	if err != nil {
 		return fmt.Errorf("%s: %w", in.name, err)
@@ -109,36 +112,7 @@ func runBenchServing(in *input, s *sink, format string) error {
 	maxConc, _ := strconv.Atoi(rawText(top["max_concurrency"]))
 
 	n := len(r.inputLens)
-	arrivals := make([]float64, n) // seconds, before the client queue
-	sends := make([]float64, n)    // when the request was sent
-	switch {
-	case r.startTimes != nil:
-		t0 := math.Inf(1)
-		for i := range n {
-			q := 0.0
-			if r.queueTimes != nil {
-				q = r.queueTimes[i]
-			}
-			arrivals[i] = r.startTimes[i] - q
-			t0 = min(t0, arrivals[i])
-		}
-		for i := range n {
-			sends[i] = r.startTimes[i] - t0
-			arrivals[i] -= t0
-		}
-		s.note("%s: arrival_ns = start_times − queue_times (the client's perf_counter, relative to the earliest arrival)", format)
-	case math.IsInf(rate, 1):
-		s.note("%s: no start times in the file; request_rate inf sends every request at once: arrival_ns = 0", format)
-		if maxConc > 0 {
-			s.note("%s: max_concurrency %d: the client let at most %d requests run at once (a closed loop); arrivals at 0 do not reproduce that cap", format, maxConc, maxConc)
-		}
-	default:
-		for i := range n {
-			arrivals[i] = float64(i) / rate
-			sends[i] = arrivals[i]
-		}
-		s.note("%s: no start times in the file: request i placed at i / request_rate (%g/s); the run drew random gaps (Poisson or gamma) that the file does not record", format, rate)
-	}
+	arrivals, sends := benchArrivals(r, rate, maxConc, s, format)
 
 	var failed int64
 	firstErr := ""
@@ -180,6 +154,75 @@ func runBenchServing(in *input, s *sink, format string) error {
 		}
 	}
 
+	benchManifest(s, format, top, "trace", n)
+	s.note("%s: client-side times (HTTP streaming): first_token_ns at the first streamed chunk, finish_ns at the last; the engine's queue and schedule times are not in the file (first_scheduled_ns -1)", format)
+	s.note("%s: per-chunk inter-token latencies (itls) and generated texts are not kept", format)
+	if failed > 0 {
+		s.note("%d failed requests (non-empty error): status aborted; first error: %s", failed, firstErr)
+	}
+	return nil
+}
+
+// benchArrivals places the requests in time (see runBenchServing): when
+// each arrived and when it was sent, in seconds from the first arrival.
+func benchArrivals(r *benchRun, rate float64, maxConc int, s *sink, format string) (arrivals, sends []float64) {
+	n := len(r.inputLens)
+	arrivals = make([]float64, n) // seconds, before the client queue
+	sends = make([]float64, n)    // when the request was sent
+	switch {
+	case r.startTimes != nil:
+		t0 := math.Inf(1)
+		for i := range n {
+			q := 0.0
+			if r.queueTimes != nil {
+				q = r.queueTimes[i]
+			}
+			arrivals[i] = r.startTimes[i] - q
+			t0 = min(t0, arrivals[i])
+		}
+		for i := range n {
+			sends[i] = r.startTimes[i] - t0
+			arrivals[i] -= t0
+		}
+		s.note("%s: arrival_ns = start_times − queue_times (the client's perf_counter, relative to the earliest arrival)", format)
+	case math.IsInf(rate, 1):
+		s.note("%s: no start times in the file; request_rate inf sends every request at once: arrival_ns = 0", format)
+		if maxConc > 0 {
+			s.note("%s: max_concurrency %d: the client let at most %d requests run at once (a closed loop); arrivals at 0 do not reproduce that cap", format, maxConc, maxConc)
+		}
+	default:
+		for i := range n {
+			arrivals[i] = float64(i) / rate
+			sends[i] = arrivals[i]
+		}
+		s.note("%s: no start times in the file: request i placed at i / request_rate (%g/s); the run drew random gaps (Poisson or gamma) that the file does not record", format, rate)
+	}
+	return arrivals, sends
+}
+
+// benchSummary imports a run written without its per-request arrays
+// (SGLang without --output-details, vLLM without --save-detailed): no rows,
+// the run's figures (completed, throughputs, latency statistics) in the
+// manifest's source.detail, and the workload kind "summary", so that the
+// dataset says what it is rather than holding invented requests.
+func benchSummary(in *input, s *sink, format string, top map[string]json.RawMessage) error {
+	done := rawText(top["completed"])
+	if _, err := strconv.ParseInt(done, 10, 64); err != nil {
+		return fmt.Errorf("%s: neither input_lens (a detailed result) nor completed (a summary): is this a %s result?", in.name, format)
+	}
+	benchManifest(s, format, top, "summary", -1)
+	s.summary = true
+	s.note("%s: a summary result (no per-request arrays: run it with %s for them): no requests rows; the run's figures are in source.detail (completed %s, duration %s s)",
+		format, detailFlag[format], done, orDefault(rawText(top["duration"]), "absent"))
+	return nil
+}
+
+// detailFlag is the flag that makes each tool write its per-request arrays.
+var detailFlag = map[string]string{"vllm-bench": "--save-detailed", "sglang-bench": "--output-details"}
+
+// benchManifest records a run's scalar settings and results, its model and
+// its workload (kind trace or summary; n requests, -1: not recorded).
+func benchManifest(s *sink, format string, top map[string]json.RawMessage, kind string, n int) {
 	for _, k := range sortedKeys(top) {
 		if v := top[k]; len(v) > 0 && v[0] != '[' && v[0] != '{' && !isNull(v) {
 			s.detail(k, rawText(v))
@@ -192,19 +235,16 @@ func runBenchServing(in *input, s *sink, format string) error {
 	if model != "" {
 		s.m.Model = &datasets.ModelShape{Name: model}
 	}
-	params := map[string]string{"format": format, "requests": strconv.Itoa(n), "request_rate": rawText(top["request_rate"])}
-	for _, k := range []string{"burstiness", "max_concurrency", "dataset_name"} {
+	params := map[string]string{"format": format, "request_rate": rawText(top["request_rate"])}
+	if n >= 0 {
+		params["requests"] = strconv.Itoa(n)
+	}
+	for _, k := range []string{"burstiness", "max_concurrency", "dataset_name", "completed"} {
 		if v := rawText(top[k]); v != "" {
 			params[k] = v
 		}
 	}
-	s.m.Workload = &datasets.Workload{Kind: "trace", Params: params}
-	s.note("%s: client-side times (HTTP streaming): first_token_ns at the first streamed chunk, finish_ns at the last; the engine's queue and schedule times are not in the file (first_scheduled_ns -1)", format)
-	s.note("%s: per-chunk inter-token latencies (itls) and generated texts are not kept", format)
-	if failed > 0 {
-		s.note("%d failed requests (non-empty error): status aborted; first error: %s", failed, firstErr)
-	}
-	return nil
+	s.m.Workload = &datasets.Workload{Kind: kind, Params: params}
 }
 
 // maxBenchFile bounds a result file read into memory (generated texts make
@@ -215,9 +255,6 @@ const maxBenchFile = 1 << 30
 func parseBenchRun(top map[string]json.RawMessage) (*benchRun, error) {
 	r := &benchRun{}
 	var err error
-	if isNull(top["input_lens"]) {
-		return nil, errors.New("no input_lens: not a detailed result (run vllm bench serve with --save-detailed, sglang.bench_serving with --output-details)")
-	}
 	if r.inputLens, err = benchCounts(top, "input_lens"); err != nil {
 		return nil, err
 	}

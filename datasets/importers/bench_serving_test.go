@@ -44,6 +44,39 @@ func TestBenchServingSamples(t *testing.T) {
 	})
 }
 
+// A result without per-request arrays is imported as what it is: a summary,
+// no rows, the run's figures in the manifest, and Import says so.
+func TestBenchServingSummary(t *testing.T) {
+	tests := []struct {
+		format, src, flag string
+	}{
+		{"sglang-bench", "testdata/bench-serving/sglang_bench_serving_summary.jsonl", "--output-details"},
+		{"vllm-bench", "testdata/bench-serving/sglang_bench_serving_summary.jsonl", "--save-detailed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			dir := t.TempDir() + "/ds"
+			res, err := Import(tt.format, tt.src, dir, Options{})
+			require.NoError(t, err)
+			require.True(t, res.Summary)
+			require.Zero(t, res.Rows)
+			m, err := datasets.ReadManifest(dir)
+			require.NoError(t, err)
+			require.Equal(t, "summary", m.Workload.Kind)
+			require.Equal(t, "5", m.Workload.Params["completed"])
+			require.Equal(t, "95.2", m.Source.Detail["mean_e2e_latency_ms"])
+			require.Equal(t, "inf", m.Source.Detail["request_rate"])
+			require.Contains(t, strings.Join(m.Notes, "\n"), "a summary result (no per-request arrays: run it with "+tt.flag+" for them): no requests rows")
+		})
+	}
+	t.Run("a detailed result is not a summary", func(t *testing.T) {
+		res, err := Import("sglang-bench", "testdata/bench-serving/sglang_bench_serving.jsonl", t.TempDir()+"/ds", Options{})
+		require.NoError(t, err)
+		require.False(t, res.Summary)
+		require.Equal(t, int64(6), res.Rows)
+	})
+}
+
 func TestBenchServingParsing(t *testing.T) {
 	const base = `"input_lens": [10, 20], "output_lens": [3, 2], "ttfts": [0.1, 0.2], "itls": [[0.01, 0.02], [0.03]], "errors": ["", ""]`
 	tests := []struct {
@@ -57,7 +90,8 @@ func TestBenchServingParsing(t *testing.T) {
 		{name: "start times and queue times", in: `{"start_times": [100.5, 100.25], "queue_times": [0.5, 0], "latencies": [0.2, 0.3], ` + base + `}`,
 			want: []int64{0, 250_000_000}},
 		{name: "NaN statistic", in: `{"mean_ttft_ms": NaN, "request_rate": "inf", ` + base + `}`, want: []int64{0, 0}},
-		{name: "not detailed", in: `{"completed": 2}`, wantErr: "in: no input_lens: not a detailed result"},
+		{name: "neither detailed nor a summary", in: `{"duration": 2}`, wantErr: "in: neither input_lens (a detailed result) nor completed (a summary)"},
+		{name: "summary with a bad completed", in: `{"completed": "x"}`, wantErr: "in: neither input_lens (a detailed result) nor completed (a summary)"},
 		{name: "ragged arrays", in: `{"input_lens": [1, 2], "output_lens": [1], "ttfts": [0.1, 0.1], "latencies": [1, 1]}`,
 			wantErr: "in: output_lens has 1 entries, input_lens 2"},
 		{name: "negative ttft", in: `{"input_lens": [1], "output_lens": [1], "ttfts": [-0.1], "latencies": [1]}`,

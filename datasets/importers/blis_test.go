@@ -9,7 +9,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 )
 
-// Traces written by BLIS itself (testdata/blis/SOURCE.md).
+// Traces written by BLIS itself (testdata/blis/ATTRIBUTION.md).
 func TestBLISTraces(t *testing.T) {
 	t.Run("poisson", func(t *testing.T) {
 		res, d, rows := importRequests(t, "blis", "testdata/blis/qwen3-14b-run.csv")

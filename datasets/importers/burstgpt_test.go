@@ -8,7 +8,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 )
 
-// The first rows of BurstGPT_1.csv (testdata/burstgpt/SOURCE.md).
+// The first rows of BurstGPT_1.csv (testdata/burstgpt/ATTRIBUTION.md).
 func TestBurstGPTRows(t *testing.T) {
 	res, d, rows := importRequests(t, "burstgpt", "testdata/burstgpt/BurstGPT_1_rows.csv")
 	require.Equal(t, int64(3), res.Rows)

@@ -26,9 +26,15 @@
 //     vllm/benchmarks/serve.py) and of `sglang.bench_serving
 //     --output-details` (sgl-project/sglang @ 0033168f,
 //     python/sglang/bench_serving.py) → requests with client-side first
-//     token and finish times.
-//   - aiperf (aiperf.go): AIPerf's profile_export.jsonl (ai-dynamo/aiperf @
-//     db4f6397, aiperf/common/models/record_models.py) → requests.
+//     token and finish times; a result without the per-request arrays is
+//     imported as a summary (no rows, Result.Summary, workload kind
+//     "summary").
+//   - aiperf (aiperf.go): AIPerf's profile_export.jsonl, both record
+//     schemas (ai-dynamo/aiperf @ db4f6397 and @ 7c31f579,
+//     aiperf/common/models/record_models.py) → requests.
+//
+// Options.Hardware, Model and Engine record what ran where a source does
+// not (describe.go): a request trace or a benchmark result names no GPU.
 //   - burstgpt (burstgpt.go): BurstGPT CSV (HPMLL/BurstGPT @ e92f533b,
 //     README.md schema) → requests; failures (0 response tokens) aborted.
 //   - blis (blis.go): a BLIS (inference-sim) TraceV2 trace, data CSV and

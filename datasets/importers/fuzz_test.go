@@ -91,6 +91,7 @@ func FuzzBurstGPT(f *testing.F) {
 func FuzzBenchServing(f *testing.F) {
 	addFileSeed(f, "testdata/bench-serving/vllm_bench_serve.json", 0)
 	addFileSeed(f, "testdata/bench-serving/sglang_bench_serving.jsonl", 0)
+	addFileSeed(f, "testdata/bench-serving/sglang_bench_serving_summary.jsonl", 0)
 	f.Add([]byte(`{"request_rate": 2, "input_lens": [1, 2], "output_lens": [1, 0], "ttfts": [0.1, 0], "itls": [[], []], "errors": ["", "x"]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		requestFuzz(t, "vllm-bench", b, nil, true)
@@ -100,6 +101,8 @@ func FuzzBenchServing(f *testing.F) {
 
 func FuzzAIPerf(f *testing.F) {
 	addFileSeed(f, "testdata/aiperf/profile_export.jsonl", 0)
+	addFileSeed(f, "testdata/aiperf-example/profile_export_head20.jsonl", 6000)
+	f.Add([]byte(`{"metadata": {"timestamp_ns": 5, "credit_phase": "profiling"}, "metrics": {"ttft": {"value": 2, "unit": "ns"}, "request_latency": {"value": 3, "unit": "ns"}, "max_response_timestamp": {"value": 9, "unit": "ns"}}, "error": null}`))
 	f.Add([]byte(`{"metadata": {"request_start_ns": 5, "request_end_ns": 9, "benchmark_phase": "profiling"}, "metrics": {"time_to_first_token": {"value": 2, "unit": "ns"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) { requestFuzz(t, "aiperf", b, nil, true) })
 }

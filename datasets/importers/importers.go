@@ -39,11 +39,11 @@ var formats = []Format{
 	{Name: "dynamo-fpm", Table: datasets.TableSteps, run: runDynamoFPM,
 		Summary: "stream of msgpack ForwardPassMetrics v1 records (as published on Dynamo's FPM ZMQ socket)"},
 	{Name: "vllm-bench", Table: datasets.TableRequests, run: runVLLMBench,
-		Summary: "`vllm bench serve --save-result --save-detailed` result JSON (per-request lengths, TTFT, latency, start times)"},
+		Summary: "`vllm bench serve --save-result` result JSON (with --save-detailed: per-request lengths, TTFT, latency, start times; without: a summary)"},
 	{Name: "sglang-bench", Table: datasets.TableRequests, run: runSGLangBench,
-		Summary: "`sglang.bench_serving --output-file F --output-details` result, one run (per-request lengths, TTFT, ITLs)"},
+		Summary: "`sglang.bench_serving --output-file F` result, one run (with --output-details: per-request lengths, TTFT, ITLs; without: a summary)"},
 	{Name: "aiperf", Table: datasets.TableRequests, run: runAIPerf,
-		Summary: "AIPerf profile_export.jsonl (per-request start and end, TTFT, input and output lengths)"},
+		Summary: "AIPerf profile_export.jsonl, either record schema (per-request start and end, TTFT, input and output lengths)"},
 	{Name: "burstgpt", Table: datasets.TableRequests, run: runBurstGPT,
 		Summary: "BurstGPT trace CSV (Timestamp, Model, Request tokens, Response tokens, Total tokens, Log Type)"},
 	{Name: "blis", Table: datasets.TableRequests, run: runBLIS,
@@ -78,6 +78,10 @@ type Options struct {
 	// Progress, when set, is called now and then with the number of source
 	// bytes read so far.
 	Progress func(bytesRead int64)
+	// Hardware, Model and Engine name what ran, for sources that do not
+	// record it (or record it wrongly): a GPU and a model the catalogue
+	// knows (the caller checks), and NAME[@VERSION] (ParseEngine).
+	Hardware, Model, Engine string
 }
 
 // Result summarises an import.
@@ -98,6 +102,9 @@ type Result struct {
 	LastNs  int64    `json:"last_ns"`
 	SpanNs  int64    `json:"span_ns"`
 	Notes   []string `json:"notes,omitempty"`
+	// Summary: the source is a run's summary without per-request records;
+	// the dataset has no rows and its figures are in the manifest.
+	Summary bool `json:"summary,omitempty"`
 
 	timeOrigin int64 // the table wrapper's instant moved to 0
 }
@@ -113,6 +120,9 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 	f, err := LookupFormat(format)
 	if err != nil {
 		return nil, err
+	}
+	if _, err := ParseEngine(opts.Engine); err != nil {
+		return nil, fmt.Errorf("engine %w", err)
 	}
 	if dir, err = outputDir(dir, opts.Overwrite); err != nil {
 		return nil, err
@@ -143,6 +153,9 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 		if err := f.run(in, s); err != nil {
 			return err
 		}
+		if err := opts.describe(s); err != nil {
+			return err
+		}
 		if err := in.drain(); err != nil {
 			return fmt.Errorf("%s: %w", in.name, err)
 		}
@@ -168,7 +181,7 @@ func Import(format, src, dir string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Dir: dir, Format: f.Name, Source: in.display, SHA256: s.m.Source.SHA256, Table: f.Table,
-		Rows: s.rows, Skipped: s.skipped, EngineSamples: s.samples, Notes: s.m.Notes}
+		Rows: s.rows, Skipped: s.skipped, EngineSamples: s.samples, Notes: s.m.Notes, Summary: s.summary}
 	if s.rows > 0 {
 		res.FirstNs, res.LastNs, res.SpanNs = s.first, s.last, s.last-s.first
 	}
@@ -346,6 +359,9 @@ type sink struct {
 	sample       func(datasets.EngineSample) error
 	flushSamples func() error
 	samples      int64
+
+	// summary: the source holds a run's summary, no rows (benchSummary).
+	summary bool
 }
 
 // addSample writes one engine_samples row.

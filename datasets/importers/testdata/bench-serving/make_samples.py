@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""Write vllm_bench_serve.json and sglang_bench_serving.jsonl: results in the
-shape each tool's writer gives them, for six invented requests.
+"""Write vllm_bench_serve.json, sglang_bench_serving.jsonl and
+sglang_bench_serving_summary.jsonl: results in the shape each tool's writer
+gives them, for six invented requests (the last without SGLang's
+--output-details: the summary alone).
 
 Neither upstream repository holds a recorded result, so these files are
 constructed, not measured. Each mirrors its writer's code: the keys, their
@@ -105,6 +107,9 @@ def sglang():
     }
     with open(os.path.join(HERE, "sglang_bench_serving.jsonl"), "w") as f:
         f.write(json.dumps(result | details) + "\n")
+    # Without --output-details SGLang writes the run's results alone.
+    with open(os.path.join(HERE, "sglang_bench_serving_summary.jsonl"), "w") as f:
+        f.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":
