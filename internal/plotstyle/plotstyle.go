@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"hash/fnv"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
@@ -74,6 +76,12 @@ func Dashes(i int) []vg.Length {
 	return nil
 }
 
+// sans is the variant of gonum/plot's Liberation fonts the figures use:
+// Liberation Sans has Arial's and Helvetica's metrics, so text a browser
+// draws with either of them (a page's fallback) takes the width measured
+// here.
+const sans = "Sans"
+
 // Figure is a plot whose legend is drawn below it.
 type Figure struct {
 	*plot.Plot
@@ -91,6 +99,9 @@ func New(title, x, y string) *Figure {
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
+	for _, t := range []*text.Style{&p.Title.TextStyle, &p.X.Label.TextStyle, &p.Y.Label.TextStyle, &p.X.Tick.Label, &p.Y.Tick.Label} {
+		t.Font.Variant = sans
+	}
 	p.Title.TextStyle.Font.Size = vg.Points(12)
 	p.X.Label.TextStyle.Font.Size = vg.Points(11)
 	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
@@ -103,6 +114,22 @@ func (f *Figure) AddLegend(name string, thumbs ...plot.Thumbnailer) {
 	f.entries = append(f.entries, entry{name, thumbs})
 }
 
+// NominalX names the x positions 0, 1, … and keeps half a position on
+// either side, so the first and last labels (and bars) are not clipped.
+// Labels that would not fit side by side in a figure's width are slanted.
+func (f *Figure) NominalX(names ...string) {
+	f.Plot.NominalX(names...)
+	f.X.Min, f.X.Max = -0.5, float64(len(names))-0.5
+	widest := vg.Length(0)
+	for _, n := range names {
+		widest = max(widest, f.X.Tick.Label.Rectangle(n).Size().X)
+	}
+	if (widest+legendGap/2)*vg.Length(len(names)) > 12*vg.Centimeter {
+		f.X.Tick.Label.Rotation = math.Pi / 6
+		f.X.Tick.Label.XAlign, f.X.Tick.Label.YAlign = draw.XRight, draw.YTop
+	}
+}
+
 const legendGap = vg.Length(14) // between columns, and around the band
 
 // Render draws the figure, w × h, in format (svg, png, pdf…).
@@ -113,7 +140,8 @@ func (f *Figure) Render(w, h vg.Length, format string) ([]byte, error) {
 	}
 	dc := draw.New(c)
 	legends, colW, bandH := f.layout(w)
-	f.Plot.Draw(draw.Crop(dc, 0, 0, bandH, 0))
+	// A margin on the right keeps the last x tick label inside the figure.
+	f.Plot.Draw(draw.Crop(dc, 0, -legendGap, bandH, 0))
 	x0 := (w - colW*vg.Length(len(legends))) / 2
 	for j := range legends {
 		band := draw.Crop(dc, x0+colW*vg.Length(j), 0, 0, -(h - bandH + legendGap/2))
@@ -135,10 +163,12 @@ func (f *Figure) layout(w vg.Length) ([]plot.Legend, vg.Length, vg.Length) {
 	proto := plot.NewLegend()
 	proto.Top, proto.Left = true, true
 	proto.Padding = vg.Points(2)
+	proto.TextStyle.Font.Variant = sans
 	sty := proto.TextStyle
 	colW := vg.Length(0)
 	for _, e := range f.entries {
-		colW = max(colW, proto.ThumbnailWidth+sty.Rectangle(" "+e.name).Max.X+legendGap)
+		// 15% to spare: a browser without Liberation or Arial draws wider.
+		colW = max(colW, proto.ThumbnailWidth+1.15*sty.Rectangle(" "+e.name).Size().X+legendGap)
 	}
 	cols := max(1, min(len(f.entries), int((w-legendGap)/colW)))
 	rows := (len(f.entries) + cols - 1) / cols
@@ -149,7 +179,7 @@ func (f *Figure) layout(w vg.Length) ([]plot.Legend, vg.Length, vg.Length) {
 			legends[j].Add(f.entries[i].name, f.entries[i].thumbs...)
 		}
 	}
-	enth := sty.Rectangle("Mg").Max.Y
+	enth := sty.Rectangle("Mg").Size().Y
 	return legends, colW, vg.Length(rows)*(enth+proto.Padding) + legendGap
 }
 

@@ -172,6 +172,8 @@ td.good { color:var(--good); }
 .figs { display:grid; grid-template-columns:repeat(2, minmax(0, 1fr)); gap:18px; margin:10px 0 8px; }
 figure { margin:0; border:1px solid var(--line); border-radius:4px; padding:8px; background:#fff; }
 figure svg, figure img { display:block; width:100%; height:auto; }
+/* the figures' own font (Liberation Sans) or one of its metrics, so legends measured for it fit */
+figure svg text { font-family:"Liberation Sans", Arimo, Arial, Helvetica, sans-serif !important; }
 figcaption { font-size:13px; color:var(--muted); margin-top:6px; }
 figcaption b { color:var(--fg); }
 .fignote { margin:8px 0; }

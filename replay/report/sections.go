@@ -325,7 +325,7 @@ func (b *builder) replaySection(dirs []string) {
 	b.sections = append(b.sections, s)
 	for _, dir := range dirs {
 		b.begin()
-		bl := &block{Heading: filepath.Base(filepath.Clean(dir))}
+		bl := &block{Heading: "Step replay " + filepath.Clean(dir)}
 		s.Blocks = append(s.Blocks, bl)
 		raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 		if err != nil {
