@@ -142,7 +142,7 @@ func (f *Figure) Render(w, h vg.Length, format string) ([]byte, error) {
 	legends, colW, bandH := f.layout(w)
 	// A margin on the right keeps the last x tick label inside the figure.
 	f.Plot.Draw(draw.Crop(dc, 0, -legendGap, bandH, 0))
-	x0 := (w - colW*vg.Length(len(legends))) / 2
+	x0 := max(0, (w-colW*vg.Length(len(legends)))/2) // a legend wider than the figure starts at its left
 	for j := range legends {
 		band := draw.Crop(dc, x0+colW*vg.Length(j), 0, 0, -(h - bandH + legendGap/2))
 		legends[j].Draw(band)
