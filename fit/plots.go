@@ -37,7 +37,7 @@ type PlotOptions struct {
 	Formats []string
 	// Title prefixes every figure title (e.g. the model or dataset name).
 	Title string
-	// Width and Height of each figure (default 16 cm × 12 cm).
+	// Width and Height of each figure (default 16 cm × 13 cm: the legend is drawn below the plot area).
 	Width, Height vg.Length
 }
 
@@ -74,7 +74,7 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 		opt.Width = 16 * vg.Centimeter
 	}
 	if opt.Height == 0 {
-		opt.Height = 12 * vg.Centimeter
+		opt.Height = 13 * vg.Centimeter
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("fit: plots: %w", err)

@@ -132,6 +132,10 @@ func (f *Figure) NominalX(names ...string) {
 
 const legendGap = vg.Length(14) // between columns, and around the band
 
+// spare scales measured text widths: a browser without Liberation Sans or
+// Arial (Linux falls back to DejaVu Sans) draws text about 20% wider.
+const spare = 1.25
+
 // Render draws the figure, w × h, in format (svg, png, pdf…).
 func (f *Figure) Render(w, h vg.Length, format string) ([]byte, error) {
 	c, err := draw.NewFormattedCanvas(w, h, format)
@@ -140,6 +144,7 @@ func (f *Figure) Render(w, h vg.Length, format string) ([]byte, error) {
 	}
 	dc := draw.New(c)
 	legends, colW, bandH := f.layout(w)
+	f.fitYLabel(h - bandH)
 	// A margin on the right keeps the last x tick label inside the figure.
 	f.Plot.Draw(draw.Crop(dc, 0, -legendGap, bandH, 0))
 	x0 := max(0, (w-colW*vg.Length(len(legends)))/2) // a legend wider than the figure starts at its left
@@ -152,6 +157,17 @@ func (f *Figure) Render(w, h vg.Length, format string) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// fitYLabel shrinks the y axis label's font (to 8 pt at least) when the
+// label is longer than the height h leaves beside the title and the x axis
+// (measured with text to spare, as the legend).
+func (f *Figure) fitYLabel(h vg.Length) {
+	sty := &f.Y.Label.TextStyle
+	room := h - f.Title.TextStyle.Rectangle(f.Title.Text).Size().Y - 4*f.X.Label.TextStyle.Font.Size
+	if long := spare * sty.Rectangle(f.Y.Label.Text).Size().X; long > room && room > 0 {
+		sty.Font.Size = max(vg.Points(8), sty.Font.Size*room/long)
+	}
 }
 
 // layout splits the entries into columns, row by row, as many as fit in
@@ -167,8 +183,7 @@ func (f *Figure) layout(w vg.Length) ([]plot.Legend, vg.Length, vg.Length) {
 	sty := proto.TextStyle
 	colW := vg.Length(0)
 	for _, e := range f.entries {
-		// 15% to spare: a browser without Liberation or Arial draws wider.
-		colW = max(colW, proto.ThumbnailWidth+1.15*sty.Rectangle(" "+e.name).Size().X+legendGap)
+		colW = max(colW, proto.ThumbnailWidth+spare*sty.Rectangle(" "+e.name).Size().X+legendGap)
 	}
 	cols := max(1, min(len(f.entries), int((w-legendGap)/colW)))
 	rows := (len(f.entries) + cols - 1) / cols
