@@ -9,12 +9,11 @@ import (
 	"slices"
 	"sort"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/steplab/steplab/internal/plotstyle"
 	"github.com/steplab/steplab/model"
 )
 
@@ -38,7 +37,7 @@ type PlotOptions struct {
 	Formats []string
 	// Title prefixes every figure title (e.g. the model or dataset name).
 	Title string
-	// Width and Height of each figure (default 16 cm × 12 cm).
+	// Width and Height of each figure (default 16 cm × 13 cm: the legend is drawn below the plot area).
 	Width, Height vg.Length
 }
 
@@ -75,7 +74,7 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 		opt.Width = 16 * vg.Centimeter
 	}
 	if opt.Height == 0 {
-		opt.Height = 12 * vg.Centimeter
+		opt.Height = 13 * vg.Centimeter
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("fit: plots: %w", err)
@@ -89,11 +88,11 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 	rows := sampleRows(d.Len(), MaxPlottedPoints)
 	kinds := kindsOf(d)
 	var files []string
-	save := func(p *plot.Plot, name string) error {
+	save := func(p *plotstyle.Figure, name string) error {
 		for _, f := range opt.Formats {
 			path := filepath.Join(dir, name+"."+f)
 			if err := p.Save(opt.Width, opt.Height, path); err != nil {
-				return fmt.Errorf("fit: plots: %s: %w", path, err)
+				return fmt.Errorf("fit: plots: %w", err)
 			}
 			files = append(files, path)
 		}
@@ -102,9 +101,9 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 	resid := func(i int) float64 { return 100 * (pred[i] - d.Y[i]) / d.Y[i] }
 
 	// Predicted vs measured.
-	p := newPlot(title("predicted vs measured"), LabelMeasured, LabelPredicted)
+	p := plotstyle.New(title("predicted vs measured"), LabelMeasured, LabelPredicted)
 	hi := 0.0
-	for k, kind := range kinds {
+	for _, kind := range kinds {
 		var xy plotter.XYs
 		for _, i := range rows {
 			if d.Kind(i) == kind {
@@ -112,7 +111,7 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 				hi = max(hi, d.Y[i]/1e6, pred[i]/1e6)
 			}
 		}
-		if err := addScatter(p, xy, kind, k); err != nil {
+		if err := addScatter(p, xy, kind, plotstyle.Kind(kind)); err != nil {
 			return nil, err
 		}
 	}
@@ -120,9 +119,9 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 	if err != nil {
 		return nil, err
 	}
-	id.Color, id.Dashes = color.Gray{Y: 80}, []vg.Length{vg.Points(4), vg.Points(3)}
+	id.Color, id.Dashes = plotstyle.Reference, plotstyle.Dashes(1)
 	p.Add(id)
-	p.Legend.Add("identity (perfect prediction)", id)
+	p.AddLegend("identity (perfect prediction)", id)
 	if err := save(p, "predicted_vs_measured"); err != nil {
 		return nil, err
 	}
@@ -135,20 +134,20 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 		{"residuals_vs_batch", LabelBatch, func(f model.Features) float64 { return float64(BatchOf(f)) }},
 		{"residuals_vs_kv", LabelKVTokens, func(f model.Features) float64 { return f.DecodeKVTokens + f.PrefillKVTokens }},
 	} {
-		p := newPlot(title("residuals against "+ax.label), ax.label, LabelResidual)
-		for k, kind := range kinds {
+		p := plotstyle.New(title("residuals against "+ax.label), ax.label, LabelResidual)
+		for _, kind := range kinds {
 			var xy plotter.XYs
 			for _, i := range rows {
 				if d.Kind(i) == kind {
 					xy = append(xy, plotter.XY{X: ax.x(d.Features[i]), Y: resid(i)})
 				}
 			}
-			if err := addScatter(p, xy, kind, k); err != nil {
+			if err := addScatter(p, xy, kind, plotstyle.Kind(kind)); err != nil {
 				return nil, err
 			}
 		}
 		zero := plotter.NewFunction(func(float64) float64 { return 0 })
-		zero.Color = color.Gray{Y: 80}
+		zero.Color = plotstyle.Reference
 		p.Add(zero)
 		if err := save(p, ax.name); err != nil {
 			return nil, err
@@ -157,16 +156,16 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 
 	// Step time against batch size: decode steps (all steps if none) and
 	// the model curve at the median context per request.
-	p = newPlot(title("step time against batch size"), LabelBatch, LabelStepTime)
+	p = plotstyle.New(title("step time against batch size"), LabelBatch, LabelStepTime)
 	var dec []int
 	for _, i := range rows {
 		if d.Kind(i) == "decode" {
 			dec = append(dec, i)
 		}
 	}
-	what := "decode steps (measured)"
+	what, colour := "decode steps (measured)", plotstyle.Kind("decode")
 	if len(dec) == 0 {
-		dec, what = rows, "steps (measured)"
+		dec, what, colour = rows, "steps (measured)", plotstyle.Measured
 	}
 	var xy plotter.XYs
 	var ctx []float64
@@ -180,7 +179,7 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 			ctx = append(ctx, f.DecodeKVTokens/f.DecodeRequests)
 		}
 	}
-	if err := addScatter(p, xy, what, 0); err != nil {
+	if err := addScatter(p, xy, what, colour); err != nil {
 		return nil, err
 	}
 	if m != nil && len(ctx) > 0 && maxB >= 1 {
@@ -195,18 +194,18 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 		if err != nil {
 			return nil, err
 		}
-		l.Color, l.Width = plotutil.Color(1), vg.Points(1.5)
+		l.Color, l.Width = plotstyle.Predicted, vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("model at %.0f KV tokens/request (median)", c), l)
+		p.AddLegend(fmt.Sprintf("model at %.0f KV tokens/request (median)", c), l)
 	}
 	if err := save(p, "time_vs_batch"); err != nil {
 		return nil, err
 	}
 
 	// Error CDF per kind (every row).
-	p = newPlot(title("error CDF by step kind"), LabelAPE, LabelFractionLE)
+	p = plotstyle.New(title("error CDF by step kind"), LabelAPE, LabelFractionLE)
 	p.Y.Min, p.Y.Max = 0, 1
-	for k, kind := range kinds {
+	for _, kind := range kinds {
 		var apes []float64
 		for i := 0; i < d.Len(); i++ {
 			if d.Kind(i) == kind {
@@ -224,9 +223,9 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 		if err != nil {
 			return nil, err
 		}
-		l.Color, l.Width = plotutil.Color(k), vg.Points(1.5)
+		l.Color, l.Width = plotstyle.Kind(kind), vg.Points(1.5)
 		p.Add(l)
-		p.Legend.Add(fmt.Sprintf("%s (n=%d, p90 %.1f%%)", kind, len(apes), model.SortedQuantile(apes, 0.9)), l)
+		p.AddLegend(fmt.Sprintf("%s (n=%d, p90 %.1f%%)", kind, len(apes), model.SortedQuantile(apes, 0.9)), l)
 	}
 	if err := save(p, "error_cdf"); err != nil {
 		return nil, err
@@ -234,17 +233,7 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 	return files, nil
 }
 
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = x
-	p.Y.Label.Text = y
-	p.Add(plotter.NewGrid())
-	p.Legend.Top = true
-	return p
-}
-
-func addScatter(p *plot.Plot, xy plotter.XYs, name string, k int) error {
+func addScatter(p *plotstyle.Figure, xy plotter.XYs, name string, c color.Color) error {
 	if len(xy) == 0 {
 		return nil
 	}
@@ -252,9 +241,9 @@ func addScatter(p *plot.Plot, xy plotter.XYs, name string, k int) error {
 	if err != nil {
 		return fmt.Errorf("fit: plots: %w", err)
 	}
-	s.GlyphStyle = draw.GlyphStyle{Color: plotutil.Color(k), Radius: vg.Points(1.6), Shape: draw.CircleGlyph{}}
+	s.GlyphStyle = draw.GlyphStyle{Color: c, Radius: vg.Points(1.6), Shape: draw.CircleGlyph{}}
 	p.Add(s)
-	p.Legend.Add(name, s)
+	p.AddLegend(name, s)
 	return nil
 }
 

@@ -5,10 +5,10 @@ import (
 	"math"
 	"sort"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/plotstyle"
 )
 
 // Engine curves: where a recorded run has an engine_samples table (its
@@ -275,10 +275,7 @@ func CurveFigures(s *CurveSummary, dir string) ([]string, error) {
 	}
 	var files []string
 	for _, c := range curves {
-		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s: recorded vs re-simulated (mean |error| %.2f)", c.label, c.err.MAE)
-		p.X.Label.Text = "time since the first arrival (s)"
-		p.Y.Label.Text = c.label
+		p := plotstyle.New(fmt.Sprintf("%s: recorded vs re-simulated (mean |error| %.2f)", c.label, c.err.MAE), "time since the first arrival (s)", c.label)
 		rec, pred := make(plotter.XYs, 0, len(s.rows)), make(plotter.XYs, 0, len(s.rows))
 		for i := range s.rows {
 			r := &s.rows[i]
@@ -291,8 +288,6 @@ func CurveFigures(s *CurveSummary, dir string) ([]string, error) {
 		if err := addRecPred(p, rec, pred, "re-simulated"); err != nil {
 			return nil, err
 		}
-		p.Legend.Top = true
-		p.Add(plotter.NewGrid())
 		f, err := savePlot(p, dir, c.name)
 		if err != nil {
 			return nil, err

@@ -2,29 +2,22 @@ package replay
 
 import (
 	"fmt"
-	"image/color"
 	"path/filepath"
 	"sort"
 
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
+
+	"github.com/steplab/steplab/internal/plotstyle"
 )
 
-var palette = []color.Color{
-	color.RGBA{R: 31, G: 119, B: 180, A: 255},
-	color.RGBA{R: 255, G: 127, B: 14, A: 255},
-	color.RGBA{R: 44, G: 160, B: 44, A: 255},
-	color.RGBA{R: 214, G: 39, B: 40, A: 255},
-}
-
 // savePlot writes p as name.png and name.svg in dir.
-func savePlot(p *plot.Plot, dir, name string) ([]string, error) {
+func savePlot(p *plotstyle.Figure, dir, name string) ([]string, error) {
 	var out []string
 	for _, ext := range []string{".png", ".svg"} {
 		path := filepath.Join(dir, name+ext)
-		if err := p.Save(18*vg.Centimeter, 10*vg.Centimeter, path); err != nil {
-			return nil, fmt.Errorf("figure %s: %w", path, err)
+		if err := p.Save(18*vg.Centimeter, 11*vg.Centimeter, path); err != nil {
+			return nil, err
 		}
 		out = append(out, path)
 	}
@@ -33,7 +26,7 @@ func savePlot(p *plot.Plot, dir, name string) ([]string, error) {
 
 // addRecPred draws a recorded curve (solid) and its prediction (dashed,
 // named predName) on p; an empty curve is left out.
-func addRecPred(p *plot.Plot, rec, pred plotter.XYs, predName string) error {
+func addRecPred(p *plotstyle.Figure, rec, pred plotter.XYs, predName string) error {
 	for i, d := range []struct {
 		name string
 		xy   plotter.XYs
@@ -45,13 +38,12 @@ func addRecPred(p *plot.Plot, rec, pred plotter.XYs, predName string) error {
 		if err != nil {
 			return err
 		}
-		l.Color = palette[i]
-		l.Width = vg.Points(1)
+		l.Color, l.Width = plotstyle.Measured, vg.Points(1)
 		if i == 1 {
-			l.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+			l.Color, l.Dashes = plotstyle.Predicted, plotstyle.Dashes(1)
 		}
 		p.Add(l)
-		p.Legend.Add(d.name, l)
+		p.AddLegend(d.name, l)
 	}
 	return nil
 }
@@ -62,13 +54,11 @@ func addRecPred(p *plot.Plot, rec, pred plotter.XYs, predName string) error {
 func StepFigures(s *StepSummary, dir string) ([]string, error) {
 	var files []string
 	if ser := s.Series; ser != nil && len(ser.T) > 0 {
-		p := plot.New()
-		p.Title.Text = fmt.Sprintf("%s: recorded vs predicted (mean per bin of %d steps)", ser.Field, max(1, int(s.Steps)/len(ser.T)))
-		p.X.Label.Text = "time since start (s)"
+		x := "time since start (s)"
 		if ser.TIsIndex {
-			p.X.Label.Text = "step (position in the steps table)"
+			x = "step (position in the steps table)"
 		}
-		p.Y.Label.Text = ser.Field + " (ms)"
+		p := plotstyle.New(fmt.Sprintf("%s: recorded vs predicted (mean per bin of %d steps)", ser.Field, max(1, int(s.Steps)/len(ser.T))), x, ser.Field+" (ms)")
 		rec, pred := make(plotter.XYs, len(ser.T)), make(plotter.XYs, len(ser.T))
 		for i := range ser.T {
 			rec[i] = plotter.XY{X: ser.T[i], Y: ser.Rec[i]}
@@ -77,8 +67,6 @@ func StepFigures(s *StepSummary, dir string) ([]string, error) {
 		if err := addRecPred(p, rec, pred, "predicted"); err != nil {
 			return nil, err
 		}
-		p.Legend.Top = true
-		p.Add(plotter.NewGrid())
 		f, err := savePlot(p, dir, "steps.time")
 		if err != nil {
 			return nil, err
@@ -86,10 +74,8 @@ func StepFigures(s *StepSummary, dir string) ([]string, error) {
 		files = append(files, f...)
 	}
 	if len(s.cdf) > 0 {
-		p := plot.New()
-		p.Title.Text = fmt.Sprintf("CDF of |relative error| of %s per step kind", s.PrimaryField)
-		p.X.Label.Text = "|predicted − recorded| / recorded (%)"
-		p.Y.Label.Text = "fraction of steps"
+		p := plotstyle.New(fmt.Sprintf("CDF of |relative error| of %s per step kind", s.PrimaryField),
+			"|predicted − recorded| / recorded (%)", "fraction of steps")
 		kinds := make([]string, 0, len(s.cdf))
 		for k := range s.cdf {
 			kinds = append(kinds, k)
@@ -102,7 +88,7 @@ func StepFigures(s *StepSummary, dir string) ([]string, error) {
 		if xmax == 0 {
 			xmax = 1
 		}
-		for i, k := range kinds {
+		for _, k := range kinds {
 			h := s.cdf[k]
 			if h.n == 0 {
 				continue
@@ -125,18 +111,13 @@ func StepFigures(s *StepSummary, dir string) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			l.Color = palette[i%len(palette)]
+			l.Color = plotstyle.Kind(k)
 			l.Width = vg.Points(1.2)
 			p.Add(l)
-			p.Legend.Add(fmt.Sprintf("%s (%d steps)", k, h.n), l)
+			p.AddLegend(fmt.Sprintf("%s (%d steps)", k, h.n), l)
 		}
 		p.X.Min, p.X.Max = 0, xmax
 		p.Y.Min, p.Y.Max = 0, 1
-		p.Legend.Top = false
-		p.Legend.Left = false
-		p.Legend.XOffs = -vg.Points(4)
-		p.Legend.YOffs = vg.Points(4)
-		p.Add(plotter.NewGrid())
 		f, err := savePlot(p, dir, "steps.error_cdf")
 		if err != nil {
 			return nil, err

@@ -22,7 +22,11 @@ func newReportCmd() *cobra.Command {
 		Short: "Render datasets, a model's fit quality, replays and what-if runs as one self-contained HTML page",
 		Long: `report writes one HTML page that a person can open, mail or attach to a
 review: figures inlined as SVG (PNG for dense scatter plots), CSS inline,
-nothing loaded from the network.
+nothing loaded from the network. The SVG of a run directory is sanitised
+(an allow-list of what plots draw with) and the page's Content-Security-
+Policy runs no script, so a report of someone else's files is safe to open.
+A figure the data cannot give (zero times on a log axis, no placements) is
+a note in its place.
 
 Each path is recognised by what it contains:
   DIR with audit.json      a what-if run (steplab whatif -o DIR)

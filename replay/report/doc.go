@@ -3,7 +3,9 @@
 // replay and what-if results, whichever apply. Figures are inlined as SVG
 // (or as base64 PNG when an SVG would be too large), the CSS is inline, and
 // the page loads nothing from the network, so it can be mailed, attached to
-// a review or archived by CI.
+// a review or archived by CI. Inputs are not trusted: SVG is sanitised to an
+// allow-list (sanitize.go), every string is escaped by html/template, and a
+// Content-Security-Policy lets no script run.
 //
 // Inputs are paths, recognised by what they contain (Detect):
 //

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"bytes"
 	"image/color"
 	"math"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/steplab/steplab/datasets/inspect"
+	"github.com/steplab/steplab/internal/plotstyle"
 	"github.com/steplab/steplab/replay/whatif"
 )
 
@@ -25,45 +25,20 @@ const (
 	LabelThroughput   = "throughput (req/s)"
 )
 
-var palette = []color.Color{
-	color.RGBA{R: 0x24, G: 0x58, B: 0xb3, A: 0xff},
-	color.RGBA{R: 0xd9, G: 0x6c, B: 0x1e, A: 0xff},
-	color.RGBA{R: 0x2a, G: 0x8a, B: 0x4a, A: 0xff},
-	color.RGBA{R: 0x9b, G: 0x3d, B: 0xb0, A: 0xff},
-	color.RGBA{R: 0xb3, G: 0x26, B: 0x1e, A: 0xff},
-	color.RGBA{R: 0x55, G: 0x55, B: 0x55, A: 0xff},
-}
+// noFigure says why the data cannot be drawn; the page shows it in place
+// of the figure.
+type noFigure string
 
-func col(i int) color.Color { return palette[i%len(palette)] }
+func (n noFigure) Error() string { return string(n) }
 
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = x
-	p.Y.Label.Text = y
-	p.Title.TextStyle.Font.Size = vg.Points(12)
-	p.X.Label.TextStyle.Font.Size = vg.Points(11)
-	p.Y.Label.TextStyle.Font.Size = vg.Points(11)
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
-	return p
-}
-
-func renderSVG(p *plot.Plot) ([]byte, error) {
-	wt, err := p.WriterTo(16*vg.Centimeter, 11*vg.Centimeter, "svg")
-	if err != nil {
-		return nil, err
-	}
-	var buf bytes.Buffer
-	if _, err := wt.WriteTo(&buf); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
+// figW × figH is the size of the report's own figures (the legend band
+// below the plot area included).
+const figW, figH = 16 * vg.Centimeter, 12 * vg.Centimeter
 
 // wallTimeFigure draws the median and p90 wall time per batch-size bucket,
-// one pair of lines per step kind.
+// one pair of lines per step kind, on a log axis: groups whose times are
+// not positive cannot be placed on it and are left out (all of them: a
+// note instead of the figure).
 func wallTimeFigure(name string, groups []inspect.WallGroup) ([]byte, error) {
 	order := map[string]int{}
 	var labels []string
@@ -73,11 +48,20 @@ func wallTimeFigure(name string, groups []inspect.WallGroup) ([]byte, error) {
 	}
 	order[">512"] = len(labels)
 	labels = append(labels, ">512")
+	drawable := func(g inspect.WallGroup) bool {
+		_, ok := order[g.Batch]
+		return ok && g.WallMs.Count > 0 && g.WallMs.P50 > 0 && g.WallMs.P90 > 0
+	}
 	used := map[int]bool{}
+	lo, hi := math.Inf(1), 0.0
 	for _, g := range groups {
-		if i, ok := order[g.Batch]; ok {
-			used[i] = true
+		if drawable(g) {
+			used[order[g.Batch]] = true
+			lo, hi = math.Min(lo, g.WallMs.P50), math.Max(hi, g.WallMs.P90)
 		}
+	}
+	if len(used) == 0 {
+		return nil, noFigure("no step kind and batch size has a positive wall time (wall_time_ns): nothing can be drawn on the log-scale time axis")
 	}
 	// Keep only the buckets present, in order.
 	pos := map[int]float64{}
@@ -88,7 +72,7 @@ func wallTimeFigure(name string, groups []inspect.WallGroup) ([]byte, error) {
 			shown = append(shown, l)
 		}
 	}
-	p := newPlot(name+": step wall time by batch size", LabelBatchBucket, LabelWallMs)
+	f := plotstyle.New(name+": step wall time by batch size", LabelBatchBucket, LabelWallMs)
 	var kinds []string
 	byKind := map[string][]inspect.WallGroup{}
 	for _, g := range groups {
@@ -97,15 +81,13 @@ func wallTimeFigure(name string, groups []inspect.WallGroup) ([]byte, error) {
 		}
 		byKind[g.Kind] = append(byKind[g.Kind], g)
 	}
-	for k, kind := range kinds {
+	for _, kind := range kinds {
 		var p50, p90 plotter.XYs
 		for _, g := range byKind[kind] {
-			i, ok := order[g.Batch]
-			if !ok || g.WallMs.Count == 0 {
-				continue
+			if drawable(g) {
+				p50 = append(p50, plotter.XY{X: pos[order[g.Batch]], Y: g.WallMs.P50})
+				p90 = append(p90, plotter.XY{X: pos[order[g.Batch]], Y: g.WallMs.P90})
 			}
-			p50 = append(p50, plotter.XY{X: pos[i], Y: g.WallMs.P50})
-			p90 = append(p90, plotter.XY{X: pos[i], Y: g.WallMs.P90})
 		}
 		if len(p50) == 0 {
 			continue
@@ -115,46 +97,39 @@ func wallTimeFigure(name string, groups []inspect.WallGroup) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			l.Color, s.Color = col(k), col(k)
+			l.Color, s.Color = plotstyle.Kind(kind), plotstyle.Kind(kind)
 			l.Width = vg.Points(1.5)
 			s.Shape = draw.CircleGlyph{}
 			s.Radius = vg.Points(2.5)
 			what := " median"
 			if j == 1 {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+				l.Dashes = plotstyle.Dashes(1)
 				s.Shape = draw.TriangleGlyph{}
 				what = " p90"
 			}
-			p.Add(l, s)
-			p.Legend.Add(kind+what, l, s)
+			f.Add(l, s)
+			f.AddLegend(kind+what, l, s)
 		}
 	}
-	p.NominalX(shown...)
+	f.NominalX(shown...)
 	// Step times span two orders of magnitude (a decode step of one request
 	// against a long prefill): a log axis keeps both readable.
-	lo, hi := math.Inf(1), 0.0
-	for _, g := range groups {
-		if g.WallMs.Count > 0 && g.WallMs.P50 > 0 {
-			lo, hi = math.Min(lo, g.WallMs.P50), math.Max(hi, g.WallMs.P90)
-		}
-	}
-	if hi > 0 {
-		p.Y.Min, p.Y.Max = lo/2, hi*1.6
-	}
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = logTicks{}
-	p.Legend.Top, p.Legend.Left = false, false
-	p.Legend.YOffs = vg.Points(6)
-	return renderSVG(p)
+	f.Y.Min, f.Y.Max = lo/2, hi*1.6
+	f.Y.Scale = plot.LogScale{}
+	f.Y.Tick.Marker = logTicks{}
+	return f.Render(figW, figH, "svg")
 }
 
 // stageLatencyFigure draws each stage's p90 latency (and the end-to-end
-// p90) as grouped bars, one bar per placement.
+// p90) as grouped bars, one bar per placement in the placement's colour.
 func stageLatencyFigure(a *whatif.Audit) ([]byte, error) {
+	if len(a.Placements) == 0 {
+		return nil, noFigure("the run has no placements")
+	}
 	names := append(append([]string{}, a.Stages...), "end to end")
-	p := newPlot(a.Scenario+": p90 latency by stage", LabelStage, LabelLatencyP90Ms)
+	f := plotstyle.New(a.Scenario+": p90 latency by stage", LabelStage, LabelLatencyP90Ms)
 	n := len(a.Placements)
-	w := vg.Points(math.Min(18, 120/float64(max(1, n))))
+	w := vg.Points(math.Min(18, 120/float64(n)))
 	for i, pl := range a.Placements {
 		v := make(plotter.Values, len(names))
 		for j := range a.Stages {
@@ -167,59 +142,69 @@ func stageLatencyFigure(a *whatif.Audit) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		bars.Color = col(i)
+		bars.Color = plotstyle.Placement(i)
 		bars.LineStyle.Width = 0
 		bars.Offset = vg.Length(float64(i)-float64(n-1)/2) * w
-		p.Add(bars)
-		p.Legend.Add(pl.Placement, bars)
+		f.Add(bars)
+		f.AddLegend(pl.Placement, bars)
 	}
-	p.NominalX(names...)
-	p.Y.Min = 0
-	return renderSVG(p)
+	f.NominalX(names...)
+	f.Y.Min = 0
+	return f.Render(figW, figH, "svg")
 }
 
-// throughputFigure draws request-window and full-process throughput per
-// placement, with the offered rate.
+// throughputFigure draws request-window (filled) and full-process
+// (outlined) throughput per placement, in the placement's colour, with the
+// offered rate.
 func throughputFigure(a *whatif.Audit) ([]byte, error) {
+	if len(a.Placements) == 0 {
+		return nil, noFigure("the run has no placements")
+	}
 	names := placementNames(*a)
-	p := newPlot(a.Scenario+": throughput per placement", LabelPlacement, LabelThroughput)
+	f := plotstyle.New(a.Scenario+": throughput per placement", LabelPlacement, LabelThroughput)
 	w := vg.Points(26)
-	for i, s := range []struct {
-		name string
-		v    func(whatif.PlacementAudit) float64
-	}{
-		{"request window", func(p whatif.PlacementAudit) float64 { return p.WindowMeanRPS }},
-		{"full process", func(p whatif.PlacementAudit) float64 { return p.FullProcessMeanRPS }},
-	} {
-		v := make(plotter.Values, len(names))
-		for j, pl := range a.Placements {
-			v[j] = s.v(pl)
-		}
-		bars, err := plotter.NewBarChart(v, w)
+	bar := func(v float64, c color.Color, filled bool) (*plotter.BarChart, error) {
+		b, err := plotter.NewBarChart(plotter.Values{v}, w)
 		if err != nil {
 			return nil, err
 		}
-		bars.Color = col(i)
-		bars.LineStyle.Width = 0
-		bars.Offset = vg.Length(float64(i)-0.5) * w
-		p.Add(bars)
-		p.Legend.Add(s.name, bars)
+		b.LineStyle.Color, b.LineStyle.Width = c, vg.Points(1.5)
+		b.Color = color.White
+		if filled {
+			b.Color = c
+		}
+		return b, nil
+	}
+	for i, pl := range a.Placements {
+		for j, v := range []float64{pl.WindowMeanRPS, pl.FullProcessMeanRPS} {
+			b, err := bar(v, plotstyle.Placement(i), j == 0)
+			if err != nil {
+				return nil, err
+			}
+			b.XMin, b.Offset = float64(i), vg.Length(float64(j)-0.5)*w
+			f.Add(b)
+		}
+	}
+	for j, name := range []string{"request window (filled)", "full process (outlined)"} {
+		b, err := bar(1, plotstyle.Measured, j == 0)
+		if err != nil {
+			return nil, err
+		}
+		f.AddLegend(name, b)
 	}
 	if a.OfferedRPS > 0 {
 		l, err := plotter.NewLine(plotter.XYs{{X: -0.5, Y: a.OfferedRPS}, {X: float64(len(names)) - 0.5, Y: a.OfferedRPS}})
 		if err != nil {
 			return nil, err
 		}
-		l.Color = color.Gray{Y: 60}
-		l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-		p.Add(l)
-		p.Legend.Add("offered rate", l)
-		p.Y.Max = a.OfferedRPS * 1.25
+		l.Color, l.Dashes = plotstyle.Reference, plotstyle.Dashes(1)
+		f.Add(l)
+		f.AddLegend("offered rate", l)
+		f.Y.Max = a.OfferedRPS * 1.25
 	}
-	p.Legend.Left = false
-	p.NominalX(names...)
-	p.Y.Min = 0
-	return renderSVG(p)
+	f.NominalX(names...)
+	f.Y.Min = 0
+	return f.Render(figW, figH, "svg")
 }
 
 // logTicks labels 1, 2 and 5 times each power of ten (plot.LogTicks labels
@@ -228,6 +213,9 @@ type logTicks struct{}
 
 func (logTicks) Ticks(lo, hi float64) []plot.Tick {
 	var out []plot.Tick
+	if !(lo > 0 && hi >= lo && !math.IsInf(hi, 0)) {
+		return nil // no decades to count: the axis is not a positive range
+	}
 	for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
 		for m := 1; m < 10; m++ {
 			v := float64(m) * math.Pow(10, e)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"html/template"
 	"io"
 	"os"
 	"path/filepath"
@@ -194,7 +195,7 @@ func Write(w io.Writer, opts Options) (*Result, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
-	pg := page{Title: opts.Title, Tool: opts.Tool, Inputs: res.Inputs, Model: modelPath, Sections: b.sections, Notes: res.Notes}
+	pg := page{CSS: template.CSS(pageCSS), CSP: pageCSP, Title: opts.Title, Tool: opts.Tool, Inputs: res.Inputs, Model: modelPath, Sections: b.sections, Notes: res.Notes}
 	if !opts.Now.IsZero() {
 		pg.Generated = opts.Now.UTC().Format(time.RFC3339)
 	}

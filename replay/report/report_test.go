@@ -117,6 +117,18 @@ func TestReportContent(t *testing.T) {
 	}
 	require.Equal(t, strings.Count(html, "<svg"), strings.Count(html, "</svg>"))
 	require.NotContains(t, html, "<?xml")
+	require.Contains(t, html, `<meta http-equiv="Content-Security-Policy" content="default-src &#39;none&#39;;`)
+	// Every table scrolls inside its own box rather than widening the page.
+	require.Equal(t, strings.Count(html, "<table>"), strings.Count(html, `<div class="scroll"><table>`))
+	// Headings name the run once ("Sweep sweep" was the directory's name
+	// after the word).
+	for _, h := range regexp.MustCompile(`<h3>([^<]*)</h3>`).FindAllStringSubmatch(html, -1) {
+		w := strings.Fields(strings.ToLower(h[1]))
+		for i := 1; i < len(w); i++ {
+			require.NotEqual(t, w[i-1], w[i], "heading %q", h[1])
+		}
+	}
+	require.Contains(t, html, "<h3>Sweep of encoder-ensemble over load.rate_rps</h3>")
 	// Same inputs, same bytes (no timestamp by default).
 	var again bytes.Buffer
 	_, err = Write(&again, Options{Paths: []string{steady, traffic, in.replay, in.whatif, in.sweep}, Model: in.model, Tool: "steplab test"})
@@ -237,13 +249,13 @@ func TestReportInChromium(t *testing.T) {
 	if keep != "" {
 		shot = keep
 	}
-	runChromium(t, bin, "--screenshot="+shot, "--window-size=1280,2400", url)
+	runChromium(t, bin, "--screenshot="+shot, "--window-size=1400,3000", url)
 	f, err := os.Open(shot)
 	require.NoError(t, err)
 	img, err := png.Decode(f)
 	f.Close()
 	require.NoError(t, err)
-	require.Equal(t, image.Rect(0, 0, 1280, 2400), img.Bounds())
+	require.Equal(t, image.Rect(0, 0, 1400, 3000), img.Bounds())
 	mean, variance, dark := pixelStats(img)
 	t.Logf("screenshot %s: mean luminance %.1f, variance %.1f, dark pixels %.2f%%", shot, mean, variance, 100*dark)
 	require.Greater(t, variance, 200.0, "screenshot looks blank")

@@ -175,12 +175,13 @@ func (b *builder) datasetSection(dirs []string) {
 			if len(wt.Rows) > 0 {
 				bl.Tables = append(bl.Tables, wt)
 				svg, err := wallTimeFigure(label(dir), st.WallTime)
+				fig, err := svgFigure(svg, err, "Step wall time by batch size",
+					"x: batch size (requests per step, bucketed); y: step wall time (ms, log scale), median (solid) and p90 (dashed) per step kind.")
 				if err != nil {
 					b.err = err
 					return
 				}
-				b.addFig(bl, svgFigure(svg, "Step wall time by batch size",
-					"x: batch size (requests per step, bucketed); y: step wall time (ms, log scale), median (solid) and p90 (dashed) per step kind."))
+				b.addFig(bl, fig)
 			}
 		}
 	}
@@ -324,7 +325,7 @@ func (b *builder) replaySection(dirs []string) {
 	b.sections = append(b.sections, s)
 	for _, dir := range dirs {
 		b.begin()
-		bl := &block{Heading: filepath.Base(filepath.Clean(dir))}
+		bl := &block{Heading: "Step replay " + filepath.Clean(dir)}
 		s.Blocks = append(s.Blocks, bl)
 		raw, err := os.ReadFile(filepath.Join(dir, "summary.json"))
 		if err != nil {
@@ -412,7 +413,7 @@ func (b *builder) whatifSection(whatifs, sweeps []string) {
 	b.sections = append(b.sections, s)
 	for _, dir := range whatifs {
 		b.begin()
-		bl := &block{Heading: "Scenario run " + filepath.Base(filepath.Clean(dir))}
+		bl := &block{Heading: "What-if run " + filepath.Clean(dir)}
 		s.Blocks = append(s.Blocks, bl)
 		raw, err := os.ReadFile(filepath.Join(dir, "audit.json"))
 		if err != nil {
@@ -428,7 +429,8 @@ func (b *builder) whatifSection(whatifs, sweeps []string) {
 		if a.OfferedRPS == 0 {
 			load = fmt.Sprintf("closed loop with %d users", a.Users)
 		}
-		bl.Prose = fmt.Sprintf("Scenario %s (seed %d): %s, %d measured requests after %d warm-ups, %d repetitions per placement.", a.Scenario, a.Seed, load, a.Requests, a.Warmup, a.Repetitions)
+		bl.Heading = "What-if run of " + a.Scenario
+		bl.Prose = fmt.Sprintf("Run %s, scenario %s (seed %d): %s, %d measured requests after %d warm-ups, %d repetitions per placement.", filepath.Clean(dir), a.Scenario, a.Seed, load, a.Requests, a.Warmup, a.Repetitions)
 		at := &table{Caption: "Offered-load audit per placement (means over repetitions)", Head: []string{"placement", "window throughput (req/s)", "achieved / offered", "Δ vs first", "full-process throughput (req/s)", "valid", "errors", "cancelled", "e2e p50 (ms)", "e2e p90 (ms)", "e2e p99 (ms)"}}
 		for _, p := range a.Placements {
 			ao := num("%.2f%%", 100*p.AchievedOverOffered)
@@ -452,24 +454,27 @@ func (b *builder) whatifSection(whatifs, sweeps []string) {
 			lt.Rows = append(lt.Rows, row)
 		}
 		bl.Tables = append(bl.Tables, lt)
-		svg, err := stageLatencyFigure(&a)
-		if err != nil {
-			b.err = err
-			return
+		for _, f := range []struct {
+			draw           func(*whatif.Audit) ([]byte, error)
+			title, caption string
+		}{
+			{stageLatencyFigure, "Latency by stage and placement",
+				"x: workflow stage (and end to end); y: p90 latency (ms) over all repetitions' valid measured requests, one bar per placement in its colour."},
+			{throughputFigure, "Throughput per placement",
+				"x: placement; y: throughput (req/s), mean of repetitions: request window (filled bar) and full process (outlined bar) in the placement's colour; the dashed line is the offered rate."},
+		} {
+			svg, err := f.draw(&a)
+			fig, err := svgFigure(svg, err, f.title, f.caption)
+			if err != nil {
+				b.err = err
+				return
+			}
+			b.addFig(bl, fig)
 		}
-		b.addFig(bl, svgFigure(svg, "Latency by stage and placement",
-			"x: workflow stage (and end to end); y: p90 latency (ms) over all repetitions' valid measured requests, one bar per placement."))
-		svg, err = throughputFigure(&a)
-		if err != nil {
-			b.err = err
-			return
-		}
-		b.addFig(bl, svgFigure(svg, "Throughput per placement",
-			"x: placement; y: throughput (req/s): request window and full process, mean of repetitions; the dashed line is the offered rate."))
 	}
 	for _, dir := range sweeps {
 		b.begin()
-		bl := &block{Heading: "Sweep " + filepath.Base(filepath.Clean(dir))}
+		bl := &block{Heading: "Sweep " + filepath.Clean(dir)}
 		s.Blocks = append(s.Blocks, bl)
 		raw, err := os.ReadFile(filepath.Join(dir, "sweep.json"))
 		if err != nil {
@@ -485,7 +490,8 @@ func (b *builder) whatifSection(whatifs, sweeps []string) {
 		for _, v := range r.Vary {
 			keys = append(keys, v.Key)
 		}
-		bl.Prose = fmt.Sprintf("Scenario %s swept over %s: %d points.", r.Scenario, strings.Join(keys, " × "), len(r.Points))
+		bl.Heading = fmt.Sprintf("Sweep of %s over %s", r.Scenario, strings.Join(keys, " × "))
+		bl.Prose = fmt.Sprintf("Sweep %s: scenario %s at %d points.", filepath.Clean(dir), r.Scenario, len(r.Points))
 		head := append(append([]string{}, keys...), "placement", "offered (req/s)", "window throughput (req/s)", "achieved / offered", "full-process (req/s)", "errors + cancelled", "e2e p90 (ms)")
 		st := &table{Caption: "Every point and placement (means over repetitions)", Head: head}
 		for _, p := range r.Points {

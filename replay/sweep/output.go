@@ -14,11 +14,11 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
-	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/steplab/steplab/internal/plotstyle"
 	"github.com/steplab/steplab/replay"
 )
 
@@ -284,7 +284,10 @@ func Write(dir string, r *Result) error {
 // varied keys other than the x axis.
 type series struct {
 	label string
-	x, y  []float64
+	// placement is the placement's index in the scenario (its colour);
+	// variant numbers the values of the other varied keys (its dashes).
+	placement, variant int
+	x, y               []float64
 }
 
 // xAxis picks the figure's x: the offered rate of an open loop, else
@@ -299,7 +302,7 @@ func xAxis(r *Result) (name string, x func(p PointResult) float64) {
 func lines(r *Result, y func(pa PointResult, placement int) float64) []series {
 	_, xf := xAxis(r)
 	var out []series
-	index := map[string]int{}
+	index, variants := map[string]int{}, map[string]int{}
 	for _, p := range r.Points {
 		var other []string
 		for k, v := range r.Vary {
@@ -307,16 +310,20 @@ func lines(r *Result, y func(pa PointResult, placement int) float64) []series {
 				other = append(other, v.Key+"="+p.Values[k])
 			}
 		}
+		variant := strings.Join(other, ", ")
+		if _, ok := variants[variant]; !ok {
+			variants[variant] = len(variants)
+		}
 		for i, pl := range p.Audit.Placements {
 			label := pl.Placement
-			if len(other) > 0 {
-				label += " (" + strings.Join(other, ", ") + ")"
+			if variant != "" {
+				label += " (" + variant + ")"
 			}
 			k, ok := index[label]
 			if !ok {
 				k = len(out)
 				index[label] = k
-				out = append(out, series{label: label})
+				out = append(out, series{label: label, placement: i, variant: variants[variant]})
 			}
 			out[k].x = append(out[k].x, xf(p))
 			out[k].y = append(out[k].y, y(p, i))
@@ -346,35 +353,41 @@ func lines(r *Result, y func(pa PointResult, placement int) float64) []series {
 	return out
 }
 
+// figure draws one line per series, in its placement's colour (as the
+// report's what-if figures), dashed by the other varied keys' values.
 func figure(path, title, ylabel string, r *Result, ls []series, diagonal bool) error {
-	p := plot.New()
-	p.Title.Text = title
 	xname, _ := xAxis(r)
-	p.X.Label.Text = xname
-	p.Y.Label.Text = ylabel
-	p.Add(plotter.NewGrid())
-	var args []any
+	f := plotstyle.New(title, xname, ylabel)
 	for _, s := range ls {
 		xy := make(plotter.XYs, len(s.x))
 		for i := range s.x {
 			xy[i].X, xy[i].Y = s.x[i], s.y[i]
 		}
-		args = append(args, s.label, xy)
+		l, pts, err := plotter.NewLinePoints(xy)
+		if err != nil {
+			return err
+		}
+		l.Color, pts.Color = plotstyle.Placement(s.placement), plotstyle.Placement(s.placement)
+		l.Dashes, l.Width = plotstyle.Dashes(s.variant), vg.Points(1.5)
+		pts.Shape, pts.Radius = draw.CircleGlyph{}, vg.Points(2.5)
+		f.Add(l, pts)
+		f.AddLegend(s.label, l, pts)
 	}
 	if diagonal && len(ls) > 0 && xname == "offered load (req/s)" {
 		lo, hi := slices.Min(ls[0].x), slices.Max(ls[0].x)
 		for _, s := range ls {
 			lo, hi = min(lo, slices.Min(s.x)), max(hi, slices.Max(s.x))
 		}
-		args = append(args, "offered", plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
+		l, err := plotter.NewLine(plotter.XYs{{X: lo, Y: lo}, {X: hi, Y: hi}})
+		if err != nil {
+			return err
+		}
+		l.Color, l.Dashes = plotstyle.Reference, plotstyle.Dashes(1)
+		f.Add(l)
+		f.AddLegend("achieved = offered", l)
 	}
-	if err := plotutil.AddLinePoints(p, args...); err != nil {
-		return err
-	}
-	p.Legend.Top = true
-	p.Legend.Left = true
 	for _, ext := range []string{".png", ".svg"} {
-		if err := p.Save(7*vg.Inch, 4.5*vg.Inch, path+ext); err != nil {
+		if err := f.Save(7*vg.Inch, 5*vg.Inch, path+ext); err != nil {
 			return err
 		}
 	}
