@@ -94,6 +94,11 @@ func (d *Dataset) Parts(table string) ([]string, error) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: dataset has no %s table (%s)", d.Dir, table, filepath.Base(path))
 	}
+	for _, p := range parts {
+		if err := d.checkInside(p); err != nil {
+			return nil, err
+		}
+	}
 	return parts, err
 }
 
@@ -168,13 +173,8 @@ func partitionsOf(path string) map[string]string {
 // OpenParquet opens one Parquet file, turning every failure into an error
 // that names the file and the problem.
 func OpenParquet(path string) (*parquet.File, *os.File, error) {
-	f, err := os.Open(path)
+	f, st, err := OpenRegular(path)
 	if err != nil {
-		return nil, nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, nil, err
 	}
 	pf, err := OpenParquetAt(path, f, st.Size())
@@ -235,8 +235,8 @@ func checkFraming(r io.ReaderAt, size int64) error {
 		}
 		return fmt.Errorf("no Parquet magic at the end (%q): truncated?", tail[4:])
 	}
-	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 {
-		return fmt.Errorf("footer claims %d bytes, the file has %d", n, size)
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 || n > MaxFooterBytes {
+		return fmt.Errorf("footer claims %d bytes, the file has %d (a reader takes at most %d)", n, size, MaxFooterBytes)
 	}
 	return nil
 }
@@ -338,6 +338,12 @@ type Scanner[T any] struct {
 	rg     int
 	rgLeft int64
 
+	// read counts the rows of the open part, compared at its end with its
+	// footer and, with a dataset (Scan), the manifest.
+	read, footer int64
+	d            *Dataset
+	table        string
+
 	err error
 }
 
@@ -346,6 +352,9 @@ type Scanner[T any] struct {
 // projection reads a column a file lacks as the schema's own row type
 // would.
 func Scan[T any](d *Dataset, table string) (*Scanner[T], error) {
+	if err := d.ListedMissing(table); err != nil {
+		return nil, err
+	}
 	parts, err := d.Parts(table)
 	if err != nil {
 		return nil, err
@@ -354,6 +363,7 @@ func Scan[T any](d *Dataset, table string) (*Scanner[T], error) {
 	if s.codec != nil {
 		s.codec = withTableDefaults(s.codec, table)
 	}
+	s.d, s.table = d, table
 	return s, nil
 }
 
@@ -410,10 +420,6 @@ func (s *Scanner[T]) Read(buf []T) (n int, err error) {
 			n, err = s.readSafe(buf)
 			if errors.Is(err, io.EOF) {
 				err = nil
-				if n == 0 {
-					s.closePart()
-					continue
-				}
 			}
 		}
 		if err != nil {
@@ -422,9 +428,13 @@ func (s *Scanner[T]) Read(buf []T) (n int, err error) {
 			return 0, s.err
 		}
 		if n == 0 {
-			s.closePart()
+			if err := s.endPart(); err != nil {
+				s.err = err
+				return 0, err
+			}
 			continue
 		}
+		s.read += int64(n)
 		return n, nil
 	}
 }
@@ -490,6 +500,7 @@ func (s *Scanner[T]) openNext() error {
 	if err != nil {
 		return err
 	}
+	s.footer = pf.NumRows()
 	if s.codec != nil {
 		cols, err := bindColumns(path, pf, s.codec, partitionsOf(path), s.names)
 		if err != nil {
@@ -501,7 +512,7 @@ func (s *Scanner[T]) openNext() error {
 			f.Close()
 			return err
 		}
-		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft, s.size = path, f, pf, cols, 0, 0, st.Size()
+		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft, s.size, s.read = path, f, pf, cols, 0, 0, st.Size(), 0
 		return nil
 	}
 	if _, err := CheckColumns[T](path, pf); err != nil {
@@ -513,7 +524,7 @@ func (s *Scanner[T]) openNext() error {
 		f.Close()
 		return fmt.Errorf("%s: %v", path, err)
 	}
-	s.path, s.f, s.r = path, f, r
+	s.path, s.f, s.r, s.read = path, f, r, 0
 	return nil
 }
 
@@ -524,6 +535,15 @@ func newGenericReaderSafe[T any](pf *parquet.File) (r *parquet.GenericReader[T],
 		}
 	}()
 	return parquet.NewGenericReader[T](pf), nil
+}
+
+// endPart closes a part read to its end, checking its row count.
+func (s *Scanner[T]) endPart() error {
+	s.closePart()
+	if s.d != nil {
+		return s.d.PartRows(s.table, s.path, s.read, s.footer)
+	}
+	return checkPartRows(s.path, s.read, s.footer, 0, false)
 }
 
 func (s *Scanner[T]) closePart() {
