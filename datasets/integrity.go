@@ -184,3 +184,13 @@ func (d *Dataset) ListedMissing(tables ...string) error {
 	}
 	return fmt.Errorf("%s: %s lists %s, missing on disk", d.Dir, ManifestFile, strings.Join(missing, ", "))
 }
+
+// OpenPart opens a part the manifest lists (file: slash-separated, relative
+// to the dataset) as a regular file that resolves inside the dataset.
+func (d *Dataset) OpenPart(file string) (*os.File, os.FileInfo, error) {
+	path := filepath.Join(d.Dir, filepath.FromSlash(file))
+	if err := d.checkInside(path); err != nil {
+		return nil, nil, err
+	}
+	return OpenRegular(path)
+}

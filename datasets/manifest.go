@@ -512,12 +512,7 @@ func (d *Dataset) PartsStatus(table string) ([]PartStatus, error) {
 func checkListedPart(dir, table string, p PartInfo) PartStatus {
 	ps := PartStatus{Table: table, File: p.File, State: PartOK, Rows: p.Rows}
 	path := filepath.Join(dir, filepath.FromSlash(p.File))
-	f, _, err := OpenRegular(path)
-	if err == nil {
-		if err = (&Dataset{Dir: dir}).checkInside(path); err != nil {
-			f.Close()
-		}
-	}
+	f, _, err := (&Dataset{Dir: dir}).OpenPart(p.File)
 	if err != nil {
 		ps.State, ps.Detail = PartMissing, err.Error()
 		return ps
