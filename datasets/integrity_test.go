@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -117,4 +118,12 @@ func TestPartRows(t *testing.T) {
 	require.ErrorContains(t, d.PartRows(TableSteps, p, 9, 9), p+": 9 rows, manifest.json records 10")
 	require.NoError(t, d.PartRows(TableSteps, filepath.Join("ds", "steps.parquet", "unlisted.parquet"), 9, 9))
 	require.ErrorIs(t, d.PartRows(TableSteps, p, 9, 9), ErrRowCount)
+}
+
+func TestComparePartPaths(t *testing.T) {
+	paths := []string{"t/dp_rank=10/a.parquet", "t/dp_rank=2/b.parquet", "t/dp_rank=2/a.parquet", "t/dp_rank=x/a.parquet", "t/dp_rank=-1/a.parquet"}
+	slices.SortFunc(paths, comparePartPaths)
+	require.Equal(t, []string{"t/dp_rank=-1/a.parquet", "t/dp_rank=2/a.parquet", "t/dp_rank=2/b.parquet", "t/dp_rank=10/a.parquet", "t/dp_rank=x/a.parquet"}, paths)
+	require.Equal(t, "kind=decode/dp_rank=2", PartitionDir(filepath.Join("ds", "steps.parquet", "kind=decode", "dp_rank=2", "p.parquet")))
+	require.Equal(t, "", PartitionDir(filepath.Join("ds", "steps.parquet", "p.parquet")))
 }

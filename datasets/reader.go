@@ -84,8 +84,8 @@ func (d *Dataset) Has(table string) bool {
 // Parquet file <table>.parquet or a directory of Parquet files: the
 // part-NNNNNN.parquet files steplab writes, or any *.parquet files, also in
 // the key=value subdirectories of a partitioned write (pandas
-// partition_cols, DuckDB PARTITION_BY, Spark partitionBy), in lexical
-// order of their paths. Hidden files and those starting with "_" (Spark's
+// partition_cols, DuckDB PARTITION_BY, Spark partitionBy), in the order of
+// their paths, partition values in their key's order (comparePartPaths). Hidden files and those starting with "_" (Spark's
 // _SUCCESS, _metadata) are not parts; neither are the temporary parts of
 // an interrupted writer.
 func (d *Dataset) Parts(table string) ([]string, error) {
@@ -142,9 +142,50 @@ func tableFiles(dir string) (parts, temps []string, err error) {
 		}
 		return nil
 	})
-	sort.Strings(parts)
+	slices.SortFunc(parts, comparePartPaths)
 	sort.Strings(temps)
 	return parts, temps, err
+}
+
+// comparePartPaths orders part paths folder by folder, the values of
+// key=value folders in their key's order: integers by value (dp_rank=2
+// before dp_rank=10), the rest as strings.
+func comparePartPaths(a, b string) int {
+	as, bs := strings.Split(filepath.ToSlash(a), "/"), strings.Split(filepath.ToSlash(b), "/")
+	for i := range min(len(as), len(bs)) {
+		if c := comparePathElem(as[i], bs[i]); c != 0 {
+			return c
+		}
+	}
+	return len(as) - len(bs)
+}
+
+func comparePathElem(a, b string) int {
+	ka, va, oka := strings.Cut(a, "=")
+	kb, vb, okb := strings.Cut(b, "=")
+	if oka && okb && ka == kb {
+		x, errx := strconv.ParseInt(va, 10, 64)
+		y, erry := strconv.ParseInt(vb, 10, 64)
+		if errx == nil && erry == nil && x != y {
+			return cmpOrdered(x, y)
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+// PartitionDir is the key=value folders right above a part, as one
+// slash-separated path ("" outside a partitioned table). A partitioned
+// write keeps the row order within a partition only.
+func PartitionDir(path string) string {
+	var keys []string
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if k, _, ok := strings.Cut(filepath.Base(dir), "="); !ok || k == "" {
+			break
+		}
+		keys = append(keys, filepath.Base(dir))
+	}
+	slices.Reverse(keys)
+	return strings.Join(keys, "/")
 }
 
 // partitionsOf reads the key=value directories right above a part (the
