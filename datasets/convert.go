@@ -115,6 +115,9 @@ func planConversion(f *codecField, t parquet.Type) (conv conversion, hint string
 	if lt != nil {
 		logical = lt.Value
 	}
+	if d, isDecimal := logical.(*format.DecimalType); isDecimal {
+		return planDecimal(f, t, d)
+	}
 	switch t.Kind() {
 	case parquet.Int32:
 		switch v := logical.(type) {
@@ -193,6 +196,31 @@ func planConversion(f *codecField, t parquet.Type) (conv conversion, hint string
 		hint = "cast it to an integer type first (pandas: df[col].astype(\"Int64\"); DuckDB: CAST(col AS BIGINT))"
 	}
 	return conv, hint, ok
+}
+
+// planDecimal reads a DECIMAL column: one of scale 0 stored as INT32 or
+// INT64 (DuckDB writes SUM and integer arithmetic so) holds integers and
+// reads into any integer or float field; any other is refused with the
+// cast that makes it readable.
+func planDecimal(f *codecField, t parquet.Type, d *format.DecimalType) (conv conversion, hint string, ok bool) {
+	integerField := f.kind == kindInt64 || f.kind == kindInt32 || f.kind == kindInt64List || f.kind == kindString
+	if d.Scale == 0 && (t.Kind() == parquet.Int32 || t.Kind() == parquet.Int64) && !f.timestamp && (integerField || f.kind == kindFloat64) {
+		conv.src = srcInt32
+		if t.Kind() == parquet.Int64 {
+			conv.src = srcInt64
+		}
+		return conv, "", true
+	}
+	cast := "BIGINT"
+	if f.kind == kindFloat64 {
+		cast = "DOUBLE"
+	}
+	why := fmt.Sprintf("DECIMAL(%d,%d) is read only at scale 0 in 18 digits or fewer", d.Precision, d.Scale)
+	if d.Scale > 0 && integerField {
+		why = fmt.Sprintf("DECIMAL(%d,%d) holds fractions", d.Precision, d.Scale)
+	}
+	return conv, fmt.Sprintf("%s: cast it first (DuckDB: CAST(col AS %s); pandas: df[col].astype(\"%s\"))", why, cast,
+		map[string]string{"BIGINT": "Int64", "DOUBLE": "float64"}[cast]), false
 }
 
 // colValues holds the values of one page (or one dictionary) converted to
