@@ -42,12 +42,18 @@ func TestDecimal(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, []floats{{7}, {-3}, {1 << 40}}, fl)
 	})
-	t.Run("fractions refused with a cast", func(t *testing.T) {
-		path := writeDecimal(t, 2, 18, []int64{750})
+	t.Run("scale 2 at its scale", func(t *testing.T) {
+		path := writeDecimal(t, 2, 18, []int64{700, -300, 0})
+		rows, err := readAllFiles[ints]([]string{path})
+		require.NoError(t, err)
+		require.Equal(t, []ints{{7}, {-3}, {0}}, rows)
+		fl, err := readAllFiles[floats]([]string{writeDecimal(t, 2, 18, []int64{750, -1})})
+		require.NoError(t, err)
+		require.Equal(t, []floats{{7.5}, {-0.01}}, fl)
+	})
+	t.Run("a fraction into an integer refused with a cast", func(t *testing.T) {
+		path := writeDecimal(t, 2, 18, []int64{700, 750})
 		_, err := readAllFiles[ints]([]string{path})
-		require.ErrorContains(t, err, `column "n" has type INT64 DECIMAL(18,2)`)
-		require.ErrorContains(t, err, "DECIMAL(18,2) holds fractions: cast it first (DuckDB: CAST(col AS BIGINT)")
-		_, err = readAllFiles[floats]([]string{path})
-		require.ErrorContains(t, err, "CAST(col AS DOUBLE)")
+		require.ErrorContains(t, err, path+`: column "n": DECIMAL(18,2) value 7.5 is not a whole number, and steplab reads the column as int64: cast it first (DuckDB: CAST(col AS BIGINT)`)
 	})
 }

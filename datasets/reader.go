@@ -876,6 +876,19 @@ func (c *colReader) fillSafe(base unsafe.Pointer, stride uintptr, n int) (err er
 	return c.fill(base, stride, n)
 }
 
+// valueError is a value that is sound but does not read into its field
+// (a DECIMAL with a fraction into an integer): not corruption.
+type valueError struct{ error }
+
+// pageError is the error of a page that cannot be loaded.
+func pageError(column string, err error) error {
+	var ve valueError
+	if errors.As(err, &ve) {
+		return ve.error
+	}
+	return fmt.Errorf("column %q: corrupt page: %v", column, err)
+}
+
 // fill sets the field of n rows from the column's next n values.
 func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 	p := unsafe.Add(base, c.f.offset)
@@ -885,7 +898,7 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 				if err == io.EOF {
 					return fmt.Errorf("column %q: fewer values than rows (corrupt or truncated)", c.name)
 				}
-				return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
+				return pageError(c.name, err)
 			}
 		}
 		k := min(n-done, c.n-c.pos)
@@ -954,7 +967,7 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 				if err == io.EOF {
 					return fmt.Errorf("column %q: fewer values than rows (corrupt or truncated)", c.name)
 				}
-				return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
+				return pageError(c.name, err)
 			}
 		}
 		if c.reps[c.pos] != 0 {
@@ -969,7 +982,7 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 					break
 				}
 				if err != nil {
-					return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
+					return pageError(c.name, err)
 				}
 			}
 			if !first && c.reps[c.pos] == 0 {

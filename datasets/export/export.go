@@ -189,6 +189,12 @@ func (c column) sameAs(o column) bool {
 }
 
 func leafKind(name string, t parquet.Type) (kind, error) {
+	if lt := t.LogicalType(); lt != nil {
+		// An integer DECIMAL would export its unscaled digits (750 for 7.50).
+		if d, ok := lt.Value.(*format.DecimalType); ok && d.Scale != 0 {
+			return 0, fmt.Errorf("column %q: DECIMAL(%d,%d) cannot be exported: cast it first (DuckDB: CAST(col AS DOUBLE))", name, d.Precision, d.Scale)
+		}
+	}
 	switch t.Kind() {
 	case parquet.Boolean:
 		return kBool, nil
