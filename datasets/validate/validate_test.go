@@ -583,3 +583,17 @@ func TestPartitionedOrder(t *testing.T) {
 	}
 	require.Equal(t, int64(6024), rep.RowsChecked[datasets.TableSteps])
 }
+
+// TestDuckDBPartitions: DuckDB's PARTITION_BY (kind) splits each worker's
+// steps between kind=... folders; validate passes it, checking the step
+// order within each.
+func TestDuckDBPartitions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	require.NoError(t, os.CopyFS(filepath.Join(dir, "steps.parquet"), os.DirFS("../testdata/foreign/duckdb/fixtures/steps_by_kind")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, datasets.ManifestFile), []byte(`{"schema_version": 1, "hardware": {"gpu_name": "H200"},
+  "model": {"name": "Llama-3.1-8B"}, "measurement_policy": {"decode": "production", "prefill": "production"}}`), 0o644))
+	rep, err := Dataset(dir, Options{})
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%v", rep.Violations)
+	require.Equal(t, int64(1200), rep.RowsChecked[datasets.TableSteps])
+}
