@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"iter"
@@ -504,7 +505,8 @@ func (s *Scanner[T]) readColumns(buf []T) (n int, err error) {
 				return 0, fmt.Errorf("row group %d: no metadata for column %q", s.rg-1, c.name)
 			}
 			cmd := &md.RowGroups[s.rg-1].Columns[c.leaf].MetaData
-			if err := checkChunk(s.f, s.size, cmd, s.rgLeft, c.maxRep > 0); err != nil {
+			pages := chunkCheck{rgRows: s.rgLeft, repeated: c.maxRep > 0, needCRC: writtenBySteplab(s.pf)}
+			if err := checkChunk(s.f, s.size, cmd, pages); err != nil {
 				return 0, fmt.Errorf("row group %d, column %q: corrupt column chunk: %v", s.rg-1, c.name, err)
 			}
 		}
@@ -1026,11 +1028,27 @@ const (
 	maxHeaderBytes = 1 << 20
 )
 
+// chunkCheck says what checkChunk holds a column chunk to.
+type chunkCheck struct {
+	rgRows   int64 // rows of the row group
+	repeated bool  // a list column: values are not rows
+	// needCRC: every page must carry a CRC-32 (steplab writes one on
+	// every page, so a page without is damaged); verifyCRC: check it
+	// against the page as stored (for readers that do not).
+	needCRC, verifyCRC bool
+}
+
+// writtenBySteplab reports whether steplab's writer wrote pf.
+func writtenBySteplab(pf *parquet.File) bool {
+	return strings.HasPrefix(pf.Metadata().CreatedBy, "steplab ")
+}
+
 // checkChunk walks the page headers of one column chunk, checking that
 // every page lies inside the chunk and inside the file, that its sizes and
-// value count are plausible, and that a zstd frame does not claim more
-// bytes than the page header.
-func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows int64, repeated bool) error {
+// value count are plausible, that a zstd frame does not claim more bytes
+// than the page header, and its CRC as cc says.
+func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, cc chunkCheck) error {
+	rgRows, repeated := cc.rgRows, cc.repeated
 	start := md.DataPageOffset
 	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
 		start = md.DictionaryPageOffset
@@ -1082,6 +1100,9 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 		if !h.DictionaryPageHeader.Valid {
 			values += int64(nv)
 		}
+		if err := checkPageCRC(r, body, &h, cc); err != nil {
+			return fmt.Errorf("page at %d: %v", pos, err)
+		}
 		if md.Codec == format.Zstd && h.CompressedPageSize >= 6 {
 			var fh [14]byte
 			k, _ := r.ReadAt(fh[:min(int64(len(fh)), int64(h.CompressedPageSize))], body)
@@ -1093,6 +1114,48 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 	}
 	if !repeated && values != rgRows {
 		return fmt.Errorf("column chunk holds %d values for %d rows", values, rgRows)
+	}
+	return nil
+}
+
+// checkPageCRC checks the CRC-32 of the page whose body starts at body.
+func checkPageCRC(r io.ReaderAt, body int64, h *format.PageHeader, cc chunkCheck) error {
+	switch {
+	case h.CRC == 0 && cc.needCRC:
+		return errors.New("no CRC-32, which steplab writes on every page (the page header is damaged)")
+	case h.CRC == 0 || !cc.verifyCRC:
+		return nil
+	}
+	crc := crc32.NewIEEE()
+	if _, err := io.Copy(crc, io.NewSectionReader(r, body, int64(h.CompressedPageSize))); err != nil {
+		return err
+	}
+	if crc.Sum32() != uint32(h.CRC) {
+		return errors.New("page CRC-32 mismatch (the page is damaged)")
+	}
+	return nil
+}
+
+// CheckPages checks every page header of every column chunk of pf (open
+// as f, size bytes) as the dataset scanner does before it decodes a page,
+// and the pages' CRC-32s: for readers that decode with parquet-go, which
+// allocates what a header claims and does not check a dictionary page's
+// CRC. The error names the file.
+func CheckPages(path string, f io.ReaderAt, size int64, pf *parquet.File) error {
+	md := pf.Metadata()
+	steplab := writtenBySteplab(pf)
+	for i, rg := range md.RowGroups {
+		for j := range rg.Columns {
+			cmd := &rg.Columns[j].MetaData
+			leaf, ok := pf.Schema().Lookup(cmd.PathInSchema...)
+			if !ok {
+				return fmt.Errorf("%s: row group %d: column chunk %q is not in the schema", path, i, strings.Join(cmd.PathInSchema, "."))
+			}
+			cc := chunkCheck{rgRows: rg.NumRows, repeated: leaf.MaxRepetitionLevel > 0, needCRC: steplab, verifyCRC: true}
+			if err := checkChunk(f, size, cmd, cc); err != nil {
+				return fmt.Errorf("%s: row group %d, column %q: corrupt column chunk: %v", path, i, strings.Join(cmd.PathInSchema, "."), err)
+			}
+		}
 	}
 	return nil
 }

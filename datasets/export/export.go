@@ -344,6 +344,10 @@ func exportTable(w io.Writer, d *datasets.Dataset, table string, parts []string,
 		if err != nil {
 			return rows, err
 		}
+		if err := checkPages(path, f, pf); err != nil {
+			f.Close()
+			return rows, err
+		}
 		cols, err := columnsOf(path, pf.Schema())
 		if err != nil {
 			f.Close()
@@ -408,6 +412,16 @@ func exportTable(w io.Writer, d *datasets.Dataset, table string, parts []string,
 		return 0, fmt.Errorf("%s: table has no part files", table)
 	}
 	return rows, sink.close()
+}
+
+// checkPages holds the part's pages to what the dataset scanner checks
+// before parquet-go decodes them.
+func checkPages(path string, f *os.File, pf *parquet.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	return datasets.CheckPages(path, f, st.Size(), pf)
 }
 
 func readRowsSafe(r *parquet.Reader, buf []parquet.Row) (n int, err error) {
