@@ -525,7 +525,7 @@ func TestManifestValues(t *testing.T) {
 		{"heads not a multiple of kv heads", func(m *datasets.Manifest) { m.Model.Heads = 33 }, "model", Error, "33 heads are not a multiple of 8 KV heads"},
 		{"tp not dividing heads", func(m *datasets.Manifest) { m.Model.TensorParallel = 3 }, "model", Error, "not divisible by TP=3"},
 		{"graph sizes not increasing", func(m *datasets.Manifest) { m.CUDAGraphSizes = []int{1, 4, 2} }, "cuda_graph_capture_sizes", Error, "entry 2 is 2"},
-		{"graph size above the token budget", func(m *datasets.Manifest) { m.CUDAGraphSizes = []int{1, 100000} }, "cuda_graph_capture_sizes", Error, "above engine.max_num_batched_tokens 8192"},
+		{"graph size not positive", func(m *datasets.Manifest) { m.CUDAGraphSizes = []int{0, 8} }, "cuda_graph_capture_sizes", Error, "entry 0 is 0"},
 		{"kv cache beyond memory", func(m *datasets.Manifest) { m.Engine.NumGPUBlocks = 10_000_000 }, "engine.num_gpu_blocks", Error, "do not fit H200-SXM"},
 		{"memory beyond the GPU", func(m *datasets.Manifest) { m.Hardware.MemTotalBytes = 1e13 }, "hardware.mem_total_bytes", Error, "more than H200-SXM has"},
 		{"unknown gpu", func(m *datasets.Manifest) { m.Hardware.GPUName = "Foo GPU" }, "hardware.gpu_name", Warning, "not in the hardware catalogue"},

@@ -17,7 +17,7 @@ import (
 // simulator can price (model.Shape.Validate: heads divisible by KV heads
 // and TP, so TP is bounded too); the KV cache must fit the GPU's memory (model.KVBlocks at
 // a gpu_memory_utilization of 1) and the CUDA-graph sizes must be
-// increasing and at most max_num_batched_tokens. What cannot be checked
+// positive and increasing. What cannot be checked
 // (a GPU or model the catalogue lacks) is said as a warning.
 const catalogueHeadroom = 4
 
@@ -130,9 +130,9 @@ func (c *checker) checkHardware(h *datasets.Hardware, cat *model.Catalog) (model
 	return hw, true
 }
 
-// checkGraphs checks the CUDA-graph capture sizes as vLLM takes them:
-// positive, increasing, and at most max_num_batched_tokens (a graph holds
-// one step's tokens).
+// checkGraphs checks the CUDA-graph capture sizes as the simulator takes
+// them (sim.Plan): positive and increasing. Sizes above the step's token
+// budget are allowed: they are never used.
 func (c *checker) checkGraphs(m *datasets.Manifest) {
 	const field = "cuda_graph_capture_sizes"
 	prev := 0
@@ -142,8 +142,5 @@ func (c *checker) checkGraphs(m *datasets.Manifest) {
 			return
 		}
 		prev = g
-	}
-	if e := m.Engine; e != nil && e.MaxNumBatchedTokens > 0 && prev > e.MaxNumBatchedTokens {
-		c.errorf(TableManifest, -1, datasets.ManifestFile, field, "largest size %d is above engine.max_num_batched_tokens %d", prev, e.MaxNumBatchedTokens)
 	}
 }
