@@ -84,11 +84,11 @@ func Dataset(dir, outDir string, opts Options) (*Result, error) {
 			have = append(have, t)
 		}
 	}
-	tables := opts.Tables
+	tables, listed := opts.Tables, opts.Tables
 	if len(tables) == 0 {
-		tables = have
+		tables, listed = have, datasets.KnownTables()
 	}
-	if err := d.ListedMissing(append(tables, datasets.KnownTables()...)...); err != nil {
+	if err := d.ListedMissing(listed...); err != nil {
 		return nil, err
 	}
 	for _, t := range tables {
