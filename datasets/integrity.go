@@ -143,15 +143,24 @@ func (d *Dataset) PartRows(table, path string, read, footer int64) error {
 }
 
 // listedRows maps the paths of the parts the manifest lists for table to
-// their row counts.
+// their row counts, built once per table.
 func (d *Dataset) listedRows(table string) map[string]int64 {
 	if d.Manifest == nil {
 		return nil
+	}
+	d.listedMu.Lock()
+	defer d.listedMu.Unlock()
+	if out, ok := d.listed[table]; ok {
+		return out
 	}
 	out := map[string]int64{}
 	for _, p := range d.Manifest.Tables[table].Parts {
 		out[filepath.Join(d.Dir, filepath.FromSlash(p.File))] = p.Rows
 	}
+	if d.listed == nil {
+		d.listed = map[string]map[string]int64{}
+	}
+	d.listed[table] = out
 	return out
 }
 

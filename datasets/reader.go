@@ -33,6 +33,9 @@ type Dataset struct {
 	// manifest (no status: complete; no table list: the tables on disk).
 	// validate and inspect print them as warnings.
 	Assumptions []string
+
+	listedMu sync.Mutex
+	listed   map[string]map[string]int64 // listedRows, per table
 }
 
 // ErrNoManifest is wrapped by Open's error for a directory of tables
