@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/datasets/modelshape"
+	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/model"
 )
 
@@ -44,7 +44,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: detail},
 		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
 			Simulated: true, Spec: specFile(p.HW)},
-		Model: modelshape.ToManifest(p.Shape),
+		Model: manifest.ModelSection(p.Shape),
 		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
 			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
 			ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
@@ -208,7 +208,7 @@ func resolveManifest(m *datasets.Manifest) resolved {
 	case ms == nil || (ms.Name == "" && ms.Layers == 0):
 		r.shapeErr = errors.New("model: the manifest has no model section: record the model's name or layer shape")
 	case ms.Layers > 0 && ms.Hidden > 0:
-		s, err := modelshape.FromManifest(ms)
+		s, err := manifest.Shape(ms)
 		if err != nil {
 			r.shapeErr = fmt.Errorf("model: the manifest's layer shape: %w", err)
 		}

@@ -62,6 +62,11 @@ type Options struct {
 	// Max keeps at most this many violations in the report (0: all). Counting
 	// continues past it, so Errors and Warnings stay exact.
 	Max int
+	// Settings, when set, checks the manifest's settings (model sizes,
+	// hardware, KV cache, CUDA graphs) against what the models allow:
+	// package model/manifest's Check, which this package, below the
+	// models, cannot import.
+	Settings func(*datasets.Manifest) []Violation
 }
 
 // Count is the number of violations of one table, field and level.
@@ -148,7 +153,11 @@ func Dataset(dir string, opts Options) (*Report, error) {
 	}
 	c.d = d
 	c.checkManifest()
-	c.checkValues()
+	if opts.Settings != nil {
+		for _, v := range opts.Settings(d.Manifest) {
+			c.add(v.Table, v.Row, v.Part, v.Field, v.Level, v.Message)
+		}
+	}
 	for _, t := range datasets.Tables {
 		c.checkStructure(t)
 	}

@@ -510,55 +510,6 @@ func TestColumns(t *testing.T) {
 	})
 }
 
-// TestManifestValues: settings no catalogued model or GPU allows are
-// errors naming the field; what cannot be checked is a warning.
-func TestManifestValues(t *testing.T) {
-	cases := []struct {
-		name  string
-		edit  func(m *datasets.Manifest)
-		field string
-		level Level
-		want  string
-	}{
-		{"layers beyond any model", func(m *datasets.Manifest) { m.Model.Layers = 1_000_000_000 }, "model.layers", Error, "beyond any known model"},
-		{"negative hidden", func(m *datasets.Manifest) { m.Model.Hidden = -4096 }, "model.hidden", Error, "negative value -4096"},
-		{"heads not a multiple of kv heads", func(m *datasets.Manifest) { m.Model.Heads = 33 }, "model", Error, "33 heads are not a multiple of 8 KV heads"},
-		{"tp not dividing heads", func(m *datasets.Manifest) { m.Model.TensorParallel = 3 }, "model", Error, "not divisible by TP=3"},
-		{"graph sizes not increasing", func(m *datasets.Manifest) { m.CUDAGraphSizes = []int{1, 4, 2} }, "cuda_graph_capture_sizes", Error, "entry 2 is 2"},
-		{"graph size not positive", func(m *datasets.Manifest) { m.CUDAGraphSizes = []int{0, 8} }, "cuda_graph_capture_sizes", Error, "entry 0 is 0"},
-		{"kv cache beyond memory", func(m *datasets.Manifest) { m.Engine.NumGPUBlocks = 10_000_000 }, "engine.num_gpu_blocks", Error, "do not fit H200-SXM"},
-		{"memory beyond the GPU", func(m *datasets.Manifest) { m.Hardware.MemTotalBytes = 1e13 }, "hardware.mem_total_bytes", Error, "more than H200-SXM has"},
-		{"unknown gpu", func(m *datasets.Manifest) { m.Hardware.GPUName = "Foo GPU" }, "hardware.gpu_name", Warning, "not in the hardware catalogue"},
-		{"gpu name a path", func(m *datasets.Manifest) { m.Hardware.GPUName = "../../etc/gpu.yaml" }, "hardware.gpu_name", Warning, "is a path"},
-		{"unknown model", func(m *datasets.Manifest) { m.Model.Name = "My-Model" }, "model.name", Warning, "not in the model catalogue"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := filepath.Join(t.TempDir(), "ds")
-			require.NoError(t, os.CopyFS(dir, os.DirFS(corruptSource)))
-			m, err := datasets.ReadManifest(dir)
-			require.NoError(t, err)
-			tc.edit(m)
-			require.NoError(t, datasets.WriteManifest(dir, m))
-			rep, err := Dataset(dir, Options{})
-			require.NoError(t, err)
-			var got []string
-			for _, v := range rep.Violations {
-				if v.Field == tc.field && v.Level == tc.level {
-					got = append(got, v.Message)
-				}
-			}
-			require.Len(t, got, 1, "violations: %v", rep.Violations)
-			require.Contains(t, got[0], tc.want)
-		})
-	}
-	rep, err := Dataset(corruptSource, Options{})
-	require.NoError(t, err)
-	for _, v := range rep.Violations {
-		require.NotEqual(t, TableManifest, v.Table, "the bundled dataset: %v", v)
-	}
-}
-
 // TestPartitionedOrder: a partitioned write keeps each partition's row
 // order only; step order is checked within each partition.
 func TestPartitionedOrder(t *testing.T) {

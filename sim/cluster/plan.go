@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/datasets/modelshape"
+	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/opdb"
@@ -423,7 +423,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 	if p.single() {
 		return m
 	}
-	m.Model = modelshape.ToManifest(p.Shape)
+	m.Model = manifest.ModelSection(p.Shape)
 	c := &datasets.Cluster{Router: p.Router.Name}
 	if p.Disaggregated() {
 		c.KVTransfer = linkOf(p.KVLink)

@@ -1,11 +1,12 @@
-package validate
+package manifest
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/datasets/modelshape"
+	"github.com/steplab/steplab/datasets/validate"
 	"github.com/steplab/steplab/model"
 )
 
@@ -37,13 +38,26 @@ var modelSizes = []struct {
 	{"vocab", func(m *datasets.ModelShape) int { return m.Vocab }, func(s model.Shape) int { return s.Vocab }},
 }
 
-// checkValues checks the manifest's model, hardware, engine and CUDA-graph
-// settings against the catalogue.
-func (c *checker) checkValues() {
-	m := c.d.Manifest
+// checker collects the findings of Check.
+type checker struct{ out []validate.Violation }
+
+func (c *checker) add(level validate.Level, field, format string, args ...any) {
+	c.out = append(c.out, validate.Violation{Table: validate.TableManifest, Row: -1, Part: datasets.ManifestFile,
+		Field: field, Level: level, Message: fmt.Sprintf(format, args...)})
+}
+
+// Check checks the manifest's model, hardware, engine and CUDA-graph
+// settings against the default catalogue: validate.Options.Settings.
+func Check(m *datasets.Manifest) []validate.Violation {
+	c := &checker{}
+	c.check(m)
+	return c.out
+}
+
+func (c *checker) check(m *datasets.Manifest) {
 	cat, err := model.DefaultCatalog()
 	if err != nil {
-		c.warnf(TableManifest, -1, datasets.ManifestFile, "", "settings not checked: %v", err)
+		c.add(validate.Warning, "", "settings not checked: %v", err)
 		return
 	}
 	shape, shapeOK := c.checkModel(m.Model, cat)
@@ -51,12 +65,12 @@ func (c *checker) checkValues() {
 	if e := m.Engine; e != nil && e.NumGPUBlocks > 0 && e.BlockSize > 0 {
 		switch {
 		case !shapeOK || !hwOK:
-			c.warnf(TableManifest, -1, datasets.ManifestFile, "engine.num_gpu_blocks", "not checked against the GPU's memory: the GPU or the model above could not be used")
+			c.add(validate.Warning, "engine.num_gpu_blocks", "not checked against the GPU's memory: the GPU or the model above could not be used")
 		default:
 			if most, err := model.KVBlocks(hw, shape, e.BlockSize, 1); err != nil {
-				c.warnf(TableManifest, -1, datasets.ManifestFile, "engine.num_gpu_blocks", "not checked against the GPU's memory: %v", err)
+				c.add(validate.Warning, "engine.num_gpu_blocks", "not checked against the GPU's memory: %v", err)
 			} else if e.NumGPUBlocks > most {
-				c.errorf(TableManifest, -1, datasets.ManifestFile, "engine.num_gpu_blocks",
+				c.add(validate.Error, "engine.num_gpu_blocks",
 					"%d blocks of %d tokens do not fit %s with %s's weights (at most %d)", e.NumGPUBlocks, e.BlockSize, hw.Name, shape.Name, most)
 			}
 		}
@@ -82,10 +96,10 @@ func (c *checker) checkModel(ms *datasets.ModelShape, cat *model.Catalog) (model
 		}
 		switch {
 		case v < 0:
-			c.errorf(TableManifest, -1, datasets.ManifestFile, "model."+f.field, "negative value %d", v)
+			c.add(validate.Error, "model."+f.field, "negative value %d", v)
 			bad = true
 		case v > catalogueHeadroom*largest:
-			c.errorf(TableManifest, -1, datasets.ManifestFile, "model."+f.field,
+			c.add(validate.Error, "model."+f.field,
 				"%d is beyond any known model (the largest in the catalogue: %d, %s; at most %d× that is accepted)", v, largest, in, catalogueHeadroom)
 			bad = true
 		}
@@ -93,14 +107,14 @@ func (c *checker) checkModel(ms *datasets.ModelShape, cat *model.Catalog) (model
 	if bad || ms.Layers == 0 || ms.Hidden == 0 {
 		return model.Shape{}, false
 	}
-	s, err := modelshape.FromManifest(ms)
+	s, err := Shape(ms)
 	if err != nil {
-		c.errorf(TableManifest, -1, datasets.ManifestFile, "model", "not a shape the simulator can price: %v", err)
+		c.add(validate.Error, "model", "not a shape the simulator can price: %v", err)
 		return s, false
 	}
 	known := slices.ContainsFunc(models, func(s model.Shape) bool { return strings.EqualFold(s.Name, ms.Name) })
 	if !known && ms.Name != "" {
-		c.warnf(TableManifest, -1, datasets.ManifestFile, "model.name", "%q is not in the model catalogue: its sizes are checked against the catalogue's range only", ms.Name)
+		c.add(validate.Warning, "model.name", "%q is not in the model catalogue: its sizes are checked against the catalogue's range only", ms.Name)
 	}
 	return s, true
 }
@@ -113,17 +127,17 @@ func (c *checker) checkHardware(h *datasets.Hardware, cat *model.Catalog) (model
 	}
 	// A name, never a path: the catalogue reads spec files by path.
 	if strings.ContainsAny(h.GPUName, `/\`) || strings.HasSuffix(h.GPUName, ".yaml") || strings.HasSuffix(h.GPUName, ".json") {
-		c.warnf(TableManifest, -1, datasets.ManifestFile, "hardware.gpu_name", "%q is a path, not a GPU name: hardware settings not checked", h.GPUName)
+		c.add(validate.Warning, "hardware.gpu_name", "%q is a path, not a GPU name: hardware settings not checked", h.GPUName)
 		return model.Hardware{}, false
 	}
 	hw, err := cat.LookupHardware(h.GPUName)
 	if err != nil {
-		c.warnf(TableManifest, -1, datasets.ManifestFile, "hardware.gpu_name", "%q is not in the hardware catalogue: memory and KV cache size not checked", h.GPUName)
+		c.add(validate.Warning, "hardware.gpu_name", "%q is not in the hardware catalogue: memory and KV cache size not checked", h.GPUName)
 		return hw, false
 	}
 	// A driver reports a little less than the marketed capacity, never more.
 	if h.MemTotalBytes > 0 && float64(h.MemTotalBytes) > 1.05*hw.MemBytes() {
-		c.errorf(TableManifest, -1, datasets.ManifestFile, "hardware.mem_total_bytes",
+		c.add(validate.Error, "hardware.mem_total_bytes",
 			"%d bytes is more than %s has (%.0f GiB)", h.MemTotalBytes, hw.Name, hw.MemGB)
 		return hw, false
 	}
@@ -138,7 +152,7 @@ func (c *checker) checkGraphs(m *datasets.Manifest) {
 	prev := 0
 	for i, g := range m.CUDAGraphSizes {
 		if g <= prev {
-			c.errorf(TableManifest, -1, datasets.ManifestFile, field, "entry %d is %d: sizes must be positive and increasing", i, g)
+			c.add(validate.Error, field, "entry %d is %d: sizes must be positive and increasing", i, g)
 			return
 		}
 		prev = g

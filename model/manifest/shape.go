@@ -1,7 +1,9 @@
-// Package modelshape converts between a dataset manifest's model section
-// and the shape the models price, for the simulator that writes and reads
-// it and the validator that checks it.
-package modelshape
+// Package manifest maps a dataset manifest's model and hardware sections
+// onto the models: the shape the simulator prices (both directions), and
+// the checks of the manifest's settings against the catalogue that
+// `steplab validate` runs. It stands on datasets and model, as
+// model/features does.
+package manifest
 
 import (
 	"fmt"
@@ -10,11 +12,11 @@ import (
 	"github.com/steplab/steplab/model"
 )
 
-// ToManifest and FromManifest are the two directions of the model
+// ModelSection and Shape are the two directions of the model
 // section: the whole shape, experts and all (a cluster records its model
-// so, whatever part of it each engine prices). FromManifest validates the
+// so, whatever part of it each engine prices). Shape validates the
 // shape it returns.
-func ToManifest(s model.Shape) *datasets.ModelShape {
+func ModelSection(s model.Shape) *datasets.ModelShape {
 	ms := &datasets.ModelShape{Name: s.Name, Architecture: s.Architecture, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
 		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
@@ -31,7 +33,7 @@ func ToManifest(s model.Shape) *datasets.ModelShape {
 	return ms
 }
 
-func FromManifest(ms *datasets.ModelShape) (model.Shape, error) {
+func Shape(ms *datasets.ModelShape) (model.Shape, error) {
 	s := model.Shape{Name: ms.Name, Architecture: ms.Architecture, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads,
 		KVHeads: ms.KVHeads, HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, TP: max(1, ms.TensorParallel),
 		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias, SlidingWindow: ms.SlidingWindow, SlidingLayers: ms.SlidingLayers,
