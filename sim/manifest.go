@@ -8,8 +8,8 @@ import (
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/manifest"
 )
 
 // Manifest is the provenance the plan's dataset carries. PlanFromManifest

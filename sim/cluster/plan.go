@@ -11,8 +11,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workload"
