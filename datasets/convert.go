@@ -44,6 +44,11 @@ type conversion struct {
 	// scale is the nanoseconds per unit of a TIMESTAMP column (1e6 for
 	// millis, 1e3 for micros, 1 for nanos), 0 otherwise.
 	scale int64
+	// unit is 10^scale of a DECIMAL column of a non-zero scale: its
+	// integers are the values times unit.
+	unit int64
+	// decimal is the column's type, for messages ("DECIMAL(18,2)").
+	decimal string
 }
 
 // describeType names a column's type as a Parquet reader prints it:
@@ -114,6 +119,9 @@ func planConversion(f *codecField, t parquet.Type) (conv conversion, hint string
 	var logical format.LogicalTypeValue
 	if lt != nil {
 		logical = lt.Value
+	}
+	if d, isDecimal := logical.(*format.DecimalType); isDecimal {
+		return planDecimal(f, t, d)
 	}
 	switch t.Kind() {
 	case parquet.Int32:
@@ -195,6 +203,65 @@ func planConversion(f *codecField, t parquet.Type) (conv conversion, hint string
 	return conv, hint, ok
 }
 
+// planDecimal reads a DECIMAL stored as INT32 or INT64 (precision 18 or
+// less: DuckDB writes SUM and integer arithmetic as DECIMAL(18,0)) at its
+// scale: into a float field as the value, into an integer field where the
+// value is a whole number (loadDecimal refuses one that is not). A DECIMAL
+// in a byte array, or one into an instant, is refused with the cast that
+// makes it readable.
+func planDecimal(f *codecField, t parquet.Type, d *format.DecimalType) (conv conversion, hint string, ok bool) {
+	conv.decimal = fmt.Sprintf("DECIMAL(%d,%d)", d.Precision, d.Scale)
+	stored := t.Kind() == parquet.Int32 || t.Kind() == parquet.Int64
+	if stored && !f.timestamp && f.kind != kindBool && d.Scale >= 0 && d.Scale <= 18 {
+		conv.src = srcInt32
+		if t.Kind() == parquet.Int64 {
+			conv.src = srcInt64
+		}
+		if d.Scale > 0 {
+			conv.unit = int64(math.Pow10(int(d.Scale)))
+		}
+		return conv, "", true
+	}
+	return conv, fmt.Sprintf("%s is read only from INT32 or INT64 (precision 18 or less), into numbers: %s", conv.decimal, decimalCast(f)), false
+}
+
+// decimalCast is the cast that makes a DECIMAL column readable as f.
+func decimalCast(f *codecField) string {
+	if f.kind == kindFloat64 {
+		return "cast it first (DuckDB: CAST(col AS DOUBLE); pandas: df[col].astype(\"float64\"))"
+	}
+	return "cast it first (DuckDB: CAST(col AS BIGINT); pandas: df[col].astype(\"Int64\"))"
+}
+
+// loadDecimal turns a page of a DECIMAL column of a non-zero scale into
+// its values: doubles for a float field, integers otherwise (a value with
+// a fraction is refused, naming the column and the cast).
+func (v *colValues) loadDecimal(f *codecField, cv conversion, data encoding.Values) (encoding.Values, conversion, error) {
+	var raw []int64
+	if cv.src == srcInt32 {
+		raw = widen(v.sDec[:0], data.Int32())
+	} else {
+		raw = append(v.sDec[:0], data.Int64()...)
+	}
+	v.sDec = raw
+	if f.kind == kindFloat64 {
+		out := slices.Grow(v.sDecF[:0], len(raw))[:len(raw)]
+		for i, x := range raw {
+			out[i] = float64(x) / float64(cv.unit)
+		}
+		v.sDecF = out
+		return encoding.DoubleValues(out), conversion{src: srcDouble}, nil
+	}
+	for i, x := range raw {
+		if x%cv.unit != 0 {
+			return data, cv, valueError{fmt.Errorf("column %q: %s value %s is not a whole number, and steplab reads the column as %s: %s",
+				f.name, cv.decimal, strconv.FormatFloat(float64(x)/float64(cv.unit), 'f', -1, 64), f.kind, decimalCast(f))}
+		}
+		raw[i] = x / cv.unit
+	}
+	return encoding.Int64Values(raw), conversion{src: srcInt64}, nil
+}
+
 // colValues holds the values of one page (or one dictionary) converted to
 // the field's Go type, and scratch storage reused from page to page. A
 // column whose file type is the field's type is not copied: its slice
@@ -211,6 +278,9 @@ type colValues struct {
 	sF64  []float64
 	sBool []bool
 	sStr  []string
+	// scratch of loadDecimal
+	sDec  []int64
+	sDecF []float64
 }
 
 // own copies values that alias a page into v's scratch storage, so that
@@ -249,6 +319,12 @@ func (v *colValues) len(k fieldKind) int {
 // load converts data (n values for BOOLEAN pages, whose bits do not say how
 // many they hold) into v.
 func (v *colValues) load(f *codecField, cv conversion, data encoding.Values, n int) error {
+	if cv.unit > 1 {
+		var err error
+		if data, cv, err = v.loadDecimal(f, cv, data); err != nil {
+			return err
+		}
+	}
 	switch f.kind {
 	case kindInt64, kindInt64List:
 		return v.loadInt64(f, cv, data)

@@ -1,6 +1,7 @@
 package datasets
 
 import (
+	"cmp"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -71,7 +72,7 @@ func TestDuckDBFixtures(t *testing.T) {
 	for _, name := range []string{
 		"steps_uncompressed.parquet", "steps_snappy.parquet", "steps_gzip.parquet", "steps_brotli.parquet",
 		"steps_lz4.parquet", "steps_lz4_raw.parquet", "steps_page_v2.parquet", "steps_types.parquet",
-		"steps_row_groups.parquet", "steps_files", "steps_partitioned",
+		"steps_row_groups.parquet", "steps_files", "steps_partitioned", "steps_by_kind", "steps_decimal.parquet",
 	} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join(fx, name)
@@ -98,6 +99,13 @@ func TestDuckDBFixtures(t *testing.T) {
 					require.Equal(t, "w"+string(rune('0'+s.StepID%2)), s.WorkerID, "worker_id from the key=value directory")
 				}
 				require.Equal(t, map[string]int{"w0": 600, "w1": 600}, workers)
+			case "steps_by_kind":
+				require.Len(t, got, 1200)
+				for i, s := range got {
+					want := map[int64]string{0: "prefill", 5: "mixed"}[s.StepID%10]
+					require.Equal(t, cmp.Or(want, "decode"), s.Kind, "row %d: kind from the key=value directory", i)
+				}
+				require.Equal(t, []string{"decode", "mixed", "prefill"}, []string{got[0].Kind, got[960].Kind, got[1199].Kind}, "kind=... folders in key order")
 			default:
 				require.Equal(t, ref, got)
 			}
@@ -134,6 +142,8 @@ func TestDuckDBFixtures(t *testing.T) {
 	t.Run("bad inputs", func(t *testing.T) {
 		_, err := ReadAll[Step](foreignDataset(t, filepath.Join(fx, "steps_float_wall.parquet"), TableSteps), TableSteps)
 		require.ErrorContains(t, err, `column "wall_time_ns" has type DOUBLE, steplab reads it as int64 (an integer column of any width): cast it to an integer type first`)
+		_, err = ReadAll[Step](foreignDataset(t, filepath.Join(fx, "steps_decimal_fraction.parquet"), TableSteps), TableSteps)
+		require.ErrorContains(t, err, `column "wall_time_ns": DECIMAL(18,3) value 2.005 is not a whole number, and steplab reads the column as int64: cast it first (DuckDB: CAST(col AS BIGINT)`)
 		_, err = ReadAll[Step](foreignDataset(t, filepath.Join(fx, "steps_renamed.parquet"), TableSteps), TableSteps)
 		require.ErrorContains(t, err, `missing columns "step_id", "kind", "num_prefill_requests", "sum_prefill_tokens", "sum_prefill_kv_tokens", "num_decode_requests", "sum_decode_kv_tokens", "wall_time_ns"`)
 		require.ErrorContains(t, err, `"wall_ns", close to "wall_time_ns"`)

@@ -276,7 +276,7 @@ func CheckSchemaVersion(where string, v int) error {
 // ReadManifest reads and checks dir/manifest.json.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestFile)
-	b, err := os.ReadFile(path)
+	b, err := readCapped(path, MaxManifestBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +291,9 @@ func ReadManifest(dir string) (*Manifest, error) {
 		}
 	}
 	if err := CheckSchemaVersion(path, m.SchemaVersion); err != nil {
+		return nil, err
+	}
+	if err := checkPartPaths(path, &m); err != nil {
 		return nil, err
 	}
 	return &m, nil
@@ -509,7 +512,7 @@ func (d *Dataset) PartsStatus(table string) ([]PartStatus, error) {
 func checkListedPart(dir, table string, p PartInfo) PartStatus {
 	ps := PartStatus{Table: table, File: p.File, State: PartOK, Rows: p.Rows}
 	path := filepath.Join(dir, filepath.FromSlash(p.File))
-	f, err := os.Open(path)
+	f, _, err := (&Dataset{Dir: dir}).OpenPart(p.File)
 	if err != nil {
 		ps.State, ps.Detail = PartMissing, err.Error()
 		return ps

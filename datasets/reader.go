@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"iter"
@@ -32,6 +33,9 @@ type Dataset struct {
 	// manifest (no status: complete; no table list: the tables on disk).
 	// validate and inspect print them as warnings.
 	Assumptions []string
+
+	listedMu sync.Mutex
+	listed   map[string]map[string]int64 // listedRows, per table
 }
 
 // ErrNoManifest is wrapped by Open's error for a directory of tables
@@ -84,8 +88,8 @@ func (d *Dataset) Has(table string) bool {
 // Parquet file <table>.parquet or a directory of Parquet files: the
 // part-NNNNNN.parquet files steplab writes, or any *.parquet files, also in
 // the key=value subdirectories of a partitioned write (pandas
-// partition_cols, DuckDB PARTITION_BY, Spark partitionBy), in lexical
-// order of their paths. Hidden files and those starting with "_" (Spark's
+// partition_cols, DuckDB PARTITION_BY, Spark partitionBy), in the order of
+// their paths, partition values in their key's order (comparePartPaths). Hidden files and those starting with "_" (Spark's
 // _SUCCESS, _metadata) are not parts; neither are the temporary parts of
 // an interrupted writer.
 func (d *Dataset) Parts(table string) ([]string, error) {
@@ -93,6 +97,11 @@ func (d *Dataset) Parts(table string) ([]string, error) {
 	parts, err := TableFiles(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: dataset has no %s table (%s)", d.Dir, table, filepath.Base(path))
+	}
+	for _, p := range parts {
+		if err := d.checkInside(p); err != nil {
+			return nil, err
+		}
 	}
 	return parts, err
 }
@@ -137,9 +146,50 @@ func tableFiles(dir string) (parts, temps []string, err error) {
 		}
 		return nil
 	})
-	sort.Strings(parts)
+	slices.SortFunc(parts, comparePartPaths)
 	sort.Strings(temps)
 	return parts, temps, err
+}
+
+// comparePartPaths orders part paths folder by folder, the values of
+// key=value folders in their key's order: integers by value (dp_rank=2
+// before dp_rank=10), the rest as strings.
+func comparePartPaths(a, b string) int {
+	as, bs := strings.Split(filepath.ToSlash(a), "/"), strings.Split(filepath.ToSlash(b), "/")
+	for i := range min(len(as), len(bs)) {
+		if c := comparePathElem(as[i], bs[i]); c != 0 {
+			return c
+		}
+	}
+	return len(as) - len(bs)
+}
+
+func comparePathElem(a, b string) int {
+	ka, va, oka := strings.Cut(a, "=")
+	kb, vb, okb := strings.Cut(b, "=")
+	if oka && okb && ka == kb {
+		x, errx := strconv.ParseInt(va, 10, 64)
+		y, erry := strconv.ParseInt(vb, 10, 64)
+		if errx == nil && erry == nil && x != y {
+			return cmpOrdered(x, y)
+		}
+	}
+	return strings.Compare(a, b)
+}
+
+// PartitionDir is the key=value folders right above a part, as one
+// slash-separated path ("" outside a partitioned table). A partitioned
+// write keeps the row order within a partition only.
+func PartitionDir(path string) string {
+	var keys []string
+	for dir := filepath.Dir(path); ; dir = filepath.Dir(dir) {
+		if k, _, ok := strings.Cut(filepath.Base(dir), "="); !ok || k == "" {
+			break
+		}
+		keys = append(keys, filepath.Base(dir))
+	}
+	slices.Reverse(keys)
+	return strings.Join(keys, "/")
 }
 
 // partitionsOf reads the key=value directories right above a part (the
@@ -168,13 +218,8 @@ func partitionsOf(path string) map[string]string {
 // OpenParquet opens one Parquet file, turning every failure into an error
 // that names the file and the problem.
 func OpenParquet(path string) (*parquet.File, *os.File, error) {
-	f, err := os.Open(path)
+	f, st, err := OpenRegular(path)
 	if err != nil {
-		return nil, nil, err
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
 		return nil, nil, err
 	}
 	pf, err := OpenParquetAt(path, f, st.Size())
@@ -235,8 +280,8 @@ func checkFraming(r io.ReaderAt, size int64) error {
 		}
 		return fmt.Errorf("no Parquet magic at the end (%q): truncated?", tail[4:])
 	}
-	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 {
-		return fmt.Errorf("footer claims %d bytes, the file has %d", n, size)
+	if n := int64(binary.LittleEndian.Uint32(tail[:4])); n > size-12 || n > MaxFooterBytes {
+		return fmt.Errorf("footer claims %d bytes, the file has %d (a reader takes at most %d)", n, size, MaxFooterBytes)
 	}
 	return nil
 }
@@ -338,6 +383,12 @@ type Scanner[T any] struct {
 	rg     int
 	rgLeft int64
 
+	// read counts the rows of the open part, compared at its end with its
+	// footer and, with a dataset (Scan), the manifest.
+	read, footer int64
+	d            *Dataset
+	table        string
+
 	err error
 }
 
@@ -346,6 +397,9 @@ type Scanner[T any] struct {
 // projection reads a column a file lacks as the schema's own row type
 // would.
 func Scan[T any](d *Dataset, table string) (*Scanner[T], error) {
+	if err := d.ListedMissing(table); err != nil {
+		return nil, err
+	}
 	parts, err := d.Parts(table)
 	if err != nil {
 		return nil, err
@@ -354,6 +408,7 @@ func Scan[T any](d *Dataset, table string) (*Scanner[T], error) {
 	if s.codec != nil {
 		s.codec = withTableDefaults(s.codec, table)
 	}
+	s.d, s.table = d, table
 	return s, nil
 }
 
@@ -410,10 +465,6 @@ func (s *Scanner[T]) Read(buf []T) (n int, err error) {
 			n, err = s.readSafe(buf)
 			if errors.Is(err, io.EOF) {
 				err = nil
-				if n == 0 {
-					s.closePart()
-					continue
-				}
 			}
 		}
 		if err != nil {
@@ -422,9 +473,13 @@ func (s *Scanner[T]) Read(buf []T) (n int, err error) {
 			return 0, s.err
 		}
 		if n == 0 {
-			s.closePart()
+			if err := s.endPart(); err != nil {
+				s.err = err
+				return 0, err
+			}
 			continue
 		}
+		s.read += int64(n)
 		return n, nil
 	}
 }
@@ -453,7 +508,8 @@ func (s *Scanner[T]) readColumns(buf []T) (n int, err error) {
 				return 0, fmt.Errorf("row group %d: no metadata for column %q", s.rg-1, c.name)
 			}
 			cmd := &md.RowGroups[s.rg-1].Columns[c.leaf].MetaData
-			if err := checkChunk(s.f, s.size, cmd, s.rgLeft, c.maxRep > 0); err != nil {
+			pages := chunkCheck{rgRows: s.rgLeft, repeated: c.maxRep > 0, needCRC: writtenBySteplab(s.pf)}
+			if err := checkChunk(s.f, s.size, cmd, pages); err != nil {
 				return 0, fmt.Errorf("row group %d, column %q: corrupt column chunk: %v", s.rg-1, c.name, err)
 			}
 		}
@@ -490,6 +546,7 @@ func (s *Scanner[T]) openNext() error {
 	if err != nil {
 		return err
 	}
+	s.footer = pf.NumRows()
 	if s.codec != nil {
 		cols, err := bindColumns(path, pf, s.codec, partitionsOf(path), s.names)
 		if err != nil {
@@ -501,7 +558,7 @@ func (s *Scanner[T]) openNext() error {
 			f.Close()
 			return err
 		}
-		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft, s.size = path, f, pf, cols, 0, 0, st.Size()
+		s.path, s.f, s.pf, s.cols, s.rg, s.rgLeft, s.size, s.read = path, f, pf, cols, 0, 0, st.Size(), 0
 		return nil
 	}
 	if _, err := CheckColumns[T](path, pf); err != nil {
@@ -513,7 +570,7 @@ func (s *Scanner[T]) openNext() error {
 		f.Close()
 		return fmt.Errorf("%s: %v", path, err)
 	}
-	s.path, s.f, s.r = path, f, r
+	s.path, s.f, s.r, s.read = path, f, r, 0
 	return nil
 }
 
@@ -524,6 +581,15 @@ func newGenericReaderSafe[T any](pf *parquet.File) (r *parquet.GenericReader[T],
 		}
 	}()
 	return parquet.NewGenericReader[T](pf), nil
+}
+
+// endPart closes a part read to its end, checking its row count.
+func (s *Scanner[T]) endPart() error {
+	s.closePart()
+	if s.d != nil {
+		return s.d.PartRows(s.table, s.path, s.read, s.footer)
+	}
+	return checkPartRows(s.path, s.read, s.footer, 0, false)
 }
 
 func (s *Scanner[T]) closePart() {
@@ -815,6 +881,19 @@ func (c *colReader) fillSafe(base unsafe.Pointer, stride uintptr, n int) (err er
 	return c.fill(base, stride, n)
 }
 
+// valueError is a value that is sound but does not read into its field
+// (a DECIMAL with a fraction into an integer): not corruption.
+type valueError struct{ error }
+
+// pageError is the error of a page that cannot be loaded.
+func pageError(column string, err error) error {
+	var ve valueError
+	if errors.As(err, &ve) {
+		return ve.error
+	}
+	return fmt.Errorf("column %q: corrupt page: %v", column, err)
+}
+
 // fill sets the field of n rows from the column's next n values.
 func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 	p := unsafe.Add(base, c.f.offset)
@@ -824,7 +903,7 @@ func (c *colReader) fill(base unsafe.Pointer, stride uintptr, n int) error {
 				if err == io.EOF {
 					return fmt.Errorf("column %q: fewer values than rows (corrupt or truncated)", c.name)
 				}
-				return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
+				return pageError(c.name, err)
 			}
 		}
 		k := min(n-done, c.n-c.pos)
@@ -893,7 +972,7 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 				if err == io.EOF {
 					return fmt.Errorf("column %q: fewer values than rows (corrupt or truncated)", c.name)
 				}
-				return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
+				return pageError(c.name, err)
 			}
 		}
 		if c.reps[c.pos] != 0 {
@@ -908,7 +987,7 @@ func (c *colReader) fillList(base unsafe.Pointer, stride uintptr, n int) error {
 					break
 				}
 				if err != nil {
-					return fmt.Errorf("column %q: corrupt page: %v", c.name, err)
+					return pageError(c.name, err)
 				}
 			}
 			if !first && c.reps[c.pos] == 0 {
@@ -952,11 +1031,27 @@ const (
 	maxHeaderBytes = 1 << 20
 )
 
+// chunkCheck says what checkChunk holds a column chunk to.
+type chunkCheck struct {
+	rgRows   int64 // rows of the row group
+	repeated bool  // a list column: values are not rows
+	// needCRC: every page must carry a CRC-32 (steplab writes one on
+	// every page, so a page without is damaged); verifyCRC: check it
+	// against the page as stored (for readers that do not).
+	needCRC, verifyCRC bool
+}
+
+// writtenBySteplab reports whether steplab's writer wrote pf.
+func writtenBySteplab(pf *parquet.File) bool {
+	return strings.HasPrefix(pf.Metadata().CreatedBy, "steplab ")
+}
+
 // checkChunk walks the page headers of one column chunk, checking that
 // every page lies inside the chunk and inside the file, that its sizes and
-// value count are plausible, and that a zstd frame does not claim more
-// bytes than the page header.
-func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows int64, repeated bool) error {
+// value count are plausible, that a zstd frame does not claim more bytes
+// than the page header, and its CRC as cc says.
+func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, cc chunkCheck) error {
+	rgRows, repeated := cc.rgRows, cc.repeated
 	start := md.DataPageOffset
 	if md.DictionaryPageOffset > 0 && md.DictionaryPageOffset < start {
 		start = md.DictionaryPageOffset
@@ -1008,6 +1103,9 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 		if !h.DictionaryPageHeader.Valid {
 			values += int64(nv)
 		}
+		if err := checkPageCRC(r, body, &h, cc); err != nil {
+			return fmt.Errorf("page at %d: %v", pos, err)
+		}
 		if md.Codec == format.Zstd && h.CompressedPageSize >= 6 {
 			var fh [14]byte
 			k, _ := r.ReadAt(fh[:min(int64(len(fh)), int64(h.CompressedPageSize))], body)
@@ -1019,6 +1117,48 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, rgRows
 	}
 	if !repeated && values != rgRows {
 		return fmt.Errorf("column chunk holds %d values for %d rows", values, rgRows)
+	}
+	return nil
+}
+
+// checkPageCRC checks the CRC-32 of the page whose body starts at body.
+func checkPageCRC(r io.ReaderAt, body int64, h *format.PageHeader, cc chunkCheck) error {
+	switch {
+	case h.CRC == 0 && cc.needCRC:
+		return errors.New("no CRC-32, which steplab writes on every page (the page header is damaged)")
+	case h.CRC == 0 || !cc.verifyCRC:
+		return nil
+	}
+	crc := crc32.NewIEEE()
+	if _, err := io.Copy(crc, io.NewSectionReader(r, body, int64(h.CompressedPageSize))); err != nil {
+		return err
+	}
+	if crc.Sum32() != uint32(h.CRC) {
+		return errors.New("page CRC-32 mismatch (the page is damaged)")
+	}
+	return nil
+}
+
+// CheckPages checks every page header of every column chunk of pf (open
+// as f, size bytes) as the dataset scanner does before it decodes a page,
+// and the pages' CRC-32s: for readers that decode with parquet-go, which
+// allocates what a header claims and does not check a dictionary page's
+// CRC. The error names the file.
+func CheckPages(path string, f io.ReaderAt, size int64, pf *parquet.File) error {
+	md := pf.Metadata()
+	steplab := writtenBySteplab(pf)
+	for i, rg := range md.RowGroups {
+		for j := range rg.Columns {
+			cmd := &rg.Columns[j].MetaData
+			leaf, ok := pf.Schema().Lookup(cmd.PathInSchema...)
+			if !ok {
+				return fmt.Errorf("%s: row group %d: column chunk %q is not in the schema", path, i, strings.Join(cmd.PathInSchema, "."))
+			}
+			cc := chunkCheck{rgRows: rg.NumRows, repeated: leaf.MaxRepetitionLevel > 0, needCRC: steplab, verifyCRC: true}
+			if err := checkChunk(f, size, cmd, cc); err != nil {
+				return fmt.Errorf("%s: row group %d, column %q: corrupt column chunk: %v", path, i, strings.Join(cmd.PathInSchema, "."), err)
+			}
+		}
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/manifest"
 )
 
 // Manifest is the provenance the plan's dataset carries. PlanFromManifest
@@ -43,7 +44,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: detail},
 		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
 			Simulated: true, Spec: specFile(p.HW)},
-		Model: ManifestShape(p.Shape),
+		Model: manifest.ModelSection(p.Shape),
 		Engine: &datasets.EngineConfig{MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
 			BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
 			ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
@@ -81,56 +82,6 @@ func depthOf(async bool) int {
 		return 2
 	}
 	return 1
-}
-
-// ManifestShape and shapeOfManifest are the two directions of the model
-// section: the whole shape, experts and all (a cluster records its model
-// so, whatever part of it each engine prices).
-func ManifestShape(s model.Shape) *datasets.ModelShape {
-	ms := &datasets.ModelShape{Name: s.Name, Architecture: s.Architecture, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
-		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
-		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
-		TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias, SlidingWindow: s.SlidingWindow, SlidingLayers: s.SlidingLayers,
-		Notes: s.Notes, Config: s.File}
-	if s.MLA != (model.MLA{}) {
-		m := datasets.ModelMLA(s.MLA)
-		ms.MLA = &m
-	}
-	if s.MoE != (model.MoE{}) {
-		m := datasets.ModelMoE(s.MoE)
-		ms.MoE = &m
-	}
-	return ms
-}
-
-func shapeOfManifest(ms *datasets.ModelShape) (model.Shape, error) {
-	s := model.Shape{Name: ms.Name, Architecture: ms.Architecture, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads,
-		KVHeads: ms.KVHeads, HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, TP: max(1, ms.TensorParallel),
-		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias, SlidingWindow: ms.SlidingWindow, SlidingLayers: ms.SlidingLayers,
-		Notes: ms.Notes, File: ms.Config}
-	if ms.MLA != nil {
-		s.MLA = model.MLA(*ms.MLA)
-	}
-	if ms.MoE != nil {
-		s.MoE = model.MoE(*ms.MoE)
-	}
-	var err error
-	for _, d := range []struct {
-		field, v string
-		dst      *string
-	}{{"dtype", ms.DType, &s.DType}, {"weight_dtype", ms.WeightDType, &s.WeightDType}, {"kv_dtype", ms.KVDType, &s.KVDType}} {
-		if d.v == "" || d.v == "auto" {
-			continue
-		}
-		if *d.dst, err = model.CanonicalDType(d.v); err != nil {
-			return s, fmt.Errorf("%s: %w", d.field, err)
-		}
-	}
-	if s.DType == "" {
-		s.DType = model.DTypeBF16
-		s.Notes = append(s.Notes, "dtype not recorded: bf16 assumed")
-	}
-	return s, s.Validate()
 }
 
 // ManifestOptions choose the models a recorded run is re-priced with.
@@ -257,7 +208,7 @@ func resolveManifest(m *datasets.Manifest) resolved {
 	case ms == nil || (ms.Name == "" && ms.Layers == 0):
 		r.shapeErr = errors.New("model: the manifest has no model section: record the model's name or layer shape")
 	case ms.Layers > 0 && ms.Hidden > 0:
-		s, err := shapeOfManifest(ms)
+		s, err := manifest.Shape(ms)
 		if err != nil {
 			r.shapeErr = fmt.Errorf("model: the manifest's layer shape: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -209,17 +210,45 @@ func cloneFiles(t *testing.T, root string) []string {
 
 // checkoutCopy makes dir look like a fresh clone of the repository at
 // root: its files as symlinks under real directories, so that what a
-// command writes lands in dir and never in the repository. bin/steplab is
-// the binary under test, as scripts/demo builds it.
+// command writes lands in dir and never in the repository; a dataset (a
+// folder with a manifest.json) is one symlink to its folder, as readers
+// refuse parts that are symlinks out of their dataset. bin/steplab is the
+// binary under test, as scripts/demo builds it.
 func checkoutCopy(t *testing.T, root string, files []string, dir, steplab string) {
 	t.Helper()
+	datasetDirs := map[string]bool{}
 	for _, f := range files {
+		if path.Base(f) == "manifest.json" {
+			datasetDirs[path.Dir(f)] = true
+		}
+	}
+	linked := map[string]bool{}
+	for _, f := range files {
+		if d := outermostDataset(f, datasetDirs); d != "" {
+			f = d
+		}
+		if linked[f] {
+			continue
+		}
+		linked[f] = true
 		dst := filepath.Join(dir, filepath.FromSlash(f))
 		require.NoError(t, os.MkdirAll(filepath.Dir(dst), 0o755))
 		require.NoError(t, os.Symlink(filepath.Join(root, f), dst))
 	}
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "bin"), 0o755))
 	require.NoError(t, os.Symlink(steplab, filepath.Join(dir, "bin", "steplab")))
+}
+
+// outermostDataset is the outermost dataset folder of datasetDirs that
+// holds the file f, or "".
+func outermostDataset(f string, datasetDirs map[string]bool) string {
+	out := ""
+	for d := path.Dir(f); d != "." && d != "/"; d = path.Dir(d) {
+		if datasetDirs[d] {
+			out = d
+		}
+	}
+	return out
 }
 
 // TestDocumentedCommands runs every steplab command line of README.md,

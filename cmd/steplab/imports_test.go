@@ -21,13 +21,14 @@ const modulePath = "github.com/steplab/steplab"
 // longest key that prefixes its path), and nothing else of the project.
 // datasets and model share the ground floor and import no other part;
 // model/features, the one mapping from the data contract's steps to model
-// features, stands on both; fit and sim share the next floor and do not
+// features, and model/manifest, from a manifest's sections to the models,
+// stand on both; fit and sim share the next floor and do not
 // know each other; capture and replay sit above sim; cmd is the top and
 // nothing imports it.
 var floors = map[string]float64{
 	"datasets": 0, "model": 0,
-	"model/features": 0.5,
-	"fit":            1, "sim": 1,
+	"model/features": 0.5, "model/manifest": 0.5,
+	"fit": 1, "sim": 1,
 	"capture": 2, "replay": 2,
 	"cmd": 3,
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/datasets/validate"
+	"github.com/steplab/steplab/model/manifest"
 )
 
 func init() { register(newValidateCmd) }
@@ -55,7 +56,7 @@ Examples, from the repository root:
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stop := spin(cmd, "validating")
-			r, err := validate.Dataset(args[0], validate.Options{Max: maxV})
+			r, err := validate.Dataset(args[0], validate.Options{Max: maxV, Settings: manifest.Check})
 			stop()
 			if err != nil {
 				return &exitError{code: 2, msg: "validate: " + err.Error()}

@@ -251,6 +251,12 @@ func TestExportErrors(t *testing.T) {
 	require.ErrorContains(t, err, "part-000001.parquet")
 	_, err = os.Stat(filepath.Join(out, "requests.arrow"))
 	require.True(t, os.IsNotExist(err), "a failed export leaves no file")
+	// a table the manifest lists but that is gone is an error, not skipped
+	require.NoError(t, os.RemoveAll(filepath.Join(f.dir, "step_requests.parquet")))
+	_, err = Dataset(f.dir, out, Options{Format: CSV})
+	require.ErrorContains(t, err, "manifest.json lists table step_requests (11 rows), missing on disk")
+	_, err = Dataset(f.dir, out, Options{Format: CSV, Tables: []string{"steps"}})
+	require.NoError(t, err, "the tables asked for are there")
 }
 
 // A table written by pyarrow (optional columns, logical types) exports too:

@@ -2,6 +2,7 @@ package validate
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
@@ -12,9 +13,12 @@ var (
 	stepRoles = []string{datasets.RoleProduction, datasets.RoleMeasured, datasets.RoleScaffolding}
 )
 
+// workerKey is one engine's steps; in a partitioned table, one partition's
+// (a partitioned write keeps the row order within a partition only).
 type workerKey struct {
-	worker string
-	dp     int32
+	worker    string
+	dp        int32
+	partition string
 }
 
 type prevStep struct {
@@ -32,6 +36,8 @@ type srRow struct {
 type stepsChecker struct {
 	*checker
 	prev map[workerKey]prevStep
+	// partition is the PartitionDir of the part partOf, the last one read.
+	partOf, partition string
 
 	sr        *stream[datasets.StepRequest]
 	pending   *srRow // lookahead: first row of the next group
@@ -55,6 +61,11 @@ func (c *checker) checkSteps() {
 	}
 	sc := &stepsChecker{checker: c, prev: map[workerKey]prevStep{}, globalOrder: true}
 	sc.exactPayload = c.d.Manifest != nil && contains(exactPayloadSources, c.d.Manifest.Source.Kind)
+	join := hasSteps && hasSR
+	if join && (partitioned(c.parts[datasets.TableSteps]) || partitioned(c.parts[datasets.TableStepRequests])) {
+		c.warnf(datasets.TableStepRequests, -1, "", "step_id", "partitioned tables keep their row order within a partition only: step_requests not joined with steps (composition counts not checked)")
+		join = false
+	}
 	if hasSR {
 		sc.hasSR = true
 		sc.resumedOK = !c.defaulted[datasets.TableStepRequests]["is_resumed"]
@@ -70,7 +81,7 @@ func (c *checker) checkSteps() {
 		for st, row, part := next(); st != nil; st, row, part = next() {
 			c.r.RowsChecked[T]++
 			sc.checkStepRow(st, row, part)
-			if sc.hasSR {
+			if join && sc.hasSR {
 				sc.join(st, row, part)
 			}
 		}
@@ -85,13 +96,18 @@ func (c *checker) checkSteps() {
 		for sc.pending != nil {
 			p := sc.pending
 			sc.checkSRRow(&p.StepRequest, p.row, p.part)
-			if hasSteps {
+			if join {
 				sc.orphan(p)
 			}
 			sc.advanceSR()
 		}
 		sc.srErr()
 	}
+}
+
+// partitioned reports whether a table's parts lie in key=value folders.
+func partitioned(parts []string) bool {
+	return slices.ContainsFunc(parts, func(p string) bool { return datasets.PartitionDir(p) != "" })
 }
 
 func (sc *stepsChecker) srErr() {
@@ -322,7 +338,10 @@ func (sc *stepsChecker) checkStepRow(st *datasets.Step, row int64, part string) 
 	}
 
 	// Per worker: step order and the wall-time window.
-	key := workerKey{st.WorkerID, st.DPRank}
+	if part != sc.partOf {
+		sc.partOf, sc.partition = part, datasets.PartitionDir(part)
+	}
+	key := workerKey{st.WorkerID, st.DPRank, sc.partition}
 	prev, hasPrev := sc.prev[key]
 	if hasPrev && st.StepID <= prev.stepID {
 		sc.errorf(T, row, part, "step_id", "step_id %d not after the previous step %d of worker %q dp_rank %d", st.StepID, prev.stepID, st.WorkerID, st.DPRank)

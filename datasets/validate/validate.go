@@ -62,6 +62,11 @@ type Options struct {
 	// Max keeps at most this many violations in the report (0: all). Counting
 	// continues past it, so Errors and Warnings stay exact.
 	Max int
+	// Settings, when set, checks the manifest's settings (model sizes,
+	// hardware, KV cache, CUDA graphs) against what the models allow:
+	// package model/manifest's Check, which this package, below the
+	// models, cannot import.
+	Settings func(*datasets.Manifest) []Violation
 }
 
 // Count is the number of violations of one table, field and level.
@@ -148,6 +153,11 @@ func Dataset(dir string, opts Options) (*Report, error) {
 	}
 	c.d = d
 	c.checkManifest()
+	if opts.Settings != nil {
+		for _, v := range opts.Settings(d.Manifest) {
+			c.add(v.Table, v.Row, v.Part, v.Field, v.Level, v.Message)
+		}
+	}
 	for _, t := range datasets.Tables {
 		c.checkStructure(t)
 	}
@@ -249,7 +259,7 @@ func (c *checker) checkListedParts(table string, ti datasets.TableInfo) {
 	for _, p := range ti.Parts {
 		sum += p.Rows
 		path := filepath.Join(c.d.Dir, filepath.FromSlash(p.File))
-		st, err := os.Stat(path)
+		f, st, err := c.d.OpenPart(p.File)
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				c.errorf(table, -1, p.File, "", "part listed in %s is missing", datasets.ManifestFile)
@@ -262,13 +272,14 @@ func (c *checker) checkListedParts(table string, ti datasets.TableInfo) {
 			c.errorf(table, -1, p.File, "", "size %d bytes, %s records %d", st.Size(), datasets.ManifestFile, p.Bytes)
 		}
 		if p.SHA256 != "" {
-			sum, err := fileSHA256(path)
-			if err != nil {
+			h := sha256.New()
+			if _, err := io.Copy(h, io.LimitReader(f, st.Size())); err != nil {
 				c.errorf(table, -1, p.File, "", "reading for sha256: %v", err)
-			} else if !strings.EqualFold(sum, p.SHA256) {
+			} else if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, p.SHA256) {
 				c.errorf(table, -1, p.File, "", "sha256 %s does not match %s (%s): the part changed after it was written", sum, datasets.ManifestFile, p.SHA256)
 			}
 		}
+		f.Close()
 		pf, f, err := datasets.OpenParquet(path)
 		if err != nil {
 			continue // reported by checkStructure
@@ -299,19 +310,6 @@ func (c *checker) checkListedParts(table string, ti datasets.TableInfo) {
 			c.warnf(table, -1, rel, "", "part on disk but not listed in %s", datasets.ManifestFile)
 		}
 	}
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // checkColumns checks the columns of one part of a table against the

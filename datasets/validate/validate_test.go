@@ -509,3 +509,42 @@ func TestColumns(t *testing.T) {
 		require.ErrorContains(t, err, "steplab import table")
 	})
 }
+
+// TestPartitionedOrder: a partitioned write keeps each partition's row
+// order only; step order is checked within each partition.
+func TestPartitionedOrder(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	require.NoError(t, os.CopyFS(dir, os.DirFS(corruptSource)))
+	steps := filepath.Join(dir, "steps.parquet")
+	parts, err := filepath.Glob(filepath.Join(steps, "part-*.parquet"))
+	require.NoError(t, err)
+	for i, p := range parts {
+		sub := filepath.Join(steps, fmt.Sprintf("shard=%d", 1+i%2*10)) // shard=1 then shard=11 interleaved
+		require.NoError(t, os.MkdirAll(sub, 0o755))
+		require.NoError(t, os.Rename(p, filepath.Join(sub, filepath.Base(p))))
+	}
+	m, err := datasets.ReadManifest(dir)
+	require.NoError(t, err)
+	m.Tables = nil // the tables on disk
+	require.NoError(t, datasets.WriteManifest(dir, m))
+	rep, err := Dataset(dir, Options{})
+	require.NoError(t, err)
+	for _, v := range rep.Violations {
+		require.False(t, v.Field == "step_id" && v.Level == Error, "%v", v)
+	}
+	require.Equal(t, int64(6024), rep.RowsChecked[datasets.TableSteps])
+}
+
+// TestDuckDBPartitions: DuckDB's PARTITION_BY (kind) splits each worker's
+// steps between kind=... folders; validate passes it, checking the step
+// order within each.
+func TestDuckDBPartitions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "ds")
+	require.NoError(t, os.CopyFS(filepath.Join(dir, "steps.parquet"), os.DirFS("../testdata/foreign/duckdb/fixtures/steps_by_kind")))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, datasets.ManifestFile), []byte(`{"schema_version": 1, "hardware": {"gpu_name": "H200"},
+  "model": {"name": "Llama-3.1-8B"}, "measurement_policy": {"decode": "production", "prefill": "production"}}`), 0o644))
+	rep, err := Dataset(dir, Options{})
+	require.NoError(t, err)
+	require.True(t, rep.OK(), "%v", rep.Violations)
+	require.Equal(t, int64(1200), rep.RowsChecked[datasets.TableSteps])
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workload"
@@ -422,7 +423,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 	if p.single() {
 		return m
 	}
-	m.Model = sim.ManifestShape(p.Shape)
+	m.Model = manifest.ModelSection(p.Shape)
 	c := &datasets.Cluster{Router: p.Router.Name}
 	if p.Disaggregated() {
 		c.KVTransfer = linkOf(p.KVLink)

@@ -91,6 +91,19 @@ await copy(steps(4200, 1), 'steps_files', 'COMPRESSION zstd, ROW_GROUP_SIZE 2048
 // column lives in the directory names, not in the files.
 await copy(steps(1200, 2), 'steps_partitioned', 'COMPRESSION zstd, PARTITION_BY (worker_id)');
 
+// Partitioned by a column other than the engine's: each worker's steps
+// are split between kind=decode/, kind=mixed/ and kind=prefill/, so the
+// table's row order is no longer the steps' (validate checks the order
+// within each partition).
+await copy(steps(1200, 2), 'steps_by_kind', 'COMPRESSION zstd, PARTITION_BY (kind)');
+
+// Integer sums as DuckDB types them, DECIMAL(18,0) (SUM of an integer
+// window), and a DECIMAL(18,2) of whole numbers: both read at their scale.
+await copy(`SELECT * REPLACE (sum_prefill_tokens::DECIMAL(18,0) AS sum_prefill_tokens,
+    sum_decode_kv_tokens::DECIMAL(18,2) AS sum_decode_kv_tokens) FROM (${steps(600, 1)})`, 'steps_decimal.parquet', 'COMPRESSION zstd');
+// A DECIMAL with fractions where steplab reads integers: refused with a cast.
+await copy(`SELECT * REPLACE ((wall_time_ns / 1e6)::DECIMAL(18,3) AS wall_time_ns) FROM (${steps(100, 1)})`, 'steps_decimal_fraction.parquet', '');
+
 // A requests table: integer request ids, TIMESTAMP event times, nulls
 // where a request never finished.
 await copy(`

@@ -1,0 +1,64 @@
+// Package manifest maps a dataset manifest's model and hardware sections
+// onto the models: the shape the simulator prices (both directions), and
+// the checks of the manifest's settings against the catalogue that
+// `steplab validate` runs. It stands on datasets and model, as
+// model/features does.
+package manifest
+
+import (
+	"fmt"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
+)
+
+// ModelSection and Shape are the two directions of the model
+// section: the whole shape, experts and all (a cluster records its model
+// so, whatever part of it each engine prices). Shape validates the
+// shape it returns.
+func ModelSection(s model.Shape) *datasets.ModelShape {
+	ms := &datasets.ModelShape{Name: s.Name, Architecture: s.Architecture, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
+		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
+		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
+		TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias, SlidingWindow: s.SlidingWindow, SlidingLayers: s.SlidingLayers,
+		Notes: s.Notes, Config: s.File}
+	if s.MLA != (model.MLA{}) {
+		m := datasets.ModelMLA(s.MLA)
+		ms.MLA = &m
+	}
+	if s.MoE != (model.MoE{}) {
+		m := datasets.ModelMoE(s.MoE)
+		ms.MoE = &m
+	}
+	return ms
+}
+
+func Shape(ms *datasets.ModelShape) (model.Shape, error) {
+	s := model.Shape{Name: ms.Name, Architecture: ms.Architecture, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads,
+		KVHeads: ms.KVHeads, HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, TP: max(1, ms.TensorParallel),
+		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias, SlidingWindow: ms.SlidingWindow, SlidingLayers: ms.SlidingLayers,
+		Notes: ms.Notes, File: ms.Config}
+	if ms.MLA != nil {
+		s.MLA = model.MLA(*ms.MLA)
+	}
+	if ms.MoE != nil {
+		s.MoE = model.MoE(*ms.MoE)
+	}
+	var err error
+	for _, d := range []struct {
+		field, v string
+		dst      *string
+	}{{"dtype", ms.DType, &s.DType}, {"weight_dtype", ms.WeightDType, &s.WeightDType}, {"kv_dtype", ms.KVDType, &s.KVDType}} {
+		if d.v == "" || d.v == "auto" {
+			continue
+		}
+		if *d.dst, err = model.CanonicalDType(d.v); err != nil {
+			return s, fmt.Errorf("%s: %w", d.field, err)
+		}
+	}
+	if s.DType == "" {
+		s.DType = model.DTypeBF16
+		s.Notes = append(s.Notes, "dtype not recorded: bf16 assumed")
+	}
+	return s, s.Validate()
+}
