@@ -3,10 +3,10 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -25,15 +25,36 @@ import (
 
 func init() { register(newWorkerCmd) }
 
-// connectQueue connects to nats://HOST:PORT and opens JetStream.
-func connectQueue(raw, name string) (*nats.Conn, jetstream.JetStream, error) {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "nats" && u.Scheme != "tls") || u.Host == "" {
-		return nil, nil, &exitError{code: 2, msg: fmt.Sprintf("--queue %q: want nats://HOST:PORT", raw)}
+// queueFlags are the connection flags of worker and sweep --queue: the
+// server and NATS's own means of identity (no secret is an argument).
+type queueFlags struct {
+	url  string
+	auth distsweep.Auth
+}
+
+func (q *queueFlags) flags(f *pflag.FlagSet, usage string) {
+	f.StringVar(&q.url, "queue", "", usage)
+	f.StringVar(&q.auth.Creds, "creds", "", "NATS credentials file (user JWT and nkey seed)")
+	f.StringVar(&q.auth.NkeySeed, "nkey", "", "file holding a NATS user nkey seed")
+	f.StringVar(&q.auth.User, "user", "", "NATS user (default $"+distsweep.EnvUser+"); the password from --password-file or $"+distsweep.EnvPassword)
+	f.StringVar(&q.auth.PasswordFile, "password-file", "", "file holding the NATS user's password (one line)")
+	f.StringVar(&q.auth.TLSCA, "tls-ca", "", "CA certificate(s) that verify the NATS server (PEM)")
+	f.StringVar(&q.auth.TLSCert, "tls-cert", "", "client certificate for a server that verifies clients (PEM, with --tls-key)")
+	f.StringVar(&q.auth.TLSKey, "tls-key", "", "the client certificate's key (PEM)")
+}
+
+// connect connects to the queue and opens JetStream; a bad address or
+// identity flag exits 2.
+func (q *queueFlags) connect(name string) (*nats.Conn, jetstream.JetStream, error) {
+	if _, err := q.auth.WithEnv().Options(); err != nil {
+		return nil, nil, &exitError{code: 2, msg: err.Error()}
 	}
-	nc, err := nats.Connect(raw, nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
+	nc, err := distsweep.Connect(q.url, name, q.auth)
+	if errors.Is(err, distsweep.ErrBadURL) {
+		return nil, nil, &exitError{code: 2, msg: err.Error()}
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("--queue %s: %w", raw, err)
+		return nil, nil, err
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -43,8 +64,30 @@ func connectQueue(raw, name string) (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
+// limitFlags bound each point's work.
+type limitFlags struct {
+	requests  int
+	wall      time.Duration
+	memoryMiB int64
+}
+
+func (l *limitFlags) flags(f *pflag.FlagSet, whose string) {
+	f.IntVar(&l.requests, "limit-requests", 0, whose+": refuse a point that simulates more requests than this (0: no limit)")
+	f.DurationVar(&l.wall, "limit-wall", 0, whose+": fail a point that runs longer than this (0: no limit)")
+	f.Int64Var(&l.memoryMiB, "limit-memory-mib", 0, whose+": the worker's Go memory limit while a point runs, failing it past this (0: no limit)")
+}
+
+func (l *limitFlags) limits() (distsweep.Limits, error) {
+	if l.requests < 0 || l.wall < 0 || l.memoryMiB < 0 {
+		return distsweep.Limits{}, &exitError{code: 2, msg: "--limit-requests, --limit-wall and --limit-memory-mib must not be negative"}
+	}
+	return distsweep.Limits{MaxRequests: l.requests, WallTimeNs: int64(l.wall), MemoryBytes: l.memoryMiB << 20}, nil
+}
+
 func newWorkerCmd() *cobra.Command {
-	var queue, results, name string
+	var queue queueFlags
+	var lim limitFlags
+	var results, name string
 	var jobs int
 	var maxIdle, waitQueue time.Duration
 	var asJSON bool
@@ -72,14 +115,18 @@ Examples:
   steplab worker --queue nats://nats.example:4222 --results /shared/parts --jobs 8 --max-idle 5m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if queue == "" || results == "" {
+			if queue.url == "" || results == "" {
 				return &exitError{code: 2, msg: "worker: give --queue nats://HOST:PORT and --results DIR"}
 			}
 			if name == "" {
 				h, _ := os.Hostname()
 				name = fmt.Sprintf("%s:%d", h, os.Getpid())
 			}
-			nc, js, err := connectQueue(queue, "steplab worker "+name)
+			limits, err := lim.limits()
+			if err != nil {
+				return err
+			}
+			nc, js, err := queue.connect("steplab worker " + name)
 			if err != nil {
 				return err
 			}
@@ -88,7 +135,7 @@ Examples:
 			defer stop()
 			w := cmd.OutOrStdout()
 			opts := distsweep.WorkerOptions{Results: results, Jobs: jobs, Name: name, MaxIdle: maxIdle, WaitQueue: waitQueue,
-				Log: slog.Default()}
+				Limits: limits, Log: slog.Default()}
 			if asJSON {
 				enc := json.NewEncoder(w)
 				opts.OnTask = func(e distsweep.TaskEvent) { _ = enc.Encode(e) }
@@ -96,14 +143,15 @@ Examples:
 			}
 			stats, err := distsweep.RunWorker(ctx, js, opts)
 			if !asJSON {
-				fmt.Fprintf(w, "worker %s: %d done, %d retried, %d dead-lettered, %d abandoned\n", name, stats.Done, stats.Retried,
-					stats.Dead, stats.Abandoned)
+				fmt.Fprintf(w, "worker %s: %d done, %d retried, %d dead-lettered, %d refused, %d abandoned\n", name, stats.Done,
+					stats.Retried, stats.Dead, stats.Refused, stats.Abandoned)
 			}
 			return err
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&queue, "queue", "", "NATS server with JetStream: nats://HOST:PORT")
+	queue.flags(f, "NATS server with JetStream: nats://HOST:PORT or tls://HOST:PORT")
+	lim.flags(f, "this worker's cap")
 	f.StringVar(&results, "results", "", "directory the parts are written to (shared with the submitter)")
 	f.IntVar(&jobs, "jobs", 1, "points run at once")
 	f.StringVar(&name, "name", "", "worker name in dead letters (default host:pid)")
@@ -115,17 +163,20 @@ Examples:
 
 // sweepDist holds the distributed modes of steplab sweep.
 type sweepDist struct {
-	queue, results, emit, merge, sweepID string
-	point                                int
-	timeout, ackWait                     time.Duration
-	maxDeliver                           int
-	resume                               bool
-	parallelism                          int
-	image, pvc, namespace                string
+	queue                         queueFlags
+	lim                           limitFlags
+	results, emit, merge, sweepID string
+	point                         int
+	timeout, ackWait              time.Duration
+	maxDeliver                    int
+	resume                        bool
+	parallelism                   int
+	image, pvc, namespace         string
 }
 
 func (d *sweepDist) flags(f *pflag.FlagSet) {
-	f.StringVar(&d.queue, "queue", "", "distribute the points over a NATS JetStream work queue: nats://HOST:PORT (run steplab worker)")
+	d.queue.flags(f, "distribute the points over a NATS JetStream work queue: nats://HOST:PORT or tls://HOST:PORT (run steplab worker)")
+	d.lim.flags(f, "with --queue")
 	f.StringVar(&d.results, "results", "", "with --queue: directory the workers write parts to (default OUT/parts); with --point: where the part goes")
 	f.DurationVar(&d.timeout, "timeout", time.Hour, "with --queue or --merge: give up waiting for the points after this long")
 	f.DurationVar(&d.ackWait, "ack-wait", distsweep.DefaultAckWait, "with --queue: redeliver a task whose worker went silent this long")
@@ -142,7 +193,7 @@ func (d *sweepDist) flags(f *pflag.FlagSet) {
 }
 
 func (d *sweepDist) active() bool {
-	return d.queue != "" || d.emit != "" || d.merge != "" || d.point >= 0
+	return d.queue.url != "" || d.emit != "" || d.merge != "" || d.point >= 0
 }
 
 func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out string, force, asJSON bool) error {
@@ -218,14 +269,18 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 	if d.results == "" {
 		d.results = filepath.Join(out, "parts")
 	}
-	nc, js, err := connectQueue(d.queue, "steplab sweep")
+	limits, err := d.lim.limits()
+	if err != nil {
+		return err
+	}
+	nc, js, err := d.queue.connect("steplab sweep")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := distsweep.SubmitOptions{SweepID: d.sweepID, Results: d.results, Timeout: d.timeout, Resume: d.resume,
+	opts := distsweep.SubmitOptions{SweepID: d.sweepID, Results: d.results, Timeout: d.timeout, Resume: d.resume, Limits: limits,
 		Queue: distsweep.QueueConfig{AckWait: d.ackWait, MaxDeliver: d.maxDeliver}}
 	var finish func()
 	if asJSON {
@@ -237,7 +292,10 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		opts.Events = func(e distsweep.Event) {
 			bar.Set(e.Done + e.Dead)
 			if e.Event == "submitted" {
-				slog.Info("submitted the sweep", "sweep", e.SweepID, "points", e.Total, "queue", d.queue, "parts", d.results)
+				slog.Info("submitted the sweep", "sweep", e.SweepID, "points", e.Total, "queue", d.queue.url, "parts", d.results)
+			}
+			if e.Event == "refused" {
+				slog.Warn("a part not run from its point's inputs, ignored", "task", e.TaskID, "err", e.Error)
 			}
 		}
 		finish = func() { bar.Finish() }
@@ -261,7 +319,7 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 	}
 	if !asJSON {
 		fmt.Fprintf(w, "sweep %s: %d points in %.1f s over %s\nwrote %s (sweep.parquet, sweep.json, throughput.png/.svg, latency_p90.png/.svg)\n",
-			o.SweepID, o.Total, o.Elapsed.Seconds(), d.queue, out)
+			o.SweepID, o.Total, o.Elapsed.Seconds(), d.queue.url, out)
 	}
 	return nil
 }
