@@ -43,7 +43,7 @@ func errorClass(err error) string {
 		return fmt.Sprintf("cannot %s a file it names (%v)", pe.Op, pe.Err)
 	case errors.As(err, &errno):
 		return fmt.Sprintf("system error (%v)", errno)
-	case errors.As(err, &se), errors.As(err, &te), strings.Contains(s, "yaml:"), strings.Contains(s, "json:"):
+	case errors.As(err, &se), errors.As(err, &te), strings.Contains(s, "yaml: "), strings.Contains(s, "json: "):
 		return "a document it reads does not parse"
 	case strings.Contains(s, "panic:"):
 		return "the simulator panicked"
@@ -54,25 +54,34 @@ func errorClass(err error) string {
 
 // errorKey is the scenario key of the task (varied, set, or a section of
 // one) that the error text names last (the innermost cause; the longest
-// where two end there).
+// where two end there). A set value the text quotes (a file path) names
+// its key.
 func errorKey(t *Task, text string) string {
-	var keys []string
+	type cand struct{ key, value string }
+	var keys []cand
 	for _, v := range t.Spec.Vary {
-		keys = append(keys, v.Key)
+		keys = append(keys, cand{key: v.Key})
 	}
 	for _, s := range t.Spec.Sets {
-		k, _, _ := strings.Cut(s, "=")
-		keys = append(keys, k)
+		k, v, _ := strings.Cut(s, "=")
+		keys = append(keys, cand{key: k})
+		if len(v) >= 3 {
+			keys = append(keys, cand{key: k, value: v})
+		}
 	}
-	for _, k := range slices.Clone(keys) {
-		for i := strings.LastIndexByte(k, '.'); i > 0; i = strings.LastIndexByte(k[:i], '.') {
-			keys = append(keys, k[:i])
+	for _, c := range slices.Clone(keys) {
+		for i := strings.LastIndexByte(c.key, '.'); i > 0 && c.value == ""; i = strings.LastIndexByte(c.key[:i], '.') {
+			keys = append(keys, cand{key: c.key[:i]})
 		}
 	}
 	best, at := "", -1
-	for _, k := range keys {
-		if i := lastKey(text, k); i > at || (i == at && i >= 0 && len(k) > len(best)) {
-			best, at = k, i
+	for _, c := range keys {
+		i := lastKey(text, c.key)
+		if c.value != "" {
+			i = strings.LastIndex(text, c.value)
+		}
+		if i > at || (i == at && i >= 0 && len(c.key) > len(best)) {
+			best, at = c.key, i
 		}
 	}
 	return best

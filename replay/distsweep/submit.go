@@ -40,8 +40,10 @@ type SubmitOptions struct {
 	// Events, when set, hears the sweep's progress (from one goroutine).
 	Events func(Event)
 
-	// mutate, a test hook, edits each task before it is published.
-	mutate func(*Task)
+	// Test hooks: mutate edits each task before it is signed;
+	// beforePublish runs once the sweep's key is recorded.
+	mutate        func(*Task)
+	beforePublish func(store, subject string)
 }
 
 // Event is a progress event of a distributed sweep (the --json lines).
@@ -215,6 +217,9 @@ func (s *submission) publish(ctx context.Context, js jetstream.JetStream) error 
 	}
 	if err := s.q.putMeta(ctx, SweepMeta{SweepID: s.id, Run: s.run, Store: s.q.store, Total: len(s.tasks), PublicKey: pub}); err != nil {
 		return err
+	}
+	if s.opts.beforePublish != nil {
+		s.opts.beforePublish(s.q.store, s.subject)
 	}
 	sg := signer{priv}
 	for i := range s.tasks {
