@@ -93,7 +93,7 @@ func TestForgedUnsignedAndForeignTasksRefused(t *testing.T) {
 		m = nats.NewMsg(subject)
 		m.Data, m.Header = foreign.Data, foreign.Header
 		m.Header.Del(jetstream.MsgIDHeader) // a new message, not a duplicate
-		_, err = ijs.PublishMsg(ctx, m) // another sweep's
+		_, err = ijs.PublishMsg(ctx, m)     // another sweep's
 		require.NoError(t, err)
 	}
 	r, out, err := submit(t, s, spec, SubmitOptions{Results: results, beforePublish: func(_, subject string) { forge(subject) }})
@@ -351,5 +351,4 @@ func TestSubmitterSaysWhoHoldsAPoint(t *testing.T) {
 	assert.Equal(t, "slow-worker", held[0].Worker)
 	_, err = time.Parse(time.RFC3339, held[0].Since)
 	assert.NoError(t, err)
-	_ = jetstream.KeyValuePut
 }
