@@ -172,6 +172,9 @@ type sweepDist struct {
 	resume                        bool
 	parallelism                   int
 	image, pvc, namespace         string
+	dataPVC, pathsFrom            string
+	natsSecret, workerAuth        string
+	workerUser                    string
 }
 
 func (d *sweepDist) flags(f *pflag.FlagSet) {
@@ -183,13 +186,18 @@ func (d *sweepDist) flags(f *pflag.FlagSet) {
 	f.IntVar(&d.maxDeliver, "max-deliver", distsweep.DefaultMaxDeliver, "with --queue: deliveries of a point before it is dead-lettered")
 	f.BoolVar(&d.resume, "resume", false, "with --queue: keep the parts of an earlier submission of the same sweep, run only the rest")
 	f.StringVar(&d.sweepID, "sweep-id", "", "name the sweep's tasks and parts (default: a hash of scenario, --set and --vary)")
-	f.StringVar(&d.emit, "emit", "", "print a manifest instead of running: k8s-indexed-job")
+	f.StringVar(&d.emit, "emit", "", "print a manifest instead of running: k8s-indexed-job (one pod per point) or k8s-workers (a pool of steplab worker pods)")
 	f.IntVar(&d.point, "point", -1, "run only point N of the grid and write its part into --results (a pod of an Indexed Job)")
 	f.StringVar(&d.merge, "merge", "", "merge the parts in DIR into -o OUT (the Indexed Job's last step; waits up to --timeout)")
 	f.IntVar(&d.parallelism, "parallelism", 4, "with --emit: pods at once")
 	f.StringVar(&d.image, "image", "steplab:latest", "with --emit: container image with steplab")
 	f.StringVar(&d.pvc, "pvc", "steplab-results", "with --emit: ReadWriteMany claim for /results")
 	f.StringVar(&d.namespace, "namespace", "", "with --emit: namespace of the objects")
+	f.StringVar(&d.dataPVC, "data-pvc", "", "with --emit k8s-indexed-job: claim holding the files the scenario names (a calibration's datasets), mounted at /data")
+	f.StringVar(&d.pathsFrom, "paths-from", "", "with --point: resolve the scenario's relative paths against DIR, not the scenario's directory")
+	f.StringVar(&d.natsSecret, "nats-secret", "steplab-nats", "with --emit k8s-workers: Secret holding the workers' NATS identity")
+	f.StringVar(&d.workerAuth, "worker-auth", "creds", "with --emit k8s-workers: the Secret's identity: creds (key nats.creds), nkey (user.nk) or password (password)")
+	f.StringVar(&d.workerUser, "worker-user", "steplab-worker", "with --emit k8s-workers --worker-auth password: the workers' NATS user")
 }
 
 func (d *sweepDist) active() bool {
@@ -204,27 +212,10 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		}
 	}
 	if d.merge != "" {
-		if len(args) != 0 {
-			return &exitError{code: 2, msg: "sweep --merge DIR -o OUT takes no scenario"}
-		}
-		if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), max(d.timeout, time.Millisecond))
-		defer cancel()
-		m, err := distsweep.WaitParts(ctx, d.merge, d.sweepID, time.Second)
-		if err != nil {
-			return &exitError{code: 2, msg: err.Error()}
-		}
-		if len(m.Missing) > 0 {
-			return &exitError{code: 1, msg: fmt.Sprintf("sweep %s: %d of %d points have no part in %s: %s", m.SweepID, len(m.Missing),
-				m.Total, d.merge, ints(m.Missing))}
-		}
-		if err := sweep.Write(out, m.Result); err != nil {
-			return err
-		}
-		fmt.Fprintf(w, "merged %d parts of sweep %s into %s (sweep.parquet, sweep.json, figures)\n", m.Total, m.SweepID, out)
-		return nil
+		return d.runMerge(cmd, args, out, force)
+	}
+	if d.emit == "k8s-workers" {
+		return d.emitWorkers(cmd, args)
 	}
 	if len(args) != 1 {
 		return &exitError{code: 2, msg: "sweep: give the scenario file"}
@@ -238,6 +229,14 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		return &exitError{code: 2, msg: err.Error()}
 	}
 	spec := distsweep.SpecFromFile(args[0], b, sets, vs)
+	if d.pathsFrom != "" {
+		// The scenario's bytes from args[0], its relative paths from there.
+		abs, err := filepath.Abs(d.pathsFrom)
+		if err != nil {
+			return &exitError{code: 2, msg: err.Error()}
+		}
+		spec.Path = filepath.Join(abs, filepath.Base(args[0]))
+	}
 	pts, err := spec.Points()
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
@@ -245,10 +244,13 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 	switch {
 	case d.emit != "":
 		if d.emit != "k8s-indexed-job" {
-			return &exitError{code: 2, msg: fmt.Sprintf("--emit %q: the one manifest is k8s-indexed-job", d.emit)}
+			return &exitError{code: 2, msg: fmt.Sprintf("--emit %q: the manifests are k8s-indexed-job and k8s-workers", d.emit)}
 		}
-		return distsweep.EmitIndexedJob(w, spec, len(pts), d.sweepID, distsweep.K8sOptions{Image: d.image,
-			Parallelism: d.parallelism, PVC: d.pvc, Namespace: d.namespace})
+		if err := distsweep.EmitIndexedJob(w, spec, len(pts), d.sweepID, distsweep.K8sOptions{Image: d.image,
+			Parallelism: d.parallelism, PVC: d.pvc, Namespace: d.namespace, DataPVC: d.dataPVC}); err != nil {
+			return &exitError{code: 2, msg: err.Error()}
+		}
+		return nil
 	case d.point >= 0:
 		if d.results == "" {
 			return &exitError{code: 2, msg: "sweep --point N: give --results DIR"}
@@ -341,4 +343,48 @@ func ints(xs []int) string {
 		s = append(s, fmt.Sprint(x))
 	}
 	return strings.Join(s, ", ")
+}
+
+// runMerge merges the parts of a directory (the Indexed Job's last step).
+func (d *sweepDist) runMerge(cmd *cobra.Command, args []string, out string, force bool) error {
+	w := cmd.OutOrStdout()
+	if len(args) != 0 {
+		return &exitError{code: 2, msg: "sweep --merge DIR -o OUT takes no scenario"}
+	}
+	if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), max(d.timeout, time.Millisecond))
+	defer cancel()
+	m, err := distsweep.WaitParts(ctx, d.merge, d.sweepID, time.Second)
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	if len(m.Missing) > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("sweep %s: %d of %d points have no part in %s: %s", m.SweepID, len(m.Missing),
+			m.Total, d.merge, ints(m.Missing))}
+	}
+	if err := sweep.Write(out, m.Result); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "merged %d parts of sweep %s into %s (sweep.parquet, sweep.json, figures)\n", m.Total, m.SweepID, out)
+	return nil
+}
+
+// emitWorkers prints a Job of worker pods whose NATS identity is a Secret.
+func (d *sweepDist) emitWorkers(cmd *cobra.Command, args []string) error {
+	if len(args) != 0 {
+		return &exitError{code: 2, msg: "sweep --emit k8s-workers takes no scenario (the workers take any sweep of their results store)"}
+	}
+	limits, err := d.lim.limits()
+	if err != nil {
+		return err
+	}
+	err = distsweep.EmitWorkerJob(cmd.OutOrStdout(), distsweep.WorkerJobOptions{Queue: d.queue.url, Image: d.image, Namespace: d.namespace,
+		Workers: d.parallelism, PVC: d.pvc, Secret: d.natsSecret, Auth: d.workerAuth, User: d.workerUser,
+		TLSCA: d.queue.auth.TLSCA != "", TLSClient: d.queue.auth.TLSCert != "", Limits: limits})
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	return nil
 }
