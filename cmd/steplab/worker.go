@@ -54,7 +54,7 @@ func (q *queueFlags) connect(name string) (*nats.Conn, jetstream.JetStream, erro
 		return nil, nil, &exitError{code: 2, msg: err.Error()}
 	}
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, &exitError{code: 1, msg: err.Error()}
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {

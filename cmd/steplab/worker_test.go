@@ -14,21 +14,43 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSweepOverQueueCLI runs steplab sweep --queue against an embedded
-// JetStream server on loopback with two steplab worker commands, then the
-// Indexed Job path (--point, --merge): both give the local sweep's files.
-func TestSweepOverQueueCLI(t *testing.T) {
-	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+// authServer runs the server of examples/nats/steplab.conf (auth on) on a
+// random loopback port, and returns its address and the flags of its
+// submitter and worker users (passwords in files).
+func authServer(t *testing.T) (url string, submitter, worker []string) {
+	t.Helper()
+	dir := t.TempDir()
+	flags := func(user, env string) []string {
+		pw := filepath.Join(dir, user)
+		require.NoError(t, os.WriteFile(pw, []byte(user+"-password\n"), 0o600))
+		t.Setenv(env, user+"-password")
+		return []string{"--user", user, "--password-file", pw}
+	}
+	submitter = flags("steplab-submitter", "STEPLAB_SUBMITTER_PASSWORD")
+	worker = flags("steplab-worker", "STEPLAB_WORKER_PASSWORD")
+	opts, err := server.ProcessConfigFile("../../examples/nats/steplab.conf")
+	require.NoError(t, err)
+	opts.Port, opts.StoreDir, opts.NoLog, opts.NoSigs = -1, t.TempDir(), true, true
+	s, err := server.NewServer(opts)
 	require.NoError(t, err)
 	go s.Start()
 	require.True(t, s.ReadyForConnections(10*time.Second))
-	defer s.Shutdown()
-	url := s.ClientURL()
+	t.Cleanup(s.Shutdown)
+	url = s.ClientURL()
 	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
+	return url, submitter, worker
+}
+
+// TestSweepOverQueueCLI runs steplab sweep --queue against an embedded
+// JetStream server with auth on, on loopback, with two steplab worker
+// commands, then the Indexed Job path (--point, --merge): both give the
+// local sweep's files.
+func TestSweepOverQueueCLI(t *testing.T) {
+	url, submitter, worker := authServer(t)
 
 	base := []string{ensemble, "--set", "load.requests=60", "--set", "load.repetitions=2", "--vary", "load.rate_rps=20,40,80"}
 	local := filepath.Join(t.TempDir(), "local")
-	_, err = runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
+	_, err := runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
 	require.NoError(t, err)
 
 	parts := t.TempDir()
@@ -37,12 +59,14 @@ func TestSweepOverQueueCLI(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := runCLI(t, "worker", "--queue", url, "--results", parts, "--max-idle", "1500ms", "--wait-queue", "20s")
+			out, err := runCLI(t, append([]string{"worker", "--queue", url, "--results", parts, "--max-idle", "1500ms", "--wait-queue", "20s"},
+				worker...)...)
 			assert.NoError(t, err, out)
 		}()
 	}
 	dist := filepath.Join(t.TempDir(), "dist")
-	out, err := runCLI(t, append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--json", "--timeout", "30s"}, base...)...)
+	out, err := runCLI(t, append(append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--json", "--timeout", "30s"},
+		submitter...), base...)...)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"event":"submitted"`)
 	assert.Contains(t, out, `"event":"complete"`)
@@ -50,7 +74,8 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	sameFiles(t, local, dist)
 	// Resubmitted with --resume: every part is there, nothing to run.
 	again := filepath.Join(t.TempDir(), "again")
-	out, err = runCLI(t, append([]string{"sweep", "-o", again, "--queue", url, "--results", parts, "--resume", "--timeout", "5s"}, base...)...)
+	out, err = runCLI(t, append(append([]string{"sweep", "-o", again, "--queue", url, "--results", parts, "--resume", "--timeout", "5s"},
+		submitter...), base...)...)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "3 points in")
 	sameFiles(t, local, again)
@@ -79,6 +104,16 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	_, err = runCLI(t, append([]string{"sweep", "-o", filepath.Join(t.TempDir(), "bad-url"), "--queue", "http://127.0.0.1:1"}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, "want nats://HOST:PORT")
+	// Without an identity the server refuses; bad identity flags exit 2.
+	_, err = runCLI(t, append([]string{"sweep", "-o", filepath.Join(t.TempDir(), "anon"), "--queue", url}, base...)...)
+	assert.Equal(t, 1, exitCode(err))
+	assert.ErrorContains(t, err, "Authorization Violation")
+	_, err = runCLI(t, "worker", "--queue", url, "--results", t.TempDir(), "--user", "steplab-worker")
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "give --password-file FILE or set $STEPLAB_NATS_PASSWORD")
+	_, err = runCLI(t, "worker", "--queue", "nats://u:secret@127.0.0.1:1", "--results", t.TempDir())
+	assert.Equal(t, 2, exitCode(err))
+	assert.NotContains(t, err.Error(), "secret")
 	// An existing output is refused before the queue is asked.
 	_, err = runCLI(t, append([]string{"sweep", "-o", dist, "--queue", url}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
