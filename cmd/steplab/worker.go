@@ -193,7 +193,7 @@ func (d *sweepDist) flags(f *pflag.FlagSet) {
 	f.StringVar(&d.image, "image", "steplab:latest", "with --emit: container image with steplab")
 	f.StringVar(&d.pvc, "pvc", "steplab-results", "with --emit: ReadWriteMany claim for /results")
 	f.StringVar(&d.namespace, "namespace", "", "with --emit: namespace of the objects")
-	f.StringVar(&d.dataPVC, "data-pvc", "", "with --emit k8s-indexed-job: claim holding the files the scenario names (a calibration's datasets), mounted at /data")
+	f.StringVar(&d.dataPVC, "data-pvc", "", "with --emit k8s-indexed-job: claim holding a copy of the current directory (the files the scenario names: a calibration's datasets), mounted at /data")
 	f.StringVar(&d.pathsFrom, "paths-from", "", "with --point: resolve the scenario's relative paths against DIR, not the scenario's directory")
 	f.StringVar(&d.natsSecret, "nats-secret", "steplab-nats", "with --emit k8s-workers: Secret holding the workers' NATS identity")
 	f.StringVar(&d.workerAuth, "worker-auth", "creds", "with --emit k8s-workers: the Secret's identity: creds (key nats.creds), nkey (user.nk) or password (password)")
@@ -247,7 +247,7 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 			return &exitError{code: 2, msg: fmt.Sprintf("--emit %q: the manifests are k8s-indexed-job and k8s-workers", d.emit)}
 		}
 		if err := distsweep.EmitIndexedJob(w, spec, len(pts), d.sweepID, distsweep.K8sOptions{Image: d.image,
-			Parallelism: d.parallelism, PVC: d.pvc, Namespace: d.namespace, DataPVC: d.dataPVC}); err != nil {
+			Parallelism: d.parallelism, PVC: d.pvc, Namespace: d.namespace, DataPVC: d.dataPVC, DataRoot: "."}); err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
 		return nil

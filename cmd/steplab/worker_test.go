@@ -136,3 +136,21 @@ func sameFiles(t *testing.T, a, b string) {
 		assert.True(t, bytes.Equal(x, y), "%s differs", e.Name())
 	}
 }
+
+// TestSweepPointPathsFrom: a calibrate point whose scenario was copied
+// away from its datasets (as into a pod's /scenario) finds them with
+// --paths-from, and says which dataset is missing without it.
+func TestSweepPointPathsFrom(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../examples/placement/calibrate-h200.yaml")
+	require.NoError(t, err)
+	scn := filepath.Join(dir, "calibrate-h200.yaml")
+	require.NoError(t, os.WriteFile(scn, b, 0o644))
+	args := []string{"sweep", scn, "--vary", "holdout=0.2", "--set", "max_evals=5", "--point", "0"}
+	out, err := runCLI(t, append(args, "--results", filepath.Join(dir, "a"), "--paths-from", "../../examples/placement")...)
+	require.NoError(t, err)
+	assert.Contains(t, out, "-000000.parquet")
+	_, err = runCLI(t, append(args, "--results", filepath.Join(dir, "b"))...)
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "traffic-azure-5rps: no such file or directory")
+}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 )
 
@@ -28,12 +29,16 @@ type K8sOptions struct {
 	BackoffLimitPerIndex int
 	// MergeTimeout bounds the merge pod's wait for the parts (default 24h).
 	MergeTimeout string
-	// DataPVC is a claim holding the files the scenario names by relative
-	// paths (a calibration's datasets, an FPM artifact), laid out as
-	// beside the scenario: mounted read-only at /data, and the pods
-	// resolve the scenario's relative paths there (--paths-from /data). A
-	// calibrate sweep needs it.
+	// DataPVC is a claim holding a copy of the directory DataRoot (at
+	// least the files the scenario names by relative paths: a
+	// calibration's datasets, an FPM artifact): mounted read-only at
+	// /data, and the pods resolve the scenario's relative paths where the
+	// scenario lies in that copy (--paths-from). A calibrate sweep needs
+	// it.
 	DataPVC string
+	// DataRoot is the local directory the claim copies (the submitter's
+	// working directory); the scenario and its files must lie in it.
+	DataRoot string
 }
 
 // DataMount is where K8sOptions.DataPVC is mounted.
@@ -96,7 +101,11 @@ func EmitIndexedJob(w io.Writer, spec Spec, points int, sweepID string, o K8sOpt
 	volumes := []string{fmt.Sprintf("name: scenario\n          configMap: {name: %s}", q(o.Name+"-scenario")),
 		fmt.Sprintf("name: results\n          persistentVolumeClaim: {claimName: %s}", q(o.PVC))}
 	if o.DataPVC != "" {
-		args = append(args, "--paths-from", DataMount)
+		from, err := dataPaths(spec, o.DataRoot)
+		if err != nil {
+			return err
+		}
+		args = append(args, "--paths-from", from)
 		mounts = append(mounts, "{name: data, mountPath: "+DataMount+", readOnly: true}")
 		volumes = append(volumes, fmt.Sprintf("name: data\n          persistentVolumeClaim: {claimName: %s, readOnly: true}", q(o.DataPVC)))
 	} else if d, err := spec.Doc(); err == nil && sweep.KindOf(d) == sweep.KindCalibrate {
@@ -221,4 +230,43 @@ func EmitWorkerJob(w io.Writer, o WorkerJobOptions) error {
 	p("        - name: results\n          persistentVolumeClaim: {claimName: %s}\n", q(o.PVC))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// dataPaths is the directory, in the pods, against which the scenario's
+// relative paths resolve: where the scenario lies in the copy of root at
+// DataMount. A calibration's files outside root are refused.
+func dataPaths(spec Spec, root string) (string, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return "", err
+	}
+	inside := func(p string) (string, bool) {
+		rel, err := filepath.Rel(abs, p)
+		return rel, err == nil && rel != ".." && !strings.HasPrefix(rel, "../")
+	}
+	dir := filepath.Dir(spec.Path)
+	rel, ok := inside(dir)
+	if !ok {
+		return "", fmt.Errorf("k8s: --data-pvc: the scenario %s lies outside %s, the directory the claim copies", spec.Path, abs)
+	}
+	d, err := spec.Doc()
+	if err != nil {
+		return "", err
+	}
+	if sweep.KindOf(d) == sweep.KindCalibrate {
+		var cs replay.CalibSpec
+		if err := d.Decode(&cs); err != nil {
+			return "", err
+		}
+		cs = cs.Resolve(dir)
+		for _, p := range append(append(cs.Datasets, cs.HoldoutDatasets...), cs.Start, cs.HostModel, cs.Cluster) {
+			if p == "" || p == "roofline" {
+				continue
+			}
+			if _, ok := inside(p); !ok {
+				return "", fmt.Errorf("k8s: --data-pvc: %s lies outside %s, the directory the claim copies", p, abs)
+			}
+		}
+	}
+	return filepath.Join(DataMount, rel), nil
 }

@@ -78,18 +78,25 @@ func toStrings(xs []any) []string {
 // one the manifest is refused.
 func TestEmitCalibrateIndexedJob(t *testing.T) {
 	body := []byte("datasets: [run]\nholdout: 0.3\nhost: [none]\nterms: [const]\nmax_evals: 12\n")
-	spec := SpecFromFile(filepath.Join(t.TempDir(), "calib.yaml"), body, nil, []sweep.Vary{{Key: "holdout", Values: []string{"0.2", "0.4"}}})
+	root := t.TempDir()
+	spec := SpecFromFile(filepath.Join(root, "cal", "calib.yaml"), body, nil, []sweep.Vary{{Key: "holdout", Values: []string{"0.2", "0.4"}}})
 	err := EmitIndexedJob(&bytes.Buffer{}, spec, 2, "c1", K8sOptions{})
 	assert.ErrorContains(t, err, "a calibrate sweep reads its datasets: give --data-pvc CLAIM")
 	var b bytes.Buffer
-	require.NoError(t, EmitIndexedJob(&b, spec, 2, "c1", K8sOptions{DataPVC: "steplab-data"}))
+	require.NoError(t, EmitIndexedJob(&b, spec, 2, "c1", K8sOptions{DataPVC: "steplab-data", DataRoot: root}))
 	docs := decodeAll(t, b.Bytes())
 	require.Len(t, docs, 3)
 	c, pod := container(t, docs[1])
 	args := toStrings(c["args"].([]any))
-	assert.Equal(t, []string{"--paths-from", DataMount}, args[len(args)-2:])
+	assert.Equal(t, []string{"--paths-from", DataMount + "/cal"}, args[len(args)-2:])
 	mounts := c["volumeMounts"].([]any)
 	assert.Equal(t, map[string]any{"name": "data", "mountPath": DataMount, "readOnly": true}, mounts[2])
 	vols := pod["volumes"].([]any)
 	assert.Equal(t, map[string]any{"claimName": "steplab-data", "readOnly": true}, vols[2].(map[string]any)["persistentVolumeClaim"])
+	err = EmitIndexedJob(&bytes.Buffer{}, spec, 2, "c1", K8sOptions{DataPVC: "d", DataRoot: filepath.Join(root, "cal", "x")})
+	assert.ErrorContains(t, err, "lies outside")
+	out := spec
+	out.Scenario = []byte("datasets: [../../elsewhere]\n")
+	err = EmitIndexedJob(&bytes.Buffer{}, out, 2, "c1", K8sOptions{DataPVC: "d", DataRoot: root})
+	assert.ErrorContains(t, err, "elsewhere lies outside "+root)
 }
