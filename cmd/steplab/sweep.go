@@ -58,7 +58,10 @@ Across machines (docs/distributed.md):
   # points on a NATS JetStream work queue; run steplab worker anywhere
   # needs: network (a NATS server with JetStream at nats.example:4222)
   steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 -o out/sweep-q \
-      --queue nats://nats.example:4222 --results /shared/parts
+      --queue tls://nats.example:4222 --tls-ca ca.pem --creds submitter.creds --results /shared/parts
+
+  # a pool of worker pods whose NATS identity is the Secret steplab-nats
+  steplab sweep --emit k8s-workers --queue tls://nats.example:4222 --tls-ca ca.pem --parallelism 8 > out/workers-job.yaml
 
   # a Kubernetes Indexed Job: one pod per point, then a merge
   steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 \

@@ -104,15 +104,24 @@ worker after the ack wait. A point that fails is retried (up to the sweep's
 --max-deliver) and then recorded, with its error, in the STEPLAB_DEAD bucket.
 
 DIR must be the directory the submitting steplab sweep reads (--results):
-the same machine, or a shared file system.
+the same machine, or a shared file system. The worker takes only the tasks of
+sweeps for that directory (its store id, .steplab-store in it), refuses tasks
+that are unsigned, forged or another sweep's (terminated, one log line each)
+and says so when it sees a sweep submitted for another directory.
+
+Identity is NATS's own: --creds FILE, --nkey FILE, or --user with the password
+from --password-file or $STEPLAB_NATS_PASSWORD (never an argument); TLS with
+--tls-ca, --tls-cert and --tls-key. --limit-requests, --limit-wall and
+--limit-memory-mib cap every point's work (a breach fails the point at once).
 
 Run as many workers as you like, on as many machines; stop one with Ctrl-C
 (its task in flight is redelivered).
 
 Examples:
   # needs: network (a NATS server with JetStream, and the sweep's results directory)
-  steplab worker --queue nats://127.0.0.1:4222 --results /shared/sweep-parts
-  steplab worker --queue nats://nats.example:4222 --results /shared/parts --jobs 8 --max-idle 5m`,
+  steplab worker --queue nats://127.0.0.1:4222 --user steplab-worker --password-file out/nats-auth/worker --results out/parts
+  steplab worker --queue tls://nats.example:4222 --tls-ca ca.pem --nkey worker.nk --results /shared/parts \
+      --jobs 8 --max-idle 5m --limit-wall 30m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if queue.url == "" || results == "" {
