@@ -2,16 +2,25 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/replay/distsweep"
 )
 
 // authServer runs the server of examples/nats/steplab.conf (auth on) on a
@@ -153,4 +162,71 @@ func TestSweepPointPathsFrom(t *testing.T) {
 	_, err = runCLI(t, append(args, "--results", filepath.Join(dir, "b"))...)
 	assert.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, "traffic-azure-5rps: no such file or directory")
+}
+
+// TestSweepSurvivesAWorkerSIGKILLed: a steplab worker process is killed
+// with SIGKILL while it holds a point (its STEPLAB_HELD record names it);
+// the point is redelivered after the ack wait to another worker, and the
+// sweep is byte-identical to the local one.
+func TestSweepSurvivesAWorkerSIGKILLed(t *testing.T) {
+	url, submitter, worker := authServer(t)
+	base := []string{ensemble, "--set", "load.requests=1500", "--vary", "load.rate_rps=20,40,80"}
+	local := filepath.Join(t.TempDir(), "local")
+	_, err := runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
+	require.NoError(t, err)
+
+	self, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "steplab")
+	require.NoError(t, os.Symlink(self, bin))
+	parts := t.TempDir()
+	victim := exec.Command(bin, append([]string{"worker", "--queue", url, "--results", parts, "--name", "victim"}, worker...)...)
+	require.NoError(t, victim.Start())
+	killed := make(chan error, 1)
+	go func() { killed <- victim.Wait() }()
+
+	dist := filepath.Join(t.TempDir(), "dist")
+	done := make(chan error, 1)
+	go func() {
+		out, err := runCLI(t, append(append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--ack-wait", "1s",
+			"--timeout", "5m"}, submitter...), base...)...)
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, out)
+		}
+		done <- err
+	}()
+	nc, err := nats.Connect(url, nats.UserInfo("steplab-submitter", "steplab-submitter-password"))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var held jetstream.KeyValue
+	require.Eventually(t, func() bool {
+		held, err = js.KeyValue(context.Background(), distsweep.HeldBucket)
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "the sweep creates its buckets")
+	w, err := held.WatchAll(context.Background())
+	require.NoError(t, err)
+	defer w.Stop()
+	key := ""
+	for e := range w.Updates() {
+		var h distsweep.Held
+		if e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &h) == nil && h.Worker == "victim" {
+			require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
+			key = e.Key()
+			break
+		}
+	}
+	var exit *exec.ExitError
+	require.ErrorAs(t, <-killed, &exit)
+	assert.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal())
+	// Killed mid-point: its record of the point was never removed.
+	e, err := held.Get(context.Background(), key)
+	require.NoError(t, err, "the victim had finished its point")
+	assert.Contains(t, string(e.Value()), `"worker":"victim"`)
+
+	out, err := runCLI(t, append([]string{"worker", "--queue", url, "--results", parts, "--max-idle", "3s", "--name", "survivor"}, worker...)...)
+	require.NoError(t, err, out)
+	require.NoError(t, <-done)
+	sameFiles(t, local, dist)
 }
