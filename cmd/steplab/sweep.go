@@ -72,6 +72,9 @@ Across machines (docs/distributed.md):
   steplab sweep --merge out/parts -o out/sweep-merged`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("point") && dist.point < 0 {
+				return &exitError{code: 2, msg: fmt.Sprintf("--point %d: a point index is 0 or more", dist.point)}
+			}
 			if dist.active() {
 				return dist.run(cmd, args, sets, varies, out, force, asJSON)
 			}

@@ -106,8 +106,11 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	_, err = runCLI(t, "sweep", "--merge", pods, "-o", merged, "--timeout", "1s")
 	require.NoError(t, err)
 	sameFiles(t, local, merged)
-	_, err = runCLI(t, append([]string{"sweep", "--point", "3", "--results", pods}, base...)...)
-	assert.Equal(t, 2, exitCode(err))
+	for _, bad := range [][]string{{"--point", "3"}, {"--point", "-5"}, {"--point", "1000000000"}, {"--point", "0", "--sweep-id", ".."},
+		{"--point", "0", "--sweep-id", "a*b>c"}} {
+		_, err = runCLI(t, append(append([]string{"sweep", "--results", pods}, bad...), base...)...)
+		assert.Equal(t, 2, exitCode(err), "%v", bad)
+	}
 	_, err = runCLI(t, append([]string{"sweep", "--emit", "helm"}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
 	_, err = runCLI(t, append([]string{"sweep", "-o", filepath.Join(t.TempDir(), "bad-url"), "--queue", "http://127.0.0.1:1"}, base...)...)

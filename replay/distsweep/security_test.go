@@ -352,3 +352,27 @@ func TestSubmitterSaysWhoHoldsAPoint(t *testing.T) {
 	_, err = time.Parse(time.RFC3339, held[0].Since)
 	assert.NoError(t, err)
 }
+
+// FuzzVerifyParsers: any subject and any task bytes are split or refused,
+// never a panic; a task that passes its check names a point of its grid.
+func FuzzVerifyParsers(f *testing.F) {
+	tasks, err := Plan(smallSpec(f), "s1", "r")
+	require.NoError(f, err)
+	good, err := json.Marshal(tasks[3])
+	require.NoError(f, err)
+	f.Add(Subject("0123456789abcdef", "s1"), good)
+	f.Add("steplab.sweep.tasks.x.a*b>c", []byte(`{"v":3,"index":-5,"total":1000000000}`))
+	f.Fuzz(func(t *testing.T, subject string, data []byte) {
+		if store, id, ok := parseSubject(subject); ok {
+			assert.Equal(t, subject, Subject(store, id))
+		}
+		var task Task
+		if json.Unmarshal(data, &task) != nil || task.Check() != nil {
+			return
+		}
+		assert.GreaterOrEqual(t, task.Index, 0)
+		assert.Less(t, task.Index, task.Total)
+		assert.LessOrEqual(t, task.Total, MaxPoints)
+		assert.Equal(t, sweep.Grid(task.Spec.Vary)[task.Index], task.Values)
+	})
+}
