@@ -305,6 +305,9 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 			if e.Event == "submitted" {
 				slog.Info("submitted the sweep", "sweep", e.SweepID, "points", e.Total, "queue", d.queue.url, "parts", d.results)
 			}
+			if e.Event == "pending" && e.Index != nil {
+				slog.Info("waiting", "pending", e.Error, "longest held", e.TaskID, "by", e.Worker, "since", e.Since)
+			}
 			if e.Event == "refused" {
 				slog.Warn("a part not run from its point's inputs, ignored", "task", e.TaskID, "err", e.Error)
 			}

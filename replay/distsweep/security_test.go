@@ -338,11 +338,14 @@ func TestSubmitterSaysWhoHoldsAPoint(t *testing.T) {
 		return errors.New("stopped")
 	}})
 	defer close(release)
-	var held []Event
-	_, out, err := submit(t, s, spec, SubmitOptions{Results: results, Timeout: 2 * time.Second,
+	var held, pending []Event
+	_, out, err := submit(t, s, spec, SubmitOptions{Results: results, Timeout: 2 * time.Second, Report: 100 * time.Millisecond,
 		Events: func(e Event) {
-			if e.Event == "held" {
+			switch e.Event {
+			case "held":
 				held = append(held, e)
+			case "pending":
+				pending = append(pending, e)
 			}
 		}})
 	require.ErrorContains(t, err, "point 0 held by slow-worker since ")
@@ -351,6 +354,12 @@ func TestSubmitterSaysWhoHoldsAPoint(t *testing.T) {
 	assert.Equal(t, "slow-worker", held[0].Worker)
 	_, err = time.Parse(time.RFC3339, held[0].Since)
 	assert.NoError(t, err)
+	// While it waits, the submitter names the point held longest.
+	require.NotEmpty(t, pending)
+	last := pending[len(pending)-1]
+	require.NotNil(t, last.Index)
+	assert.Equal(t, []any{0, "slow-worker", held[0].Since}, []any{*last.Index, last.Worker, last.Since})
+	assert.Equal(t, "1 points pending, 1 of them held by a worker", last.Error)
 }
 
 // FuzzVerifyParsers: any subject and any task bytes are split or refused,

@@ -1,6 +1,7 @@
 package distsweep
 
 import (
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -31,6 +32,8 @@ type SubmitOptions struct {
 	Timeout time.Duration
 	// Poll is the period of the results directory scan (default 200 ms).
 	Poll time.Duration
+	// Report is the period of the pending events (default 1 min).
+	Report time.Duration
 	// Resume keeps the parts of an earlier submission of the same sweep
 	// and submits only the missing points; otherwise they are removed
 	// first.
@@ -48,14 +51,15 @@ type SubmitOptions struct {
 
 // Event is a progress event of a distributed sweep (the --json lines).
 type Event struct {
-	Event   string `json:"event"` // submitted | held | done | refused | dead | timeout | complete
+	Event   string `json:"event"` // submitted | held | pending | done | refused | dead | timeout | complete
 	SweepID string `json:"sweep_id"`
 	TaskID  string `json:"task_id,omitempty"`
 	Index   *int   `json:"index,omitempty"`
 	Error   string `json:"error,omitempty"`
 	// Attempts of a dead task (the delivery of a held one).
 	Attempts int `json:"attempts,omitempty"`
-	// Worker holds the point since Since (a held event).
+	// Worker holds the point since Since (a held event; a pending event:
+	// the point held longest).
 	Worker string `json:"worker,omitempty"`
 	Since  string `json:"since,omitempty"`
 	Done   int    `json:"done"`
@@ -253,6 +257,8 @@ func (s *submission) follow(ctx context.Context, dead, held jetstream.KeyWatcher
 	}
 	tick := time.NewTicker(s.opts.Poll)
 	defer tick.Stop()
+	report := time.NewTicker(cmp.Or(s.opts.Report, time.Minute))
+	defer report.Stop()
 	for len(s.pending) > 0 {
 		var err error
 		select {
@@ -275,6 +281,8 @@ func (s *submission) follow(ctx context.Context, dead, held jetstream.KeyWatcher
 			err = s.advisory(ctx, m)
 		case <-tick.C:
 			err = s.scan()
+		case <-report.C:
+			s.emit(s.pendingEvent())
 		}
 		if err != nil {
 			return s.out, err
@@ -316,6 +324,17 @@ func (s *submission) timeout() error {
 	s.emit(Event{Event: "timeout", Error: fmt.Sprintf("%d points neither done nor dead-lettered: %s", len(s.out.Pending), held)})
 	return fmt.Errorf("sweep %s: timed out after %s with %d of %d points pending (%s; see `steplab worker`; resubmit with --resume to keep the %d done)",
 		s.id, s.opts.Timeout, len(s.out.Pending), len(s.tasks), held, len(s.out.Done))
+}
+
+// pendingEvent counts the pending points and names the one held longest.
+func (s *submission) pendingEvent() Event {
+	e := Event{Event: "pending", Error: fmt.Sprintf("%d points pending, %d of them held by a worker", len(s.pending), len(s.held))}
+	for i, h := range s.held {
+		if e.Index == nil || h.Since < e.Since || (h.Since == e.Since && i < *e.Index) {
+			e.Index, e.TaskID, e.Worker, e.Since, e.Attempts = &i, TaskID(s.id, i), h.Worker, h.Since, h.Attempt
+		}
+	}
+	return e
 }
 
 // holder records (and reports) which worker took a pending point.
