@@ -271,6 +271,14 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		fmt.Fprintf(w, "wrote %s\n", p)
 		return nil
 	}
+	return d.runQueue(cmd, spec, len(pts), out, force, asJSON)
+
+}
+
+// runQueue submits the sweep to the work queue, follows it and writes the
+// merged sweep.
+func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int, out string, force, asJSON bool) error {
+	w := cmd.OutOrStdout()
 	// --queue; --resume goes on in the output of an earlier submission.
 	if !d.resume || out == "" {
 		if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
@@ -299,7 +307,7 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		opts.Events = func(e distsweep.Event) { _ = enc.Encode(e) }
 		finish = func() {}
 	} else {
-		bar := newProgress(cmd, int64(len(pts)), "sweep points (queue)")
+		bar := newProgress(cmd, int64(points), "sweep points (queue)")
 		opts.Events = func(e distsweep.Event) {
 			bar.Set(e.Done + e.Dead)
 			if e.Event == "submitted" {

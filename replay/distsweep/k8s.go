@@ -44,6 +44,19 @@ type K8sOptions struct {
 // DataMount is where K8sOptions.DataPVC is mounted.
 const DataMount = "/data"
 
+func (o K8sOptions) withDefaults(sweepID string, points int) K8sOptions {
+	o.Name = cmp.Or(o.Name, "steplab-sweep-"+strings.ToLower(strings.ReplaceAll(sweepID, "_", "-")))
+	o.Image, o.PVC, o.MergeTimeout = cmp.Or(o.Image, "steplab:latest"), cmp.Or(o.PVC, "steplab-results"), cmp.Or(o.MergeTimeout, "24h")
+	if o.Parallelism <= 0 {
+		o.Parallelism = 4
+	}
+	o.Parallelism = min(o.Parallelism, points)
+	if o.BackoffLimitPerIndex <= 0 {
+		o.BackoffLimitPerIndex = 2
+	}
+	return o
+}
+
 // q quotes a string for YAML (a JSON string is a YAML double-quoted
 // scalar).
 func q(s string) string {
@@ -66,25 +79,7 @@ func EmitIndexedJob(w io.Writer, spec Spec, points int, sweepID string, o K8sOpt
 	if err := CheckID(sweepID); err != nil {
 		return err
 	}
-	if o.Name == "" {
-		o.Name = "steplab-sweep-" + strings.ToLower(strings.ReplaceAll(sweepID, "_", "-"))
-	}
-	if o.Image == "" {
-		o.Image = "steplab:latest"
-	}
-	if o.Parallelism <= 0 {
-		o.Parallelism = 4
-	}
-	o.Parallelism = min(o.Parallelism, points)
-	if o.PVC == "" {
-		o.PVC = "steplab-results"
-	}
-	if o.BackoffLimitPerIndex <= 0 {
-		o.BackoffLimitPerIndex = 2
-	}
-	if o.MergeTimeout == "" {
-		o.MergeTimeout = "24h"
-	}
+	o = o.withDefaults(sweepID, points)
 	file := filepath.Base(spec.Path)
 	if file == "." || file == "/" || file == "" {
 		file = "scenario.yaml"
