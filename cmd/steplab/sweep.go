@@ -58,7 +58,10 @@ Across machines (docs/distributed.md):
   # points on a NATS JetStream work queue; run steplab worker anywhere
   # needs: network (a NATS server with JetStream at nats.example:4222)
   steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 -o out/sweep-q \
-      --queue nats://nats.example:4222 --results /shared/parts
+      --queue tls://nats.example:4222 --tls-ca ca.pem --creds submitter.creds --results /shared/parts
+
+  # a pool of worker pods whose NATS identity is the Secret steplab-nats
+  steplab sweep --emit k8s-workers --queue tls://nats.example:4222 --tls-ca ca.pem --parallelism 8 > out/workers-job.yaml
 
   # a Kubernetes Indexed Job: one pod per point, then a merge
   steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 \
@@ -69,6 +72,9 @@ Across machines (docs/distributed.md):
   steplab sweep --merge out/parts -o out/sweep-merged`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("point") && dist.point < 0 {
+				return &exitError{code: 2, msg: fmt.Sprintf("--point %d: a point index is 0 or more", dist.point)}
+			}
 			if dist.active() {
 				return dist.run(cmd, args, sets, varies, out, force, asJSON)
 			}

@@ -2,33 +2,64 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/replay/distsweep"
 )
 
-// TestSweepOverQueueCLI runs steplab sweep --queue against an embedded
-// JetStream server on loopback with two steplab worker commands, then the
-// Indexed Job path (--point, --merge): both give the local sweep's files.
-func TestSweepOverQueueCLI(t *testing.T) {
-	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
+// authServer runs the server of examples/nats/steplab.conf (auth on) on a
+// random loopback port, and returns its address and the flags of its
+// submitter and worker users (passwords in files).
+func authServer(t *testing.T) (url string, submitter, worker []string) {
+	t.Helper()
+	dir := t.TempDir()
+	flags := func(user, env string) []string {
+		pw := filepath.Join(dir, user)
+		require.NoError(t, os.WriteFile(pw, []byte(user+"-password\n"), 0o600))
+		t.Setenv(env, user+"-password")
+		return []string{"--user", user, "--password-file", pw}
+	}
+	submitter = flags("steplab-submitter", "STEPLAB_SUBMITTER_PASSWORD")
+	worker = flags("steplab-worker", "STEPLAB_WORKER_PASSWORD")
+	opts, err := server.ProcessConfigFile("../../examples/nats/steplab.conf")
+	require.NoError(t, err)
+	opts.Port, opts.StoreDir, opts.NoLog, opts.NoSigs = -1, t.TempDir(), true, true
+	s, err := server.NewServer(opts)
 	require.NoError(t, err)
 	go s.Start()
 	require.True(t, s.ReadyForConnections(10*time.Second))
-	defer s.Shutdown()
-	url := s.ClientURL()
+	t.Cleanup(s.Shutdown)
+	url = s.ClientURL()
 	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
+	return url, submitter, worker
+}
+
+// TestSweepOverQueueCLI runs steplab sweep --queue against an embedded
+// JetStream server with auth on, on loopback, with two steplab worker
+// commands, then the Indexed Job path (--point, --merge): both give the
+// local sweep's files.
+func TestSweepOverQueueCLI(t *testing.T) {
+	url, submitter, worker := authServer(t)
 
 	base := []string{ensemble, "--set", "load.requests=60", "--set", "load.repetitions=2", "--vary", "load.rate_rps=20,40,80"}
 	local := filepath.Join(t.TempDir(), "local")
-	_, err = runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
+	_, err := runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
 	require.NoError(t, err)
 
 	parts := t.TempDir()
@@ -37,12 +68,14 @@ func TestSweepOverQueueCLI(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			out, err := runCLI(t, "worker", "--queue", url, "--results", parts, "--max-idle", "1500ms", "--wait-queue", "20s")
+			out, err := runCLI(t, append([]string{"worker", "--queue", url, "--results", parts, "--max-idle", "1500ms", "--wait-queue", "20s"},
+				worker...)...)
 			assert.NoError(t, err, out)
 		}()
 	}
 	dist := filepath.Join(t.TempDir(), "dist")
-	out, err := runCLI(t, append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--json", "--timeout", "30s"}, base...)...)
+	out, err := runCLI(t, append(append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--json", "--timeout", "30s"},
+		submitter...), base...)...)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, `"event":"submitted"`)
 	assert.Contains(t, out, `"event":"complete"`)
@@ -50,7 +83,8 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	sameFiles(t, local, dist)
 	// Resubmitted with --resume: every part is there, nothing to run.
 	again := filepath.Join(t.TempDir(), "again")
-	out, err = runCLI(t, append([]string{"sweep", "-o", again, "--queue", url, "--results", parts, "--resume", "--timeout", "5s"}, base...)...)
+	out, err = runCLI(t, append(append([]string{"sweep", "-o", again, "--queue", url, "--results", parts, "--resume", "--timeout", "5s"},
+		submitter...), base...)...)
 	require.NoError(t, err, out)
 	assert.Contains(t, out, "3 points in")
 	sameFiles(t, local, again)
@@ -72,13 +106,26 @@ func TestSweepOverQueueCLI(t *testing.T) {
 	_, err = runCLI(t, "sweep", "--merge", pods, "-o", merged, "--timeout", "1s")
 	require.NoError(t, err)
 	sameFiles(t, local, merged)
-	_, err = runCLI(t, append([]string{"sweep", "--point", "3", "--results", pods}, base...)...)
-	assert.Equal(t, 2, exitCode(err))
+	for _, bad := range [][]string{{"--point", "3"}, {"--point", "-5"}, {"--point", "1000000000"}, {"--point", "0", "--sweep-id", ".."},
+		{"--point", "0", "--sweep-id", "a*b>c"}} {
+		_, err = runCLI(t, append(append([]string{"sweep", "--results", pods}, bad...), base...)...)
+		assert.Equal(t, 2, exitCode(err), "%v", bad)
+	}
 	_, err = runCLI(t, append([]string{"sweep", "--emit", "helm"}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
 	_, err = runCLI(t, append([]string{"sweep", "-o", filepath.Join(t.TempDir(), "bad-url"), "--queue", "http://127.0.0.1:1"}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
 	assert.ErrorContains(t, err, "want nats://HOST:PORT")
+	// Without an identity the server refuses; bad identity flags exit 2.
+	_, err = runCLI(t, append([]string{"sweep", "-o", filepath.Join(t.TempDir(), "anon"), "--queue", url}, base...)...)
+	assert.Equal(t, 1, exitCode(err))
+	assert.ErrorContains(t, err, "Authorization Violation")
+	_, err = runCLI(t, "worker", "--queue", url, "--results", t.TempDir(), "--user", "steplab-worker")
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "give --password-file FILE or set $STEPLAB_NATS_PASSWORD")
+	_, err = runCLI(t, "worker", "--queue", "nats://u:secret@127.0.0.1:1", "--results", t.TempDir())
+	assert.Equal(t, 2, exitCode(err))
+	assert.NotContains(t, err.Error(), "secret")
 	// An existing output is refused before the queue is asked.
 	_, err = runCLI(t, append([]string{"sweep", "-o", dist, "--queue", url}, base...)...)
 	assert.Equal(t, 2, exitCode(err))
@@ -100,4 +147,89 @@ func sameFiles(t *testing.T, a, b string) {
 		require.NoError(t, err)
 		assert.True(t, bytes.Equal(x, y), "%s differs", e.Name())
 	}
+}
+
+// TestSweepPointPathsFrom: a calibrate point whose scenario was copied
+// away from its datasets (as into a pod's /scenario) finds them with
+// --paths-from, and says which dataset is missing without it.
+func TestSweepPointPathsFrom(t *testing.T) {
+	dir := t.TempDir()
+	b, err := os.ReadFile("../../examples/placement/calibrate-h200.yaml")
+	require.NoError(t, err)
+	scn := filepath.Join(dir, "calibrate-h200.yaml")
+	require.NoError(t, os.WriteFile(scn, b, 0o644))
+	args := []string{"sweep", scn, "--vary", "holdout=0.2", "--set", "max_evals=5", "--point", "0"}
+	out, err := runCLI(t, append(args, "--results", filepath.Join(dir, "a"), "--paths-from", "../../examples/placement")...)
+	require.NoError(t, err)
+	assert.Contains(t, out, "-000000.parquet")
+	_, err = runCLI(t, append(args, "--results", filepath.Join(dir, "b"))...)
+	assert.Equal(t, 2, exitCode(err))
+	assert.ErrorContains(t, err, "traffic-azure-5rps: no such file or directory")
+}
+
+// TestSweepSurvivesAWorkerSIGKILLed: a steplab worker process is killed
+// with SIGKILL while it holds a point (its STEPLAB_HELD record names it);
+// the point is redelivered after the ack wait to another worker, and the
+// sweep is byte-identical to the local one.
+func TestSweepSurvivesAWorkerSIGKILLed(t *testing.T) {
+	url, submitter, worker := authServer(t)
+	base := []string{ensemble, "--set", "load.requests=1500", "--vary", "load.rate_rps=20,40,80"}
+	local := filepath.Join(t.TempDir(), "local")
+	_, err := runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
+	require.NoError(t, err)
+
+	self, err := os.Executable()
+	require.NoError(t, err)
+	bin := filepath.Join(t.TempDir(), "steplab")
+	require.NoError(t, os.Symlink(self, bin))
+	parts := t.TempDir()
+	victim := exec.Command(bin, append([]string{"worker", "--queue", url, "--results", parts, "--name", "victim"}, worker...)...)
+	require.NoError(t, victim.Start())
+	killed := make(chan error, 1)
+	go func() { killed <- victim.Wait() }()
+
+	dist := filepath.Join(t.TempDir(), "dist")
+	done := make(chan error, 1)
+	go func() {
+		out, err := runCLI(t, append(append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--ack-wait", "1s",
+			"--timeout", "5m"}, submitter...), base...)...)
+		if err != nil {
+			err = fmt.Errorf("%w: %s", err, out)
+		}
+		done <- err
+	}()
+	nc, err := nats.Connect(url, nats.UserInfo("steplab-submitter", "steplab-submitter-password"))
+	require.NoError(t, err)
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	var held jetstream.KeyValue
+	require.Eventually(t, func() bool {
+		held, err = js.KeyValue(context.Background(), distsweep.HeldBucket)
+		return err == nil
+	}, time.Minute, 20*time.Millisecond, "the sweep creates its buckets")
+	w, err := held.WatchAll(context.Background())
+	require.NoError(t, err)
+	defer w.Stop()
+	key := ""
+	for e := range w.Updates() {
+		var h distsweep.Held
+		if e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &h) == nil && h.Worker == "victim" {
+			require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
+			key = e.Key()
+			break
+		}
+	}
+	var exit *exec.ExitError
+	require.ErrorAs(t, <-killed, &exit)
+	assert.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal())
+	// Killed mid-point: its record of the point was never removed.
+	e, err := held.Get(context.Background(), key)
+	require.NoError(t, err, "the victim had finished its point")
+	assert.Contains(t, string(e.Value()), `"worker":"victim"`)
+
+	out, err := runCLI(t, append([]string{"worker", "--queue", url, "--results", parts, "--max-idle", "3s", "--name", "survivor"}, worker...)...)
+	require.NoError(t, err, out)
+	require.NoError(t, <-done)
+	sameFiles(t, local, dist)
 }

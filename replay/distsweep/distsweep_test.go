@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,11 +27,36 @@ import (
 
 const example = "../../examples/whatif/encoder-ensemble.yaml"
 
-// startServer runs an embedded JetStream server on a random loopback port.
+// exampleConf is the committed server configuration the tests run with:
+// auth on, subject permissions per role.
+const exampleConf = "../../examples/nats/steplab.conf"
+
+// Users of the test server: the example's two, and an intruder who may
+// publish tasks (a permission granted too widely) but not write the
+// sweeps' keys.
+const (
+	submitterUser = "steplab-submitter"
+	workerUser    = "steplab-worker"
+	intruderUser  = "intruder"
+)
+
+var testPasswords = map[string]string{submitterUser: "submitter-pw", workerUser: "worker-pw", intruderUser: "intruder-pw"}
+
+// startServer runs an embedded JetStream server configured by the
+// example's file, on a random loopback port.
 func startServer(t testing.TB) *server.Server {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1,
-		NoLog: true, NoSigs: true})
+	t.Setenv("STEPLAB_SUBMITTER_PASSWORD", testPasswords[submitterUser])
+	t.Setenv("STEPLAB_WORKER_PASSWORD", testPasswords[workerUser])
+	opts, err := server.ProcessConfigFile(exampleConf)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", opts.Host, "the example listens on loopback")
+	require.Len(t, opts.Users, 2)
+	opts.Port, opts.StoreDir, opts.NoLog, opts.NoSigs = -1, t.TempDir(), true, true
+	opts.Users = append(opts.Users, &server.User{Username: intruderUser, Password: testPasswords[intruderUser],
+		Permissions: &server.Permissions{Publish: &server.SubjectPermission{Allow: []string{SubjectPrefix + ">", "$JS.API.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>", SubjectPrefix + ">"}}}})
+	s, err := server.NewServer(opts)
 	require.NoError(t, err)
 	go s.Start()
 	require.True(t, s.ReadyForConnections(10*time.Second), "nats server not ready")
@@ -38,14 +64,22 @@ func startServer(t testing.TB) *server.Server {
 	return s
 }
 
-func connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
+// connectAs connects as user, its password read from a file.
+func connectAs(t testing.TB, s *server.Server, user string) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(0))
+	pw := filepath.Join(t.TempDir(), "password")
+	require.NoError(t, os.WriteFile(pw, []byte(testPasswords[user]+"\n"), 0o600))
+	nc, err := Connect(s.ClientURL(), "test "+user, Auth{User: user, PasswordFile: pw})
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	return nc, js
+}
+
+func connect(t testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	return connectAs(t, s, submitterUser)
 }
 
 // smallSpec is the example at a small load over rates and the join's
@@ -145,7 +179,7 @@ func TestDistributedSimulateAndCalibratePoints(t *testing.T) {
 	// A task whose document reads as another kind is refused.
 	body := []byte(docs[sweep.KindSimulate].body)
 	task := Task{V: ProtocolVersion, Kind: sweep.KindCalibrate, SweepID: "k", Spec: SpecFromFile(filepath.Join(dir, "s.yaml"), body, nil,
-		[]sweep.Vary{docs[sweep.KindSimulate].vary}), Values: []string{"1"}}
+		[]sweep.Vary{docs[sweep.KindSimulate].vary}), Values: []string{"1"}, Total: 3}
 	_, err = task.Execute()
 	assert.ErrorContains(t, err, "a calibrate task whose document reads as simulate")
 }
@@ -162,7 +196,7 @@ type testWorker struct {
 
 func startWorker(t testing.TB, s *server.Server, opts WorkerOptions) *testWorker {
 	t.Helper()
-	nc, js := connect(t, s)
+	nc, js := connectAs(t, s, workerUser)
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &testWorker{nc: nc, cancel: cancel, done: make(chan struct{})}
 	if opts.FetchWait == 0 {
@@ -327,8 +361,11 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	// on its first delivery.
 	ents, err := os.ReadDir(results)
 	require.NoError(t, err)
-	assert.Len(t, ents, 8)
+	assert.Len(t, ents, 9, "8 parts and the store id")
 	for _, e := range ents {
+		if e.Name() == StoreFile {
+			continue
+		}
 		assert.False(t, strings.HasPrefix(e.Name(), "."), "temporary file %s left", e.Name())
 	}
 	n := 0
@@ -359,8 +396,8 @@ func TestFailingTaskIsDeadLettered(t *testing.T) {
 	r, out, err := submit(t, s, spec, SubmitOptions{Results: results, Queue: QueueConfig{AckWait: time.Second, MaxDeliver: 3},
 		Events: func(e Event) { events = append(events, e) },
 		mutate: func(task *Task) {
-			if task.Index == 1 {
-				task.Values = []string{"-5"} // the submitter validated 50; the worker gets -5
+			if task.Index == 1 { // the submitter validated the point; the worker gets load.requests=0
+				task.Spec.Sets = append(slices.Clone(task.Spec.Sets), "load.requests=0")
 			}
 		}})
 	require.Error(t, err)
@@ -370,7 +407,7 @@ func TestFailingTaskIsDeadLettered(t *testing.T) {
 	d := out.Dead[0]
 	assert.Equal(t, 1, d.Index)
 	assert.Equal(t, 3, d.Attempts)
-	assert.Contains(t, d.Error, "load.rate_rps is -5")
+	assert.Equal(t, "point 1 (load.rate_rps=50): invalid point (key load.requests); the worker's log has the details", d.Error)
 	// The dead-letter record can land before the last attempt's event.
 	assert.Eventually(t, func() bool { return attempts.Load() == 3 }, 5*time.Second, 10*time.Millisecond,
 		"bounded redelivery: MaxDeliver attempts (saw %d)", attempts.Load())
@@ -386,14 +423,14 @@ func TestFailingTaskIsDeadLettered(t *testing.T) {
 		}
 	}
 	require.Len(t, dead, 1)
-	assert.Contains(t, dead[0].Error, "-5")
+	assert.Contains(t, dead[0].Error, "load.requests")
 	// The record is in the bucket.
 	_, js := connect(t, s)
 	recs, err := DeadLetters(context.Background(), js, spec.ID())
 	require.NoError(t, err)
 	require.Len(t, recs, 1)
 	assert.Equal(t, TaskID(spec.ID(), 1), recs[0].TaskID)
-	assert.Contains(t, recs[0].Error, "load.rate_rps is -5")
+	assert.Equal(t, d.Error, recs[0].Error)
 }
 
 // TestTaskEveryHolderAbandonsIsDeadLettered: a point whose every holder
@@ -449,7 +486,7 @@ func TestPointsAndMergeAsAnIndexedJob(t *testing.T) {
 		_, err := RunPoint(spec, "", i, dir)
 		require.NoError(t, err)
 	}
-	m, err := Merge(dir, "")
+	m, err := Merge(dir, "", nil)
 	require.NoError(t, err)
 	assert.Empty(t, m.Missing)
 	// A pod retried after it wrote its part rewrites the same file.
@@ -462,7 +499,7 @@ func TestPointsAndMergeAsAnIndexedJob(t *testing.T) {
 	_, err = RunPoint(spec, "", 8, dir)
 	assert.ErrorContains(t, err, "out of range")
 	require.NoError(t, os.Remove(filepath.Join(dir, PartName(spec.ID(), 5))))
-	m, err = Merge(dir, "")
+	m, err = Merge(dir, "", nil)
 	require.NoError(t, err)
 	assert.Equal(t, []int{5}, m.Missing)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)

@@ -21,27 +21,30 @@ const PartMetaKey = "steplab.sweep.part"
 // PartMeta is what a part carries beside its rows: enough to rebuild the
 // point's audit for sweep.json and the figures.
 type PartMeta struct {
-	V        int               `json:"v"`
-	SweepID  string            `json:"sweep_id"`
-	TaskID   string            `json:"task_id"`
-	Index    int               `json:"index"`
-	Total    int               `json:"total"`
-	Scenario string            `json:"scenario"`
-	Kind     string            `json:"kind,omitempty"`
-	Vary     []sweep.Vary      `json:"vary"`
-	Point    sweep.PointResult `json:"point"`
+	V        int          `json:"v"`
+	SweepID  string       `json:"sweep_id"`
+	TaskID   string       `json:"task_id"`
+	Index    int          `json:"index"`
+	Total    int          `json:"total"`
+	Scenario string       `json:"scenario"`
+	Kind     string       `json:"kind,omitempty"`
+	Vary     []sweep.Vary `json:"vary"`
+	// Digest is the task's input digest (Task.Digest) the part was run
+	// from.
+	Digest string            `json:"digest"`
+	Point  sweep.PointResult `json:"point"`
 }
 
 // WritePart stores a one-point result as dir/<task id>.parquet durably:
 // written under a temporary name, fsynced, renamed over any earlier part
 // of the same task, and the directory fsynced. It returns the part's path.
-func WritePart(dir, sweepID string, total int, res *sweep.Result) (string, error) {
+func WritePart(dir, sweepID string, total int, digest string, res *sweep.Result) (string, error) {
 	if len(res.Points) != 1 {
 		return "", fmt.Errorf("distsweep: a part holds one point, not %d", len(res.Points))
 	}
 	p := res.Points[0]
 	meta := PartMeta{V: ProtocolVersion, SweepID: sweepID, TaskID: TaskID(sweepID, p.Index), Index: p.Index,
-		Total: total, Scenario: res.Scenario, Kind: res.Kind, Vary: res.Vary, Point: p}
+		Total: total, Scenario: res.Scenario, Kind: res.Kind, Vary: res.Vary, Digest: digest, Point: p}
 	mb, err := json.Marshal(meta)
 	if err != nil {
 		return "", err
@@ -156,8 +159,10 @@ type Merged struct {
 
 // Merge reads the parts of sweep id (empty: the only sweep in dir) and
 // gathers them in point order into the result a local sweep gives; write
-// it with sweep.Write. Missing points are listed, not an error.
-func Merge(dir, sweepID string) (*Merged, error) {
+// it with sweep.Write. Missing points are listed, not an error. With
+// digests (by point index), a part run from other inputs than its point's
+// is refused.
+func Merge(dir, sweepID string, digests map[int]string) (*Merged, error) {
 	all, err := PartsIn(dir)
 	if err != nil {
 		return nil, err
@@ -194,6 +199,9 @@ func Merge(dir, sweepID string) (*Merged, error) {
 		}
 		if pm.SweepID != sweepID || pm.Index != i || pm.Point.Index != i {
 			return nil, fmt.Errorf("%s: holds %s point %d", parts[i], pm.SweepID, pm.Point.Index)
+		}
+		if want, ok := digests[i]; digests != nil && (!ok || pm.Digest != want) {
+			return nil, fmt.Errorf("%s: %w", parts[i], &DigestError{Index: i, Got: pm.Digest, Want: want})
 		}
 		if m.Total == 0 {
 			m.Total, m.Result.Vary, m.Result.Kind = pm.Total, pm.Vary, pm.Kind
@@ -241,13 +249,23 @@ func WaitParts(ctx context.Context, dir, sweepID string, poll time.Duration) (*M
 				}
 			}
 			if total > 0 && len(parts) >= total {
-				return Merge(dir, sweepID)
+				return Merge(dir, sweepID, nil)
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return Merge(dir, sweepID)
+			return Merge(dir, sweepID, nil)
 		case <-t.C:
 		}
 	}
+}
+
+// DigestError is a part whose inputs are not its point's.
+type DigestError struct {
+	Index     int
+	Got, Want string
+}
+
+func (e *DigestError) Error() string {
+	return fmt.Sprintf("point %d was run from other inputs (digest %.12s) than the sweep's (%.12s): refused", e.Index, e.Got, e.Want)
 }

@@ -3,18 +3,26 @@ package distsweep
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Names on the JetStream server.
+// Names on the JetStream server. A results store (StoreID) has its own
+// subjects and consumer, so pools writing to different directories never
+// take each other's tasks.
 const (
-	StreamName    = "STEPLAB_SWEEP"
-	SubjectPrefix = "steplab.sweep.tasks."
-	ConsumerName  = "steplab-workers"
-	DeadBucket    = "STEPLAB_DEAD"
+	StreamName     = "STEPLAB_SWEEP"
+	SubjectPrefix  = "steplab.sweep.tasks."
+	ConsumerPrefix = "steplab-workers-"
+	DeadBucket     = "STEPLAB_DEAD"
+	// SweepsBucket holds each sweep's SweepMeta (its public key): only
+	// the submitters may write it (see examples/nats/steplab.conf).
+	SweepsBucket = "STEPLAB_SWEEPS"
+	// HeldBucket records which worker holds a point, and since when.
+	HeldBucket = "STEPLAB_HELD"
 )
 
 // Defaults of QueueConfig.
@@ -43,16 +51,27 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	return c
 }
 
-// Subject is the subject of sweep id's tasks.
-func Subject(sweepID string) string { return SubjectPrefix + sweepID }
+// Subject is the subject of sweep id's tasks for results store store.
+func Subject(store, sweepID string) string { return SubjectPrefix + store + "." + sweepID }
 
-// DeadKey is the dead-letter key of a point.
+// ConsumerName is the durable consumer of a results store's workers.
+func ConsumerName(store string) string { return ConsumerPrefix + store }
+
+// DeadKey is the dead-letter (and held) key of a point.
 func DeadKey(sweepID string, index int) string { return fmt.Sprintf("%s.%06d", sweepID, index) }
 
-// Ensure creates or updates the work-queue stream, the workers' durable
+// queue is the server-side objects a submitter or a worker uses.
+type queue struct {
+	stream             jetstream.Stream
+	consumer           jetstream.Consumer
+	dead, sweeps, held jetstream.KeyValue
+	store              string
+}
+
+// Ensure creates or updates the work-queue stream, the store's durable
 // pull consumer (explicit ack, cfg's AckWait and MaxDeliver) and the
-// dead-letter bucket. The submitter calls it; workers wait for them.
-func Ensure(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetstream.Stream, jetstream.KeyValue, error) {
+// buckets. The submitter calls it; workers wait for them (openQueue).
+func Ensure(ctx context.Context, js jetstream.JetStream, store string, cfg QueueConfig) (*queue, error) {
 	cfg = cfg.withDefaults()
 	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 		Name:        StreamName,
@@ -64,32 +83,72 @@ func Ensure(ctx context.Context, js jetstream.JetStream, cfg QueueConfig) (jetst
 		Duplicates:  2 * time.Minute,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("stream %s: %w", StreamName, err)
+		return nil, fmt.Errorf("stream %s: %w", StreamName, err)
 	}
-	if _, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		Description:   "steplab workers",
+	c, err := js.CreateOrUpdateConsumer(ctx, StreamName, jetstream.ConsumerConfig{
+		Durable:       ConsumerName(store),
+		Description:   "steplab workers of results store " + store,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    cfg.MaxDeliver,
-		FilterSubject: SubjectPrefix + ">",
+		FilterSubject: SubjectPrefix + store + ".>",
 		MaxAckPending: 10000,
-	}); err != nil {
-		return nil, nil, fmt.Errorf("consumer %s: %w", ConsumerName, err)
-	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      DeadBucket,
-		Description: "steplab sweep tasks that failed every delivery, with their error",
-		History:     1,
-		Storage:     jetstream.FileStorage,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("bucket %s: %w", DeadBucket, err)
+		return nil, fmt.Errorf("consumer %s: %w", ConsumerName(store), err)
 	}
-	return st, kv, nil
+	q := &queue{stream: st, consumer: c, store: store}
+	for _, b := range []struct {
+		kv   *jetstream.KeyValue
+		name string
+		desc string
+		age  time.Duration
+	}{
+		{&q.dead, DeadBucket, "steplab sweep tasks that failed every delivery, with their error", 0},
+		{&q.sweeps, SweepsBucket, "steplab sweeps: each submission's results store and task-signing public key", 0},
+		{&q.held, HeldBucket, "steplab sweep points in progress: the worker holding each and since when", 7 * 24 * time.Hour},
+	} {
+		kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b.name, Description: b.desc, History: 1,
+			Storage: jetstream.FileStorage, TTL: b.age})
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", b.name, err)
+		}
+		*b.kv = kv
+	}
+	return q, nil
 }
 
-// DeadLetter is the record of a task that failed every delivery.
+// errNotYet: the submitter has not created the queue yet.
+var errNotYet = errors.New("queue not created yet")
+
+// openQueue binds to what Ensure created, or says errNotYet.
+func openQueue(ctx context.Context, js jetstream.JetStream, store string) (*queue, error) {
+	q := &queue{store: store}
+	var err error
+	if q.consumer, err = js.Consumer(ctx, StreamName, ConsumerName(store)); err != nil {
+		return nil, notYet(err)
+	}
+	for _, b := range []struct {
+		kv   *jetstream.KeyValue
+		name string
+	}{{&q.dead, DeadBucket}, {&q.sweeps, SweepsBucket}, {&q.held, HeldBucket}} {
+		if *b.kv, err = js.KeyValue(ctx, b.name); err != nil {
+			return nil, notYet(err)
+		}
+	}
+	return q, nil
+}
+
+func notYet(err error) error {
+	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) ||
+		errors.Is(err, jetstream.ErrBucketNotFound) || errors.Is(err, context.DeadlineExceeded) {
+		return errNotYet
+	}
+	return err
+}
+
+// DeadLetter is the record of a task that failed every delivery. Its
+// Error is a safe message (SafeError): never a file's contents.
 type DeadLetter struct {
 	SweepID  string   `json:"sweep_id"`
 	TaskID   string   `json:"task_id"`
@@ -110,6 +169,13 @@ func putDead(ctx context.Context, kv jetstream.KeyValue, d DeadLetter) error {
 	}
 	_, err = kv.Put(ctx, DeadKey(d.SweepID, d.Index), b)
 	return err
+}
+
+// Held says which worker holds a point, since when, on which delivery.
+type Held struct {
+	Worker  string `json:"worker"`
+	Since   string `json:"since"`
+	Attempt int    `json:"attempt"`
 }
 
 // DeadLetters lists the dead letters of sweep id (every submission).

@@ -1,13 +1,16 @@
 package distsweep
 
 import (
+	"cmp"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,29 +32,39 @@ type SubmitOptions struct {
 	Timeout time.Duration
 	// Poll is the period of the results directory scan (default 200 ms).
 	Poll time.Duration
+	// Report is the period of the pending events (default 1 min).
+	Report time.Duration
 	// Resume keeps the parts of an earlier submission of the same sweep
 	// and submits only the missing points; otherwise they are removed
 	// first.
 	Resume bool
+	// Limits bound every task's work (the workers enforce them).
+	Limits Limits
 	// Events, when set, hears the sweep's progress (from one goroutine).
 	Events func(Event)
 
-	// mutate, a test hook, edits each task before it is published.
-	mutate func(*Task)
+	// Test hooks: mutate edits each task before it is signed;
+	// beforePublish runs once the sweep's key is recorded.
+	mutate        func(*Task)
+	beforePublish func(store, subject string)
 }
 
 // Event is a progress event of a distributed sweep (the --json lines).
 type Event struct {
-	Event   string `json:"event"` // submitted | done | dead | timeout | complete
+	Event   string `json:"event"` // submitted | held | pending | done | refused | dead | timeout | complete
 	SweepID string `json:"sweep_id"`
 	TaskID  string `json:"task_id,omitempty"`
 	Index   *int   `json:"index,omitempty"`
 	Error   string `json:"error,omitempty"`
-	// Attempts of a dead task.
+	// Attempts of a dead task (the delivery of a held one).
 	Attempts int `json:"attempts,omitempty"`
-	Done     int `json:"done"`
-	Dead     int `json:"dead"`
-	Total    int `json:"total"`
+	// Worker holds the point since Since (a held event; a pending event:
+	// the point held longest).
+	Worker string `json:"worker,omitempty"`
+	Since  string `json:"since,omitempty"`
+	Done   int    `json:"done"`
+	Dead   int    `json:"dead"`
+	Total  int    `json:"total"`
 	// ElapsedS since the submission.
 	ElapsedS float64 `json:"elapsed_s"`
 }
@@ -67,6 +80,8 @@ type Outcome struct {
 	Dead    []DeadLetter
 	Pending []int
 	Elapsed time.Duration
+	// digests are the points' input digests, which the merge checks.
+	digests map[int]string
 }
 
 // maxDeliveriesAdvisory is the server's JSConsumerDeliveryExceededAdvisory.
@@ -77,219 +92,342 @@ type maxDeliveriesAdvisory struct {
 	Deliveries uint64 `json:"deliveries"`
 }
 
-// Submit publishes every point of spec as a task and follows the sweep
-// until each point has a part in opts.Results or a dead letter, or the
-// timeout passes. It does not merge (see Merge). An error means the sweep
-// could not be submitted or followed; a timeout is reported in the
-// Outcome's Pending, with an error.
+// submission is one Submit's state while it follows its sweep.
+type submission struct {
+	opts    SubmitOptions
+	q       *queue
+	id, run string
+	subject string
+	start   time.Time
+	tasks   []Task
+	digests map[int]string
+	pending map[int]bool
+	// refused: the digest of a part already reported as not the point's.
+	refused map[int]string
+	held    map[int]Held
+	out     *Outcome
+}
+
+func (s *submission) emit(e Event) {
+	e.SweepID, e.Total, e.Done, e.Dead = s.id, len(s.tasks), len(s.out.Done), len(s.out.Dead)
+	e.ElapsedS = time.Since(s.start).Seconds()
+	if s.opts.Events != nil {
+		s.opts.Events(e)
+	}
+}
+
+// Submit publishes every point of spec as a task signed with a key of this
+// submission, for the results store of opts.Results, and follows the sweep
+// until each point has a part (from its own inputs) in opts.Results or a
+// dead letter, or the timeout passes. It does not merge (see Merge). An
+// error means the sweep could not be submitted or followed; a timeout is
+// reported in the Outcome's Pending, with an error naming the holders.
 func Submit(ctx context.Context, js jetstream.JetStream, spec Spec, opts SubmitOptions) (*Outcome, error) {
-	start := time.Now()
+	s, err := newSubmission(ctx, js, spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// Watch before publishing, so that nothing is missed.
+	dead, err := s.q.dead.Watch(wctx, s.id+".*", jetstream.UpdatesOnly())
+	if err != nil {
+		return nil, fmt.Errorf("watching %s: %w", DeadBucket, err)
+	}
+	defer dead.Stop()
+	held, err := s.q.held.Watch(wctx, s.id+".*", jetstream.UpdatesOnly())
+	if err != nil {
+		return nil, fmt.Errorf("watching %s: %w", HeldBucket, err)
+	}
+	defer held.Stop()
+	advisories := make(chan *nats.Msg, 256)
+	sub, err := js.Conn().ChanSubscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", StreamName,
+		ConsumerName(s.q.store)), advisories)
+	if err != nil {
+		return nil, err
+	}
+	defer sub.Unsubscribe()
+	if err := s.publish(ctx, js); err != nil {
+		return nil, err
+	}
+	return s.follow(ctx, dead, held, advisories)
+}
+
+// newSubmission plans the tasks, ensures the queue and sorts the points
+// into done (a part of an earlier submission, with --resume) and pending.
+func newSubmission(ctx context.Context, js jetstream.JetStream, spec Spec, opts SubmitOptions) (*submission, error) {
+	s := &submission{opts: opts, start: time.Now(), run: newRun(), pending: map[int]bool{}, refused: map[int]string{},
+		held: map[int]Held{}, digests: map[int]string{}}
 	if opts.Results == "" {
 		return nil, fmt.Errorf("sweep: no results directory for the workers' parts")
 	}
-	if opts.SweepID == "" {
-		opts.SweepID = spec.ID()
+	s.id = opts.SweepID
+	if s.id == "" {
+		s.id = spec.ID()
 	}
-	if opts.Poll <= 0 {
-		opts.Poll = 200 * time.Millisecond
+	if s.opts.Poll <= 0 {
+		s.opts.Poll = 200 * time.Millisecond
 	}
-	opts.Queue = opts.Queue.withDefaults()
-	run := newRun()
-	tasks, err := Plan(spec, opts.SweepID, run)
+	s.opts.Queue = opts.Queue.withDefaults()
+	var err error
+	if s.tasks, err = Plan(spec, s.id, s.run); err != nil {
+		return nil, err
+	}
+	store, err := StoreID(opts.Results)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(opts.Results, 0o755); err != nil {
+	if s.q, err = Ensure(ctx, js, store, s.opts.Queue); err != nil {
 		return nil, err
 	}
-	id := opts.SweepID
-	out := &Outcome{SweepID: id, Run: run, Total: len(tasks)}
-	emit := func(e Event) {
-		e.SweepID, e.Total, e.Done, e.Dead = id, len(tasks), len(out.Done), len(out.Dead)
-		e.ElapsedS = time.Since(start).Seconds()
-		if opts.Events != nil {
-			opts.Events(e)
-		}
-	}
-
-	st, kv, err := Ensure(ctx, js, opts.Queue)
-	if err != nil {
-		return nil, err
-	}
+	s.subject = Subject(store, s.id)
+	s.out = &Outcome{SweepID: s.id, Run: s.run, Total: len(s.tasks)}
 	// Leftovers of an earlier submission of this sweep id.
-	if err := st.Purge(ctx, jetstream.WithPurgeSubject(Subject(id))); err != nil {
-		return nil, fmt.Errorf("purging %s: %w", Subject(id), err)
+	if err := s.q.stream.Purge(ctx, jetstream.WithPurgeSubject(s.subject)); err != nil {
+		return nil, fmt.Errorf("purging %s: %w", s.subject, err)
 	}
 	existing, err := PartsIn(opts.Results)
 	if err != nil {
 		return nil, err
 	}
-	pending := map[int]bool{}
-	for _, t := range tasks {
-		if p, ok := existing[id][t.Index]; ok {
-			if opts.Resume {
-				if _, err := ReadPart(p); err == nil {
-					out.Done = append(out.Done, t.Index)
-					continue
-				}
+	for i := range s.tasks {
+		t := &s.tasks[i]
+		t.AckWaitNs, t.MaxDeliver, t.Limits = int64(s.opts.Queue.AckWait), s.opts.Queue.MaxDeliver, opts.Limits
+		if opts.mutate != nil {
+			opts.mutate(t)
+		}
+		s.digests[t.Index] = t.Digest()
+		if p, ok := existing[s.id][t.Index]; ok {
+			if pm, err := ReadPart(p); err == nil && opts.Resume && pm.Digest == s.digests[t.Index] {
+				s.out.Done = append(s.out.Done, t.Index)
+				continue
 			}
 			if err := os.Remove(p); err != nil {
 				return nil, err
 			}
 		}
-		pending[t.Index] = true
+		s.pending[t.Index] = true
 	}
+	s.out.digests = s.digests
+	return s, nil
+}
 
-	// Watch before publishing, so that nothing is missed.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	watcher, err := kv.Watch(wctx, id+".*", jetstream.UpdatesOnly())
+// publish records the submission's key, then signs and publishes its
+// pending tasks.
+func (s *submission) publish(ctx context.Context, js jetstream.JetStream) error {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return nil, fmt.Errorf("watching %s: %w", DeadBucket, err)
+		return err
 	}
-	defer watcher.Stop()
-	nc := js.Conn()
-	advisories := make(chan *nats.Msg, 256)
-	sub, err := nc.ChanSubscribe(fmt.Sprintf("$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.%s.%s", StreamName, ConsumerName), advisories)
-	if err != nil {
-		return nil, err
+	if err := s.q.putMeta(ctx, SweepMeta{SweepID: s.id, Run: s.run, Store: s.q.store, Total: len(s.tasks), PublicKey: pub}); err != nil {
+		return err
 	}
-	defer sub.Unsubscribe()
-
-	for i := range tasks {
-		t := &tasks[i]
-		if !pending[t.Index] {
+	if s.opts.beforePublish != nil {
+		s.opts.beforePublish(s.q.store, s.subject)
+	}
+	sg := signer{priv}
+	for i := range s.tasks {
+		t := &s.tasks[i]
+		if !s.pending[t.Index] {
 			continue
-		}
-		t.AckWaitNs, t.MaxDeliver = int64(opts.Queue.AckWait), opts.Queue.MaxDeliver
-		if opts.mutate != nil {
-			opts.mutate(t)
 		}
 		b, err := json.Marshal(t)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		if _, err := js.Publish(ctx, Subject(id), b, jetstream.WithMsgID(t.ID()+"."+run)); err != nil {
-			return nil, fmt.Errorf("publishing %s: %w", t.ID(), err)
+		if _, err := js.PublishMsg(ctx, sg.msg(s.subject, b), jetstream.WithMsgID(t.ID()+"."+s.run)); err != nil {
+			return fmt.Errorf("publishing %s: %w", t.ID(), err)
 		}
 	}
-	emit(Event{Event: "submitted"})
-	for _, i := range out.Done {
-		emit(Event{Event: "done", TaskID: TaskID(id, i), Index: &i})
+	s.emit(Event{Event: "submitted"})
+	for _, i := range s.out.Done {
+		s.emit(Event{Event: "done", TaskID: TaskID(s.id, i), Index: &i})
 	}
+	return nil
+}
 
+// follow waits for parts, dead letters and advisories until no point is
+// pending or the timeout.
+func (s *submission) follow(ctx context.Context, dead, held jetstream.KeyWatcher, advisories chan *nats.Msg) (*Outcome, error) {
 	var deadline <-chan time.Time
-	if opts.Timeout > 0 {
-		tm := time.NewTimer(opts.Timeout)
+	if s.opts.Timeout > 0 {
+		tm := time.NewTimer(s.opts.Timeout)
 		defer tm.Stop()
 		deadline = tm.C
 	}
-	tick := time.NewTicker(opts.Poll)
+	tick := time.NewTicker(s.opts.Poll)
 	defer tick.Stop()
-	scan := func() error {
-		parts, err := PartsIn(opts.Results)
-		if err != nil {
-			return err
-		}
-		var idx []int
-		for i := range parts[id] {
-			if pending[i] {
-				idx = append(idx, i)
-			}
-		}
-		slices.Sort(idx)
-		for _, i := range idx {
-			delete(pending, i)
-			out.Done = append(out.Done, i)
-			emit(Event{Event: "done", TaskID: TaskID(id, i), Index: &i})
-		}
-		return nil
-	}
-	dead := func(d DeadLetter) {
-		if d.SweepID != id || d.Run != run || !pending[d.Index] {
-			return
-		}
-		// A part written by an earlier attempt wins over the dead letter.
-		if _, err := os.Stat(filepath.Join(opts.Results, PartName(id, d.Index))); err == nil {
-			return
-		}
-		delete(pending, d.Index)
-		out.Dead = append(out.Dead, d)
-		i := d.Index
-		emit(Event{Event: "dead", TaskID: d.TaskID, Index: &i, Error: d.Error, Attempts: d.Attempts})
-	}
-	for len(pending) > 0 {
+	report := time.NewTicker(cmp.Or(s.opts.Report, time.Minute))
+	defer report.Stop()
+	for len(s.pending) > 0 {
+		var err error
 		select {
 		case <-ctx.Done():
-			return out, ctx.Err()
+			return s.out, ctx.Err()
 		case <-deadline:
-			_ = scan()
-			for i := range pending {
-				out.Pending = append(out.Pending, i)
-			}
-			slices.Sort(out.Pending)
-			pctx, pc := context.WithTimeout(context.Background(), 5*time.Second)
-			_ = st.Purge(pctx, jetstream.WithPurgeSubject(Subject(id)))
-			pc()
-			out.Elapsed = time.Since(start)
-			emit(Event{Event: "timeout", Error: fmt.Sprintf("%d points neither done nor dead-lettered", len(out.Pending))})
-			return out, fmt.Errorf("sweep %s: timed out after %s with %d of %d points pending (see `steplab worker`; resubmit with --resume to keep the %d done)",
-				id, opts.Timeout, len(out.Pending), len(tasks), len(out.Done))
-		case e, ok := <-watcher.Updates():
+			return s.out, s.timeout()
+		case e, ok := <-dead.Updates():
 			if !ok {
-				return out, fmt.Errorf("dead-letter watch stopped")
-			}
-			if e == nil || e.Operation() != jetstream.KeyValuePut {
-				continue
+				return s.out, fmt.Errorf("dead-letter watch stopped")
 			}
 			var d DeadLetter
-			if json.Unmarshal(e.Value(), &d) == nil {
-				_ = scan() // a part that landed first wins
-				dead(d)
+			if e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &d) == nil {
+				err = s.scan() // a part that landed first wins
+				s.dead(d)
 			}
+		case e := <-held.Updates():
+			s.holder(e)
 		case m := <-advisories:
-			// Every holder of a task died (or timed out) on its last
-			// delivery: nobody wrote its dead letter.
-			var a maxDeliveriesAdvisory
-			if json.Unmarshal(m.Data, &a) != nil || a.Stream != StreamName {
-				continue
-			}
-			raw, err := st.GetMsg(ctx, a.StreamSeq)
-			if err != nil {
-				continue
-			}
-			var t Task
-			if json.Unmarshal(raw.Data, &t) != nil || t.SweepID != id || t.Run != run || !pending[t.Index] {
-				continue
-			}
-			if err := scan(); err != nil {
-				return out, err
-			}
-			if !pending[t.Index] {
-				continue
-			}
-			d := DeadLetter{SweepID: id, TaskID: t.ID(), Run: run, Index: t.Index, Values: t.Values, Attempts: int(a.Deliveries),
-				Error: fmt.Sprintf("no result after %d deliveries: every worker holding it stopped or exceeded the ack wait (%s) without acknowledging",
-					a.Deliveries, opts.Queue.AckWait)}
-			if err := putDead(ctx, kv, d); err != nil {
-				return out, err
-			}
-			_ = st.DeleteMsg(ctx, a.StreamSeq)
-			// the watcher reports it
+			err = s.advisory(ctx, m)
 		case <-tick.C:
-			if err := scan(); err != nil {
-				return out, err
-			}
+			err = s.scan()
+		case <-report.C:
+			s.emit(s.pendingEvent())
+		}
+		if err != nil {
+			return s.out, err
 		}
 	}
-	slices.Sort(out.Done)
-	slices.SortFunc(out.Dead, func(a, b DeadLetter) int { return a.Index - b.Index })
+	slices.Sort(s.out.Done)
+	slices.SortFunc(s.out.Dead, func(a, b DeadLetter) int { return a.Index - b.Index })
+	s.purge()
+	s.out.Elapsed = time.Since(s.start)
+	s.emit(Event{Event: "complete"})
+	return s.out, nil
+}
+
+func (s *submission) purge() {
 	pctx, pc := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = st.Purge(pctx, jetstream.WithPurgeSubject(Subject(id)))
-	pc()
-	out.Elapsed = time.Since(start)
-	emit(Event{Event: "complete"})
-	return out, nil
+	defer pc()
+	_ = s.q.stream.Purge(pctx, jetstream.WithPurgeSubject(s.subject))
+}
+
+// timeout ends the wait: the pending points, each with its holder.
+func (s *submission) timeout() error {
+	_ = s.scan()
+	for i := range s.pending {
+		s.out.Pending = append(s.out.Pending, i)
+	}
+	slices.Sort(s.out.Pending)
+	s.purge()
+	s.out.Elapsed = time.Since(s.start)
+	var who []string
+	for _, i := range s.out.Pending {
+		if h, ok := s.held[i]; ok {
+			who = append(who, fmt.Sprintf("point %d held by %s since %s (delivery %d)", i, h.Worker, h.Since, h.Attempt))
+		}
+	}
+	held := "no worker held any"
+	if len(who) > 0 {
+		held = strings.Join(who, "; ")
+	}
+	s.emit(Event{Event: "timeout", Error: fmt.Sprintf("%d points neither done nor dead-lettered: %s", len(s.out.Pending), held)})
+	return fmt.Errorf("sweep %s: timed out after %s with %d of %d points pending (%s; see `steplab worker`; resubmit with --resume to keep the %d done)",
+		s.id, s.opts.Timeout, len(s.out.Pending), len(s.tasks), held, len(s.out.Done))
+}
+
+// pendingEvent counts the pending points and names the one held longest.
+func (s *submission) pendingEvent() Event {
+	e := Event{Event: "pending", Error: fmt.Sprintf("%d points pending, %d of them held by a worker", len(s.pending), len(s.held))}
+	for i, h := range s.held {
+		if e.Index == nil || h.Since < e.Since || (h.Since == e.Since && i < *e.Index) {
+			e.Index, e.TaskID, e.Worker, e.Since, e.Attempts = &i, TaskID(s.id, i), h.Worker, h.Since, h.Attempt
+		}
+	}
+	return e
+}
+
+// holder records (and reports) which worker took a pending point.
+func (s *submission) holder(e jetstream.KeyValueEntry) {
+	if e == nil {
+		return
+	}
+	var i int
+	if _, err := fmt.Sscanf(strings.TrimPrefix(e.Key(), s.id+"."), "%d", &i); err != nil || !s.pending[i] {
+		return
+	}
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(s.held, i)
+		return
+	}
+	var h Held
+	if json.Unmarshal(e.Value(), &h) == nil {
+		s.held[i] = h
+		s.emit(Event{Event: "held", TaskID: TaskID(s.id, i), Index: &i, Worker: h.Worker, Since: h.Since, Attempts: h.Attempt})
+	}
+}
+
+// scan moves the pending points with a part run from their own inputs to
+// done; a part from other inputs is reported once and left pending.
+func (s *submission) scan() error {
+	parts, err := PartsIn(s.opts.Results)
+	if err != nil {
+		return err
+	}
+	var idx []int
+	for i := range parts[s.id] {
+		if s.pending[i] {
+			idx = append(idx, i)
+		}
+	}
+	slices.Sort(idx)
+	for _, i := range idx {
+		pm, err := ReadPart(parts[s.id][i])
+		if err != nil {
+			continue // being replaced, or damaged: its redelivery rewrites it
+		}
+		if pm.Digest != s.digests[i] {
+			if s.refused[i] != pm.Digest {
+				s.refused[i] = pm.Digest
+				de := &DigestError{Index: i, Got: pm.Digest, Want: s.digests[i]}
+				s.emit(Event{Event: "refused", TaskID: TaskID(s.id, i), Index: &i, Error: de.Error()})
+			}
+			continue
+		}
+		delete(s.pending, i)
+		s.out.Done = append(s.out.Done, i)
+		s.emit(Event{Event: "done", TaskID: TaskID(s.id, i), Index: &i})
+	}
+	return nil
+}
+
+// dead records a dead letter of this submission.
+func (s *submission) dead(d DeadLetter) {
+	if d.SweepID != s.id || d.Run != s.run || !s.pending[d.Index] {
+		return
+	}
+	delete(s.pending, d.Index)
+	s.out.Dead = append(s.out.Dead, d)
+	i := d.Index
+	s.emit(Event{Event: "dead", TaskID: d.TaskID, Index: &i, Error: d.Error, Attempts: d.Attempts})
+}
+
+// advisory dead-letters a task whose every holder died (or timed out) on
+// its last delivery: nobody wrote its dead letter.
+func (s *submission) advisory(ctx context.Context, m *nats.Msg) error {
+	var a maxDeliveriesAdvisory
+	if json.Unmarshal(m.Data, &a) != nil || a.Stream != StreamName {
+		return nil
+	}
+	raw, err := s.q.stream.GetMsg(ctx, a.StreamSeq)
+	if err != nil {
+		return nil
+	}
+	var t Task
+	if raw.Subject != s.subject || json.Unmarshal(raw.Data, &t) != nil || t.Run != s.run || !s.pending[t.Index] {
+		return nil
+	}
+	if err := s.scan(); err != nil || !s.pending[t.Index] {
+		return err
+	}
+	d := DeadLetter{SweepID: s.id, TaskID: t.ID(), Run: s.run, Index: t.Index, Values: t.Values, Attempts: int(a.Deliveries),
+		Error: fmt.Sprintf("no result after %d deliveries: every worker holding it stopped or exceeded the ack wait (%s) without acknowledging",
+			a.Deliveries, s.opts.Queue.AckWait)}
+	if err := putDead(ctx, s.q.dead, d); err != nil {
+		return err
+	}
+	_ = s.q.stream.DeleteMsg(ctx, a.StreamSeq)
+	return nil // the watcher reports it
 }
 
 // Result of a distributed sweep: the merged table and the submission.
@@ -313,7 +451,7 @@ func Run(ctx context.Context, js jetstream.JetStream, spec Spec, opts SubmitOpti
 	if len(out.Done) == 0 {
 		return nil, out, fmt.Errorf("sweep %s: %w: all %d points failed", out.SweepID, ErrDeadLetters, out.Total)
 	}
-	m, err := Merge(opts.Results, out.SweepID)
+	m, err := Merge(opts.Results, out.SweepID, out.digests)
 	if err != nil {
 		return nil, out, err
 	}
@@ -358,5 +496,5 @@ func RunPoint(spec Spec, sweepID string, index int, dir string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	return WritePart(dir, sweepID, t.Total, res)
+	return WritePart(dir, sweepID, t.Total, t.Digest(), res)
 }

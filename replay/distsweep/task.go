@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/steplab/steplab/replay/sweep"
@@ -15,8 +16,12 @@ import (
 )
 
 // ProtocolVersion is the version of Task and PartMeta; a worker refuses a
-// task of another version. Version 2 added the task's kind.
-const ProtocolVersion = 2
+// task of another version. Version 2 added the task's kind; version 3
+// signed tasks, per-store subjects, limits and the parts' input digest.
+const ProtocolVersion = 3
+
+// MaxPoints bounds a sweep's grid (a point index has 6 digits in names).
+const MaxPoints = 1_000_000
 
 // Spec is a sweep: everything a worker needs to build any of its points.
 type Spec struct {
@@ -123,6 +128,89 @@ type Task struct {
 	// them: the heartbeat period and the dead-letter bound.
 	AckWaitNs  int64 `json:"ack_wait_ns"`
 	MaxDeliver int   `json:"max_deliver"`
+	// Limits bound the work of the point; the worker enforces them.
+	Limits Limits `json:"limits"`
+}
+
+// Limits bound one point's work (0: no limit). A point past a limit fails
+// at once (no redelivery) with a message naming the limit.
+type Limits struct {
+	// MaxRequests bounds the requests the point simulates (what-if and
+	// simulate points; checked before it runs).
+	MaxRequests int `json:"max_requests,omitempty"`
+	// WallTimeNs bounds the point's running time.
+	WallTimeNs int64 `json:"wall_time_ns,omitempty"`
+	// MemoryBytes bounds the worker's heap while the point runs (the
+	// worker sets it as its Go memory limit, GOMEMLIMIT).
+	MemoryBytes int64 `json:"memory_bytes,omitempty"`
+}
+
+// Tighter is the tighter of l and m, limit by limit (0 is no limit).
+func (l Limits) Tighter(m Limits) Limits {
+	tight := func(a, b int64) int64 {
+		if a == 0 || (b != 0 && b < a) {
+			return b
+		}
+		return a
+	}
+	return Limits{MaxRequests: int(tight(int64(l.MaxRequests), int64(m.MaxRequests))), WallTimeNs: tight(l.WallTimeNs, m.WallTimeNs),
+		MemoryBytes: tight(l.MemoryBytes, m.MemoryBytes)}
+}
+
+// Digest is the hex SHA-256 of the point's exact inputs (kind, scenario
+// bytes, sets, varied keys and values, index, seed; not the path, so that
+// a pod of an Indexed Job agrees). A part carries its task's digest and
+// the merge refuses a part whose digest is not the point's it asked for.
+func (t *Task) Digest() string {
+	b, _ := json.Marshal(struct {
+		Kind     string
+		Scenario []byte
+		Sets     []string
+		Vary     []sweep.Vary
+		Index    int
+		Values   []string
+		Seed     uint64
+	}{t.Kind, t.Spec.Scenario, t.Spec.Sets, t.Spec.Vary, t.Index, t.Values, t.Seed})
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// Check refuses a task whose names or numbers are out of bounds: its
+// sweep id, its index and total (against its grid) and its values (the
+// grid's at its index).
+func (t *Task) Check() error {
+	if t.V != ProtocolVersion {
+		return fmt.Errorf("task protocol version %d, this steplab speaks %d", t.V, ProtocolVersion)
+	}
+	if err := CheckID(t.SweepID); err != nil {
+		return err
+	}
+	n := 1
+	for _, v := range t.Spec.Vary {
+		if len(v.Values) == 0 || n > MaxPoints/len(v.Values) {
+			return fmt.Errorf("sweep %s: its grid is empty or over %d points", t.SweepID, MaxPoints)
+		}
+		n *= len(v.Values)
+	}
+	if t.Total != n || t.Index < 0 || t.Index >= n {
+		return fmt.Errorf("sweep %s: point %d of %d: its grid has %d points (indices 0 to %d)", t.SweepID, t.Index, t.Total, n, n-1)
+	}
+	if want := gridValues(t.Spec.Vary, t.Index); !slices.Equal(want, t.Values) {
+		return fmt.Errorf("sweep %s: point %d has values %q, its grid says %q", t.SweepID, t.Index, t.Values, want)
+	}
+	return nil
+}
+
+// gridValues are the values of point i of sweep.Grid(vary) (the first
+// key changes slowest).
+func gridValues(vary []sweep.Vary, i int) []string {
+	out := make([]string, len(vary))
+	for k := len(vary) - 1; k >= 0; k-- {
+		n := len(vary[k].Values)
+		out[k] = vary[k].Values[i%n]
+		i /= n
+	}
+	return out
 }
 
 // ID is the task id.
@@ -168,8 +256,8 @@ func (t *Task) Execute() (res *sweep.Result, err error) {
 			err = fmt.Errorf("%s: panic: %v", t.Describe(), r)
 		}
 	}()
-	if t.V != ProtocolVersion {
-		return nil, fmt.Errorf("task protocol version %d, this steplab speaks %d", t.V, ProtocolVersion)
+	if err := t.Check(); err != nil {
+		return nil, err
 	}
 	d, err := t.Spec.Doc()
 	if err != nil {

@@ -36,6 +36,8 @@ type WorkerOptions struct {
 	WaitQueue time.Duration
 	// MaxIdle stops the worker after this long without a task (0: never).
 	MaxIdle time.Duration
+	// Limits cap every task's (the tighter of the two applies).
+	Limits Limits
 	// Log receives one line per task (default: discard).
 	Log *slog.Logger
 	// OnTask, when set, hears each finished attempt.
@@ -52,49 +54,42 @@ type TaskEvent struct {
 	TaskID  string        `json:"task_id"`
 	Index   int           `json:"index"`
 	Attempt int           `json:"attempt"`
-	Outcome string        `json:"outcome"` // done | retry | dead | abandoned
+	Outcome string        `json:"outcome"` // done | retry | dead | refused | abandoned
 	Error   string        `json:"error,omitempty"`
 	Elapsed time.Duration `json:"elapsed_ns"`
 }
 
 // WorkerStats counts a worker's attempts.
 type WorkerStats struct {
-	Done, Retried, Dead, Abandoned int64
+	Done, Retried, Dead, Refused, Abandoned int64
 }
 
 var errAbandon = errors.New("task abandoned")
 
-// RunWorker pulls tasks from the workers' consumer until ctx ends (or
-// MaxIdle passes without a task), runs each point and writes its part. It
-// returns nil when stopped by ctx or idleness.
+// RunWorker pulls the tasks of its results store (StoreID of
+// opts.Results) until ctx ends (or MaxIdle passes without a task), checks
+// each task's signature against its sweep's key, runs the point within its
+// limits and writes its part. It returns nil when stopped by ctx or
+// idleness, and an error when a point ran past its wall time or memory
+// (the point cannot be interrupted: restart the worker).
 func RunWorker(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) (WorkerStats, error) {
 	var stats WorkerStats
 	if opts.Results == "" {
 		return stats, fmt.Errorf("worker: no results directory")
 	}
-	if err := os.MkdirAll(opts.Results, 0o755); err != nil {
+	store, err := StoreID(opts.Results)
+	if err != nil {
+		return stats, fmt.Errorf("worker: %w", err)
+	}
+	opts.defaults()
+	q, err := waitQueue(ctx, js, store, opts)
+	if err != nil || q == nil {
 		return stats, err
 	}
-	if opts.Jobs <= 0 {
-		opts.Jobs = 1
-	}
-	if opts.Name == "" {
-		h, _ := os.Hostname()
-		opts.Name = h + ":" + strconv.Itoa(os.Getpid())
-	}
-	if opts.RetryDelay <= 0 {
-		opts.RetryDelay = time.Second
-	}
-	if opts.FetchWait <= 0 {
-		opts.FetchWait = time.Second
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	cons, kv, err := waitQueue(ctx, js, opts)
-	if err != nil || cons == nil {
-		return stats, err
-	}
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go watchSweeps(ctx, q, &opts)
+	opts.Log.Info("worker taking tasks", "store", store, "results", opts.Results, "subject", Subject(store, "*"))
 	var last atomic.Int64 // unix ns of the last task
 	last.Store(time.Now().UnixNano())
 	var busy atomic.Int64
@@ -108,7 +103,7 @@ func RunWorker(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 				if opts.MaxIdle > 0 && busy.Load() == 0 && time.Since(time.Unix(0, last.Load())) > opts.MaxIdle {
 					return
 				}
-				msg, err := cons.Next(jetstream.FetchMaxWait(opts.FetchWait))
+				msg, err := q.consumer.Next(jetstream.FetchMaxWait(opts.FetchWait))
 				if err != nil {
 					if errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
 						continue
@@ -126,21 +121,17 @@ func RunWorker(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 					continue
 				}
 				busy.Add(1)
-				ev := handle(ctx, msg, kv, &opts, &acks)
+				ev, runaway := handle(ctx, msg, q, &opts, &acks)
 				busy.Add(-1)
 				last.Store(time.Now().UnixNano())
-				switch ev.Outcome {
-				case "done":
-					atomic.AddInt64(&stats.Done, 1)
-				case "retry":
-					atomic.AddInt64(&stats.Retried, 1)
-				case "dead":
-					atomic.AddInt64(&stats.Dead, 1)
-				default:
-					atomic.AddInt64(&stats.Abandoned, 1)
-				}
+				stats.count(ev.Outcome)
 				if opts.OnTask != nil {
 					opts.OnTask(ev)
+				}
+				if runaway != nil {
+					errs[j] = fmt.Errorf("worker: %w; stopping, since the point cannot be interrupted", runaway)
+					stop()
+					return
 				}
 			}
 		}()
@@ -150,8 +141,42 @@ func RunWorker(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 	return stats, errors.Join(errs...)
 }
 
-// waitQueue waits for the consumer and the dead-letter bucket.
-func waitQueue(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) (jetstream.Consumer, jetstream.KeyValue, error) {
+func (o *WorkerOptions) defaults() {
+	if o.Jobs <= 0 {
+		o.Jobs = 1
+	}
+	if o.Name == "" {
+		h, _ := os.Hostname()
+		o.Name = h + ":" + strconv.Itoa(os.Getpid())
+	}
+	if o.RetryDelay <= 0 {
+		o.RetryDelay = time.Second
+	}
+	if o.FetchWait <= 0 {
+		o.FetchWait = time.Second
+	}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+func (s *WorkerStats) count(outcome string) {
+	switch outcome {
+	case "done":
+		atomic.AddInt64(&s.Done, 1)
+	case "retry":
+		atomic.AddInt64(&s.Retried, 1)
+	case "dead":
+		atomic.AddInt64(&s.Dead, 1)
+	case "refused":
+		atomic.AddInt64(&s.Refused, 1)
+	default:
+		atomic.AddInt64(&s.Abandoned, 1)
+	}
+}
+
+// waitQueue waits for the store's consumer and the buckets.
+func waitQueue(ctx context.Context, js jetstream.JetStream, store string, opts WorkerOptions) (*queue, error) {
 	var deadline <-chan time.Time
 	if opts.WaitQueue > 0 {
 		t := time.NewTimer(opts.WaitQueue)
@@ -161,105 +186,94 @@ func waitQueue(ctx context.Context, js jetstream.JetStream, opts WorkerOptions) 
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		c, err := js.Consumer(ctx, StreamName, ConsumerName)
+		q, err := openQueue(ctx, js, store)
 		if err == nil {
-			kv, kerr := js.KeyValue(ctx, DeadBucket)
-			if kerr == nil {
-				return c, kv, nil
-			}
-			err = kerr
+			return q, nil
 		}
-		if !errors.Is(err, jetstream.ErrStreamNotFound) && !errors.Is(err, jetstream.ErrConsumerNotFound) &&
-			!errors.Is(err, jetstream.ErrBucketNotFound) && !errors.Is(err, context.DeadlineExceeded) {
-			return nil, nil, fmt.Errorf("worker: %w", err)
+		if !errors.Is(err, errNotYet) {
+			return nil, fmt.Errorf("worker: %w", err)
 		}
-		opts.Log.Debug("waiting for the sweep queue", "stream", StreamName, "consumer", ConsumerName)
+		opts.Log.Debug("waiting for a sweep of this results store", "stream", StreamName, "consumer", ConsumerName(store))
 		select {
 		case <-ctx.Done():
-			return nil, nil, nil
+			return nil, nil
 		case <-deadline:
-			return nil, nil, fmt.Errorf("worker: no stream %s with consumer %s after %s: has a sweep been submitted?",
-				StreamName, ConsumerName, opts.WaitQueue)
+			return nil, fmt.Errorf("worker: no consumer %s on stream %s after %s: has a sweep been submitted with --results %s?",
+				ConsumerName(store), StreamName, opts.WaitQueue, opts.Results)
 		case <-tick.C:
 		}
 	}
 }
 
-// handle runs one delivery of a task.
-func handle(ctx context.Context, msg jetstream.Msg, kv jetstream.KeyValue, opts *WorkerOptions, acks *sync.WaitGroup) TaskEvent {
+// watchSweeps logs, once each, the sweeps submitted for this worker's
+// results store and those for others (whose tasks it never sees).
+func watchSweeps(ctx context.Context, q *queue, opts *WorkerOptions) {
+	w, err := q.sweeps.WatchAll(ctx)
+	if err != nil {
+		opts.Log.Warn("cannot watch the submitted sweeps", "bucket", SweepsBucket, "err", err)
+		return
+	}
+	defer w.Stop()
+	seen := map[string]string{}
+	for e := range w.Updates() {
+		if e == nil || e.Operation() != jetstream.KeyValuePut {
+			continue
+		}
+		var m SweepMeta
+		if json.Unmarshal(e.Value(), &m) != nil || seen[m.SweepID] == m.Run {
+			continue
+		}
+		seen[m.SweepID] = m.Run
+		if m.Store == q.store {
+			opts.Log.Info("taking sweep", "sweep", m.SweepID, "points", m.Total, "store", m.Store)
+		} else {
+			opts.Log.Warn("not taking sweep: its parts go to another results store", "sweep", m.SweepID, "points", m.Total,
+				"its_store", m.Store, "this_store", q.store, "results", opts.Results)
+		}
+	}
+}
+
+// handle runs one delivery of a task; a non-nil error is a runaway point.
+func handle(ctx context.Context, msg jetstream.Msg, q *queue, opts *WorkerOptions, acks *sync.WaitGroup) (TaskEvent, error) {
 	start := time.Now()
 	attempt := 1
 	if md, err := msg.Metadata(); err == nil {
 		attempt = int(md.NumDelivered)
 	}
-	var t Task
-	if err := json.Unmarshal(msg.Data(), &t); err != nil {
-		// Not a task: no point, no part, no retry.
-		_ = msg.TermWithReason("not a steplab task")
-		opts.Log.Error("not a task", "subject", msg.Subject(), "err", err)
-		return TaskEvent{TaskID: msg.Subject(), Index: -1, Attempt: attempt, Outcome: "dead", Error: err.Error()}
+	t, err := q.verify(ctx, msg)
+	if err != nil {
+		ev := TaskEvent{TaskID: msg.Subject(), Index: -1, Attempt: attempt, Error: err.Error()}
+		var ref *refusal
+		if errors.As(err, &ref) {
+			ev.Outcome = "refused"
+			_ = msg.TermWithReason(truncate("refused: "+ref.Error(), 200))
+			opts.Log.Error("refused task", "subject", msg.Subject(), "reason", ref.Error())
+			return ev, nil
+		}
+		ev.Outcome = "retry"
+		_ = msg.NakWithDelay(opts.RetryDelay * time.Duration(attempt))
+		opts.Log.Warn("cannot check the task, will retry", "subject", msg.Subject(), "err", err)
+		return ev, nil
 	}
 	ev := TaskEvent{TaskID: t.ID(), Index: t.Index, Attempt: attempt}
-	ackWait := time.Duration(t.AckWaitNs)
-	if ackWait <= 0 {
-		ackWait = DefaultAckWait
+	key := DeadKey(t.SweepID, t.Index)
+	if hb, err := json.Marshal(Held{Worker: opts.Name, Since: start.UTC().Format(time.RFC3339), Attempt: attempt}); err == nil {
+		_, _ = q.held.Put(ctx, key, hb)
 	}
-	maxDeliver := t.MaxDeliver
-	if maxDeliver <= 0 {
-		maxDeliver = DefaultMaxDeliver
-	}
-	// Heartbeats: tell the server the task is in progress, so a point
-	// longer than AckWait is not redelivered while this worker lives.
-	hbDone := make(chan struct{})
-	var hbWG sync.WaitGroup
-	hbWG.Add(1)
-	go func() {
-		defer hbWG.Done()
-		tk := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
-		defer tk.Stop()
-		for {
-			select {
-			case <-hbDone:
-				return
-			case <-ctx.Done():
-				return
-			case <-tk.C:
-				_ = msg.InProgress()
-			}
-		}
-	}()
-	stopHB := func() { close(hbDone); hbWG.Wait() }
-
-	err := run(ctx, &t, opts)
+	stopHB := heartbeat(ctx, msg, t)
+	err = run(ctx, t, opts)
 	stopHB()
+	_ = q.held.Delete(context.Background(), key)
 	ev.Elapsed = time.Since(start)
 	if errors.Is(err, errAbandon) || ctx.Err() != nil {
 		// Stopped while holding the task: no ack, no nak; the server
 		// redelivers it after AckWait.
 		ev.Outcome = "abandoned"
 		opts.Log.Info("task abandoned", "task", ev.TaskID, "attempt", attempt)
-		return ev
+		return ev, nil
 	}
 	if err != nil {
-		ev.Error = err.Error()
-		if attempt >= maxDeliver {
-			ev.Outcome = "dead"
-			d := DeadLetter{SweepID: t.SweepID, TaskID: t.ID(), Run: t.Run, Index: t.Index, Values: t.Values,
-				Attempts: attempt, Error: err.Error(), Worker: opts.Name}
-			if perr := putDead(context.Background(), kv, d); perr != nil {
-				// Leave the message unacknowledged: the server's
-				// MAX_DELIVERIES advisory lets the submitter record it.
-				opts.Log.Error("dead letter", "task", ev.TaskID, "err", perr)
-				return ev
-			}
-			_ = msg.TermWithReason(truncate(err.Error(), 200))
-			opts.Log.Error("task dead-lettered", "task", ev.TaskID, "attempts", attempt, "err", err)
-			return ev
-		}
-		ev.Outcome = "retry"
-		_ = msg.NakWithDelay(opts.RetryDelay * time.Duration(attempt))
-		opts.Log.Warn("task failed, will retry", "task", ev.TaskID, "attempt", attempt, "err", err)
-		return ev
+		return failed(ev, msg, q, t, err, opts)
 	}
 	// The part is durable: acknowledge, and wait for the server's
 	// confirmation while the next task is pulled (acks.Wait before the
@@ -276,12 +290,77 @@ func handle(ctx context.Context, msg jetstream.Msg, kv jetstream.KeyValue, opts 
 	}()
 	ev.Outcome = "done"
 	opts.Log.Info("task done", "task", ev.TaskID, "attempt", attempt, "elapsed", ev.Elapsed)
-	return ev
+	return ev, nil
 }
 
-// run executes the point and writes its part.
+// heartbeat tells the server the task is in progress every AckWait/3,
+// so a point longer than AckWait is not redelivered while this worker
+// lives; the returned func stops it.
+func heartbeat(ctx context.Context, msg jetstream.Msg, t *Task) func() {
+	ackWait := time.Duration(t.AckWaitNs)
+	if ackWait <= 0 {
+		ackWait = DefaultAckWait
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(max(ackWait/3, 10*time.Millisecond))
+		defer tk.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tk.C:
+				_ = msg.InProgress()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// failed retries a failed attempt, or dead-letters it (its last delivery,
+// or a limit): the dead letter and the termination reason carry the safe
+// message, the log the whole error.
+func failed(ev TaskEvent, msg jetstream.Msg, q *queue, t *Task, err error, opts *WorkerOptions) (TaskEvent, error) {
+	ev.Error = err.Error()
+	maxDeliver := t.MaxDeliver
+	if maxDeliver <= 0 {
+		maxDeliver = DefaultMaxDeliver
+	}
+	var lim *limitError
+	isLimit := errors.As(err, &lim)
+	if !isLimit && ev.Attempt < maxDeliver {
+		ev.Outcome = "retry"
+		_ = msg.NakWithDelay(opts.RetryDelay * time.Duration(ev.Attempt))
+		opts.Log.Warn("task failed, will retry", "task", ev.TaskID, "attempt", ev.Attempt, "err", err)
+		return ev, nil
+	}
+	ev.Outcome = "dead"
+	safe := SafeError(t, err)
+	d := DeadLetter{SweepID: t.SweepID, TaskID: t.ID(), Run: t.Run, Index: t.Index, Values: t.Values,
+		Attempts: ev.Attempt, Error: safe, Worker: opts.Name}
+	var runaway error
+	if isLimit && lim.runaway {
+		runaway = lim
+	}
+	if perr := putDead(context.Background(), q.dead, d); perr != nil {
+		// Leave the message unacknowledged: the server's MAX_DELIVERIES
+		// advisory lets the submitter record it.
+		opts.Log.Error("dead letter", "task", ev.TaskID, "err", perr)
+		return ev, runaway
+	}
+	_ = msg.TermWithReason(truncate(safe, 200))
+	opts.Log.Error("task dead-lettered", "task", ev.TaskID, "attempts", ev.Attempt, "err", err)
+	return ev, runaway
+}
+
+// run executes the point within its limits and writes its part.
 func run(ctx context.Context, t *Task, opts *WorkerOptions) error {
-	res, err := t.Execute()
+	res, err := runBounded(t, t.Limits.Tighter(opts.Limits))
 	if err != nil {
 		return err
 	}
@@ -293,7 +372,7 @@ func run(ctx context.Context, t *Task, opts *WorkerOptions) error {
 			return errAbandon
 		}
 	}
-	if _, err := WritePart(opts.Results, t.SweepID, t.Total, res); err != nil {
+	if _, err := WritePart(opts.Results, t.SweepID, t.Total, t.Digest(), res); err != nil {
 		return fmt.Errorf("%s: writing its part: %w", t.Describe(), err)
 	}
 	if opts.beforeAck != nil {

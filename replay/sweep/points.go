@@ -3,6 +3,7 @@ package sweep
 import (
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
@@ -104,4 +105,31 @@ func WriteRows(w io.Writer, r *Result, meta map[string]string) error {
 		opts = append(opts, parquet.KeyValueMetadata(k, v))
 	}
 	return writeRows(w, r, opts...)
+}
+
+// Requests is the number of requests point i simulates (a what-if point:
+// warm-up and measured requests of every repetition of every placement; a
+// simulate point: its workload's), or 0 when that is not known before the
+// run (a calibration, a trace without a limit). A distributed sweep's
+// worker bounds a point's work by it.
+func Requests(doc *whatif.Doc, vary []Vary, i int, vals []string) (int, error) {
+	c, err := compilePoint(doc, vary, i, vals)
+	if err != nil {
+		return 0, err
+	}
+	switch c.kind {
+	case KindWhatif:
+		l := c.wi.File.Load
+		return (c.wi.Load.Requests + c.wi.Load.Warmup) * max(l.Repetitions, 1) * len(c.wi.Placements), nil
+	case KindSimulate:
+		w := c.sim.Scenario.Workload
+		switch {
+		case w.Kind == "trace":
+			return w.Limit, nil
+		case w.Requests > 0:
+			return w.Requests + w.Warmup, nil
+		}
+		return int(math.Ceil(w.RateRPS*w.DurationS)) + w.Warmup, nil
+	}
+	return 0, nil
 }
