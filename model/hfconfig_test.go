@@ -158,8 +158,8 @@ func TestHFConfigErrors(t *testing.T) {
 			[]string{"kv_lora_rank"}},
 		{"layer_types length", `{"architectures": ["GptOssForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
 			"sliding_window": 8, "layer_types": ["sliding_attention"], "num_local_experts": 4, "num_experts_per_tok": 2}`, []string{"layer_types has 1 entries for 2 layers"}},
-		{"bad dtype", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "torch_dtype": "int4"}`,
-			[]string{`unknown dtype "int4"`}},
+		{"bad dtype", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "torch_dtype": "int3"}`,
+			[]string{`unknown dtype "int3"`}},
 		{"not json", `{"architectures": [`, []string{"not a config.json"}},
 	}
 	for _, tc := range tests {

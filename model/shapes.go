@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,6 +50,27 @@ type Shape struct {
 	SlidingLayers int `json:"sliding_layers,omitempty"`
 	MLA           MLA `json:"mla,omitzero"`
 	MoE           MoE `json:"moe,omitzero"`
+	// AttnDType is the token mixers' weight dtype where a checkpoint keeps
+	// them apart from the other linear layers ("" = WeightDType), as
+	// NVFP4 checkpoints keep attention in bf16.
+	AttnDType string `json:"attn_dtype,omitempty"`
+	// AttnOutputGate: the query projection also yields a per-head output
+	// gate (Qwen3-Next, Qwen3.5): twice its width.
+	AttnOutputGate bool `json:"attn_output_gate,omitempty"`
+	// MLPMatrices is the matrices of an MLP or expert: 3 (gated, the
+	// default when 0) or 2 (relu², Nemotron-H).
+	MLPMatrices int `json:"mlp_matrices,omitempty"`
+	// Stack is the per-layer layout (run-length encoded) of a model whose
+	// layers differ in more than sliding windows and dense-then-MoE MLPs:
+	// hybrids of linear attention or Mamba-2 with attention, sparse
+	// attention, MLP-only blocks, per-layer widths. When set, it is what
+	// the parameter counts, the KV cache and the roofline read; the
+	// scalar fields describe the full-attention layers.
+	Stack []Layer `json:"stack,omitempty"`
+	// State is the geometry of the stack's linear or Mamba-2 layers.
+	State StateMixer `json:"state_mixer,omitzero"`
+	// Indexer is the stack's dsa layers' key indexer.
+	Indexer Indexer `json:"indexer,omitzero"`
 	// Notes record what the shape's source did not state and was derived
 	// or assumed ("head_dim = hidden/heads"), for the manifest.
 	Notes []string `json:"notes,omitempty"`
@@ -96,6 +118,9 @@ func (s Shape) isMLA() bool { return s.MLA.KVLoraRank > 0 }
 func (s Shape) MoELayers() int {
 	if !s.isMoE() {
 		return 0
+	}
+	if len(s.Stack) > 0 {
+		return s.stackCount(func(l Layer) bool { return l.MLP == MLPMoE })
 	}
 	return s.Layers - s.MoE.DenseLayers
 }
@@ -219,6 +244,9 @@ func (s Shape) validate() error {
 			return fmt.Errorf("moe: dense_layers %d must be in [0, layers=%d)", m.DenseLayers, s.Layers)
 		}
 	}
+	if len(s.Stack) > 0 {
+		return s.validateStack()
+	}
 	return nil
 }
 
@@ -228,12 +256,12 @@ func (s Shape) validateDTypes() error {
 	default:
 		return fmt.Errorf("dtype %q: the activation dtype must be bf16, fp16 or fp32", s.DType)
 	}
-	for _, f := range []struct{ name, v string }{{"weight_dtype", s.WeightDType}, {"kv_dtype", s.KVDType}, {"moe.dtype", s.MoE.DType}} {
+	for _, f := range []struct{ name, v string }{{"weight_dtype", s.WeightDType}, {"kv_dtype", s.KVDType}, {"moe.dtype", s.MoE.DType}, {"attn_dtype", s.AttnDType}} {
 		if f.v == "" {
 			continue
 		}
-		if _, ok := dtypeBytes[f.v]; !ok || (f.name == "kv_dtype" && f.v == DTypeMXFP4) {
-			return fmt.Errorf("%s %q: use bf16, fp16, fp32 or fp8", f.name, f.v)
+		if _, ok := dtypeBytes[f.v]; !ok || (f.name == "kv_dtype" && DTypeBytes(f.v) < 1) {
+			return fmt.Errorf("%s %q: use bf16, fp16, fp32, fp8, nvfp4, nvfp4_a16, mxfp4 or int4 (the kv cache: bf16, fp16, fp32 or fp8)", f.name, f.v)
 		}
 	}
 	return nil
@@ -274,12 +302,21 @@ func (s Shape) ExpertDType() string {
 // gemmDType is the dtype the GEMMs run at: fp8 where the weights are fp8
 // and the device has fp8 tensor cores (W8A8), else the activation dtype
 // (weight-only quantization dequantizes to it).
-func (s Shape) gemmDType(hw Hardware) string {
-	if s.weightDType() == DTypeFP8 && hw.TFLOPS.FP8 > 0 {
-		return DTypeFP8
+func (s Shape) gemmDType(hw Hardware) string { return s.gemmDTypeOf(hw, s.weightDType()) }
+
+// gemmDTypeOf is the dtype a GEMM of weights w runs at: w itself where it
+// quantizes activations too (fp8, nvfp4) and the device has tensor cores
+// for it, else the activation dtype: weight-only formats, and the
+// fallback (weight-only) of fp8 on an A100 or nvfp4 before Blackwell.
+func (s Shape) gemmDTypeOf(hw Hardware, w string) string {
+	if !weightOnly[w] && hw.PeakTFLOPSFor(w) > 0 {
+		return w
 	}
 	return s.DType
 }
+
+// attnDType is the token mixers' weight dtype.
+func (s Shape) attnDType() string { return cmp.Or(s.AttnDType, s.weightDType()) }
 
 // KVHeadsPerGPU is the KV heads one TP rank holds: KVHeads/TP, or 1 (a
 // replicated head) when TP exceeds KVHeads, as vLLM does.
@@ -332,11 +369,12 @@ func (s Shape) layerParams(perGPU bool) layerParams {
 			p.attn += (qHeads + 2*kvHeads) * hd
 		}
 	}
-	p.mlp = 3 * h * inter // gate, up, down
+	mats := float64(cmp.Or(s.MLPMatrices, 3)) // gate, up, down
+	p.mlp = mats * h * inter
 	if s.isMoE() {
 		m := s.MoE
-		p.expert = 3 * h * float64(m.ExpertIntermediate) / tp
-		p.shared = float64(m.SharedExperts) * 3 * h * float64(m.SharedIntermediate) / tp
+		p.expert = mats * h * float64(m.ExpertIntermediate) / tp
+		p.shared = float64(m.SharedExperts) * mats * h * float64(m.SharedIntermediate) / tp
 		p.router = h * float64(m.Experts)
 	}
 	p.norms = 2 * h // input and post-attention RMSNorm
@@ -347,6 +385,10 @@ func (s Shape) layerParams(perGPU bool) layerParams {
 // routed experts, the routed experts' (all of them, or the top-k a token
 // uses) and the replicated norms, for one rank or the whole model.
 func (s Shape) paramSums(perGPU, activeOnly bool) (linear, experts, norms float64) {
+	if len(s.Stack) > 0 {
+		attn, other, experts, norms := s.stackParams(perGPU, activeOnly)
+		return attn + other, experts, norms
+	}
 	p := s.layerParams(perGPU)
 	layers := float64(s.Layers)
 	dense, moe := layers, 0.0
@@ -418,10 +460,23 @@ func (s Shape) weightBytes(activeOnly bool) float64 {
 		other += s.LMHeadParamsPerGPU()
 	}
 	ab, wb, eb := DTypeBytes(s.DType), DTypeBytes(s.weightDType()), DTypeBytes(s.ExpertDType())
-	if wb == ab && eb == ab {
+	if wb == ab && eb == ab && s.attnDType() == s.weightDType() {
 		return (linear + experts + other) * ab
 	}
+	if s.attnDType() != s.weightDType() {
+		attn := s.attnParams(true)
+		return attn*DTypeBytes(s.attnDType()) + (linear-attn)*wb + experts*eb + other*ab
+	}
 	return linear*wb + experts*eb + other*ab
+}
+
+// attnParams is the token mixers' parameters over every layer.
+func (s Shape) attnParams(perGPU bool) float64 {
+	if len(s.Stack) > 0 {
+		attn, _, _, _ := s.stackParams(perGPU, false)
+		return attn
+	}
+	return float64(s.Layers) * s.layerParams(perGPU).attn
 }
 
 // StreamedWeightBytes is what one rank reads from HBM per forward pass
@@ -477,6 +532,17 @@ func (s Shape) fullLayers() int { return s.Layers - s.SlidingLayers }
 // when they are counted here as full attention (an upper bound past the
 // window).
 func (s Shape) KVBytesPerToken() int64 {
+	if len(s.Stack) > 0 {
+		if perToken, _ := s.stackKVBytes(); perToken > 0 {
+			return int64(perToken)
+		}
+		groups, _ := s.stackGroups() // every layer windowed: as full attention
+		n := 0.0
+		for _, g := range groups {
+			n += g.kv
+		}
+		return int64(n)
+	}
 	layers := s.fullLayers()
 	if layers == 0 {
 		layers = s.Layers
@@ -487,6 +553,10 @@ func (s Shape) KVBytesPerToken() int64 {
 // SlidingKVBytesPerRequest is the most KV one request holds in the
 // sliding-window layers (0 without any, or when every layer slides).
 func (s Shape) SlidingKVBytesPerRequest() int64 {
+	if len(s.Stack) > 0 {
+		_, perRequest := s.stackKVBytes()
+		return int64(perRequest)
+	}
 	if s.fullLayers() == 0 {
 		return 0
 	}
