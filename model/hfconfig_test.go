@@ -128,9 +128,13 @@ func TestHFConfigQuantization(t *testing.T) {
 	tests := []struct {
 		quant, weights, note string
 	}{
-		{`{"quant_method": "fp8", "fmt": "e4m3"}`, DTypeFP8, "quantization_config fp8"},
-		{`{"quant_method": "mxfp4"}`, DTypeMXFP4, "linear weights mxfp4"},
-		{`{"quant_method": "awq", "bits": 4}`, "", `quantization_config "awq" is not modelled`},
+		{`{"quant_method": "fp8", "fmt": "e4m3"}`, DTypeFP8, "quantization_config: weights fp8"},
+		{`{"quant_method": "mxfp4"}`, DTypeMXFP4, "weights mxfp4 (attention mxfp4"},
+		{`{"quant_method": "awq", "bits": 4}`, DTypeINT4, "weights int4"},
+		{`{"quant_method": "gptq", "bits": 4, "modules_to_not_convert": ["self_attn"]}`, DTypeINT4, "attention bf16, mlp int4"},
+		{`{"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_bits": 4, "type": "float"}}}}`,
+			DTypeNVFP4, "weights nvfp4"},
+		{`{"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_scheme": {"num_bits": 8, "type": "float"}}`, DTypeFP8, "kv cache fp8"},
 	}
 	for _, tc := range tests {
 		s, err := ParseHFConfig("q", []byte(strings.Replace(base, "%s", tc.quant, 1)))
@@ -161,6 +165,14 @@ func TestHFConfigErrors(t *testing.T) {
 		{"bad dtype", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "torch_dtype": "int3"}`,
 			[]string{`unknown dtype "int3"`}},
 		{"not json", `{"architectures": [`, []string{"not a config.json"}},
+		{"unknown quantization", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"quantization_config": {"quant_method": "bitnet"}}`, []string{`quant_method "bitnet": unknown quantization, not priced`}},
+		{"unknown modelopt algo", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"quantization_config": {"quant_method": "modelopt", "quant_algo": "INT2"}}`, []string{`quant_algo "INT2": unknown quantization`}},
+		{"moe_layer_freq list length", `{"architectures": ["MiniMaxM3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "moe_layer_freq": [0, 1, 1]}`, []string{"moe_layer_freq has 3 entries for 2 layers"}},
+		{"bad hybrid pattern", `{"architectures": ["NemotronHForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "hybrid_override_pattern": "MX"}`, []string{`hybrid_override_pattern[1]: 'X'`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

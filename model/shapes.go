@@ -108,6 +108,9 @@ type MoE struct {
 	// DType is the experts' weight dtype when it differs from the other
 	// weights (mxfp4 in gpt-oss); "" = the shape's weight dtype.
 	DType string `json:"dtype,omitempty"`
+	// Latent is the width routed experts run at (0: the hidden size):
+	// Nemotron 3's latent MoE projects hidden states down to it and back.
+	Latent int `json:"latent,omitempty"`
 }
 
 func (s Shape) isMoE() bool { return s.MoE.Experts > 0 }
@@ -375,6 +378,11 @@ func (s Shape) layerParams(perGPU bool) layerParams {
 		m := s.MoE
 		p.expert = mats * h * float64(m.ExpertIntermediate) / tp
 		p.shared = float64(m.SharedExperts) * mats * h * float64(m.SharedIntermediate) / tp
+		if m.Latent > 0 { // experts at the latent width, and the projections to and from it
+			lat := float64(m.Latent)
+			p.expert = mats * lat * float64(m.ExpertIntermediate) / tp
+			p.shared += 2 * h * lat / tp
+		}
 		p.router = h * float64(m.Experts)
 	}
 	p.norms = 2 * h // input and post-attention RMSNorm
