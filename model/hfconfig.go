@@ -114,7 +114,7 @@ var (
 	// moeRouted: experts of moe_intermediate_size with their shared
 	// experts (Qwen, DeepSeek and the families after them).
 	moeRouted = func(c *hfConfig) (MoE, error) {
-		m := MoE{Experts: c.experts(), TopK: c.topK(), ExpertIntermediate: c.MoEIntermediateSize}
+		m := MoE{Experts: c.experts(), TopK: c.topK(), ExpertIntermediate: cmp.Or(c.MoEIntermediateSize, c.IntermediateSize)}
 		m.SharedExperts, m.SharedIntermediate = c.shared()
 		return m, nil
 	}
@@ -293,11 +293,21 @@ func hfArch(c *hfConfig) string {
 }
 
 func hfShape(name, arch string, c *hfConfig, fam hfFamily) (Shape, error) {
+	if err := hfBlockTypes(c); err != nil {
+		return Shape{}, err
+	}
+	if fam.moe != nil && hfDense(c) {
+		fam.moe = nil
+	}
+	inter := c.IntermediateSize
+	if fam.moe != nil || len(c.BlockConfigs) > 0 {
+		inter = 1 // MoE layers need no dense width; a dense layer's is checked by Validate
+	}
 	for _, f := range []struct {
 		key string
 		v   int
 	}{{"hidden_size", c.HiddenSize}, {"num_hidden_layers", c.NumHiddenLayers}, {"num_attention_heads", c.NumAttentionHeads},
-		{"intermediate_size", c.IntermediateSize}, {"vocab_size", c.VocabSize}} {
+		{"intermediate_size", inter}, {"vocab_size", c.VocabSize}} {
 		if f.v <= 0 {
 			return Shape{}, fmt.Errorf("%s: missing or not positive (got %d)", f.key, f.v)
 		}
@@ -353,7 +363,7 @@ func hfShape(name, arch string, c *hfConfig, fam hfFamily) (Shape, error) {
 			return Shape{}, fmt.Errorf("%s: expert count, num_experts_per_tok and expert width must be > 0, got %d, %d, %d",
 				arch, m.Experts, m.TopK, m.ExpertIntermediate)
 		}
-		m.Latent = c.MoELatentSize
+		m.Latent = cmp.Or(c.MoELatentSize, c.RoutedExpertHiddenSize)
 		s.MoE = m
 	}
 	if err := hfConfigLayers(&s, c, fam, note); err != nil {
@@ -482,6 +492,10 @@ func hfDTypes(s *Shape, c *hfConfig, note func(string, ...any)) error {
 	}
 	if spec != nil {
 		applyQuant(s, *spec, note)
+	}
+	if strings.EqualFold(c.ExpertDType, "fp4") && s.isMoE() && (s.MoE.DType == "" || s.MoE.DType == DTypeFP8) {
+		s.MoE.DType = DTypeMXFP4
+		note("expert_dtype fp4: routed experts mxfp4")
 	}
 	return nil
 }

@@ -7,24 +7,28 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 )
 
 // hfStackFields are the config.json fields that say what each layer is:
 // its token mixer (layer_types, hybrid patterns, sparse attention) and
 // its MLP (the MoE layer rules), and the widths of the later families.
 type hfStackFields struct {
-	NumExpertsPerToken              int    `json:"num_experts_per_token"`
-	TopKExperts                     int    `json:"top_k_experts"`
-	NumSharedExperts                int    `json:"num_shared_experts"`
-	MoESharedExpertIntermediateSize int    `json:"moe_shared_expert_intermediate_size"`
-	ShareExpertDim                  int    `json:"share_expert_dim"`
-	SharedIntermediateSize          int    `json:"shared_intermediate_size"`
-	DenseIntermediateSize           int    `json:"dense_intermediate_size"`
-	IntermediateSizeMLP             int    `json:"intermediate_size_mlp"`
-	InterleaveMoELayerStep          *int   `json:"interleave_moe_layer_step"`
-	EnableMoEBlock                  bool   `json:"enable_moe_block"`
-	MoELatentSize                   int    `json:"moe_latent_size"`
-	MLPHiddenAct                    string `json:"mlp_hidden_act"`
+	NumExpertsPerToken              int      `json:"num_experts_per_token"`
+	TopKExperts                     int      `json:"top_k_experts"`
+	NumSharedExperts                int      `json:"num_shared_experts"`
+	MoESharedExpertIntermediateSize int      `json:"moe_shared_expert_intermediate_size"`
+	ShareExpertDim                  int      `json:"share_expert_dim"`
+	SharedIntermediateSize          int      `json:"shared_intermediate_size"`
+	DenseIntermediateSize           int      `json:"dense_intermediate_size"`
+	IntermediateSizeMLP             int      `json:"intermediate_size_mlp"`
+	InterleaveMoELayerStep          *int     `json:"interleave_moe_layer_step"`
+	EnableMoEBlock                  *bool    `json:"enable_moe_block"`
+	RoutedExpertHiddenSize          int      `json:"routed_expert_hidden_size"`
+	LayersBlockType                 []string `json:"layers_block_type"`
+	MoELatentSize                   int      `json:"moe_latent_size"`
+	MLPHiddenAct                    string   `json:"mlp_hidden_act"`
+	ExpertDType                     string   `json:"expert_dtype"` // DeepSeek-V4: "fp4" experts (mxfp4)
 
 	AttentionChunkSize    int    `json:"attention_chunk_size"`
 	NoRopeLayers          []int  `json:"no_rope_layers"`
@@ -97,7 +101,7 @@ func (c *hfConfig) topK() int {
 // Gemma 4's dense MLP beside the routed experts.
 func (c *hfConfig) shared() (n, width int) {
 	switch {
-	case c.IntermediateSizeMLP > 0 || c.EnableMoEBlock:
+	case c.IntermediateSizeMLP > 0 || c.EnableMoEBlock != nil && *c.EnableMoEBlock:
 		return 1, c.IntermediateSize
 	case c.SharedExpertIntermediateSize > 0 && c.NSharedExperts == 0 && c.NumSharedExperts == 0:
 		return 1, c.SharedExpertIntermediateSize
@@ -217,9 +221,9 @@ func hfMixers(s *Shape, c *hfConfig, base string) (func(i int) Layer, error) {
 		}
 		for i, t := range c.LayerTypes {
 			switch t {
-			case "sliding_attention", "full_attention", "linear_attention", "chunked_attention":
+			case "sliding_attention", "full_attention", "linear_attention", "chunked_attention", "deepseek_sparse_attention":
 			default:
-				return nil, fmt.Errorf("layer_types[%d]: %q: steplab reads sliding_attention, chunked_attention, full_attention and linear_attention", i, t)
+				return nil, fmt.Errorf("layer_types[%d]: %q: steplab reads sliding_attention, chunked_attention, full_attention, deepseek_sparse_attention and linear_attention", i, t)
 			}
 		}
 		return func(i int) Layer {
@@ -233,6 +237,9 @@ func hfMixers(s *Shape, c *hfConfig, base string) (func(i int) Layer, error) {
 				return Layer{Attention: AttnChunked, Window: cmp.Or(c.AttentionChunkSize, win)}
 			case "linear_attention":
 				return Layer{Attention: AttnLinear}
+			case "deepseek_sparse_attention":
+				s.Indexer = Indexer{Heads: c.IndexNHeads, HeadDim: c.IndexHeadDim}
+				return Layer{Attention: AttnDSA, TopK: c.IndexTopK}
 			}
 			return full
 		}, hfStateMixer(s, c, AttnLinear)
@@ -314,6 +321,35 @@ func hfMixers(s *Shape, c *hfConfig, base string) (func(i int) Layer, error) {
 		}, nil
 	}
 	return nil, nil // the family's sliding rule (hfConfigLayers)
+}
+
+// hfBlockTypes reads Nemotron 3's layers_block_type as the equivalent
+// hybrid_override_pattern.
+func hfBlockTypes(c *hfConfig) error {
+	if len(c.LayersBlockType) == 0 || c.HybridOverridePattern != "" {
+		return nil
+	}
+	codes := map[string]rune{"mamba": 'M', "attention": '*', "mlp": '-', "moe": 'E'}
+	var p strings.Builder
+	for i, t := range c.LayersBlockType {
+		r, ok := codes[t]
+		if !ok {
+			return fmt.Errorf("layers_block_type[%d]: %q: steplab reads mamba, attention, mlp and moe", i, t)
+		}
+		p.WriteRune(r)
+	}
+	c.HybridOverridePattern = p.String()
+	if c.NumHiddenLayers == 0 {
+		c.NumHiddenLayers = len(c.LayersBlockType)
+	}
+	return nil
+}
+
+// hfDense says whether an MoE family's config is of a dense model: Gemma
+// 4 with enable_moe_block false, Nemotron-H without E layers.
+func hfDense(c *hfConfig) bool {
+	return c.experts() == 0 && (c.EnableMoEBlock != nil && !*c.EnableMoEBlock ||
+		c.HybridOverridePattern != "" && !strings.ContainsRune(c.HybridOverridePattern, 'E'))
 }
 
 // hfCompressed reads DeepSeek-V4's per-layer compress_ratios: ratio 0 is

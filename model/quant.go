@@ -45,11 +45,11 @@ type modelOptQuant struct {
 // hfQuantConfigJSON is config.json's quantization_config, in the forms of
 // transformers' fp8, mxfp4, AWQ/GPTQ, compressed-tensors and ModelOpt.
 type hfQuantConfigJSON struct {
-	QuantMethod         string   `json:"quant_method"`
-	Bits                int      `json:"bits"`
-	ModulesToNotConvert []string `json:"modules_to_not_convert"`
-	Ignore              []string `json:"ignore"`
-	KVCacheScheme       *tensorQ `json:"kv_cache_scheme"`
+	QuantMethod         string          `json:"quant_method"`
+	Bits                int             `json:"bits"`
+	ModulesToNotConvert []string        `json:"modules_to_not_convert"`
+	Ignore              []string        `json:"ignore"`
+	KVCacheScheme       json.RawMessage `json:"kv_cache_scheme"`
 	ConfigGroups        map[string]struct {
 		Format  string   `json:"format"`
 		Weights *tensorQ `json:"weights"`
@@ -153,7 +153,10 @@ func readQuantizationConfig(raw json.RawMessage) (*quantSpec, error) {
 	default:
 		return nil, fmt.Errorf("%s: quant_method %q: unknown quantization, not priced (steplab reads fp8, mxfp4, awq, gptq, compressed-tensors and modelopt)", src, q.QuantMethod)
 	}
-	if k := q.KVCacheScheme; k != nil && k.NumBits == 8 && k.Type == "float" {
+	var k tensorQ
+	var name string
+	if json.Unmarshal(q.KVCacheScheme, &k) == nil && k.NumBits == 8 && k.Type == "float" ||
+		json.Unmarshal(q.KVCacheScheme, &name) == nil && strings.EqualFold(name, "fp8") {
 		spec.kv = DTypeFP8
 	}
 	return &spec, nil
@@ -191,8 +194,8 @@ func compressedTensorsDType(q hfQuantConfigJSON) (string, error) {
 	return "", fmt.Errorf("quantization_config: compressed-tensors without config_groups weights")
 }
 
-// layerPattern is an exclude pattern naming one whole layer.
-var layerPattern = regexp.MustCompile(`layers\.(\d+)\*$`)
+// layerPattern finds the layer an exclude pattern names.
+var layerPattern = regexp.MustCompile(`layers\.(\d+)[.*]`)
 
 // partOf says which part a module name or exclude pattern is of ("" for
 // the LM head, embeddings, routers, norms and vision towers: already
@@ -200,6 +203,8 @@ var layerPattern = regexp.MustCompile(`layers\.(\d+)\*$`)
 func partOf(m string) string {
 	m = strings.ToLower(m)
 	switch {
+	case strings.Contains(m, "norm") || strings.Contains(m, "eh_proj") || strings.Contains(m, "embed") || strings.Contains(m, "lm_head"):
+		return ""
 	case strings.Contains(m, "experts") && !strings.Contains(m, "shared"):
 		return partExperts
 	case strings.Contains(m, "attn") || strings.Contains(m, "mixer.") && !strings.Contains(m, "experts") && !strings.Contains(m, "gate"):

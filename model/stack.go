@@ -120,9 +120,14 @@ func (s Shape) stackAttnParams(l Layer, perGPU bool) float64 {
 	switch l.Attention {
 	case AttnMLA, AttnDSA:
 		p := s.layerParams(perGPU).attn
+		if !s.isMLA() { // sparse attention over GQA heads
+			g := l
+			g.Attention = AttnFull
+			p = s.stackAttnParams(g, perGPU)
+		}
 		if l.Attention == AttnDSA {
 			ih, id := float64(s.Indexer.Heads), float64(s.Indexer.HeadDim)
-			p += float64(s.MLA.QLoraRank)*ih*id + h*id + h*ih // wq_b, wk, weights_proj (replicated)
+			p += float64(cmp.Or(s.MLA.QLoraRank, s.Hidden))*ih*id + h*id + h*ih // wq_b, wk, weights_proj (replicated)
 		}
 		return p
 	case AttnLinear:
@@ -213,8 +218,10 @@ func (s Shape) stackGroups() (groups []kvGroup, state float64) {
 			g.pair += c * pair
 			g.decPair += c * pair
 		case AttnMLA, AttnDSA:
-			lat := float64(s.kvLayerBytes())
-			pre, dec := s.attnPairFLOPsPerLayer(false), s.attnPairFLOPsPerLayer(true)
+			lat, pre, dec := layerKV, pair, pair
+			if s.isMLA() {
+				lat, pre, dec = float64(s.kvLayerBytes()), s.attnPairFLOPsPerLayer(false), s.attnPairFLOPsPerLayer(true)
+			}
 			if l.Attention == AttnMLA {
 				full.kv += c * lat
 				full.pair += c * pre
@@ -280,7 +287,7 @@ func (s Shape) validateStack() error {
 				return fmt.Errorf("stack[%d]: %s attention needs a window > 0", i, l.Attention)
 			}
 		case AttnMLA, AttnDSA:
-			if !s.isMLA() {
+			if l.Attention == AttnMLA && !s.isMLA() {
 				return fmt.Errorf("stack[%d]: %s attention needs the shape's mla ranks", i, l.Attention)
 			}
 			if l.Attention == AttnDSA && (l.TopK <= 0 || s.Indexer.Heads <= 0 || s.Indexer.HeadDim <= 0) {
