@@ -158,6 +158,8 @@ type ModelMoE struct {
 	SharedIntermediate int    `json:"shared_intermediate,omitempty"`
 	DenseLayers        int    `json:"dense_layers,omitempty"`
 	DType              string `json:"dtype,omitempty"`
+	// Latent is the width routed experts run at (0: the hidden size).
+	Latent int `json:"latent,omitempty"`
 }
 
 // EngineConfig holds the scheduler limits of docs/architecture.md#scheduler-semantics.
