@@ -107,9 +107,11 @@ var (
 // MoE field sets: where the routed experts' width is.
 var (
 	// moeMixtral: num_local_experts of intermediate_size (Mixtral, gpt-oss,
-	// MiniMax-M2, Llama 4).
+	// MiniMax-M2, Llama 4 with its shared expert).
 	moeMixtral = func(c *hfConfig) (MoE, error) {
-		return MoE{Experts: c.experts(), TopK: c.topK(), ExpertIntermediate: c.IntermediateSize}, nil
+		m := MoE{Experts: c.experts(), TopK: c.topK(), ExpertIntermediate: c.IntermediateSize}
+		m.SharedExperts, m.SharedIntermediate = c.shared()
+		return m, nil
 	}
 	// moeRouted: experts of moe_intermediate_size with their shared
 	// experts (Qwen, DeepSeek and the families after them).

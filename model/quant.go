@@ -203,7 +203,8 @@ var layerPattern = regexp.MustCompile(`layers\.(\d+)[.*]`)
 func partOf(m string) string {
 	m = strings.ToLower(m)
 	switch {
-	case strings.Contains(m, "norm") || strings.Contains(m, "eh_proj") || strings.Contains(m, "embed") || strings.Contains(m, "lm_head"):
+	case strings.Contains(m, "norm") || strings.Contains(m, "eh_proj") || strings.Contains(m, "embed") || strings.Contains(m, "lm_head") ||
+		strings.HasPrefix(m, "mtp") || strings.Contains(m, "vision") || strings.Contains(m, "visual"):
 		return ""
 	case strings.Contains(m, "experts") && !strings.Contains(m, "shared"):
 		return partExperts
