@@ -72,6 +72,45 @@ func TestHFConfigFamilies(t *testing.T) {
 		// is the vision tower, not modelled).
 		assert.InDelta(t, 11.8e9, float64(s.ParamCount()), 0.2e9)
 	})
+	t.Run("Gemma 3 12B as published: head_dim and vocab_size are Gemma3TextConfig's defaults", func(t *testing.T) {
+		s, err := ParseHFConfig("gemma-3-12b-it", []byte(`{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+			"torch_dtype": "bfloat16", "text_config": {"model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+			"num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8, "sliding_window": 1024,
+			"rope_scaling": {"factor": 8.0, "rope_type": "linear"}}, "vision_config": {"hidden_size": 1152}}`))
+		require.NoError(t, err)
+		assert.Equal(t, 256, s.HeadDim, "not hidden/heads = 240")
+		assert.Equal(t, 262208, s.Vocab)
+		notes := strings.Join(s.Notes, "\n")
+		assert.Contains(t, notes, "head_dim absent: 256 (the Gemma3ForConditionalGeneration default)")
+		assert.Contains(t, notes, "vocab_size absent: 262208")
+	})
+	t.Run("Python JSON: Infinity and NaN outside strings read as null", func(t *testing.T) {
+		s, err := ParseHFConfig("m", []byte(`{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1,
+			"num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "time_step_limit": [0.0, Infinity], "x": -Infinity,
+			"y": NaN, "name": "NaN and Infinity stay in strings \" Infinity"}`))
+		require.NoError(t, err)
+		assert.Equal(t, 1, s.Layers)
+	})
+	t.Run("Nemotron-H: Mamba-2, attention and MLP blocks; a constant state per request", func(t *testing.T) {
+		s, err := LoadModelConfig("testdata/aiconfigurator/nvidia--Nemotron-H-56B-Base-8K_config.json")
+		require.NoError(t, err)
+		mamba := s.stackCount(func(l Layer) bool { return l.Attention == AttnMamba2 })
+		attn := s.stackCount(func(l Layer) bool { return l.Attention == AttnFull })
+		assert.Equal(t, []int{54, 10, 118}, []int{mamba, attn, s.Layers})
+		assert.Equal(t, int64(10*2*8*128*2), s.KVBytesPerToken(), "only the attention blocks grow with the context")
+		// Mamba-2 state: 256 heads × 64 × 256 fp32, plus the conv state.
+		assert.Greater(t, s.SlidingKVBytesPerRequest(), int64(54*256*64*256*4))
+	})
+	t.Run("MiniMax-M2.7 NVFP4: nvfp4 experts, bf16 attention, fp8 KV cache", func(t *testing.T) {
+		s, err := LoadModelConfig("testdata/aiconfigurator/nvidia--MiniMax-M2.7-NVFP4_config.json")
+		require.NoError(t, err)
+		assert.Equal(t, []string{DTypeBF16, DTypeNVFP4, DTypeNVFP4, DTypeFP8}, []string{s.attnDType(), s.weightDType(), s.ExpertDType(), s.kvDType()})
+		assert.Equal(t, MoE{Experts: 256, TopK: 8, ExpertIntermediate: 1536}, s.MoE, "experts at the weight dtype")
+		b200, _ := LookupHardware("B200")
+		h100, _ := LookupHardware("H100")
+		assert.Equal(t, DTypeNVFP4, s.gemmDTypeOf(b200, DTypeNVFP4))
+		assert.Equal(t, DTypeBF16, s.gemmDTypeOf(h100, DTypeNVFP4), "no fp4 tensor cores: weight-only")
+	})
 	t.Run("Llama: derived head_dim is a note", func(t *testing.T) {
 		assert.Equal(t, []string{"head_dim absent: 128 (= hidden_size/num_attention_heads)"}, llama8B.Notes)
 		assert.Equal(t, "LlamaForCausalLM", llama8B.Architecture)
