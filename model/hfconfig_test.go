@@ -2,6 +2,8 @@ package model
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -248,7 +250,20 @@ func TestShapeWithDTypes(t *testing.T) {
 	oss, err := mustShape("gpt-oss-20b").WithDTypes("fp8", "")
 	require.NoError(t, err)
 	assert.Empty(t, oss.MoE.DType)
-	for _, bad := range [][2]string{{"int4", ""}, {"", "mxfp4"}, {"mxfp4", ""}} {
+	// nvfp4 everywhere (a scenario's weight_dtype: nvfp4): 4.5 bits per
+	// linear weight; on an H100 priced weight-only, which is noted.
+	mm, err := LoadModelConfig("testdata/aiconfigurator/MiniMaxAI--MiniMax-M2.7_config.json")
+	require.NoError(t, err)
+	nv, err := mm.WithDTypes("nvfp4", "fp8")
+	require.NoError(t, err)
+	assert.Equal(t, []string{DTypeNVFP4, DTypeNVFP4, DTypeNVFP4}, []string{nv.attnDType(), nv.weightDType(), nv.ExpertDType()})
+	assert.InEpsilon(t, 0.5625/1.0, float64(nv.WeightBytes()-int64(2*2*nv.Vocab*nv.Hidden))/float64(mm.WeightBytes()-int64(2*2*mm.Vocab*mm.Hidden)), 0.01,
+		"fp8 (with its block scales priced as 1 byte) to nvfp4")
+	h100, _ := LookupHardware("H100")
+	b200, _ := LookupHardware("B200")
+	assert.Empty(t, PrecisionNotes(b200, nv))
+	assert.Contains(t, strings.Join(PrecisionNotes(h100, nv), "\n"), "experts weights nvfp4: H100-SXM has no nvfp4 tensor cores; priced weight-only, GEMMs at bf16")
+	for _, bad := range [][2]string{{"int3", ""}, {"", "mxfp4"}, {"", "nvfp4"}} {
 		_, err := llama8B.WithDTypes(bad[0], bad[1])
 		assert.Error(t, err, "%v", bad)
 	}
@@ -258,6 +273,13 @@ func TestShapeWithDTypes(t *testing.T) {
 // never a panic. The seed corpus is the built-in configs.
 func FuzzParseHFConfig(f *testing.F) {
 	addSeedFiles(f, "catalog/models/*/config.json")
+	configs, err := filepath.Glob("testdata/aiconfigurator/*_config.json")
+	require.NoError(f, err)
+	for _, p := range configs {
+		b, err := os.ReadFile(p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
 	f.Add([]byte(`{"model_type": "qwen3_moe", "num_experts": 0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseHFConfig("fuzz", b)
@@ -282,6 +304,28 @@ func FuzzParseHardwareSpec(f *testing.F) {
 		}
 		require.NoError(t, hw.Validate())
 		assert.Positive(t, NewRoofline(hw, tiny).PredictNs(decodeStep(1, 16)))
+	})
+}
+
+// FuzzParseHFCheckpoint: a config with any hf_quant_config.json is a
+// shape that validates or an error, never a panic.
+func FuzzParseHFCheckpoint(f *testing.F) {
+	quants, err := filepath.Glob("testdata/aiconfigurator/*_hf_quant_config.json")
+	require.NoError(f, err)
+	for _, q := range quants {
+		cb, err := os.ReadFile(strings.Replace(q, "_hf_quant_config.json", "_config.json", 1))
+		require.NoError(f, err)
+		qb, err := os.ReadFile(q)
+		require.NoError(f, err)
+		f.Add(cb, qb)
+	}
+	f.Fuzz(func(t *testing.T, config, quant []byte) {
+		s, err := ParseHFCheckpoint("fuzz", config, quant)
+		if err != nil {
+			return
+		}
+		require.NoError(t, s.Validate())
+		assert.Positive(t, s.WeightBytes())
 	})
 }
 

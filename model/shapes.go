@@ -147,8 +147,9 @@ func (s Shape) WithTP(tp int) Shape {
 
 // WithDTypes returns the shape with its weight and KV-cache dtypes set, as
 // a scenario states them ("" or "auto": keep the checkpoint's). Weights
-// bf16, fp16 or fp32 set the activation dtype too (vLLM's --dtype); fp8
-// quantizes every linear layer, experts included. The KV cache takes bf16,
+// bf16, fp16 or fp32 set the activation dtype too (vLLM's --dtype); a
+// quantized dtype (fp8, nvfp4, nvfp4_a16, int4, mxfp4) quantizes every
+// linear layer, attention and experts included. The KV cache takes bf16,
 // fp16, fp32 or fp8.
 func (s Shape) WithDTypes(weights, kv string) (Shape, error) {
 	if w := strings.TrimSpace(weights); w != "" && !strings.EqualFold(w, "auto") {
@@ -157,25 +158,40 @@ func (s Shape) WithDTypes(weights, kv string) (Shape, error) {
 			return s, fmt.Errorf("model: shape %s: weights: %w", s.Name, err)
 		}
 		switch d {
-		case DTypeFP8:
-			s.WeightDType = d
-		case DTypeMXFP4:
-			return s, fmt.Errorf("model: shape %s: weights: mxfp4 is read from a checkpoint's quantization_config, not set: use bf16, fp16, fp32 or fp8", s.Name)
-		default:
+		case DTypeBF16, DTypeFP16, DTypeFP32:
 			s.DType, s.WeightDType = d, ""
+		default:
+			s.WeightDType = d
 		}
-		s.MoE.DType = ""
+		s.MoE.DType, s.AttnDType = "", ""
 		s = s.withNote("weights " + d + " (set by the scenario)")
 	}
 	if k := strings.TrimSpace(kv); k != "" && !strings.EqualFold(k, "auto") {
 		d, err := CanonicalDType(k)
-		if err != nil || d == DTypeMXFP4 {
+		if err != nil || DTypeBytes(d) < 1 {
 			return s, fmt.Errorf("model: shape %s: kv cache dtype %q: use bf16, fp16, fp32, fp8 or auto", s.Name, k)
 		}
 		s.KVDType = d
 		s = s.withNote("kv cache " + d + " (set by the scenario)")
 	}
 	return s, s.Validate()
+}
+
+// PrecisionNotes say, per part of the model, the dtype its GEMMs run at
+// on hw where that is not its weights' (a fallback the roofline prices):
+// fp8 weights on a GPU without fp8 tensor cores and nvfp4 on one without
+// fp4 run weight-only, dequantized to the activation dtype.
+func PrecisionNotes(hw Hardware, s Shape) []string {
+	var out []string
+	for _, p := range []struct{ part, w string }{{"attention", s.attnDType()}, {"mlp", s.weightDType()}, {"experts", s.ExpertDType()}} {
+		if p.part == "experts" && !s.isMoE() || p.w == s.DType || weightOnly[p.w] {
+			continue
+		}
+		if g := s.gemmDTypeOf(hw, p.w); g != p.w {
+			out = append(out, fmt.Sprintf("%s weights %s: %s has no %s tensor cores; priced weight-only, GEMMs at %s", p.part, p.w, hw.Name, p.w, g))
+		}
+	}
+	return out
 }
 
 // withNote returns the shape with a note appended (the notes slice is
