@@ -1,6 +1,9 @@
 package model
 
 import (
+	"cmp"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,4 +53,17 @@ func TestAIConfiguratorConfigs(t *testing.T) {
 	assert.Equal(t, 86, n)
 	assert.Equal(t, n, loaded, "every config loads")
 	assert.GreaterOrEqual(t, fits, 81)
+}
+
+// TestArchitecturesDocumented: every supported architecture says what
+// it prices, and docs/catalog.md's table says the same.
+func TestArchitecturesDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "catalog.md"))
+	require.NoError(t, err)
+	for _, a := range Architectures() {
+		assert.NotEmpty(t, a.Layers, a.Architecture)
+		row := fmt.Sprintf("| `%s` | %s | %s |", a.Architecture, a.Layers, cmp.Or(a.Approximations, "—"))
+		assert.Contains(t, string(doc), row, "docs/catalog.md#architectures")
+	}
+	assert.Len(t, archDocs, len(hfArchitectures), "no description of an unsupported architecture")
 }
