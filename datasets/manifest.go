@@ -170,12 +170,13 @@ type ModelLayer struct {
 
 // ModelStateMixer is the geometry of linear-attention or Mamba-2 layers.
 type ModelStateMixer struct {
-	Heads      int `json:"heads"`
-	KeyHeads   int `json:"key_heads,omitempty"`
-	KeyDim     int `json:"key_dim"`
-	ValueDim   int `json:"value_dim"`
-	Groups     int `json:"groups,omitempty"`
-	ConvKernel int `json:"conv_kernel"`
+	Heads      int    `json:"heads"`
+	KeyHeads   int    `json:"key_heads,omitempty"`
+	KeyDim     int    `json:"key_dim"`
+	ValueDim   int    `json:"value_dim"`
+	Groups     int    `json:"groups,omitempty"`
+	ConvKernel int    `json:"conv_kernel"`
+	StateDType string `json:"state_dtype,omitempty"`
 }
 
 // ModelIndexer is a sparse-attention key indexer's heads and width.

@@ -100,8 +100,9 @@ func TestHFConfigFamilies(t *testing.T) {
 		attn := s.stackCount(func(l Layer) bool { return l.Attention == AttnFull })
 		assert.Equal(t, []int{54, 10, 118}, []int{mamba, attn, s.Layers})
 		assert.Equal(t, int64(10*2*8*128*2), s.KVBytesPerToken(), "only the attention blocks grow with the context")
-		// Mamba-2 state: 256 heads × 64 × 256 fp32, plus the conv state.
-		assert.Greater(t, s.SlidingKVBytesPerRequest(), int64(54*256*64*256*4))
+		// Mamba-2 state: 256 heads × 64 × 256 in bf16 (no mamba_ssm_cache_dtype), plus the conv state.
+		assert.Greater(t, s.SlidingKVBytesPerRequest(), int64(54*256*64*256*2))
+		assert.Less(t, s.SlidingKVBytesPerRequest(), int64(54*256*64*256*2*11/10))
 	})
 	t.Run("MiniMax-M2.7 NVFP4: nvfp4 experts, bf16 attention, fp8 KV cache", func(t *testing.T) {
 		s, err := LoadModelConfig("testdata/aiconfigurator/nvidia--MiniMax-M2.7-NVFP4_config.json")

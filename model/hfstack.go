@@ -72,6 +72,9 @@ type hfStackFields struct {
 	NGroups       int `json:"n_groups"`
 	SSMStateSize  int `json:"ssm_state_size"`
 	ConvKernel    int `json:"conv_kernel"`
+	// The recurrent state's dtype (vLLM's mamba_ssm_cache_dtype).
+	SSMCacheDType string `json:"mamba_ssm_cache_dtype"`
+	SSMDType      string `json:"mamba_ssm_dtype"`
 
 	BlockConfigs []struct {
 		Attention struct {
@@ -198,7 +201,8 @@ func hfLayers(s *Shape, c *hfConfig, fam hfFamily) ([]Layer, error) {
 }
 
 // hfMixers returns each layer's token mixer (and, for the hybrid
-// patterns that say it, its MLP).
+// patterns that say it, its MLP); nil when the config lists none (the
+// family's sliding rule applies).
 func hfMixers(s *Shape, c *hfConfig, base string) (func(i int) Layer, error) {
 	n := c.NumHiddenLayers
 	win := 0
@@ -210,85 +214,41 @@ func hfMixers(s *Shape, c *hfConfig, base string) (func(i int) Layer, error) {
 		sliding.HeadDim, sliding.KVHeads = s.HeadDim, s.KVHeads
 		s.HeadDim, s.KVHeads = c.GlobalHeadDim, cmp.Or(c.NumGlobalKVHeads, s.KVHeads)
 	}
+	if win <= 0 {
+		sliding = Layer{}
+	}
 	full := Layer{Attention: base}
 	if base == AttnFull && c.VHeadDim > 0 && c.VHeadDim != s.HeadDim {
 		full.VHeadDim = c.VHeadDim
 	}
+	linear := func(isFull func(int) bool) func(int) Layer {
+		hfStateMixer(s, c, AttnLinear)
+		return func(i int) Layer {
+			if isFull(i) {
+				return full
+			}
+			return Layer{Attention: AttnLinear}
+		}
+	}
 	switch {
 	case len(c.LayerTypes) > 0:
-		if len(c.LayerTypes) != n {
-			return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(c.LayerTypes), n)
-		}
-		for i, t := range c.LayerTypes {
-			switch t {
-			case "sliding_attention", "full_attention", "linear_attention", "chunked_attention", "deepseek_sparse_attention":
-			default:
-				return nil, fmt.Errorf("layer_types[%d]: %q: steplab reads sliding_attention, chunked_attention, full_attention, deepseek_sparse_attention and linear_attention", i, t)
-			}
-		}
-		return func(i int) Layer {
-			switch c.LayerTypes[i] {
-			case "sliding_attention":
-				if win <= 0 {
-					return full
-				}
-				return sliding
-			case "chunked_attention":
-				return Layer{Attention: AttnChunked, Window: cmp.Or(c.AttentionChunkSize, win)}
-			case "linear_attention":
-				return Layer{Attention: AttnLinear}
-			case "deepseek_sparse_attention":
-				s.Indexer = Indexer{Heads: c.IndexNHeads, HeadDim: c.IndexHeadDim}
-				return Layer{Attention: AttnDSA, TopK: c.IndexTopK}
-			}
-			return full
-		}, hfStateMixer(s, c, AttnLinear)
+		return hfLayerTypes(s, c, full, sliding)
 	case c.HybridOverridePattern != "":
-		p := c.HybridOverridePattern
-		if len(p) != n {
-			return nil, fmt.Errorf("hybrid_override_pattern has %d layers for num_hidden_layers %d", len(p), n)
-		}
-		for i, r := range p {
-			if !bytes.ContainsRune([]byte("M*-E"), r) {
-				return nil, fmt.Errorf("hybrid_override_pattern[%d]: %q: steplab reads M (Mamba-2), * (attention), - (MLP) and E (MoE)", i, r)
-			}
-		}
-		return func(i int) Layer {
-			switch p[i] {
-			case 'M':
-				return Layer{Attention: AttnMamba2, MLP: MLPNone}
-			case '*':
-				return Layer{Attention: base, MLP: MLPNone}
-			case '-':
-				return Layer{Attention: AttnNone, MLP: MLPDense}
-			}
-			return Layer{Attention: AttnNone, MLP: MLPMoE}
-		}, hfStateMixer(s, c, AttnMamba2)
+		return hfHybridPattern(s, c, base)
 	case len(c.HybridLayerPattern) > 0:
 		if len(c.HybridLayerPattern) != n {
 			return nil, fmt.Errorf("hybrid_layer_pattern has %d entries for %d layers", len(c.HybridLayerPattern), n)
 		}
 		return func(i int) Layer {
-			if c.HybridLayerPattern[i] == 1 && win > 0 {
+			if c.HybridLayerPattern[i] == 1 && sliding.Window > 0 {
 				return sliding
 			}
 			return full
 		}, nil
-	case c.LinearAttnConfig != nil:
-		full1 := c.LinearAttnConfig.FullAttnLayers // 1-based
-		return func(i int) Layer {
-			if slices.Contains(full1, i+1) {
-				return full
-			}
-			return Layer{Attention: AttnLinear}
-		}, hfStateMixer(s, c, AttnLinear)
+	case c.LinearAttnConfig != nil: // full_attn_layers are 1-based
+		return linear(func(i int) bool { return slices.Contains(c.LinearAttnConfig.FullAttnLayers, i+1) }), nil
 	case c.FullAttentionInterval > 0:
-		return func(i int) Layer {
-			if (i+1)%c.FullAttentionInterval == 0 {
-				return full
-			}
-			return Layer{Attention: AttnLinear}
-		}, hfStateMixer(s, c, AttnLinear)
+		return linear(func(i int) bool { return (i+1)%c.FullAttentionInterval == 0 }), nil
 	case len(c.CompressRatios) > 0:
 		return hfCompressed(s, c)
 	case c.IndexTopK > 0:
@@ -320,7 +280,66 @@ func hfMixers(s *Shape, c *hfConfig, base string) (func(i int) Layer, error) {
 			return full
 		}, nil
 	}
-	return nil, nil // the family's sliding rule (hfConfigLayers)
+	return nil, nil
+}
+
+// hfLayerTypes reads layer_types.
+func hfLayerTypes(s *Shape, c *hfConfig, full, sliding Layer) (func(int) Layer, error) {
+	if len(c.LayerTypes) != c.NumHiddenLayers {
+		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(c.LayerTypes), c.NumHiddenLayers)
+	}
+	for i, t := range c.LayerTypes {
+		switch t {
+		case "sliding_attention", "full_attention", "chunked_attention":
+		case "linear_attention":
+			hfStateMixer(s, c, AttnLinear)
+		case "deepseek_sparse_attention":
+			s.Indexer = Indexer{Heads: c.IndexNHeads, HeadDim: c.IndexHeadDim}
+		default:
+			return nil, fmt.Errorf("layer_types[%d]: %q: steplab reads sliding_attention, chunked_attention, full_attention, deepseek_sparse_attention and linear_attention", i, t)
+		}
+	}
+	return func(i int) Layer {
+		switch c.LayerTypes[i] {
+		case "sliding_attention":
+			if sliding.Window > 0 {
+				return sliding
+			}
+		case "chunked_attention":
+			return Layer{Attention: AttnChunked, Window: cmp.Or(c.AttentionChunkSize, sliding.Window)}
+		case "linear_attention":
+			return Layer{Attention: AttnLinear}
+		case "deepseek_sparse_attention":
+			return Layer{Attention: AttnDSA, TopK: c.IndexTopK}
+		}
+		return full
+	}, nil
+}
+
+// hfHybridPattern reads Nemotron-H's hybrid_override_pattern: M a Mamba-2
+// block, * an attention block, - an MLP block, E an MoE block.
+func hfHybridPattern(s *Shape, c *hfConfig, base string) (func(int) Layer, error) {
+	p := c.HybridOverridePattern
+	if len(p) != c.NumHiddenLayers {
+		return nil, fmt.Errorf("hybrid_override_pattern has %d layers for num_hidden_layers %d", len(p), c.NumHiddenLayers)
+	}
+	for i, r := range p {
+		if !strings.ContainsRune("M*-E", r) {
+			return nil, fmt.Errorf("hybrid_override_pattern[%d]: %q: steplab reads M (Mamba-2), * (attention), - (MLP) and E (MoE)", i, r)
+		}
+	}
+	hfStateMixer(s, c, AttnMamba2)
+	return func(i int) Layer {
+		switch p[i] {
+		case 'M':
+			return Layer{Attention: AttnMamba2, MLP: MLPNone}
+		case '*':
+			return Layer{Attention: base, MLP: MLPNone}
+		case '-':
+			return Layer{Attention: AttnNone, MLP: MLPDense}
+		}
+		return Layer{Attention: AttnNone, MLP: MLPMoE}
+	}, nil
 }
 
 // hfBlockTypes reads Nemotron 3's layers_block_type as the equivalent
@@ -386,7 +405,7 @@ func hfCompressed(s *Shape, c *hfConfig) (func(int) Layer, error) {
 }
 
 // hfStateMixer reads the linear-attention or Mamba-2 geometry.
-func hfStateMixer(s *Shape, c *hfConfig, kind string) error {
+func hfStateMixer(s *Shape, c *hfConfig, kind string) {
 	switch {
 	case kind == AttnMamba2:
 		s.State = StateMixer{Heads: c.MambaNumHeads, KeyDim: c.SSMStateSize, ValueDim: c.MambaHeadDim, Groups: max(c.NGroups, 1), ConvKernel: c.ConvKernel}
@@ -397,7 +416,9 @@ func hfStateMixer(s *Shape, c *hfConfig, kind string) error {
 		s.State = StateMixer{Heads: c.LinearNumValueHeads, KeyHeads: c.LinearNumKeyHeads, KeyDim: c.LinearKeyHeadDim,
 			ValueDim: c.LinearValueHeadDim, ConvKernel: c.LinearConvKernelDim}
 	}
-	return nil
+	if d, err := CanonicalDType(cmp.Or(c.SSMCacheDType, c.SSMDType)); err == nil {
+		s.State.StateDType = d
+	}
 }
 
 // hfBlockConfigs applies DeciLM's (Nemotron-NAS) per-block attention and

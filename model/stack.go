@@ -59,6 +59,9 @@ type StateMixer struct {
 	Groups   int `json:"groups,omitempty"`
 	// ConvKernel is the short causal convolution's width.
 	ConvKernel int `json:"conv_kernel"`
+	// StateDType is the recurrent state's dtype ("" = the activation
+	// dtype; fp32 where the config's mamba_ssm_cache_dtype says so).
+	StateDType string `json:"state_dtype,omitempty"`
 }
 
 // Indexer is DeepSeek sparse attention's lightning indexer: Heads query
@@ -202,6 +205,7 @@ func (s Shape) stackGroups() (groups []kvGroup, state float64) {
 	}
 	m := s.State
 	tp := float64(s.tp())
+	sb := DTypeBytes(cmp.Or(m.StateDType, s.DType))
 	for _, l := range s.Stack {
 		c := float64(l.Count)
 		heads, kv, hd, vhd := s.geometry(l, true)
@@ -240,10 +244,10 @@ func (s Shape) stackGroups() (groups []kvGroup, state float64) {
 			g.heldPerToken = true
 		case AttnLinear:
 			k, v := float64(m.KeyHeads*m.KeyDim), float64(m.Heads*m.ValueDim)
-			state += c * (float64(m.Heads*m.KeyDim*m.ValueDim)*4 + (2*k+v)*float64(m.ConvKernel-1)*DTypeBytes(s.DType)) / tp
+			state += c * (float64(m.Heads*m.KeyDim*m.ValueDim)*sb + (2*k+v)*float64(m.ConvKernel-1)*DTypeBytes(s.DType)) / tp
 		case AttnMamba2:
 			inner, bc := float64(m.Heads*m.ValueDim), float64(2*m.Groups*m.KeyDim)
-			state += c * (float64(m.Heads*m.ValueDim*m.KeyDim)*4 + (inner+bc)*float64(m.ConvKernel-1)*DTypeBytes(s.DType)) / tp
+			state += c * (float64(m.Heads*m.ValueDim*m.KeyDim)*sb + (inner+bc)*float64(m.ConvKernel-1)*DTypeBytes(s.DType)) / tp
 		}
 	}
 	groups = append(groups, full)
