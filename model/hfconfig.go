@@ -320,32 +320,8 @@ func hfShape(name, arch string, c *hfConfig, fam hfFamily) (Shape, error) {
 	if c.MLPHiddenAct == "relu2" {
 		s.MLPMatrices = 2
 	}
-	if c.NumKeyValueHeads != nil {
-		s.KVHeads = *c.NumKeyValueHeads
-	} else {
-		s.KVHeads = s.Heads
-		note("num_key_value_heads absent: %d (= num_attention_heads, multi-head attention)", s.KVHeads)
-	}
-	switch {
-	case fam.mla:
-		if c.KVLoraRank <= 0 || c.QKRopeHeadDim <= 0 || c.QKNopeHeadDim <= 0 || c.VHeadDim <= 0 {
-			return Shape{}, fmt.Errorf("%s: kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim must be > 0 (MLA)", arch)
-		}
-		s.MLA = MLA{KVLoraRank: c.KVLoraRank, QKNopeHeadDim: c.QKNopeHeadDim, QKRopeHeadDim: c.QKRopeHeadDim, VHeadDim: c.VHeadDim}
-		if c.QLoraRank != nil {
-			s.MLA.QLoraRank = *c.QLoraRank
-		}
-		s.HeadDim = c.QKNopeHeadDim + c.QKRopeHeadDim
-	case c.HeadDim != nil && *c.HeadDim > 0:
-		s.HeadDim = *c.HeadDim
-	case c.AttentionHeadDim > 0:
-		s.HeadDim = c.AttentionHeadDim
-	default:
-		if c.HiddenSize%c.NumAttentionHeads != 0 {
-			return Shape{}, fmt.Errorf("head_dim absent and hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
-		}
-		s.HeadDim = c.HiddenSize / c.NumAttentionHeads
-		note("head_dim absent: %d (= hidden_size/num_attention_heads)", s.HeadDim)
+	if err := hfAttention(&s, c, fam, arch, note); err != nil {
+		return Shape{}, err
 	}
 	if c.TieWordEmbeddings != nil {
 		s.TiedEmbeddings = *c.TieWordEmbeddings
@@ -378,6 +354,39 @@ func hfShape(name, arch string, c *hfConfig, fam hfFamily) (Shape, error) {
 		return Shape{}, err
 	}
 	return s, nil
+}
+
+// hfAttention reads the attention geometry: KV heads, MLA ranks, the
+// head width (derived and noted when absent).
+func hfAttention(s *Shape, c *hfConfig, fam hfFamily, arch string, note func(string, ...any)) error {
+	if c.NumKeyValueHeads != nil {
+		s.KVHeads = *c.NumKeyValueHeads
+	} else {
+		s.KVHeads = s.Heads
+		note("num_key_value_heads absent: %d (= num_attention_heads, multi-head attention)", s.KVHeads)
+	}
+	switch {
+	case fam.mla:
+		if c.KVLoraRank <= 0 || c.QKRopeHeadDim <= 0 || c.QKNopeHeadDim <= 0 || c.VHeadDim <= 0 {
+			return fmt.Errorf("%s: kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim and v_head_dim must be > 0 (MLA)", arch)
+		}
+		s.MLA = MLA{KVLoraRank: c.KVLoraRank, QKNopeHeadDim: c.QKNopeHeadDim, QKRopeHeadDim: c.QKRopeHeadDim, VHeadDim: c.VHeadDim}
+		if c.QLoraRank != nil {
+			s.MLA.QLoraRank = *c.QLoraRank
+		}
+		s.HeadDim = c.QKNopeHeadDim + c.QKRopeHeadDim
+	case c.HeadDim != nil && *c.HeadDim > 0:
+		s.HeadDim = *c.HeadDim
+	case c.AttentionHeadDim > 0:
+		s.HeadDim = c.AttentionHeadDim
+	default:
+		if c.HiddenSize%c.NumAttentionHeads != 0 {
+			return fmt.Errorf("head_dim absent and hidden_size %d is not a multiple of num_attention_heads %d", c.HiddenSize, c.NumAttentionHeads)
+		}
+		s.HeadDim = c.HiddenSize / c.NumAttentionHeads
+		note("head_dim absent: %d (= hidden_size/num_attention_heads)", s.HeadDim)
+	}
+	return nil
 }
 
 // hfConfigLayers reads the per-layer stack. A stack the scalar fields
