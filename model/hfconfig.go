@@ -513,7 +513,8 @@ func hfDTypes(s *Shape, c *hfConfig, note func(string, ...any)) error {
 
 // LoadModelConfig reads a config.json, or a directory holding one, into a
 // shape named after its directory (the file's name for a *.json that is
-// not config.json).
+// not config.json, less a _config suffix). The checkpoint's
+// hf_quant_config.json beside it, if any, is read too (hfQuantPath).
 func LoadModelConfig(path string) (Shape, error) {
 	file, name := path, ""
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
@@ -521,7 +522,8 @@ func LoadModelConfig(path string) (Shape, error) {
 	} else if filepath.Base(path) == "config.json" {
 		name = filepath.Base(filepath.Dir(filepath.Clean(path)))
 	} else {
-		name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
+		// NAME_config.json, as beside NAME_hf_quant_config.json, names NAME.
+		name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), "_config")
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
