@@ -51,3 +51,21 @@ func TestAIConfiguratorModelsSimulate(t *testing.T) {
 	assert.Equal(t, 86, n)
 	assert.GreaterOrEqual(t, ran, 81, "of %d", n)
 }
+
+// TestHybridManifestInverse: a hybrid model's manifest (its stack, state
+// mixer, indexer and per-part precision) plans back to the same shape.
+func TestHybridManifestInverse(t *testing.T) {
+	for _, name := range []string{"nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "nvidia--Qwen3.6-35B-A3B-NVFP4",
+		"nvidia--GLM-5-NVFP4", "nvidia--MiniMax-M2.7-NVFP4", "google--gemma-4-26B-A4B"} {
+		sc := DefaultScenario()
+		sc.Hardware, sc.Model, sc.TensorParallel = "B200", "../model/testdata/aiconfigurator/"+name+"_config.json", 4
+		p, err := sc.EnginePlan()
+		require.NoError(t, err, name)
+		m := p.Manifest(nil, "")
+		back, warn, err := PlanFromManifest(&m, ManifestOptions{FPM: p.FPMName})
+		require.NoError(t, err, name)
+		assert.Empty(t, warn, name)
+		assert.Equal(t, p.Shape, back.Shape, name)
+		assert.Equal(t, p.Sched, back.Sched, name)
+	}
+}
