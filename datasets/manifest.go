@@ -142,6 +142,7 @@ type ModelShape struct {
 	Stack      []ModelLayer     `json:"stack,omitempty"`
 	StateMixer *ModelStateMixer `json:"state_mixer,omitempty"`
 	Indexer    *ModelIndexer    `json:"indexer,omitempty"`
+	LowRank    *ModelLowRank    `json:"low_rank,omitempty"`
 	// Notes say what the model's source did not state and was derived or
 	// assumed.
 	Notes []string `json:"notes,omitempty"`
@@ -177,6 +178,14 @@ type ModelStateMixer struct {
 	Groups     int    `json:"groups,omitempty"`
 	ConvKernel int    `json:"conv_kernel"`
 	StateDType string `json:"state_dtype,omitempty"`
+}
+
+// ModelLowRank is attention's low-rank projections (DeepSeek-V4).
+type ModelLowRank struct {
+	QLoraRank int  `json:"q_lora_rank,omitempty"`
+	OLoraRank int  `json:"o_lora_rank,omitempty"`
+	OGroups   int  `json:"o_groups,omitempty"`
+	SharedKV  bool `json:"shared_kv,omitempty"`
 }
 
 // ModelIndexer is a sparse-attention key indexer's heads and width.

@@ -38,7 +38,7 @@ var archDocs = map[string][2]string{
 	"DeepseekV2ForCausalLM":          {"mla + moe with shared experts, first_k_dense_replace and moe_layer_freq", ""},
 	"DeepseekV3ForCausalLM":          {"mla + moe (also Kimi-K2.x's language model)", "the multi-token-prediction layer is not priced"},
 	"DeepseekV32ForCausalLM":         {"dsa (MLA over the index_topk keys the indexer selects) + moe", "the indexer's keys are priced at fp8 with a 4-byte scale"},
-	"DeepseekV4ForCausalLM":          {"sliding (compress ratio 0), dsa over keys compressed by the smallest ratio, full over the others (compress_ratios) + moe", "attention is priced as one KV head of head_dim with separate K and V and full-rank q/o projections (not q_lora, grouped o_lora, hyper-connections); the sliding window beside each compressed layer is not priced apart"},
+	"DeepseekV4ForCausalLM":          {"sliding (compress ratio 0), dsa over keys compressed by the smallest ratio, full over the others (compress_ratios) + moe", "attention is one shared K=V head of head_dim with q_lora and grouped o_lora projections; the compressor, hyper-connections and the sliding window beside each compressed layer are not priced apart"},
 	"GlmMoeDsaForCausalLM":           {"dsa (MLA with the index_topk indexer) + moe", "as DeepseekV32ForCausalLM"},
 	"Glm4MoeForCausalLM":             {"full + moe with shared experts", ""},
 	"KimiLinearForCausalLM":          {"linear (KDA) and mla by linear_attn_config.full_attn_layers + moe of routed_expert_hidden_size", "KDA is priced as a gated delta net of num_heads × head_dim"},

@@ -47,6 +47,8 @@ type hfStackFields struct {
 	IndexNHeads           int    `json:"index_n_heads"`
 	IndexHeadDim          int    `json:"index_head_dim"`
 	CompressRatios        []int  `json:"compress_ratios"`
+	OLoraRank             int    `json:"o_lora_rank"`
+	OGroups               int    `json:"o_groups"`
 	SparseAttention       *struct {
 		Use        *bool `json:"use_sparse_attention"`
 		Freq       []int `json:"sparse_attention_freq"`
@@ -392,6 +394,10 @@ func hfCompressed(s *Shape, c *hfConfig) (func(int) Layer, error) {
 		}
 	}
 	s.Indexer = Indexer{Heads: c.IndexNHeads, HeadDim: c.IndexHeadDim}
+	s.LowRank = LowRank{OLoraRank: c.OLoraRank, OGroups: max(c.OGroups, 1), SharedKV: true}
+	if c.QLoraRank != nil {
+		s.LowRank.QLoraRank = *c.QLoraRank
+	}
 	return func(i int) Layer {
 		r := c.CompressRatios[i]
 		switch {

@@ -71,6 +71,8 @@ type Shape struct {
 	State StateMixer `json:"state_mixer,omitzero"`
 	// Indexer is the stack's dsa layers' key indexer.
 	Indexer Indexer `json:"indexer,omitzero"`
+	// LowRank are the stack's softmax layers' low-rank projections.
+	LowRank LowRank `json:"low_rank,omitzero"`
 	// Notes record what the shape's source did not state and was derived
 	// or assumed ("head_dim = hidden/heads"), for the manifest.
 	Notes []string `json:"notes,omitempty"`

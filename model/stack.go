@@ -64,6 +64,16 @@ type StateMixer struct {
 	StateDType string `json:"state_dtype,omitempty"`
 }
 
+// LowRank is a softmax layer's low-rank projections (DeepSeek-V4):
+// queries through a QLoraRank bottleneck, the output through OGroups
+// groups of OLoraRank each, and one shared K=V entry per KV head.
+type LowRank struct {
+	QLoraRank int  `json:"q_lora_rank,omitempty"`
+	OLoraRank int  `json:"o_lora_rank,omitempty"`
+	OGroups   int  `json:"o_groups,omitempty"`
+	SharedKV  bool `json:"shared_kv,omitempty"`
+}
+
 // Indexer is DeepSeek sparse attention's lightning indexer: Heads query
 // heads of HeadDim scoring every cached key (one HeadDim key per token,
 // fp8 with a 4-byte scale).
@@ -143,11 +153,21 @@ func (s Shape) stackAttnParams(l Layer, perGPU bool) float64 {
 		return 0
 	}
 	heads, kv, hd, vhd := s.geometry(l, perGPU)
-	q := h * heads * hd
+	lr := s.LowRank
+	q, o, kvw := h*heads*hd, heads*vhd*h, hd+vhd
 	if s.AttnOutputGate {
 		q *= 2
 	}
-	p := q + h*kv*(hd+vhd) + heads*vhd*h
+	if lr.QLoraRank > 0 { // q_a (replicated) and q_b
+		q = h*float64(lr.QLoraRank) + float64(lr.QLoraRank)*heads*hd
+	}
+	if lr.OLoraRank > 0 { // per group to the rank, then all groups to hidden
+		o = heads*vhd*float64(lr.OLoraRank) + float64(lr.OGroups*lr.OLoraRank)*h/tp
+	}
+	if lr.SharedKV {
+		kvw = hd
+	}
+	p := q + h*kv*kvw + o
 	if s.QKVBias {
 		p += heads*hd + kv*(hd+vhd)
 	}
@@ -209,7 +229,11 @@ func (s Shape) stackGroups() (groups []kvGroup, state float64) {
 	for _, l := range s.Stack {
 		c := float64(l.Count)
 		heads, kv, hd, vhd := s.geometry(l, true)
-		layerKV := kv * (hd + vhd) * kvb / float64(max(1, l.Compress))
+		kvw := hd + vhd
+		if s.LowRank.SharedKV {
+			kvw = hd
+		}
+		layerKV := kv * kvw * kvb / float64(max(1, l.Compress))
 		pair := 2 * heads * (hd + vhd)
 		switch l.Attention {
 		case AttnFull:

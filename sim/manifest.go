@@ -111,6 +111,10 @@ func ManifestShape(s model.Shape) *datasets.ModelShape {
 		m := datasets.ModelIndexer(s.Indexer)
 		ms.Indexer = &m
 	}
+	if s.LowRank != (model.LowRank{}) {
+		m := datasets.ModelLowRank(s.LowRank)
+		ms.LowRank = &m
+	}
 	return ms
 }
 
@@ -133,6 +137,9 @@ func shapeOfManifest(ms *datasets.ModelShape) (model.Shape, error) {
 	}
 	if ms.Indexer != nil {
 		s.Indexer = model.Indexer(*ms.Indexer)
+	}
+	if ms.LowRank != nil {
+		s.LowRank = model.LowRank(*ms.LowRank)
 	}
 	var err error
 	for _, d := range []struct {
