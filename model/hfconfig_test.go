@@ -101,8 +101,16 @@ func TestHFConfigFamilies(t *testing.T) {
 		assert.Equal(t, []int{54, 10, 118}, []int{mamba, attn, s.Layers})
 		assert.Equal(t, int64(10*2*8*128*2), s.KVBytesPerToken(), "only the attention blocks grow with the context")
 		// Mamba-2 state: 256 heads × 64 × 256 in bf16 (no mamba_ssm_cache_dtype), plus the conv state.
-		assert.Greater(t, s.SlidingKVBytesPerRequest(), int64(54*256*64*256*2))
-		assert.Less(t, s.SlidingKVBytesPerRequest(), int64(54*256*64*256*2*11/10))
+		assert.Greater(t, s.StateBytesPerRequest(), int64(54*256*64*256*2))
+		assert.Less(t, s.StateBytesPerRequest(), int64(54*256*64*256*2*11/10))
+		assert.Zero(t, s.SlidingKVBytesPerRequest())
+		// The KV capacity sets aside 256 requests' states.
+		b200, _ := LookupHardware("B200")
+		tp4 := s.WithTP(4)
+		blocks, err := KVBlocks(b200, tp4, 16, 0.9)
+		require.NoError(t, err)
+		free := 0.9*b200.MemBytes() - float64(tp4.WeightBytes()+ActivationReserveBytes(tp4)) - 256*float64(tp4.StateBytesPerRequest())
+		assert.Equal(t, int(free/float64(16*tp4.KVBytesPerToken())), blocks)
 	})
 	t.Run("MiniMax-M2.7 NVFP4: nvfp4 experts, bf16 attention, fp8 KV cache", func(t *testing.T) {
 		s, err := LoadModelConfig("testdata/aiconfigurator/nvidia--MiniMax-M2.7-NVFP4_config.json")

@@ -559,7 +559,7 @@ func (s Shape) fullLayers() int { return s.Layers - s.SlidingLayers }
 // window).
 func (s Shape) KVBytesPerToken() int64 {
 	if len(s.Stack) > 0 {
-		if perToken, _ := s.stackKVBytes(); perToken > 0 {
+		if perToken, _, _ := s.stackKVBytes(); perToken > 0 {
 			return int64(perToken)
 		}
 		groups, _ := s.stackGroups() // every layer windowed: as full attention
@@ -580,8 +580,8 @@ func (s Shape) KVBytesPerToken() int64 {
 // sliding-window layers (0 without any, or when every layer slides).
 func (s Shape) SlidingKVBytesPerRequest() int64 {
 	if len(s.Stack) > 0 {
-		_, perRequest := s.stackKVBytes()
-		return int64(perRequest)
+		_, windows, _ := s.stackKVBytes()
+		return int64(windows)
 	}
 	if s.fullLayers() == 0 {
 		return 0

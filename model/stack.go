@@ -287,17 +287,27 @@ func (s Shape) stackGroups() (groups []kvGroup, state float64) {
 }
 
 // stackKVBytes is the KV a stack holds per token of context and, per
-// request, in its windows and constant states.
-func (s Shape) stackKVBytes() (perToken, perRequest float64) {
+// request, at most in its windows and in its constant states.
+func (s Shape) stackKVBytes() (perToken, windows, state float64) {
 	groups, state := s.stackGroups()
 	for _, g := range groups {
 		if g.heldPerToken {
 			perToken += g.kv
 		} else {
-			perRequest += g.window * g.kv
+			windows += g.window * g.kv
 		}
 	}
-	return perToken, perRequest + state
+	return perToken, windows, state
+}
+
+// StateBytesPerRequest is the constant state one request holds in the
+// linear-attention and Mamba-2 layers, per rank (0 without any).
+func (s Shape) StateBytesPerRequest() int64 {
+	if len(s.Stack) == 0 {
+		return 0
+	}
+	_, _, state := s.stackKVBytes()
+	return int64(state)
 }
 
 // validateStack checks a stack's kinds and that it has Layers layers.
