@@ -129,12 +129,69 @@ type ModelShape struct {
 	SlidingLayers int       `json:"sliding_layers,omitempty"`
 	MLA           *ModelMLA `json:"mla,omitempty"`
 	MoE           *ModelMoE `json:"moe,omitempty"`
+	// AttnDType is the token mixers' weight dtype where it differs from
+	// WeightDType (an NVFP4 checkpoint's bf16 attention); the experts'
+	// is MoE.DType: with WeightDType and KVDType, the precision of each
+	// part of the model.
+	AttnDType      string `json:"attn_dtype,omitempty"`
+	AttnOutputGate bool   `json:"attn_output_gate,omitempty"`
+	MLPMatrices    int    `json:"mlp_matrices,omitempty"`
+	// Stack is the per-layer layout of a hybrid model (runs of layers by
+	// token mixer and MLP kind), with its state-space and indexer
+	// geometry; absent for a uniform one.
+	Stack      []ModelLayer     `json:"stack,omitempty"`
+	StateMixer *ModelStateMixer `json:"state_mixer,omitempty"`
+	Indexer    *ModelIndexer    `json:"indexer,omitempty"`
+	LowRank    *ModelLowRank    `json:"low_rank,omitempty"`
 	// Notes say what the model's source did not state and was derived or
 	// assumed.
 	Notes []string `json:"notes,omitempty"`
 	// Config is where the shape was read: a catalogue entry
 	// ("builtin:models/...") or a config.json path.
 	Config string `json:"config,omitempty"`
+}
+
+// ModelLayer is a run of Count identical layers: the token mixer
+// (full, sliding, chunked, mla, dsa, linear, mamba2, none) with its
+// window or top-k and any geometry of its own, and the MLP (dense, moe,
+// none).
+type ModelLayer struct {
+	Count        int    `json:"count"`
+	Attention    string `json:"attention"`
+	Window       int    `json:"window,omitempty"`
+	TopK         int    `json:"top_k,omitempty"`
+	Heads        int    `json:"heads,omitempty"`
+	KVHeads      int    `json:"kv_heads,omitempty"`
+	HeadDim      int    `json:"head_dim,omitempty"`
+	VHeadDim     int    `json:"v_head_dim,omitempty"`
+	Compress     int    `json:"compress,omitempty"`
+	MLP          string `json:"mlp"`
+	Intermediate int    `json:"intermediate,omitempty"`
+}
+
+// ModelStateMixer is the geometry of linear-attention or Mamba-2 layers.
+type ModelStateMixer struct {
+	Heads      int    `json:"heads"`
+	KeyHeads   int    `json:"key_heads,omitempty"`
+	KeyDim     int    `json:"key_dim"`
+	ValueDim   int    `json:"value_dim"`
+	Groups     int    `json:"groups,omitempty"`
+	ConvKernel int    `json:"conv_kernel"`
+	StateDType string `json:"state_dtype,omitempty"`
+}
+
+// ModelLowRank is attention's low-rank projections (DeepSeek-V4).
+type ModelLowRank struct {
+	QLoraRank int  `json:"q_lora_rank,omitempty"`
+	OLoraRank int  `json:"o_lora_rank,omitempty"`
+	OGroups   int  `json:"o_groups,omitempty"`
+	SharedKV  bool `json:"shared_kv,omitempty"`
+}
+
+// ModelIndexer is a sparse-attention key indexer's heads and width.
+type ModelIndexer struct {
+	Heads   int `json:"heads"`
+	HeadDim int `json:"head_dim"`
 }
 
 // ModelMLA is multi-head latent attention (DeepSeek): the KV cache holds a
@@ -158,6 +215,8 @@ type ModelMoE struct {
 	SharedIntermediate int    `json:"shared_intermediate,omitempty"`
 	DenseLayers        int    `json:"dense_layers,omitempty"`
 	DType              string `json:"dtype,omitempty"`
+	// Latent is the width routed experts run at (0: the hidden size).
+	Latent int `json:"latent,omitempty"`
 }
 
 // EngineConfig holds the scheduler limits of docs/architecture.md#scheduler-semantics.

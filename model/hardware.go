@@ -55,6 +55,9 @@ type Peaks struct {
 	FP16 float64 `json:"fp16" yaml:"fp16"`
 	FP8  float64 `json:"fp8,omitempty" yaml:"fp8"`
 	INT8 float64 `json:"int8,omitempty" yaml:"int8"`
+	// FP4 is the dense fp4 (nvfp4/mxfp4 block-scaled) tensor-core peak,
+	// 0 where the chip has none (every pre-Blackwell chip).
+	FP4 float64 `json:"fp4,omitempty" yaml:"fp4"`
 }
 
 // Interconnect kinds.
@@ -107,6 +110,8 @@ func (h Hardware) PeakTFLOPSFor(dtype string) float64 {
 		return h.TFLOPS.FP16
 	case DTypeFP8:
 		return h.TFLOPS.FP8
+	case DTypeNVFP4:
+		return h.TFLOPS.FP4
 	}
 	return 0
 }

@@ -50,7 +50,7 @@ func parseHardwareSpec(data []byte) (Hardware, error) {
 	for _, p := range []struct {
 		key string
 		v   float64
-	}{{"fp8", hw.TFLOPS.FP8}, {"int8", hw.TFLOPS.INT8}} {
+	}{{"fp8", hw.TFLOPS.FP8}, {"int8", hw.TFLOPS.INT8}, {"fp4", hw.TFLOPS.FP4}} {
 		if n := mappingValue(mappingValue(doc, "tflops"), p.key); n != nil && p.v == 0 {
 			return Hardware{}, fmt.Errorf("line %d: tflops.%s: empty or 0: give the dense peak, or leave the key out where the chip has none", n.Line, p.key)
 		}

@@ -2,6 +2,8 @@ package model
 
 import (
 	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -72,6 +74,54 @@ func TestHFConfigFamilies(t *testing.T) {
 		// is the vision tower, not modelled).
 		assert.InDelta(t, 11.8e9, float64(s.ParamCount()), 0.2e9)
 	})
+	t.Run("Gemma 3 12B as published: head_dim and vocab_size are Gemma3TextConfig's defaults", func(t *testing.T) {
+		s, err := ParseHFConfig("gemma-3-12b-it", []byte(`{"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+			"torch_dtype": "bfloat16", "text_config": {"model_type": "gemma3_text", "hidden_size": 3840, "intermediate_size": 15360,
+			"num_attention_heads": 16, "num_hidden_layers": 48, "num_key_value_heads": 8, "sliding_window": 1024,
+			"rope_scaling": {"factor": 8.0, "rope_type": "linear"}}, "vision_config": {"hidden_size": 1152}}`))
+		require.NoError(t, err)
+		assert.Equal(t, 256, s.HeadDim, "not hidden/heads = 240")
+		assert.Equal(t, 262208, s.Vocab)
+		notes := strings.Join(s.Notes, "\n")
+		assert.Contains(t, notes, "head_dim absent: 256 (the Gemma3ForConditionalGeneration default)")
+		assert.Contains(t, notes, "vocab_size absent: 262208")
+	})
+	t.Run("Python JSON: Infinity and NaN outside strings read as null", func(t *testing.T) {
+		s, err := ParseHFConfig("m", []byte(`{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1,
+			"num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "time_step_limit": [0.0, Infinity], "x": -Infinity,
+			"y": NaN, "name": "NaN and Infinity stay in strings \" Infinity"}`))
+		require.NoError(t, err)
+		assert.Equal(t, 1, s.Layers)
+	})
+	t.Run("Nemotron-H: Mamba-2, attention and MLP blocks; a constant state per request", func(t *testing.T) {
+		s, err := LoadModelConfig("testdata/aiconfigurator/nvidia--Nemotron-H-56B-Base-8K_config.json")
+		require.NoError(t, err)
+		mamba := s.stackCount(func(l Layer) bool { return l.Attention == AttnMamba2 })
+		attn := s.stackCount(func(l Layer) bool { return l.Attention == AttnFull })
+		assert.Equal(t, []int{54, 10, 118}, []int{mamba, attn, s.Layers})
+		assert.Equal(t, int64(10*2*8*128*2), s.KVBytesPerToken(), "only the attention blocks grow with the context")
+		// Mamba-2 state: 256 heads × 64 × 256 in bf16 (no mamba_ssm_cache_dtype), plus the conv state.
+		assert.Greater(t, s.StateBytesPerRequest(), int64(54*256*64*256*2))
+		assert.Less(t, s.StateBytesPerRequest(), int64(54*256*64*256*2*11/10))
+		assert.Zero(t, s.SlidingKVBytesPerRequest())
+		// The KV capacity sets aside 256 requests' states.
+		b200, _ := LookupHardware("B200")
+		tp4 := s.WithTP(4)
+		blocks, err := KVBlocks(b200, tp4, 16, 0.9)
+		require.NoError(t, err)
+		free := 0.9*b200.MemBytes() - float64(tp4.WeightBytes()+ActivationReserveBytes(tp4)) - 256*float64(tp4.StateBytesPerRequest())
+		assert.Equal(t, int(free/float64(16*tp4.KVBytesPerToken())), blocks)
+	})
+	t.Run("MiniMax-M2.7 NVFP4: nvfp4 experts, bf16 attention, fp8 KV cache", func(t *testing.T) {
+		s, err := LoadModelConfig("testdata/aiconfigurator/nvidia--MiniMax-M2.7-NVFP4_config.json")
+		require.NoError(t, err)
+		assert.Equal(t, []string{DTypeBF16, DTypeNVFP4, DTypeNVFP4, DTypeFP8}, []string{s.attnDType(), s.weightDType(), s.ExpertDType(), s.kvDType()})
+		assert.Equal(t, MoE{Experts: 256, TopK: 8, ExpertIntermediate: 1536}, s.MoE, "experts at the weight dtype")
+		b200, _ := LookupHardware("B200")
+		h100, _ := LookupHardware("H100")
+		assert.Equal(t, DTypeNVFP4, s.gemmDTypeOf(b200, DTypeNVFP4))
+		assert.Equal(t, DTypeBF16, s.gemmDTypeOf(h100, DTypeNVFP4), "no fp4 tensor cores: weight-only")
+	})
 	t.Run("Llama: derived head_dim is a note", func(t *testing.T) {
 		assert.Equal(t, []string{"head_dim absent: 128 (= hidden_size/num_attention_heads)"}, llama8B.Notes)
 		assert.Equal(t, "LlamaForCausalLM", llama8B.Architecture)
@@ -128,9 +178,13 @@ func TestHFConfigQuantization(t *testing.T) {
 	tests := []struct {
 		quant, weights, note string
 	}{
-		{`{"quant_method": "fp8", "fmt": "e4m3"}`, DTypeFP8, "quantization_config fp8"},
-		{`{"quant_method": "mxfp4"}`, DTypeMXFP4, "linear weights mxfp4"},
-		{`{"quant_method": "awq", "bits": 4}`, "", `quantization_config "awq" is not modelled`},
+		{`{"quant_method": "fp8", "fmt": "e4m3"}`, DTypeFP8, "quantization_config: weights fp8"},
+		{`{"quant_method": "mxfp4"}`, DTypeMXFP4, "weights mxfp4 (attention mxfp4"},
+		{`{"quant_method": "awq", "bits": 4}`, DTypeINT4, "weights int4"},
+		{`{"quant_method": "gptq", "bits": 4, "modules_to_not_convert": ["self_attn"]}`, DTypeINT4, "attention bf16, mlp int4"},
+		{`{"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float"}, "input_activations": {"num_bits": 4, "type": "float"}}}}`,
+			DTypeNVFP4, "weights nvfp4"},
+		{`{"quant_method": "modelopt", "quant_algo": "FP8", "kv_cache_scheme": {"num_bits": 8, "type": "float"}}`, DTypeFP8, "kv cache fp8"},
 	}
 	for _, tc := range tests {
 		s, err := ParseHFConfig("q", []byte(strings.Replace(base, "%s", tc.quant, 1)))
@@ -158,9 +212,17 @@ func TestHFConfigErrors(t *testing.T) {
 			[]string{"kv_lora_rank"}},
 		{"layer_types length", `{"architectures": ["GptOssForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
 			"sliding_window": 8, "layer_types": ["sliding_attention"], "num_local_experts": 4, "num_experts_per_tok": 2}`, []string{"layer_types has 1 entries for 2 layers"}},
-		{"bad dtype", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "torch_dtype": "int4"}`,
-			[]string{`unknown dtype "int4"`}},
+		{"bad dtype", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9, "torch_dtype": "int3"}`,
+			[]string{`unknown dtype "int3"`}},
 		{"not json", `{"architectures": [`, []string{"not a config.json"}},
+		{"unknown quantization", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"quantization_config": {"quant_method": "bitnet"}}`, []string{`quant_method "bitnet": unknown quantization, not priced`}},
+		{"unknown modelopt algo", `{"architectures": ["LlamaForCausalLM"], "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"quantization_config": {"quant_method": "modelopt", "quant_algo": "INT2"}}`, []string{`quant_algo "INT2": unknown quantization`}},
+		{"moe_layer_freq list length", `{"architectures": ["MiniMaxM3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"num_local_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "moe_layer_freq": [0, 1, 1]}`, []string{"moe_layer_freq has 3 entries for 2 layers"}},
+		{"bad hybrid pattern", `{"architectures": ["NemotronHForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 8, "vocab_size": 9,
+			"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 4, "hybrid_override_pattern": "MX"}`, []string{`hybrid_override_pattern[1]: 'X'`}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -197,7 +259,20 @@ func TestShapeWithDTypes(t *testing.T) {
 	oss, err := mustShape("gpt-oss-20b").WithDTypes("fp8", "")
 	require.NoError(t, err)
 	assert.Empty(t, oss.MoE.DType)
-	for _, bad := range [][2]string{{"int4", ""}, {"", "mxfp4"}, {"mxfp4", ""}} {
+	// nvfp4 everywhere (a scenario's weight_dtype: nvfp4): 4.5 bits per
+	// linear weight; on an H100 priced weight-only, which is noted.
+	mm, err := LoadModelConfig("testdata/aiconfigurator/MiniMaxAI--MiniMax-M2.7_config.json")
+	require.NoError(t, err)
+	nv, err := mm.WithDTypes("nvfp4", "fp8")
+	require.NoError(t, err)
+	assert.Equal(t, []string{DTypeNVFP4, DTypeNVFP4, DTypeNVFP4}, []string{nv.attnDType(), nv.weightDType(), nv.ExpertDType()})
+	assert.InEpsilon(t, 0.5625/1.0, float64(nv.WeightBytes()-int64(2*2*nv.Vocab*nv.Hidden))/float64(mm.WeightBytes()-int64(2*2*mm.Vocab*mm.Hidden)), 0.01,
+		"fp8 (with its block scales priced as 1 byte) to nvfp4")
+	h100, _ := LookupHardware("H100")
+	b200, _ := LookupHardware("B200")
+	assert.Empty(t, PrecisionNotes(b200, nv))
+	assert.Contains(t, strings.Join(PrecisionNotes(h100, nv), "\n"), "experts weights nvfp4: H100-SXM has no nvfp4 tensor cores; priced weight-only, GEMMs at bf16")
+	for _, bad := range [][2]string{{"int3", ""}, {"", "mxfp4"}, {"", "nvfp4"}} {
 		_, err := llama8B.WithDTypes(bad[0], bad[1])
 		assert.Error(t, err, "%v", bad)
 	}
@@ -207,6 +282,13 @@ func TestShapeWithDTypes(t *testing.T) {
 // never a panic. The seed corpus is the built-in configs.
 func FuzzParseHFConfig(f *testing.F) {
 	addSeedFiles(f, "catalog/models/*/config.json")
+	configs, err := filepath.Glob("testdata/aiconfigurator/*_config.json")
+	require.NoError(f, err)
+	for _, p := range configs {
+		b, err := os.ReadFile(p)
+		require.NoError(f, err)
+		f.Add(b)
+	}
 	f.Add([]byte(`{"model_type": "qwen3_moe", "num_experts": 0}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := ParseHFConfig("fuzz", b)
@@ -231,6 +313,28 @@ func FuzzParseHardwareSpec(f *testing.F) {
 		}
 		require.NoError(t, hw.Validate())
 		assert.Positive(t, NewRoofline(hw, tiny).PredictNs(decodeStep(1, 16)))
+	})
+}
+
+// FuzzParseHFCheckpoint: a config with any hf_quant_config.json is a
+// shape that validates or an error, never a panic.
+func FuzzParseHFCheckpoint(f *testing.F) {
+	quants, err := filepath.Glob("testdata/aiconfigurator/*_hf_quant_config.json")
+	require.NoError(f, err)
+	for _, q := range quants {
+		cb, err := os.ReadFile(strings.Replace(q, "_hf_quant_config.json", "_config.json", 1))
+		require.NoError(f, err)
+		qb, err := os.ReadFile(q)
+		require.NoError(f, err)
+		f.Add(cb, qb)
+	}
+	f.Fuzz(func(t *testing.T, config, quant []byte) {
+		s, err := ParseHFCheckpoint("fuzz", config, quant)
+		if err != nil {
+			return
+		}
+		require.NoError(t, s.Validate())
+		assert.Positive(t, s.WeightBytes())
 	})
 }
 

@@ -55,8 +55,12 @@ func ActivationReserveBytes(s Shape) int64 {
 //	floor((util·MemBytes − WeightBytes − ActivationReserveBytes) / (blockSize·KVBytesPerToken))
 //
 // with every weight at its dtype and every expert counted (all of them
-// stay resident). KVBytesPerToken counts the full-attention layers: the
-// sliding-window layers' few tokens per request are not set aside (a
+// stay resident), less max_num_seqs (256) requests' constant states
+// (StateBytesPerRequest: linear-attention and Mamba-2 layers hold a fixed
+// state per running request). KVBytesPerToken counts the layers that
+// hold every token (full, MLA, DSA); the sliding and chunked layers'
+// at most window tokens per request are not set aside (freed past the
+// window, they are few next to the full layers' for long contexts; a
 // shape notes it).
 //
 // It is an error, worded for someone choosing a scenario, when the weights
@@ -91,8 +95,11 @@ func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, err
 		return 0, fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): raise gpu_memory_utilization or tensor parallel",
 			s.Name, s.tp(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9)
 	}
+	// Constant states are held by every running request: set aside for
+	// max_num_seqs of them.
+	perRequest := float64(reserveSamplerSeqs) * float64(s.StateBytesPerRequest())
 	blockBytes := float64(blockSize) * float64(s.KVBytesPerToken())
-	n := math.Floor((budget - weights - reserve) / blockBytes)
+	n := math.Floor((budget - weights - reserve - perRequest) / blockBytes)
 	if n < 1 {
 		return 0, fmt.Errorf("model: %s at TP=%d on %s: not one KV block of %d tokens fits", s.Name, s.tp(), hw.Name, blockSize)
 	}

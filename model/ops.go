@@ -106,6 +106,9 @@ func NewOps(db *OpDB, s Shape) (*Ops, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	if len(s.Stack) > 0 || s.AttnDType != "" || s.MoE.Latent > 0 || s.MLPMatrices != 0 {
+		return nil, fmt.Errorf("model: shape %s: the operations prior prices uniform layers of gated MLPs at one weight dtype; this model has per-layer kinds or per-part precisions: use fpm: roofline", s.Name)
+	}
 	sh := opsShapeOf(s)
 	x, err := db.index(&sh)
 	if err != nil {

@@ -229,15 +229,17 @@ type RooflineBreakdown struct {
 type rooflineConsts struct {
 	gemmPeak, attnPeak, bw float64
 	// kvTok is the KV bytes per token read over the whole context (the
-	// full-attention layers); kvWin those read over at most window tokens
-	// per request (the sliding-window layers).
-	kvTok, kvWin, window float64
-	// pair and decPair are the attention FLOPs per (query, key) pair of
-	// the full-attention layers (prefill and decode forms); pairWin and
-	// decPairWin those of the sliding-window layers.
-	pair, decPair, pairWin, decPairWin float64
-	fixed, weightStream                float64
-	gemmParams, lmHeadParams           float64
+	// full-attention layers); pair and decPair their attention FLOPs per
+	// (query, key) pair (prefill and decode forms). wins are the layers
+	// reading at most a window of keys per request (sliding, chunked,
+	// sparse top-k), by window.
+	kvTok, pair, decPair float64
+	wins                 []kvGroup
+	// state is the constant state per request (linear attention,
+	// Mamba-2) a step reads and writes back.
+	state                    float64
+	fixed, weightStream      float64
+	gemmParams, lmHeadParams float64
 	// MoE: the weights streamed besides the routed experts, one expert's
 	// bytes, and the MoE layers.
 	moe                                    bool
@@ -250,8 +252,8 @@ func (r Roofline) consts() rooflineConsts {
 	s := r.Shape
 	link, _ := r.HW.TPLink()
 	c := rooflineConsts{
-		gemmPeak: r.HW.PeakTFLOPSFor(s.gemmDType(r.HW)) * 1e12, attnPeak: r.HW.PeakTFLOPSFor(s.DType) * 1e12,
-		bw: r.HW.BandwidthBytes(), kvTok: float64(s.KVBytesPerToken()),
+		attnPeak: r.HW.PeakTFLOPSFor(s.DType) * 1e12,
+		bw:       r.HW.BandwidthBytes(), kvTok: float64(s.KVBytesPerToken()),
 		pair: s.AttnFLOPsPerPair(), fixed: r.FixedNs + float64(s.Layers)*r.PerLayerNs,
 		gemmParams: s.GEMMParamsPerGPU(), lmHeadParams: s.LMHeadParamsPerGPU(), tp: s.tp(),
 		allReduceMsgPerToken: float64(s.Hidden) * DTypeBytes(s.DType),
@@ -261,14 +263,20 @@ func (r Roofline) consts() rooflineConsts {
 	if s.isMLA() {
 		c.decPair = float64(s.Layers) * s.attnPairFLOPsPerLayer(true)
 	}
-	if s.SlidingLayers > 0 {
+	switch {
+	case len(s.Stack) > 0:
+		groups, state := s.stackGroups()
+		c.kvTok, c.pair, c.decPair = groups[0].kv, groups[0].pair, groups[0].decPair
+		c.wins, c.state = groups[1:], state
+	case s.SlidingLayers > 0:
 		full, win := float64(s.fullLayers()), float64(s.SlidingLayers)
 		c.kvTok = full * float64(s.kvLayerBytes())
-		c.kvWin = win * float64(s.kvLayerBytes())
-		c.window = float64(s.SlidingWindow)
-		c.pair, c.pairWin = full*s.attnPairFLOPsPerLayer(false), win*s.attnPairFLOPsPerLayer(false)
-		c.decPair, c.decPairWin = full*s.attnPairFLOPsPerLayer(true), win*s.attnPairFLOPsPerLayer(true)
+		c.pair = full * s.attnPairFLOPsPerLayer(false)
+		c.decPair = full * s.attnPairFLOPsPerLayer(true)
+		c.wins = []kvGroup{{window: float64(s.SlidingWindow), kv: win * float64(s.kvLayerBytes()),
+			pair: win * s.attnPairFLOPsPerLayer(false), decPair: win * s.attnPairFLOPsPerLayer(true)}}
 	}
+	c.gemmPeak = r.gemmPeak(c.gemmParams)
 	if s.isMoE() {
 		m := s.MoE
 		c.moe = true
@@ -279,6 +287,23 @@ func (r Roofline) consts() rooflineConsts {
 	streamed := float64(s.StreamedWeightBytes())
 	c.weightStream = streamed / (c.bw * r.WeightBWEff.At(streamed)) * 1e9
 	return c
+}
+
+// gemmPeak is the GEMMs' peak in FLOP/s: the GEMM dtype's, or where the
+// token mixers, the other linear layers and the routed experts run at
+// different dtypes, the peak that prices their per-token FLOPs (params
+// of each part over its peak, summed) in one division.
+func (r Roofline) gemmPeak(params float64) float64 {
+	s := r.Shape
+	peak := func(w string) float64 { return r.HW.PeakTFLOPSFor(s.gemmDTypeOf(r.HW, w)) * 1e12 }
+	base := peak(s.weightDType())
+	pa, pe := peak(s.attnDType()), peak(s.ExpertDType())
+	if pa == base && (pe == base || !s.isMoE()) {
+		return base
+	}
+	linear, experts, _ := s.paramSums(true, true)
+	attn := s.attnParams(true)
+	return params / (attn/pa + (linear-attn)/base + experts/pe)
 }
 
 // Breakdown prices a step by part.
@@ -318,17 +343,21 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 	// Sliding-window layers see at most window keys per query and hold at
 	// most window tokens per request.
 	attn, kv := c.pair*f.PrefillAttn, f.PrefillKVTokens*c.kvTok
-	if c.window > 0 {
-		attn += c.pairWin * min(f.PrefillAttn, f.PrefillTokens*c.window)
-		kv += c.kvWin * min(f.PrefillKVTokens, max(f.PrefillRequests, 1)*c.window)
+	for _, w := range c.wins {
+		attn += w.pair * min(f.PrefillAttn, f.PrefillTokens*w.window)
+		kv += w.kv * min(f.PrefillKVTokens, max(f.PrefillRequests, 1)*w.window)
+	}
+	if c.state > 0 && f.PrefillTokens > 0 {
+		kv += 2 * c.state * max(f.PrefillRequests, 1)
 	}
 	b.PrefillAttnNs = max(attn/(c.attnPeak*r.AttnEff.At(f.PrefillTokens)), kv/(c.bw*r.KVBWEff.At(kv))) * 1e9
 	attn, kv = c.decPair*f.DecodeKVTokens, f.DecodeKVTokens*c.kvTok
-	if c.window > 0 {
-		held := min(f.DecodeKVTokens, f.DecodeRequests*c.window)
-		attn += c.decPairWin * held
-		kv += c.kvWin * held
+	for _, w := range c.wins {
+		held := min(f.DecodeKVTokens, f.DecodeRequests*w.window)
+		attn += w.decPair * held
+		kv += w.kv * held
 	}
+	kv += 2 * c.state * f.DecodeRequests
 	b.DecodeAttnNs = max(kv/(c.bw*r.KVBWEff.At(kv)), attn/(c.attnPeak*r.AttnEff.At(f.DecodeRequests))) * 1e9
 
 	if c.tp > 1 && tokens > 0 {

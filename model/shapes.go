@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,6 +50,29 @@ type Shape struct {
 	SlidingLayers int `json:"sliding_layers,omitempty"`
 	MLA           MLA `json:"mla,omitzero"`
 	MoE           MoE `json:"moe,omitzero"`
+	// AttnDType is the token mixers' weight dtype where a checkpoint keeps
+	// them apart from the other linear layers ("" = WeightDType), as
+	// NVFP4 checkpoints keep attention in bf16.
+	AttnDType string `json:"attn_dtype,omitempty"`
+	// AttnOutputGate: the query projection also yields a per-head output
+	// gate (Qwen3-Next, Qwen3.5): twice its width.
+	AttnOutputGate bool `json:"attn_output_gate,omitempty"`
+	// MLPMatrices is the matrices of an MLP or expert: 3 (gated, the
+	// default when 0) or 2 (relu², Nemotron-H).
+	MLPMatrices int `json:"mlp_matrices,omitempty"`
+	// Stack is the per-layer layout (run-length encoded) of a model whose
+	// layers differ in more than sliding windows and dense-then-MoE MLPs:
+	// hybrids of linear attention or Mamba-2 with attention, sparse
+	// attention, MLP-only blocks, per-layer widths. When set, it is what
+	// the parameter counts, the KV cache and the roofline read; the
+	// scalar fields describe the full-attention layers.
+	Stack []Layer `json:"stack,omitempty"`
+	// State is the geometry of the stack's linear or Mamba-2 layers.
+	State StateMixer `json:"state_mixer,omitzero"`
+	// Indexer is the stack's dsa layers' key indexer.
+	Indexer Indexer `json:"indexer,omitzero"`
+	// LowRank are the stack's softmax layers' low-rank projections.
+	LowRank LowRank `json:"low_rank,omitzero"`
 	// Notes record what the shape's source did not state and was derived
 	// or assumed ("head_dim = hidden/heads"), for the manifest.
 	Notes []string `json:"notes,omitempty"`
@@ -86,6 +110,9 @@ type MoE struct {
 	// DType is the experts' weight dtype when it differs from the other
 	// weights (mxfp4 in gpt-oss); "" = the shape's weight dtype.
 	DType string `json:"dtype,omitempty"`
+	// Latent is the width routed experts run at (0: the hidden size):
+	// Nemotron 3's latent MoE projects hidden states down to it and back.
+	Latent int `json:"latent,omitempty"`
 }
 
 func (s Shape) isMoE() bool { return s.MoE.Experts > 0 }
@@ -96,6 +123,9 @@ func (s Shape) isMLA() bool { return s.MLA.KVLoraRank > 0 }
 func (s Shape) MoELayers() int {
 	if !s.isMoE() {
 		return 0
+	}
+	if len(s.Stack) > 0 {
+		return s.stackCount(func(l Layer) bool { return l.MLP == MLPMoE })
 	}
 	return s.Layers - s.MoE.DenseLayers
 }
@@ -119,8 +149,9 @@ func (s Shape) WithTP(tp int) Shape {
 
 // WithDTypes returns the shape with its weight and KV-cache dtypes set, as
 // a scenario states them ("" or "auto": keep the checkpoint's). Weights
-// bf16, fp16 or fp32 set the activation dtype too (vLLM's --dtype); fp8
-// quantizes every linear layer, experts included. The KV cache takes bf16,
+// bf16, fp16 or fp32 set the activation dtype too (vLLM's --dtype); a
+// quantized dtype (fp8, nvfp4, nvfp4_a16, int4, mxfp4) quantizes every
+// linear layer, attention and experts included. The KV cache takes bf16,
 // fp16, fp32 or fp8.
 func (s Shape) WithDTypes(weights, kv string) (Shape, error) {
 	if w := strings.TrimSpace(weights); w != "" && !strings.EqualFold(w, "auto") {
@@ -129,25 +160,40 @@ func (s Shape) WithDTypes(weights, kv string) (Shape, error) {
 			return s, fmt.Errorf("model: shape %s: weights: %w", s.Name, err)
 		}
 		switch d {
-		case DTypeFP8:
-			s.WeightDType = d
-		case DTypeMXFP4:
-			return s, fmt.Errorf("model: shape %s: weights: mxfp4 is read from a checkpoint's quantization_config, not set: use bf16, fp16, fp32 or fp8", s.Name)
-		default:
+		case DTypeBF16, DTypeFP16, DTypeFP32:
 			s.DType, s.WeightDType = d, ""
+		default:
+			s.WeightDType = d
 		}
-		s.MoE.DType = ""
+		s.MoE.DType, s.AttnDType = "", ""
 		s = s.withNote("weights " + d + " (set by the scenario)")
 	}
 	if k := strings.TrimSpace(kv); k != "" && !strings.EqualFold(k, "auto") {
 		d, err := CanonicalDType(k)
-		if err != nil || d == DTypeMXFP4 {
+		if err != nil || DTypeBytes(d) < 1 {
 			return s, fmt.Errorf("model: shape %s: kv cache dtype %q: use bf16, fp16, fp32, fp8 or auto", s.Name, k)
 		}
 		s.KVDType = d
 		s = s.withNote("kv cache " + d + " (set by the scenario)")
 	}
 	return s, s.Validate()
+}
+
+// PrecisionNotes say, per part of the model, the dtype its GEMMs run at
+// on hw where that is not its weights' (a fallback the roofline prices):
+// fp8 weights on a GPU without fp8 tensor cores and nvfp4 on one without
+// fp4 run weight-only, dequantized to the activation dtype.
+func PrecisionNotes(hw Hardware, s Shape) []string {
+	var out []string
+	for _, p := range []struct{ part, w string }{{"attention", s.attnDType()}, {"mlp", s.weightDType()}, {"experts", s.ExpertDType()}} {
+		if p.part == "experts" && !s.isMoE() || p.w == s.DType || weightOnly[p.w] {
+			continue
+		}
+		if g := s.gemmDTypeOf(hw, p.w); g != p.w {
+			out = append(out, fmt.Sprintf("%s weights %s: %s has no %s tensor cores; priced weight-only, GEMMs at %s", p.part, p.w, hw.Name, p.w, g))
+		}
+	}
+	return out
 }
 
 // withNote returns the shape with a note appended (the notes slice is
@@ -219,6 +265,9 @@ func (s Shape) validate() error {
 			return fmt.Errorf("moe: dense_layers %d must be in [0, layers=%d)", m.DenseLayers, s.Layers)
 		}
 	}
+	if len(s.Stack) > 0 {
+		return s.validateStack()
+	}
 	return nil
 }
 
@@ -228,12 +277,12 @@ func (s Shape) validateDTypes() error {
 	default:
 		return fmt.Errorf("dtype %q: the activation dtype must be bf16, fp16 or fp32", s.DType)
 	}
-	for _, f := range []struct{ name, v string }{{"weight_dtype", s.WeightDType}, {"kv_dtype", s.KVDType}, {"moe.dtype", s.MoE.DType}} {
+	for _, f := range []struct{ name, v string }{{"weight_dtype", s.WeightDType}, {"kv_dtype", s.KVDType}, {"moe.dtype", s.MoE.DType}, {"attn_dtype", s.AttnDType}} {
 		if f.v == "" {
 			continue
 		}
-		if _, ok := dtypeBytes[f.v]; !ok || (f.name == "kv_dtype" && f.v == DTypeMXFP4) {
-			return fmt.Errorf("%s %q: use bf16, fp16, fp32 or fp8", f.name, f.v)
+		if _, ok := dtypeBytes[f.v]; !ok || (f.name == "kv_dtype" && DTypeBytes(f.v) < 1) {
+			return fmt.Errorf("%s %q: use bf16, fp16, fp32, fp8, nvfp4, nvfp4_a16, mxfp4 or int4 (the kv cache: bf16, fp16, fp32 or fp8)", f.name, f.v)
 		}
 	}
 	return nil
@@ -274,12 +323,21 @@ func (s Shape) ExpertDType() string {
 // gemmDType is the dtype the GEMMs run at: fp8 where the weights are fp8
 // and the device has fp8 tensor cores (W8A8), else the activation dtype
 // (weight-only quantization dequantizes to it).
-func (s Shape) gemmDType(hw Hardware) string {
-	if s.weightDType() == DTypeFP8 && hw.TFLOPS.FP8 > 0 {
-		return DTypeFP8
+func (s Shape) gemmDType(hw Hardware) string { return s.gemmDTypeOf(hw, s.weightDType()) }
+
+// gemmDTypeOf is the dtype a GEMM of weights w runs at: w itself where it
+// quantizes activations too (fp8, nvfp4) and the device has tensor cores
+// for it, else the activation dtype: weight-only formats, and the
+// fallback (weight-only) of fp8 on an A100 or nvfp4 before Blackwell.
+func (s Shape) gemmDTypeOf(hw Hardware, w string) string {
+	if !weightOnly[w] && hw.PeakTFLOPSFor(w) > 0 {
+		return w
 	}
 	return s.DType
 }
+
+// attnDType is the token mixers' weight dtype.
+func (s Shape) attnDType() string { return cmp.Or(s.AttnDType, s.weightDType()) }
 
 // KVHeadsPerGPU is the KV heads one TP rank holds: KVHeads/TP, or 1 (a
 // replicated head) when TP exceeds KVHeads, as vLLM does.
@@ -332,11 +390,17 @@ func (s Shape) layerParams(perGPU bool) layerParams {
 			p.attn += (qHeads + 2*kvHeads) * hd
 		}
 	}
-	p.mlp = 3 * h * inter // gate, up, down
+	mats := float64(cmp.Or(s.MLPMatrices, 3)) // gate, up, down
+	p.mlp = mats * h * inter
 	if s.isMoE() {
 		m := s.MoE
-		p.expert = 3 * h * float64(m.ExpertIntermediate) / tp
-		p.shared = float64(m.SharedExperts) * 3 * h * float64(m.SharedIntermediate) / tp
+		p.expert = mats * h * float64(m.ExpertIntermediate) / tp
+		p.shared = float64(m.SharedExperts) * mats * h * float64(m.SharedIntermediate) / tp
+		if m.Latent > 0 { // experts at the latent width, and the projections to and from it
+			lat := float64(m.Latent)
+			p.expert = mats * lat * float64(m.ExpertIntermediate) / tp
+			p.shared += 2 * h * lat / tp
+		}
 		p.router = h * float64(m.Experts)
 	}
 	p.norms = 2 * h // input and post-attention RMSNorm
@@ -347,6 +411,10 @@ func (s Shape) layerParams(perGPU bool) layerParams {
 // routed experts, the routed experts' (all of them, or the top-k a token
 // uses) and the replicated norms, for one rank or the whole model.
 func (s Shape) paramSums(perGPU, activeOnly bool) (linear, experts, norms float64) {
+	if len(s.Stack) > 0 {
+		attn, other, experts, norms := s.stackParams(perGPU, activeOnly)
+		return attn + other, experts, norms
+	}
 	p := s.layerParams(perGPU)
 	layers := float64(s.Layers)
 	dense, moe := layers, 0.0
@@ -418,10 +486,23 @@ func (s Shape) weightBytes(activeOnly bool) float64 {
 		other += s.LMHeadParamsPerGPU()
 	}
 	ab, wb, eb := DTypeBytes(s.DType), DTypeBytes(s.weightDType()), DTypeBytes(s.ExpertDType())
-	if wb == ab && eb == ab {
+	if wb == ab && eb == ab && s.attnDType() == s.weightDType() {
 		return (linear + experts + other) * ab
 	}
+	if s.attnDType() != s.weightDType() {
+		attn := s.attnParams(true)
+		return attn*DTypeBytes(s.attnDType()) + (linear-attn)*wb + experts*eb + other*ab
+	}
 	return linear*wb + experts*eb + other*ab
+}
+
+// attnParams is the token mixers' parameters over every layer.
+func (s Shape) attnParams(perGPU bool) float64 {
+	if len(s.Stack) > 0 {
+		attn, _, _, _ := s.stackParams(perGPU, false)
+		return attn
+	}
+	return float64(s.Layers) * s.layerParams(perGPU).attn
 }
 
 // StreamedWeightBytes is what one rank reads from HBM per forward pass
@@ -477,6 +558,17 @@ func (s Shape) fullLayers() int { return s.Layers - s.SlidingLayers }
 // when they are counted here as full attention (an upper bound past the
 // window).
 func (s Shape) KVBytesPerToken() int64 {
+	if len(s.Stack) > 0 {
+		if perToken, _, _ := s.stackKVBytes(); perToken > 0 {
+			return int64(perToken)
+		}
+		groups, _ := s.stackGroups() // every layer windowed: as full attention
+		n := 0.0
+		for _, g := range groups {
+			n += g.kv
+		}
+		return int64(n)
+	}
 	layers := s.fullLayers()
 	if layers == 0 {
 		layers = s.Layers
@@ -487,6 +579,10 @@ func (s Shape) KVBytesPerToken() int64 {
 // SlidingKVBytesPerRequest is the most KV one request holds in the
 // sliding-window layers (0 without any, or when every layer slides).
 func (s Shape) SlidingKVBytesPerRequest() int64 {
+	if len(s.Stack) > 0 {
+		_, windows, _ := s.stackKVBytes()
+		return int64(windows)
+	}
 	if s.fullLayers() == 0 {
 		return 0
 	}

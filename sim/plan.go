@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim/sched"
@@ -75,6 +76,11 @@ func (sc Scenario) Lookup() (model.Hardware, model.Shape, error) {
 	shape, err := sc.shape()
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		// The shape's notes (and so the manifest) say which GEMMs fall
+		// back to weight-only on this GPU.
+		shape.Notes = append(slices.Clip(shape.Notes), model.PrecisionNotes(hw, shape)...)
 	}
 	return hw, shape, errors.Join(errs...)
 }

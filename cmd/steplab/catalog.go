@@ -28,11 +28,14 @@ path. docs/catalog.md describes the formats and the name-resolution rule.
   catalog hardware      every GPU: memory, bandwidth, dense bf16/fp8 peaks, TP link
   catalog models        every model: layers, hidden, parameters (total and active),
                         KV bytes per token, experts/top-k
+  catalog architectures every config.json architecture steplab reads: the layer
+                        kinds it prices and what it approximates
   catalog show REF      one entry, resolved from a name in any spelling or a file
 
 Examples:
   steplab catalog hardware
   steplab catalog models --json
+  steplab catalog architectures
   steplab catalog show "NVIDIA GeForce RTX 4090"
   steplab catalog show H100_80GB_HBM3 --json
   steplab catalog show Qwen/Qwen3-30B-A3B-Instruct-2507
@@ -72,6 +75,18 @@ Examples:
 				return writeJSON(cmd.OutOrStdout(), out)
 			}
 			return writeModelTable(cmd.OutOrStdout(), c)
+		},
+	})
+	cmd.AddCommand(&cobra.Command{
+		Use:   "architectures",
+		Short: "List the config.json architectures steplab reads, with the layer kinds priced and approximated",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			as := model.Architectures()
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), as)
+			}
+			return writeArchitectures(cmd.OutOrStdout(), as)
 		},
 	})
 	cmd.AddCommand(&cobra.Command{
@@ -191,6 +206,23 @@ func writeModelTable(w io.Writer, c *model.Catalog) error {
 	}
 	fmt.Fprintln(w, "\nKV/TOKEN at TP=1 in the KV dtype; append -TP<n> to a name for tensor parallelism.")
 	return writeCatalogNotes(w, c)
+}
+
+// writeArchitectures prints each architecture with its layer kinds and,
+// indented, its approximations.
+func writeArchitectures(w io.Writer, as []model.ArchitectureSupport) error {
+	for _, a := range as {
+		if _, err := fmt.Fprintf(w, "%s\n  layers: %s\n", a.Architecture, a.Layers); err != nil {
+			return err
+		}
+		if a.Approximations != "" {
+			if _, err := fmt.Fprintf(w, "  approximated: %s\n", a.Approximations); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := fmt.Fprintln(w, "\nA multimodal wrapper is read through its text_config's architecture; docs/catalog.md#architectures.")
+	return err
 }
 
 func writeCatalogNotes(w io.Writer, c *model.Catalog) error {

@@ -139,9 +139,10 @@ var contract = map[string]promises{
 		bad: [][]string{{"capture", "ops", "-o", "{out}"}, {"capture", "ops", "-o", "{out}", "--rows", "{missing}"},
 			{"capture", "ops", "-o", "{out}", "--rows", "{unreadable}"}},
 		out: true, json: true},
-	"catalog hardware": {run: []string{"catalog", "hardware"}, bad: [][]string{{"catalog", "hardware", "H200"}}, json: true},
-	"catalog models":   {run: []string{"catalog", "models"}, bad: [][]string{{"catalog", "models", "tiny"}}, json: true},
-	"catalog show":     {run: []string{"catalog", "show", "H200"}, bad: [][]string{{"catalog", "show", "no-such-gpu"}}, json: true},
+	"catalog hardware":      {run: []string{"catalog", "hardware"}, bad: [][]string{{"catalog", "hardware", "H200"}}, json: true},
+	"catalog models":        {run: []string{"catalog", "models"}, bad: [][]string{{"catalog", "models", "tiny"}}, json: true},
+	"catalog architectures": {run: []string{"catalog", "architectures"}, bad: [][]string{{"catalog", "architectures", "x"}}, json: true},
+	"catalog show":          {run: []string{"catalog", "show", "H200"}, bad: [][]string{{"catalog", "show", "no-such-gpu"}}, json: true},
 }
 
 // importSamples are the committed samples the rows of `import FORMAT`

@@ -21,7 +21,7 @@ func ModelSection(s model.Shape) *datasets.ModelShape {
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
 		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
 		TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias, SlidingWindow: s.SlidingWindow, SlidingLayers: s.SlidingLayers,
-		Notes: s.Notes, Config: s.File}
+		Notes: s.Notes, Config: s.File, AttnDType: s.AttnDType, AttnOutputGate: s.AttnOutputGate, MLPMatrices: s.MLPMatrices}
 	if s.MLA != (model.MLA{}) {
 		m := datasets.ModelMLA(s.MLA)
 		ms.MLA = &m
@@ -30,6 +30,21 @@ func ModelSection(s model.Shape) *datasets.ModelShape {
 		m := datasets.ModelMoE(s.MoE)
 		ms.MoE = &m
 	}
+	for _, l := range s.Stack {
+		ms.Stack = append(ms.Stack, datasets.ModelLayer(l))
+	}
+	if s.State != (model.StateMixer{}) {
+		m := datasets.ModelStateMixer(s.State)
+		ms.StateMixer = &m
+	}
+	if s.Indexer != (model.Indexer{}) {
+		m := datasets.ModelIndexer(s.Indexer)
+		ms.Indexer = &m
+	}
+	if s.LowRank != (model.LowRank{}) {
+		m := datasets.ModelLowRank(s.LowRank)
+		ms.LowRank = &m
+	}
 	return ms
 }
 
@@ -37,18 +52,30 @@ func Shape(ms *datasets.ModelShape) (model.Shape, error) {
 	s := model.Shape{Name: ms.Name, Architecture: ms.Architecture, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads,
 		KVHeads: ms.KVHeads, HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, TP: max(1, ms.TensorParallel),
 		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias, SlidingWindow: ms.SlidingWindow, SlidingLayers: ms.SlidingLayers,
-		Notes: ms.Notes, File: ms.Config}
+		Notes: ms.Notes, File: ms.Config, AttnOutputGate: ms.AttnOutputGate, MLPMatrices: ms.MLPMatrices}
 	if ms.MLA != nil {
 		s.MLA = model.MLA(*ms.MLA)
 	}
 	if ms.MoE != nil {
 		s.MoE = model.MoE(*ms.MoE)
 	}
+	for _, l := range ms.Stack {
+		s.Stack = append(s.Stack, model.Layer(l))
+	}
+	if ms.StateMixer != nil {
+		s.State = model.StateMixer(*ms.StateMixer)
+	}
+	if ms.Indexer != nil {
+		s.Indexer = model.Indexer(*ms.Indexer)
+	}
+	if ms.LowRank != nil {
+		s.LowRank = model.LowRank(*ms.LowRank)
+	}
 	var err error
 	for _, d := range []struct {
 		field, v string
 		dst      *string
-	}{{"dtype", ms.DType, &s.DType}, {"weight_dtype", ms.WeightDType, &s.WeightDType}, {"kv_dtype", ms.KVDType, &s.KVDType}} {
+	}{{"dtype", ms.DType, &s.DType}, {"weight_dtype", ms.WeightDType, &s.WeightDType}, {"kv_dtype", ms.KVDType, &s.KVDType}, {"attn_dtype", ms.AttnDType, &s.AttnDType}} {
 		if d.v == "" || d.v == "auto" {
 			continue
 		}

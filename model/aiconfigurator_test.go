@@ -1,0 +1,69 @@
+package model
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAIConfiguratorConfigs loads every config.json of AIConfigurator's
+// model_configs (testdata/aiconfigurator, ATTRIBUTION.md) and sizes it on
+// B200 at the first TP in 1, 2, 4, 8 whose weights and KV cache fit; the
+// ones that fit nowhere have more weights than 8 B200s hold.
+func TestAIConfiguratorConfigs(t *testing.T) {
+	files, err := filepath.Glob("testdata/aiconfigurator/*_config.json")
+	require.NoError(t, err)
+	b200, err := LookupHardware("B200")
+	require.NoError(t, err)
+	loaded, fits, n := 0, 0, 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_hf_quant_config.json") {
+			continue
+		}
+		n++
+		s, err := LoadModelConfig(f)
+		if !assert.NoError(t, err, f) {
+			continue
+		}
+		loaded++
+		tp := 0
+		for _, try := range []int{1, 2, 4, 8} {
+			if sh := s.WithTP(try); sh.Validate() == nil {
+				if _, err := KVBlocks(b200, sh, 16, 0.9); err == nil {
+					tp = try
+					break
+				}
+			}
+		}
+		if tp > 0 {
+			fits++
+		} else {
+			assert.Greater(t, float64(s.WeightBytes()), 8*b200.MemBytes()*0.9, "%s fits nowhere but is not too large", f)
+		}
+		t.Logf("%-52s %7.1fB %6.1fB %7.1f GB attn %s mlp %s experts %s kv %s TP%d", strings.TrimSuffix(filepath.Base(f), "_config.json"),
+			float64(s.ParamCount())/1e9, float64(s.ActiveParamCount())/1e9, float64(s.WeightBytes())/1e9,
+			s.attnDType(), s.weightDType(), s.ExpertDType(), s.kvDType(), tp)
+	}
+	assert.Equal(t, 86, n)
+	assert.Equal(t, n, loaded, "every config loads")
+	assert.GreaterOrEqual(t, fits, 81)
+}
+
+// TestArchitecturesDocumented: every supported architecture says what
+// it prices, and docs/catalog.md's table says the same.
+func TestArchitecturesDocumented(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "docs", "catalog.md"))
+	require.NoError(t, err)
+	for _, a := range Architectures() {
+		assert.NotEmpty(t, a.Layers, a.Architecture)
+		row := fmt.Sprintf("| `%s` | %s | %s |", a.Architecture, a.Layers, cmp.Or(a.Approximations, "—"))
+		assert.Contains(t, string(doc), row, "docs/catalog.md#architectures")
+	}
+	assert.Len(t, archDocs, len(hfArchitectures), "no description of an unsupported architecture")
+}

@@ -1,0 +1,71 @@
+package sim
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestAIConfiguratorModelsSimulate simulates every config.json of
+// AIConfigurator's model_configs (model/testdata/aiconfigurator) on B200
+// with the roofline prior, at the first tensor-parallel size in 1, 2, 4,
+// 8 that plans (weights and KV cache fit), over a short workload. The
+// ones no size fits hold more weights than eight B200s.
+func TestAIConfiguratorModelsSimulate(t *testing.T) {
+	files, err := filepath.Glob("../model/testdata/aiconfigurator/*_config.json")
+	require.NoError(t, err)
+	ran, n := 0, 0
+	for _, f := range files {
+		if strings.HasSuffix(f, "_hf_quant_config.json") {
+			continue
+		}
+		n++
+		name := strings.TrimSuffix(filepath.Base(f), "_config.json")
+		sc := DefaultScenario()
+		sc.Hardware, sc.Model = "B200", f
+		sc.Workload = WorkloadSpec{Kind: "poisson", RateRPS: 20, Requests: 16,
+			Prompt: LengthSpec{Kind: "fixed", Value: 512}, Output: LengthSpec{Kind: "fixed", Value: 16}}
+		var planErr error
+		for _, tp := range []int{1, 2, 4, 8} {
+			sc.TensorParallel = tp
+			p, err := sc.Plan()
+			if planErr = err; err != nil {
+				continue
+			}
+			res, err := Run(p, filepath.Join(t.TempDir(), "ds"), RunOptions{Command: []string{"steplab", "simulate"}})
+			if !assert.NoError(t, err, name) {
+				break
+			}
+			ran++
+			t.Logf("%-50s TP%d finished %d, ITL p50 %.2f ms", name, tp, res.Finished, res.ITL.P50)
+			break
+		}
+		if planErr != nil {
+			assert.Contains(t, planErr.Error(), "GB of weights per GPU at TP=8", name)
+			t.Logf("%-50s does not fit: %v", name, planErr)
+		}
+	}
+	assert.Equal(t, 86, n)
+	assert.GreaterOrEqual(t, ran, 81, "of %d", n)
+}
+
+// TestHybridManifestInverse: a hybrid model's manifest (its stack, state
+// mixer, indexer and per-part precision) plans back to the same shape.
+func TestHybridManifestInverse(t *testing.T) {
+	for _, name := range []string{"nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "nvidia--Qwen3.6-35B-A3B-NVFP4",
+		"nvidia--GLM-5-NVFP4", "nvidia--MiniMax-M2.7-NVFP4", "google--gemma-4-26B-A4B"} {
+		sc := DefaultScenario()
+		sc.Hardware, sc.Model, sc.TensorParallel = "B200", "../model/testdata/aiconfigurator/"+name+"_config.json", 4
+		p, err := sc.EnginePlan()
+		require.NoError(t, err, name)
+		m := p.Manifest(nil, "")
+		back, warn, err := PlanFromManifest(&m, ManifestOptions{FPM: p.FPMName})
+		require.NoError(t, err, name)
+		assert.Empty(t, warn, name)
+		assert.Equal(t, p.Shape, back.Shape, name)
+		assert.Equal(t, p.Sched, back.Sched, name)
+	}
+}
