@@ -187,8 +187,14 @@ type TableOptions struct {
 	PartRows int64
 }
 
-// DefaultTableOptions suit bulk writers (simulate, import).
-var DefaultTableOptions = TableOptions{RowGroupRows: 64 * 1024, PartRows: 1 << 20}
+// PartRows is the part size of bulk writers: a killed writer (SIGKILL, a
+// crash, a full disk) loses at most its open part, about 65,536 rows of
+// each table, and keeps every part before it.
+const PartRows = 1 << 16
+
+// DefaultTableOptions suit bulk writers (simulate, import): one row group
+// per part.
+var DefaultTableOptions = TableOptions{RowGroupRows: PartRows, PartRows: PartRows}
 
 // TableWriter streams rows of type T into a table of a dataset, as numbered
 // part files. A part is written under a hidden temporary name
