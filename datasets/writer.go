@@ -47,6 +47,14 @@ type Writer struct {
 	tables  map[string]tableAborter
 	closed  bool
 	aborted bool
+	hold    bool
+	held    []heldPart // parts completed since the last Commit, in hold mode
+}
+
+// heldPart is a completed part still under its temporary name.
+type heldPart struct {
+	table, tmp, final string
+	info              PartInfo
 }
 
 type tableAborter interface{ abort() }
@@ -142,6 +150,9 @@ func (w *Writer) Close() error {
 		sort.Strings(open)
 		return fmt.Errorf("dataset %s: tables still open: %v", w.dir, open)
 	}
+	if err := w.listHeld(); err != nil {
+		return err
+	}
 	w.closed = true
 	w.m.Status = DatasetComplete
 	return WriteManifest(w.dir, &w.m)
@@ -161,20 +172,69 @@ func (w *Writer) Abort(reason string) error {
 	for _, t := range w.tables {
 		t.abort()
 	}
+	err := w.listHeld() // held parts are complete: they stay
 	w.m.Status = DatasetPartial
 	if reason != "" {
 		w.m.Notes = append(w.m.Notes, "partial: "+reason)
 	}
+	return errors.Join(err, WriteManifest(w.dir, &w.m))
+}
+
+// Hold makes the tables of w advance together: from now on a completed
+// part keeps its temporary name (which readers ignore) until Commit
+// renames it and lists it. A writer whose tables refer to each other
+// (step_requests to steps) commits at a row that ends a step, so a reader
+// of a killed run sees every table cut at the same step.
+func (w *Writer) Hold() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hold = true
+}
+
+// Commit renames the parts completed since the last Commit and lists them
+// in the manifest, rewritten once. Without Hold, parts are committed as
+// they complete and Commit does nothing.
+func (w *Writer) Commit() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.held) == 0 {
+		return nil
+	}
+	if err := w.listHeld(); err != nil {
+		return err
+	}
 	return WriteManifest(w.dir, &w.m)
 }
 
-func (w *Writer) partDone(table string, p PartInfo) error {
+// listHeld renames the held parts and lists them in w.m, in the order they
+// completed; the caller writes the manifest.
+func (w *Writer) listHeld() error {
+	for i, p := range w.held {
+		if err := os.Rename(p.tmp, p.final); err != nil {
+			w.held = w.held[i:]
+			return err
+		}
+		ti := w.m.Tables[p.table]
+		ti.Parts = append(ti.Parts, p.info)
+		ti.Rows += p.info.Rows
+		w.m.Tables[p.table] = ti
+	}
+	w.held = nil
+	return nil
+}
+
+// partDone takes a part completed under the temporary name tmp: renamed to
+// final and listed at once, or held until Commit.
+func (w *Writer) partDone(table, tmp, final string, p PartInfo) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ti := w.m.Tables[table]
-	ti.Parts = append(ti.Parts, p)
-	ti.Rows += p.Rows
-	w.m.Tables[table] = ti
+	w.held = append(w.held, heldPart{table: table, tmp: tmp, final: final, info: p})
+	if w.hold {
+		return nil
+	}
+	if err := w.listHeld(); err != nil {
+		return err
+	}
 	return WriteManifest(w.dir, &w.m)
 }
 
@@ -481,15 +541,11 @@ func (t *TableWriter[T]) Checkpoint() error {
 		return t.err
 	}
 	final := filepath.Join(TableDir(t.w.dir, t.table), t.partName())
-	if err := os.Rename(tmp, final); err != nil {
-		t.err = err
-		return err
-	}
 	rel, _ := filepath.Rel(t.w.dir, final)
 	info := PartInfo{File: filepath.ToSlash(rel), Rows: t.partRows, Bytes: t.counter.n, SHA256: hex.EncodeToString(t.h.Sum(nil))}
 	t.part++
 	t.partRows = 0
-	if err := t.w.partDone(t.table, info); err != nil {
+	if err := t.w.partDone(t.table, tmp, final, info); err != nil {
 		t.err = err
 		return err
 	}
