@@ -39,7 +39,8 @@ import (
 // TableWriters; the manifest is rewritten (atomically) each time a part
 // completes, so an interrupted run leaves a readable, partial dataset.
 type Writer struct {
-	dir string
+	dir   string // where the parts are written
+	final string // where the dataset ends up: dir, or the dataset it replaces
 
 	mu      sync.Mutex
 	m       Manifest
@@ -61,17 +62,26 @@ type tableAborter interface{ abort() }
 
 // CreateOptions tune Create.
 type CreateOptions struct {
-	// Overwrite removes an existing dataset at the path first. A directory
-	// that is not a steplab dataset (no manifest.json) is never removed.
+	// Overwrite replaces an existing dataset at the path when the new one
+	// is complete (Close). A directory that is not a steplab dataset (no
+	// manifest.json) is never replaced.
 	Overwrite bool
 }
 
 // Create starts a dataset at dir with the given manifest (its
 // SchemaVersion, Status and Tables are managed by the writer). dir must not
-// exist or be empty unless opts.Overwrite is set and dir holds a dataset.
+// exist or be empty unless opts.Overwrite is set and dir holds a dataset;
+// then the new dataset is written beside it (StagingPath "replacing") and
+// takes its place only at Close, so a run that fails or is killed leaves
+// the old dataset whole. Leftovers of killed runs into dir are removed
+// first.
 func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
+	final := dir
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("%s: exists and is not a directory", dir)
+	}
+	if err := RemoveLeftovers(dir); err != nil {
+		return nil, fmt.Errorf("%s: removing what an interrupted run left: %w", dir, err)
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		if !opts.Overwrite {
@@ -80,6 +90,7 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 		if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
 			return nil, fmt.Errorf("%s: refusing to overwrite a directory that is not a steplab dataset (no %s)", dir, ManifestFile)
 		}
+		dir = StagingPath(dir, "replacing")
 		if err := os.RemoveAll(dir); err != nil {
 			return nil, err
 		}
@@ -90,17 +101,18 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 	m.SchemaVersion = SchemaVersion
 	m.Status = DatasetPartial
 	if m.Name == "" {
-		m.Name = filepath.Base(filepath.Clean(dir))
+		m.Name = filepath.Base(filepath.Clean(final))
 	}
 	m.Tables = map[string]TableInfo{}
-	w := &Writer{dir: dir, m: m, open: map[string]bool{}, tables: map[string]tableAborter{}}
+	w := &Writer{dir: dir, final: final, m: m, open: map[string]bool{}, tables: map[string]tableAborter{}}
 	if err := WriteManifest(dir, &w.m); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// Dir is the dataset directory.
+// Dir is the directory the parts are written to: the dataset's, or while
+// it replaces one, its staging directory beside it.
 func (w *Writer) Dir() string { return w.dir }
 
 // Manifest returns a copy of the manifest as last written.
@@ -155,11 +167,20 @@ func (w *Writer) Close() error {
 	}
 	w.closed = true
 	w.m.Status = DatasetComplete
-	return WriteManifest(w.dir, &w.m)
+	if err := WriteManifest(w.dir, &w.m); err != nil || w.dir == w.final {
+		return err
+	}
+	if err := ReplaceDir(w.dir, w.final); err != nil {
+		return fmt.Errorf("dataset %s: replacing it with %s: %w", w.final, w.dir, err)
+	}
+	w.dir = w.final
+	return nil
 }
 
-// Abort leaves the dataset partial, recording why in the manifest's notes.
-// Completed parts stay; the open part of every table still open is
+// Abort leaves the dataset partial, recording why in the manifest's notes
+// (a dataset that was to replace another stays at its staging name, the
+// old one untouched, until the next run into the path). Completed parts
+// stay; the open part of every table still open is
 // discarded and those table writers fail from then on. Abort after Close
 // is a no-op (the dataset stays complete), so `defer w.Abort(...)` is safe.
 func (w *Writer) Abort(reason string) error {

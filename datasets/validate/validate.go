@@ -148,6 +148,7 @@ func Dataset(dir string, opts Options) (*Report, error) {
 	}
 	c.d = d
 	c.checkManifest()
+	c.checkLeftovers()
 	for _, t := range datasets.Tables {
 		c.checkStructure(t)
 	}
