@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/steplab/steplab/internal/inflight"
 )
 
 // WriteAtomic creates path from what write writes. The bytes go to a
@@ -20,7 +22,7 @@ func WriteAtomic(path string, write func(io.Writer) error) error {
 	}
 	// The temporary name carries the PID, so that the next run into path
 	// can tell a killed run's file from a running one's (Leftovers).
-	f, err := os.CreateTemp(filepath.Dir(path), fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
+	f, err := inflight.CreateTemp(filepath.Dir(path), fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
 		return err
 	}
@@ -41,6 +43,7 @@ func WriteAtomic(path string, write func(io.Writer) error) error {
 	if err != nil {
 		os.Remove(tmp)
 	}
+	inflight.Done(tmp)
 	return err
 }
 

@@ -33,6 +33,8 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/rle"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/steplab/steplab/internal/inflight"
 )
 
 // Writer creates a dataset directory. Tables are written through
@@ -92,6 +94,9 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 		}
 		dir = StagingPath(dir, "replacing")
 		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		if err := inflight.Track(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -173,6 +178,7 @@ func (w *Writer) Close() error {
 	if err := ReplaceDir(w.dir, w.final); err != nil {
 		return fmt.Errorf("dataset %s: replacing it with %s: %w", w.final, w.dir, err)
 	}
+	inflight.Done(w.dir)
 	w.dir = w.final
 	return nil
 }
@@ -235,6 +241,7 @@ func (w *Writer) listHeld() error {
 			w.held = w.held[i:]
 			return err
 		}
+		inflight.Done(p.tmp)
 		ti := w.m.Tables[p.table]
 		ti.Parts = append(ti.Parts, p.info)
 		ti.Rows += p.info.Rows
@@ -364,7 +371,7 @@ func (t *TableWriter[T]) tmpPath() string {
 }
 
 func (t *TableWriter[T]) openPart() error {
-	f, err := os.Create(t.tmpPath())
+	f, err := inflight.Create(t.tmpPath())
 	if err != nil {
 		return err
 	}
@@ -390,7 +397,7 @@ func (t *TableWriter[T]) openPart() error {
 		}
 		if err != nil {
 			f.Close()
-			os.Remove(f.Name())
+			removeTemp(f.Name())
 			t.f = nil
 		}
 		return err
@@ -557,7 +564,7 @@ func (t *TableWriter[T]) Checkpoint() error {
 	}
 	t.pw, t.cw, t.f = nil, nil, nil
 	if err != nil {
-		os.Remove(tmp)
+		removeTemp(tmp)
 		t.err = fmt.Errorf("%s: finishing part %d: %w", t.table, t.part, err)
 		return t.err
 	}
@@ -573,13 +580,19 @@ func (t *TableWriter[T]) Checkpoint() error {
 	return nil
 }
 
+// removeTemp removes a temporary part that will not be renamed.
+func removeTemp(name string) {
+	os.Remove(name)
+	inflight.Done(name)
+}
+
 // discard drops the open part (its temporary file).
 func (t *TableWriter[T]) discard() {
 	t.pending = t.pending[:0]
 	if t.f != nil {
 		name := t.f.Name()
 		t.f.Close()
-		os.Remove(name)
+		removeTemp(name)
 		t.f, t.pw, t.cw = nil, nil, nil
 	}
 }

@@ -84,8 +84,9 @@ func (f *captureFlags) edit(sc *sim.Scenario) {
 
 func newCaptureCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "capture",
-		Short: "Capture ground truth from a real GPU worker",
+		Use:         "capture",
+		Annotations: map[string]string{stopsOnCancel: ""},
+		Short:       "Capture ground truth from a real GPU worker",
 		Long: `capture drives a real GPU worker (capture/worker/worker.py: a Llama-architecture
 decoder on PyTorch with a paged KV cache, ragged attention and CUDA graphs)
 through the same scheduler the simulator runs, and records what really

@@ -17,6 +17,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/embedded"
+	"github.com/steplab/steplab/internal/inflight"
 )
 
 // Format describes one importer.
@@ -194,6 +195,10 @@ func stage(dir string, overwrite bool, m datasets.Manifest, write func(w *datase
 	}
 	tmp := datasets.StagingPath(dir, "importing")
 	_ = os.RemoveAll(tmp)
+	if err := inflight.Track(tmp); err != nil {
+		return err
+	}
+	defer inflight.Done(tmp)
 	w, err := datasets.Create(tmp, m, datasets.CreateOptions{})
 	if err != nil {
 		return err
