@@ -339,7 +339,12 @@ func (c *checker) checkStructure(table string) {
 		return
 	}
 	if len(parts) == 0 {
-		c.errorf(table, -1, relPart(c.d.Dir, datasets.TableDir(c.d.Dir, table)), "", "table directory holds no part files")
+		where := relPart(c.d.Dir, datasets.TableDir(c.d.Dir, table))
+		if c.r.Partial { // stopped before its first part was complete
+			c.warnf(table, -1, where, "", "table directory holds no part files: the writer stopped before the first was complete")
+			return
+		}
+		c.errorf(table, -1, where, "", "table directory holds no part files")
 		return
 	}
 	ok := true
