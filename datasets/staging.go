@@ -50,7 +50,10 @@ type Leftover struct {
 func Leftovers(dir string) ([]Leftover, error) {
 	dir = filepath.Clean(dir)
 	var out []Leftover
-	for _, d := range []struct{ dir, prefix string }{{filepath.Dir(dir), "." + filepath.Base(dir) + "."}, {dir, "."}} {
+	for _, d := range []struct {
+		dir, prefix string
+		beside      bool
+	}{{filepath.Dir(dir), "." + filepath.Base(dir) + ".", true}, {dir, ".", false}} {
 		entries, err := os.ReadDir(d.dir)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -58,7 +61,7 @@ func Leftovers(dir string) ([]Leftover, error) {
 			return nil, err
 		}
 		for _, e := range entries {
-			if l, ok := parseLeftover(e, d.prefix); ok {
+			if l, ok := parseLeftover(e, d.prefix, d.beside); ok {
 				l.Path = filepath.Join(d.dir, e.Name())
 				out = append(out, l)
 			}
@@ -80,14 +83,19 @@ var (
 	tempName    = regexp.MustCompile(`(?:^|\.)tmp-([0-9]+)-[^/]*$`)
 )
 
-// parseLeftover recognises a staging or temporary name after prefix.
-func parseLeftover(e fs.DirEntry, prefix string) (Leftover, bool) {
+// parseLeftover recognises a staging or temporary name after prefix;
+// staging names only beside the dataset.
+func parseLeftover(e fs.DirEntry, prefix string, beside bool) (Leftover, bool) {
 	rest, ok := strings.CutPrefix(e.Name(), prefix)
 	if !ok {
 		return Leftover{}, false
 	}
-	if m := stagingName.FindStringSubmatch(rest); m != nil && prefix != "." {
-		return owned("staging "+map[bool]string{true: "directory", false: "file"}[e.IsDir()], m[1])
+	if m := stagingName.FindStringSubmatch(rest); m != nil && beside {
+		what := "staging file"
+		if e.IsDir() {
+			what = "staging directory"
+		}
+		return owned(what, m[1])
 	}
 	if m := tempName.FindStringSubmatch(rest); m != nil && !e.IsDir() {
 		return owned("temporary file", m[1])

@@ -60,10 +60,14 @@ func (f *captureFlags) run(cmd *cobra.Command, plan *sim.Plan, out string) (*sim
 		if errors.Is(err, sim.ErrInterrupted) {
 			return nil, interrupted("capture", out, err)
 		}
-		if _, serr := os.Stat(filepath.Join(out, datasets.ManifestFile)); serr != nil {
+		at := out
+		if staging := datasets.StagingPath(out, "replacing"); isDir(staging) {
+			at = staging // --force: the old dataset at out is untouched
+		}
+		if _, serr := os.Stat(filepath.Join(at, datasets.ManifestFile)); serr != nil {
 			return nil, fmt.Errorf("capture failed before anything was measured (no dataset written): %w", err)
 		}
-		return nil, fmt.Errorf("capture failed (the dataset at %s keeps what was measured and is marked partial): %w", out, err)
+		return nil, fmt.Errorf("capture failed (the dataset at %s keeps what was measured and is marked partial): %w", at, err)
 	}
 	if f.asJSON {
 		return res, writeJSON(cmd.OutOrStdout(), res)
