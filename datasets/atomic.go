@@ -1,9 +1,12 @@
 package datasets
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/steplab/steplab/internal/inflight"
 )
 
 // WriteAtomic creates path from what write writes. The bytes go to a
@@ -17,7 +20,9 @@ func WriteAtomic(path string, write func(io.Writer) error) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	// The temporary name carries the PID, so that the next run into path
+	// can tell a killed run's file from a running one's (Leftovers).
+	f, err := inflight.CreateTemp(filepath.Dir(path), fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
 		return err
 	}
@@ -38,6 +43,7 @@ func WriteAtomic(path string, write func(io.Writer) error) error {
 	if err != nil {
 		os.Remove(tmp)
 	}
+	inflight.Done(tmp)
 	return err
 }
 

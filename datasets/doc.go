@@ -64,11 +64,17 @@
 // manifest, which is rewritten atomically after every part. A writer that
 // dies therefore leaves a readable dataset whose manifest says "partial"
 // and lists every completed part with its row count, size and SHA-256; at
-// most one part's rows are lost. Checkpoint closes the open part early (a
-// capture calls it periodically). Writer.Abort marks the dataset partial on
-// purpose and discards open parts. Create refuses to write into a non-empty
-// directory unless CreateOptions.Overwrite is set, and never overwrites a
-// directory that is not a steplab dataset.
+// most one part's rows are lost (bulk writers use PartRows, 65,536).
+// Checkpoint closes the open part early (a capture calls it periodically).
+// A writer whose tables refer to each other calls Writer.Hold: completed
+// parts then keep their temporary names until Writer.Commit, so that the
+// tables of a killed run end at the same step. Writer.Abort marks the
+// dataset partial on purpose and discards open parts. Create refuses to
+// write into a non-empty directory unless CreateOptions.Overwrite is set,
+// never overwrites a directory that is not a steplab dataset, and with
+// Overwrite writes beside the old dataset and swaps the new one in at
+// Close. Leftovers names what killed runs left (staging directories,
+// temporary files and parts); Create removes those whose process is gone.
 //
 // Writing is columnar for flat row types (int32, int64, float64, bool,
 // string and []int64 list fields): each column is gathered straight from

@@ -33,13 +33,16 @@ import (
 	"github.com/parquet-go/parquet-go/encoding/rle"
 	"github.com/parquet-go/parquet-go/encoding/thrift"
 	"github.com/parquet-go/parquet-go/format"
+
+	"github.com/steplab/steplab/internal/inflight"
 )
 
 // Writer creates a dataset directory. Tables are written through
 // TableWriters; the manifest is rewritten (atomically) each time a part
 // completes, so an interrupted run leaves a readable, partial dataset.
 type Writer struct {
-	dir string
+	dir   string // where the parts are written
+	final string // where the dataset ends up: dir, or the dataset it replaces
 
 	mu      sync.Mutex
 	m       Manifest
@@ -47,23 +50,40 @@ type Writer struct {
 	tables  map[string]tableAborter
 	closed  bool
 	aborted bool
+	hold    bool
+	held    []heldPart // parts completed since the last Commit, in hold mode
+}
+
+// heldPart is a completed part still under its temporary name.
+type heldPart struct {
+	table, tmp, final string
+	info              PartInfo
 }
 
 type tableAborter interface{ abort() }
 
 // CreateOptions tune Create.
 type CreateOptions struct {
-	// Overwrite removes an existing dataset at the path first. A directory
-	// that is not a steplab dataset (no manifest.json) is never removed.
+	// Overwrite replaces an existing dataset at the path when the new one
+	// is complete (Close). A directory that is not a steplab dataset (no
+	// manifest.json) is never replaced.
 	Overwrite bool
 }
 
 // Create starts a dataset at dir with the given manifest (its
 // SchemaVersion, Status and Tables are managed by the writer). dir must not
-// exist or be empty unless opts.Overwrite is set and dir holds a dataset.
+// exist or be empty unless opts.Overwrite is set and dir holds a dataset;
+// then the new dataset is written beside it (StagingPath "replacing") and
+// takes its place only at Close, so a run that fails or is killed leaves
+// the old dataset whole. Leftovers of killed runs into dir are removed
+// first.
 func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
+	final := dir
 	if st, err := os.Stat(dir); err == nil && !st.IsDir() {
 		return nil, fmt.Errorf("%s: exists and is not a directory", dir)
+	}
+	if err := RemoveLeftovers(dir); err != nil {
+		return nil, fmt.Errorf("%s: removing what an interrupted run left: %w", dir, err)
 	}
 	if entries, err := os.ReadDir(dir); err == nil && len(entries) > 0 {
 		if !opts.Overwrite {
@@ -72,7 +92,11 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 		if _, err := os.Stat(filepath.Join(dir, ManifestFile)); err != nil {
 			return nil, fmt.Errorf("%s: refusing to overwrite a directory that is not a steplab dataset (no %s)", dir, ManifestFile)
 		}
+		dir = StagingPath(dir, "replacing")
 		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		if err := inflight.Track(dir); err != nil {
 			return nil, err
 		}
 	}
@@ -82,17 +106,18 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 	m.SchemaVersion = SchemaVersion
 	m.Status = DatasetPartial
 	if m.Name == "" {
-		m.Name = filepath.Base(filepath.Clean(dir))
+		m.Name = filepath.Base(filepath.Clean(final))
 	}
 	m.Tables = map[string]TableInfo{}
-	w := &Writer{dir: dir, m: m, open: map[string]bool{}, tables: map[string]tableAborter{}}
+	w := &Writer{dir: dir, final: final, m: m, open: map[string]bool{}, tables: map[string]tableAborter{}}
 	if err := WriteManifest(dir, &w.m); err != nil {
 		return nil, err
 	}
 	return w, nil
 }
 
-// Dir is the dataset directory.
+// Dir is the directory the parts are written to: the dataset's, or while
+// it replaces one, its staging directory beside it.
 func (w *Writer) Dir() string { return w.dir }
 
 // Manifest returns a copy of the manifest as last written.
@@ -142,13 +167,26 @@ func (w *Writer) Close() error {
 		sort.Strings(open)
 		return fmt.Errorf("dataset %s: tables still open: %v", w.dir, open)
 	}
+	if err := w.listHeld(); err != nil {
+		return err
+	}
 	w.closed = true
 	w.m.Status = DatasetComplete
-	return WriteManifest(w.dir, &w.m)
+	if err := WriteManifest(w.dir, &w.m); err != nil || w.dir == w.final {
+		return err
+	}
+	if err := ReplaceDir(w.dir, w.final); err != nil {
+		return fmt.Errorf("dataset %s: replacing it with %s: %w", w.final, w.dir, err)
+	}
+	inflight.Done(w.dir)
+	w.dir = w.final
+	return nil
 }
 
-// Abort leaves the dataset partial, recording why in the manifest's notes.
-// Completed parts stay; the open part of every table still open is
+// Abort leaves the dataset partial, recording why in the manifest's notes
+// (a dataset that was to replace another stays at its staging name, the
+// old one untouched, until the next run into the path). Completed parts
+// stay; the open part of every table still open is
 // discarded and those table writers fail from then on. Abort after Close
 // is a no-op (the dataset stays complete), so `defer w.Abort(...)` is safe.
 func (w *Writer) Abort(reason string) error {
@@ -161,20 +199,70 @@ func (w *Writer) Abort(reason string) error {
 	for _, t := range w.tables {
 		t.abort()
 	}
+	err := w.listHeld() // held parts are complete: they stay
 	w.m.Status = DatasetPartial
 	if reason != "" {
 		w.m.Notes = append(w.m.Notes, "partial: "+reason)
 	}
+	return errors.Join(err, WriteManifest(w.dir, &w.m))
+}
+
+// Hold makes the tables of w advance together: from now on a completed
+// part keeps its temporary name (which readers ignore) until Commit
+// renames it and lists it. A writer whose tables refer to each other
+// (step_requests to steps) commits at a row that ends a step, so a reader
+// of a killed run sees every table cut at the same step.
+func (w *Writer) Hold() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.hold = true
+}
+
+// Commit renames the parts completed since the last Commit and lists them
+// in the manifest, rewritten once. Without Hold, parts are committed as
+// they complete and Commit does nothing.
+func (w *Writer) Commit() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.held) == 0 {
+		return nil
+	}
+	if err := w.listHeld(); err != nil {
+		return err
+	}
 	return WriteManifest(w.dir, &w.m)
 }
 
-func (w *Writer) partDone(table string, p PartInfo) error {
+// listHeld renames the held parts and lists them in w.m, in the order they
+// completed; the caller writes the manifest.
+func (w *Writer) listHeld() error {
+	for i, p := range w.held {
+		if err := os.Rename(p.tmp, p.final); err != nil {
+			w.held = w.held[i:]
+			return err
+		}
+		inflight.Done(p.tmp)
+		ti := w.m.Tables[p.table]
+		ti.Parts = append(ti.Parts, p.info)
+		ti.Rows += p.info.Rows
+		w.m.Tables[p.table] = ti
+	}
+	w.held = nil
+	return nil
+}
+
+// partDone takes a part completed under the temporary name tmp: renamed to
+// final and listed at once, or held until Commit.
+func (w *Writer) partDone(table, tmp, final string, p PartInfo) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ti := w.m.Tables[table]
-	ti.Parts = append(ti.Parts, p)
-	ti.Rows += p.Rows
-	w.m.Tables[table] = ti
+	w.held = append(w.held, heldPart{table: table, tmp: tmp, final: final, info: p})
+	if w.hold {
+		return nil
+	}
+	if err := w.listHeld(); err != nil {
+		return err
+	}
 	return WriteManifest(w.dir, &w.m)
 }
 
@@ -187,8 +275,14 @@ type TableOptions struct {
 	PartRows int64
 }
 
-// DefaultTableOptions suit bulk writers (simulate, import).
-var DefaultTableOptions = TableOptions{RowGroupRows: 64 * 1024, PartRows: 1 << 20}
+// PartRows is the part size of bulk writers: a killed writer (SIGKILL, a
+// crash, a full disk) loses at most its open part, about 65,536 rows of
+// each table, and keeps every part before it.
+const PartRows = 1 << 16
+
+// DefaultTableOptions suit bulk writers (simulate, import): one row group
+// per part.
+var DefaultTableOptions = TableOptions{RowGroupRows: PartRows, PartRows: PartRows}
 
 // TableWriter streams rows of type T into a table of a dataset, as numbered
 // part files. A part is written under a hidden temporary name
@@ -277,7 +371,7 @@ func (t *TableWriter[T]) tmpPath() string {
 }
 
 func (t *TableWriter[T]) openPart() error {
-	f, err := os.Create(t.tmpPath())
+	f, err := inflight.Create(t.tmpPath())
 	if err != nil {
 		return err
 	}
@@ -303,7 +397,7 @@ func (t *TableWriter[T]) openPart() error {
 		}
 		if err != nil {
 			f.Close()
-			os.Remove(f.Name())
+			removeTemp(f.Name())
 			t.f = nil
 		}
 		return err
@@ -470,24 +564,26 @@ func (t *TableWriter[T]) Checkpoint() error {
 	}
 	t.pw, t.cw, t.f = nil, nil, nil
 	if err != nil {
-		os.Remove(tmp)
+		removeTemp(tmp)
 		t.err = fmt.Errorf("%s: finishing part %d: %w", t.table, t.part, err)
 		return t.err
 	}
 	final := filepath.Join(TableDir(t.w.dir, t.table), t.partName())
-	if err := os.Rename(tmp, final); err != nil {
-		t.err = err
-		return err
-	}
 	rel, _ := filepath.Rel(t.w.dir, final)
 	info := PartInfo{File: filepath.ToSlash(rel), Rows: t.partRows, Bytes: t.counter.n, SHA256: hex.EncodeToString(t.h.Sum(nil))}
 	t.part++
 	t.partRows = 0
-	if err := t.w.partDone(t.table, info); err != nil {
+	if err := t.w.partDone(t.table, tmp, final, info); err != nil {
 		t.err = err
 		return err
 	}
 	return nil
+}
+
+// removeTemp removes a temporary part that will not be renamed.
+func removeTemp(name string) {
+	os.Remove(name)
+	inflight.Done(name)
 }
 
 // discard drops the open part (its temporary file).
@@ -496,7 +592,7 @@ func (t *TableWriter[T]) discard() {
 	if t.f != nil {
 		name := t.f.Name()
 		t.f.Close()
-		os.Remove(name)
+		removeTemp(name)
 		t.f, t.pw, t.cw = nil, nil, nil
 	}
 }

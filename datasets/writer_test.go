@@ -50,12 +50,13 @@ func TestCreateRefuses(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			m, err := ReadManifest(dir)
+			m, err := ReadManifest(w.Dir())
 			require.NoError(t, err)
 			assert.Equal(t, DatasetPartial, m.Status, "a dataset being written is partial")
 			assert.Empty(t, m.Tables, "overwrite starts from an empty dataset")
-			assert.NoDirExists(t, TableDir(dir, TableSteps))
+			assert.NoDirExists(t, TableDir(w.Dir(), TableSteps))
 			require.NoError(t, w.Close())
+			assert.NoDirExists(t, TableDir(dir, TableSteps), "Close put the new dataset in place")
 		})
 	}
 }

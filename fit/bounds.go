@@ -13,6 +13,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/internal/yamldoc"
+
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 )
@@ -161,6 +163,9 @@ func LoadBounds(path string) (*BoundsFile, error) {
 // ParseBounds decodes and checks a bounds file; its relative paths are
 // taken from dir.
 func ParseBounds(b []byte, dir string) (*BoundsFile, error) {
+	if err := yamldoc.Check(b); err != nil {
+		return nil, err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	f := &BoundsFile{dir: dir}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/steplab/steplab/internal/inflight"
 )
 
 // ArtifactVersion is the version of the model artifact format this build
@@ -333,11 +335,12 @@ func (a *Artifact) Save(path string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("model: save: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	f, err := inflight.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
 		return fmt.Errorf("model: save: %w", err)
 	}
 	tmp := f.Name()
+	defer inflight.Done(tmp)
 	ok := false
 	defer func() {
 		if !ok {

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +9,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/steplab/steplab/internal/yamldoc"
 )
 
 // ParseHardwareSpec reads a hardware spec file (YAML; fields as Hardware's
@@ -27,9 +28,8 @@ func ParseHardwareSpec(file string, data []byte) (Hardware, error) {
 }
 
 func parseHardwareSpec(data []byte) (Hardware, error) {
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&root); err != nil {
+	root, err := yamldoc.Parse(data)
+	if err != nil {
 		return Hardware{}, fmt.Errorf("not valid YAML: %w", err)
 	}
 	if len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {

@@ -7,7 +7,7 @@ import (
 	"reflect"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"github.com/steplab/steplab/internal/yamldoc"
 
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
@@ -197,8 +197,8 @@ func DecodeYAMLFile(path string, dst any) error {
 // decodeYAML decodes YAML over dst after checking its keys; at names a
 // line for messages.
 func decodeYAML(dst any, b []byte, at func(line int) string) error {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
+	root, err := yamldoc.Parse(b)
+	if err != nil {
 		return fmt.Errorf("%s: %v", at(0), err)
 	}
 	if root.Kind == 0 {

@@ -8,7 +8,14 @@ import (
 
 // DatasetSink writes what an engine records into a dataset, buffering rows
 // so that the table writers see large batches.
+//
+// The tables advance together (datasets.Writer.Hold): parts are committed
+// only between steps, when the open part of any table is full
+// (datasets.PartRows rows) or at a Checkpoint. A killed run keeps every
+// committed part, and its tables are cut at the same step: no
+// step_requests row names a step the steps table lacks.
 type DatasetSink struct {
+	w        *datasets.Writer
 	steps    *datasets.TableWriter[datasets.Step]
 	stepReqs *datasets.TableWriter[datasets.StepRequest]
 	reqs     *datasets.TableWriter[datasets.Request]
@@ -21,6 +28,8 @@ type DatasetSink struct {
 	// parts); 0 leaves part sizes to the table writers.
 	CheckpointSteps int
 	sinceCheckpoint int
+	// rows given to each table since the last commit
+	openSteps, openStepReqs, openReqs int
 }
 
 // sinkBatch is the rows buffered per table before they go to its writer:
@@ -31,7 +40,8 @@ const sinkBatch = 256
 // NewDatasetSink opens the steps, step_requests (unless withStepRequests
 // is false) and requests tables of w.
 func NewDatasetSink(w *datasets.Writer, withStepRequests bool) (*DatasetSink, error) {
-	s := &DatasetSink{}
+	s := &DatasetSink{w: w}
+	w.Hold()
 	var err error
 	if s.steps, err = datasets.NewTableWriter[datasets.Step](w, datasets.TableSteps, datasets.DefaultTableOptions); err != nil {
 		return nil, err
@@ -49,6 +59,15 @@ func NewDatasetSink(w *datasets.Writer, withStepRequests bool) (*DatasetSink, er
 
 // Step implements Sink.
 func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
+	if s.openSteps+1 > datasets.PartRows || s.openStepReqs+len(rs) > datasets.PartRows || s.openReqs >= datasets.PartRows {
+		if err := s.Checkpoint(); err != nil {
+			return err
+		}
+	}
+	s.openSteps++
+	if s.stepReqs != nil {
+		s.openStepReqs += len(rs)
+	}
 	if s.CheckpointSteps > 0 {
 		if s.sinceCheckpoint++; s.sinceCheckpoint >= s.CheckpointSteps {
 			s.sinceCheckpoint = 0
@@ -102,6 +121,7 @@ func (s *DatasetSink) nextRows(n int) []datasets.StepRequest {
 
 // Request implements Sink.
 func (s *DatasetSink) Request(r *datasets.Request) error {
+	s.openReqs++
 	s.reqBuf = append(s.reqBuf, *r)
 	if len(s.reqBuf) >= sinkBatch {
 		if err := s.reqs.Write(s.reqBuf); err != nil {
@@ -135,7 +155,11 @@ func (s *DatasetSink) Checkpoint() error {
 		return err
 	}
 	s.reqBuf = s.reqBuf[:0]
-	return s.reqs.Checkpoint()
+	if err := s.reqs.Checkpoint(); err != nil {
+		return err
+	}
+	s.openSteps, s.openStepReqs, s.openReqs = 0, 0, 0
+	return s.w.Commit()
 }
 
 // Close flushes and closes the tables.

@@ -60,10 +60,14 @@ func (f *captureFlags) run(cmd *cobra.Command, plan *sim.Plan, out string) (*sim
 		if errors.Is(err, sim.ErrInterrupted) {
 			return nil, interrupted("capture", out, err)
 		}
-		if _, serr := os.Stat(filepath.Join(out, datasets.ManifestFile)); serr != nil {
+		at := out
+		if staging := datasets.StagingPath(out, "replacing"); isDir(staging) {
+			at = staging // --force: the old dataset at out is untouched
+		}
+		if _, serr := os.Stat(filepath.Join(at, datasets.ManifestFile)); serr != nil {
 			return nil, fmt.Errorf("capture failed before anything was measured (no dataset written): %w", err)
 		}
-		return nil, fmt.Errorf("capture failed (the dataset at %s keeps what was measured and is marked partial): %w", out, err)
+		return nil, fmt.Errorf("capture failed (the dataset at %s keeps what was measured and is marked partial): %w", at, err)
 	}
 	if f.asJSON {
 		return res, writeJSON(cmd.OutOrStdout(), res)
@@ -84,8 +88,9 @@ func (f *captureFlags) edit(sc *sim.Scenario) {
 
 func newCaptureCmd() *cobra.Command {
 	c := &cobra.Command{
-		Use:   "capture",
-		Short: "Capture ground truth from a real GPU worker",
+		Use:         "capture",
+		Annotations: map[string]string{stopsOnCancel: ""},
+		Short:       "Capture ground truth from a real GPU worker",
 		Long: `capture drives a real GPU worker (capture/worker/worker.py: a Llama-architecture
 decoder on PyTorch with a paged KV cache, ragged attention and CUDA graphs)
 through the same scheduler the simulator runs, and records what really

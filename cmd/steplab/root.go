@@ -42,6 +42,7 @@ Start here:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRun: func(cmd *cobra.Command, args []string) {
+			markWatchesCancel(cmd)
 			level := slog.LevelInfo
 			if verbose {
 				level = slog.LevelDebug

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -23,8 +24,9 @@ func newSimulateCmd() *cobra.Command {
 	var seed uint64
 	var level float64
 	cmd := &cobra.Command{
-		Use:   "simulate [-f SCENARIO.yaml] -o DIR",
-		Short: "Simulate a vLLM-style engine on a workload and write the dataset",
+		Use:         "simulate [-f SCENARIO.yaml] -o DIR",
+		Annotations: map[string]string{stopsOnCancel: ""},
+		Short:       "Simulate a vLLM-style engine on a workload and write the dataset",
 		Long: `simulate runs the deterministic engine model (scheduler, KV blocks, async
 pipeline, simulated worker priced by a forward-pass model) on a workload and
 writes a dataset: steps, step_requests and requests, with the provenance in
@@ -103,12 +105,22 @@ From the repository root:
 }
 
 // interrupted turns a run stopped by a signal into exit code 130 and a
-// message naming the partial dataset it left.
+// message naming the partial dataset it left: at out, or, for a --force
+// run that was to replace the dataset at out, at its staging name beside
+// it (out is untouched; the next run into out removes it).
 func interrupted(what, out string, err error) error {
-	if errors.Is(err, sim.ErrInterrupted) {
-		return &exitError{code: 130, msg: fmt.Sprintf("%s interrupted: %s holds a partial dataset with every row recorded until then (steplab validate %s)", what, out, out)}
+	if !errors.Is(err, sim.ErrInterrupted) {
+		return err
 	}
-	return err
+	if staging := datasets.StagingPath(out, "replacing"); isDir(staging) {
+		return &exitError{code: 130, msg: fmt.Sprintf("%s interrupted: %s keeps the previous dataset; the partial run is at %s (steplab validate %s)", what, out, staging, staging)}
+	}
+	return &exitError{code: 130, msg: fmt.Sprintf("%s interrupted: %s holds a partial dataset with every row recorded until then (steplab validate %s)", what, out, out)}
+}
+
+func isDir(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && st.IsDir()
 }
 
 // loadPlan reads a scenario (or the default), applies --set overrides and

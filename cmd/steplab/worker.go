@@ -92,8 +92,9 @@ func newWorkerCmd() *cobra.Command {
 	var maxIdle, waitQueue time.Duration
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "worker --queue nats://HOST:PORT --results DIR",
-		Short: "Run sweep points from a NATS JetStream work queue",
+		Use:         "worker --queue nats://HOST:PORT --results DIR",
+		Annotations: map[string]string{stopsOnCancel: ""},
+		Short:       "Run sweep points from a NATS JetStream work queue",
 		Long: `worker pulls the points of distributed sweeps (steplab sweep --queue) from
 the NATS JetStream work queue, simulates each with the same code as a local
 sweep, writes its Parquet part into DIR (<sweep id>-<index>.parquet: written

@@ -7,9 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/yamldoc"
 )
 
 // BLISTraceHeader is the YAML header of a BLIS (inference-sim) TraceV2
@@ -263,7 +262,7 @@ func readBLISHeader(in *input, s *sink) (*BLISTraceHeader, error) {
 		return nil, err
 	}
 	var h BLISTraceHeader
-	if err := yaml.Unmarshal(b, &h); err != nil {
+	if err := yamldoc.Unmarshal(b, &h); err != nil {
 		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	if h.Version < 1 || h.Version > 3 {

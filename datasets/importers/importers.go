@@ -17,6 +17,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/embedded"
+	"github.com/steplab/steplab/internal/inflight"
 )
 
 // Format describes one importer.
@@ -202,8 +203,15 @@ func (o *Options) manifest(dir, format, path string) datasets.Manifest {
 // never leaves a half-written dataset, and --force replaces the old
 // dataset only on success.
 func stage(dir string, overwrite bool, m datasets.Manifest, write func(w *datasets.Writer) error) error {
-	tmp := stagingPath(dir, "importing")
+	if err := datasets.RemoveLeftovers(dir); err != nil {
+		return err
+	}
+	tmp := datasets.StagingPath(dir, "importing")
 	_ = os.RemoveAll(tmp)
+	if err := inflight.Track(tmp); err != nil {
+		return err
+	}
+	defer inflight.Done(tmp)
 	w, err := datasets.Create(tmp, m, datasets.CreateOptions{})
 	if err != nil {
 		return err
@@ -227,11 +235,6 @@ func outputDir(dir string, overwrite bool) (string, error) {
 	}
 	dir = filepath.Clean(dir)
 	return dir, checkTarget(dir, overwrite)
-}
-
-// stagingPath is a hidden name beside dir for work in progress.
-func stagingPath(dir, what string) string {
-	return filepath.Join(filepath.Dir(dir), fmt.Sprintf(".%s.%s-%d", filepath.Base(dir), what, os.Getpid()))
 }
 
 // batchWriter opens table for rows of type T and returns add, which buffers
@@ -336,10 +339,7 @@ func replaceDir(tmp, dir string, overwrite bool) error {
 	if err := checkTarget(dir, overwrite); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		return err
-	}
-	return os.Rename(tmp, dir)
+	return datasets.ReplaceDir(tmp, dir)
 }
 
 // sink receives what an importer produces: rows through request/step, and

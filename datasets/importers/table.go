@@ -81,7 +81,7 @@ func ImportTable(src, dir string, opts TableOptions) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	csvOut := stagingPath(dir, "csv") + ".parquet"
+	csvOut := datasets.StagingPath(dir, "csv") + ".parquet"
 	defer os.Remove(csvOut)
 	files, sum, err := tableSource(src, csvOut)
 	if err != nil {

@@ -51,6 +51,9 @@ type stepsChecker struct {
 	// exactPayload: the source's per-request payload adds up to the
 	// step's new and cached bytes (exactPayloadSources).
 	exactPayload bool
+	// inFlight: req_ids of a partial dataset's step_requests that its
+	// requests table lacks, warned about once each.
+	inFlight map[string]bool
 }
 
 func (c *checker) checkSteps() {
@@ -251,8 +254,27 @@ func (sc *stepsChecker) checkSRRow(r *datasets.StepRequest, row int64, part stri
 		sc.errorf(T, row, part, "req_id", "empty req_id")
 	} else if sc.reqIDs != nil {
 		if _, ok := sc.reqIDs[r.ReqID]; !ok {
-			sc.errorf(T, row, part, "req_id", "req_id %q is not in requests", r.ReqID)
+			sc.missingRequest(r.ReqID, row, part)
 		}
+	}
+}
+
+// missingRequest reports a step_requests row whose request the requests
+// table lacks: an error, except in a partial dataset, where the request
+// was in flight when the writer stopped (a request's row is written when
+// it ends) and is named once as a warning.
+func (sc *stepsChecker) missingRequest(id string, row int64, part string) {
+	const T = datasets.TableStepRequests
+	if !sc.r.Partial {
+		sc.errorf(T, row, part, "req_id", "req_id %q is not in requests", id)
+		return
+	}
+	if sc.inFlight == nil {
+		sc.inFlight = map[string]bool{}
+	}
+	if !sc.inFlight[id] {
+		sc.inFlight[id] = true
+		sc.warnf(T, row, part, "req_id", "req_id %q is not in requests: in flight when the partial dataset's writer stopped", id)
 	}
 }
 

@@ -158,6 +158,7 @@ func Dataset(dir string, opts Options) (*Report, error) {
 			c.add(v.Table, v.Row, v.Part, v.Field, v.Level, v.Message)
 		}
 	}
+	c.checkLeftovers()
 	for _, t := range datasets.Tables {
 		c.checkStructure(t)
 	}
@@ -336,7 +337,12 @@ func (c *checker) checkStructure(table string) {
 		return
 	}
 	if len(parts) == 0 {
-		c.errorf(table, -1, relPart(c.d.Dir, datasets.TableDir(c.d.Dir, table)), "", "table directory holds no part files")
+		where := relPart(c.d.Dir, datasets.TableDir(c.d.Dir, table))
+		if c.r.Partial { // stopped before its first part was complete
+			c.warnf(table, -1, where, "", "table directory holds no part files: the writer stopped before the first was complete")
+			return
+		}
+		c.errorf(table, -1, where, "", "table directory holds no part files")
 		return
 	}
 	ok := true

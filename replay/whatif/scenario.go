@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/steplab/steplab/internal/yamldoc"
 
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
@@ -141,12 +142,12 @@ func Load(path string) (*Doc, error) {
 // Parse reads a scenario from bytes; path names it in messages (and FPM
 // artifact paths are relative to its directory).
 func Parse(path string, b []byte) (*Doc, error) {
-	var root yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&root); errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%s: the file is empty: a scenario is a YAML mapping (name, seed, network, load, stages, placements; docs/whatif.md)", path)
-	} else if err != nil {
+	root, err := yamldoc.Parse(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	if root.Kind == 0 {
+		return nil, fmt.Errorf("%s: the file is empty: a scenario is a YAML mapping (name, seed, network, load, stages, placements; docs/whatif.md)", path)
 	}
 	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a scenario is a YAML mapping (name, seed, network, load, stages, placements)", path)
@@ -199,7 +200,7 @@ func (d *Doc) Set(kv string) error {
 		return fmt.Errorf("--set %q: want KEY=VALUE", kv)
 	}
 	var val yaml.Node
-	if err := yaml.Unmarshal([]byte(v), &val); err != nil {
+	if err := yamldoc.Unmarshal([]byte(v), &val); err != nil {
 		return fmt.Errorf("--set %s: value: %v", kv, err)
 	}
 	var vn *yaml.Node

@@ -11,8 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/model"
 )
 
@@ -165,7 +164,7 @@ func (t Tree) reuse(dir string) (map[string]string, error) {
 			FromVersion string `yaml:"from_version"`
 		} `yaml:"reuse"`
 	}
-	if err := yaml.Unmarshal(b, &y); err != nil {
+	if err := yamldoc.Unmarshal(b, &y); err != nil {
 		return nil, fmt.Errorf("opdb: %s: %w", name, err)
 	}
 	out := map[string]string{}

@@ -11,8 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/model"
 )
 
@@ -103,7 +102,7 @@ func readSystem(fsys fs.FS) (model.OpSystem, error) {
 		return model.OpSystem{}, fmt.Errorf("%s: %w (every database needs its GPU's system file)", SystemFile, err)
 	}
 	var y systemYAML
-	if err := yaml.Unmarshal(b, &y); err != nil {
+	if err := yamldoc.Unmarshal(b, &y); err != nil {
 		return model.OpSystem{}, fmt.Errorf("%s: %w", SystemFile, err)
 	}
 	s := model.OpSystem{GPU: path.Base(y.DataDir), MemBandwidth: y.GPU.MemBW, BF16FLOPS: y.GPU.BF16TCFLOPS,
@@ -144,7 +143,7 @@ func readMeta(fsys fs.FS, dir string) (framework, version string, err error) {
 			Version   string `yaml:"version"`
 		} `yaml:"runtime"`
 	}
-	if err := yaml.Unmarshal(b, &m); err != nil {
+	if err := yamldoc.Unmarshal(b, &m); err != nil {
 		return "", "", fmt.Errorf("%s: %w", name, err)
 	}
 	return strings.ToLower(m.Runtime.Framework), m.Runtime.Version, nil
