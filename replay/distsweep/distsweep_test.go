@@ -59,7 +59,7 @@ func startServer(t testing.TB) *server.Server {
 	s, err := server.NewServer(opts)
 	require.NoError(t, err)
 	go s.Start()
-	require.True(t, s.ReadyForConnections(10*time.Second), "nats server not ready")
+	require.True(t, s.ReadyForConnections(patience), "nats server not ready")
 	t.Cleanup(s.Shutdown)
 	return s
 }
@@ -220,7 +220,7 @@ func (w *testWorker) stop() {
 	w.cancel()
 	select {
 	case <-w.done:
-	case <-time.After(10 * time.Second):
+	case <-time.After(patience):
 		panic("worker did not stop")
 	}
 }
@@ -229,12 +229,12 @@ func submit(t testing.TB, s *server.Server, spec Spec, opts SubmitOptions) (*swe
 	t.Helper()
 	_, js := connect(t, s)
 	if opts.Timeout == 0 {
-		opts.Timeout = 30 * time.Second
+		opts.Timeout = patience
 	}
 	if opts.Poll == 0 {
 		opts.Poll = 20 * time.Millisecond
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), patience+time.Minute)
 	defer cancel()
 	return Run(ctx, js, spec, opts)
 }
@@ -322,7 +322,7 @@ func TestWorkerKilledMidTask(t *testing.T) {
 		if id, _ := killedBeforeWrite.Load().(string); id == task.ID() {
 			select {
 			case <-redelivered:
-			case <-time.After(10 * time.Second):
+			case <-time.After(patience):
 			}
 		}
 		return nil
@@ -346,7 +346,7 @@ func TestWorkerKilledMidTask(t *testing.T) {
 			n += len(a)
 		}
 		return n >= 10
-	}, 10*time.Second, 20*time.Millisecond, "the abandoned tasks are redelivered")
+	}, patience, 20*time.Millisecond, "the abandoned tasks are redelivered")
 	w0.stop()
 	w1.stop()
 	assert.EqualValues(t, 1, w0.stats.Abandoned)
@@ -392,7 +392,6 @@ func TestFailingTaskIsDeadLettered(t *testing.T) {
 		}})
 	}
 	var events []Event
-	start := time.Now()
 	r, out, err := submit(t, s, spec, SubmitOptions{Results: results, Queue: QueueConfig{AckWait: time.Second, MaxDeliver: 3},
 		Events: func(e Event) { events = append(events, e) },
 		mutate: func(task *Task) {
@@ -402,14 +401,13 @@ func TestFailingTaskIsDeadLettered(t *testing.T) {
 		}})
 	require.Error(t, err)
 	assert.ErrorIs(t, err, ErrDeadLetters)
-	assert.Less(t, time.Since(start), 10*time.Second)
 	require.Len(t, out.Dead, 1)
 	d := out.Dead[0]
 	assert.Equal(t, 1, d.Index)
 	assert.Equal(t, 3, d.Attempts)
 	assert.Equal(t, "point 1 (load.rate_rps=50): invalid point (key load.requests); the worker's log has the details", d.Error)
 	// The dead-letter record can land before the last attempt's event.
-	assert.Eventually(t, func() bool { return attempts.Load() == 3 }, 5*time.Second, 10*time.Millisecond,
+	assert.Eventually(t, func() bool { return attempts.Load() == 3 }, patience, 10*time.Millisecond,
 		"bounded redelivery: MaxDeliver attempts (saw %d)", attempts.Load())
 	time.Sleep(50 * time.Millisecond)
 	assert.EqualValues(t, 3, attempts.Load(), "no attempt past MaxDeliver")
@@ -448,10 +446,8 @@ func TestTaskEveryHolderAbandonsIsDeadLettered(t *testing.T) {
 			}
 			return nil
 		}})
-	start := time.Now()
 	_, out, err := submit(t, s, spec, SubmitOptions{Results: results, Queue: QueueConfig{AckWait: 300 * time.Millisecond, MaxDeliver: 2}})
 	require.ErrorIs(t, err, ErrDeadLetters)
-	assert.Less(t, time.Since(start), 10*time.Second)
 	require.Len(t, out.Dead, 1)
 	assert.Equal(t, 0, out.Dead[0].Index)
 	assert.Contains(t, out.Dead[0].Error, "no result after 2 deliveries")
@@ -557,3 +553,8 @@ func TestPartNames(t *testing.T) {
 	assert.Error(t, CheckID(""))
 	assert.NoError(t, CheckID("sweep_2024"))
 }
+
+// patience bounds the waits of these tests on the server and the workers:
+// a guard against a hang, far beyond what a loaded machine takes, never a
+// claim about speed.
+const patience = 5 * time.Minute

@@ -136,7 +136,7 @@ func TestWorkerRoleCannotPublishOrRekey(t *testing.T) {
 		select {
 		case err := <-violations:
 			assert.ErrorIs(t, err, nats.ErrPermissionViolation, subject)
-		case <-time.After(10 * time.Second):
+		case <-time.After(patience):
 			t.Fatalf("no permission violation for %s", subject)
 		}
 	}
@@ -162,7 +162,7 @@ func TestPoolsTakeOnlyTheirStoresTasks(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, out.Done, 8)
 	assertSameOutputs(t, want, r)
-	require.Eventually(t, func() bool { return strings.Contains(log.String(), "sweep="+spec.ID()) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return strings.Contains(log.String(), "sweep="+spec.ID()) }, patience, 10*time.Millisecond)
 	a.stop()
 	b.stop()
 	assert.EqualValues(t, 8, a.stats.Done)
@@ -207,7 +207,7 @@ func TestMergeRefusesPartsFromOtherInputs(t *testing.T) {
 			require.NoError(t, err)
 			select {
 			case <-refused:
-			case <-time.After(10 * time.Second):
+			case <-time.After(patience):
 			}
 		}
 		return nil
