@@ -57,7 +57,7 @@ func (p *fpmPublisher) waitSubscribed() {
 			}
 		}
 		return false
-	}, 10*time.Second, 5*time.Millisecond, "no subscriber subscribed")
+	}, patience, 5*time.Millisecond, "no subscriber subscribed")
 }
 
 func (p *fpmPublisher) send(seq uint64, f importers.FPM) {
@@ -119,7 +119,7 @@ func readSteps(t *testing.T, dir string) []datasets.Step {
 func TestSubscribeFPM(t *testing.T) {
 	p := newFPMPublisher(t)
 	dir := filepath.Join(t.TempDir(), "fpm")
-	wait := subscribe(context.Background(), p.addr, dir, FPMOptions{MaxSteps: 5, Duration: 30 * time.Second})
+	wait := subscribe(context.Background(), p.addr, dir, FPMOptions{MaxSteps: 5, Duration: patience})
 	p.waitSubscribed()
 
 	p.send(10, heartbeat())                 // joined late: the first sequence is not 0
@@ -238,7 +238,7 @@ func TestSubscribeFPMStops(t *testing.T) {
 				require.Eventually(t, func() bool {
 					m, err := datasets.ReadManifest(dir)
 					return err == nil && m != nil
-				}, 5*time.Second, 5*time.Millisecond)
+				}, patience, 5*time.Millisecond)
 				time.Sleep(200 * time.Millisecond)
 				cancel()
 			}
@@ -271,7 +271,7 @@ func TestSubscribeFPMCheckpoints(t *testing.T) {
 	require.Eventually(t, func() bool {
 		m, err := datasets.ReadManifest(dir)
 		return err == nil && m.Tables[datasets.TableSteps].Rows == 4
-	}, 5*time.Second, 10*time.Millisecond, "the rows were not checkpointed")
+	}, patience, 10*time.Millisecond, "the rows were not checkpointed")
 	m, err := datasets.ReadManifest(dir)
 	require.NoError(t, err)
 	assert.Equal(t, datasets.DatasetPartial, m.Status, "still running")
@@ -387,7 +387,7 @@ func TestSubscribeFPMDynamoBytes(t *testing.T) {
 
 	p := newFPMPublisher(t)
 	dir := filepath.Join(t.TempDir(), "fpm")
-	wait := subscribe(context.Background(), p.addr, dir, FPMOptions{MaxSteps: 4, Duration: 30 * time.Second})
+	wait := subscribe(context.Background(), p.addr, dir, FPMOptions{MaxSteps: 4, Duration: patience})
 	p.waitSubscribed()
 	for _, raw := range rank0 {
 		f, err := importers.DecodeFPM(raw)
@@ -416,7 +416,7 @@ func newFPMPublisherAt(t *testing.T, addr string) *fpmPublisher {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pub := zmq4.NewPub(ctx, zmq4.WithLogger(log.New(io.Discard, "", 0)))
-	require.Eventually(t, func() bool { return pub.Listen(addr) == nil }, 10*time.Second, 10*time.Millisecond, "cannot listen again at %s", addr)
+	require.Eventually(t, func() bool { return pub.Listen(addr) == nil }, patience, 10*time.Millisecond, "cannot listen again at %s", addr)
 	t.Cleanup(func() { pub.Close(); cancel() })
 	return &fpmPublisher{t: t, pub: pub, addr: addr}
 }
@@ -468,7 +468,7 @@ func TestSubscribeFPMReconnects(t *testing.T) {
 			p.waitSubscribed()
 			p.send(1, fpmStep(1, 0.01, 0, 1))
 			p.send(2, fpmStep(2, 0.01, 0, 1))
-			require.Eventually(t, func() bool { return steps.Load() == 2 }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return steps.Load() == 2 }, patience, 5*time.Millisecond)
 			require.NoError(t, p.pub.Close())
 
 			// The loss checkpoints: the two rows are durable before any
@@ -476,7 +476,7 @@ func TestSubscribeFPMReconnects(t *testing.T) {
 			require.Eventually(t, func() bool {
 				m, err := datasets.ReadManifest(dir)
 				return err == nil && m.Tables[datasets.TableSteps].Rows == 2
-			}, 10*time.Second, 5*time.Millisecond, "the rows were not made durable at the loss")
+			}, patience, 5*time.Millisecond, "the rows were not made durable at the loss")
 
 			back := newFPMPublisherAt(t, p.addr)
 			back.waitSubscribed()
@@ -536,11 +536,11 @@ func TestSubscribeFPMPublisherGone(t *testing.T) {
 			for i := int64(1); i <= 3; i++ {
 				p.send(uint64(i), fpmStep(i, 0.01, 0, 1))
 			}
-			require.Eventually(t, func() bool { return steps.Load() == 3 }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return steps.Load() == 3 }, patience, 5*time.Millisecond)
 			require.NoError(t, p.pub.Close())
 			if tc.reconnect > 0 {
 				// Let a failed attempt or two be logged, then stop.
-				require.Eventually(t, func() bool { return strings.Contains(logs.String(), "attempt 2 failed") }, 10*time.Second, 5*time.Millisecond)
+				require.Eventually(t, func() bool { return strings.Contains(logs.String(), "attempt 2 failed") }, patience, 5*time.Millisecond)
 				cancel()
 			}
 			res, err := wait()

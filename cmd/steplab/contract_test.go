@@ -556,7 +556,7 @@ func natsServer(t *testing.T) string {
 	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
 	require.NoError(t, err)
 	go s.Start()
-	require.True(t, s.ReadyForConnections(10*time.Second))
+	require.True(t, s.ReadyForConnections(5*time.Minute))
 	t.Cleanup(s.Shutdown)
 	return s.ClientURL()
 }

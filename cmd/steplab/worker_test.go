@@ -43,7 +43,7 @@ func authServer(t *testing.T) (url string, submitter, worker []string) {
 	s, err := server.NewServer(opts)
 	require.NoError(t, err)
 	go s.Start()
-	require.True(t, s.ReadyForConnections(10*time.Second))
+	require.True(t, s.ReadyForConnections(5*time.Minute))
 	t.Cleanup(s.Shutdown)
 	url = s.ClientURL()
 	require.True(t, strings.HasPrefix(url, "nats://127.0.0.1:"), url)
@@ -207,7 +207,7 @@ func TestSweepSurvivesAWorkerSIGKILLed(t *testing.T) {
 	require.Eventually(t, func() bool {
 		held, err = js.KeyValue(context.Background(), distsweep.HeldBucket)
 		return err == nil
-	}, time.Minute, 20*time.Millisecond, "the sweep creates its buckets")
+	}, 5*time.Minute, 20*time.Millisecond, "the sweep creates its buckets")
 	w, err := held.WatchAll(context.Background())
 	require.NoError(t, err)
 	defer w.Stop()
