@@ -117,6 +117,10 @@ func summarizeImport(r *importers.Result, took time.Duration) string {
 	if r.EngineSamples > 0 {
 		fmt.Fprintf(&b, "; %d engine_samples rows", r.EngineSamples)
 	}
-	fmt.Fprintf(&b, "; source sha256 %s; %d notes in the manifest; took %s.", r.SHA256, len(r.Notes), took.Round(time.Millisecond))
+	notes := "notes"
+	if len(r.Notes) == 1 {
+		notes = "note"
+	}
+	fmt.Fprintf(&b, "; source sha256 %s; %d %s in the manifest; took %s.", r.SHA256, len(r.Notes), notes, took.Round(time.Millisecond))
 	return b.String()
 }

@@ -190,4 +190,7 @@ func printReport(w io.Writer, r *sim.Result) {
 		fmt.Fprintf(w, " %s %d", k, r.Steps[k])
 	}
 	fmt.Fprintln(w)
+	for _, n := range r.Overload {
+		fmt.Fprintln(w, "warning: overloaded:", n)
+	}
 }
