@@ -52,13 +52,13 @@ records the source path, its SHA-256, the format and this command.
 A bad input stops the import with one error naming the file, the line (or
 record) and the problem, exit status 2, and leaves no dataset behind.`,
 		Example: `  # from the repository root: an embedded trace, then samples of each format in its tests
-  steplab import azure embedded:azure-conv-2023 -o azure-conv
+  steplab import azure embedded:azure-conv-2023 -o out/azure-conv
   steplab import azure datasets/importers/testdata/azure-code-2023/AzureLLMInferenceTrace_code_head200.csv \
-      -o azure-code --force
-  steplab import mooncake datasets/importers/testdata/mooncake-fast25/conversation_trace_head300.jsonl -o mooncake-conv
-  steplab import vllm-requests datasets/importers/testdata/llmservingsim-rtx4090-llama-3.1-8b -o llama-run
-  steplab import dynamo-fpm-artifact datasets/importers/testdata/artifact_complete.json -o h200-fpm
-  steplab import dynamo-fpm datasets/importers/testdata/fpm_stream.msgpack -o live-fpm --json`,
+      -o out/azure-code --force
+  steplab import mooncake datasets/importers/testdata/mooncake-fast25/conversation_trace_head300.jsonl -o out/mooncake-conv
+  steplab import vllm-requests datasets/importers/testdata/llmservingsim-rtx4090-llama-3.1-8b -o out/llama-run
+  steplab import dynamo-fpm-artifact datasets/importers/testdata/artifact_complete.json -o out/h200-fpm
+  steplab import dynamo-fpm datasets/importers/testdata/fpm_stream.msgpack -o out/live-fpm --json`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return &exitError{code: 2, msg: fmt.Sprintf("import needs FORMAT and SRC (got %d arguments); see steplab import --help", len(args))}

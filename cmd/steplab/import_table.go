@@ -52,7 +52,7 @@ the dataset.
 
 The dataset is written under a temporary name and renamed when complete; a
 bad input leaves nothing behind (exit status 2).`,
-		Example: `  steplab import table datasets/testdata/foreign/duckdb/fixtures/steps_renamed.parquet -o my-steps \
+		Example: `  steplab import table datasets/testdata/foreign/duckdb/fixtures/steps_renamed.parquet -o out/table-steps \
       --table steps --hardware H200 --model Llama-3.1-8B \
       --policy-decode production --policy-prefill production \
       --map step=step_id --map batch_kind=kind --map prefill_reqs=num_prefill_requests \

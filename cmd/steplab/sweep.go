@@ -42,7 +42,7 @@ It writes to DIR:
 
 Examples, from the repository root:
   # where does the encoder ensemble saturate, join inline vs remote?
-  steplab sweep examples/whatif/encoder-ensemble.yaml -o out/sweep \
+  steplab sweep examples/whatif/encoder-ensemble.yaml -o out/sweep-grid \
       --vary load.rate_rps=10,25,40,50,60,70,80
 
   # rate × engine batch limit, quicker with 300 measured requests
@@ -64,9 +64,9 @@ Across machines (docs/distributed.md):
   steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 \
       --emit k8s-indexed-job --parallelism 16 > sweep-job.yaml
   # the same by hand, on any batch system: each point's part, then the parts into sweep.parquet
-  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 0 --results out/parts
-  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 1 --results out/parts
-  steplab sweep --merge out/parts -o out/sweep-merged`,
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 0 --results out/sweep-parts
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 1 --results out/sweep-parts
+  steplab sweep --merge out/sweep-parts -o out/sweep-merged`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if dist.active() {
