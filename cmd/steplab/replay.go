@@ -104,6 +104,7 @@ Examples, from the repository root (the committed H200 model and traffic):
 			}
 			el := time.Since(start)
 			rep.Summary.Notes = append(rep.Summary.Notes, m.Notes...)
+			rep.Summary.Notes = append(rep.Summary.Notes, m.HostNote())
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep.Summary)
 			}
