@@ -54,7 +54,7 @@ type Pricing struct {
 	// HostPrior is true when Host is the default prior: no host spec and
 	// none in the artifact's params.host.
 	HostPrior bool
-	Payload  model.PayloadModel
+	Payload   model.PayloadModel
 	// Notes say where a model came from when that was not the obvious
 	// place (a host model read from the FPM artifact).
 	Notes []string
