@@ -176,9 +176,17 @@ func printSweep(w io.Writer, res *sweep.Result) {
 				if p.Audit.OfferedRPS > 0 {
 					ao = fmt.Sprintf("%.2f%%", pl.AchievedOverOffered*100)
 				}
-				fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%d\t%d\t%.3f\t\n", values(p), pl.Placement, pl.WindowMeanRPS, ao,
-					pl.FullProcessMeanRPS, pl.E2E.P90Ms, pl.Errors, pl.Cancelled, pl.GoodputPerGPU)
+				goodput := "-"
+				if pl.GoodputPerGPU != nil {
+					goodput = fmt.Sprintf("%.3f", *pl.GoodputPerGPU)
+				}
+				fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%d\t%d\t%s\t\n", values(p), pl.Placement, pl.WindowMeanRPS, ao,
+					pl.FullProcessMeanRPS, pl.E2E.P90Ms, pl.Errors, pl.Cancelled, goodput)
 			}
+		}
+		if len(res.Points) > 0 && res.Points[0].Audit.SLO == nil {
+			tw.Flush()
+			fmt.Fprintln(w, "goodput/GPU -: goodput counts the requests that meet an SLO, and the scenario sets none; give one with --set slo.ttft_ms=500 --set slo.itl_ms=50 (or an slo: block in the scenario)")
 		}
 	}
 }
