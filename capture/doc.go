@@ -33,8 +33,9 @@
 //
 // NVML (go-nvml, behind the GPUMonitor interface) describes the GPU in the
 // manifest and samples it into gpu_samples. OpenNVML returns an error
-// wrapping ErrNoNVML where there is no driver or no cgo; a capture then
-// records no samples instead of failing.
+// wrapping ErrNoNVML where there is no driver, no cgo or no nvml build tag
+// (the default build leaves go-nvml out); a capture then records no
+// samples instead of failing.
 //
 // # Failures
 //

@@ -19,9 +19,10 @@ type GPUInfo struct {
 	MemTotalBytes int64
 }
 
-// GPUMonitor reads GPU state. The NVML implementation needs cgo and a
-// driver; OpenNVML returns ErrNoNVML where either is missing, and a capture
-// then records no GPU samples (on CPU, say) rather than failing.
+// GPUMonitor reads GPU state. The NVML implementation needs cgo, a build
+// with -tags nvml and a driver; OpenNVML returns ErrNoNVML where any is
+// missing, and a capture then records no GPU samples (on CPU, say) rather
+// than failing.
 type GPUMonitor interface {
 	Devices() ([]GPUInfo, error)
 	Sample(index int) (datasets.GPUSample, error)

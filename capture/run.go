@@ -81,8 +81,11 @@ func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
 		if m, err := OpenNVML(); err == nil {
 			mon = m
 			defer m.Close()
-		} else {
+		} else if opts.Device == "cpu" {
 			slog.Info("no GPU samples", "reason", err)
+		} else {
+			// On a GPU the reason is the fix (a build without -tags nvml, say).
+			slog.Warn("no GPU samples", "reason", err)
 		}
 	}
 	var gpus []GPUInfo

@@ -51,7 +51,7 @@ func Open(dir string) (*Dataset, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("%s: not a dataset directory (for a single Parquet file use `steplab inspect`)", dir)
+		return nil, fmt.Errorf("%s: not a dataset directory: %s", dir, FileHint(dir))
 	}
 	d := &Dataset{Dir: dir}
 	m, err := ReadManifest(dir)
@@ -249,6 +249,9 @@ func OpenParquetAt(name string, r io.ReaderAt, size int64) (*parquet.File, error
 		return nil, fmt.Errorf("%s: empty file, not Parquet", name)
 	}
 	if err := checkFraming(r, size); err != nil {
+		if h := foreignHint(name); h != "" {
+			return nil, fmt.Errorf("%s: not Parquet: %s", name, h)
+		}
 		return nil, fmt.Errorf("%s: not a readable Parquet file (corrupt or truncated): %v", name, err)
 	}
 	pf, err := openParquetSafe(r, size)
@@ -1200,4 +1203,26 @@ func zstdContentSize(b []byte) (uint64, bool) {
 		v += 256
 	}
 	return v, true
+}
+
+// FileHint says what to run on a file given where a dataset directory was
+// expected: a CSV or JSON file is imported, a Parquet table is inspected
+// or wrapped into a dataset.
+func FileHint(path string) string {
+	if h := foreignHint(path); h != "" {
+		return h
+	}
+	return fmt.Sprintf("`steplab inspect %s` reads one Parquet file, and `steplab import table %s -o out/DIR --table steps|requests --hardware GPU --model MODEL` makes a table a dataset", path, path)
+}
+
+// foreignHint is the import command for a file whose name says it is a CSV
+// or JSON export; "" for any other name.
+func foreignHint(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".csv", ".tsv":
+		return fmt.Sprintf("a CSV table becomes a dataset with `steplab import table %s -o out/DIR --table steps|requests --hardware GPU --model MODEL`", path)
+	case ".json", ".jsonl":
+		return "a trace or benchmark export becomes a dataset with `steplab import FORMAT` (`steplab import --help` lists the formats)"
+	}
+	return ""
 }

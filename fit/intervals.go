@@ -265,17 +265,11 @@ func (r *RecipeReport) WriteText(w io.Writer) {
 				fmt.Fprintln(w)
 			}
 		}
-		for _, d := range k.Dropped {
-			fmt.Fprintf(w, "  dropped term %s: %s\n", d.Term, d.Reason)
-		}
 		if len(k.Coefficients) > 0 {
 			WriteCoefficients(w, k.Coefficients)
 		}
 		for _, g := range k.Regimes {
 			fmt.Fprintf(w, "  regime %s: %d rows\n", g.Range, g.Rows)
-			for _, d := range g.Dropped {
-				fmt.Fprintf(w, "    dropped term %s: %s\n", d.Term, d.Reason)
-			}
 			WriteCoefficients(w, g.Coefficients)
 		}
 		for _, rs := range k.Residuals {

@@ -332,7 +332,7 @@ func FitOverheads(paths []string, payloadPrior model.PayloadModel, hostPrior mod
 	for _, p := range paths {
 		d, err := datasets.Open(p)
 		if err != nil {
-			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
+			return nil, fmt.Errorf("fit: %w", err) // it names the dataset
 		}
 		if d.Manifest != nil && d.Manifest.Engine != nil {
 			if blockSize != 0 && blockSize != d.Manifest.Engine.BlockSize {

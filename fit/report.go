@@ -3,7 +3,6 @@ package fit
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
 	"path/filepath"
 	"sort"
@@ -412,13 +411,13 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 }
 
 // drop records terms a fit left out because the data cannot identify them
-// (of one step kind's model, for a recipe), and says so on stderr.
+// (of one step kind's model, for a recipe). The report says so once, in
+// its text and its JSON; a log line would say it twice.
 func (r *FitReport) drop(kind string, terms []DroppedTerm) {
 	for _, dt := range terms {
 		if kind != "" {
 			dt.Reason = kind + " steps: " + dt.Reason
 		}
-		slog.Warn("term dropped: the data cannot identify it", "term", dt.Term, "reason", dt.Reason)
 		r.Dropped = append(r.Dropped, dt)
 	}
 }

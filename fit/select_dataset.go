@@ -161,7 +161,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	for _, p := range paths {
 		d, err := datasets.Open(p)
 		if err != nil {
-			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
+			return nil, fmt.Errorf("fit: %w", err) // it names the dataset
 		}
 		if !d.Has(datasets.TableSteps) {
 			return nil, fmt.Errorf("fit: dataset %s has no %s table (fitting needs one row per engine step)", p, datasets.TableSteps)

@@ -440,7 +440,7 @@ func isDigits(s string) bool {
 func (c *Catalog) LookupHardware(ref string) (Hardware, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
-		return Hardware{}, errors.New("model: hardware: empty name: give a catalogue name (steplab catalog hardware) or a spec file path")
+		return Hardware{}, errors.New("model: empty hardware name: give a catalogue name (steplab catalog hardware) or a spec file path")
 	}
 	if isPathRef(ref, false, ".yaml", ".yml") {
 		return LoadHardwareFile(ref)
@@ -463,7 +463,7 @@ func (c *Catalog) LookupHardware(ref string) (Hardware, error) {
 func (c *Catalog) LookupModel(ref string) (Shape, error) {
 	ref = strings.TrimSpace(ref)
 	if ref == "" {
-		return Shape{}, errors.New("model: model: empty name: give a catalogue name (steplab catalog models) or a config.json path")
+		return Shape{}, errors.New("model: empty model name: give a catalogue name (steplab catalog models) or a config.json path")
 	}
 	if isPathRef(ref, true, ".json") {
 		return LoadModelConfig(ref)

@@ -79,7 +79,7 @@ func TestCatalogHardwareUnknown(t *testing.T) {
 	assert.Contains(t, msg, "spec file")
 	assert.Contains(t, msg, CatalogEnv)
 	_, err = builtin.LookupHardware("")
-	assert.ErrorContains(t, err, "empty name")
+	assert.ErrorContains(t, err, "empty hardware name")
 	_, err = builtin.LookupHardware(filepath.Join(t.TempDir(), "missing.yaml"))
 	assert.ErrorContains(t, err, "missing.yaml")
 }

@@ -74,7 +74,7 @@ func ExampleKVBlocks() {
 	fmt.Println(err)
 	// Output:
 	// Llama-3.1-8B on H200: 56387 blocks of 16 tokens
-	// model: Llama-3.1-70B needs 141 GB of weights per GPU at TP=1 but H100-SXM has 86 GB (80 GiB), 77 GB of it at gpu_memory_utilization 0.90: raise tensor parallel to 2 or more
+	// model: Llama-3.1-70B does not fit on H100-SXM: it needs 141 GB of weights per GPU at TP=1, and the GPU has 86 GB (80 GiB), 77 GB of it at gpu_memory_utilization 0.90: raise tensor parallel to 2 or more (tensor_parallel=2)
 }
 
 // LookupHardware resolves a GPU from any spelling a tool reports — NVML's

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"strings"
 )
 
 // Memory model: how many KV blocks vLLM would allocate. vLLM v1 takes
@@ -85,15 +86,15 @@ func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, err
 	reserve := float64(ActivationReserveBytes(s))
 	if weights+reserve >= budget {
 		if weights > budget || weights+reserve >= hw.MemBytes() {
-			msg := fmt.Sprintf("model: %s needs %.0f GB of weights per GPU at TP=%d but %s has %.0f GB (%.0f GiB), %.0f GB of it at gpu_memory_utilization %.2f",
-				s.Name, weights/1e9, s.tp(), hw.Name, hw.MemBytes()/1e9, hw.MemGB, budget/1e9, gpuMemUtil)
+			msg := fmt.Sprintf("model: %s does not fit on %s: it needs %.0f GB of weights per GPU at TP=%d, and the GPU has %.0f GB (%.0f GiB), %.0f GB of it at gpu_memory_utilization %.2f",
+				s.Name, hw.Name, weights/1e9, s.tp(), hw.MemBytes()/1e9, hw.MemGB, budget/1e9, gpuMemUtil)
 			if tp := minFittingTP(hw, s, gpuMemUtil); tp > 0 {
-				return 0, fmt.Errorf("%s: raise tensor parallel to %d or more", msg, tp)
+				return 0, fmt.Errorf("%s: raise tensor parallel to %d or more (tensor_parallel=%d)", msg, tp, tp)
 			}
 			return 0, fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads makes it fit", msg, s.Heads)
 		}
-		return 0, fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): raise gpu_memory_utilization or tensor parallel",
-			s.Name, s.tp(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9)
+		return 0, fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): %s",
+			s.Name, s.tp(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9, roomForKV(hw, s, blockSize, gpuMemUtil))
 	}
 	// Constant states are held by every running request: set aside for
 	// max_num_seqs of them.
@@ -109,6 +110,25 @@ func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, err
 // minFittingTP is the smallest TP above the shape's own, dividing its
 // heads, at which weights and activations fit the budget; 0 if none up to
 // the head count does.
+// roomForKV says which settings leave room for a few KV blocks: a higher
+// engine.gpu_memory_utilization where one up to 1 does, and a higher
+// tensor parallel.
+func roomForKV(hw Hardware, s Shape, blockSize int, util float64) string {
+	const blocks = 64 // a cache with room for a few requests, not one block
+	need := float64(s.WeightBytes()+ActivationReserveBytes(s)+blocks*int64(blockSize)*s.KVBytesPerToken()) / hw.MemBytes()
+	var ways []string
+	if u := math.Ceil(need*100) / 100; u <= 1 {
+		ways = append(ways, fmt.Sprintf("engine.gpu_memory_utilization=%.2f", u))
+	}
+	if tp := minFittingTP(hw, s, util); tp > 0 {
+		ways = append(ways, fmt.Sprintf("tensor_parallel=%d", tp))
+	}
+	if len(ways) == 0 {
+		return "no setting of gpu_memory_utilization or tensor parallel makes room for it"
+	}
+	return "set " + strings.Join(ways, " or ")
+}
+
 func minFittingTP(hw Hardware, s Shape, util float64) int {
 	for tp := s.tp() + 1; tp <= s.Heads; tp++ {
 		t := s.WithTP(tp)

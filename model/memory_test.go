@@ -61,13 +61,13 @@ func TestKVBlocksRefusals(t *testing.T) {
 		want  []string
 	}{
 		{"70B on one H100", h100, llama70B, 16, 0.9,
-			[]string{"Llama-3.1-70B needs 141 GB of weights per GPU at TP=1 but H100-SXM has 86 GB (80 GiB)", "raise tensor parallel to 2 or more"}},
+			[]string{"Llama-3.1-70B does not fit on H100-SXM: it needs 141 GB of weights per GPU at TP=1, and the GPU has 86 GB (80 GiB)", "raise tensor parallel to 2 or more (tensor_parallel=2)"}},
 		{"70B on one H200", h200, llama70B, 16, 0.9,
-			[]string{"needs 141 GB of weights per GPU at TP=1", "H200-SXM", "raise tensor parallel to 2 or more"}},
+			[]string{"needs 141 GB of weights per GPU at TP=1", "does not fit on H200-SXM", "raise tensor parallel to 2 or more"}},
 		{"70B TP2 on H100 at low util", h100, llama70B.WithTP(2), 16, 0.5,
-			[]string{"at TP=2", "raise tensor parallel to 4 or more"}},
+			[]string{"at TP=2", "raise tensor parallel to 4 or more (tensor_parallel=4)"}},
 		{"no room for KV", h100, llama8B, 16, 0.2,
-			[]string{"leaves no memory for the KV cache", "raise gpu_memory_utilization or tensor parallel"}},
+			[]string{"leaves no memory for the KV cache", "set engine.gpu_memory_utilization=0.22 or tensor_parallel=2"}},
 		{"zero block", h100, llama8B, 0, 0.9, []string{"block size must be > 0"}},
 		{"util above 1", h100, llama8B, 16, 1.5, []string{"gpu_memory_utilization must be in (0, 1]"}},
 		{"util zero", h100, llama8B, 16, 0, []string{"gpu_memory_utilization"}},
@@ -82,6 +82,26 @@ func TestKVBlocksRefusals(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
+		})
+	}
+}
+
+// The values a refusal suggests are ones that work.
+func TestKVBlocksSuggestionsFit(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Shape
+		util float64
+	}{
+		{"70B at the suggested tensor_parallel=2", llama70B.WithTP(2), 0.9},
+		{"8B at the suggested gpu_memory_utilization=0.22", llama8B, 0.22},
+		{"8B at the suggested tensor_parallel=2", llama8B.WithTP(2), 0.2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			n, err := KVBlocks(h100, tc.s, 16, tc.util)
+			require.NoError(t, err)
+			assert.Positive(t, n)
 		})
 	}
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Captures ground-truth datasets like those of datasets/h200/ on a GPU
-# machine, for one model shape. Needs bin/steplab (CGO_ENABLED=1 go build -o
-# bin/steplab ./cmd/steplab, where Go is) and a Python with PyTorch, Triton
-# and msgpack. Usage:
+# machine, for one model shape. Needs bin/steplab built with NVML, for the
+# gpu_samples (CGO_ENABLED=1 go build -tags nvml -o bin/steplab ./cmd/steplab,
+# where Go is), and a Python with PyTorch, Triton and msgpack. Usage:
 #
 #   [MODEL=NAME] scripts/device-capture.sh bench|traffic|all OUTDIR
 #

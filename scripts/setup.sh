@@ -6,7 +6,8 @@
 #                 Debian's golang-go (and ca-certificates for the proxy's
 #                 HTTPS) only bootstraps it when no go is on PATH
 #   git           go build stamps the commit into the binary
-#   gcc libc6-dev cgo, for go-nvml (capture's GPU sampling)
+#   gcc libc6-dev cgo, for go-nvml (capture's GPU sampling, in a build
+#                 with -tags nvml)
 #
 # Debian packages are installed without their recommends (a recommended
 # package nothing here uses is most of an install's time), each only when
@@ -49,6 +50,7 @@ have git || apt_install git
 have gcc || apt_install gcc libc6-dev
 # An older Go fetches the toolchain go.mod asks for from the module proxy.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-auto}"
-# go-nvml's header marks old NVML calls deprecated; silence those warnings.
+# go-nvml's header marks old NVML calls deprecated; silence those warnings
+# where a build or test has -tags nvml.
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g} -Wno-deprecated-declarations"
 go mod download >&2

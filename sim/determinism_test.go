@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
@@ -85,9 +86,19 @@ func TestBadScenarioRefused(t *testing.T) {
 			s.Workload = WorkloadSpec{Kind: "constant", RateRPS: 1, Requests: 10,
 				Prompt: LengthSpec{Kind: "fixed", Value: 40000}, Output: LengthSpec{Kind: "fixed", Value: 10}}
 		}, "exceed max_model_len"},
-		{"model does not fit", func(s *Scenario) { s.Model = "Llama-3.1-70B"; s.Hardware = "H100" }, "does not fit"},
-		{"unknown hardware", func(s *Scenario) { s.Hardware = "TPU" }, "hardware"},
-		{"max_model_len beyond KV", func(s *Scenario) { s.Engine.NumGPUBlocks = 100 }, "lower max_model_len"},
+		{"model does not fit", func(s *Scenario) { s.Model = "Llama-3.1-70B"; s.Hardware = "H100" },
+			"model: Llama-3.1-70B does not fit on H100-SXM: it needs 141 GB of weights per GPU at TP=1"},
+		{"the suggested tensor_parallel=2 is the key", func(s *Scenario) { s.Model = "Llama-3.1-70B"; s.Hardware = "H100" },
+			"raise tensor parallel to 2 or more (tensor_parallel=2)"},
+		{"at TP 2 the KV capacity is sized from memory", func(s *Scenario) {
+			s.Model, s.Hardware, s.TensorParallel = "Llama-3.1-70B", "H100", 2
+		}, "set engine.max_model_len=27696 or engine.num_gpu_blocks=2049 (engine.num_gpu_blocks=1732 is what fits on H100-SXM at TP=2"},
+		{"no room for the KV cache", func(s *Scenario) { s.Hardware = "H100"; s.Engine.GPUMemoryUtilization = 0.2 },
+			"set engine.gpu_memory_utilization=0.22 or tensor_parallel=2"},
+		{"unknown hardware", func(s *Scenario) { s.Hardware = "TPU" }, `hardware: unknown hardware "TPU": nearest known:`},
+		{"unknown model", func(s *Scenario) { s.Model = "Llama-3.1-8Bx" }, `model: unknown model "Llama-3.1-8Bx": nearest known: Llama-3.1-8B`},
+		{"max_num_seqs zero", func(s *Scenario) { s.Engine.MaxNumSeqs = 0 }, "engine.max_num_seqs is 0: set engine.max_num_seqs=1 or more"},
+		{"max_model_len beyond KV", func(s *Scenario) { s.Engine.NumGPUBlocks = 100 }, "set engine.max_model_len=1584 or engine.num_gpu_blocks=2049"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -96,6 +107,9 @@ func TestBadScenarioRefused(t *testing.T) {
 			_, err := sc.Plan()
 			require.Error(t, err)
 			require.Contains(t, err.Error(), c.want)
+			for _, stutter := range []string{"model: model:", "hardware: model:", "engine: engine", "sched: invalid config"} {
+				assert.NotContains(t, err.Error(), stutter)
+			}
 		})
 	}
 }

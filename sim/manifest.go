@@ -149,7 +149,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 		} else {
 			n, err := model.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization)
 			if err != nil {
-				return nil, warn, fmt.Errorf("engine: %w", err)
+				return nil, warn, err
 			}
 			e.NumGPUBlocks = n
 			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from %s memory, the %s weights and gpu_memory_utilization %g",
@@ -195,7 +195,7 @@ func resolveManifest(m *datasets.Manifest) resolved {
 			hw, err = model.LookupHardware(m.Hardware.Spec)
 		}
 		if err != nil {
-			r.hw.Name, r.hwErr = m.Hardware.GPUName, fmt.Errorf("hardware: %w", err)
+			r.hw.Name, r.hwErr = m.Hardware.GPUName, AtKey("hardware", err)
 		} else {
 			r.hw, r.hwKnown = hw, true
 		}
@@ -223,7 +223,7 @@ func resolveManifest(m *datasets.Manifest) resolved {
 			err = s.Validate()
 		}
 		if err != nil {
-			r.shapeErr = fmt.Errorf("model: the manifest records no layer shape and %w", err)
+			r.shapeErr = AtKey("model: the manifest records no layer shape, and its name", err)
 		}
 		r.shape, r.shapeKnown = s, err == nil
 	}

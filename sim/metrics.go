@@ -99,8 +99,9 @@ type RunMetrics struct {
 
 	Requests, Finished, Unfinished, Aborted int64
 	OutputTokens                            int64
-	FirstArrival, LastFinish                int64
+	FirstArrival, LastArrival, LastFinish   int64
 	Preemptions                             int64
+	ttfts                                   []arrivalTTFT // finished requests, for the overload notes
 
 	// Steps by kind, kinds in order of appearance. A run has two or three
 	// kinds, so comparing strings (equal pointers first) costs less than
@@ -138,6 +139,7 @@ func (m *RunMetrics) Request(r *datasets.Request) error {
 	if m.FirstArrival < 0 || r.ArrivalNs < m.FirstArrival {
 		m.FirstArrival = r.ArrivalNs
 	}
+	m.LastArrival = max(m.LastArrival, r.ArrivalNs)
 	switch r.Status {
 	case datasets.StatusFinished:
 		m.Finished++
@@ -145,6 +147,7 @@ func (m *RunMetrics) Request(r *datasets.Request) error {
 		m.LastFinish = max(m.LastFinish, r.FinishNs)
 		if r.FirstTokenNs >= 0 {
 			m.TTFT.Add(r.FirstTokenNs - r.ArrivalNs)
+			m.ttfts = append(m.ttfts, arrivalTTFT{r.ArrivalNs, r.FirstTokenNs - r.ArrivalNs})
 			if r.OutputTokens > 1 {
 				m.ITL.Add((r.FinishNs - r.FirstTokenNs) / (r.OutputTokens - 1))
 			}
@@ -172,6 +175,9 @@ type Report struct {
 	ITL              Summary          `json:"itl"`
 	E2E              Summary          `json:"e2e"`
 	Steps            map[string]int64 `json:"steps_by_kind"`
+	// Overload says how the run overloaded its engine (preemptions, a
+	// growing queue, TTFT beyond the run); empty when it kept up.
+	Overload []string `json:"overload,omitempty"`
 }
 
 // Report summarises the run.
@@ -187,6 +193,7 @@ func (m *RunMetrics) Report() Report {
 		r.RequestsPerS = float64(m.Finished) / r.DurationS
 		r.OutputTokensPerS = float64(m.OutputTokens) / r.DurationS
 	}
+	r.Overload = m.overload(r)
 	return r
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim/sched"
@@ -71,7 +72,7 @@ func (sc Scenario) Lookup() (model.Hardware, model.Shape, error) {
 	var errs []error
 	hw, err := model.LookupHardware(sc.Hardware)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("hardware: %w", err))
+		errs = append(errs, AtKey("hardware", err))
 	}
 	shape, err := sc.shape()
 	if err != nil {
@@ -85,12 +86,28 @@ func (sc Scenario) Lookup() (model.Hardware, model.Shape, error) {
 	return hw, shape, errors.Join(errs...)
 }
 
+// AtKey prefixes err with the scenario key it concerns. A package prefix
+// the error already starts with ("model: " from the catalogue) is dropped,
+// so no message reads "model: model: ..." or "hardware: model: ...".
+func AtKey(key string, err error) error { return keyError{key, err} }
+
+type keyError struct {
+	key string
+	err error
+}
+
+func (e keyError) Error() string {
+	return e.key + ": " + strings.TrimPrefix(e.err.Error(), "model: ")
+}
+
+func (e keyError) Unwrap() error { return e.err }
+
 // shape looks the model up and applies the scenario's parallelism and
 // dtypes.
 func (sc Scenario) shape() (model.Shape, error) {
 	s, err := model.LookupModel(sc.Model)
 	if err != nil {
-		return s, fmt.Errorf("model: %w", err)
+		return s, AtKey("model", err)
 	}
 	if sc.TensorParallel < 0 {
 		return s, fmt.Errorf("tensor_parallel is %d: use 1 or more (0: the model's own)", sc.TensorParallel)
@@ -150,9 +167,9 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 	blocks := e.NumGPUBlocks
 	if blocks == 0 {
 		var err error
-		blocks, err = model.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization)
-		if err != nil {
-			return nil, fmt.Errorf("model %s does not fit on %s: %w", r.shape.Name, r.hw.Name, err)
+		// The refusal names the model, the GPU and what to change.
+		if blocks, err = model.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization); err != nil {
+			return nil, err
 		}
 	}
 	p := &Plan{Scenario: sc, Async: e.AsyncScheduling, Graphs: e.CUDAGraphSizes}
@@ -162,7 +179,13 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 		PrefixCaching: e.PrefixCaching, LongPrefillTokenThreshold: e.LongPrefillTokenThreshold,
 	}
 	if err := p.Sched.Validate(); err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+		if e.NumGPUBlocks == 0 {
+			// The capacity was sized from memory: say so, and that the
+			// memory settings change it too.
+			return nil, fmt.Errorf("%w (engine.num_gpu_blocks=%d is what fits on %s at TP=%d and gpu_memory_utilization %.2f; a higher tensor_parallel or engine.gpu_memory_utilization gives more)",
+				err, blocks, r.hw.Name, max(1, r.shape.TP), e.GPUMemoryUtilization)
+		}
+		return nil, err
 	}
 	pr, err := Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: sc.FPM, Host: sc.Host, EngineVersion: e.VLLMVersion, CUDAGraphSizes: e.CUDAGraphSizes})
 	if err != nil {

@@ -51,7 +51,10 @@ type Pricing struct {
 	Host     model.HostModel
 	// HostName is the host spec as given, "" for the default prior.
 	HostName string
-	Payload  model.PayloadModel
+	// HostPrior is true when Host is the default prior: no host spec and
+	// none in the artifact's params.host.
+	HostPrior bool
+	Payload   model.PayloadModel
 	// Notes say where a model came from when that was not the obvious
 	// place (a host model read from the FPM artifact).
 	Notes []string
@@ -102,8 +105,28 @@ func Price(spec PricingSpec) (*Pricing, error) {
 			p.Host = h
 			p.Notes = append(p.Notes, fmt.Sprintf("host model from %s (params.host)", filepath.Base(spec.FPM)))
 		}
+		p.HostPrior = !ok
+	default:
+		p.HostPrior = true
 	}
 	return p, nil
+}
+
+// BundledHostModel is the host model fitted from the H200 captures, the one
+// to pass when no other was fitted for the machine.
+const BundledHostModel = "datasets/h200/models/host.json"
+
+// HostNote says which host model prices the host phases and, for the
+// prior, how to pass a fitted one: the prior is not fitted to any machine,
+// so the host phases' errors against a record are large.
+func (p *Pricing) HostNote() string {
+	switch {
+	case p.HostName != "":
+		return "host model " + p.HostName
+	case !p.HostPrior:
+		return "host model from the FPM artifact's params.host"
+	}
+	return fmt.Sprintf("host model: the default prior, fitted to no machine, so host_prep_ns and schedule_ns errors are large; pass a fitted one with --host-model %s (fitted from the H200 captures) or your own", BundledHostModel)
 }
 
 // IsPrior reports whether an FPM spec names a prior priced from the

@@ -109,6 +109,13 @@ func WriteDataset(dir string, m datasets.Manifest, overwrite bool, fill func(*da
 		return nil, err
 	}
 	res, err := fill(w)
+	if err == nil && len(res.Overload) > 0 {
+		err = w.UpdateManifest(func(m *datasets.Manifest) {
+			for _, n := range res.Overload {
+				m.Notes = append(m.Notes, "overloaded: "+n)
+			}
+		})
+	}
 	if err != nil {
 		_ = w.Abort(err.Error())
 		return nil, err

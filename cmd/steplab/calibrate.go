@@ -53,12 +53,12 @@ params.host, which replay and simulate-by-replay read back; the fit report
 is in its metrics.
 
 Examples, from the repository root:
-  steplab import vllm-requests embedded:llmservingsim-llama-3.1-8b -o ds/llama
-  steplab calibrate ds/llama -o llama-cal.json --holdout 0.3
-  steplab calibrate datasets/h200/traffic-azure-5rps -o h200-cal.json \
+  steplab import vllm-requests embedded:llmservingsim-llama-3.1-8b -o out/cal-llama
+  steplab calibrate out/cal-llama -o out/llama-cal.json --holdout 0.3
+  steplab calibrate datasets/h200/traffic-azure-5rps -o out/h200-cal.json \
       --holdout-dataset datasets/h200/traffic-azure-12rps
-  steplab calibrate datasets/h200/traffic-azure-5rps -o h200-two.json --terms const,decode_kv_tokens --host host.prep_fixed
-  steplab replay requests llama-cal.json ds/llama -o out/rr`,
+  steplab calibrate datasets/h200/traffic-azure-5rps -o out/h200-two.json --terms const,decode_kv_tokens --host host.prep_fixed
+  steplab replay requests out/llama-cal.json out/cal-llama -o out/cal-rr`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("calibrate", out, force); err != nil {

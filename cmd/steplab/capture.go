@@ -131,7 +131,7 @@ a mean, and mixed_* adds prefill chunks riding with decodes
                                     DIR/steady_state_second_step
 
   # needs: gpu (an NVIDIA GPU with CUDA, and PyTorch in the worker's Python)
-  steplab capture bench -o datasets/h200-bench --policy both \
+  steplab capture bench -o out/bench-both --policy both \
       --set 'workload.benchmark.decode_batch_sizes=[1,8,64,256,512]' \
       --set 'workload.benchmark.decode_contexts=[128,1024,4096,8192]'
 

@@ -57,7 +57,7 @@ ends the capture cleanly when the publisher goes away.
 
   # needs: network (a Dynamo vLLM worker publishing at the endpoint)
   steplab capture fpm --endpoint tcp://127.0.0.1:20380 -o datasets/live-fpm --duration 10m
-  steplab capture fpm --endpoint tcp://gpu-node-3:20381 -o out/rank1 --max-steps 100000 --json`,
+  steplab capture fpm --endpoint tcp://gpu-node-3:20381 -o out/fpm-rank1 --max-steps 100000 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if endpoint == "" {

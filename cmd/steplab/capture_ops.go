@@ -48,8 +48,8 @@ file without measuring) and end up in DIR/opbench.jsonl.
 
 Examples:
   # needs: gpu (an NVIDIA GPU with CUDA, and PyTorch and Triton in the worker's Python)
-  steplab capture ops -o out/opdb --model Llama-3.1-8B --model Qwen2.5-7B
-  steplab eval ops:out/opdb datasets/h200/qwen2.5-7b/traffic-azure-5rps
+  steplab capture ops -o out/opdb-help --model Llama-3.1-8B --model Qwen2.5-7B
+  steplab eval ops:out/opdb-help datasets/h200/qwen2.5-7b/traffic-azure-5rps
 
   # needs: torch (the CPU path: eager timings, PyTorch in the worker's Python)
   steplab capture ops -o out/opdb-cpu --model tiny --device cpu --grid quick --hardware H200 --force

@@ -45,9 +45,9 @@ Examples, from the repository root (the committed H200 models and traffic):
   steplab check datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-5rps --kinds decode --max-mape 10
   steplab check datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps --kinds decode \
       --max-mape 10 --max-p90 20 \
-      --baseline datasets/h200/models/admission-decode.json --max-regression 1 --junit report.xml
+      --baseline datasets/h200/models/admission-decode.json --max-regression 1 --junit out/check-report.xml
   steplab check datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-5rps --kinds decode --max-mape 10 --json
-  steplab check --bounds checks.yaml --junit bounds.xml`,
+  steplab check --bounds checks.yaml --junit out/bounds.xml`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bounds != "" {

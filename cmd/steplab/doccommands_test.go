@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -312,8 +313,42 @@ func TestDocumentedCommands(t *testing.T) {
 				}
 				runDocCommand(t, work, env, c)
 			}
+			for _, f := range strayOutputs(t, root, work) {
+				t.Errorf("%s: the commands wrote %s, which .gitignore does not cover: write it under out/", u.name, f)
+			}
 		})
 	}
+}
+
+// strayOutputs lists the files the commands wrote in work (the clone's
+// files are symlinks) that a clone's .gitignore does not ignore, so that a
+// reader running the docs in a checkout is left with no untracked paths.
+func strayOutputs(t *testing.T, root, work string) []string {
+	t.Helper()
+	var stray []string
+	err := filepath.WalkDir(work, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Type()&os.ModeSymlink != 0 {
+			return err
+		}
+		rel, err := filepath.Rel(work, p)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if rel == "out" {
+				return filepath.SkipDir // ignored as a whole
+			}
+			return nil
+		}
+		// check-ignore exits 0 for an ignored path, 1 for one it does not ignore.
+		if exec.Command("git", "-C", root, "check-ignore", "-q", "--no-index", rel).Run() != nil {
+			stray = append(stray, rel)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return stray
 }
 
 func missingNeeds(needs, have []string) []string {
@@ -409,5 +444,55 @@ func TestDocCommandExtraction(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, tc.got)
 		})
+	}
+}
+
+// outputFlags are the flags through which a documented command writes
+// (not --results: a sweep's parts folder is shared by design).
+var outputFlags = []string{"-o", "--output", "--plots", "--junit"}
+
+// docOutputs returns the paths a command line writes through outputFlags.
+func docOutputs(line string) []string {
+	fields := strings.Fields(strings.ReplaceAll(line, "\\\n", " "))
+	var outs []string
+	for i, f := range fields {
+		for _, fl := range outputFlags {
+			if v, ok := strings.CutPrefix(f, fl+"="); ok {
+				outs = append(outs, v)
+			} else if f == fl && i+1 < len(fields) {
+				outs = append(outs, fields[i+1])
+			}
+		}
+	}
+	return outs
+}
+
+// TestDocumentedOutputsDistinct: a reader who runs the documents one after
+// another in one checkout meets no refusal (an output that exists) and
+// leaves nothing outside the ignored out/: every output of a command CI
+// runs is under out/, no two documents write the same path, and a
+// document that writes a path twice says --force the second time.
+func TestDocumentedOutputsDistinct(t *testing.T) {
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	require.NoError(t, err)
+	owner := map[string]string{} // output path: the document that writes it
+	for _, u := range append(markdownUnits(t, root), helpUnits()...) {
+		seen := map[string]bool{}
+		for _, c := range u.commands {
+			for _, o := range docOutputs(c.line) {
+				o = filepath.Clean(o)
+				if len(c.needs) == 0 {
+					assert.True(t, strings.HasPrefix(o, "out/"), "%s: writes %s, outside out/: %s", c.where, o, firstLine(c.line))
+				}
+				if prev, ok := owner[o]; ok && prev != u.name {
+					assert.Fail(t, "two documents write one output", "%s: %s is also written by %s", c.where, o, prev)
+				}
+				owner[o] = u.name
+				if seen[o] {
+					assert.Contains(t, c.line, "--force", "%s: writes %s a second time without --force", c.where, o)
+				}
+				seen[o] = true
+			}
+		}
 	}
 }

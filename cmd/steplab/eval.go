@@ -43,7 +43,7 @@ Examples, from the repository root (the committed H200 models and traffic):
   steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-5rps \
       datasets/h200/traffic-azure-12rps --kinds decode --json
   steplab eval ops datasets/h200/traffic-azure-5rps
-  steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps --plots figs/`,
+  steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps --plots out/eval-figs/`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg := fit.EvalConfig{Load: sel.options(), Worst: worst, PlotsDir: plots}

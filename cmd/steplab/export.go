@@ -55,7 +55,7 @@ Examples, from the repository root (a committed H200 capture, one minute):
   steplab export datasets/h200/traffic-azure-5rps --format csv -o out/run-csv
   steplab export datasets/h200/traffic-azure-5rps --format arrow -o out/run-arrow --tables steps,requests
   steplab export datasets/h200/traffic-azure-5rps --format perfetto -o out/run-trace.json
-  steplab export datasets/h200/traffic-azure-5rps --format perfetto -o out/s20-30.json --window 20:30
+  steplab export datasets/h200/traffic-azure-5rps --format perfetto -o out/export-s20-30.json --window 20:30
   steplab export datasets/h200/traffic-azure-5rps --format blis -o out/run-blis
   python -c "import pandas as pd; print(pd.read_csv('out/run-csv/steps.csv').describe())"
   python -c "import pyarrow.ipc as ipc; print(ipc.open_file('out/run-arrow/steps.arrow').read_all())"`,

@@ -97,14 +97,14 @@ admission step gets a loud warning: those timings include admission work
 that production decode never pays (docs/architecture.md, R3).
 
 Examples, from the repository root (the committed H200 grid and traffic):
-  steplab fit datasets/h200/bench-steady -o model.json
+  steplab fit datasets/h200/bench-steady -o out/fit-model.json
   steplab fit datasets/h200/bench-steady --kinds decode --terms decode --target wall_time_ns \
-      --cv 5 --bootstrap 200 --plots figs/ -o decode.json
-  steplab fit datasets/h200/traffic-azure-5rps datasets/h200/traffic-azure-12rps --solver huber-nn --json -o traffic.json
-  steplab fit datasets/h200/bench-steady --form grid -o grid.json
-  steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-12rps -o recipe.json
-  steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-5rps --calibrate-half 1 -o recipe-half.json
-  steplab eval recipe-half.json datasets/h200/traffic-azure-5rps --half 2`,
+      --cv 5 --bootstrap 200 --plots out/fit-figs/ -o out/fit-decode.json
+  steplab fit datasets/h200/traffic-azure-5rps datasets/h200/traffic-azure-12rps --solver huber-nn --json -o out/fit-traffic.json
+  steplab fit datasets/h200/bench-steady --form grid -o out/fit-grid.json
+  steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-12rps -o out/fit-recipe.json
+  steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-5rps --calibrate-half 1 -o out/fit-recipe-half.json
+  steplab eval out/fit-recipe-half.json datasets/h200/traffic-azure-5rps --half 2`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("fit", out, force); err != nil {

@@ -77,7 +77,7 @@ OUT is written as a directory:
 
 Examples, from the repository root (the committed H200 model and traffic):
   steplab replay steps datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-12rps -o out/replay-steps
-  steplab replay steps roofline datasets/h200/traffic-azure-5rps -o out/rs --json
+  steplab replay steps roofline datasets/h200/traffic-azure-5rps -o out/replay-rs --json
   # fastest, approximate prefill attention:
   steplab replay steps datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-12rps -o out/rs-fast --steps-only`,
 		Args: cobra.ExactArgs(2),
@@ -104,6 +104,7 @@ Examples, from the repository root (the committed H200 model and traffic):
 			}
 			el := time.Since(start)
 			rep.Summary.Notes = append(rep.Summary.Notes, m.Notes...)
+			rep.Summary.Notes = append(rep.Summary.Notes, m.HostNote())
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep.Summary)
 			}
@@ -222,8 +223,8 @@ sample) and the figures engine.running, engine.waiting and engine.kv_usage
 (.png, .svg).
 
 Examples, from the repository root:
-  steplab import vllm-requests embedded:llmservingsim-llama-3.1-8b -o ds/llama
-  steplab replay requests roofline ds/llama -o out/rr
+  steplab import vllm-requests embedded:llmservingsim-llama-3.1-8b -o out/replay-llama
+  steplab replay requests roofline out/replay-llama -o out/replay-rr
   steplab replay requests datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-5rps -o out/rr-h200 --json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -52,13 +52,13 @@ The page has the sections that apply, in this order:
 
 Examples, from the repository root:
   steplab report datasets/h200/bench-steady datasets/h200/traffic-azure-5rps \
-      --model datasets/h200/models/steady-decode.json -o report.html
-  steplab report datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps -o fit.html --json
+      --model datasets/h200/models/steady-decode.json -o out/report.html
+  steplab report datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps -o out/fit.html --json
 
   # a step replay and a what-if sweep on one page
-  steplab replay steps datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-12rps -o out/replay-steps
-  steplab sweep examples/whatif/encoder-ensemble.yaml -o out/sweep --vary load.rate_rps=20,40,60
-  steplab report out/replay-steps out/sweep -o review.html`,
+  steplab replay steps datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-12rps -o out/review-rs
+  steplab sweep examples/whatif/encoder-ensemble.yaml -o out/review-sweep --vary load.rate_rps=20,40,60
+  steplab report out/review-rs out/review-sweep -o out/review-help.html`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("report", out, force); err != nil {

@@ -34,10 +34,10 @@ A dataset is a directory: manifest.json plus one Parquet table per name
 tool reads it.
 
 Start here:
-  steplab import azure embedded:azure-conv-2023 -o ds   # bring a trace in
-  steplab inspect ds                                     # what is in it
-  steplab validate ds                                    # is it consistent
-  steplab export ds --format csv -o ds-csv               # hand it to a spreadsheet or pandas`,
+  steplab import azure embedded:azure-conv-2023 -o out/ds   # bring a trace in
+  steplab inspect out/ds                                     # what is in it
+  steplab validate out/ds                                    # is it consistent
+  steplab export out/ds --format csv -o out/ds-csv               # hand it to a spreadsheet or pandas`,
 		Version:       version(),
 		SilenceUsage:  true,
 		SilenceErrors: true,

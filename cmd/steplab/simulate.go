@@ -50,20 +50,20 @@ experts (docs/placement.md). The dataset then holds every engine's steps
 Scenario files are YAML (see docs/scenarios.md); --set overrides any field.
 From the repository root:
 
-  steplab simulate -o out/default
+  steplab simulate -o out/azure-default
   steplab simulate -f examples/placement/qwen3-30b-a3b-rtxpro6000.yaml -o out/run --json
   steplab simulate -o out/p20 --set workload.kind=poisson --set workload.rate_rps=20 \
       --set workload.requests=2000 --set workload.prompt.kind=fixed --set workload.prompt.value=1024 \
       --set workload.output.kind=fixed --set workload.output.value=128
-  steplab simulate -o out/bench --set workload.kind=benchmark \
+  steplab simulate -o out/sim-bench --set workload.kind=benchmark \
       --set workload.benchmark.policy=admission_step
   steplab simulate -o out/fitted --set fpm=datasets/h200/models/steady-gpu.json
-  steplab simulate -o out/ops --set fpm=ops          # measured-operations prior, docs/ops-prior.md
+  steplab simulate -o out/sim-ops --set fpm=ops          # measured-operations prior, docs/ops-prior.md
 
   # engines behind a router, and prefill/decode pools, on the first 2,000 requests
-  steplab simulate -o out/kv16 --set workload.limit=2000 \
+  steplab simulate -o out/sim-kv16 --set workload.limit=2000 \
       --set 'cluster.pools={sim: {replicas: 16}}' --set cluster.router.name=kv
-  steplab simulate -o out/pd --set workload.limit=2000 \
+  steplab simulate -o out/sim-pd --set workload.limit=2000 \
       --set 'cluster.pools={p: {role: prefill, replicas: 2}, d: {role: decode, replicas: 6}}' \
       --set 'cluster.links.kv_transfer={bandwidth_gbs: 50, latency_us: 20}'`,
 		Args: cobra.NoArgs,
@@ -202,4 +202,7 @@ func printReport(w io.Writer, r *sim.Result) {
 		fmt.Fprintf(w, " %s %d", k, r.Steps[k])
 	}
 	fmt.Fprintln(w)
+	for _, n := range r.Overload {
+		fmt.Fprintln(w, "warning: overloaded:", n)
+	}
 }

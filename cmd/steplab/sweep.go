@@ -42,7 +42,7 @@ It writes to DIR:
 
 Examples, from the repository root:
   # where does the encoder ensemble saturate, join inline vs remote?
-  steplab sweep examples/whatif/encoder-ensemble.yaml -o out/sweep \
+  steplab sweep examples/whatif/encoder-ensemble.yaml -o out/sweep-grid \
       --vary load.rate_rps=10,25,40,50,60,70,80
 
   # rate × engine batch limit, quicker with 300 measured requests
@@ -67,9 +67,9 @@ Across machines (docs/distributed.md):
   steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 \
       --emit k8s-indexed-job --parallelism 16 > sweep-job.yaml
   # the same by hand, on any batch system: each point's part, then the parts into sweep.parquet
-  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 0 --results out/parts
-  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 1 --results out/parts
-  steplab sweep --merge out/parts -o out/sweep-merged`,
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 0 --results out/sweep-parts
+  steplab sweep examples/whatif/encoder-ensemble.yaml --vary load.rate_rps=10,40 --point 1 --results out/sweep-parts
+  steplab sweep --merge out/sweep-parts -o out/sweep-merged`,
 		Args: cobra.RangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("point") && dist.point < 0 {
@@ -182,9 +182,17 @@ func printSweep(w io.Writer, res *sweep.Result) {
 				if p.Audit.OfferedRPS > 0 {
 					ao = fmt.Sprintf("%.2f%%", pl.AchievedOverOffered*100)
 				}
-				fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%d\t%d\t%.3f\t\n", values(p), pl.Placement, pl.WindowMeanRPS, ao,
-					pl.FullProcessMeanRPS, pl.E2E.P90Ms, pl.Errors, pl.Cancelled, pl.GoodputPerGPU)
+				goodput := "-"
+				if pl.GoodputPerGPU != nil {
+					goodput = fmt.Sprintf("%.3f", *pl.GoodputPerGPU)
+				}
+				fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%d\t%d\t%s\t\n", values(p), pl.Placement, pl.WindowMeanRPS, ao,
+					pl.FullProcessMeanRPS, pl.E2E.P90Ms, pl.Errors, pl.Cancelled, goodput)
 			}
+		}
+		if len(res.Points) > 0 && res.Points[0].Audit.SLO == nil {
+			tw.Flush()
+			fmt.Fprintln(w, "goodput/GPU -: goodput counts the requests that meet an SLO, and the scenario sets none; give one with --set slo.ttft_ms=500 --set slo.itl_ms=50 (or an slo: block in the scenario)")
 		}
 	}
 }

@@ -52,7 +52,7 @@ Examples, from the repository root:
   steplab validate datasets/h200/traffic-azure-5rps            # human table, exit 1 on errors
   steplab validate datasets/h200/traffic-azure-5rps --max 20   # show the first 20 violations
   steplab validate datasets/h200/traffic-azure-5rps --json | jq '.violations[] | select(.level=="error")'
-  steplab validate datasets/h200/bench-steady && steplab fit datasets/h200/bench-steady -o model.json   # gate a pipeline on it`,
+  steplab validate datasets/h200/bench-steady && steplab fit datasets/h200/bench-steady -o out/validated-model.json   # gate a pipeline on it`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			stop := spin(cmd, "validating")

@@ -53,7 +53,7 @@ outputs. See docs/whatif.md for every scenario key.
 
 Examples, from the repository root:
   # the published encoder-ensemble qualification: join inline vs remote at 50 req/s
-  steplab whatif examples/whatif/encoder-ensemble.yaml -o out/ensemble
+  steplab whatif examples/whatif/encoder-ensemble.yaml -o out/whatif-help
 
   # the same at 60 req/s with a Poisson source, as JSON
   steplab whatif examples/whatif/encoder-ensemble.yaml -o out/p60 --json \

@@ -129,7 +129,7 @@ func Dataset(dir string, opts Options) (*Report, error) {
 		return nil, err
 	}
 	if !st.IsDir() {
-		return nil, fmt.Errorf("%s: not a dataset directory (validate checks a directory; use `steplab inspect` for one Parquet file)", dir)
+		return nil, fmt.Errorf("%s: not a dataset directory (validate checks a directory): %s", dir, datasets.FileHint(dir))
 	}
 	c := &checker{
 		opts:      opts,

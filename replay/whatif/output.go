@@ -237,7 +237,7 @@ func WriteMarkdown(w io.Writer, a *Audit) {
 			for _, r := range p.Runs {
 				g = append(g, fmt.Sprintf("%.3f", r.GoodputRPS))
 			}
-			fmt.Fprintf(w, "| %s | %s | %.3f | %.4f |\n", p.Placement, strings.Join(g, ", "), p.GoodputMeanRPS, p.GoodputPerGPU)
+			fmt.Fprintf(w, "| %s | %s | %s | %s |\n", p.Placement, strings.Join(g, ", "), orDash(p.GoodputMeanRPS, "%.3f"), orDash(p.GoodputPerGPU, "%.4f"))
 		}
 		fmt.Fprintln(w)
 	}
@@ -269,4 +269,12 @@ func WriteMarkdown(w io.Writer, a *Audit) {
 	fmt.Fprintln(w, "Request-window throughput = valid measured requests / (last measured response − first measured request) (AIPerf). "+
 		"Full-process throughput = valid measured requests / process wall (start-up, warm-up, window and drain). "+
 		"Errors: rejected or unanswered; cancelled: past the client's deadline.")
+}
+
+// orDash formats *v, or "-" for a figure that does not apply (nil).
+func orDash(v *float64, format string) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf(format, *v)
 }

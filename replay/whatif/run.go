@@ -218,13 +218,14 @@ type PlacementAudit struct {
 	// WindowDeltaPct is the change of WindowMeanRPS against the first
 	// placement, percent (0 for the first).
 	WindowDeltaPct float64 `json:"window_delta_vs_first_pct"`
-	// GoodputMeanRPS is the mean of the runs' goodput (with an SLO), and
-	// GoodputPerGPU it over the engine stages' GPUs.
-	GoodputMeanRPS float64 `json:"goodput_mean_rps,omitempty"`
-	GoodputPerGPU  float64 `json:"goodput_per_gpu_rps,omitempty"`
-	Valid          int     `json:"valid"`
-	Errors         int     `json:"errors"`
-	Cancelled      int     `json:"cancelled"`
+	// GoodputMeanRPS is the mean of the runs' goodput, and GoodputPerGPU
+	// it over the engine stages' GPUs: nil (JSON null) without an SLO,
+	// where goodput means nothing, so that 0 only ever says none met it.
+	GoodputMeanRPS *float64 `json:"goodput_mean_rps"`
+	GoodputPerGPU  *float64 `json:"goodput_per_gpu_rps"`
+	Valid          int      `json:"valid"`
+	Errors         int      `json:"errors"`
+	Cancelled      int      `json:"cancelled"`
 	// Latencies of the valid measured requests of all repetitions.
 	E2E    Latency        `json:"e2e"`
 	Stages []StageLatency `json:"stages"`
@@ -350,7 +351,7 @@ func audit(sc *Scenario, runs []RunResult) Audit {
 	for _, pl := range sc.Placements {
 		pa := PlacementAudit{Placement: pl.Name}
 		all := lat{stages: make([][]int64, len(names))}
-		var sumWall, sumValid float64
+		var sumWall, sumValid, goodput float64
 		for _, r := range runs {
 			if r.Placement != pl.Name {
 				continue
@@ -395,16 +396,20 @@ func audit(sc *Scenario, runs []RunResult) Audit {
 			pa.Errors += ra.Errors
 			pa.Cancelled += ra.Cancelled
 			pa.WindowMeanRPS += ra.WindowRPS
-			pa.GoodputMeanRPS += ra.GoodputRPS
+			goodput += ra.GoodputRPS
 			pa.FullProcessMeanRPS += ra.FullProcessRPS
 			sumWall += float64(ra.ProcessWallNs) / 1e9
 			sumValid += float64(ra.Valid)
 		}
 		if k := float64(len(pa.Runs)); k > 0 {
 			pa.WindowMeanRPS = round(pa.WindowMeanRPS/k, 6)
-			pa.GoodputMeanRPS = round(pa.GoodputMeanRPS/k, 6)
-			if a.GPUs > 0 {
-				pa.GoodputPerGPU = round(pa.GoodputMeanRPS/float64(a.GPUs), 6)
+			if a.SLO != nil {
+				mean := round(goodput/k, 6)
+				pa.GoodputMeanRPS = &mean
+				if a.GPUs > 0 {
+					perGPU := round(mean/float64(a.GPUs), 6)
+					pa.GoodputPerGPU = &perGPU
+				}
 			}
 			pa.FullProcessMeanRPS = round(pa.FullProcessMeanRPS/k, 6)
 			if sumWall > 0 {

@@ -2,6 +2,7 @@ package whatif
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -362,7 +363,9 @@ func TestClusterStageTraceAndGoodput(t *testing.T) {
 		require.Len(t, a.Placements, 1)
 		p := a.Placements[0]
 		require.Equal(t, 1500, p.Valid)
-		assert.InDelta(t, p.GoodputMeanRPS/float64(a.GPUs), p.GoodputPerGPU, 1e-6)
+		require.NotNil(t, p.GoodputMeanRPS, "an SLO gives goodput")
+		require.NotNil(t, p.GoodputPerGPU)
+		assert.InDelta(t, *p.GoodputMeanRPS/float64(a.GPUs), *p.GoodputPerGPU, 1e-6)
 		assert.LessOrEqual(t, p.Runs[0].Goodput, p.Valid)
 		var md strings.Builder
 		WriteMarkdown(&md, &a)
@@ -376,4 +379,26 @@ func TestClusterStageTraceAndGoodput(t *testing.T) {
 	assert.Less(t, tight.Runs[0].Goodput, four.Runs[0].Goodput)
 	pd := run("stages.gen.engine.cluster.pools={prefill: {role: prefill, replicas: 2}, decode: {role: decode, replicas: 2}}")
 	assert.Positive(t, pd.Runs[0].Goodput)
+}
+
+// Without an SLO goodput means nothing: null in the JSON, not 0.
+func TestGoodputNullWithoutSLO(t *testing.T) {
+	tests := []struct {
+		name string
+		sets []string
+		null bool
+	}{
+		{"no SLO", []string{"load.requests=200", "slo.ttft_ms=0", "slo.itl_ms=0"}, true},
+		{"an SLO", []string{"load.requests=200"}, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := Run(compile(t, placement, tc.sets...), Options{Jobs: 1})
+			require.NoError(t, err)
+			b, err := json.Marshal(out.Audit.Placements[0])
+			require.NoError(t, err)
+			assert.Equal(t, tc.null, strings.Contains(string(b), `"goodput_per_gpu_rps":null`), "%s", b)
+			assert.Equal(t, tc.null, out.Audit.SLO == nil)
+		})
+	}
 }

@@ -359,7 +359,7 @@ func (sc Scenario) planPool(ps PoolSpec, hw model.Hardware, s model.Shape, withW
 	if ps.Hardware != "" {
 		h, err := model.LookupHardware(ps.Hardware)
 		if err != nil {
-			return nil, fmt.Errorf("%s.hardware: %w", at, err)
+			return nil, sim.AtKey(at+".hardware", err)
 		}
 		hw, psc.Hardware = h, ps.Hardware
 	}

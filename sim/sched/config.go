@@ -51,46 +51,44 @@ func DefaultConfig() Config {
 }
 
 // Validate refuses configurations the scheduler cannot run, with a message
-// that says what to change.
+// that names the engine key (as a scenario or manifest spells it) and a
+// value that works.
 func (c Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if c.MaxNumSeqs < 1 {
-		add("max_num_seqs is %d: set it to at least 1", c.MaxNumSeqs)
+		add("engine.max_num_seqs is %d: set engine.max_num_seqs=1 or more", c.MaxNumSeqs)
 	}
 	if c.MaxNumBatchedTokens < 1 {
-		add("max_num_batched_tokens is %d: set it to at least 1", c.MaxNumBatchedTokens)
+		add("engine.max_num_batched_tokens is %d: set engine.max_num_batched_tokens=%d or more", c.MaxNumBatchedTokens, max(1, c.MaxNumSeqs))
 	} else if c.MaxNumSeqs >= 1 && c.MaxNumBatchedTokens < c.MaxNumSeqs {
-		add("max_num_batched_tokens (%d) is smaller than max_num_seqs (%d): raise max_num_batched_tokens or lower max_num_seqs (vLLM requires batched tokens >= seqs)",
-			c.MaxNumBatchedTokens, c.MaxNumSeqs)
+		add("engine.max_num_batched_tokens (%d) is smaller than engine.max_num_seqs (%d), which vLLM refuses: set engine.max_num_batched_tokens=%d or engine.max_num_seqs=%d",
+			c.MaxNumBatchedTokens, c.MaxNumSeqs, c.MaxNumSeqs, c.MaxNumBatchedTokens)
 	}
 	if c.BlockSize <= 0 || c.BlockSize&(c.BlockSize-1) != 0 {
-		add("block_size is %d: use a power of two such as 16", c.BlockSize)
+		add("engine.block_size is %d: use a power of two such as engine.block_size=16", c.BlockSize)
 	}
 	if c.NumGPUBlocks < 2 {
-		add("num_gpu_blocks is %d: need at least 2 (block 0 is the reserved null block)", c.NumGPUBlocks)
+		add("engine.num_gpu_blocks is %d: set engine.num_gpu_blocks=2 or more (block 0 is the reserved null block), or 0 to size it from memory", c.NumGPUBlocks)
 	}
 	if c.MaxModelLen < 2 {
-		add("max_model_len is %d: set it to at least 2 (one prompt token and one output token)", c.MaxModelLen)
+		add("engine.max_model_len is %d: set engine.max_model_len=2 or more (one prompt token and one output token)", c.MaxModelLen)
 	}
 	if c.LongPrefillTokenThreshold < 0 {
-		add("long_prefill_token_threshold is %d: use 0 (off) or a positive token count", c.LongPrefillTokenThreshold)
+		add("engine.long_prefill_token_threshold is %d: set engine.long_prefill_token_threshold=0 (off) or a positive token count", c.LongPrefillTokenThreshold)
 	}
 	if c.BlockSize > 0 && c.NumGPUBlocks >= 2 && c.MaxModelLen >= 2 {
 		usable := (c.NumGPUBlocks - 1) * c.BlockSize
 		if c.MaxModelLen > usable {
-			add("max_model_len (%d) exceeds the KV capacity of (num_gpu_blocks-1)*block_size = %d tokens: lower max_model_len to %d or raise num_gpu_blocks to %d",
+			add("engine.max_model_len (%d) exceeds the KV capacity of (engine.num_gpu_blocks-1)*engine.block_size = %d tokens: set engine.max_model_len=%d or engine.num_gpu_blocks=%d",
 				c.MaxModelLen, usable, usable, ceilDiv(c.MaxModelLen, c.BlockSize)+1)
 		}
 	}
 	if !c.ChunkedPrefill && c.MaxNumBatchedTokens >= 1 && c.MaxModelLen >= 2 && c.MaxNumBatchedTokens < c.MaxModelLen {
-		add("chunked prefill is off and max_num_batched_tokens (%d) < max_model_len (%d): a long prompt could never be scheduled; enable chunked prefill, raise max_num_batched_tokens to %d, or lower max_model_len",
-			c.MaxNumBatchedTokens, c.MaxModelLen, c.MaxModelLen)
+		add("engine.chunked_prefill is off and engine.max_num_batched_tokens (%d) < engine.max_model_len (%d): a long prompt could never be scheduled; set engine.chunked_prefill=true, engine.max_num_batched_tokens=%d or engine.max_model_len=%d",
+			c.MaxNumBatchedTokens, c.MaxModelLen, c.MaxModelLen, c.MaxNumBatchedTokens)
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return fmt.Errorf("sched: invalid config: %w", errors.Join(errs...))
+	return errors.Join(errs...)
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }
