@@ -19,13 +19,16 @@ const modulePath = "github.com/steplab/steplab"
 // floors are the architecture's layers (docs/architecture.md): a package
 // may import packages on a lower floor, or packages of its own part (the
 // longest key that prefixes its path), and nothing else of the project.
-// datasets and model share the ground floor and import no other part;
+// internal, the basement, holds helpers every floor may use (YAML
+// documents under a budget, the figures' style, the files in flight) and
+// imports nothing of the project. datasets and model share the ground floor and import no other part;
 // model/features, the one mapping from the data contract's steps to model
 // features, and model/manifest, from a manifest's sections to the models,
 // stand on both; fit and sim share the next floor and do not
 // know each other; capture and replay sit above sim; cmd is the top and
 // nothing imports it.
 var floors = map[string]float64{
+	"internal": -1,
 	"datasets": 0, "model": 0,
 	"model/features": 0.5, "model/manifest": 0.5,
 	"fit": 1, "sim": 1,
