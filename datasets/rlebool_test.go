@@ -31,9 +31,11 @@ func TestRLEBooleans(t *testing.T) {
 		{"length beyond the page", append(binary.LittleEndian.AppendUint32(nil, 9), 2, 1), nil, "the page has 2 bytes"},
 		{"run without its value", withLen(4 << 1), nil, "without its value"},
 		{"truncated group", withLen(2<<1|1, 0xff), nil, "truncated bit-packed group"},
+		// a 5-byte header claiming 2^31-1 values, past the page's 2^20
+		{"run past the page", withLen(0xfe, 0xff, 0xff, 0xff, 0x0f, 1), nil, "a run of 2147483647 values past the page's 1048576"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bits, n, err := rleBooleans(nil, c.in)
+			bits, n, err := rleBooleans(nil, c.in, 1<<20)
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
 				return
