@@ -16,7 +16,7 @@ import (
 // TestHostileFiles: files that are small on disk but endless, blocking,
 // claiming more than they hold or outside the dataset are refused before
 // they are read, with an error naming the file, allocating at most
-// maxHostileAlloc bytes (a part file here is 1.5 KiB).
+// maxHostileAlloc bytes (a part file here is under 2 KiB).
 func TestHostileFiles(t *testing.T) {
 	const maxHostileAlloc = 4 << 20
 	const part = "requests.parquet/part-000003.parquet"
