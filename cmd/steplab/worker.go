@@ -156,6 +156,11 @@ Examples:
 				fmt.Fprintf(w, "worker %s: %d done, %d retried, %d dead-lettered, %d refused, %d abandoned\n", name, stats.Done,
 					stats.Retried, stats.Dead, stats.Refused, stats.Abandoned)
 			}
+			if err == nil && ctx.Err() != nil {
+				// The naks go out before the connection closes.
+				_ = nc.Flush()
+				return &exitError{code: 130, msg: fmt.Sprintf("worker %s interrupted: %d task(s) in flight handed back for redelivery", name, stats.Abandoned)}
+			}
 			return err
 		},
 	}
