@@ -116,7 +116,8 @@ from --password-file or $STEPLAB_NATS_PASSWORD (never an argument); TLS with
 --limit-memory-mib cap every point's work (a breach fails the point at once).
 
 Run as many workers as you like, on as many machines; stop one with Ctrl-C
-(its task in flight is redelivered).
+or SIGTERM: it hands its task in flight back, redelivered at once, and exits
+130.
 
 Examples:
   # needs: network (a NATS server with JetStream, and the sweep's results directory)
