@@ -34,6 +34,11 @@ func FuzzReadSteps(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	huge, err := hugePageClaim(good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(huge)
 	for _, n := range []int{0, 4, 8, len(good) / 3, len(good) / 2, len(good) - 8, len(good) - 1} {
 		f.Add(good[:n])
 	}

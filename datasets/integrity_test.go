@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"syscall"
 	"testing"
@@ -12,10 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestHostileFiles: files that are small on disk but endless, blocking or
-// outside the dataset are refused before they are read, with an error
-// naming the file.
+// TestHostileFiles: files that are small on disk but endless, blocking,
+// claiming more than they hold or outside the dataset are refused before
+// they are read, with an error naming the file, allocating at most
+// maxHostileAlloc bytes (a part file here is under 2 KiB).
 func TestHostileFiles(t *testing.T) {
+	const maxHostileAlloc = 4 << 20
 	const part = "requests.parquet/part-000003.parquet"
 	cases := []struct {
 		name string
@@ -74,6 +77,14 @@ func TestHostileFiles(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, f.Close())
 		}, "footer claims 2147483648 bytes"},
+		{"page claiming 256 MiB", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, part)
+			b, err := os.ReadFile(p)
+			require.NoError(t, err)
+			b, err = hugePageClaim(b)
+			require.NoError(t, err)
+			require.NoError(t, os.WriteFile(p, b, 0o644))
+		}, "cannot decompress to the 268435456 its header claims"},
 		{"listed part missing", func(t *testing.T, dir string) {
 			require.NoError(t, os.Remove(filepath.Join(dir, part)))
 		}, "manifest.json lists " + part + ", missing on disk"},
@@ -86,10 +97,14 @@ func TestHostileFiles(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "ds")
 			require.NoError(t, os.CopyFS(dir, os.DirFS(filepath.Join("h200", "traffic-azure-5rps"))))
 			tc.edit(t, dir)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
 			d, err := Open(dir)
 			if err == nil {
 				_, err = ReadAll[Request](d, TableRequests)
 			}
+			runtime.ReadMemStats(&after)
+			require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(maxHostileAlloc), "bytes allocated")
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
 			require.Contains(t, err.Error(), dir)

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"unsafe"
 
+	"github.com/andybalholm/brotli"
 	kgzip "github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/snappy"
 	"github.com/parquet-go/parquet-go"
@@ -210,6 +211,11 @@ func levelsV1(dst, data []byte, enc format.Encoding, max byte, n int) ([]byte, [
 }
 
 func decodeLevels(dst []byte, enc encoding.Encoding, src []byte, n int) ([]byte, error) {
+	if r, ok := enc.(*rle.Encoding); ok {
+		if err := rleFits(src, r.BitWidth, n); err != nil {
+			return dst, err
+		}
+	}
 	dst, err := enc.DecodeLevels(dst[:0], src)
 	if err != nil {
 		return dst, err
@@ -225,6 +231,11 @@ func decodeLevels(dst []byte, enc encoding.Encoding, src []byte, n int) ([]byte,
 func (p *pageReader) values(pg *page, enc format.Encoding, data []byte) error {
 	pg.nv = pg.n - countNulls(pg.defs, p.maxDef)
 	if enc == format.PlainDictionary || enc == format.RLEDictionary {
+		if len(data) > 0 {
+			if err := rleFits(data[1:], int(data[0]), pg.nv); err != nil {
+				return fmt.Errorf("dictionary indexes: %v", err)
+			}
+		}
 		idx, err := (&rle.DictionaryEncoding{}).DecodeInt32(p.idx[:0], data)
 		p.idx = idx
 		if err != nil {
@@ -310,7 +321,7 @@ func (p *pageReader) decodeValues(e encoding.Encoding, data []byte, n int) (enco
 	switch p.kind {
 	case parquet.Boolean:
 		if _, isRLE := e.(*rle.Encoding); isRLE {
-			p.bits, got, err = rleBooleans(p.bits[:0], data)
+			p.bits, got, err = rleBooleans(p.bits[:0], data, n)
 		} else {
 			p.bits, err = e.DecodeBoolean(p.bits[:0], data)
 			got = len(p.bits) * 8
@@ -365,8 +376,12 @@ func (p *pageReader) decompress(src []byte, size int) ([]byte, error) {
 		out, err = lz4Block(p.unz[:0], src, size)
 	case format.Lz4:
 		out, err = hadoopLZ4(p.unz[:0], src, size, &p.tmp)
-	case format.Zstd, format.Brotli:
+	case format.Zstd:
+		// The checked page header bounds the frame's content size, which
+		// the decoder allocates up front.
 		out, err = parquet.LookupCompressionCodec(p.codec).Decode(p.unz[:0], src)
+	case format.Brotli:
+		out, err = readAtMost(p.unz[:0], brotli.NewReader(bytes.NewReader(src)), size)
 	default:
 		return nil, fmt.Errorf("compression codec %s not supported (rewrite the file with zstd, snappy, gzip, brotli or lz4_raw)", p.codec)
 	}
@@ -388,11 +403,49 @@ func gunzip(dst, src []byte, size int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := bytes.NewBuffer(dst)
-	if _, err := io.Copy(w, io.LimitReader(zr, int64(size)+1)); err != nil {
+	if dst, err = readAtMost(dst, zr, size); err != nil {
 		return nil, err
 	}
-	return w.Bytes(), zr.Close()
+	return dst, zr.Close()
+}
+
+// readAtMost appends what r decodes to dst, stopping one byte past size:
+// the buffer grows with what the stream really holds, never to a claim.
+func readAtMost(dst []byte, r io.Reader, size int) ([]byte, error) {
+	w := bytes.NewBuffer(dst)
+	_, err := io.Copy(w, io.LimitReader(r, int64(size)+1))
+	return w.Bytes(), err
+}
+
+// rleFits refuses RLE / bit-packed hybrid data (width bits a value) whose
+// repeated runs hold more than n values: parquet-go's decoder allocates a
+// run as its header claims, and three bytes may claim 2^31 values.
+// Bit-packed groups are bounded by their bytes (writers pad the last past
+// n), save at width 0. Truncated data is left to the decoder.
+func rleFits(src []byte, width, n int) error {
+	var total uint64
+	for i := 0; i < len(src); {
+		u, w := binary.Uvarint(src[i:])
+		if w <= 0 {
+			return nil
+		}
+		i += w
+		count, skip := u>>1, uint64((width+7)/8)
+		if u&1 == 1 {
+			count, skip = 8*(u>>1), (u>>1)*uint64(width)
+		}
+		if u&1 == 0 || width == 0 {
+			if count > uint64(n+8)-min(total, uint64(n+8)) {
+				return fmt.Errorf("RLE runs hold more than the page's %d values", n)
+			}
+			total += count
+		}
+		if skip > uint64(len(src)-i) {
+			return nil
+		}
+		i += int(skip)
+	}
+	return nil
 }
 
 // hadoopLZ4 decompresses the deprecated LZ4 codec: Hadoop's framing of LZ4
@@ -490,8 +543,9 @@ func lz4Block(dst, src []byte, size int) ([]byte, error) {
 // (bit width 1, after a 4-byte length: what pyarrow writes in v2 data
 // pages) into a bitmap, least significant bit first, and returns how many
 // values it holds. parquet-go's decoder fills a repeated run with the run's
-// value byte (0x01 for true), which reads as one true in eight.
-func rleBooleans(dst, src []byte) ([]byte, int, error) {
+// value byte (0x01 for true), which reads as one true in eight. A repeated
+// run past the page's limit values is refused before it is expanded.
+func rleBooleans(dst, src []byte, limit int) ([]byte, int, error) {
 	if len(src) < 4 {
 		return dst, 0, fmt.Errorf("boolean RLE: %d bytes, shorter than the length prefix", len(src))
 	}
@@ -517,9 +571,6 @@ func rleBooleans(dst, src []byte) ([]byte, int, error) {
 		}
 		i += w
 		count := u >> 1
-		if count > 1<<31 {
-			return dst, n, fmt.Errorf("boolean RLE: a run of %d values", count)
-		}
 		if u&1 == 1 { // count groups of 8 bit-packed values
 			if int(count) > len(src)-i {
 				return dst, n, errors.New("boolean RLE: truncated bit-packed group")
@@ -534,6 +585,9 @@ func rleBooleans(dst, src []byte) ([]byte, int, error) {
 		}
 		if i >= len(src) {
 			return dst, n, errors.New("boolean RLE: a run without its value")
+		}
+		if count > uint64(max(limit+8-n, 0)) {
+			return dst, n, fmt.Errorf("boolean RLE: a run of %d values past the page's %d", count, limit)
 		}
 		v := src[i]&1 == 1
 		i++

@@ -1034,6 +1034,31 @@ const (
 	maxHeaderBytes = 1 << 20
 )
 
+// maxDecoded is the most that n bytes of a page compressed with codec can
+// decompress to, so that no buffer is sized by a header's claim alone:
+// snappy's longest copy is 64 bytes from 3, deflate's best ratio is
+// 1032:1, an LZ4 length byte adds at most 255, and a zstd block of 4 bytes
+// (a 3-byte header and one RLE byte) holds at most 128 KiB. Brotli has no
+// useful bound; its decoder is held to the header's size as it streams.
+func maxDecoded(codec format.CompressionCodec, n int64) int64 {
+	var ratio int64
+	switch codec {
+	case format.Uncompressed:
+		ratio = 1
+	case format.Snappy:
+		ratio = 22
+	case format.Gzip:
+		ratio = 1032
+	case format.Lz4Raw, format.Lz4:
+		ratio = 256
+	case format.Zstd:
+		ratio = 32 << 10
+	default:
+		return maxPageBytes
+	}
+	return ratio*n + 16 // headers and framing of tiny pages
+}
+
 // chunkCheck says what checkChunk holds a column chunk to.
 type chunkCheck struct {
 	rgRows   int64 // rows of the row group
@@ -1090,6 +1115,8 @@ func checkChunk(r io.ReaderAt, fileSize int64, md *format.ColumnMetaData, cc chu
 			return fmt.Errorf("page at %d: %d bytes run past the column chunk", pos, h.CompressedPageSize)
 		case h.UncompressedPageSize < 0 || h.UncompressedPageSize > maxPageBytes:
 			return fmt.Errorf("page at %d: implausible uncompressed size %d", pos, h.UncompressedPageSize)
+		case int64(h.UncompressedPageSize) > maxDecoded(md.Codec, int64(h.CompressedPageSize)):
+			return fmt.Errorf("page at %d: %d bytes of %s cannot decompress to the %d its header claims", pos, h.CompressedPageSize, md.Codec, h.UncompressedPageSize)
 		}
 		var nv int32
 		switch {

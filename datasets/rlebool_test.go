@@ -31,9 +31,11 @@ func TestRLEBooleans(t *testing.T) {
 		{"length beyond the page", append(binary.LittleEndian.AppendUint32(nil, 9), 2, 1), nil, "the page has 2 bytes"},
 		{"run without its value", withLen(4 << 1), nil, "without its value"},
 		{"truncated group", withLen(2<<1|1, 0xff), nil, "truncated bit-packed group"},
+		// a 5-byte header claiming 2^31-1 values, past the page's 2^20
+		{"run past the page", withLen(0xfe, 0xff, 0xff, 0xff, 0x0f, 1), nil, "a run of 2147483647 values past the page's 1048576"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			bits, n, err := rleBooleans(nil, c.in)
+			bits, n, err := rleBooleans(nil, c.in, 1<<20)
 			if c.err != "" {
 				require.ErrorContains(t, err, c.err)
 				return
@@ -53,4 +55,33 @@ func repeat(v bool, n int) []bool {
 		out[i] = v
 	}
 	return out
+}
+
+// TestRLEFits: repeated runs past a page's value count are refused before
+// parquet-go expands them; bit-packed groups, bounded by their bytes and
+// padded past the count by writers, are not counted unless 0 bits wide.
+func TestRLEFits(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		in     []byte
+		width  int
+		n      int
+		errMsg string
+	}{
+		{"runs of exactly n", []byte{10 << 1, 1, 6 << 1, 0}, 1, 16, ""},
+		{"groups padded past n", []byte{4<<1 | 1, 0xff, 0xff, 0xff, 0xff}, 1, 3, ""},
+		{"run past n", []byte{10 << 1, 1, 7 << 1, 0}, 1, 8, "more than the page's 8 values"},
+		{"2^31 from 6 bytes", []byte{0xfe, 0xff, 0xff, 0xff, 0x0f, 1}, 1, 100, "more than the page's 100"},
+		{"width 0 groups", []byte{0xff, 0xff, 0x7f}, 0, 100, "more than the page's 100"},
+		{"truncated header left to the decoder", []byte{0x80}, 1, 1, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := rleFits(c.in, c.width, c.n)
+			if c.errMsg == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, c.errMsg)
+		})
+	}
 }

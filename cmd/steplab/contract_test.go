@@ -16,10 +16,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/go-zeromq/zmq4"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -119,8 +117,8 @@ var contract = map[string]promises{
 	"sweep": {run: cat([]string{"sweep", "-o", "{out}"}, sweepArgs),
 		bad: [][]string{cat([]string{"sweep", "-o", "{out}"}, sweepArgs, []string{"--set", "load.repetitions=0"}), {"sweep", "{empty}", "-o", "{out}", "--vary", "load.rate_rps=1"}},
 		out: true, json: true, progress: true},
-	"worker": {run: []string{"worker", "--queue", "{queue}", "--results", "{tmp}/parts", "--max-idle", "1500ms", "--wait-queue", "30s"},
-		along: cat([]string{"sweep", "-o", "{tmp}/sweep", "--queue", "{queue}", "--results", "{tmp}/parts", "--timeout", "60s"}, sweepArgs),
+	"worker": {run: []string{"worker", "--queue", "{queue}", "{worker-auth}", "--results", "{tmp}/parts", "--max-idle", "1500ms", "--wait-queue", "30s"},
+		along: cat([]string{"sweep", "-o", "{tmp}/sweep", "--queue", "{queue}", "{submitter-auth}", "--results", "{tmp}/parts", "--timeout", "60s"}, sweepArgs),
 		bad:   [][]string{{"worker", "--queue", "http://127.0.0.1:1", "--results", "{tmp}"}}, json: true},
 	"report": {run: []string{"report", "{sim}", "--model", "{model}", "-o", "{out}"},
 		bad: [][]string{{"report", "{sim}", "--model", "{missing}", "-o", "{out}"}, {"report", "{unreadable}", "-o", "{out}"}},
@@ -513,21 +511,24 @@ func (v *contractVars) expandOut(t *testing.T, args []string) ([]string, string)
 
 // runAlong runs args, with stderr taken for a terminal or not, beside the
 // row's along command; the two share a fresh {tmp} directory and, when
-// they name one, a fresh {queue}.
+// they name one, a fresh {queue}: the server of examples/nats/steplab.conf,
+// auth on, with {worker-auth} and {submitter-auth} its users' flags.
 func (v *contractVars) runAlong(t *testing.T, p promises, args []string, terminal bool) result {
 	t.Helper()
 	saved := isTerminal
 	isTerminal = func(io.Writer) bool { return terminal }
 	defer func() { isTerminal = saved }()
 	fresh := map[string]string{"{tmp}": t.TempDir()}
+	var auth map[string][]string
 	if strings.Contains(strings.Join(append(args, p.along...), " "), "{queue}") {
-		fresh["{queue}"] = natsServer(t)
+		url, submitter, worker := authServer(t)
+		fresh["{queue}"], auth = url, map[string][]string{"{worker-auth}": worker, "{submitter-auth}": submitter}
 	}
-	args = replace(args, fresh)
+	args = splice(replace(args, fresh), auth)
 	if p.along == nil {
 		return steplab(t, args...)
 	}
-	along := replace(v.expand(t, append([]string{"-q"}, p.along...)), fresh)
+	along := splice(replace(v.expand(t, append([]string{"-q"}, p.along...)), fresh), auth)
 	done := make(chan result, 1)
 	go func() { done <- steplab(t, along...) }()
 	res := steplab(t, args...)
@@ -550,15 +551,17 @@ func replace(args []string, values map[string]string) []string {
 	return out
 }
 
-// natsServer starts an embedded JetStream server on loopback.
-func natsServer(t *testing.T) string {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{JetStream: true, StoreDir: t.TempDir(), Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true})
-	require.NoError(t, err)
-	go s.Start()
-	require.True(t, s.ReadyForConnections(5*time.Minute))
-	t.Cleanup(s.Shutdown)
-	return s.ClientURL()
+// splice replaces each argument that is a key of flags by its flags.
+func splice(args []string, flags map[string][]string) []string {
+	var out []string
+	for _, a := range args {
+		if f, ok := flags[a]; ok {
+			out = append(out, f...)
+			continue
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // fpmEndpoint is a ZMQ PUB socket on loopback that publishes nothing: a

@@ -116,7 +116,8 @@ from --password-file or $STEPLAB_NATS_PASSWORD (never an argument); TLS with
 --limit-memory-mib cap every point's work (a breach fails the point at once).
 
 Run as many workers as you like, on as many machines; stop one with Ctrl-C
-(its task in flight is redelivered).
+or SIGTERM: it hands its task in flight back, redelivered at once, and exits
+130.
 
 Examples:
   # needs: network (a NATS server with JetStream, and the sweep's results directory)
@@ -155,6 +156,11 @@ Examples:
 			if !asJSON {
 				fmt.Fprintf(w, "worker %s: %d done, %d retried, %d dead-lettered, %d refused, %d abandoned\n", name, stats.Done,
 					stats.Retried, stats.Dead, stats.Refused, stats.Abandoned)
+			}
+			if err == nil && ctx.Err() != nil {
+				// The naks go out before the connection closes.
+				_ = nc.Flush()
+				return &exitError{code: 130, msg: fmt.Sprintf("worker %s interrupted: %d task(s) in flight handed back for redelivery", name, stats.Abandoned)}
 			}
 			return err
 		},

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -167,69 +166,91 @@ func TestSweepPointPathsFrom(t *testing.T) {
 	assert.ErrorContains(t, err, "traffic-azure-5rps: no such file or directory")
 }
 
-// TestSweepSurvivesAWorkerSIGKILLed: a steplab worker process is killed
-// with SIGKILL while it holds a point (its STEPLAB_HELD record names it);
-// the point is redelivered after the ack wait to another worker, and the
-// sweep is byte-identical to the local one.
-func TestSweepSurvivesAWorkerSIGKILLed(t *testing.T) {
+// TestWorkerStoppedMidPoint: a steplab worker process gets a signal while
+// it holds a point (its STEPLAB_HELD record names it); the sweep is
+// byte-identical to the local one. Killed (SIGKILL), its record stays and
+// the point is redelivered after the ack wait. Interrupted (SIGINT,
+// SIGTERM), it exits 130 having handed the point back: the ack wait is an
+// hour, so the sweep completes only if the point is redelivered at once.
+func TestWorkerStoppedMidPoint(t *testing.T) {
 	url, submitter, worker := authServer(t)
 	base := []string{ensemble, "--set", "load.requests=1500", "--vary", "load.rate_rps=20,40,80"}
 	local := filepath.Join(t.TempDir(), "local")
 	_, err := runCLI(t, append([]string{"sweep", "-o", local}, base...)...)
 	require.NoError(t, err)
+	for _, c := range []struct {
+		sig     syscall.Signal
+		ackWait string
+	}{
+		{syscall.SIGKILL, "1s"},
+		{syscall.SIGINT, "1h"},
+		{syscall.SIGTERM, "1h"},
+	} {
+		t.Run(c.sig.String(), func(t *testing.T) {
+			parts, name := t.TempDir(), "victim-"+c.sig.String() // held records outlive a subtest
+			victim := startSteplab(t, append([]string{"worker", "--queue", url, "--results", parts, "--name", name}, worker...)...)
+			dist := filepath.Join(t.TempDir(), "dist")
+			done := make(chan error, 1)
+			go func() {
+				out, err := runCLI(t, append(append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--ack-wait", c.ackWait,
+					"--timeout", "1h"}, submitter...), base...)...)
+				if err != nil {
+					err = fmt.Errorf("%w: %s", err, out)
+				}
+				done <- err
+			}()
+			held, key := signalWhenHeld(t, url, victim, name, c.sig)
+			code := victim.exit(t)
+			e, err := held.Get(context.Background(), key)
+			if c.sig == syscall.SIGKILL {
+				assert.Equal(t, -1, code, "killed by the signal")
+				require.NoError(t, err, "the victim had finished its point")
+				assert.Contains(t, string(e.Value()), `"worker":"`+name+`"`, "killed mid-point: its record of the point stays")
+			} else {
+				require.Equal(t, 130, code, victim.stderr.String())
+				assert.Contains(t, victim.stderr.String(), "worker "+name+" interrupted: 1 task(s) in flight handed back for redelivery")
+				if err == nil {
+					assert.NotContains(t, string(e.Value()), `"worker":"`+name+`"`, "an interrupted worker removes its record of the point")
+				}
+			}
+			out, err := runCLI(t, append([]string{"worker", "--queue", url, "--results", parts, "--max-idle", "3s", "--name", "survivor"}, worker...)...)
+			require.NoError(t, err, out)
+			select {
+			case err := <-done:
+				require.NoError(t, err)
+			case <-time.After(hangGuard):
+				t.Fatalf("the sweep did not complete within %v: the victim's point was not redelivered", hangGuard)
+			}
+			sameFiles(t, local, dist)
+		})
+	}
+}
 
-	self, err := os.Executable()
-	require.NoError(t, err)
-	bin := filepath.Join(t.TempDir(), "steplab")
-	require.NoError(t, os.Symlink(self, bin))
-	parts := t.TempDir()
-	victim := exec.Command(bin, append([]string{"worker", "--queue", url, "--results", parts, "--name", "victim"}, worker...)...)
-	require.NoError(t, victim.Start())
-	killed := make(chan error, 1)
-	go func() { killed <- victim.Wait() }()
-
-	dist := filepath.Join(t.TempDir(), "dist")
-	done := make(chan error, 1)
-	go func() {
-		out, err := runCLI(t, append(append([]string{"sweep", "-o", dist, "--queue", url, "--results", parts, "--ack-wait", "1s",
-			"--timeout", "5m"}, submitter...), base...)...)
-		if err != nil {
-			err = fmt.Errorf("%w: %s", err, out)
-		}
-		done <- err
-	}()
+// signalWhenHeld sends sig to the worker victim, named name, once its
+// STEPLAB_HELD record says it holds a point, and returns the bucket and the
+// record's key.
+func signalWhenHeld(t *testing.T, url string, victim *proc, name string, sig syscall.Signal) (jetstream.KeyValue, string) {
+	t.Helper()
 	nc, err := nats.Connect(url, nats.UserInfo("steplab-submitter", "steplab-submitter-password"))
 	require.NoError(t, err)
-	defer nc.Close()
+	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	var held jetstream.KeyValue
 	require.Eventually(t, func() bool {
 		held, err = js.KeyValue(context.Background(), distsweep.HeldBucket)
 		return err == nil
-	}, 5*time.Minute, 20*time.Millisecond, "the sweep creates its buckets")
+	}, hangGuard, 20*time.Millisecond, "the sweep creates its buckets")
 	w, err := held.WatchAll(context.Background())
 	require.NoError(t, err)
 	defer w.Stop()
-	key := ""
 	for e := range w.Updates() {
 		var h distsweep.Held
-		if e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &h) == nil && h.Worker == "victim" {
-			require.NoError(t, victim.Process.Signal(syscall.SIGKILL))
-			key = e.Key()
-			break
+		if e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &h) == nil && h.Worker == name {
+			require.NoError(t, victim.cmd.Process.Signal(sig))
+			return held, e.Key()
 		}
 	}
-	var exit *exec.ExitError
-	require.ErrorAs(t, <-killed, &exit)
-	assert.Equal(t, syscall.SIGKILL, exit.Sys().(syscall.WaitStatus).Signal())
-	// Killed mid-point: its record of the point was never removed.
-	e, err := held.Get(context.Background(), key)
-	require.NoError(t, err, "the victim had finished its point")
-	assert.Contains(t, string(e.Value()), `"worker":"victim"`)
-
-	out, err := runCLI(t, append([]string{"worker", "--queue", url, "--results", parts, "--max-idle", "3s", "--name", "survivor"}, worker...)...)
-	require.NoError(t, err, out)
-	require.NoError(t, <-done)
-	sameFiles(t, local, dist)
+	t.Fatal("the held watch ended")
+	return nil, ""
 }

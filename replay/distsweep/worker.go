@@ -266,8 +266,10 @@ func handle(ctx context.Context, msg jetstream.Msg, q *queue, opts *WorkerOption
 	_ = q.held.Delete(context.Background(), key)
 	ev.Elapsed = time.Since(start)
 	if errors.Is(err, errAbandon) || ctx.Err() != nil {
-		// Stopped while holding the task: no ack, no nak; the server
-		// redelivers it after AckWait.
+		// Stopped while holding the task: hand it back (nak) so that the
+		// server redelivers it at once. A worker killed, or whose
+		// connection is gone, cannot: the server redelivers after AckWait.
+		_ = msg.Nak()
 		ev.Outcome = "abandoned"
 		opts.Log.Info("task abandoned", "task", ev.TaskID, "attempt", attempt)
 		return ev, nil
