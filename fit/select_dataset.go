@@ -14,8 +14,8 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/model/manifest"
 )
 
 // DecodeTerms is the basis of a decode-only model (a decode benchmark grid,
