@@ -29,13 +29,17 @@ func RunOf(hw Hardware, s Shape) FittedOn {
 // (kept as given when the catalogue lacks them) and canonical dtypes (the
 // catalogued model's when f has none; an unknown spelling kept).
 func (f FittedOn) Canonical() FittedOn {
-	if hw, err := LookupHardware(f.GPU); f.GPU != "" && err == nil {
-		f.GPU = hw.Name
+	if f.GPU != "" {
+		if hw, err := LookupHardware(f.GPU); err == nil {
+			f.GPU = hw.Name
+		}
 	}
-	if s, err := LookupModel(f.Model); f.Model != "" && err == nil {
-		f.Model = s.Name
-		f.WeightDType = cmp.Or(f.WeightDType, s.WeightDType, s.DType)
-		f.KVDType = cmp.Or(f.KVDType, s.KVDType, s.DType)
+	if f.Model != "" {
+		if s, err := LookupModel(f.Model); err == nil {
+			f.Model = s.Name
+			f.WeightDType = cmp.Or(f.WeightDType, s.WeightDType, s.DType)
+			f.KVDType = cmp.Or(f.KVDType, s.KVDType, s.DType)
+		}
 	}
 	for _, d := range []*string{&f.WeightDType, &f.KVDType} {
 		if c, err := CanonicalDType(*d); *d != "" && err == nil {
