@@ -314,7 +314,7 @@ func CheckBounds(path string) (*BoundsReport, error) {
 
 // evaluate builds the check's model and evaluates it on the data.
 func (f *BoundsFile) evaluate(c BoundsCheck) (*BoundsEval, []string, error) {
-	m, name, fittedOn, err := f.model(c.Model)
+	m, a, name, fittedOn, err := f.model(c.Model)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -335,22 +335,22 @@ func (f *BoundsFile) evaluate(c BoundsCheck) (*BoundsEval, []string, error) {
 	if level := model.IntervalLevel(m, c.Level); level > 0 {
 		ev.Intervals = EvaluateIntervals(m.(model.IntervalFPM), l.Data, level)
 	}
-	return ev, l.Warnings, nil
+	return ev, slices.Concat(l.Warnings, l.ProvenanceNotes(name, a)), nil
 }
 
-// model builds a check's model, a name for it, and the target it was
-// fitted on ("" when unknown).
-func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
+// model builds a check's model, its artifact (nil for a prior), a name for
+// it, and the target it was fitted on ("" when unknown).
+func (f *BoundsFile) model(s ModelSpec) (model.FPM, *model.Artifact, string, string, error) {
 	switch {
 	case s.Artifact != "":
 		m, a, err := model.Load(f.path(s.Artifact))
 		if err != nil {
-			return nil, "", "", err
+			return nil, nil, "", "", err
 		}
-		return m, s.Artifact, a.Training.Target, nil
+		return m, a, s.Artifact, a.Training.Target, nil
 	case s.Prior != nil:
 		m, name, err := s.Prior.Build(f.dir)
-		return m, name, TargetGPU, err
+		return m, nil, name, TargetGPU, err
 	}
 	fs := s.Fit
 	form := fs.Form
@@ -370,13 +370,13 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, string, string, error) {
 		Calibrate: f.paths(fs.Calibrate), CalibrateHalf: fs.CalibrateHalf, Seed: seed, CreatedBy: "steplab check --bounds"}
 	rep, art, _, err := FitDatasets(f.paths(fs.Datasets), cfg)
 	if err != nil {
-		return nil, "", "", err
+		return nil, nil, "", "", err
 	}
 	m, err := art.Model()
 	if err != nil {
-		return nil, "", "", err
+		return nil, nil, "", "", err
 	}
-	return m, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil
+	return m, art, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil
 }
 
 // Build builds the prior and names it; relative paths (an ops database

@@ -43,6 +43,12 @@ func writeDataset(t *testing.T, dir string, steps []datasets.Step, decodePolicy 
 	if decodePolicy != "" {
 		m.MeasurementPolicy = &datasets.MeasurementPolicy{Decode: decodePolicy}
 	}
+	return writeManifestDataset(t, dir, steps, m)
+}
+
+// writeManifestDataset writes steps as a dataset with manifest m.
+func writeManifestDataset(t *testing.T, dir string, steps []datasets.Step, m datasets.Manifest) string {
+	t.Helper()
 	w, err := datasets.Create(dir, m, datasets.CreateOptions{})
 	require.NoError(t, err)
 	tw, err := datasets.NewTableWriter[datasets.Step](w, datasets.TableSteps, datasets.TableOptions{})

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -379,7 +380,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	} else {
 		rep.WorstDatasets = WorstDatasetsOf(l, rep.Training)
 	}
-	training := model.Training{Datasets: l.Refs, Selection: rep.Selection, Target: d.Target, Method: rep.Method, Rows: d.Len(), Seed: cfg.Seed}
+	training := model.Training{Datasets: l.Refs, Selection: rep.Selection, Target: d.Target, Method: rep.Method, Rows: d.Len(), Seed: cfg.Seed, FittedOn: l.FittedOn}
 	metrics := struct {
 		Training Report    `json:"training"`
 		CV       *CVResult `json:"cross_validation,omitempty"`
@@ -521,7 +522,7 @@ func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg 
 		form = a.Form
 	}
 	rep := &EvalReport{Model: name, Form: form, Target: d.Target, Datasets: l.Refs, Selection: l.Record(cfg.Load.Selection),
-		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings, Report: Evaluate(m, d, worst)}
+		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: slices.Concat(l.Warnings, l.ProvenanceNotes(name, a)), Report: Evaluate(m, d, worst)}
 	if level := model.IntervalLevel(m, cfg.Level); level > 0 {
 		rep.Intervals = EvaluateIntervals(m.(model.IntervalFPM), d, level)
 	}
@@ -556,6 +557,6 @@ func CheckModel(m model.FPM, a *model.Artifact, name string, paths []string, loa
 	if err != nil {
 		return nil, err
 	}
-	r.Model, r.Datasets, r.Warnings = name, l.Refs, l.Warnings
+	r.Model, r.Datasets, r.Warnings = name, l.Refs, slices.Concat(l.Warnings, l.ProvenanceNotes(name, a))
 	return r, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/model/manifest"
 )
 
 // DecodeTerms is the basis of a decode-only model (a decode benchmark grid,
@@ -107,6 +108,9 @@ type Loaded struct {
 	// Sample is set when MaxRowsPerKind left rows out: Data is a uniform
 	// sample of the selected rows.
 	Sample *model.Sample
+	// FittedOn are the distinct settings the datasets' manifests record
+	// (model.Training.FittedOn).
+	FittedOn []model.FittedOn
 }
 
 // Record returns the selection s as recorded in a model artifact or a
@@ -117,6 +121,16 @@ func (l *Loaded) Record(s Selection) model.Selection {
 	rec.Kinds = slices.Clone(l.Kinds)
 	rec.Sample = l.Sample
 	return rec
+}
+
+// ProvenanceNotes are model.ProvenanceNotes of the artifact a (named
+// name) on the loaded datasets' settings, each logged with slog.Warn.
+func (l *Loaded) ProvenanceNotes(name string, a *model.Artifact) []string {
+	notes := model.ProvenanceNotes(name, a, l.FittedOn...)
+	for _, n := range notes {
+		slog.Warn("model fitted elsewhere", "note", n)
+	}
+	return notes
 }
 
 // DatasetOf names the dataset of row i (its id).
@@ -180,6 +194,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 				l.Warnings = append(l.Warnings, w)
 			}
 		}
+		l.FittedOn = model.AddFittedOn(l.FittedOn, manifest.FittedOn(d.Manifest))
 		if m := d.Manifest; m != nil && len(m.CUDAGraphSizes) > 0 {
 			graphs[slices.Max(m.CUDAGraphSizes)] = true
 		}

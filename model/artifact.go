@@ -102,6 +102,10 @@ type Training struct {
 	Rows      int          `json:"rows,omitempty"`   // rows used after selection
 	Seed      uint64       `json:"seed,omitempty"`
 	Bootstrap int          `json:"bootstrap,omitempty"` // replicates behind the intervals
+	// FittedOn are the distinct settings (GPU, model, precision, engine)
+	// the datasets' manifests record; empty in artifacts fitted before
+	// it was recorded. ProvenanceNote compares a run against it.
+	FittedOn []FittedOn `json:"fitted_on,omitempty"`
 }
 
 // DatasetRef identifies one training dataset.

@@ -46,6 +46,8 @@ type CalibSet struct {
 	// replaces their forward-pass and host models and, for a mixture of
 	// experts, scales their expert-parallel parts.
 	Plan *cluster.Plan
+	// FittedOn is the setting the set's manifest records.
+	FittedOn model.FittedOn
 }
 
 // CalibOptions tune Calibrate.
@@ -434,12 +436,13 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 
 // Artifact is the calibrated model as a linear artifact; params.host holds
 // the fitted host model (read back by sim.Price).
-func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, command string) (*model.Artifact, error) {
+func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, fittedOn []model.FittedOn, command string) (*model.Artifact, error) {
 	if r.Linear == nil {
 		return nil, errors.New("calibrate: the device model was fixed: no linear model to save")
 	}
 	a := model.LinearArtifact(r.Linear)
-	a.Training = model.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests"}
+	a.Training = model.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests",
+		FittedOn: fittedOn}
 	a.CreatedBy = command
 	if err := sim.WithHost(a, r.Host); err != nil {
 		return nil, err

@@ -98,7 +98,7 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 	assert.Equal(t, "holdout-requests", res.Holdout[0].Split)
 	assert.Less(t, res.Train[0].MeanAbs(), 0.5*res.Before[0].MeanAbs())
 	assert.Less(t, math.Abs(res.Holdout[0].RelErr["itl_mean"]), 0.1)
-	a, err := res.Artifact(nil, "test")
+	a, err := res.Artifact(nil, nil, "test")
 	require.NoError(t, err)
 	assert.Equal(t, model.FormLinear, a.Form)
 	assert.NotEmpty(t, a.Params)

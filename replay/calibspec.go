@@ -7,6 +7,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/model/manifest"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -63,6 +64,9 @@ type CalibRun struct {
 	// manifests left to defaults.
 	Refs     []model.DatasetRef
 	Warnings []string
+	// FittedOn are the distinct settings the datasets' manifests record
+	// (model.Training.FittedOn).
+	FittedOn []model.FittedOn
 }
 
 // Setup reads the datasets, rebuilds their engines (cluster.PlanFromManifest,
@@ -96,6 +100,9 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 		return nil, err
 	}
 	run.Warnings = append(run.Warnings, hwarn...)
+	for _, set := range run.Sets {
+		run.FittedOn = model.AddFittedOn(run.FittedOn, set.FittedOn)
+	}
 	p := run.Sets[0].Plan.Pools[0].Engine
 	o := CalibOptions{Host: p.Host, Holdout: s.Holdout, HoldoutSets: hsets, MaxEvals: s.MaxEvals, Terms: s.Terms,
 		HostParams: params(s.Host), MoEParams: params(s.MoE)}
@@ -157,7 +164,7 @@ func LoadCalibSets(dirs []string, o cluster.ManifestOptions) ([]CalibSet, []mode
 		for _, w := range pw {
 			warn = append(warn, dir+": "+w)
 		}
-		sets = append(sets, CalibSet{Name: dir, Trace: tr, Plan: p})
+		sets = append(sets, CalibSet{Name: dir, Trace: tr, Plan: p, FittedOn: manifest.FittedOn(d.Manifest)})
 		ref := model.DatasetRef{ID: dir, Path: dir, Rows: int64(len(tr.Rec))}
 		if d.Manifest != nil {
 			ref.SHA256 = d.Manifest.Source.SHA256

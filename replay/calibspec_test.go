@@ -52,6 +52,8 @@ func TestCalibSpecSetup(t *testing.T) {
 			assert.Contains(t, run.Opts.Start.Terms, model.TermPrefillAttn, "%s: the roofline linearised", c.name)
 		}
 		assert.Equal(t, "H200-SXM", run.Sets[0].Plan.Pools[0].Engine.HW.Name, "%s: the catalogue's GPU", c.name)
+		require.Len(t, run.FittedOn, 1, "%s: the artifact records what it was calibrated on", c.name)
+		assert.Equal(t, "H200-SXM", run.FittedOn[0].GPU, c.name)
 	}
 	_, err = CalibSpec{Datasets: []string{dir}, Start: "../datasets/h200/models/ops-worker.json"}.Setup()
 	require.ErrorContains(t, err, "calibrate: --start must be a linear artifact (steplab fit --form linear): ../datasets/h200/models/ops-worker.json is form ops")

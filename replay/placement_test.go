@@ -44,7 +44,7 @@ func TestQwenDataParallelExpertParallelHoldout(t *testing.T) {
 		assert.Less(t, math.Abs(e), 0.05, "fitted %s %+.1f%%", m, 100*e)
 	}
 	require.NotNil(t, res.MoE)
-	a, err := res.Artifact(nil, "test")
+	a, err := res.Artifact(nil, nil, "test")
 	require.NoError(t, err)
 	s, ok, err := cluster.ScalesOf(a)
 	require.NoError(t, err)

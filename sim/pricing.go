@@ -3,6 +3,7 @@ package sim
 import (
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -85,6 +86,10 @@ func Price(spec PricingSpec) (*Pricing, error) {
 			return nil, err
 		}
 		p.FPM, p.FPMName, p.Artifact = f, spec.FPM, a
+		for _, n := range model.ProvenanceNotes(spec.FPM, a, model.RunOf(spec.Hardware, spec.Shape)) {
+			slog.Warn("model fitted elsewhere", "note", n)
+			p.Notes = append(p.Notes, n)
+		}
 	}
 	if o, ok := p.FPM.(*model.Ops); ok && len(spec.CUDAGraphSizes) > 0 {
 		p.FPM = o.WithGraphs(spec.CUDAGraphSizes)

@@ -84,7 +84,7 @@ Examples, from the repository root:
 			if err != nil {
 				return inputError("calibrate", err)
 			}
-			a, err := res.Artifact(refs, strings.Join(os.Args, " "))
+			a, err := res.Artifact(refs, run.FittedOn, strings.Join(os.Args, " "))
 			if err != nil {
 				return err
 			}
