@@ -15,26 +15,27 @@ import (
 )
 
 // The committed H200 artifact replaying the committed RTX 4090 run says
-// so: its provenance is unknown (it predates the record), and a copy that
-// records H200-SXM names both GPUs, in the printed report and in the
-// JSON summary's warnings.
+// so, naming both GPUs, and a copy without the record (as artifacts fitted
+// before steplab kept one) says its provenance is unknown, in the printed
+// report and in the JSON summary's warnings.
 func TestReplayProvenanceCLI(t *testing.T) {
 	dir := t.TempDir()
 	rtx := filepath.Join(dir, "rtx")
 	out, err := runCLI(t, "import", "vllm-requests", "../../datasets/importers/testdata/llmservingsim-rtx4090-llama-3.1-8b", "-o", rtx)
 	require.NoError(t, err, out)
-	const committed = "../../datasets/h200/models/steady-gpu.json"
-	_, art, err := model.Load(committed)
+	const recorded = "../../datasets/h200/models/steady-gpu.json"
+	_, art, err := model.Load(recorded)
 	require.NoError(t, err)
-	require.Empty(t, art.Training.FittedOn, "the committed artifact predates fitted_on")
-	art.Training.FittedOn = []model.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}
-	recorded := filepath.Join(dir, "steady-gpu.json")
-	require.NoError(t, art.Save(recorded))
+	require.Equal(t, []model.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}, art.Training.FittedOn,
+		"the committed artifact records its training dataset's setting")
+	art.Training.FittedOn = nil
+	unrecorded := filepath.Join(dir, "steady-gpu.json")
+	require.NoError(t, art.Save(unrecorded))
 
 	for _, tc := range []struct {
 		name, model, want string
 	}{
-		{"no record", committed, "warning: fpm " + committed + " records no training.fitted_on (fitted before steplab recorded it): " +
+		{"no record", unrecorded, "warning: fpm " + unrecorded + " records no training.fitted_on (fitted before steplab recorded it): " +
 			"its provenance is unknown; applied to RTX-4090 / Llama-3.1-8B bf16\n"},
 		{"fitted on H200", recorded, "warning: fpm " + recorded + " was fitted on H200-SXM / Llama-3.1-8B bf16; " +
 			"applied to RTX-4090 / Llama-3.1-8B bf16: its error there is unmeasured\n"},
