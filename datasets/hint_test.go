@@ -40,3 +40,12 @@ func TestFileGivenForADatasetSaysWhatToRun(t *testing.T) {
 		})
 	}
 }
+
+// A table directory given where its dataset is wanted names the dataset.
+func TestOpenTableDirNamesDataset(t *testing.T) {
+	dir := filepath.Join("h200", "traffic-azure-5rps")
+	_, err := Open(TableDir(dir, TableSteps))
+	require.ErrorContains(t, err, "a table of the dataset "+dir+": give the dataset's directory, "+dir)
+	_, err = Open(t.TempDir())
+	require.ErrorContains(t, err, "not a dataset: no manifest.json")
+}

@@ -64,6 +64,10 @@ func Open(dir string) (*Dataset, error) {
 			}
 		}
 		if len(tables) == 0 {
+			parent := filepath.Dir(filepath.Clean(dir))
+			if _, err := os.Stat(filepath.Join(parent, ManifestFile)); err == nil && strings.HasSuffix(filepath.Clean(dir), ".parquet") {
+				return nil, fmt.Errorf("%s: a table of the dataset %s: give the dataset's directory, %s", dir, parent, parent)
+			}
 			return nil, fmt.Errorf("%s: not a dataset: no %s and no table files (%s.parquet, ...)", dir, ManifestFile, TableSteps)
 		}
 		return nil, fmt.Errorf("%s: %w beside the tables (%s): say what ran in a %s with at least "+
