@@ -424,15 +424,3 @@ func tableRows(d *datasets.Dataset, table string) (int64, error) {
 	}
 	return n, nil
 }
-
-func fmtNs(ns float64) string {
-	switch a := math.Abs(ns); {
-	case a >= 1e9:
-		return fmt.Sprintf("%.3g s", ns/1e9)
-	case a >= 1e6:
-		return fmt.Sprintf("%.3g ms", ns/1e6)
-	case a >= 1e3:
-		return fmt.Sprintf("%.3g µs", ns/1e3)
-	}
-	return fmt.Sprintf("%.0f ns", ns)
-}

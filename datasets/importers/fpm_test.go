@@ -178,28 +178,6 @@ func TestDynamoFPMStreamErrors(t *testing.T) {
 	require.Empty(t, rows)
 }
 
-// keyedMsgpack encodes alternating keys and values as a msgpack map in the
-// given order (a Go map would be encoded in random order); a []any value is
-// itself a key/value list.
-func keyedMsgpack(t testing.TB, kv []any) []byte {
-	var buf bytes.Buffer
-	enc := msgpack.NewEncoder(&buf)
-	var put func(kv []any)
-	put = func(kv []any) {
-		require.NoError(t, enc.EncodeMapLen(len(kv)/2))
-		for i := 0; i < len(kv); i += 2 {
-			require.NoError(t, enc.EncodeString(kv[i].(string)))
-			if sub, ok := kv[i+1].([]any); ok {
-				put(sub)
-				continue
-			}
-			require.NoError(t, enc.Encode(kv[i+1]))
-		}
-	}
-	put(kv)
-	return buf.Bytes()
-}
-
 // splitMsgpack cuts a stream of concatenated msgpack values into values.
 func splitMsgpack(t testing.TB, b []byte) [][]byte {
 	var out [][]byte

@@ -466,7 +466,6 @@ func (c *compiler) network(n NetworkSpec) workflow.Network {
 }
 
 func usNs(us float64) int64 { return int64(math.Round(us * 1e3)) }
-func msNs(ms float64) int64 { return int64(math.Round(ms * 1e6)) }
 func sNs(s float64) int64   { return int64(math.Round(s * 1e9)) }
 
 func (c *compiler) load(sc *Scenario) {
