@@ -208,7 +208,7 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 		for _, r := range db.GEMM {
 			have[r.DType] = true
 		}
-		return nil, fmt.Errorf("opdb %s: no %s GEMMs measured (have %s)", db.Name, sh.dtype, strings.Join(sortedKeys(have), ", "))
+		return nil, fmt.Errorf("opdb %s: no %s GEMMs measured (have %s): price it with fpm: roofline, or give a database that measured them", db.Name, sh.dtype, strings.Join(sortedKeys(have), ", "))
 	}
 	for _, t := range []struct {
 		name string
@@ -221,7 +221,7 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 				have[fmt.Sprintf("%s with a %s KV cache, window %d", r.DType, r.KVDType, r.Window)] = true
 			}
 			return nil, fmt.Errorf("opdb %s: no %s measured in %s with a %s KV cache, window 0 (have %s)",
-				db.Name, t.name, sh.dtype, sh.kvDType, strings.Join(sortedKeys(have), "; "))
+				db.Name, t.name, sh.computeDType, sh.kvDType, strings.Join(sortedKeys(have), "; "))
 		}
 	}
 	switch {
@@ -307,7 +307,7 @@ func (db *OpDB) indexLaunch(sh *opsShape, eager, host bool, li *launchIndex) err
 			return fmt.Errorf("opdb %s: %s row %d: unknown op %q (known: %s)", db.Name, OpTableElementwise, i, r.Op, strings.Join(ElementwiseOps, ", "))
 		}
 		v, ok := value(r.LatencyMs, r.HostMs)
-		if (r.DType != sh.dtype && r.DType != "") || r.Eager != eager || !ok {
+		if (r.DType != sh.computeDType && r.DType != "") || r.Eager != eager || !ok {
 			continue
 		}
 		if err := builders[k].add(i, opCoords{float64(r.N), float64(r.M)}, v); err != nil {
@@ -331,7 +331,7 @@ func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape, eager 
 	b := newOpTableBuilder(fmt.Sprintf("opdb %s: %s", db.Name, name), attnAxes)
 	for i, r := range rows {
 		v, ok := value(r.LatencyMs, r.HostMs)
-		if (r.DType != sh.dtype && r.DType != "") || r.KVDType != sh.kvDType || r.Window != 0 || r.Eager != eager || !ok {
+		if (r.DType != sh.computeDType && r.DType != "") || r.KVDType != sh.kvDType || r.Window != 0 || r.Eager != eager || !ok {
 			continue
 		}
 		c := opCoords{float64(r.HeadDim), float64(r.KVHeads), float64(r.Heads), float64(r.SeqLen), float64(r.Batch)}

@@ -19,9 +19,10 @@ type opsShape struct {
 	shared, denseLayers        int
 	vocab                      int // LM-head rows per GPU
 	tp                         int
-	// dtype names the GEMM table and the attention compute dtype,
-	// kvDType the KV-cache dtype of the attention tables.
-	dtype, kvDType string
+	// dtype names the GEMM table, computeDType the attention and
+	// element-wise rows, kvDType the KV-cache dtype of the attention
+	// tables.
+	dtype, computeDType, kvDType string
 	// Element widths in bytes: weights, activations, KV cache.
 	weightBytes, actBytes, kvBytes float64
 }
@@ -34,8 +35,14 @@ func opsShapeOf(s Shape) opsShape {
 		qHeads: s.Heads / tp, kvHeads: s.KVHeadsPerGPU(), headDim: s.HeadDim,
 		inter: s.Intermediate / tp, denseLayers: s.Layers,
 		vocab: s.Vocab / tp, tp: tp,
-		dtype: opsDType(s.weightDType()), kvDType: opsDType(s.kvDType()),
+		dtype: opsDType(s.weightDType()), computeDType: opsDType(s.DType), kvDType: opsDType(s.kvDType()),
 		weightBytes: DTypeBytes(s.weightDType()), actBytes: DTypeBytes(s.DType), kvBytes: DTypeBytes(s.kvDType()),
+	}
+	if o.dtype == "fp8" {
+		// An fp8 checkpoint's attention and element-wise rows are looked
+		// up as fp8, as the databases pair them; 4-bit weights leave both
+		// in the activation dtype.
+		o.computeDType = o.dtype
 	}
 	if m := s.MoE; s.isMoE() {
 		o.experts, o.topK, o.expertInter = m.Experts, m.TopK, m.ExpertIntermediate/tp
@@ -52,11 +59,17 @@ func (s *opsShape) activationWidth() int {
 	return s.inter
 }
 
-// opsDType maps a dtype to the name the databases' tables use: their fp8
-// rows for fp8, their bf16 rows for everything else.
+// opsDType maps a dtype to the name the databases' tables use: their bf16
+// rows for the 16- and 32-bit floats (the same tensor-core path in fp16),
+// fp8 and nvfp4 by their own names. Any other (int4, mxfp4, a W4A16 fp4)
+// keeps its name, so a database that did not measure it is refused by
+// NewOps naming what it has, rather than priced as bf16 GEMMs.
 func opsDType(dtype string) string {
-	if dtype == DTypeFP8 {
+	switch dtype {
+	case DTypeBF16, DTypeFP16, DTypeFP32, "":
+		return "bfloat16"
+	case DTypeFP8:
 		return "fp8"
 	}
-	return "bfloat16"
+	return dtype
 }

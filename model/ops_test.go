@@ -231,6 +231,17 @@ func TestNewOpsRefuses(t *testing.T) {
 	fp8.WeightDType = DTypeFP8
 	_, err := NewOps(tinyDB(), fp8)
 	require.ErrorContains(t, err, "no fp8 GEMMs measured (have bfloat16)")
+	// 4-bit weights are looked up under their own dtype, never as bf16.
+	for _, dt := range []string{DTypeINT4, DTypeNVFP4, DTypeMXFP4} {
+		q := tiny
+		q.WeightDType = dt
+		_, err = NewOps(tinyDB(), q)
+		require.ErrorContains(t, err, "no "+dt+" GEMMs measured (have bfloat16): price it with fpm: roofline", dt)
+	}
+	fp16 := tiny
+	fp16.DType = DTypeFP16
+	_, err = NewOps(tinyDB(), fp16)
+	require.NoError(t, err, "fp16 runs the bf16 tensor-core path")
 	fp8kv := tiny
 	fp8kv.KVDType = DTypeFP8
 	_, err = NewOps(tinyDB(), fp8kv)

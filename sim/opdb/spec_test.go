@@ -207,3 +207,30 @@ func TestArtifact(t *testing.T) {
 }
 
 const tinyShapeJSON = `{"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "intermediate": 128, "vocab": 256, "dtype": "bf16", "tp": 1}`
+
+// A checkpoint's weight precision picks its own GEMM table: nvfp4 weights
+// on a database that measured nvfp4 GEMMs price a decode step below bf16's,
+// and a precision no table measured (int4) is refused, never priced as
+// bf16.
+func TestShippedWeightPrecision(t *testing.T) {
+	db, err := Open("b200-sxm-vllm-0.24.0")
+	require.NoError(t, err)
+	shape := must(model.LookupModel("Llama-3.1-8B"))
+	step := model.Features{DecodeRequests: 64, DecodeKVTokens: 64 * 2048, DecodeMaxKVTokens: 2048, PaddedBatch: 64}
+	price := func(dtype string) (float64, error) {
+		s := shape
+		s.WeightDType = dtype
+		o, err := model.NewOps(db, s)
+		if err != nil {
+			return 0, err
+		}
+		return o.PredictNs(step), nil
+	}
+	bf16, err := price(model.DTypeBF16)
+	require.NoError(t, err)
+	fp4, err := price(model.DTypeNVFP4)
+	require.NoError(t, err)
+	require.Less(t, fp4, 0.9*bf16, "nvfp4 GEMMs are faster than bf16 ones on a B200")
+	_, err = price(model.DTypeINT4)
+	require.ErrorContains(t, err, "no int4 GEMMs measured")
+}
