@@ -698,3 +698,24 @@ func (c *compiler) placements(f File, base []workflow.Stage, net workflow.Networ
 	}
 	return out
 }
+
+// YAML is the document (with its overrides) without its comments and the
+// top-level keys named in drop.
+func (d *Doc) YAML(drop ...string) ([]byte, error) {
+	m := cloneNode(d.root)
+	m.Content = nil
+	for i := 0; i+1 < len(d.root.Content); i += 2 {
+		if !slices.Contains(drop, d.root.Content[i].Value) {
+			m.Content = append(m.Content, cloneNode(d.root.Content[i]), cloneNode(d.root.Content[i+1]))
+		}
+	}
+	uncomment(m)
+	return yaml.Marshal(m)
+}
+
+func uncomment(n *yaml.Node) {
+	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+	for _, c := range n.Content {
+		uncomment(c)
+	}
+}

@@ -1,0 +1,134 @@
+package planner
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/steplab/steplab/internal/plotstyle"
+)
+
+// Files Write creates beside the sweep's table.
+const (
+	SummaryFile  = "plan.json"
+	FrontierFig  = "frontier" // .png and .svg: output tokens/s per GPU against ITL
+	CostFig      = "cost"     // .png and .svg: $ per million output tokens against ITL
+	ChosenDir    = "chosen"
+	VLLMFile     = "vllm_args.txt"
+	GraphFile    = "dynamo_graph.yaml"
+	ScenarioFile = "scenario.yaml"
+)
+
+// Write stores the summary, the frontier figures and, when a candidate
+// was chosen, its launch settings in dir.
+func Write(dir, name string, cs []*Candidate) error {
+	s := Summarise(cs)
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, SummaryFile), append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := figure(filepath.Join(dir, FrontierFig), name+": goodput per GPU within the SLO", "output tokens/s per GPU", cs, s,
+		func(c *Candidate) float64 { return c.TokensPerSPerGPU }); err != nil {
+		return err
+	}
+	if err := figure(filepath.Join(dir, CostFig), name+": cost within the SLO", "$ per million output tokens", cs, s,
+		func(c *Candidate) float64 { return c.CostPerMTokens }); err != nil {
+		return err
+	}
+	if s.Chosen < 0 {
+		return nil
+	}
+	return writeLaunch(filepath.Join(dir, ChosenDir), name, cs[s.Chosen])
+}
+
+func writeLaunch(dir, name string, c *Candidate) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	g, err := c.Config.Graph(name)
+	if err != nil {
+		return err
+	}
+	for f, b := range map[string][]byte{VLLMFile: []byte(strings.Join(c.Config.VLLMArgs(), "\n") + "\n"), GraphFile: g,
+		ScenarioFile: []byte(c.Scenario)} {
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// figure draws every feasible candidate at its ITL (x) and y, one colour
+// per GPU type, the frontier as a line and the chosen one ringed.
+func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Candidate) float64) error {
+	f := plotstyle.New(title, "ITL at the SLO percentile, at the goodput rate (ms)", ylabel)
+	var hws []string
+	byHW := map[string]plotter.XYs{}
+	for _, c := range cs {
+		if !c.Feasible() {
+			continue
+		}
+		hw := c.Config.Hardware
+		if _, ok := byHW[hw]; !ok {
+			hws = append(hws, hw)
+		}
+		byHW[hw] = append(byHW[hw], plotter.XY{X: c.ITLMs, Y: y(c)})
+	}
+	for i, hw := range hws {
+		sc, err := plotter.NewScatter(byHW[hw])
+		if err != nil {
+			return err
+		}
+		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = plotstyle.Placement(i), draw.CircleGlyph{}, vg.Points(3)
+		f.Add(sc)
+		f.AddLegend(hw, sc)
+	}
+	if len(s.Frontier) > 0 {
+		var xy plotter.XYs
+		for _, i := range s.Frontier {
+			xy = append(xy, plotter.XY{X: cs[i].ITLMs, Y: y(cs[i])})
+		}
+		sortByX(xy)
+		l, err := plotter.NewLine(xy)
+		if err != nil {
+			return err
+		}
+		l.Color, l.Dashes = plotstyle.Reference, plotstyle.Dashes(1)
+		f.Add(l)
+		f.AddLegend("Pareto frontier", l)
+	}
+	if s.Chosen >= 0 {
+		c := cs[s.Chosen]
+		ch, err := plotter.NewScatter(plotter.XYs{{X: c.ITLMs, Y: y(c)}})
+		if err != nil {
+			return err
+		}
+		ch.GlyphStyle.Color, ch.GlyphStyle.Shape, ch.GlyphStyle.Radius = plotstyle.Reference, draw.RingGlyph{}, vg.Points(7)
+		f.Add(ch)
+		f.AddLegend(fmt.Sprintf("chosen: %s %s TP%d", c.Config.Hardware, c.Config.Layout(), c.Config.TensorParallel), ch)
+	}
+	for _, ext := range []string{".png", ".svg"} {
+		if err := f.Save(7*vg.Inch, 5*vg.Inch, path+ext); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortByX sorts points by x, then y (insertion: a frontier is short).
+func sortByX(xy plotter.XYs) {
+	for i := 1; i < len(xy); i++ {
+		for j := i; j > 0 && (xy[j].X < xy[j-1].X || xy[j].X == xy[j-1].X && xy[j].Y < xy[j-1].Y); j-- {
+			xy[j], xy[j-1] = xy[j-1], xy[j]
+		}
+	}
+}
