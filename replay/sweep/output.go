@@ -53,10 +53,11 @@ type Row struct {
 	E2EP90Ms            float64 `parquet:"e2e_p90_ms"`
 	E2EP99Ms            float64 `parquet:"e2e_p99_ms"`
 	// GPUs of the engine stages; goodput (requests meeting the SLO per
-	// second of the request window) and it per GPU, 0 without an SLO.
-	GPUs          int32   `parquet:"gpus"`
-	GoodputRPS    float64 `parquet:"goodput_rps"`
-	GoodputPerGPU float64 `parquet:"goodput_per_gpu_rps"`
+	// second of the request window) and it per GPU, null without an SLO
+	// (goodput counts nothing then: set slo.ttft_ms and slo.itl_ms).
+	GPUs          int32    `parquet:"gpus"`
+	GoodputRPS    *float64 `parquet:"goodput_rps,optional"`
+	GoodputPerGPU *float64 `parquet:"goodput_per_gpu_rps,optional"`
 }
 
 // SimRow is a simulate sweep's row: one per point, the simulate report.
@@ -210,12 +211,16 @@ func (r *Result) Rows() []Row {
 				if p.Audit.OfferedRPS > 0 {
 					ao = run.WindowRPS / p.Audit.OfferedRPS
 				}
-				rows = append(rows, Row{Point: int32(p.Index), Placement: pl.Placement, Rep: int32(run.Rep), Seed: p.Seed,
+				row := Row{Point: int32(p.Index), Placement: pl.Placement, Rep: int32(run.Rep), Seed: p.Seed,
 					RepSeed: run.Seed, Load: p.Audit.Load, OfferedRPS: p.Audit.OfferedRPS, Measured: int32(run.Measured),
 					Valid: int32(run.Valid), Errors: int32(run.Errors), Cancelled: int32(run.Cancelled), WindowRPS: run.WindowRPS,
 					AchievedOverOffered: ao, FullProcessRPS: run.FullProcessRPS, E2EMeanMs: run.E2E.MeanMs,
-					E2EP50Ms: run.E2E.P50Ms, E2EP90Ms: run.E2E.P90Ms, E2EP99Ms: run.E2E.P99Ms,
-					GPUs: int32(p.Audit.GPUs), GoodputRPS: run.GoodputRPS, GoodputPerGPU: perGPU(run.GoodputRPS, p.Audit.GPUs)})
+					E2EP50Ms: run.E2E.P50Ms, E2EP90Ms: run.E2E.P90Ms, E2EP99Ms: run.E2E.P99Ms, GPUs: int32(p.Audit.GPUs)}
+				if p.Audit.SLO != nil {
+					g, pg := run.GoodputRPS, perGPU(run.GoodputRPS, p.Audit.GPUs)
+					row.GoodputRPS, row.GoodputPerGPU = &g, &pg
+				}
+				rows = append(rows, row)
 			}
 		}
 	}
