@@ -174,6 +174,9 @@ func printPlan(w io.Writer, res *sweep.Result, s planner.Summary) {
 			c.TokensPerSPerGPU, c.CostPerMTokens, c.TTFTMs, c.ITLMs, mark)
 	}
 	tw.Flush()
+	for _, n := range s.Notes {
+		fmt.Fprintln(w, "note: "+n)
+	}
 	if s.Chosen < 0 {
 		return
 	}

@@ -208,10 +208,16 @@ func (c *Candidate) search(p *cluster.Plan, spec Spec, hi, meanOutput float64) e
 }
 
 // miss says which objective the report misses ("" when it meets them
-// all); an unfinished or rejected request misses them all.
+// all). A run that did not keep up misses them all: an unfinished or
+// rejected request, or an overload sign (sim.Report.Overload: preemption,
+// a growing queue, a TTFT longer than the arrivals took), which tells a
+// rate the engines sustain from a short workload's burst they absorb.
 func (s SLO) miss(r sim.Report) string {
 	if n := r.Unfinished + r.Rejected; n > 0 {
 		return fmt.Sprintf("%d of %d requests did not finish", n, r.Requests)
+	}
+	if len(r.Overload) > 0 {
+		return "overloaded: " + r.Overload[0]
 	}
 	var out []string
 	for _, m := range []struct {

@@ -110,6 +110,11 @@ func TestPlanChoosesDeterministically(t *testing.T) {
 	assert.Contains(t, c.Scenario, "rate_rps:")
 	assert.NotContains(t, c.Scenario, "plan:")
 	assert.Contains(t, s.Frontier, s.Chosen)
+	assert.Empty(t, s.Notes)
+	// 10 requests are a burst the engines absorb far above their bound.
+	short := planner.Summarise(run(t, doc(t, small, "workload.requests=10"), 2).Candidates())
+	require.Len(t, short.Notes, 1)
+	assert.Contains(t, short.Notes[0], "2 candidates met the SLO at over 2 times the prior's rate bound: the workload may be too short")
 	dir := t.TempDir()
 	require.NoError(t, sweep.Write(dir, one))
 	for _, f := range []string{planner.SummaryFile, "frontier.png", "cost.svg", "chosen/" + planner.VLLMFile, "chosen/" + planner.GraphFile,
@@ -136,6 +141,42 @@ func TestNoFeasibleNamesTheConstraint(t *testing.T) {
 			assert.Contains(t, s.Why, tt.want)
 		})
 	}
+}
+
+// A target rate excludes the candidates whose bound is far below it, and
+// when no feasible one reaches it the summary says so.
+func TestTargetRate(t *testing.T) {
+	cs := run(t, doc(t, small, "plan.target_rps=5000"), 2).Candidates()
+	for _, c := range cs[:3] {
+		assert.Equal(t, planner.ByThroughput, c.Pruned, c.Reason)
+		assert.Contains(t, c.Reason, "under half the target 5000")
+	}
+	cs = run(t, doc(t, small, "plan.target_rps=60"), 2).Candidates()
+	s := planner.Summarise(cs)
+	if s.Feasible > 0 {
+		for _, c := range cs {
+			assert.False(t, c.Feasible() && !c.MeetsTarget && c.GoodputRPS >= 60)
+		}
+	}
+	if s.Chosen < 0 && s.Feasible > 0 {
+		assert.Contains(t, s.Why, "no feasible candidate reaches plan.target_rps")
+	}
+}
+
+// A configuration that is wrong rather than too big (expert parallelism
+// of a dense model) refuses the plan, naming the candidate.
+func TestWrongConfigurationRefusesThePlan(t *testing.T) {
+	d := doc(t, small, "plan.space={expert_parallel: [2]}")
+	pd, err := planner.Decode(d)
+	require.NoError(t, err)
+	var vs []sweep.Vary
+	for _, a := range pd.Plan.Axes() {
+		vs = append(vs, sweep.Vary{Key: a.Key, Values: a.Values})
+	}
+	_, err = sweep.Run(d, vs, sweep.Options{Jobs: 1})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "sweep point 0")
+	assert.Contains(t, err.Error(), "expert_parallel")
 }
 
 // BenchmarkCandidate is one simulated candidate (its pruning and

@@ -24,7 +24,15 @@ type Summary struct {
 	// Why says why.
 	Chosen int    `json:"chosen"`
 	Why    string `json:"why,omitempty"`
+	// Notes warn where a figure stands on less than it seems.
+	Notes []string `json:"notes,omitempty"`
 }
+
+// burstFactor is how far above the prior's rate bound a goodput has to be
+// to suggest that the workload ended before a queue could form: the bound
+// leaves out what mixed prefill-decode steps save, which on the worked
+// plans put goodputs up to a third above it.
+const burstFactor = 2
 
 // Exclusion is how many candidates a constraint excluded.
 type Exclusion struct {
@@ -57,6 +65,10 @@ func Summarise(cs []*Candidate) Summary {
 			s.Excluded = append(s.Excluded, Exclusion{k, count[k]})
 		}
 	}
+	if n := countAbove(cs); n > 0 {
+		s.Notes = append(s.Notes, fmt.Sprintf("%d candidates met the SLO at over %d times the prior's rate bound: the workload may be too short for a queue to form; give more requests (workload.limit, workload.requests)",
+			n, burstFactor))
+	}
 	slices.SortStableFunc(s.Frontier, func(a, b int) int { return cmp.Compare(cs[a].CostPerMTokens, cs[b].CostPerMTokens) })
 	switch {
 	case s.Candidates == 0:
@@ -75,6 +87,18 @@ func Summarise(cs []*Candidate) Summary {
 			cs[best].GoodputRPS, best, cs[best].GPUs)
 	}
 	return s
+}
+
+// countAbove counts the feasible candidates whose goodput exceeds
+// burstFactor times their bound.
+func countAbove(cs []*Candidate) int {
+	n := 0
+	for _, c := range cs {
+		if c.Feasible() && c.GoodputRPS > burstFactor*c.Bounds.MaxRPS {
+			n++
+		}
+	}
+	return n
 }
 
 // describe names a constraint in a sentence.

@@ -1,10 +1,12 @@
 package planner
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot/plotter"
@@ -37,11 +39,11 @@ func Write(dir, name string, cs []*Candidate) error {
 		return err
 	}
 	if err := figure(filepath.Join(dir, FrontierFig), name+": goodput per GPU within the SLO", "output tokens/s per GPU", cs, s,
-		func(c *Candidate) float64 { return c.TokensPerSPerGPU }); err != nil {
+		func(c *Candidate) float64 { return c.TokensPerSPerGPU }, 1); err != nil {
 		return err
 	}
 	if err := figure(filepath.Join(dir, CostFig), name+": cost within the SLO", "$ per million output tokens", cs, s,
-		func(c *Candidate) float64 { return c.CostPerMTokens }); err != nil {
+		func(c *Candidate) float64 { return c.CostPerMTokens }, -1); err != nil {
 		return err
 	}
 	if s.Chosen < 0 {
@@ -68,11 +70,13 @@ func writeLaunch(dir, name string, c *Candidate) error {
 }
 
 // figure draws every feasible candidate at its ITL (x) and y, one colour
-// per GPU type, the frontier as a line and the chosen one ringed.
-func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Candidate) float64) error {
+// per GPU type, the frontier of the two (the best y at each ITL or less;
+// sign 1: higher is better, -1: lower) as a line and the choice ringed.
+func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Candidate) float64, sign float64) error {
 	f := plotstyle.New(title, "ITL at the SLO percentile, at the goodput rate (ms)", ylabel)
 	var hws []string
 	byHW := map[string]plotter.XYs{}
+	var all plotter.XYs
 	for _, c := range cs {
 		if !c.Feasible() {
 			continue
@@ -82,6 +86,7 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 			hws = append(hws, hw)
 		}
 		byHW[hw] = append(byHW[hw], plotter.XY{X: c.ITLMs, Y: y(c)})
+		all = append(all, plotter.XY{X: c.ITLMs, Y: y(c)})
 	}
 	for i, hw := range hws {
 		sc, err := plotter.NewScatter(byHW[hw])
@@ -92,19 +97,14 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 		f.Add(sc)
 		f.AddLegend(hw, sc)
 	}
-	if len(s.Frontier) > 0 {
-		var xy plotter.XYs
-		for _, i := range s.Frontier {
-			xy = append(xy, plotter.XY{X: cs[i].ITLMs, Y: y(cs[i])})
-		}
-		sortByX(xy)
-		l, err := plotter.NewLine(xy)
+	if front := envelope(all, sign); len(front) > 0 {
+		l, err := plotter.NewLine(front)
 		if err != nil {
 			return err
 		}
 		l.Color, l.Dashes = plotstyle.Reference, plotstyle.Dashes(1)
 		f.Add(l)
-		f.AddLegend("Pareto frontier", l)
+		f.AddLegend("frontier: the best at this ITL or less", l)
 	}
 	if s.Chosen >= 0 {
 		c := cs[s.Chosen]
@@ -124,11 +124,21 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 	return nil
 }
 
-// sortByX sorts points by x, then y (insertion: a frontier is short).
-func sortByX(xy plotter.XYs) {
-	for i := 1; i < len(xy); i++ {
-		for j := i; j > 0 && (xy[j].X < xy[j-1].X || xy[j].X == xy[j-1].X && xy[j].Y < xy[j-1].Y); j-- {
-			xy[j], xy[j-1] = xy[j-1], xy[j]
+// envelope is the staircase of the points no other beats at a lower or
+// equal x: sign·y strictly improving as x grows.
+func envelope(xy plotter.XYs, sign float64) plotter.XYs {
+	pts := slices.Clone(xy)
+	slices.SortFunc(pts, func(a, b plotter.XY) int {
+		if c := cmp.Compare(a.X, b.X); c != 0 {
+			return c
+		}
+		return cmp.Compare(sign*b.Y, sign*a.Y)
+	})
+	var out plotter.XYs
+	for _, p := range pts {
+		if len(out) == 0 || sign*p.Y > sign*out[len(out)-1].Y {
+			out = append(out, p)
 		}
 	}
+	return out
 }
