@@ -158,9 +158,17 @@ func (c *Candidate) prune(by, why string) *Candidate {
 	return c
 }
 
+// maxDoublings bounds how far past the prior's rate bound a search goes:
+// the bound leaves out what mixed steps save.
+const maxDoublings = 3
+
+// MaxSimulations is the most simulations one candidate's search runs: at
+// the bound, its doublings and the bisection steps.
+func (p Spec) MaxSimulations() int { return 1 + maxDoublings + p.RateSteps }
+
 // search bisects the offered rate between 0 and the prior's bound
-// (doubling it, at most three times, while it still meets the SLO) for
-// the highest rate that meets the SLO.
+// (doubling it, at most maxDoublings times, while it still meets the SLO)
+// for the highest rate that meets the SLO.
 func (c *Candidate) search(p *cluster.Plan, spec Spec, hi, meanOutput float64) error {
 	var best *sim.Report
 	lo, miss := 0.0, ""
@@ -178,7 +186,7 @@ func (c *Candidate) search(p *cluster.Plan, spec Spec, hi, meanOutput float64) e
 		return true, nil
 	}
 	ok, err := try(hi)
-	for i := 0; ok && i < 3; i++ {
+	for i := 0; ok && i < maxDoublings; i++ {
 		hi *= 2
 		ok, err = try(hi)
 	}

@@ -99,6 +99,16 @@ func TestPlanChoosesDeterministically(t *testing.T) {
 	assert.JSONEq(t, string(a), string(b))
 	cs := one.Candidates()
 	require.Len(t, cs, 4)
+	// A distributed worker bounds a candidate's work by its most
+	// simulations × the workload's requests.
+	pd, err := planner.Decode(doc(t, small))
+	require.NoError(t, err)
+	n, err := sweep.Requests(doc(t, small), one.Vary, 0, one.Points[0].Values)
+	require.NoError(t, err)
+	assert.Equal(t, 60*pd.Plan.MaxSimulations(), n)
+	for _, c := range cs {
+		assert.LessOrEqual(t, c.Simulations, pd.Plan.MaxSimulations())
+	}
 	assert.Equal(t, planner.ByGPUs, cs[3].Pruned, cs[3].Reason)
 	s := planner.Summarise(cs)
 	require.GreaterOrEqual(t, s.Chosen, 0, s.Why)
