@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"sync/atomic"
@@ -138,7 +139,7 @@ func runPlan(cmd *cobra.Command, d *whatif.Doc, vs []sweep.Vary, n, jobs int) (*
 	if err != nil {
 		return nil, &exitError{code: 2, msg: err.Error()}
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "candidates: %d done, %d pruned before simulating, 0 remaining\n", done.Load(), pruned.Load())
+	slog.Info("candidates", "done", done.Load(), "pruned before simulating", pruned.Load(), "remaining", 0)
 	return res, nil
 }
 

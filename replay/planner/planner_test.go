@@ -83,7 +83,9 @@ func TestAxesPools(t *testing.T) {
 		"{agg: {role: both, replicas: 1}}", "{agg: {role: both, replicas: 2}}",
 		"{agg: {role: both, replicas: 4, expert_parallel: 4}}", "{agg: {role: both, replicas: 8, expert_parallel: 4}}",
 		"{prefill: {role: prefill, replicas: 2}, decode: {role: decode, replicas: 3}}",
+		"{prefill: {role: prefill, replicas: 4}, decode: {role: decode, replicas: 6}}",
 		"{prefill: {role: prefill, replicas: 8, expert_parallel: 4}, decode: {role: decode, replicas: 12, expert_parallel: 4}}",
+		"{prefill: {role: prefill, replicas: 16, expert_parallel: 4}, decode: {role: decode, replicas: 24, expert_parallel: 4}}",
 	}, axes[1].Values)
 }
 

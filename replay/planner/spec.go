@@ -54,7 +54,8 @@ type Space struct {
 	// Layouts: agg (one pool of role both) or xPyD (x prefill and y decode
 	// engines, or instances with expert parallelism: 1p2d).
 	Layouts []string `yaml:"layouts"`
-	// Replicas of an agg layout (instances, with expert parallelism).
+	// Replicas are copies of a layout: agg engines (instances, with expert
+	// parallelism), or xPyD units (2 of 1p2d: 2 prefill, 4 decode).
 	Replicas            []int    `yaml:"replicas"`
 	MaxNumSeqs          []int    `yaml:"max_num_seqs"`
 	MaxNumBatchedTokens []int    `yaml:"max_num_batched_tokens"`
@@ -221,8 +222,9 @@ func (p Spec) Axes() []Axis {
 	return out
 }
 
-// pools are the cluster.pools values of the space: each layout, an agg
-// one at each replica count, at each expert-parallel size.
+// pools are the cluster.pools values of the space: each layout at each
+// replica count (copies of the agg engine or of the xPyD unit), at each
+// expert-parallel size (engines per instance).
 func (s Space) pools() []string {
 	if len(s.Layouts) == 0 && len(s.Replicas) == 0 && len(s.ExpertParallel) == 0 {
 		return nil
@@ -239,13 +241,13 @@ func (s Space) pools() []string {
 	for _, l := range layouts {
 		x, y, _ := parseLayout(l)
 		for _, ep := range eps {
-			if x == 0 {
-				for _, r := range reps {
+			for _, r := range reps {
+				if x == 0 {
 					out = append(out, "{agg: "+pool(cluster.RoleBoth, r, ep)+"}")
+				} else {
+					out = append(out, "{prefill: "+pool(cluster.RolePrefill, x*r, ep)+", decode: "+pool(cluster.RoleDecode, y*r, ep)+"}")
 				}
-				continue
 			}
-			out = append(out, "{prefill: "+pool(cluster.RolePrefill, x, ep)+", decode: "+pool(cluster.RoleDecode, y, ep)+"}")
 		}
 	}
 	return out
