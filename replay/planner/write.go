@@ -60,7 +60,11 @@ func writeLaunch(dir, name string, c *Candidate) error {
 	if err != nil {
 		return err
 	}
-	for f, b := range map[string][]byte{VLLMFile: []byte(strings.Join(c.Config.VLLMArgs(), "\n") + "\n"), GraphFile: g,
+	// The model is the plan's reference (a catalogue name or a config.json):
+	// the serving side names the checkpoint it stands for.
+	args := fmt.Sprintf("# one line per pool; %s is the plan's model: serve the checkpoint it stands for\n%s\n", c.Config.Model,
+		strings.Join(c.Config.VLLMArgs(), "\n"))
+	for f, b := range map[string][]byte{VLLMFile: []byte(args), GraphFile: g,
 		ScenarioFile: []byte(c.Scenario)} {
 		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
 			return err
