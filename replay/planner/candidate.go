@@ -3,6 +3,7 @@ package planner
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/steplab/steplab/model"
@@ -140,6 +141,11 @@ func Evaluate(d *whatif.Doc, pd *Doc) (*Candidate, error) {
 		return c.prune(ByITLBatch1, fmt.Sprintf("ITL p%d at batch 1 is at least %.1f ms > %g ms", pct, b.ITLBatch1Ms, slo.ITLMs)), nil
 	case target > 0 && 2*b.MaxRPS < target:
 		return c.prune(ByThroughput, fmt.Sprintf("the prior bounds the rate at %.2f req/s, under half the target %g", b.MaxRPS, target)), nil
+	}
+	if !(b.MaxRPS > 0) || math.IsInf(b.MaxRPS, 1) {
+		// A fitted FPM outside its data can price a step at zero or NaN.
+		return nil, fmt.Errorf("the forward-pass model %s prices a mean request's steps at %g req/s: no rate to search from",
+			p.Pools[0].Engine.FPMName, b.MaxRPS)
 	}
 	if err := c.search(p, pd.Plan, b.MaxRPS, l.meanOutput); err != nil {
 		return nil, err
