@@ -78,28 +78,55 @@ func writeLaunch(dir, name string, c *Candidate) error {
 // sign 1: higher is better, -1: lower) as a line and the choice ringed.
 func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Candidate) float64, sign float64) error {
 	f := plotstyle.New(title, "ITL at the SLO percentile, at the goodput rate (ms)", ylabel)
+	// A series per GPU (its colour) and layout kind (its glyph).
+	type key struct{ hw, kind int }
 	var hws []string
-	byHW := map[string]plotter.XYs{}
+	series := map[key]plotter.XYs{}
+	var keys []key
 	var all plotter.XYs
 	for _, c := range cs {
 		if !c.Feasible() {
 			continue
 		}
-		hw := c.Config.Hardware
-		if _, ok := byHW[hw]; !ok {
-			hws = append(hws, hw)
+		hw := slices.Index(hws, c.Config.Hardware)
+		if hw < 0 {
+			hws, hw = append(hws, c.Config.Hardware), len(hws)
 		}
-		byHW[hw] = append(byHW[hw], plotter.XY{X: c.ITLMs, Y: y(c)})
+		k := key{hw, layoutKind(c.Config)}
+		if _, ok := series[k]; !ok {
+			keys = append(keys, k)
+		}
+		series[k] = append(series[k], plotter.XY{X: c.ITLMs, Y: y(c)})
 		all = append(all, plotter.XY{X: c.ITLMs, Y: y(c)})
 	}
-	for i, hw := range hws {
-		sc, err := plotter.NewScatter(byHW[hw])
+	kinds := map[int]bool{}
+	for _, k := range keys {
+		sc, err := plotter.NewScatter(series[k])
 		if err != nil {
 			return err
 		}
-		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = plotstyle.Placement(i), draw.CircleGlyph{}, vg.Points(3)
+		sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = plotstyle.Placement(k.hw), layoutGlyphs[k.kind].glyph, vg.Points(3)
 		f.Add(sc)
-		f.AddLegend(hw, sc)
+		kinds[k.kind] = true
+	}
+	for i, hw := range hws {
+		l, err := plotter.NewScatter(plotter.XYs{{}})
+		if err != nil {
+			return err
+		}
+		l.GlyphStyle.Color, l.GlyphStyle.Shape, l.GlyphStyle.Radius = plotstyle.Placement(i), draw.BoxGlyph{}, vg.Points(3)
+		f.AddLegend(hw, l)
+	}
+	for i, g := range layoutGlyphs {
+		if !kinds[i] {
+			continue
+		}
+		l, err := plotter.NewScatter(plotter.XYs{{}})
+		if err != nil {
+			return err
+		}
+		l.GlyphStyle.Color, l.GlyphStyle.Shape, l.GlyphStyle.Radius = plotstyle.Reference, g.glyph, vg.Points(3)
+		f.AddLegend(g.name, l)
 	}
 	if front := envelope(all, sign); len(front) > 0 {
 		l, err := plotter.NewLine(front)
@@ -126,6 +153,25 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 		}
 	}
 	return nil
+}
+
+// layoutGlyphs mark a candidate's layout kind (layoutKind indexes them).
+var layoutGlyphs = []struct {
+	name  string
+	glyph draw.GlyphDrawer
+}{{"agg", draw.CircleGlyph{}}, {"prefill/decode", draw.TriangleGlyph{}}, {"agg, expert-parallel", draw.CrossGlyph{}},
+	{"prefill/decode, expert-parallel", draw.PlusGlyph{}}}
+
+// layoutKind is 0 agg, 1 prefill/decode, +2 with expert parallelism.
+func layoutKind(c Config) int {
+	k := 0
+	if len(c.Pools) == 2 {
+		k = 1
+	}
+	if c.Pools[0].ExpertParallel > 1 {
+		k += 2
+	}
+	return k
 }
 
 // envelope is the staircase of the points no other beats at a lower or
