@@ -19,12 +19,17 @@ import (
 
 func init() { register(newPlanCmd) }
 
+// planOpts are plan's flags.
+type planOpts struct {
+	out                 string
+	force, asJSON       bool
+	sets                []string
+	jobs, maxCandidates int
+	dist                sweepDist
+}
+
 func newPlanCmd() *cobra.Command {
-	var out string
-	var force, asJSON bool
-	var sets []string
-	var jobs, maxCandidates int
-	var dist sweepDist
+	var o planOpts
 	cmd := &cobra.Command{
 		Use:   "plan PLAN.yaml -o DIR [--max-candidates N] [--queue nats://HOST:PORT]",
 		Short: "Search placements for a service level with the simulator",
@@ -54,72 +59,75 @@ Examples, from the repository root:
   # the same at a tighter ITL, bounded to 50 candidates
   steplab plan examples/plan/llama8b-azure.yaml -o out/plan-8b-itl --set plan.slo.itl_ms=15 --max-candidates 50`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if dist.emit != "" || dist.merge != "" || dist.point >= 0 {
-				return &exitError{code: 2, msg: "plan: of the distributed modes, plan runs --queue; for an Indexed Job use steplab sweep on the plan file with its keys"}
-			}
-			d, err := loadScenarioDoc(args[0], sets)
-			if err != nil {
-				return err
-			}
-			pd, err := planner.Decode(d)
-			if err != nil {
-				return &exitError{code: 2, msg: err.Error()}
-			}
-			var vs []sweep.Vary
-			n := 1
-			for _, a := range pd.Plan.Axes() {
-				vs = append(vs, sweep.Vary{Key: a.Key, Values: a.Values})
-				n *= len(a.Values)
-			}
-			if maxCandidates > 0 && n > maxCandidates {
-				return &exitError{code: 2, msg: fmt.Sprintf("plan: the search space has %d candidates, over --max-candidates %d: narrow plan.space or raise the bound", n, maxCandidates)}
-			}
-			var res *sweep.Result
-			if dist.queue.url != "" {
-				b, err := os.ReadFile(args[0])
-				if err != nil {
-					return &exitError{code: 2, msg: err.Error()}
-				}
-				if res, err = dist.runQueue(cmd, distsweep.SpecFromFile(args[0], b, sets, vs), n, out, force, asJSON); err != nil || asJSON {
-					return err
-				}
-			} else {
-				if err := refuseExistingDir("plan", out, force, sweep.JSONFile); err != nil {
-					return err
-				}
-				if res, err = runPlan(cmd, d, vs, n, jobs); err != nil {
-					return err
-				}
-				if err := sweep.Write(out, res); err != nil {
-					return err
-				}
-			}
-			s := planner.Summarise(res.Candidates())
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), struct {
-					Summary    planner.Summary
-					Candidates []*planner.Candidate
-				}{s, res.Candidates()})
-			}
-			printPlan(cmd.OutOrStdout(), res, s)
-			fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s (sweep.parquet, sweep.json, plan.json, frontier.png/.svg, cost.png/.svg%s)\n", out,
-				map[bool]string{true: ", chosen/"}[s.Chosen >= 0])
-			if s.Chosen < 0 {
-				return &exitError{code: 1, msg: "plan: " + s.Why}
-			}
-			return nil
-		},
+		RunE: o.run,
 	}
 	f := cmd.Flags()
-	f.StringVarP(&out, "output", "o", "", "output directory")
-	forceFlag(cmd, &force)
-	f.StringArrayVar(&sets, "set", nil, "override a key of the plan file: KEY=VALUE (repeatable)")
-	f.BoolVar(&asJSON, "json", false, "print the summary and every candidate as JSON")
-	f.IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "candidates simulated at once (results do not depend on it)")
-	f.IntVar(&maxCandidates, "max-candidates", 1000, "refuse a search space of more candidates than this (0: no bound)")
-	dist.flags(f)
+	f.StringVarP(&o.out, "output", "o", "", "output directory")
+	forceFlag(cmd, &o.force)
+	f.StringArrayVar(&o.sets, "set", nil, "override a key of the plan file: KEY=VALUE (repeatable)")
+	f.BoolVar(&o.asJSON, "json", false, "print the summary and every candidate as JSON")
+	f.IntVar(&o.jobs, "jobs", runtime.GOMAXPROCS(0), "candidates simulated at once (results do not depend on it)")
+	f.IntVar(&o.maxCandidates, "max-candidates", 1000, "refuse a search space of more candidates than this (0: no bound)")
+	o.dist.flags(f)
 	return cmd
+}
+
+// run plans the file args[0]: locally, or over the queue.
+func (o *planOpts) run(cmd *cobra.Command, args []string) error {
+	if o.dist.emit != "" || o.dist.merge != "" || o.dist.point >= 0 {
+		return &exitError{code: 2, msg: "plan: of the distributed modes, plan runs --queue; for an Indexed Job use steplab sweep on the plan file with its keys"}
+	}
+	d, err := loadScenarioDoc(args[0], o.sets)
+	if err != nil {
+		return err
+	}
+	pd, err := planner.Decode(d)
+	if err != nil {
+		return &exitError{code: 2, msg: err.Error()}
+	}
+	var vs []sweep.Vary
+	n := 1
+	for _, a := range pd.Plan.Axes() {
+		vs = append(vs, sweep.Vary{Key: a.Key, Values: a.Values})
+		n *= len(a.Values)
+	}
+	if o.maxCandidates > 0 && n > o.maxCandidates {
+		return &exitError{code: 2, msg: fmt.Sprintf("plan: the search space has %d candidates, over --max-candidates %d: narrow plan.space or raise the bound", n, o.maxCandidates)}
+	}
+	var res *sweep.Result
+	if o.dist.queue.url != "" {
+		b, err := os.ReadFile(args[0])
+		if err != nil {
+			return &exitError{code: 2, msg: err.Error()}
+		}
+		if res, err = o.dist.runQueue(cmd, distsweep.SpecFromFile(args[0], b, o.sets, vs), n, o.out, o.force, o.asJSON); err != nil || o.asJSON {
+			return err
+		}
+	} else {
+		if err := refuseExistingDir("plan", o.out, o.force, sweep.JSONFile); err != nil {
+			return err
+		}
+		if res, err = runPlan(cmd, d, vs, n, o.jobs); err != nil {
+			return err
+		}
+		if err := sweep.Write(o.out, res); err != nil {
+			return err
+		}
+	}
+	s := planner.Summarise(res.Candidates())
+	if o.asJSON {
+		return writeJSON(cmd.OutOrStdout(), struct {
+			Summary    planner.Summary
+			Candidates []*planner.Candidate
+		}{s, res.Candidates()})
+	}
+	printPlan(cmd.OutOrStdout(), res, s)
+	fmt.Fprintf(cmd.OutOrStdout(), "\nwrote %s (sweep.parquet, sweep.json, plan.json, frontier.png/.svg, cost.png/.svg%s)\n", o.out,
+		map[bool]string{true: ", chosen/"}[s.Chosen >= 0])
+	if s.Chosen < 0 {
+		return &exitError{code: 1, msg: "plan: " + s.Why}
+	}
+	return nil
 }
 
 // runPlan runs the candidates locally, the progress saying how many are

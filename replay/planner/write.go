@@ -2,6 +2,7 @@ package planner
 
 import (
 	"cmp"
+	"image/color"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
@@ -110,23 +112,12 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 		kinds[k.kind] = true
 	}
 	for i, hw := range hws {
-		l, err := plotter.NewScatter(plotter.XYs{{}})
-		if err != nil {
-			return err
-		}
-		l.GlyphStyle.Color, l.GlyphStyle.Shape, l.GlyphStyle.Radius = plotstyle.Placement(i), draw.BoxGlyph{}, vg.Points(3)
-		f.AddLegend(hw, l)
+		f.AddLegend(hw, legendGlyph(plotstyle.Placement(i), draw.BoxGlyph{}))
 	}
 	for i, g := range layoutGlyphs {
-		if !kinds[i] {
-			continue
+		if kinds[i] {
+			f.AddLegend(g.name, legendGlyph(plotstyle.Reference, g.glyph))
 		}
-		l, err := plotter.NewScatter(plotter.XYs{{}})
-		if err != nil {
-			return err
-		}
-		l.GlyphStyle.Color, l.GlyphStyle.Shape, l.GlyphStyle.Radius = plotstyle.Reference, g.glyph, vg.Points(3)
-		f.AddLegend(g.name, l)
 	}
 	if front := envelope(all, sign); len(front) > 0 {
 		l, err := plotter.NewLine(front)
@@ -153,6 +144,11 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 		}
 	}
 	return nil
+}
+
+// legendGlyph is a legend entry's glyph.
+func legendGlyph(c color.Color, g draw.GlyphDrawer) plot.Thumbnailer {
+	return &plotter.Scatter{GlyphStyle: draw.GlyphStyle{Color: c, Shape: g, Radius: vg.Points(3)}}
 }
 
 // layoutGlyphs mark a candidate's layout kind (layoutKind indexes them).
