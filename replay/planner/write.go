@@ -2,9 +2,9 @@ package planner
 
 import (
 	"cmp"
-	"image/color"
 	"encoding/json"
 	"fmt"
+	"image/color"
 	"os"
 	"path/filepath"
 	"slices"
