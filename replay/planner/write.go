@@ -77,7 +77,9 @@ func writeLaunch(dir, name string, c *Candidate) error {
 
 // figure draws every feasible candidate at its ITL (x) and y, one colour
 // per GPU type, the frontier of the two (the best y at each ITL or less;
-// sign 1: higher is better, -1: lower) as a line and the choice ringed.
+// sign 1: higher is better, -1: lower: a cost, on a log scale when the
+// costliest is over ten times the cheapest) as a line and the choice
+// ringed.
 func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Candidate) float64, sign float64) error {
 	f := plotstyle.New(title, "ITL at the SLO percentile, at the goodput rate (ms)", ylabel)
 	// A series per GPU (its colour) and layout kind (its glyph).
@@ -100,6 +102,10 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 		}
 		series[k] = append(series[k], plotter.XY{X: c.ITLMs, Y: y(c)})
 		all = append(all, plotter.XY{X: c.ITLMs, Y: y(c)})
+	}
+	if lo, hi := yRange(all); sign < 0 && hi > 10*lo {
+		f.Y.Scale, f.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		f.Y.Label.Text += " (log scale)"
 	}
 	kinds := map[int]bool{}
 	for _, k := range keys {
@@ -144,6 +150,17 @@ func figure(path, title, ylabel string, cs []*Candidate, s Summary, y func(*Cand
 		}
 	}
 	return nil
+}
+
+// yRange is the least and the most y of xy (0, 0 when empty).
+func yRange(xy plotter.XYs) (lo, hi float64) {
+	for i, p := range xy {
+		if i == 0 || p.Y < lo {
+			lo = p.Y
+		}
+		hi = max(hi, p.Y)
+	}
+	return lo, hi
 }
 
 // legendGlyph is a legend entry's glyph.
