@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/replay/planner"
 	"github.com/steplab/steplab/replay/sweep"
 )
 
@@ -107,8 +108,11 @@ Across machines (docs/distributed.md):
 			w := cmd.OutOrStdout()
 			printSweep(w, res)
 			files := "sweep.parquet, sweep.json"
-			if res.Kind == "" {
+			switch res.Kind {
+			case "":
 				files += ", throughput.png/.svg, latency_p90.png/.svg"
+			case sweep.KindPlan:
+				files += ", plan.json, frontier.png/.svg, cost.png/.svg, chosen/"
 			}
 			fmt.Fprintf(w, "\nwrote %s (%s)\n", out, files)
 			return nil
@@ -165,6 +169,8 @@ func printSweep(w io.Writer, res *sweep.Result) {
 			fmt.Fprintf(tw, "%s%d\t%d\t%.2f\t%.1f / %.1f\t%.2f / %.2f\t%.0f\t%.1f%%\t\n", values(p), s.GPUs, s.Finished, s.RequestsPerS,
 				s.TTFT.P50, s.TTFT.P90, s.ITL.P50, s.ITL.P90, s.E2E.P90, 100*s.PrefixCacheHitRate)
 		}
+	case sweep.KindPlan:
+		printPlan(w, res, planner.Summarise(res.Candidates()))
 	case sweep.KindCalibrate:
 		fmt.Fprintln(tw, header+"split\tobjective\tTTFT mean\tITL mean\tE2E mean\t")
 		for _, p := range res.Points {
