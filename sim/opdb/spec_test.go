@@ -54,7 +54,7 @@ func TestShippedEveryGPU(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, n, got.Name)
 	}
-	for _, want := range []string{"A100-SXM-80GB", "H100-SXM", "H200-SXM", "B200", "GB200", "L40S", "RTX-PRO-6000-Server"} {
+	for _, want := range []string{"A100-SXM-80GB", "H100-SXM", "H200-SXM", "B200", "B300", "GB200", "GB300", "L40S", "RTX-PRO-6000-Server"} {
 		require.True(t, gpus[want], "a database for %s", want)
 	}
 	// The run's version picks the nearest; none known, the newest.
