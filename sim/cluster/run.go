@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
@@ -23,12 +24,20 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 		c.OnFinish = completer.Complete
 		defer func() { c.OnFinish = nil }()
 	}
+	if _, closed := src.(*workload.ClosedLoop); c.jobs > 1 && !closed && c.plan.SequentialReason() == "" {
+		c.enter(c.jobs)
+		defer c.exit()
+	}
 	var t int64
 	for {
-		select {
-		case <-stop:
-			return t, sim.ErrInterrupted
-		default:
+		// Side by side, a stop waits for the replay to catch up with the
+		// engines (the next arrival at the latest): nothing kept is lost.
+		if c.par == nil || c.par.held == 0 {
+			select {
+			case <-stop:
+				return t, sim.ErrInterrupted
+			default:
+			}
 		}
 		at, st := src.NextAt()
 		next := c.NextAt()
@@ -53,6 +62,9 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 			return t, nil
 		}
 		t = next
+		if c.par != nil {
+			c.prepare(horizon(at, st == workload.Ready))
+		}
 		if err := c.Step(); err != nil {
 			return t, err
 		}
@@ -68,6 +80,11 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 // left partial with every completed part and every live request recorded
 // unfinished.
 func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
+	return runOn(p, dir, opts, jobs())
+}
+
+// runOn is Run stepping the engines on up to n goroutines.
+func runOn(p *Plan, dir string, opts sim.RunOptions, n int) (*sim.Result, error) {
 	src, inputSHA, cleanup, err := p.Source()
 	if err != nil {
 		return nil, err
@@ -77,11 +94,11 @@ func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
 		return nil, errors.New("workload.kind benchmark runs one engine: remove the cluster block")
 	}
 	return sim.WriteDataset(dir, p.Manifest(opts.Command, inputSHA), opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
-		return runInto(p, w, src, opts)
+		return runInto(p, w, src, opts, n)
 	})
 }
 
-func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions) (*sim.Result, error) {
+func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions, n int) (*sim.Result, error) {
 	routes := false
 	for _, pp := range p.Pools {
 		routes = routes || pp.Replicas > 1
@@ -90,7 +107,7 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptio
 	if err != nil {
 		return nil, err
 	}
-	res, err := simulate(p, src, ds, opts)
+	res, err := simulate(p, src, ds, opts, n)
 	if cerr := ds.Close(); err == nil {
 		err = cerr
 	}
@@ -108,12 +125,13 @@ func Simulate(p *Plan) (*sim.Result, error) {
 	if src == nil {
 		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
 	}
-	return simulate(p, src, nil, sim.RunOptions{})
+	return simulate(p, src, nil, sim.RunOptions{}, jobs())
 }
 
 // simulate drives the cluster over src (or the plan's benchmark grid)
-// recording into out (nil: nowhere) and the run's metrics.
-func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions) (*sim.Result, error) {
+// recording into out (nil: nowhere) and the run's metrics, stepping the
+// engines side by side on up to n goroutines where the plan allows.
+func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n int) (*sim.Result, error) {
 	metrics := sim.NewRunMetrics()
 	tee := Tee{metrics}
 	if out != nil {
@@ -128,6 +146,7 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions) (*sim
 	}
 	var t int64
 	if src != nil {
+		c.jobs = sideBySide(p, n)
 		t, err = DriveUntil(c, src, opts.Stop)
 	} else {
 		eng := c.Engines()[0]
@@ -165,6 +184,20 @@ func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
 		}
 		return res.Report, nil
 	})
+}
+
+// sideBySide is the goroutines a run of p steps its engines on, out of n,
+// saying why when the plan keeps them to one event at a time.
+func sideBySide(p *Plan, n int) int {
+	if p.single() || n <= 1 {
+		return 1
+	}
+	if why := p.SequentialReason(); why != "" {
+		slog.Info("cluster engines simulated one event at a time", "reason", why)
+		return 1
+	}
+	slog.Debug("cluster engines stepped side by side between routing decisions", "goroutines", n)
+	return n
 }
 
 // lastTime is the latest host clock of the engines and t.

@@ -1,0 +1,354 @@
+package cluster
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/sim/des"
+)
+
+// Side by side: a conservative parallel discrete-event simulation whose
+// barriers are the router's decisions.
+//
+// Between two arrivals the router places nothing, and an aggregated
+// cluster's engines share no state: each engine (or expert-parallel
+// instance, whose ranks step in lock-step) is a unit with its own event
+// queue, stepped on its own goroutine up to the next arrival (events
+// strictly before it: an arrival fires before an event at its time). Every
+// router reads replica state at its decision (the route row records the
+// chosen engine's load and prefix overlap, and least_requests, least_kv,
+// session, kv and vllm_dp score every candidate's), so every unit is
+// advanced exactly to each arrival before it is placed.
+//
+// A unit keeps what it records (steps, request rows, the events it
+// schedules) in bounded chunks instead of writing it. The cluster's own
+// queue still holds every event, in (time, order scheduled) order as a
+// sequential run schedules them; the replay pops it and, for each event,
+// writes the records its unit kept for it and schedules what it
+// scheduled. A unit's events fire in its own queue in the order the
+// cluster's queue would fire them (its pushes are numbered in the order
+// they happen, which is the sequential order restricted to the unit), so
+// the replay writes every record, step ids included, exactly as a
+// sequential run: the dataset is byte-identical for any goroutine count.
+
+// chunkRows bounds what one chunk keeps (a step counts its step_requests
+// rows and itself, a request row one) and maxPending the chunks a unit
+// holds ahead of the replay: memory stays flat however long the run.
+const (
+	chunkRows  = 2048
+	maxPending = 2
+)
+
+// jobs is how many goroutines a cluster run steps its engines on: the Go
+// scheduler's processors, until the command's job count is resolved in
+// one place.
+func jobs() int { return runtime.GOMAXPROCS(0) }
+
+// SequentialReason says why the plan's engines cannot step side by side
+// between routing decisions, or "" when they can (more than one unit, an
+// aggregated pool, an open-loop workload).
+func (p *Plan) SequentialReason() string {
+	units := 0
+	for _, pp := range p.Pools {
+		units += pp.Replicas / max(1, pp.ExpertParallel)
+	}
+	switch {
+	case p.Disaggregated():
+		return "prefill and decode are disaggregated: a request's decode engine is chosen when its prefill ends, an instant only the prefill engine's run reveals, so it cannot be a barrier fixed in advance"
+	case p.Scenario.Workload.Kind == "closed":
+		return "workload.kind closed: a user's next request waits on the finish of its last, so arrivals cannot be barriers fixed in advance"
+	case units < 2:
+		return "one engine or one expert-parallel instance: nothing steps beside it"
+	}
+	return ""
+}
+
+// unit is engines that step together: one engine, or the ranks of an
+// expert-parallel instance.
+type unit struct {
+	q   des.Heap[event]
+	seq uint64
+	// running: the unit is stepping on a goroutine, keeping its records.
+	running bool
+	err     error
+	cur     *chunk
+	pending []*chunk // kept ahead of the replay, oldest first
+	free    []*chunk
+}
+
+// chunk is what a unit kept for a run of its events.
+type chunk struct {
+	ents   []entry
+	head   int // the next entry to replay
+	recs   []rec
+	steps  []datasets.Step
+	rows   []datasets.StepRequest
+	reqs   []datasets.Request
+	pushes []event
+	size   int
+}
+
+// entry is one event a unit fired: the records and pushes it made.
+type entry struct {
+	ev             event
+	recLo, recHi   int
+	pushLo, pushHi int
+	err            error
+}
+
+// rec is one kept record: a step (steps[i] with rows[lo:hi]) or a request
+// row (reqs[i]).
+type rec struct {
+	step      bool
+	i, lo, hi int32
+}
+
+func (u *unit) keepStep(st *datasets.Step, rows []datasets.StepRequest) {
+	ch := u.cur
+	lo := len(ch.rows)
+	ch.steps = append(ch.steps, *st)
+	ch.rows = append(ch.rows, rows...)
+	ch.recs = append(ch.recs, rec{step: true, i: int32(len(ch.steps) - 1), lo: int32(lo), hi: int32(len(ch.rows))})
+	ch.size += 1 + len(rows)
+}
+
+func (u *unit) keepRequest(r *datasets.Request) {
+	ch := u.cur
+	k := *r
+	k.PrefixHashIDs = slices.Clone(r.PrefixHashIDs)
+	ch.reqs = append(ch.reqs, k)
+	ch.recs = append(ch.recs, rec{i: int32(len(ch.reqs) - 1)})
+	ch.size++
+}
+
+// advance fires the unit's events before h, until a chunk is full, and
+// returns how many it fired.
+func (u *unit) advance(c *Cluster, h int64) int {
+	var ch *chunk
+	if n := len(u.free); n > 0 {
+		ch, u.free = u.free[n-1], u.free[:n-1]
+	} else {
+		ch = &chunk{}
+	}
+	u.cur, u.running = ch, true
+	for u.err == nil && ch.size < chunkRows {
+		ev, ok := u.q.Peek()
+		if !ok || ev.at >= h {
+			break
+		}
+		u.q.Pop()
+		e := entry{ev: ev, recLo: len(ch.recs), pushLo: len(ch.pushes)}
+		c.fire(ev)
+		e.recHi, e.pushHi, e.err = len(ch.recs), len(ch.pushes), u.err
+		ch.ents = append(ch.ents, e)
+	}
+	u.cur, u.running = nil, false
+	n := len(ch.ents)
+	if n == 0 {
+		u.free = append(u.free, ch)
+	} else {
+		u.pending = append(u.pending, ch)
+	}
+	return n
+}
+
+// recycle returns the replayed oldest chunk to the free list.
+func (u *unit) recycle() {
+	ch := u.pending[0]
+	u.pending = slices.Delete(u.pending, 0, 1)
+	*ch = chunk{ents: ch.ents[:0], recs: ch.recs[:0], steps: ch.steps[:0], rows: ch.rows[:0],
+		reqs: ch.reqs[:0], pushes: ch.pushes[:0]}
+	u.free = append(u.free, ch)
+}
+
+// parallel is the side-by-side driver's state.
+type parallel struct {
+	units []*unit
+	jobs  int
+	// held counts the entries kept and not yet replayed.
+	held int
+	// A round: units advanced to h, taken by the goroutines in turn.
+	round []*unit
+	fired []int
+	h     int64
+	next  atomic.Int64
+	start []chan struct{}
+	done  sync.WaitGroup
+}
+
+// schedule queues an event: on the cluster's queue, and on u's when the
+// engines step side by side; an event a running unit schedules reaches
+// the cluster's queue when the replay reaches the event that scheduled it.
+func (c *Cluster) schedule(u *unit, at int64, kind uint8, idx int32) {
+	if u == nil {
+		c.push(at, kind, idx)
+		return
+	}
+	u.q.Push(event{at: at, seq: u.seq, idx: idx, kind: kind})
+	u.seq++
+	if u.running {
+		u.cur.pushes = append(u.cur.pushes, event{at: at, idx: idx, kind: kind})
+		return
+	}
+	c.push(at, kind, idx)
+}
+
+// failIn records err: in u's entry when u is running, else on the cluster.
+func (c *Cluster) failIn(u *unit, err error) {
+	if u != nil && u.running {
+		if u.err == nil {
+			u.err = err
+		}
+		return
+	}
+	c.fail(err)
+}
+
+func (c *Cluster) unitOf(ev event) *unit {
+	if ev.kind == evForm {
+		return c.groups[ev.idx].u
+	}
+	return c.workers[ev.idx].u
+}
+
+// enter makes the engines step side by side on n goroutines: one unit per
+// engine or expert-parallel instance, each queue holding its events.
+func (c *Cluster) enter(n int) {
+	p := &parallel{jobs: n}
+	for _, g := range c.groups {
+		g.u = &unit{}
+		p.units = append(p.units, g.u)
+		for _, r := range g.ranks {
+			r.w.u = g.u
+		}
+	}
+	for _, w := range c.workers {
+		if w.u == nil {
+			w.u = &unit{}
+			p.units = append(p.units, w.u)
+		}
+	}
+	var evs []event
+	for c.q.Len() > 0 {
+		ev, _ := c.q.Pop()
+		evs = append(evs, ev)
+	}
+	for _, ev := range evs {
+		c.q.Push(ev)
+		u := c.unitOf(ev)
+		u.q.Push(event{at: ev.at, seq: u.seq, idx: ev.idx, kind: ev.kind})
+		u.seq++
+	}
+	for i := 1; i < n; i++ {
+		ch := make(chan struct{})
+		p.start = append(p.start, ch)
+		go func() {
+			for range ch {
+				p.work(c)
+				p.done.Done()
+			}
+		}()
+	}
+	c.par = p
+}
+
+// exit returns the cluster to one event at a time.
+func (c *Cluster) exit() {
+	for _, ch := range c.par.start {
+		close(ch)
+	}
+	for _, w := range c.workers {
+		w.u = nil
+	}
+	for _, g := range c.groups {
+		g.u = nil
+	}
+	c.par = nil
+}
+
+// prepare makes sure the unit of the next event has kept it: if not, every
+// unit with room advances to h (the next arrival) on the goroutines.
+func (c *Cluster) prepare(h int64) {
+	ev, _ := c.q.Peek()
+	if len(c.unitOf(ev).pending) > 0 {
+		return
+	}
+	p := c.par
+	p.round = p.round[:0]
+	for _, u := range p.units {
+		if e, ok := u.q.Peek(); ok && e.at < h && u.err == nil && len(u.pending) < maxPending {
+			p.round = append(p.round, u)
+		}
+	}
+	p.h = h
+	p.fired = slices.Grow(p.fired[:0], len(p.round))[:len(p.round)]
+	p.next.Store(0)
+	helpers := min(p.jobs, len(p.round)) - 1
+	p.done.Add(helpers)
+	for i := range helpers {
+		p.start[i] <- struct{}{}
+	}
+	p.work(c)
+	p.done.Wait()
+	for _, n := range p.fired {
+		p.held += n
+	}
+}
+
+// work advances the round's units in turn until none is left.
+func (p *parallel) work(c *Cluster) {
+	for {
+		i := int(p.next.Add(1)) - 1
+		if i >= len(p.round) {
+			return
+		}
+		p.fired[i] = p.round[i].advance(c, p.h)
+	}
+}
+
+// replay writes what ev's unit kept for it and schedules what it
+// scheduled, as a sequential run would have when firing ev.
+func (c *Cluster) replay(ev event) error {
+	u := c.unitOf(ev)
+	if len(u.pending) == 0 {
+		c.fail(fmt.Errorf("side-by-side driver: the event at %d ns was not stepped", ev.at))
+		return c.err
+	}
+	ch := u.pending[0]
+	e := &ch.ents[ch.head]
+	ch.head++
+	c.par.held--
+	if e.ev.at != ev.at || e.ev.kind != ev.kind || e.ev.idx != ev.idx {
+		c.fail(fmt.Errorf("side-by-side driver: the event at %d ns fired out of order", ev.at))
+		return c.err
+	}
+	for _, r := range ch.recs[e.recLo:e.recHi] {
+		if r.step {
+			c.fail(c.step(&ch.steps[r.i], ch.rows[r.lo:r.hi]))
+		} else {
+			c.fail(c.out.Request(&ch.reqs[r.i]))
+		}
+	}
+	for _, x := range ch.pushes[e.pushLo:e.pushHi] {
+		c.push(x.at, x.kind, x.idx)
+	}
+	c.fail(e.err)
+	if ch.head == len(ch.ents) {
+		u.recycle()
+	}
+	return c.err
+}
+
+// horizon is the barrier of the events before the next arrival at (none:
+// no barrier).
+func horizon(at int64, ready bool) int64 {
+	if ready {
+		return at
+	}
+	return math.MaxInt64
+}

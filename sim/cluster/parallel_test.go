@@ -1,0 +1,99 @@
+package cluster
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/sim"
+)
+
+// partDigests is the SHA-256 of every file of a dataset, by path.
+func partDigests(t *testing.T, dir string) map[string]string {
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		s := sha256.Sum256(b)
+		out[filepath.ToSlash(rel)] = hex.EncodeToString(s[:])
+		return nil
+	}))
+	return out
+}
+
+// Metamorphic: the same plan and seed on one goroutine (one event at a
+// time) and on four (engines side by side between routing decisions)
+// write the same dataset, part for part, for every router, expert-parallel
+// instances, and the placements that fall back to one event at a time.
+// Reproduce a failure with -cluster.seed=N.
+func TestSideBySideIsSequential(t *testing.T) {
+	seed := *propSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (reproduce: go test ./sim/cluster -run TestSideBySideIsSequential -cluster.seed=%d)", seed, seed)
+	type tc struct {
+		name, sequential string
+		sets             []string
+	}
+	var cases []tc
+	for _, r := range RouterNames {
+		cases = append(cases, tc{name: r, sets: []string{"cluster.pools={a: {replicas: 4}}", "cluster.router.name=" + r}})
+	}
+	cases = append(cases,
+		tc{name: "kv at a temperature", sets: []string{"cluster.pools={a: {replicas: 3}}", "cluster.router.name=kv", "cluster.router.temperature=0.5"}},
+		tc{name: "expert-parallel", sets: []string{"model=" + tinyMoE, "cluster.pools={e: {replicas: 6, expert_parallel: 2}}", "cluster.router.name=kv"}},
+		tc{name: "prefill/decode", sequential: "prefill and decode are disaggregated",
+			sets: []string{"cluster.pools={p: {role: prefill, replicas: 2}, d: {role: decode, replicas: 3}}", "cluster.router.name=kv"}},
+		tc{name: "closed loop", sequential: "workload.kind closed",
+			sets: []string{"cluster.pools={a: {replicas: 3}}", "workload.kind=closed", "workload.users=12", "workload.requests=120"}},
+		tc{name: "one instance", sequential: "one engine or one expert-parallel instance",
+			sets: []string{"model=" + tinyMoE, "cluster.pools={e: {replicas: 2, expert_parallel: 2}}"}},
+	)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			sc := goldenScenario()
+			sc.Seed = seed
+			sc.Workload.Requests = 150
+			for _, s := range c.sets {
+				require.NoError(t, sc.Set(s))
+			}
+			p, err := sc.Plan()
+			require.NoError(t, err)
+			if c.sequential == "" {
+				assert.Empty(t, p.SequentialReason())
+			} else {
+				assert.Contains(t, p.SequentialReason(), c.sequential)
+			}
+			var digests []map[string]string
+			for _, n := range []int{1, 4} {
+				dir := filepath.Join(t.TempDir(), "ds")
+				_, err := runOn(p, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}}, n)
+				require.NoError(t, err, "%d goroutines, seed %d", n, seed)
+				digests = append(digests, partDigests(t, dir))
+				m, err := datasets.ReadManifest(dir)
+				require.NoError(t, err)
+				assert.Equal(t, p.SequentialReason(), m.Cluster.Sequential, "the manifest says why")
+			}
+			require.NotEmpty(t, digests[0])
+			for part, d := range digests[0] {
+				assert.Equal(t, d, digests[1][part], "%s differs on 4 goroutines, seed %d", part, seed)
+			}
+			assert.Len(t, digests[1], len(digests[0]))
+		})
+	}
+}
