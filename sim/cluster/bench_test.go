@@ -141,9 +141,9 @@ func goroutineCounts() []int {
 }
 
 // BenchmarkCluster16Replicas is sixteen replicas behind the KV router on
-// the bundled Azure conversation trace, every table written, one event at
-// a time and side by side: the dataset is checked byte-identical to the
-// one-goroutine run's.
+// the bundled Azure conversation trace, one event at a time and side by
+// side: tables writes every table (the dataset checked byte-identical to
+// the one-goroutine run's), simulate writes nothing (the engines alone).
 func BenchmarkCluster16Replicas(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "azure")
 	_, err := importers.Import("azure", sim.DefaultTrace, dir, importers.Options{})
@@ -156,7 +156,7 @@ func BenchmarkCluster16Replicas(b *testing.B) {
 	require.NoError(b, err)
 	var want string
 	for _, n := range goroutineCounts() {
-		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+		b.Run(fmt.Sprintf("tables/goroutines=%d", n), func(b *testing.B) {
 			out := filepath.Join(b.TempDir(), "ds")
 			var res *sim.Result
 			for b.Loop() {
@@ -169,10 +169,27 @@ func BenchmarkCluster16Replicas(b *testing.B) {
 				want = sha
 			}
 			require.Equal(b, want, sha, "the dataset on %d goroutines differs from one goroutine's", n)
-			b.ReportMetric(float64(res.Engine.Steps), "steps")
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(res.Engine.Steps), "ns/step")
+			reportSteps(b, res)
 		})
 	}
+	for _, n := range goroutineCounts() {
+		b.Run(fmt.Sprintf("simulate/goroutines=%d", n), func(b *testing.B) {
+			var res *sim.Result
+			for b.Loop() {
+				src, _, done, err := p.Source()
+				require.NoError(b, err)
+				res, err = simulate(p, src, nil, sim.RunOptions{}, n)
+				done()
+				require.NoError(b, err)
+			}
+			reportSteps(b, res)
+		})
+	}
+}
+
+func reportSteps(b *testing.B, res *sim.Result) {
+	b.ReportMetric(float64(res.Engine.Steps), "steps")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(res.Engine.Steps), "ns/step")
 }
 
 var benchRequests = flag.Int("cluster.bench-requests", 1_000_000, "requests of Benchmark1MRequests64Replicas")

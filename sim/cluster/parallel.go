@@ -5,7 +5,6 @@ import (
 	"math"
 	"runtime"
 	"slices"
-	"sync"
 	"sync/atomic"
 
 	"github.com/steplab/steplab/datasets"
@@ -69,16 +68,25 @@ func (p *Plan) SequentialReason() string {
 }
 
 // unit is engines that step together: one engine, or the ranks of an
-// expert-parallel instance.
+// expert-parallel instance. Its queue, engines and err belong to the
+// goroutine stepping it while a chunk is in flight, and to the replay
+// otherwise; pending and free are the replay's.
 type unit struct {
 	q   des.Heap[event]
 	seq uint64
-	// running: the unit is stepping on a goroutine, keeping its records.
+	// running: the unit is stepping, keeping its records in cur.
 	running bool
 	err     error
 	cur     *chunk
-	pending []*chunk // kept ahead of the replay, oldest first
-	free    []*chunk
+	// A chunk in flight: task, handed to a goroutine in a round; claimed
+	// by whichever of that goroutine and the replay steps it; filled hands
+	// it back from a goroutine.
+	task     *chunk
+	inFlight bool
+	claimed  atomic.Bool
+	filled   chan *chunk
+	pending  []*chunk // kept ahead of the replay, oldest first
+	free     []*chunk
 }
 
 // chunk is what a unit kept for a run of its events.
@@ -126,15 +134,8 @@ func (u *unit) keepRequest(r *datasets.Request) {
 	ch.size++
 }
 
-// advance fires the unit's events before h, until a chunk is full, and
-// returns how many it fired.
-func (u *unit) advance(c *Cluster, h int64) int {
-	var ch *chunk
-	if n := len(u.free); n > 0 {
-		ch, u.free = u.free[n-1], u.free[:n-1]
-	} else {
-		ch = &chunk{}
-	}
+// advance fires the unit's events before h into ch, until ch is full.
+func (u *unit) advance(c *Cluster, ch *chunk, h int64) {
 	u.cur, u.running = ch, true
 	for u.err == nil && ch.size < chunkRows {
 		ev, ok := u.q.Peek()
@@ -148,38 +149,49 @@ func (u *unit) advance(c *Cluster, h int64) int {
 		ch.ents = append(ch.ents, e)
 	}
 	u.cur, u.running = nil, false
-	n := len(ch.ents)
-	if n == 0 {
-		u.free = append(u.free, ch)
-	} else {
-		u.pending = append(u.pending, ch)
-	}
-	return n
 }
 
 // recycle returns the replayed oldest chunk to the free list.
 func (u *unit) recycle() {
 	ch := u.pending[0]
 	u.pending = slices.Delete(u.pending, 0, 1)
+	u.reuse(ch)
+}
+
+func (u *unit) reuse(ch *chunk) {
 	*ch = chunk{ents: ch.ents[:0], recs: ch.recs[:0], steps: ch.steps[:0], rows: ch.rows[:0],
 		reqs: ch.reqs[:0], pushes: ch.pushes[:0]}
 	u.free = append(u.free, ch)
 }
 
-// parallel is the side-by-side driver's state.
+// parallel is the side-by-side driver: goroutines step the units ahead of
+// the replay, a chunk at a time, up to the barrier h (the next arrival).
+// At a barrier every unit with events before it joins a round; a unit
+// whose chunk the replay has written and that still has events before h
+// waits in refill for the next round, and the replay steps a unit itself
+// when it needs one no goroutine has started.
 type parallel struct {
 	units []*unit
-	jobs  int
-	// held counts the entries kept and not yet replayed.
-	held int
-	// A round: units advanced to h, taken by the goroutines in turn.
-	round []*unit
-	fired []int
 	h     int64
-	next  atomic.Int64
-	start []chan struct{}
-	done  sync.WaitGroup
+	// busy counts the units with a chunk in flight, kept the chunks
+	// received and not replayed: both 0 at a barrier.
+	busy, kept int
+	// stopping: a stop was asked; units step only as far as the replay
+	// needs to write what they kept.
+	stopping bool
+
+	refill []*unit
+	// The round the goroutines take units from in turn (next), while
+	// active of them still do.
+	round  []*unit
+	next   atomic.Int64
+	active atomic.Int32
+	start  []chan struct{}
 }
+
+// quiet reports whether nothing is in flight or kept: the replay has
+// caught up with every unit.
+func (p *parallel) quiet() bool { return p.busy+p.kept == 0 }
 
 // schedule queues an event: on the cluster's queue, and on u's when the
 // engines step side by side; an event a running unit schedules reaches
@@ -216,10 +228,11 @@ func (c *Cluster) unitOf(ev event) *unit {
 	return c.workers[ev.idx].u
 }
 
-// enter makes the engines step side by side on n goroutines: one unit per
-// engine or expert-parallel instance, each queue holding its events.
+// enter makes the engines step side by side on n goroutines (and this
+// one, which replays): one unit per engine or expert-parallel instance,
+// each queue holding its events.
 func (c *Cluster) enter(n int) {
-	p := &parallel{jobs: n}
+	p := &parallel{h: math.MinInt64}
 	for _, g := range c.groups {
 		g.u = &unit{}
 		p.units = append(p.units, g.u)
@@ -233,6 +246,9 @@ func (c *Cluster) enter(n int) {
 			p.units = append(p.units, w.u)
 		}
 	}
+	for _, u := range p.units {
+		u.filled = make(chan *chunk, 1)
+	}
 	var evs []event
 	for c.q.Len() > 0 {
 		ev, _ := c.q.Pop()
@@ -244,22 +260,46 @@ func (c *Cluster) enter(n int) {
 		u.q.Push(event{at: ev.at, seq: u.seq, idx: ev.idx, kind: ev.kind})
 		u.seq++
 	}
-	for i := 1; i < n; i++ {
+	for range n {
 		ch := make(chan struct{})
 		p.start = append(p.start, ch)
 		go func() {
 			for range ch {
 				p.work(c)
-				p.done.Done()
 			}
 		}()
 	}
 	c.par = p
 }
 
-// exit returns the cluster to one event at a time.
+// work steps the round's units it claims, until none is left.
+func (p *parallel) work(c *Cluster) {
+	for {
+		i := int(p.next.Add(1)) - 1
+		if i >= len(p.round) {
+			break
+		}
+		if u := p.round[i]; u.claimed.CompareAndSwap(false, true) {
+			u.advance(c, u.task, p.h)
+			u.filled <- u.task
+		}
+	}
+	p.active.Add(-1)
+}
+
+// exit waits for the chunks in flight and returns the cluster to one
+// event at a time.
 func (c *Cluster) exit() {
-	for _, ch := range c.par.start {
+	p := c.par
+	for _, u := range p.units {
+		if u.inFlight && !u.claimed.CompareAndSwap(false, true) {
+			<-u.filled
+		}
+	}
+	for p.active.Load() != 0 {
+		runtime.Gosched() // the goroutines are leaving a finished round
+	}
+	for _, ch := range p.start {
 		close(ch)
 	}
 	for _, w := range c.workers {
@@ -271,50 +311,125 @@ func (c *Cluster) exit() {
 	c.par = nil
 }
 
-// prepare makes sure the unit of the next event has kept it: if not, every
-// unit with room advances to h (the next arrival) on the goroutines.
-func (c *Cluster) prepare(h int64) {
-	ev, _ := c.q.Peek()
-	if len(c.unitOf(ev).pending) > 0 {
+// barrier sets the horizon the units step to (the next arrival) and
+// starts a round of every unit with events before it.
+func (c *Cluster) barrier(h int64) {
+	p := c.par
+	if h == p.h {
 		return
 	}
-	p := c.par
-	p.round = p.round[:0]
-	for _, u := range p.units {
-		if e, ok := u.q.Peek(); ok && e.at < h && u.err == nil && len(u.pending) < maxPending {
-			p.round = append(p.round, u)
-		}
+	if !p.quiet() {
+		c.fail(fmt.Errorf("side-by-side driver: a barrier at %d ns with units still stepping", h))
+		return
 	}
 	p.h = h
-	p.fired = slices.Grow(p.fired[:0], len(p.round))[:len(p.round)]
-	p.next.Store(0)
-	helpers := min(p.jobs, len(p.round)) - 1
-	p.done.Add(helpers)
-	for i := range helpers {
-		p.start[i] <- struct{}{}
+	for p.active.Load() != 0 {
+		runtime.Gosched() // the goroutines are leaving the last round
 	}
-	p.work(c)
-	p.done.Wait()
-	for _, n := range p.fired {
-		p.held += n
+	p.refill = p.refill[:0]
+	for _, u := range p.units {
+		p.want(u)
+	}
+	p.dispatch()
+}
+
+// stepable reports whether u has events before the horizon, room to keep
+// them, and no chunk in flight.
+func (p *parallel) stepable(u *unit) bool {
+	if u.inFlight || u.err != nil || len(u.pending) >= maxPending {
+		return false
+	}
+	e, ok := u.q.Peek()
+	return ok && e.at < p.h
+}
+
+// want queues u for the next round when it can step.
+func (p *parallel) want(u *unit) {
+	if !p.stopping && p.stepable(u) {
+		p.refill = append(p.refill, u)
 	}
 }
 
-// work advances the round's units in turn until none is left.
-func (p *parallel) work(c *Cluster) {
-	for {
-		i := int(p.next.Add(1)) - 1
-		if i >= len(p.round) {
+// dispatch starts a round of the units waiting in refill, when the
+// goroutines have left the last one.
+func (p *parallel) dispatch() {
+	if len(p.refill) == 0 || p.active.Load() != 0 {
+		return
+	}
+	p.round, p.refill = p.refill, p.round[:0]
+	k := 0
+	for _, u := range p.round {
+		if !p.stepable(u) { // stepped by the replay meanwhile
+			continue
+		}
+		u.task = u.take()
+		u.inFlight = true
+		u.claimed.Store(false)
+		p.busy++
+		p.round[k] = u
+		k++
+	}
+	p.round = p.round[:k]
+	if k == 0 {
+		return
+	}
+	g := min(len(p.start), k)
+	p.next.Store(0)
+	p.active.Store(int32(g))
+	for _, s := range p.start[:g] {
+		s <- struct{}{}
+	}
+}
+
+// take is a free chunk.
+func (u *unit) take() *chunk {
+	if n := len(u.free); n > 0 {
+		ch := u.free[n-1]
+		u.free = u.free[:n-1]
+		return ch
+	}
+	return &chunk{}
+}
+
+// need makes sure u has kept its next event: its chunk in flight, stepped
+// here if no goroutine has started it, or a chunk stepped here.
+func (p *parallel) need(c *Cluster, u *unit) {
+	for len(u.pending) == 0 {
+		switch {
+		case u.inFlight && u.claimed.CompareAndSwap(false, true):
+			u.advance(c, u.task, p.h)
+			p.received(u, u.task)
+		case u.inFlight:
+			p.received(u, <-u.filled)
+		case p.stepable(u):
+			ch := u.take()
+			u.advance(c, ch, p.h)
+			u.inFlight = true
+			p.busy++
+			p.received(u, ch)
+		default:
 			return
 		}
-		p.fired[i] = p.round[i].advance(c, p.h)
 	}
+}
+
+// received takes u's chunk back from flight.
+func (p *parallel) received(u *unit, ch *chunk) {
+	u.inFlight = false
+	p.busy--
+	if len(ch.ents) == 0 {
+		u.reuse(ch)
+		return
+	}
+	u.pending = append(u.pending, ch)
+	p.kept++
 }
 
 // replay writes what ev's unit kept for it and schedules what it
 // scheduled, as a sequential run would have when firing ev.
 func (c *Cluster) replay(ev event) error {
-	u := c.unitOf(ev)
+	p, u := c.par, c.unitOf(ev)
+	p.need(c, u)
 	if len(u.pending) == 0 {
 		c.fail(fmt.Errorf("side-by-side driver: the event at %d ns was not stepped", ev.at))
 		return c.err
@@ -322,7 +437,6 @@ func (c *Cluster) replay(ev event) error {
 	ch := u.pending[0]
 	e := &ch.ents[ch.head]
 	ch.head++
-	c.par.held--
 	if e.ev.at != ev.at || e.ev.kind != ev.kind || e.ev.idx != ev.idx {
 		c.fail(fmt.Errorf("side-by-side driver: the event at %d ns fired out of order", ev.at))
 		return c.err
@@ -340,6 +454,9 @@ func (c *Cluster) replay(ev event) error {
 	c.fail(e.err)
 	if ch.head == len(ch.ents) {
 		u.recycle()
+		p.kept--
+		p.want(u)
+		p.dispatch()
 	}
 	return c.err
 }

@@ -30,14 +30,15 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 	}
 	var t int64
 	for {
-		// Side by side, a stop waits for the replay to catch up with the
-		// engines (the next arrival at the latest): nothing kept is lost.
-		if c.par == nil || c.par.held == 0 {
-			select {
-			case <-stop:
+		select {
+		case <-stop:
+			// Side by side, the replay first catches up with what the
+			// engines kept: nothing recorded is lost.
+			if c.par == nil || c.par.quiet() {
 				return t, sim.ErrInterrupted
-			default:
 			}
+			c.par.stopping = true
+		default:
 		}
 		at, st := src.NextAt()
 		next := c.NextAt()
@@ -63,7 +64,7 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 		}
 		t = next
 		if c.par != nil {
-			c.prepare(horizon(at, st == workload.Ready))
+			c.barrier(horizon(at, st == workload.Ready))
 		}
 		if err := c.Step(); err != nil {
 			return t, err
