@@ -82,7 +82,7 @@ func benchSimulate(b *testing.B, p *Plan, source func() workload.Peeker) {
 		src := source()
 		b.StartTimer()
 		var err error
-		res, err = simulate(p, src, nil, sim.RunOptions{}, jobs())
+		res, err = simulate(p, src, nil, sim.RunOptions{}, defaultSide())
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(res.Requests), "ns/request")
@@ -160,7 +160,7 @@ func BenchmarkCluster16Replicas(b *testing.B) {
 			out := filepath.Join(b.TempDir(), "ds")
 			var res *sim.Result
 			for b.Loop() {
-				res, err = runOn(p, out, sim.RunOptions{Overwrite: true}, n)
+				res, err = runOn(p, out, sim.RunOptions{Overwrite: true}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
 				require.NoError(b, err)
 			}
 			sha, err := datasets.DirSHA256(out)
@@ -178,7 +178,7 @@ func BenchmarkCluster16Replicas(b *testing.B) {
 			for b.Loop() {
 				src, _, done, err := p.Source()
 				require.NoError(b, err)
-				res, err = simulate(p, src, nil, sim.RunOptions{}, n)
+				res, err = simulate(p, src, nil, sim.RunOptions{}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
 				done()
 				require.NoError(b, err)
 			}
@@ -215,7 +215,7 @@ func Benchmark1MRequests64Replicas(b *testing.B) {
 				for b.Loop() {
 					src, _, done, err := p.Source()
 					require.NoError(b, err)
-					res, err = simulate(p, src, nil, sim.RunOptions{}, n)
+					res, err = simulate(p, src, nil, sim.RunOptions{}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
 					done()
 					require.NoError(b, err)
 				}

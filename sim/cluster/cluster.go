@@ -44,10 +44,10 @@ type Cluster struct {
 	// group, device start and end, and each rank's step id (-1: dummy).
 	waveHook func(group int32, start, end int64, steps []int64)
 
-	// jobs is the goroutines Drive may step the engines on (0 or 1: one
-	// event at a time); par, while Drive steps them side by side between
-	// routing decisions, the driver's state (parallel.go).
-	jobs int
+	// side is how Drive may step the engines side by side between
+	// routing decisions (zero: one event at a time); par, while it does,
+	// the driver's state (parallel.go).
+	side side
 	par  *parallel
 }
 

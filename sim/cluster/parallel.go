@@ -35,6 +35,56 @@ import (
 // the replay writes every record, step ids included, exactly as a
 // sequential run: the dataset is byte-identical for any goroutine count.
 
+// side is how a run may step its engines side by side: on up to jobs
+// goroutines, while the windows between arrivals hold minEvents events on
+// average over every arrivals (0: side by side throughout).
+type side struct{ jobs, minEvents, every int }
+
+// defaultSide is a run's: every processor, and side by side only where a
+// window between two arrivals holds at least minWindowEvents events.
+func defaultSide() side { return side{jobs: jobs(), minEvents: minWindowEvents, every: adaptEvery} }
+
+// minWindowEvents is the mean events between two arrivals below which
+// stepping side by side loses: a barrier's handoffs cost a few engine
+// steps (16 replicas on the Azure conversation trace have about 210 a
+// window, 64 replicas at 10 req/s each about 18). adaptEvery is the
+// arrivals the mean is taken over before the driver chooses again.
+const (
+	minWindowEvents = 64
+	adaptEvery      = 256
+)
+
+// pacer chooses, at arrivals, between one event at a time and side by
+// side, from the events fired between the last adaptEvery arrivals. Both
+// write the same records, so the choice changes only the speed.
+type pacer struct {
+	side             side
+	on               bool // the plan and source allow side by side
+	arrivals, events int
+}
+
+// arrival is called before each arrival, at a barrier (nothing in flight).
+func (p *pacer) arrival(c *Cluster) {
+	if !p.on {
+		return
+	}
+	if p.side.minEvents == 0 && c.par == nil {
+		c.enter(p.side.jobs) // side by side from the first arrival
+	}
+	p.arrivals++
+	if p.arrivals < p.side.every {
+		return
+	}
+	want := p.events >= p.side.minEvents*p.arrivals
+	p.arrivals, p.events = 0, 0
+	switch {
+	case want && c.par == nil:
+		c.enter(p.side.jobs)
+	case !want && c.par != nil && c.par.quiet():
+		c.exit()
+	}
+}
+
 // chunkRows bounds what one chunk keeps (a step counts its step_requests
 // rows and itself, a request row one) and maxPending the chunks a unit
 // holds ahead of the replay: memory stays flat however long the run.

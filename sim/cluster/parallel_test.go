@@ -80,20 +80,24 @@ func TestSideBySideIsSequential(t *testing.T) {
 				assert.Contains(t, p.SequentialReason(), c.sequential)
 			}
 			var digests []map[string]string
-			for _, n := range []int{1, 4} {
+			// One goroutine; four side by side throughout; four switching
+			// between the two every eight arrivals.
+			for _, sd := range []side{{jobs: 1}, {jobs: 4}, {jobs: 4, minEvents: 6, every: 8}} {
 				dir := filepath.Join(t.TempDir(), "ds")
-				_, err := runOn(p, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}}, n)
-				require.NoError(t, err, "%d goroutines, seed %d", n, seed)
+				_, err := runOn(p, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}}, sd)
+				require.NoError(t, err, "%+v, seed %d", sd, seed)
 				digests = append(digests, partDigests(t, dir))
 				m, err := datasets.ReadManifest(dir)
 				require.NoError(t, err)
 				assert.Equal(t, p.SequentialReason(), m.Cluster.Sequential, "the manifest says why")
 			}
 			require.NotEmpty(t, digests[0])
-			for part, d := range digests[0] {
-				assert.Equal(t, d, digests[1][part], "%s differs on 4 goroutines, seed %d", part, seed)
+			for _, other := range digests[1:] {
+				for part, d := range digests[0] {
+					assert.Equal(t, d, other[part], "%s differs side by side, seed %d", part, seed)
+				}
+				assert.Len(t, other, len(digests[0]))
 			}
-			assert.Len(t, digests[1], len(digests[0]))
 		})
 	}
 }

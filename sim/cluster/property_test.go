@@ -163,7 +163,7 @@ func runRandom(seed uint64, jobs int) (*recorder, *Plan, []workload.Arrival, str
 			rec.waves = append(rec.waves, wave{g, start, end, append([]int64(nil), steps...)})
 		}
 	}
-	c.jobs = jobs
+	c.side = side{jobs: jobs}
 	end, err := Drive(c, workload.NewSlice(arr))
 	if err == nil {
 		err = c.Finish(end)

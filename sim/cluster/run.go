@@ -24,10 +24,13 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 		c.OnFinish = completer.Complete
 		defer func() { c.OnFinish = nil }()
 	}
-	if _, closed := src.(*workload.ClosedLoop); c.jobs > 1 && !closed && c.plan.SequentialReason() == "" {
-		c.enter(c.jobs)
-		defer c.exit()
-	}
+	_, closed := src.(*workload.ClosedLoop)
+	pace := pacer{side: c.side, on: c.side.jobs > 1 && !closed && c.plan.SequentialReason() == ""}
+	defer func() {
+		if c.par != nil {
+			c.exit()
+		}
+	}()
 	var t int64
 	for {
 		select {
@@ -43,6 +46,7 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 		at, st := src.NextAt()
 		next := c.NextAt()
 		if st == workload.Ready && (next == sim.NoWake || at <= next) {
+			pace.arrival(c)
 			a, _ := src.Next()
 			t = max(t, a.AtNs)
 			if err := c.Add(a); err != nil {
@@ -63,6 +67,7 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 			return t, nil
 		}
 		t = next
+		pace.events++
 		if c.par != nil {
 			c.barrier(horizon(at, st == workload.Ready))
 		}
@@ -81,11 +86,11 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 // left partial with every completed part and every live request recorded
 // unfinished.
 func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
-	return runOn(p, dir, opts, jobs())
+	return runOn(p, dir, opts, defaultSide())
 }
 
-// runOn is Run stepping the engines on up to n goroutines.
-func runOn(p *Plan, dir string, opts sim.RunOptions, n int) (*sim.Result, error) {
+// runOn is Run stepping the engines side by side as n allows.
+func runOn(p *Plan, dir string, opts sim.RunOptions, n side) (*sim.Result, error) {
 	src, inputSHA, cleanup, err := p.Source()
 	if err != nil {
 		return nil, err
@@ -99,7 +104,7 @@ func runOn(p *Plan, dir string, opts sim.RunOptions, n int) (*sim.Result, error)
 	})
 }
 
-func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions, n int) (*sim.Result, error) {
+func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions, n side) (*sim.Result, error) {
 	routes := false
 	for _, pp := range p.Pools {
 		routes = routes || pp.Replicas > 1
@@ -126,13 +131,13 @@ func Simulate(p *Plan) (*sim.Result, error) {
 	if src == nil {
 		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
 	}
-	return simulate(p, src, nil, sim.RunOptions{}, jobs())
+	return simulate(p, src, nil, sim.RunOptions{}, defaultSide())
 }
 
 // simulate drives the cluster over src (or the plan's benchmark grid)
 // recording into out (nil: nowhere) and the run's metrics, stepping the
-// engines side by side on up to n goroutines where the plan allows.
-func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n int) (*sim.Result, error) {
+// engines side by side as n and the plan allow.
+func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n side) (*sim.Result, error) {
 	metrics := sim.NewRunMetrics()
 	tee := Tee{metrics}
 	if out != nil {
@@ -147,7 +152,7 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n int
 	}
 	var t int64
 	if src != nil {
-		c.jobs = sideBySide(p, n)
+		c.side = sideBySide(p, n)
 		t, err = DriveUntil(c, src, opts.Stop)
 	} else {
 		eng := c.Engines()[0]
@@ -187,17 +192,17 @@ func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
 	})
 }
 
-// sideBySide is the goroutines a run of p steps its engines on, out of n,
-// saying why when the plan keeps them to one event at a time.
-func sideBySide(p *Plan, n int) int {
-	if p.single() || n <= 1 {
-		return 1
+// sideBySide is how a run of p may step its engines side by side, given
+// n, saying why when the plan keeps them to one event at a time.
+func sideBySide(p *Plan, n side) side {
+	if p.single() || n.jobs <= 1 {
+		return side{}
 	}
 	if why := p.SequentialReason(); why != "" {
 		slog.Info("cluster engines simulated one event at a time", "reason", why)
-		return 1
+		return side{}
 	}
-	slog.Debug("cluster engines stepped side by side between routing decisions", "goroutines", n)
+	slog.Debug("cluster engines may step side by side between routing decisions", "goroutines", n.jobs)
 	return n
 }
 
