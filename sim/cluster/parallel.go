@@ -128,12 +128,11 @@ type unit struct {
 	running bool
 	err     error
 	cur     *chunk
-	// A chunk in flight: task, handed to a goroutine in a round; claimed
-	// by whichever of that goroutine and the replay steps it; filled hands
-	// it back from a goroutine.
+	// A chunk in flight: task, handed to goroutine owner in a round;
+	// filled hands it back.
 	task     *chunk
 	inFlight bool
-	claimed  atomic.Bool
+	owner    int
 	filled   chan *chunk
 	pending  []*chunk // kept ahead of the replay, oldest first
 	free     []*chunk
@@ -231,10 +230,9 @@ type parallel struct {
 	stopping bool
 
 	refill []*unit
-	// The round the goroutines take units from in turn (next), while
-	// active of them still do.
+	// The round the goroutines step their units of, while active of them
+	// still do.
 	round  []*unit
-	next   atomic.Int64
 	active atomic.Int32
 	start  []chan struct{}
 }
@@ -310,26 +308,26 @@ func (c *Cluster) enter(n int) {
 		u.q.Push(event{at: ev.at, seq: u.seq, idx: ev.idx, kind: ev.kind})
 		u.seq++
 	}
-	for range n {
+	for i, u := range p.units {
+		u.owner = i % n
+	}
+	for k := range n {
 		ch := make(chan struct{})
 		p.start = append(p.start, ch)
 		go func() {
 			for range ch {
-				p.work(c)
+				p.work(c, k)
 			}
 		}()
 	}
 	c.par = p
 }
 
-// work steps the round's units it claims, until none is left.
-func (p *parallel) work(c *Cluster) {
-	for {
-		i := int(p.next.Add(1)) - 1
-		if i >= len(p.round) {
-			break
-		}
-		if u := p.round[i]; u.claimed.CompareAndSwap(false, true) {
+// work steps the round's units goroutine k owns: an engine stays on one
+// goroutine (its state in one core's cache).
+func (p *parallel) work(c *Cluster, k int) {
+	for _, u := range p.round {
+		if u.owner == k {
 			u.advance(c, u.task, p.h)
 			u.filled <- u.task
 		}
@@ -342,7 +340,7 @@ func (p *parallel) work(c *Cluster) {
 func (c *Cluster) exit() {
 	p := c.par
 	for _, u := range p.units {
-		if u.inFlight && !u.claimed.CompareAndSwap(false, true) {
+		if u.inFlight {
 			<-u.filled
 		}
 	}
@@ -414,7 +412,6 @@ func (p *parallel) dispatch() {
 		}
 		u.task = u.take()
 		u.inFlight = true
-		u.claimed.Store(false)
 		p.busy++
 		p.round[k] = u
 		k++
@@ -423,10 +420,8 @@ func (p *parallel) dispatch() {
 	if k == 0 {
 		return
 	}
-	g := min(len(p.start), k)
-	p.next.Store(0)
-	p.active.Store(int32(g))
-	for _, s := range p.start[:g] {
+	p.active.Store(int32(len(p.start)))
+	for _, s := range p.start {
 		s <- struct{}{}
 	}
 }
@@ -446,9 +441,6 @@ func (u *unit) take() *chunk {
 func (p *parallel) need(c *Cluster, u *unit) {
 	for len(u.pending) == 0 {
 		switch {
-		case u.inFlight && u.claimed.CompareAndSwap(false, true):
-			u.advance(c, u.task, p.h)
-			p.received(u, u.task)
 		case u.inFlight:
 			p.received(u, <-u.filled)
 		case p.stepable(u):
