@@ -101,3 +101,53 @@ func TestSideBySideIsSequential(t *testing.T) {
 		})
 	}
 }
+
+// stopAfter is a recorder that closes stop after n steps.
+type stopAfter struct {
+	recorder
+	n    int
+	stop chan struct{}
+}
+
+func (s *stopAfter) Step(st *datasets.Step, rows []datasets.StepRequest) error {
+	if len(s.steps) == s.n {
+		close(s.stop)
+	}
+	return s.recorder.Step(st, rows)
+}
+
+// A run stopped side by side first writes what the engines kept: every
+// step they ran is recorded, and every request routed once, finished or
+// unfinished.
+func TestSideBySideStop(t *testing.T) {
+	sc := goldenScenario()
+	require.NoError(t, sc.Set("cluster.pools={a: {replicas: 4}}"))
+	require.NoError(t, sc.Set("cluster.router.name=least_kv"))
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	src, _, done, err := p.Source()
+	require.NoError(t, err)
+	defer done()
+	rec := &stopAfter{n: 3000, stop: make(chan struct{})}
+	c, err := p.New(rec, nil)
+	require.NoError(t, err)
+	c.side = side{jobs: 3}
+	end, err := DriveUntil(c, src, rec.stop)
+	require.ErrorIs(t, err, sim.ErrInterrupted)
+	require.NoError(t, c.Finish(lastTime(c, end)))
+	require.NotEmpty(t, rec.routes)
+	seen := map[string]int{}
+	unfinished := 0
+	for _, r := range rec.reqs {
+		seen[r.ReqID]++
+		if r.Status == datasets.StatusUnfinished {
+			unfinished++
+		}
+	}
+	assert.EqualValues(t, c.Stats().Steps, len(rec.steps), "every step the engines ran is recorded")
+	assert.Len(t, rec.reqs, len(rec.routes), "one row per request routed")
+	for _, r := range rec.routes {
+		assert.Equal(t, 1, seen[r.ReqID], r.ReqID)
+	}
+	assert.Positive(t, unfinished, "stopped mid-run")
+}
