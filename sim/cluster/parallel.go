@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/steplab/steplab/datasets"
@@ -231,9 +232,11 @@ type parallel struct {
 
 	refill []*unit
 	// The round the goroutines step their units of, while active of them
-	// still do.
+	// still do (left: they have all left it).
 	round  []*unit
+	wake   []bool // the goroutines that own units of the round
 	active atomic.Int32
+	left   sync.WaitGroup
 	start  []chan struct{}
 }
 
@@ -311,6 +314,7 @@ func (c *Cluster) enter(n int) {
 	for i, u := range p.units {
 		u.owner = i % n
 	}
+	p.wake = make([]bool, n)
 	for k := range n {
 		ch := make(chan struct{})
 		p.start = append(p.start, ch)
@@ -332,6 +336,7 @@ func (p *parallel) work(c *Cluster, k int) {
 			u.filled <- u.task
 		}
 	}
+	p.left.Done()
 	p.active.Add(-1)
 }
 
@@ -344,9 +349,7 @@ func (c *Cluster) exit() {
 			<-u.filled
 		}
 	}
-	for p.active.Load() != 0 {
-		runtime.Gosched() // the goroutines are leaving a finished round
-	}
+	p.left.Wait()
 	for _, ch := range p.start {
 		close(ch)
 	}
@@ -371,9 +374,7 @@ func (c *Cluster) barrier(h int64) {
 		return
 	}
 	p.h = h
-	for p.active.Load() != 0 {
-		runtime.Gosched() // the goroutines are leaving the last round
-	}
+	p.left.Wait() // the goroutines are leaving the last round
 	p.refill = p.refill[:0]
 	for _, u := range p.units {
 		p.want(u)
@@ -417,12 +418,23 @@ func (p *parallel) dispatch() {
 		k++
 	}
 	p.round = p.round[:k]
-	if k == 0 {
+	clear(p.wake)
+	n := 0
+	for _, u := range p.round {
+		if !p.wake[u.owner] {
+			p.wake[u.owner] = true
+			n++
+		}
+	}
+	if n == 0 {
 		return
 	}
-	p.active.Store(int32(len(p.start)))
-	for _, s := range p.start {
-		s <- struct{}{}
+	p.active.Store(int32(n))
+	p.left.Add(n)
+	for i, s := range p.start {
+		if p.wake[i] {
+			s <- struct{}{}
+		}
 	}
 }
 
