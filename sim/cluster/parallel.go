@@ -18,7 +18,7 @@ import (
 // Between two arrivals the router places nothing, and an aggregated
 // cluster's engines share no state: each engine (or expert-parallel
 // instance, whose ranks step in lock-step) is a unit with its own event
-// queue, stepped on its own goroutine up to the next arrival (events
+// queue, stepped by one goroutine up to the next arrival (events
 // strictly before it: an arrival fires before an event at its time). Every
 // router reads replica state at its decision (the route row records the
 // chosen engine's load and prefix overlap, and least_requests, least_kv,
