@@ -219,7 +219,7 @@ func (u *unit) reuse(ch *chunk) {
 // At a barrier every unit with events before it joins a round; a unit
 // whose chunk the replay has written and that still has events before h
 // waits in refill for the next round, and the replay steps a unit itself
-// when it needs one no goroutine has started.
+// when it needs one that waits there.
 type parallel struct {
 	units []*unit
 	h     int64
@@ -448,8 +448,8 @@ func (u *unit) take() *chunk {
 	return &chunk{}
 }
 
-// need makes sure u has kept its next event: its chunk in flight, stepped
-// here if no goroutine has started it, or a chunk stepped here.
+// need makes sure u has kept its next event: its chunk in flight, or
+// (waiting in refill, or stopping) a chunk stepped here.
 func (p *parallel) need(c *Cluster, u *unit) {
 	for len(u.pending) == 0 {
 		switch {
