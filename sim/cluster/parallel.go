@@ -311,6 +311,7 @@ func (c *Cluster) enter(n int) {
 		u.q.Push(event{at: ev.at, seq: u.seq, idx: ev.idx, kind: ev.kind})
 		u.seq++
 	}
+	n = min(n, len(p.units))
 	for i, u := range p.units {
 		u.owner = i % n
 	}
