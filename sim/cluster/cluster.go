@@ -387,7 +387,7 @@ type workerSink struct {
 // side keeps the step for the replay to number.
 func (s *workerSink) Step(st *datasets.Step, rows []datasets.StepRequest) error {
 	if u := s.w.u; u != nil && u.running {
-		u.keepStep(st, rows)
+		u.keepStep(s.w, st, rows)
 		return nil
 	}
 	return s.c.step(st, rows)
@@ -456,7 +456,7 @@ func (c *Cluster) requestDone(w *worker, r *datasets.Request) error {
 // when the replay reaches the event that ended it.
 func (c *Cluster) request(w *worker, r *datasets.Request) error {
 	if u := w.u; u != nil && u.running {
-		u.keepRequest(r)
+		u.keepRequest(w, r)
 		return nil
 	}
 	return c.out.Request(r)

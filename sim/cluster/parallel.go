@@ -159,28 +159,28 @@ type entry struct {
 	err            error
 }
 
-// rec is one kept record: a step (steps[i] with rows[lo:hi]) or a request
-// row (reqs[i]).
+// rec is one kept record of engine w: a step (steps[i] with rows[lo:hi])
+// or a request row (reqs[i]).
 type rec struct {
-	step      bool
-	i, lo, hi int32
+	step         bool
+	w, i, lo, hi int32
 }
 
-func (u *unit) keepStep(st *datasets.Step, rows []datasets.StepRequest) {
+func (u *unit) keepStep(w *worker, st *datasets.Step, rows []datasets.StepRequest) {
 	ch := u.cur
 	lo := len(ch.rows)
 	ch.steps = append(ch.steps, *st)
 	ch.rows = append(ch.rows, rows...)
-	ch.recs = append(ch.recs, rec{step: true, i: int32(len(ch.steps) - 1), lo: int32(lo), hi: int32(len(ch.rows))})
+	ch.recs = append(ch.recs, rec{step: true, w: w.idx, i: int32(len(ch.steps) - 1), lo: int32(lo), hi: int32(len(ch.rows))})
 	ch.size += 1 + len(rows)
 }
 
-func (u *unit) keepRequest(r *datasets.Request) {
+func (u *unit) keepRequest(w *worker, r *datasets.Request) {
 	ch := u.cur
 	k := *r
 	k.PrefixHashIDs = slices.Clone(r.PrefixHashIDs)
 	ch.reqs = append(ch.reqs, k)
-	ch.recs = append(ch.recs, rec{i: int32(len(ch.reqs) - 1)})
+	ch.recs = append(ch.recs, rec{w: w.idx, i: int32(len(ch.reqs) - 1)})
 	ch.size++
 }
 
@@ -497,10 +497,15 @@ func (c *Cluster) replay(ev event) error {
 		return c.err
 	}
 	for _, r := range ch.recs[e.recLo:e.recHi] {
+		var err error
 		if r.step {
-			c.fail(c.step(&ch.steps[r.i], ch.rows[r.lo:r.hi]))
+			err = c.step(&ch.steps[r.i], ch.rows[r.lo:r.hi])
 		} else {
-			c.fail(c.out.Request(&ch.reqs[r.i]))
+			err = c.out.Request(&ch.reqs[r.i])
+		}
+		if err != nil { // as the engine's run reports its sink's error
+			c.fail(fmt.Errorf("%s: %w", c.workers[r.w].name, err))
+			return c.err
 		}
 	}
 	for _, x := range ch.pushes[e.pushLo:e.pushHi] {

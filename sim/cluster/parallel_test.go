@@ -3,6 +3,7 @@ package cluster
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -150,4 +151,44 @@ func TestSideBySideStop(t *testing.T) {
 		assert.Equal(t, 1, seen[r.ReqID], r.ReqID)
 	}
 	assert.Positive(t, unfinished, "stopped mid-run")
+}
+
+// failAfter is a recorder whose Step fails once it holds n steps.
+type failAfter struct {
+	recorder
+	n int
+}
+
+func (f *failAfter) Step(st *datasets.Step, rows []datasets.StepRequest) error {
+	if len(f.steps) == f.n {
+		return errors.New("disk full")
+	}
+	return f.recorder.Step(st, rows)
+}
+
+// A sink's failure side by side ends the run at the same record, with the
+// same error, as one event at a time.
+func TestSideBySideSinkError(t *testing.T) {
+	sc := goldenScenario()
+	require.NoError(t, sc.Set("cluster.pools={a: {replicas: 4}}"))
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	var msgs []string
+	var digests []uint64
+	for _, sd := range []side{{jobs: 1}, {jobs: 3}} {
+		src, _, done, err := p.Source()
+		require.NoError(t, err)
+		rec := &failAfter{n: 2500}
+		c, err := p.New(rec, nil)
+		require.NoError(t, err)
+		c.side = sd
+		_, err = DriveUntil(c, src, nil)
+		done()
+		require.Error(t, err)
+		msgs = append(msgs, err.Error())
+		digests = append(digests, rec.digest())
+	}
+	assert.Contains(t, msgs[0], "disk full")
+	assert.Equal(t, msgs[0], msgs[1])
+	assert.Equal(t, digests[0], digests[1])
 }
