@@ -328,7 +328,7 @@ func (c *Cluster) Step() error {
 	if !ok {
 		return nil
 	}
-	if c.par != nil {
+	if c.par != nil && c.unitOf(ev) != nil {
 		return c.replay(ev)
 	}
 	c.fire(ev)
@@ -432,6 +432,10 @@ func (c *Cluster) requestDone(w *worker, r *datasets.Request) error {
 	case f == nil:
 	case w.pool.Role == RolePrefill && r.Status == datasets.StatusFinished:
 		f.firstSched, f.preempt = r.FirstScheduledNs, r.NumPreemptions
+		if u := w.u; u != nil && u.running {
+			u.keepHandoff(w, f, r.FinishNs) // the decode router places it in the replay
+			return nil
+		}
 		return c.startTransfer(w, f, r.FinishNs)
 	case w.pool.Role == RolePrefill:
 		row := *r

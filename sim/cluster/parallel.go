@@ -103,13 +103,17 @@ func jobs() int { return runtime.GOMAXPROCS(0) }
 // between routing decisions, or "" when they can (more than one unit, an
 // aggregated pool, an open-loop workload).
 func (p *Plan) SequentialReason() string {
+	// The entry pool's units, and the decode engines the replaying
+	// goroutine steps.
 	units := 0
 	for _, pp := range p.Pools {
-		units += pp.Replicas / max(1, pp.ExpertParallel)
+		if pp.Role == RoleDecode {
+			units++
+		} else {
+			units += pp.Replicas / max(1, pp.ExpertParallel)
+		}
 	}
 	switch {
-	case p.Disaggregated():
-		return "prefill and decode are disaggregated: a request's decode engine is chosen when its prefill ends, an instant only the prefill engine's run reveals, so it cannot be a barrier fixed in advance"
 	case p.Scenario.Workload.Kind == "closed":
 		return "workload.kind closed: a user's next request waits on the finish of its last, so arrivals cannot be barriers fixed in advance"
 	case units < 2:
@@ -147,6 +151,7 @@ type chunk struct {
 	steps  []datasets.Step
 	rows   []datasets.StepRequest
 	reqs   []datasets.Request
+	hands  []handoff
 	pushes []event
 	size   int
 }
@@ -159,11 +164,25 @@ type entry struct {
 	err            error
 }
 
-// rec is one kept record of engine w: a step (steps[i] with rows[lo:hi])
-// or a request row (reqs[i]).
+// rec is one kept record of engine w: a step (steps[i] with rows[lo:hi]),
+// a request row (reqs[i]), or a prefilled request for the decode router
+// (hands[i]).
 type rec struct {
-	step         bool
+	kind         uint8
 	w, i, lo, hi int32
+}
+
+// Kept record kinds.
+const (
+	recStep uint8 = iota
+	recRequest
+	recHandoff
+)
+
+// handoff is a request a prefill engine finished at at.
+type handoff struct {
+	f  *flight
+	at int64
 }
 
 func (u *unit) keepStep(w *worker, st *datasets.Step, rows []datasets.StepRequest) {
@@ -171,7 +190,7 @@ func (u *unit) keepStep(w *worker, st *datasets.Step, rows []datasets.StepReques
 	lo := len(ch.rows)
 	ch.steps = append(ch.steps, *st)
 	ch.rows = append(ch.rows, rows...)
-	ch.recs = append(ch.recs, rec{step: true, w: w.idx, i: int32(len(ch.steps) - 1), lo: int32(lo), hi: int32(len(ch.rows))})
+	ch.recs = append(ch.recs, rec{kind: recStep, w: w.idx, i: int32(len(ch.steps) - 1), lo: int32(lo), hi: int32(len(ch.rows))})
 	ch.size += 1 + len(rows)
 }
 
@@ -180,7 +199,14 @@ func (u *unit) keepRequest(w *worker, r *datasets.Request) {
 	k := *r
 	k.PrefixHashIDs = slices.Clone(r.PrefixHashIDs)
 	ch.reqs = append(ch.reqs, k)
-	ch.recs = append(ch.recs, rec{w: w.idx, i: int32(len(ch.reqs) - 1)})
+	ch.recs = append(ch.recs, rec{kind: recRequest, w: w.idx, i: int32(len(ch.reqs) - 1)})
+	ch.size++
+}
+
+func (u *unit) keepHandoff(w *worker, f *flight, at int64) {
+	ch := u.cur
+	ch.hands = append(ch.hands, handoff{f: f, at: at})
+	ch.recs = append(ch.recs, rec{kind: recHandoff, w: w.idx, i: int32(len(ch.hands) - 1)})
 	ch.size++
 }
 
@@ -209,8 +235,9 @@ func (u *unit) recycle() {
 }
 
 func (u *unit) reuse(ch *chunk) {
+	clear(ch.hands)
 	*ch = chunk{ents: ch.ents[:0], recs: ch.recs[:0], steps: ch.steps[:0], rows: ch.rows[:0],
-		reqs: ch.reqs[:0], pushes: ch.pushes[:0]}
+		reqs: ch.reqs[:0], hands: ch.hands[:0], pushes: ch.pushes[:0]}
 	u.free = append(u.free, ch)
 }
 
@@ -272,11 +299,16 @@ func (c *Cluster) failIn(u *unit, err error) {
 	c.fail(err)
 }
 
+// unitOf is the unit that fires ev, nil for an event the replaying
+// goroutine fires itself (a transfer's end, a decode engine's).
 func (c *Cluster) unitOf(ev event) *unit {
-	if ev.kind == evForm {
+	switch ev.kind {
+	case evForm:
 		return c.groups[ev.idx].u
+	case evWake:
+		return c.workers[ev.idx].u
 	}
-	return c.workers[ev.idx].u
+	return nil
 }
 
 // enter makes the engines step side by side on n goroutines (and this
@@ -285,6 +317,9 @@ func (c *Cluster) unitOf(ev event) *unit {
 func (c *Cluster) enter(n int) {
 	p := &parallel{h: math.MinInt64}
 	for _, g := range c.groups {
+		if g.ranks[0].w.pool != c.entry {
+			continue
+		}
 		g.u = &unit{}
 		p.units = append(p.units, g.u)
 		for _, r := range g.ranks {
@@ -292,7 +327,7 @@ func (c *Cluster) enter(n int) {
 		}
 	}
 	for _, w := range c.workers {
-		if w.u == nil {
+		if w.u == nil && w.pool == c.entry {
 			w.u = &unit{}
 			p.units = append(p.units, w.u)
 		}
@@ -307,9 +342,10 @@ func (c *Cluster) enter(n int) {
 	}
 	for _, ev := range evs {
 		c.q.Push(ev)
-		u := c.unitOf(ev)
-		u.q.Push(event{at: ev.at, seq: u.seq, idx: ev.idx, kind: ev.kind})
-		u.seq++
+		if u := c.unitOf(ev); u != nil {
+			u.q.Push(event{at: ev.at, seq: u.seq, idx: ev.idx, kind: ev.kind})
+			u.seq++
+		}
 	}
 	n = min(n, len(p.units))
 	for i, u := range p.units {
@@ -496,12 +532,18 @@ func (c *Cluster) replay(ev event) error {
 		c.fail(fmt.Errorf("side-by-side driver: the event at %d ns fired out of order", ev.at))
 		return c.err
 	}
+	// The records in order, then the pushes: an engine's run records (and
+	// hands off, scheduling a transfer) before its loop is woken again.
 	for _, r := range ch.recs[e.recLo:e.recHi] {
 		var err error
-		if r.step {
+		switch r.kind {
+		case recStep:
 			err = c.step(&ch.steps[r.i], ch.rows[r.lo:r.hi])
-		} else {
+		case recRequest:
 			err = c.out.Request(&ch.reqs[r.i])
+		case recHandoff:
+			h := ch.hands[r.i]
+			err = c.startTransfer(c.workers[r.w], h.f, h.at)
 		}
 		if err != nil { // as the engine's run reports its sink's error
 			c.fail(fmt.Errorf("%s: %w", c.workers[r.w].name, err))
