@@ -15,15 +15,20 @@ import (
 // Side by side: a conservative parallel discrete-event simulation whose
 // barriers are the router's decisions.
 //
-// Between two arrivals the router places nothing, and an aggregated
-// cluster's engines share no state: each engine (or expert-parallel
+// Between two arrivals the router places nothing, and the engines of the
+// pool requests arrive at share no state: each engine (or expert-parallel
 // instance, whose ranks step in lock-step) is a unit with its own event
 // queue, stepped by one goroutine up to the next arrival (events
 // strictly before it: an arrival fires before an event at its time). Every
 // router reads replica state at its decision (the route row records the
 // chosen engine's load and prefix overlap, and least_requests, least_kv,
 // session, kv and vllm_dp score every candidate's), so every unit is
-// advanced exactly to each arrival before it is placed.
+// advanced exactly to each arrival before it is placed. A prefill engine
+// depends on nothing downstream; the decode engines, the KV transfers and
+// the decode router, which places a request when its prefill ends (an
+// instant no barrier can fix in advance), fire one event at a time on the
+// replaying goroutine: a prefill unit keeps the finished prefill as a
+// handoff the replay places when it reaches it.
 //
 // A unit keeps what it records (steps, request rows, the events it
 // schedules) in bounded chunks instead of writing it. The cluster's own
