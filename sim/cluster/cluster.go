@@ -159,8 +159,8 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 		}
 	}
 	c.track = c.decode != nil || track
-	for _, w := range c.workers {
-		if c.track {
+	if c.track {
+		for _, w := range c.workers {
 			w.flights = map[string]*flight{}
 		}
 	}
