@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -152,7 +153,7 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 	}
 	var t int64
 	if src != nil {
-		c.side = sideBySide(p, n)
+		c.side = sideBySide(p, n, out != nil)
 		t, err = DriveUntil(c, src, opts.Stop)
 	} else {
 		eng := c.Engines()[0]
@@ -193,13 +194,19 @@ func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
 }
 
 // sideBySide is how a run of p may step its engines side by side, given
-// n, saying why when the plan keeps them to one event at a time.
-func sideBySide(p *Plan, n side) side {
+// n, saying why when the plan keeps them to one event at a time: at info
+// level for a run that writes a dataset (once), at debug for the runs
+// of a sweep or a calibration (many).
+func sideBySide(p *Plan, n side, dataset bool) side {
 	if p.single() || n.jobs <= 1 {
 		return side{}
 	}
 	if why := p.SequentialReason(); why != "" {
-		slog.Info("cluster engines simulated one event at a time", "reason", why)
+		level := slog.LevelDebug
+		if dataset {
+			level = slog.LevelInfo
+		}
+		slog.Log(context.Background(), level, "cluster engines simulated one event at a time", "reason", why)
 		return side{}
 	}
 	slog.Debug("cluster engines may step side by side between routing decisions", "goroutines", n.jobs)
