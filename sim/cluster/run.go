@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -122,7 +121,8 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptio
 }
 
 // Simulate runs the plan's workload and reports it, writing nothing: Run
-// without the dataset (a sweep point).
+// without the dataset (a sweep point). It steps one event at a time: a
+// sweep already runs its points side by side, one a processor.
 func Simulate(p *Plan) (*sim.Result, error) {
 	src, _, cleanup, err := p.Source()
 	if err != nil {
@@ -132,7 +132,7 @@ func Simulate(p *Plan) (*sim.Result, error) {
 	if src == nil {
 		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
 	}
-	return simulate(p, src, nil, sim.RunOptions{}, defaultSide())
+	return simulate(p, src, nil, sim.RunOptions{}, side{})
 }
 
 // simulate drives the cluster over src (or the plan's benchmark grid)
@@ -153,7 +153,7 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 	}
 	var t int64
 	if src != nil {
-		c.side = sideBySide(p, n, out != nil)
+		c.side = sideBySide(p, n)
 		t, err = DriveUntil(c, src, opts.Stop)
 	} else {
 		eng := c.Engines()[0]
@@ -194,19 +194,13 @@ func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
 }
 
 // sideBySide is how a run of p may step its engines side by side, given
-// n, saying why when the plan keeps them to one event at a time: at info
-// level for a run that writes a dataset (once), at debug for the runs
-// of a sweep or a calibration (many).
-func sideBySide(p *Plan, n side, dataset bool) side {
+// n, saying why when the plan keeps them to one event at a time.
+func sideBySide(p *Plan, n side) side {
 	if p.single() || n.jobs <= 1 {
 		return side{}
 	}
 	if why := p.SequentialReason(); why != "" {
-		level := slog.LevelDebug
-		if dataset {
-			level = slog.LevelInfo
-		}
-		slog.Log(context.Background(), level, "cluster engines simulated one event at a time", "reason", why)
+		slog.Info("cluster engines simulated one event at a time", "reason", why)
 		return side{}
 	}
 	slog.Debug("cluster engines may step side by side between routing decisions", "goroutines", n.jobs)
