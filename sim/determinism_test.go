@@ -1,7 +1,7 @@
 package sim
 
 import (
-	"flag"
+	"github.com/steplab/steplab/internal/rewrite"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,8 +12,6 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // datasetSHA hashes every file of a dataset directory (names and bytes) in
 // a fixed order.
@@ -56,7 +54,7 @@ func TestDeterministicDataset(t *testing.T) {
 	require.NotEqual(t, a, c, "another seed")
 
 	golden := filepath.Join("testdata", "golden_sha256.txt")
-	if *update {
+	if rewrite.Requested() {
 		require.NoError(t, os.WriteFile(golden, []byte(a+"\n"), 0o644))
 	}
 	want, err := os.ReadFile(golden)

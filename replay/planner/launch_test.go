@@ -1,7 +1,6 @@
 package planner
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,9 +8,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-)
 
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files under testdata/")
+	"github.com/steplab/steplab/internal/rewrite"
+)
 
 // The launch settings of an aggregated and of a disaggregated
 // expert-parallel configuration, against golden files.
@@ -32,7 +31,7 @@ func TestLaunchGolden(t *testing.T) {
 			require.NoError(t, err)
 			got := tt.c.Layout() + "\n\n" + strings.Join(tt.c.VLLMArgs(), "\n") + "\n\n" + string(g)
 			path := filepath.Join("testdata", "launch", tt.name+".txt")
-			if *rewrite {
+			if rewrite.Requested() {
 				require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
 				require.NoError(t, os.WriteFile(path, []byte(got), 0o644))
 			}

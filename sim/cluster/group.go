@@ -41,6 +41,7 @@ type group struct {
 	// pending formation event (-1: none).
 	gpuFree, formAt int64
 	idx             int32
+	u               *unit // its ranks' unit, stepping side by side
 }
 
 const outputReturnNs = 30_000 // as sim.SimExecutor: end of the pass to the scheduler
@@ -155,7 +156,7 @@ func (g *group) tryForm(now int64) {
 			// A quiet rank's loop reaches its dummy step when the last
 			// wave ends; a request arriving before then still joins.
 			g.formAt = g.gpuFree
-			g.c.push(g.gpuFree, evForm, g.idx)
+			g.c.schedule(g.u, g.gpuFree, evForm, g.idx)
 			return
 		}
 		g.form()
