@@ -107,14 +107,7 @@ Across machines (docs/distributed.md):
 			}
 			w := cmd.OutOrStdout()
 			printSweep(w, res)
-			files := "sweep.parquet, sweep.json"
-			switch res.Kind {
-			case "":
-				files += ", throughput.png/.svg, latency_p90.png/.svg"
-			case sweep.KindPlan:
-				files += ", plan.json, frontier.png/.svg, cost.png/.svg, chosen/"
-			}
-			fmt.Fprintf(w, "\nwrote %s (%s)\n", out, files)
+			fmt.Fprintf(w, "\nwrote %s (%s)\n", out, sweepFiles(res.Kind))
 			return nil
 		},
 	}
@@ -127,6 +120,18 @@ Across machines (docs/distributed.md):
 	f.IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "points simulated at once (results do not depend on it)")
 	dist.flags(f)
 	return cmd
+}
+
+// sweepFiles names the files a sweep of kind writes.
+func sweepFiles(kind string) string {
+	files := "sweep.parquet, sweep.json"
+	switch kind {
+	case "":
+		files += ", throughput.png/.svg, latency_p90.png/.svg"
+	case sweep.KindPlan:
+		files += ", plan.json, frontier.png/.svg, cost.png/.svg, chosen/ (when a candidate was chosen)"
+	}
+	return files
 }
 
 // parseVaries reads the --vary flags (usage errors exit 2).

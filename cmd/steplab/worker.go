@@ -278,7 +278,10 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		fmt.Fprintf(w, "wrote %s\n", p)
 		return nil
 	}
-	_, err = d.runQueue(cmd, spec, len(pts), out, force, asJSON)
+	res, err := d.runQueue(cmd, spec, len(pts), out, force, asJSON)
+	if err == nil && !asJSON {
+		fmt.Fprintf(w, "wrote %s (%s)\n", out, sweepFiles(res.Kind))
+	}
 	return err
 
 }
@@ -348,8 +351,7 @@ func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int
 		return nil, &exitError{code: 1, msg: err.Error()}
 	}
 	if !asJSON {
-		fmt.Fprintf(w, "sweep %s: %d points in %.1f s over %s\nwrote %s (sweep.parquet, sweep.json, throughput.png/.svg, latency_p90.png/.svg)\n",
-			o.SweepID, o.Total, o.Elapsed.Seconds(), d.queue.url, out)
+		fmt.Fprintf(w, "sweep %s: %d points in %.1f s over %s\n", o.SweepID, o.Total, o.Elapsed.Seconds(), d.queue.url)
 	}
 	return res, nil
 }
