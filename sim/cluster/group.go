@@ -44,8 +44,6 @@ type group struct {
 	u               *unit // its ranks' unit, stepping side by side
 }
 
-const outputReturnNs = 30_000 // as sim.SimExecutor: end of the pass to the scheduler
-
 func newGroup(c *Cluster, idx int, p *PoolPlan) *group {
 	pl := p.Engine
 	g := &group{c: c, fpm: pl.FPM, payload: pl.Payload, host: pl.Host, graphs: pl.Graphs, moe: p.moe, formAt: -1, idx: int32(idx)}
@@ -200,7 +198,7 @@ func (g *group) form() {
 		}
 		p := r.pend[r.ph]
 		r.ph++
-		out := end + outputReturnNs
+		out := end + sim.OutputReturnNs
 		r.done = append(r.done, sim.StepResult{StepID: p.id, TOutput: out, GPUTimeNs: dev, HostPrepNs: p.prep,
 			WorkerRecvNs: p.recv, SampleNs: datasets.Unknown, PaddedBatch: p.padded})
 		if r.w.eng.Waiting() && r.w.wakeAt < 0 {
