@@ -532,7 +532,7 @@ func (t *TableWriter[T]) openPart() error {
 		select {
 		case t.rows = <-t.free:
 		default:
-			t.rows = make([]T, 0, min(t.opts.PartRows, PartRows))
+			t.rows = make([]T, 0, min(t.opts.PartRows, 1<<12)) // grown as parts need
 		}
 		return nil
 	}
