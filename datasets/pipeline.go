@@ -3,6 +3,7 @@ package datasets
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // A pipeline encodes the completed parts of a Writer's pipelined tables on
@@ -20,8 +21,7 @@ type pipeline struct {
 
 	mu     sync.RWMutex // submit holds it shared; drain exclusively
 	closed bool
-	errMu  sync.Mutex
-	err    error // the first failure; parts after it are not listed
+	err    atomic.Pointer[error] // the first failure; parts after it are not listed
 }
 
 // encodeJob is one part to encode, or (encode nil) a Commit.
@@ -94,18 +94,13 @@ func (p *pipeline) finisher() {
 }
 
 func (p *pipeline) failed() error {
-	p.errMu.Lock()
-	defer p.errMu.Unlock()
-	return p.err
+	if err := p.err.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
-func (p *pipeline) fail(err error) {
-	p.errMu.Lock()
-	defer p.errMu.Unlock()
-	if p.err == nil {
-		p.err = err
-	}
-}
+func (p *pipeline) fail(err error) { p.err.CompareAndSwap(nil, &err) }
 
 // submit hands over a part to encode; it waits while inFlight parts are.
 func (p *pipeline) submit(encode func() (heldPart, error)) error {

@@ -589,9 +589,70 @@ func (t *TableWriter[T]) ready() error {
 	return nil
 }
 
+// Next lends the caller the n rows after those written so far, as they
+// are, to fill in place: given to Write (or WriteRow) next, they are kept
+// without being copied, and the caller must not touch them after. Rows
+// lent but not written are lent again by the next call. It returns nil
+// after an error (which Write then returns).
+func (t *TableWriter[T]) Next(n int) []T {
+	buf := &t.pending
+	if t.pipelined {
+		if (t.rows == nil || t.err != nil) && t.ready() != nil {
+			return nil
+		}
+		buf = &t.rows
+	} else if len(t.pending)+n > max(cap(t.pending), gatherRows) {
+		if t.flushPending() != nil {
+			return nil
+		}
+	}
+	l := len(*buf)
+	*buf = slices.Grow(*buf, max(n, gatherRows-l))
+	return (*buf)[l : l+n : l+n]
+}
+
+// keepLent keeps rows in place when they are the rows Next lent.
+func (t *TableWriter[T]) keepLent(rows []T) bool {
+	buf := &t.pending
+	if t.pipelined {
+		buf = &t.rows
+	}
+	l := len(*buf)
+	if len(rows) == 0 || t.err != nil || l+len(rows) > cap(*buf) || &rows[0] != &(*buf)[:l+1][l] ||
+		t.pipelined && t.partRows+int64(len(rows)) > t.opts.PartRows {
+		return false
+	}
+	*buf = (*buf)[:l+len(rows)]
+	if t.pipelined {
+		t.partRows += int64(len(rows))
+	}
+	return true
+}
+
 // Write appends rows. Parts roll over at opts.PartRows. After an error the
 // table writer is unusable: every later call returns the same error.
 func (t *TableWriter[T]) Write(rows []T) error {
+	if t.keepLent(rows) {
+		switch {
+		case !t.pipelined && len(t.pending) >= gatherRows:
+			return t.flushPending()
+		case t.pipelined && t.partRows >= t.opts.PartRows:
+			return t.Checkpoint()
+		}
+		return nil
+	}
+	return t.write(rows)
+}
+
+// WriteRow is Write of the one row at row.
+func (t *TableWriter[T]) WriteRow(row *T) error { return t.Write(unsafe.Slice(row, 1)) }
+
+func (t *TableWriter[T]) write(rows []T) error {
+	if len(rows) > 0 && len(t.pending) > 0 { // rows batched before these go first
+		if err := t.flushPending(); err != nil {
+			return err
+		}
+	}
 	for len(rows) > 0 {
 		if err := t.ready(); err != nil {
 			return err
@@ -623,10 +684,10 @@ func (t *TableWriter[T]) Write(rows []T) error {
 func (t *TableWriter[T]) Append(row T) error {
 	if t.codec == nil || t.codec.hasList {
 		if t.codec == nil {
-			return t.Write([]T{row})
+			return t.write([]T{row})
 		}
 		if t.partRows+1 >= t.opts.PartRows {
-			return t.Write([]T{row})
+			return t.write([]T{row})
 		}
 		if err := t.ready(); err != nil {
 			return err
@@ -659,7 +720,7 @@ func (t *TableWriter[T]) flushPending() error {
 	}
 	rows := t.pending
 	t.pending = t.pending[:0]
-	return t.Write(rows)
+	return t.write(rows)
 }
 
 func (t *TableWriter[T]) writeRows(rows []T) error {

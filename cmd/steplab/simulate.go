@@ -50,6 +50,9 @@ decode pools with KV transfers, expert-parallel instances of a mixture of
 experts (docs/placement.md). The dataset then holds every engine's steps
 (worker_id, dp_rank), one row per request, and routes and transfers tables.
 
+--jobs is the number of cores: the engine runs on one and the dataset's parts
+are encoded on the others; the dataset does not depend on it.
+
 Scenario files are YAML (see docs/scenarios.md); --set overrides any field.
 From the repository root:
 
@@ -62,6 +65,7 @@ From the repository root:
       --set workload.benchmark.policy=admission_step
   steplab simulate -o out/fitted --set fpm=datasets/h200/models/steady-gpu.json
   steplab simulate -o out/sim-ops --set fpm=ops          # measured-operations prior, docs/ops-prior.md
+  steplab simulate -o out/azure-one-core --jobs 1         # engine and writer on one core
 
   # engines behind a router, and prefill/decode pools, on the first 2,000 requests
   steplab simulate -o out/sim-kv16 --set workload.limit=2000 \
