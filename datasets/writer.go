@@ -641,6 +641,21 @@ func (t *TableWriter[T]) Write(rows []T) error {
 		}
 		return nil
 	}
+	if !t.pipelined && len(rows) < gatherRows && t.codec != nil && !t.codec.hasList &&
+		t.partRows+int64(len(t.pending)+len(rows)) < t.opts.PartRows {
+		// A few flat rows (a step recorded by a caller that is not
+		// lent rows) are copied into the batch: gathering them alone
+		// would cost a pass of every column per call. Rows that
+		// complete a part go through at once, as they always did.
+		if t.err != nil {
+			return t.ready()
+		}
+		t.pending = append(t.pending, rows...)
+		if len(t.pending) >= gatherRows {
+			return t.flushPending()
+		}
+		return nil
+	}
 	return t.write(rows)
 }
 

@@ -91,10 +91,15 @@ func (s *DatasetSink) nextRows(n int) []datasets.StepRequest {
 	return s.stepReqs.Next(n)
 }
 
-// Request implements Sink.
+// Request implements Sink. The row is copied into the writer's batch
+// (which gathers the columns once a batch is full), not gathered alone.
 func (s *DatasetSink) Request(r *datasets.Request) error {
 	s.openReqs++
-	return s.reqs.Append(*r)
+	if row := s.reqs.Next(1); row != nil {
+		row[0] = *r
+		return s.reqs.Write(row)
+	}
+	return s.reqs.WriteRow(r) // the writer failed: this says why
 }
 
 // Checkpoint closes the open parts, so that everything recorded so far
