@@ -364,6 +364,7 @@ type TableWriter[T any] struct {
 	pipelined bool
 	rows      []T
 	free      chan []T
+	partCap   int // the most rows a part has had: a new buffer's room
 }
 
 // partFile is a part being written under its temporary name: the file, the
@@ -532,7 +533,9 @@ func (t *TableWriter[T]) openPart() error {
 		select {
 		case t.rows = <-t.free:
 		default:
-			t.rows = make([]T, 0, min(t.opts.PartRows, 1<<12)) // grown as parts need
+			// As large as the largest part so far, so that only the
+			// first parts grow theirs.
+			t.rows = make([]T, 0, max(int(min(t.opts.PartRows, 1<<12)), t.partCap))
 		}
 		return nil
 	}
@@ -806,6 +809,7 @@ func (t *TableWriter[T]) Checkpoint() error {
 func (t *TableWriter[T]) submit(n int, count int64) error {
 	rows := t.rows
 	t.rows = nil
+	t.partCap = max(t.partCap, len(rows))
 	return t.w.pipe.submit(func() (heldPart, error) {
 		p, err := t.createPart(n, t.spare())
 		if err != nil {
