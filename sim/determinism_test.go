@@ -4,6 +4,7 @@ import (
 	"github.com/steplab/steplab/internal/rewrite"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -148,4 +149,18 @@ func TestScenarioHostModel(t *testing.T) {
 	sc.Host = bad
 	_, err = sc.Plan()
 	require.ErrorContains(t, err, "h.json")
+}
+
+// The dataset does not depend on the processors its parts are encoded on
+// (datasets.EncodersFor of GOMAXPROCS: none on one, pipelined on more).
+func TestDatasetSameOnAnyProcs(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	want, err := os.ReadFile(filepath.Join("testdata", "golden_sha256.txt"))
+	require.NoError(t, err)
+	for _, p := range []int{1, 2, 3, 8} {
+		runtime.GOMAXPROCS(p)
+		got, _ := simulateSHA(t, poissonScenario(7))
+		require.Equal(t, strings.TrimSpace(string(want)), got, "GOMAXPROCS=%d", p)
+	}
 }
