@@ -144,6 +144,25 @@ type Selection struct {
 	// keeps all. Two commands given the two halves see disjoint rows: a
 	// calibration split and the data it is tested on.
 	Half int
+	// Uniform keeps only the rows a uniform B × context benchmark records
+	// (Dynamo's FPM self-benchmark, AIConfigurator's grids): prefill steps,
+	// and decode steps whose requests all read one context. Mixed steps and
+	// ragged decode batches are left out: what a fit from such a grid
+	// alone predicts of them is what it is measured on.
+	Uniform bool
+}
+
+// UniformStep says whether a step is one a uniform benchmark records: a
+// prefill step, or a decode step whose contexts do not vary (its variance
+// recorded as 0).
+func UniformStep(st *datasets.Step) bool {
+	switch st.Kind {
+	case datasets.KindPrefill:
+		return true
+	case datasets.KindDecode:
+		return st.VarDecodeKVTokens == 0
+	}
+	return false
 }
 
 // HalfOf assigns a step to half 1 or 2 by a hash of its step_id
@@ -193,7 +212,7 @@ func (s Selection) Record(policy string) model.Selection {
 	if kinds == nil {
 		kinds = []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed}
 	}
-	return model.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy, Half: s.Half}
+	return model.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy, Half: s.Half, Uniform: s.Uniform}
 }
 
 // Keep says whether a step passes the selection.
@@ -211,6 +230,9 @@ func (s Selection) Keep(st *datasets.Step) bool {
 	if s.Half != 0 && HalfOf(st.StepID) != s.Half {
 		return false
 	}
+	if s.Uniform && !UniformStep(st) {
+		return false
+	}
 	return st.Valid || s.AllowInvalid
 }
 
@@ -221,7 +243,7 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 		return nil, err
 	}
 	var out []datasets.Step
-	var byRole, byKind, byHalf, byValid int
+	var byRole, byKind, byHalf, byUniform, byValid int
 	roles := s.Roles
 	if roles == nil {
 		roles = DefaultRoles
@@ -235,6 +257,8 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 			byKind++
 		case s.Half != 0 && HalfOf(st.StepID) != s.Half:
 			byHalf++
+		case s.Uniform && !UniformStep(st):
+			byUniform++
 		case !st.Valid && !s.AllowInvalid:
 			byValid++
 		default:
@@ -242,7 +266,7 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d left: %d removed by role (keeping %v), %d by kind (keeping %v), %d by half, %d invalid", len(steps), byRole, roles, byKind, s.Kinds, byHalf, byValid))
+		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d left: %d removed by role (keeping %v), %d by kind (keeping %v), %d by half, %d not uniform, %d invalid", len(steps), byRole, roles, byKind, s.Kinds, byHalf, byUniform, byValid))
 	}
 	return out, nil
 }
