@@ -37,6 +37,11 @@ type Data struct {
 	// scheduled tokens runs eagerly, so FitRecipe bounds regimes of
 	// scheduled_tokens there. 0: not recorded, or the datasets disagree.
 	GraphTokens int
+	// SMs and KVHeads are the GPU's SM count and the model's KV heads per
+	// GPU (manifest.KVSplit), when the datasets' manifests agree: what the
+	// decode attention term of the recipe (model.TermDecodeAttnKV) is
+	// written with. 0: not known.
+	SMs, KVHeads int
 }
 
 // Len is the number of rows.
@@ -61,7 +66,7 @@ func (d *Data) StepID(i int) int64 {
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
 	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
-		GraphTokens: d.GraphTokens}
+		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
 	}

@@ -52,7 +52,7 @@ var DefaultKindSpecs = []KindSpec{
 	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests, model.TermPrefillKVTokens},
 		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
 	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio + "=1"},
-		Terms: RaggedDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
+		Terms: AttnDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
 	{Kind: datasets.KindMixed, Terms: MixedTerms, Regimes: model.CoordScheduledTokens, Relative: true},
 }
 
@@ -71,6 +71,16 @@ var MixedTerms = []string{model.TermConst, model.TermPrefillTokens, model.TermPr
 // kernel with a program per request waits for the longest one). On a
 // uniform grid the last equals decode_kv_tokens and is dropped.
 var RaggedDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
+
+// AttnDecodeTerms price a decode step from its mechanisms: a fixed cost
+// (launches, weight streaming), the GEMM work of the CUDA-graph batch the
+// step ran, and the attention's KV walk in the kernel's split regime
+// (model.TermDecodeAttnKV, written with the data's SM count and KV
+// heads), which a uniform grid identifies and which prices a ragged batch
+// by its longest request where the batch's programs fit in one wave. The
+// ragged terms after it refine that where ragged points were measured; on
+// a uniform grid they are combinations of it and are dropped.
+var AttnDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeAttnKV, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
 
 // RecipeOptions configures FitRecipe. Zero values take the defaults.
 type RecipeOptions struct {
@@ -200,6 +210,8 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	for i := range d.Y {
 		rows[d.Kind(i)] = append(rows[d.Kind(i)], i)
 	}
+	kinds, unsplit := resolveAttnKV(opt.Kinds, d)
+	opt.Kinds = kinds
 	r := &model.Recipe{Level: opt.Level}
 	res := &RecipeResult{Model: r}
 	var compose *KindSpec
@@ -232,6 +244,9 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s steps are unpriced: %v", spec.Kind, err))
 			res.Kinds = append(res.Kinds, *rep)
 			continue
+		}
+		if slices.Contains(unsplit, spec.Kind) {
+			rep.Dropped = append([]DroppedTerm{{model.TermDecodeAttnKV, noKVSplit}}, rep.Dropped...)
 		}
 		if !opt.SkipResiduals {
 			if err := heldOutResiduals(d, idx, spec, opt, k, rep); err != nil {
@@ -329,6 +344,33 @@ func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt Rec
 	}
 	_, err := CalibrateRecipe(r, d.Subset(idx), opt.MinRows, SourceMixedPoints)
 	return err
+}
+
+// noKVSplit is why a kind's decode attention term was left out.
+const noKVSplit = "the datasets' manifests do not give the GPU's SM count (hardware.gpu_name, in the catalogue) and the model's kv_heads, " +
+	"or they disagree: its decode attention is priced by decode_kv_tokens, and ragged batches by the terms the rows identify"
+
+// resolveAttnKV writes each kind's model.TermDecodeAttnKV with the data's
+// SM count and KV heads (Data.SMs, Data.KVHeads), or leaves it out where
+// they are not known; it returns the kinds, and those it left it out of.
+func resolveAttnKV(kinds []KindSpec, d *Data) ([]KindSpec, []string) {
+	out := slices.Clone(kinds)
+	var unsplit []string
+	for i, k := range out {
+		j := slices.Index(k.Terms, model.TermDecodeAttnKV)
+		if j < 0 {
+			continue
+		}
+		k.Terms = slices.Clone(k.Terms)
+		if d.SMs > 0 && d.KVHeads > 0 {
+			k.Terms[j] = model.DecodeAttnKV(d.SMs, d.KVHeads)
+		} else {
+			k.Terms = slices.Delete(k.Terms, j, j+1)
+			unsplit = append(unsplit, k.Kind)
+		}
+		out[i] = k
+	}
+	return out, unsplit
 }
 
 func hasKind(r *model.Recipe, kind string) bool {

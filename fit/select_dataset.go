@@ -170,6 +170,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	l := &Loaded{}
 	policies := map[string]bool{}
 	graphs := map[int]bool{} // the largest CUDA graph of each dataset that records its sizes
+	splits := map[[2]int]bool{}
 	var total int
 	b := newBuilder(opt.MaxRowsPerKind, opt.SampleSeed)
 	for _, p := range paths {
@@ -198,6 +199,8 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		if m := d.Manifest; m != nil && len(m.CUDAGraphSizes) > 0 {
 			graphs[slices.Max(m.CUDAGraphSizes)] = true
 		}
+		sms, kvh := manifest.KVSplit(d.Manifest)
+		splits[[2]int{sms, kvh}] = true
 		first := b.read
 		l.Offsets = append(l.Offsets, first)
 		n, err := loadSteps(d, b, l, opt, admission)
@@ -236,6 +239,11 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	if len(graphs) == 1 {
 		for g := range graphs {
 			data.GraphTokens = g
+		}
+	}
+	if len(splits) == 1 {
+		for s := range splits {
+			data.SMs, data.KVHeads = s[0], s[1]
 		}
 	}
 	if b.sampled() {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 )
 
 // Term names of the linear basis (docs/architecture.md#forward-pass-model). Each term is a function of
@@ -34,6 +35,13 @@ const (
 	TermDecodeBatchMaxKV = "decode_batch_max_kv" // decode requests × the longest context
 	TermDecodeKVStd      = "decode_kv_std"       // standard deviation of the decode contexts
 	TermPaddedBatch      = "padded_batch"        // CUDA-graph bucket of the decode batch
+	// TermDecodeAttnKV is the decode attention's KV walk priced by the
+	// kernel's split regime (SplitKVLength): decode requests × the
+	// context they cost, written with the GPU's SM count and the model's
+	// KV heads per GPU, decode_attn_kv(sms=132,kv_heads=8) (DecodeAttnKV).
+	// On a uniform batch it is decode_kv_tokens; on a ragged one the
+	// longest request sets it while the batch's programs fit in one wave.
+	TermDecodeAttnKV = "decode_attn_kv"
 	TermNewRequests      = "new_requests"        // requests admitted (scheduled_new_reqs)
 	TermNewReqTokens     = "new_req_tokens"      // prompt tokens those requests ship
 )
@@ -88,11 +96,36 @@ func KnownTerms() []string {
 
 // Term returns the function of a term name.
 func Term(name string) (TermFunc, error) {
+	if rest, ok := strings.CutPrefix(name, TermDecodeAttnKV+"("); ok {
+		return decodeAttnKV(name, rest)
+	}
 	fn, ok := termFuncs[name]
 	if !ok {
-		return nil, fmt.Errorf("model: unknown term %q (known: %v)", name, KnownTerms())
+		return nil, fmt.Errorf("model: unknown term %q (known: %v, %s(sms=S,kv_heads=H))", name, KnownTerms(), TermDecodeAttnKV)
 	}
 	return fn, nil
+}
+
+// DecodeAttnKV names the TermDecodeAttnKV term of a GPU of sms SMs and a
+// model of kvHeads KV heads per GPU.
+func DecodeAttnKV(sms, kvHeads int) string {
+	return fmt.Sprintf("%s(sms=%d,kv_heads=%d)", TermDecodeAttnKV, sms, kvHeads)
+}
+
+// decodeAttnKV resolves decode_attn_kv(sms=S,kv_heads=H), rest the name
+// after its opening parenthesis.
+func decodeAttnKV(name, rest string) (TermFunc, error) {
+	var sms, kvh int
+	if n, err := fmt.Sscanf(rest, "sms=%d,kv_heads=%d)", &sms, &kvh); err != nil || n != 2 || sms <= 0 || kvh <= 0 || DecodeAttnKV(sms, kvh) != name {
+		return nil, fmt.Errorf("model: term %q: want %s(sms=S,kv_heads=H), S and H positive integers", name, TermDecodeAttnKV)
+	}
+	return func(f Features) float64 {
+		if f.DecodeRequests <= 0 {
+			return 0
+		}
+		mean := f.DecodeKVTokens / f.DecodeRequests
+		return f.DecodeRequests * SplitKVLength(mean, f.DecodeMaxKVTokens, f.DecodeRequests, float64(sms), float64(kvh))
+	}, nil
 }
 
 // Basis is an ordered list of resolved terms.
