@@ -42,8 +42,8 @@ const (
 	// On a uniform batch it is decode_kv_tokens; on a ragged one the
 	// longest request sets it while the batch's programs fit in one wave.
 	TermDecodeAttnKV = "decode_attn_kv"
-	TermNewRequests      = "new_requests"        // requests admitted (scheduled_new_reqs)
-	TermNewReqTokens     = "new_req_tokens"      // prompt tokens those requests ship
+	TermNewRequests  = "new_requests"   // requests admitted (scheduled_new_reqs)
+	TermNewReqTokens = "new_req_tokens" // prompt tokens those requests ship
 )
 
 // TermFunc computes one basis term from a step's features.
