@@ -82,7 +82,19 @@ type LoadOptions struct {
 	// when rows were left out. It excludes KeepSteps.
 	MaxRowsPerKind int
 	SampleSeed     uint64
+	// Policy says which datasets' decode measurement policies are fitted
+	// together (measurementPolicies): "" reads every dataset (eval, check);
+	// PolicyAuto (fit's default) keeps the steady-state datasets of a mix
+	// with admission-step ones and leaves those out; PolicyAll pools them;
+	// a policy name keeps the datasets of that policy alone.
+	Policy string
 }
+
+// Measurement-policy choices of LoadOptions.Policy.
+const (
+	PolicyAuto = "auto"
+	PolicyAll  = "all"
+)
 
 // Loaded is the result of LoadDatasets: the selected rows of every
 // dataset, concatenated, and their provenance.
@@ -111,6 +123,9 @@ type Loaded struct {
 	// FittedOn are the distinct settings the datasets' manifests record
 	// (model.Training.FittedOn).
 	FittedOn []model.FittedOn
+	// LeftOut names the datasets LoadOptions.Policy left out, each as
+	// "PATH (measurement_policy.decode POLICY)".
+	LeftOut []string
 }
 
 // Record returns the selection s as recorded in a model artifact or a
@@ -119,6 +134,7 @@ type Loaded struct {
 func (l *Loaded) Record(s Selection) model.Selection {
 	rec := s.Record(l.Policy)
 	rec.Kinds = slices.Clone(l.Kinds)
+	rec.LeftOut = slices.Clone(l.LeftOut)
 	rec.Sample = l.Sample
 	return rec
 }
@@ -168,15 +184,27 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		return nil, fmt.Errorf("fit: KeepSteps keeps every selected row; it cannot be combined with MaxRowsPerKind")
 	}
 	l := &Loaded{}
+	opened := make([]*datasets.Dataset, len(paths))
+	for i, p := range paths {
+		d, err := datasets.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("fit: %w", err) // it names the dataset
+		}
+		opened[i] = d
+	}
+	keep, err := measurementPolicies(paths, opened, opt.Policy, l)
+	if err != nil {
+		return nil, err
+	}
 	policies := map[string]bool{}
 	graphs := map[int]bool{} // the largest CUDA graph of each dataset that records its sizes
 	splits := map[[2]int]bool{}
 	var total int
 	b := newBuilder(opt.MaxRowsPerKind, opt.SampleSeed)
-	for _, p := range paths {
-		d, err := datasets.Open(p)
-		if err != nil {
-			return nil, fmt.Errorf("fit: %w", err) // it names the dataset
+	for i, p := range paths {
+		d := opened[i]
+		if !keep[i] {
+			continue
 		}
 		if !d.Has(datasets.TableSteps) {
 			return nil, fmt.Errorf("fit: dataset %s has no %s table (fitting needs one row per engine step)", p, datasets.TableSteps)
@@ -312,6 +340,82 @@ func loadSteps(d *datasets.Dataset, b *dataBuilder, l *Loaded, opt LoadOptions, 
 		}
 	}
 	return total, nil
+}
+
+// decodePolicy is a dataset's measurement_policy.decode ("" when its
+// manifest does not say).
+func decodePolicy(d *datasets.Dataset) string {
+	if m := d.Manifest; m != nil && m.MeasurementPolicy != nil {
+		return m.MeasurementPolicy.Decode
+	}
+	return ""
+}
+
+// measurementPolicies says which datasets a load keeps under policy (see
+// LoadOptions.Policy), noting those it leaves out in l (LeftOut and a
+// warning). Steady-state benchmark points and production traffic time the
+// same step, so they pool; admission-step points time another one
+// (docs/architecture.md#r3-admission-step-contamination). Under
+// PolicyAuto a mix of admission-step datasets with ones that record no
+// policy cannot be separated and is refused, as is a named policy no
+// dataset has, or one beside datasets that record none.
+func measurementPolicies(paths []string, ds []*datasets.Dataset, policy string, l *Loaded) ([]bool, error) {
+	keep := make([]bool, len(ds))
+	var admission, steady, unknown []string
+	for i, d := range ds {
+		keep[i] = true
+		switch decodePolicy(d) {
+		case datasets.PolicyAdmissionStep:
+			admission = append(admission, paths[i])
+		case "":
+			unknown = append(unknown, paths[i])
+		default:
+			steady = append(steady, paths[i])
+		}
+	}
+	leave := func(i int) {
+		keep[i] = false
+		l.LeftOut = append(l.LeftOut, fmt.Sprintf("%s (measurement_policy.decode %s)", paths[i], decodePolicy(ds[i])))
+	}
+	switch policy {
+	case "", PolicyAll:
+		return keep, nil
+	case PolicyAuto:
+		if len(admission) == 0 || len(steady) == 0 && len(unknown) == 0 {
+			return keep, nil
+		}
+		if len(unknown) > 0 {
+			return nil, dataErr(ErrPolicyMix, fmt.Sprintf("%s record admission_step decode points and %s no measurement_policy: their rows cannot be told apart; "+
+				"fit them apart, or name --policy all to pool them", strings.Join(admission, ", "), strings.Join(unknown, ", ")))
+		}
+		for i, d := range ds {
+			if decodePolicy(d) == datasets.PolicyAdmissionStep {
+				leave(i)
+			}
+		}
+		w := fmt.Sprintf("left out %s: admission-step decode points time another step than the steady-state and production rows of %s, and pooled they bias the fit; "+
+			"--policy admission_step fits them alone, --policy all pools them", strings.Join(l.LeftOut, ", "), strings.Join(steady, ", "))
+		slog.Warn("measurement policies not pooled", "warning", w)
+		l.Warnings = append(l.Warnings, w)
+		return keep, nil
+	}
+	if len(unknown) > 0 {
+		return nil, dataErr(ErrPolicyMix, fmt.Sprintf("--policy %s: %s record no measurement_policy, so it cannot say whether their rows are of that policy", policy, strings.Join(unknown, ", ")))
+	}
+	for i, d := range ds {
+		if decodePolicy(d) != policy {
+			leave(i)
+		}
+	}
+	if !slices.Contains(keep, true) {
+		return nil, dataErr(ErrPolicyMix, fmt.Sprintf("--policy %s: no dataset has it (%s)", policy, strings.Join(l.LeftOut, ", ")))
+	}
+	if len(l.LeftOut) > 0 {
+		w := "left out " + strings.Join(l.LeftOut, ", ") + ": --policy " + policy
+		slog.Warn("measurement policies not pooled", "warning", w)
+		l.Warnings = append(l.Warnings, w)
+	}
+	return keep, nil
 }
 
 func orDefault(s, def []string) []string {
