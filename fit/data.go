@@ -42,6 +42,9 @@ type Data struct {
 	// decode attention term of the recipe (model.TermDecodeAttnKV) is
 	// written with. 0: not known.
 	SMs, KVHeads int
+	// AttnPerSM is the hardware catalogue's decode attention programs per
+	// SM of that GPU (model.Hardware.AttnProgramsPerSM), 0 when it has none.
+	AttnPerSM int
 }
 
 // Len is the number of rows.
@@ -66,7 +69,7 @@ func (d *Data) StepID(i int) int64 {
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
 	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
-		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads}
+		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads, AttnPerSM: d.AttnPerSM}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
 	}

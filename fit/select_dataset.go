@@ -198,7 +198,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	}
 	policies := map[string]bool{}
 	graphs := map[int]bool{} // the largest CUDA graph of each dataset that records its sizes
-	splits := map[[2]int]bool{}
+	splits := map[[3]int]bool{}
 	var total int
 	b := newBuilder(opt.MaxRowsPerKind, opt.SampleSeed)
 	for i, p := range paths {
@@ -227,8 +227,8 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		if m := d.Manifest; m != nil && len(m.CUDAGraphSizes) > 0 {
 			graphs[slices.Max(m.CUDAGraphSizes)] = true
 		}
-		sms, kvh := manifest.KVSplit(d.Manifest)
-		splits[[2]int{sms, kvh}] = true
+		sms, perSM, kvh := manifest.KVSplit(d.Manifest)
+		splits[[3]int{sms, perSM, kvh}] = true
 		first := b.read
 		l.Offsets = append(l.Offsets, first)
 		n, err := loadSteps(d, b, l, opt, admission)
@@ -271,7 +271,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	}
 	if len(splits) == 1 {
 		for s := range splits {
-			data.SMs, data.KVHeads = s[0], s[1]
+			data.SMs, data.AttnPerSM, data.KVHeads = s[0], s[1], s[2]
 		}
 	}
 	if b.sampled() {

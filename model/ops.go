@@ -537,16 +537,17 @@ func (o *Ops) decodeKV(f *Features) float64 {
 
 // SplitKVLength is the uniform context a decode batch of batch requests,
 // of mean and longest context, costs the attention kernel of decodeKV (a
-// program per (request, KV head), each streaming its request's KV through
-// one SM): max(mean, longest·min(1, sms/(batch·kvHeads))). A batch whose
-// programs fit in one wave waits for its longest request; one of many
-// waves spreads the work over the GPU. The mean when sms or kvHeads is
-// not known.
-func SplitKVLength(mean, longest, batch, sms, kvHeads float64) float64 {
-	if !(sms > 0) || !(kvHeads > 0) || !(batch > 0) {
+// program per (request, KV head), each streaming its request's KV, wave
+// of them running at once: the SM count times the programs an SM runs
+// together): max(mean, longest·min(1, wave/(batch·kvHeads))). A batch
+// whose programs fit in one wave waits for its longest request; one of
+// many waves spreads the work over the GPU. The mean when wave or kvHeads
+// is not known.
+func SplitKVLength(mean, longest, batch, wave, kvHeads float64) float64 {
+	if !(wave > 0) || !(kvHeads > 0) || !(batch > 0) {
 		return mean
 	}
-	return math.Max(mean, longest*math.Min(1, sms/(batch*kvHeads)))
+	return math.Max(mean, longest*math.Min(1, wave/(batch*kvHeads)))
 }
 
 // generationAttnNs is one layer's decode attention for batch requests
