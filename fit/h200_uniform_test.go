@@ -1,8 +1,11 @@
 package fit
 
 import (
+	"cmp"
 	"math"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,31 +16,50 @@ import (
 
 // h200Grids are every committed grid with the traffic of its shape: the
 // three shapes' steady grids, and the first Llama captures (a uniform
-// grid) with theirs.
+// grid) with theirs. Each has an admission-step twin beside it.
 var h200Grids = append(slices.Clone(h200Shapes),
 	h200Shape{"Llama-3.1-8B (first captures)", "bench-steady", []string{"traffic-azure-5rps", "traffic-azure-12rps"}, true})
 
-// TestH200Uniform fits the default recipe on each committed grid's uniform
-// points only (Selection.Uniform: what Dynamo's and AIConfigurator's
-// B × context grids record) and on the whole grid, and prices the shape's
-// traffic, which neither saw.
+// TestH200Uniform fits the default recipe on the uniform points only
+// (Selection.Uniform: what Dynamo's and AIConfigurator's B × context grids
+// record) of every committed grid, each measurement policy, and prices the
+// shape's traffic, which the fit never saw; beside it the whole steady
+// grid. checks.yaml gates each uniform fit's figures (a check of fit
+// uniform: true on that grid and policy): this test says which grids the
+// gate must cover and logs the table docs/fitting.md quotes.
 func TestH200Uniform(t *testing.T) {
+	bf, err := LoadBounds("../checks.yaml")
+	require.NoError(t, err)
+	gated := map[string]bool{}
+	for _, c := range bf.Checks {
+		if f := c.Model.Fit; f != nil && f.Uniform && len(f.Datasets) == 1 {
+			gated[f.Datasets[0]+" "+cmp.Or(f.Policy, PolicyAuto)+" "+f.Target] = true
+		}
+	}
 	for _, sh := range h200Grids {
 		for _, target := range []string{TargetWall, TargetGPU} {
 			traffic := h200Data(t, target, Selection{}, sh.traffic...).Data
-			for _, uniform := range []bool{true, false} {
-				grid := h200Data(t, target, Selection{Uniform: uniform}, sh.bench).Data
-				res, err := FitRecipe(grid, RecipeOptions{Seed: 1, SkipResiduals: true})
+			for _, grid := range []struct {
+				policy  string
+				bench   string
+				uniform bool
+			}{
+				{PolicyAuto, sh.bench, true},
+				{datasets.PolicyAdmissionStep, strings.Replace(sh.bench, "bench-steady", "bench-admission", 1), true},
+				{PolicyAuto, sh.bench, false},
+			} {
+				path := filepath.ToSlash(filepath.Join("datasets/h200", grid.bench))
+				if grid.uniform {
+					require.True(t, gated[path+" "+grid.policy+" "+target], "checks.yaml gates a uniform fit of %s (policy %s, %s)", path, grid.policy, target)
+				}
+				l, err := LoadDatasets(h200Paths(grid.bench), LoadOptions{Target: target, Selection: Selection{Uniform: grid.uniform}, Policy: grid.policy})
+				require.NoError(t, err)
+				res, err := FitRecipe(l.Data, RecipeOptions{Seed: 1, SkipResiduals: true})
 				require.NoError(t, err)
 				r := Evaluate(res.Model, traffic, 0)
 				dec, mix := r.ByKind[datasets.KindDecode], r.ByKind[datasets.KindMixed]
-				t.Logf("%-30s %-12s uniform=%-5v rows %4d | decode MAPE %5.2f%% p90 %5.2f%% bias %+6.2f%% | mixed MAPE %5.2f%% | all %5.2f%%",
-					sh.name, target, uniform, grid.Len(), dec.MAPE, dec.P90APE, dec.MeanBias, mix.MAPE, r.Overall.MAPE)
-				for _, k := range res.Kinds {
-					for _, n := range k.Identified {
-						t.Logf("    %s", n)
-					}
-				}
+				t.Logf("%-30s %-12s %-24s uniform=%-5v rows %4d | decode MAPE %5.2f%% p90 %5.2f%% bias %+6.2f%% | mixed MAPE %5.2f%% | all %5.2f%%",
+					sh.name, target, l.Policy, grid.uniform, l.Data.Len(), dec.MAPE, dec.P90APE, dec.MeanBias, mix.MAPE, r.Overall.MAPE)
 			}
 		}
 	}
