@@ -96,7 +96,10 @@ The artifact records the step kinds the selected rows have.
 
 A dataset whose manifest says its decode points were measured on the
 admission step gets a loud warning: those timings include admission work
-that production decode never pays (docs/architecture.md, R3).
+that production decode never pays (docs/architecture.md, R3). Given beside
+steady-state or production datasets it is left out and the fit says so
+(--policy all pools them, --policy NAME fits one policy). --uniform fits
+only what a uniform B × context grid records (docs/fitting.md).
 
 Examples, from the repository root (the committed H200 grid and traffic):
   steplab fit datasets/h200/bench-steady -o out/fit-model.json
@@ -106,7 +109,9 @@ Examples, from the repository root (the committed H200 grid and traffic):
   steplab fit datasets/h200/bench-steady --form grid -o out/fit-grid.json
   steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-12rps -o out/fit-recipe.json
   steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-5rps --calibrate-half 1 -o out/fit-recipe-half.json
-  steplab eval out/fit-recipe-half.json datasets/h200/traffic-azure-5rps --half 2`,
+  steplab eval out/fit-recipe-half.json datasets/h200/traffic-azure-5rps --half 2
+  steplab fit datasets/h200/qwen2.5-7b/bench-steady --uniform -o out/fit-uniform.json
+  steplab fit datasets/h200/bench-admission datasets/h200/bench-steady -o out/fit-policy.json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("fit", out, force); err != nil {
