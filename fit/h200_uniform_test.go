@@ -56,6 +56,14 @@ func TestH200Uniform(t *testing.T) {
 				require.NoError(t, err)
 				res, err := FitRecipe(l.Data, RecipeOptions{Seed: 1, SkipResiduals: true})
 				require.NoError(t, err)
+				dk := res.Kinds[slices.IndexFunc(res.Kinds, func(k KindReport) bool { return k.Kind == datasets.KindDecode })]
+				require.Len(t, dk.Identified, 1, "the decode kind says where its attention wave came from")
+				if grid.uniform || sh.bench == "bench-steady" {
+					require.Contains(t, dk.Identified[0], "assumed (the hardware catalogue's attn_programs_per_sm), not identified")
+					require.Contains(t, dk.Identified[0], "ragged decode points", "it names the points that would identify it")
+				} else {
+					require.Contains(t, dk.Identified[0], "identified by 72 ragged decode rows")
+				}
 				r := Evaluate(res.Model, traffic, 0)
 				dec, mix := r.ByKind[datasets.KindDecode], r.ByKind[datasets.KindMixed]
 				t.Logf("%-30s %-12s %-24s uniform=%-5v rows %4d | decode MAPE %5.2f%% p90 %5.2f%% bias %+6.2f%% | mixed MAPE %5.2f%% | all %5.2f%%",
