@@ -1,7 +1,9 @@
 package fit
 
 import (
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -37,12 +39,17 @@ func TestLoadDatasetsPolicy(t *testing.T) {
 		{"asked beside unknown", []string{steady, none}, datasets.PolicySteadyStateSecondStep, 0, nil, "record no measurement_policy"},
 		{"asked for one no dataset has", []string{steady}, datasets.PolicyAdmissionStep, 0, nil, "no dataset has it"},
 		{"unknown beside steady pools", []string{steady, none}, PolicyAuto, 70, nil, ""},
+		{"unknown policy name", []string{steady}, "bogus", 0, nil, `unknown --policy "bogus"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l, err := LoadDatasets(tc.paths, LoadOptions{Policy: tc.policy})
 			if tc.err != "" {
-				require.ErrorIs(t, err, ErrPolicyMix)
 				require.ErrorContains(t, err, tc.err)
+				var de *DataError
+				require.Equal(t, !strings.HasPrefix(tc.err, "unknown"), errors.As(err, &de), "a mix is bad data (ErrPolicyMix), an unknown name bad usage")
+				if de != nil {
+					require.ErrorIs(t, err, ErrPolicyMix)
+				}
 				return
 			}
 			require.NoError(t, err)

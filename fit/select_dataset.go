@@ -399,6 +399,9 @@ func measurementPolicies(paths []string, ds []*datasets.Dataset, policy string, 
 		l.Warnings = append(l.Warnings, w)
 		return keep, nil
 	}
+	if known := []string{datasets.PolicySteadyStateSecondStep, datasets.PolicyAdmissionStep, datasets.PolicyProduction}; !slices.Contains(known, policy) {
+		return nil, fmt.Errorf("fit: unknown --policy %q (want %s, %s or a decode measurement policy: %s)", policy, PolicyAuto, PolicyAll, strings.Join(known, ", "))
+	}
 	if len(unknown) > 0 {
 		return nil, dataErr(ErrPolicyMix, fmt.Sprintf("--policy %s: %s record no measurement_policy, so it cannot say whether their rows are of that policy", policy, strings.Join(unknown, ", ")))
 	}
