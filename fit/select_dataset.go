@@ -197,8 +197,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		return nil, err
 	}
 	policies := map[string]bool{}
-	graphs := map[int]bool{} // the largest CUDA graph of each dataset that records its sizes
-	splits := map[[3]int]bool{}
+	var settings engineSettings
 	var total int
 	b := newBuilder(opt.MaxRowsPerKind, opt.SampleSeed)
 	for i, p := range paths {
@@ -224,11 +223,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 			}
 		}
 		l.FittedOn = model.AddFittedOn(l.FittedOn, manifest.FittedOn(d.Manifest))
-		if m := d.Manifest; m != nil && len(m.CUDAGraphSizes) > 0 {
-			graphs[slices.Max(m.CUDAGraphSizes)] = true
-		}
-		sms, perSM, kvh := manifest.KVSplit(d.Manifest)
-		splits[[3]int{sms, perSM, kvh}] = true
+		settings.add(d.Manifest)
 		first := b.read
 		l.Offsets = append(l.Offsets, first)
 		n, err := loadSteps(d, b, l, opt, admission)
@@ -264,16 +259,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		}
 		return nil, err
 	}
-	if len(graphs) == 1 {
-		for g := range graphs {
-			data.GraphTokens = g
-		}
-	}
-	if len(splits) == 1 {
-		for s := range splits {
-			data.SMs, data.AttnPerSM, data.KVHeads = s[0], s[1], s[2]
-		}
-	}
+	settings.apply(data)
 	if b.sampled() {
 		l.Offsets = b.offsets(l.Offsets)
 		l.Sample = &model.Sample{PerKind: opt.MaxRowsPerKind, Seed: opt.SampleSeed, Selected: int64(b.read), Kept: int64(data.Len())}
@@ -340,6 +326,36 @@ func loadSteps(d *datasets.Dataset, b *dataBuilder, l *Loaded, opt LoadOptions, 
 		}
 	}
 	return total, nil
+}
+
+// engineSettings gathers what the datasets' manifests say of the engine
+// and GPU the recipe prices with: the largest CUDA graph of each dataset
+// that records its sizes, and the decode attention's split regime
+// (manifest.KVSplit).
+type engineSettings struct {
+	graphs []int
+	splits [][3]int
+}
+
+func (e *engineSettings) add(m *datasets.Manifest) {
+	if m != nil && len(m.CUDAGraphSizes) > 0 && !slices.Contains(e.graphs, slices.Max(m.CUDAGraphSizes)) {
+		e.graphs = append(e.graphs, slices.Max(m.CUDAGraphSizes))
+	}
+	sms, perSM, kvh := manifest.KVSplit(m)
+	if s := [3]int{sms, perSM, kvh}; !slices.Contains(e.splits, s) {
+		e.splits = append(e.splits, s)
+	}
+}
+
+// apply sets on d the settings every dataset agrees on (Data.GraphTokens,
+// SMs, AttnPerSM, KVHeads); those they disagree on stay unknown.
+func (e *engineSettings) apply(d *Data) {
+	if len(e.graphs) == 1 {
+		d.GraphTokens = e.graphs[0]
+	}
+	if len(e.splits) == 1 {
+		d.SMs, d.AttnPerSM, d.KVHeads = e.splits[0][0], e.splits[0][1], e.splits[0][2]
+	}
 }
 
 // decodePolicy is a dataset's measurement_policy.decode ("" when its
