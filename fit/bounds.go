@@ -2,6 +2,7 @@ package fit
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -81,6 +82,10 @@ type FitSpec struct {
 	CalibrateHalf int      `yaml:"calibrate_half"`
 	Bootstrap     int      `yaml:"bootstrap"` // default 200
 	Seed          uint64   `yaml:"seed"`      // default 1
+	// Uniform fits the datasets' uniform-benchmark rows only
+	// (Selection.Uniform); Policy is fit's --policy (default auto).
+	Uniform bool   `yaml:"uniform"`
+	Policy  string `yaml:"policy"`
 }
 
 // PriorSpec is a prior of a model shape (by catalogue name,
@@ -365,7 +370,7 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, *model.Artifact, string, str
 	if seed == 0 {
 		seed = 1
 	}
-	cfg := FitConfig{Load: LoadOptions{Selection: Selection{Kinds: fs.Kinds}, Target: fs.Target}, Form: form,
+	cfg := FitConfig{Load: LoadOptions{Selection: Selection{Kinds: fs.Kinds, Uniform: fs.Uniform}, Target: fs.Target, Policy: cmp.Or(fs.Policy, PolicyAuto)}, Form: form,
 		Linear: Options{Terms: fs.Terms, Bootstrap: boot}, Recipe: RecipeOptions{Bootstrap: boot},
 		Calibrate: f.paths(fs.Calibrate), CalibrateHalf: fs.CalibrateHalf, Seed: seed, CreatedBy: "steplab check --bounds"}
 	rep, art, _, err := FitDatasets(f.paths(fs.Datasets), cfg)

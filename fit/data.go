@@ -37,6 +37,14 @@ type Data struct {
 	// scheduled tokens runs eagerly, so FitRecipe bounds regimes of
 	// scheduled_tokens there. 0: not recorded, or the datasets disagree.
 	GraphTokens int
+	// SMs and KVHeads are the GPU's SM count and the model's KV heads per
+	// GPU (manifest.KVSplit), when the datasets' manifests agree: what the
+	// decode attention term of the recipe (model.TermDecodeAttnKV) is
+	// written with. 0: not known.
+	SMs, KVHeads int
+	// AttnPerSM is the hardware catalogue's decode attention programs per
+	// SM of that GPU (model.Hardware.AttnProgramsPerSM), 0 when it has none.
+	AttnPerSM int
 }
 
 // Len is the number of rows.
@@ -61,7 +69,7 @@ func (d *Data) StepID(i int) int64 {
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
 	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
-		GraphTokens: d.GraphTokens}
+		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads, AttnPerSM: d.AttnPerSM}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
 	}
@@ -144,6 +152,25 @@ type Selection struct {
 	// keeps all. Two commands given the two halves see disjoint rows: a
 	// calibration split and the data it is tested on.
 	Half int
+	// Uniform keeps only the rows a uniform B × context benchmark records
+	// (Dynamo's FPM self-benchmark, AIConfigurator's grids): prefill steps,
+	// and decode steps whose requests all read one context. Mixed steps and
+	// ragged decode batches are left out: what a fit from such a grid
+	// alone predicts of them is what it is measured on.
+	Uniform bool
+}
+
+// UniformStep says whether a step is one a uniform benchmark records: a
+// prefill step, or a decode step whose contexts do not vary (its variance
+// recorded as 0).
+func UniformStep(st *datasets.Step) bool {
+	switch st.Kind {
+	case datasets.KindPrefill:
+		return true
+	case datasets.KindDecode:
+		return st.VarDecodeKVTokens == 0
+	}
+	return false
 }
 
 // HalfOf assigns a step to half 1 or 2 by a hash of its step_id
@@ -193,7 +220,7 @@ func (s Selection) Record(policy string) model.Selection {
 	if kinds == nil {
 		kinds = []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed}
 	}
-	return model.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy, Half: s.Half}
+	return model.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy, Half: s.Half, Uniform: s.Uniform}
 }
 
 // Keep says whether a step passes the selection.
@@ -211,6 +238,9 @@ func (s Selection) Keep(st *datasets.Step) bool {
 	if s.Half != 0 && HalfOf(st.StepID) != s.Half {
 		return false
 	}
+	if s.Uniform && !UniformStep(st) {
+		return false
+	}
 	return st.Valid || s.AllowInvalid
 }
 
@@ -221,7 +251,7 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 		return nil, err
 	}
 	var out []datasets.Step
-	var byRole, byKind, byHalf, byValid int
+	var byRole, byKind, byHalf, byUniform, byValid int
 	roles := s.Roles
 	if roles == nil {
 		roles = DefaultRoles
@@ -235,6 +265,8 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 			byKind++
 		case s.Half != 0 && HalfOf(st.StepID) != s.Half:
 			byHalf++
+		case s.Uniform && !UniformStep(st):
+			byUniform++
 		case !st.Valid && !s.AllowInvalid:
 			byValid++
 		default:
@@ -242,7 +274,7 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d left: %d removed by role (keeping %v), %d by kind (keeping %v), %d by half, %d invalid", len(steps), byRole, roles, byKind, s.Kinds, byHalf, byValid))
+		return nil, dataErr(ErrEmptySelection, fmt.Sprintf("no rows of %d left: %d removed by role (keeping %v), %d by kind (keeping %v), %d by half, %d not uniform, %d invalid", len(steps), byRole, roles, byKind, s.Kinds, byHalf, byUniform, byValid))
 	}
 	return out, nil
 }

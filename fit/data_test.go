@@ -54,7 +54,9 @@ func TestLoadDatasetsStreams(t *testing.T) {
 		want, err := DataFromSteps(kept, TargetWall)
 		require.NoError(t, err)
 		require.Equal(t, 512, l.Data.GraphTokens, "%s: the manifest's largest CUDA-graph capture size", dir)
-		want.GraphTokens = 512
+		require.Equal(t, [2]int{132, []int{8, 4}[i]}, [2]int{l.Data.SMs, l.Data.KVHeads}, "%s: the H200's SMs (catalogue) and the model's KV heads (manifest)", dir)
+		require.Equal(t, 3, l.Data.AttnPerSM, "%s: the H200 catalogue's attention programs per SM", dir)
+		want.GraphTokens, want.SMs, want.KVHeads, want.AttnPerSM = 512, l.Data.SMs, l.Data.KVHeads, l.Data.AttnPerSM
 		require.Equal(t, want, l.Data, dir)
 	}
 }

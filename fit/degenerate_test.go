@@ -73,7 +73,9 @@ func TestDropPolicy(t *testing.T) {
 	terms := append([]string{"new_requests", "new_req_tokens"}, synthTerms...)
 	res, err := Linear(d, Options{Terms: terms, Degenerate: DegenerateDrop})
 	require.NoError(t, err)
-	require.Equal(t, []DroppedTerm{{"new_requests", "constant on every row (indistinguishable from const)"}, {"new_req_tokens", "zero on every row"}}, res.Dropped)
+	require.Equal(t, []DroppedTerm{
+		{"new_requests", "constant on every row (indistinguishable from const); steps that admit requests beside running ones (mixed points) would identify it"},
+		{"new_req_tokens", "zero on every row; mixed points at a context (new prompts beside chunks of running ones) would identify it"}}, res.Dropped)
 	require.Equal(t, synthTerms, res.Model.Terms)
 	// Of collinear terms the later one goes: padded_batch equals
 	// decode_requests on this data.
@@ -103,8 +105,8 @@ func TestAutoPolicyAndUnrecorded(t *testing.T) {
 	res, err := Linear(d, Options{})
 	require.NoError(t, err)
 	require.Equal(t, []DroppedTerm{
-		{"new_requests", "zero on every row"},
-		{"new_req_tokens", "zero on every row"},
+		{"new_requests", "zero on every row; steps that admit requests beside running ones (mixed points) would identify it"},
+		{"new_req_tokens", "zero on every row; mixed points at a context (new prompts beside chunks of running ones) would identify it"},
 	}, res.Dropped)
 	_, err = Linear(d, Options{Terms: model.DefaultTerms})
 	require.ErrorIs(t, err, ErrZeroColumn)

@@ -30,6 +30,9 @@ var (
 	ErrRankDeficient = errors.New("rank-deficient design")
 	// ErrNoConvergence: an iterative solver ran out of iterations.
 	ErrNoConvergence = errors.New("no convergence")
+	// ErrPolicyMix: datasets of measurement policies a load cannot
+	// separate (LoadOptions.Policy).
+	ErrPolicyMix = errors.New("measurement policies mixed")
 )
 
 // DataError is a degenerate-input error: Kind is one of the sentinels,

@@ -735,8 +735,13 @@ func TestH200IntervalCoverage(t *testing.T) {
 	logCov("grid residuals, 5 req/s", ca)
 	logCov("grid residuals, 12 req/s", cb)
 	for _, c := range []*IntervalReport{ca, cb} {
-		require.Less(t, c.ByKind["decode"].Pct, 80.0, "the grid's spread does not carry to traffic")
-		require.Greater(t, c.ByKind["decode"].Above, 10*c.ByKind["decode"].Below, "traffic costs more than the grid: misses are above")
+		// The decode attention term prices the traffic's ragged batches
+		// (decode coverage 79-86%, misses on both sides); the mixed steps a
+		// grid without mixed points composes still cost what it never
+		// measured, and their misses are above.
+		mixed := c.ByKind["mixed"]
+		require.Less(t, mixed.Pct, 50.0, "the grid's spread does not carry to traffic's mixed steps")
+		require.Greater(t, mixed.Above, 10*mixed.Below, "traffic's mixed steps cost more than the composition: misses are above")
 	}
 
 	// Relative residuals: on the traffic the absolute error grows with the
@@ -773,7 +778,9 @@ func TestH200IntervalCoverage(t *testing.T) {
 	c125 := cov(h200Recipe(t, []string{twelve}, 0), a)
 	logCov("calibrated on 5 req/s, tested on 12 req/s", c512)
 	logCov("calibrated on 12 req/s, tested on 5 req/s", c125)
-	require.Less(t, c512.ByKind["decode"].Pct, 80.0, "the 5 req/s spread under-covers the larger batches of 12 req/s")
+	// With the decode attention term the 5 req/s residuals carry to the
+	// larger batches of 12 req/s (they under-covered, 65%, without it).
+	require.InDelta(t, 90, c512.ByKind["decode"].Pct, 7, "a calibration on one rate carries to the other's decode steps")
 
 	// On a split: half 1 of both runs calibrates, half 2 tests.
 	split := h200Recipe(t, []string{five, twelve}, 1)

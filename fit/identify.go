@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/steplab/steplab/model"
 )
 
 // identifiable splits terms into those the data can price and those it
@@ -58,10 +60,10 @@ func identifiable(d *Data, terms []string, relative bool) (kept []string, droppe
 	for j, t := range terms {
 		switch {
 		case slices.Contains(zero, t):
-			dropped = append(dropped, DroppedTerm{t, "zero on every row"})
+			dropped = append(dropped, DroppedTerm{t, withHint(t, "zero on every row")})
 			continue
 		case slices.Contains(constant, t):
-			dropped = append(dropped, DroppedTerm{t, "constant on every row (indistinguishable from const)"})
+			dropped = append(dropped, DroppedTerm{t, withHint(t, "constant on every row (indistinguishable from const)")})
 			continue
 		}
 		try := append(slices.Clone(idx), j)
@@ -75,7 +77,7 @@ func identifiable(d *Data, terms []string, relative bool) (kept []string, droppe
 			if others := slices.DeleteFunc(slices.Clone(de.Terms), func(s string) bool { return s == t }); len(others) > 0 {
 				reason = "a linear combination of " + strings.Join(others, ", ")
 			}
-			dropped = append(dropped, DroppedTerm{t, reason + " on these rows"})
+			dropped = append(dropped, DroppedTerm{t, withHint(t, reason+" on these rows")})
 			continue
 		}
 		idx = try
@@ -85,6 +87,29 @@ func identifiable(d *Data, terms []string, relative bool) (kept []string, droppe
 		return nil, dropped, dataErr(ErrZeroColumn, "every term was dropped", terms...)
 	}
 	return kept, dropped, nil
+}
+
+// identifiedBy says, per term, which points would identify it where the
+// rows cannot (a dropped term's reason ends with it).
+var identifiedBy = map[string]string{
+	model.TermDecodeKVTokens:   "ragged decode points (requests of one batch at different contexts) would identify it",
+	model.TermDecodeMaxKV:      "ragged decode points (requests of one batch at different contexts) would identify it",
+	model.TermDecodeBatchMaxKV: "ragged decode points (requests of one batch at different contexts) would identify it",
+	model.TermDecodeKVStd:      "ragged decode points (requests of one batch at different contexts) would identify it",
+	model.TermPaddedBatch:      "decode batches between two CUDA-graph sizes (padded above their count) would identify it",
+	model.TermPrefillKVTokens:  "prefill chunks after a context (chunked prefill, prefix-cache hits, mixed points at a context) would identify it",
+	model.TermPrefillAttn:      "prefill points at several chunk lengths and contexts would identify it",
+	model.TermPrefillRequests:  "prefill points of several requests at one token count would identify it",
+	model.TermNewRequests:      "steps that admit requests beside running ones (mixed points) would identify it",
+	model.TermNewReqTokens:     "mixed points at a context (new prompts beside chunks of running ones) would identify it",
+}
+
+// withHint appends to a dropped term's reason which points would identify it.
+func withHint(term, reason string) string {
+	if h := identifiedBy[term]; h != "" {
+		return reason + "; " + h
+	}
+	return reason
 }
 
 // unrecordedError refuses terms the source did not record on some rows

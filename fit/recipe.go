@@ -52,7 +52,7 @@ var DefaultKindSpecs = []KindSpec{
 	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests, model.TermPrefillKVTokens},
 		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
 	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio + "=1"},
-		Terms: RaggedDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
+		Terms: AttnDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
 	{Kind: datasets.KindMixed, Terms: MixedTerms, Regimes: model.CoordScheduledTokens, Relative: true},
 }
 
@@ -71,6 +71,16 @@ var MixedTerms = []string{model.TermConst, model.TermPrefillTokens, model.TermPr
 // kernel with a program per request waits for the longest one). On a
 // uniform grid the last equals decode_kv_tokens and is dropped.
 var RaggedDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
+
+// AttnDecodeTerms price a decode step from its mechanisms: a fixed cost
+// (launches, weight streaming), the GEMM work of the CUDA-graph batch the
+// step ran, and the attention's KV walk in the kernel's split regime
+// (model.TermDecodeAttnKV, written with the data's SM count and KV
+// heads), which a uniform grid identifies and which prices a ragged batch
+// by its longest request where the batch's programs fit in one wave. The
+// ragged terms after it refine that where ragged points were measured; on
+// a uniform grid they are combinations of it and are dropped.
+var AttnDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeAttnKV, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
 
 // RecipeOptions configures FitRecipe. Zero values take the defaults.
 type RecipeOptions struct {
@@ -134,6 +144,10 @@ type KindReport struct {
 	// Coefficients of the linear form, with bootstrap intervals.
 	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
 	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
+	// Identified says, for a setting of a term's mechanism, whether the
+	// rows identified it or what was assumed, and which points would
+	// identify it.
+	Identified []string `json:"identified,omitempty"`
 	// Regimes are the pieces of a linear form split into regimes (then
 	// Terms and Coefficients are empty).
 	Regimes []RegimeReport `json:"regimes,omitempty"`
@@ -200,6 +214,9 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	for i := range d.Y {
 		rows[d.Kind(i)] = append(rows[d.Kind(i)], i)
 	}
+	perSM, perSMNote := attnPerSM(d, rows[datasets.KindDecode], opt)
+	kinds, unsplit := resolveAttnKV(opt.Kinds, d, perSM)
+	opt.Kinds = kinds
 	r := &model.Recipe{Level: opt.Level}
 	res := &RecipeResult{Model: r}
 	var compose *KindSpec
@@ -232,6 +249,11 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 			res.Warnings = append(res.Warnings, fmt.Sprintf("%s steps are unpriced: %v", spec.Kind, err))
 			res.Kinds = append(res.Kinds, *rep)
 			continue
+		}
+		if slices.Contains(unsplit, spec.Kind) {
+			rep.Dropped = append([]DroppedTerm{{model.TermDecodeAttnKV, noKVSplit}}, rep.Dropped...)
+		} else if spec.Kind == datasets.KindDecode && perSMNote != "" {
+			rep.Identified = append(rep.Identified, perSMNote)
 		}
 		if !opt.SkipResiduals {
 			if err := heldOutResiduals(d, idx, spec, opt, k, rep); err != nil {
@@ -329,6 +351,107 @@ func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt Rec
 	}
 	_, err := CalibrateRecipe(r, d.Subset(idx), opt.MinRows, SourceMixedPoints)
 	return err
+}
+
+// noKVSplit is why a kind's decode attention term was left out.
+const noKVSplit = "the datasets' manifests do not give the GPU's SM count (hardware.gpu_name, in the catalogue) and the model's kv_heads, " +
+	"or they disagree: its decode attention is priced by decode_kv_tokens, and ragged batches by the terms the rows identify"
+
+// AttnPerSMCandidates are the attention programs per SM the recipe tries
+// where ragged decode points identify them (attnPerSM).
+var AttnPerSMCandidates = []int{1, 2, 3, 4, 6, 8}
+
+// attnPerSM is how many decode attention programs an SM runs at once, the
+// wave of model.SplitKVLength with the SM count, and what says so. A
+// uniform grid cannot tell (every request of a batch is as long as the
+// longest), so with fewer than opt.MinRows ragged decode rows (kv_max_ratio
+// above 1 by more than the snapping tolerance) it is the hardware
+// catalogue's figure (Data.AttnPerSM, 1 where the catalogue has none);
+// with them, the candidate whose decode form errs least on them and the
+// uniform rows out of fold.
+func attnPerSM(d *Data, idx []int, opt RecipeOptions) (int, string) {
+	di := slices.IndexFunc(opt.Kinds, func(k KindSpec) bool { return k.Kind == datasets.KindDecode })
+	if d.SMs <= 0 || d.KVHeads <= 0 || di < 0 || !slices.Contains(opt.Kinds[di].Terms, model.TermDecodeAttnKV) {
+		return 0, ""
+	}
+	ratio, _ := model.Coord(model.CoordKVMaxRatio)
+	ragged := 0
+	for _, i := range idx {
+		if ratio(d.Features[i]) > 1+opt.SnapRel {
+			ragged++
+		}
+	}
+	def := max(d.AttnPerSM, 1)
+	if ragged < opt.MinRows {
+		return def, fmt.Sprintf("%s: %d attention programs per SM assumed (%s), not identified: %d ragged decode rows, and a uniform grid cannot tell; "+
+			"%d or more ragged decode points (requests of one batch at different contexts, at batch sizes on both sides of %d SMs × programs per SM / %d KV heads) would identify it",
+			model.TermDecodeAttnKV, def, perSMSource(d), ragged, opt.MinRows, d.SMs, d.KVHeads)
+	}
+	spec := opt.Kinds[di]
+	sub := opt
+	sub.SkipResiduals = true
+	fold := Folds(len(idx), opt.Folds, opt.Seed)
+	best, bestErr := def, math.Inf(1)
+	for _, c := range AttnPerSMCandidates {
+		ks, _ := resolveAttnKV([]KindSpec{spec}, d, c)
+		var e float64
+		for f := 0; f < opt.Folds && !math.IsInf(e, 1); f++ {
+			var train, test []int
+			for j, i := range idx {
+				if fold[j] == f {
+					test = append(test, i)
+				} else {
+					train = append(train, i)
+				}
+			}
+			k, _, err := fitKind(d, train, ks[0], sub, 0)
+			if err != nil {
+				e = math.Inf(1)
+				break
+			}
+			for _, i := range test {
+				ns, _, _ := k.Estimate(d.Features[i])
+				e += ape(d.Y[i], ns) / float64(len(idx))
+			}
+		}
+		if e < bestErr {
+			best, bestErr = c, e
+		}
+	}
+	return best, fmt.Sprintf("%s: %d attention programs per SM, identified by %d ragged decode rows (%.2f%% error out of fold; the catalogue's figure %d)",
+		model.TermDecodeAttnKV, best, ragged, bestErr, def)
+}
+
+// perSMSource says where the assumed programs per SM come from.
+func perSMSource(d *Data) string {
+	if d.AttnPerSM > 0 {
+		return "the hardware catalogue's attn_programs_per_sm"
+	}
+	return "one per SM, as the measured-operations prior prices the split; the hardware catalogue has no attn_programs_per_sm for this GPU"
+}
+
+// resolveAttnKV writes each kind's model.TermDecodeAttnKV with the data's
+// SM count and KV heads (Data.SMs, Data.KVHeads) and perSM, or leaves it
+// out where they are not known; it returns the kinds, and those it left
+// it out of.
+func resolveAttnKV(kinds []KindSpec, d *Data, perSM int) ([]KindSpec, []string) {
+	out := slices.Clone(kinds)
+	var unsplit []string
+	for i, k := range out {
+		j := slices.Index(k.Terms, model.TermDecodeAttnKV)
+		if j < 0 {
+			continue
+		}
+		k.Terms = slices.Clone(k.Terms)
+		if d.SMs > 0 && d.KVHeads > 0 && perSM > 0 {
+			k.Terms[j] = model.DecodeAttnKV(d.SMs, perSM, d.KVHeads)
+		} else {
+			k.Terms = slices.Delete(k.Terms, j, j+1)
+			unsplit = append(unsplit, k.Kind)
+		}
+		out[i] = k
+	}
+	return out, unsplit
 }
 
 func hasKind(r *model.Recipe, kind string) bool {

@@ -201,6 +201,9 @@ func (r *FitReport) WriteText(w io.Writer) {
 	for _, d := range r.Dropped {
 		fmt.Fprintf(w, "dropped term %s: %s\n", d.Term, d.Reason)
 	}
+	for _, n := range r.identified() {
+		fmt.Fprintln(w, n)
+	}
 	if len(r.Coefficients) > 0 {
 		fmt.Fprintln(w)
 		WriteCoefficients(w, r.Coefficients)
@@ -394,6 +397,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		for _, dt := range rep.Dropped {
 			art.Notes = append(art.Notes, fmt.Sprintf("term %s dropped: %s", dt.Term, dt.Reason))
 		}
+		art.Notes = append(art.Notes, rep.identified()...)
 		training.Bootstrap = cfg.Recipe.Bootstrap
 		err = finishArtifact(art, training, metrics, cfg.CreatedBy, recipeFeatures(art.Recipe))
 	default:
@@ -414,6 +418,21 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 // drop records terms a fit left out because the data cannot identify them
 // (of one step kind's model, for a recipe). The report says so once, in
 // its text and its JSON; a log line would say it twice.
+// identified lists what the recipe's kinds say of the settings their rows
+// identified or it assumed (KindReport.Identified), each after its kind.
+func (r *FitReport) identified() []string {
+	if r.Recipe == nil {
+		return nil
+	}
+	var out []string
+	for _, k := range r.Recipe.Kinds {
+		for _, n := range k.Identified {
+			out = append(out, k.Kind+" steps: "+n)
+		}
+	}
+	return out
+}
+
 func (r *FitReport) drop(kind string, terms []DroppedTerm) {
 	for _, dt := range terms {
 		if kind != "" {

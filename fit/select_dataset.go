@@ -82,7 +82,19 @@ type LoadOptions struct {
 	// when rows were left out. It excludes KeepSteps.
 	MaxRowsPerKind int
 	SampleSeed     uint64
+	// Policy says which datasets' decode measurement policies are fitted
+	// together (measurementPolicies): "" reads every dataset (eval, check);
+	// PolicyAuto (fit's default) keeps the steady-state datasets of a mix
+	// with admission-step ones and leaves those out; PolicyAll pools them;
+	// a policy name keeps the datasets of that policy alone.
+	Policy string
 }
+
+// Measurement-policy choices of LoadOptions.Policy.
+const (
+	PolicyAuto = "auto"
+	PolicyAll  = "all"
+)
 
 // Loaded is the result of LoadDatasets: the selected rows of every
 // dataset, concatenated, and their provenance.
@@ -111,6 +123,9 @@ type Loaded struct {
 	// FittedOn are the distinct settings the datasets' manifests record
 	// (model.Training.FittedOn).
 	FittedOn []model.FittedOn
+	// LeftOut names the datasets LoadOptions.Policy left out, each as
+	// "PATH (measurement_policy.decode POLICY)".
+	LeftOut []string
 }
 
 // Record returns the selection s as recorded in a model artifact or a
@@ -119,6 +134,7 @@ type Loaded struct {
 func (l *Loaded) Record(s Selection) model.Selection {
 	rec := s.Record(l.Policy)
 	rec.Kinds = slices.Clone(l.Kinds)
+	rec.LeftOut = slices.Clone(l.LeftOut)
 	rec.Sample = l.Sample
 	return rec
 }
@@ -168,14 +184,26 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		return nil, fmt.Errorf("fit: KeepSteps keeps every selected row; it cannot be combined with MaxRowsPerKind")
 	}
 	l := &Loaded{}
-	policies := map[string]bool{}
-	graphs := map[int]bool{} // the largest CUDA graph of each dataset that records its sizes
-	var total int
-	b := newBuilder(opt.MaxRowsPerKind, opt.SampleSeed)
-	for _, p := range paths {
+	opened := make([]*datasets.Dataset, len(paths))
+	for i, p := range paths {
 		d, err := datasets.Open(p)
 		if err != nil {
 			return nil, fmt.Errorf("fit: %w", err) // it names the dataset
+		}
+		opened[i] = d
+	}
+	keep, err := measurementPolicies(paths, opened, opt.Policy, l)
+	if err != nil {
+		return nil, err
+	}
+	policies := map[string]bool{}
+	var settings engineSettings
+	var total int
+	b := newBuilder(opt.MaxRowsPerKind, opt.SampleSeed)
+	for i, p := range paths {
+		d := opened[i]
+		if !keep[i] {
+			continue
 		}
 		if !d.Has(datasets.TableSteps) {
 			return nil, fmt.Errorf("fit: dataset %s has no %s table (fitting needs one row per engine step)", p, datasets.TableSteps)
@@ -195,9 +223,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 			}
 		}
 		l.FittedOn = model.AddFittedOn(l.FittedOn, manifest.FittedOn(d.Manifest))
-		if m := d.Manifest; m != nil && len(m.CUDAGraphSizes) > 0 {
-			graphs[slices.Max(m.CUDAGraphSizes)] = true
-		}
+		settings.add(d.Manifest)
 		first := b.read
 		l.Offsets = append(l.Offsets, first)
 		n, err := loadSteps(d, b, l, opt, admission)
@@ -233,11 +259,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 		}
 		return nil, err
 	}
-	if len(graphs) == 1 {
-		for g := range graphs {
-			data.GraphTokens = g
-		}
-	}
+	settings.apply(data)
 	if b.sampled() {
 		l.Offsets = b.offsets(l.Offsets)
 		l.Sample = &model.Sample{PerKind: opt.MaxRowsPerKind, Seed: opt.SampleSeed, Selected: int64(b.read), Kept: int64(data.Len())}
@@ -304,6 +326,115 @@ func loadSteps(d *datasets.Dataset, b *dataBuilder, l *Loaded, opt LoadOptions, 
 		}
 	}
 	return total, nil
+}
+
+// engineSettings gathers what the datasets' manifests say of the engine
+// and GPU the recipe prices with: the largest CUDA graph of each dataset
+// that records its sizes, and the decode attention's split regime
+// (manifest.KVSplit).
+type engineSettings struct {
+	graphs []int
+	splits [][3]int
+}
+
+func (e *engineSettings) add(m *datasets.Manifest) {
+	if m != nil && len(m.CUDAGraphSizes) > 0 && !slices.Contains(e.graphs, slices.Max(m.CUDAGraphSizes)) {
+		e.graphs = append(e.graphs, slices.Max(m.CUDAGraphSizes))
+	}
+	sms, perSM, kvh := manifest.KVSplit(m)
+	if s := [3]int{sms, perSM, kvh}; !slices.Contains(e.splits, s) {
+		e.splits = append(e.splits, s)
+	}
+}
+
+// apply sets on d the settings every dataset agrees on (Data.GraphTokens,
+// SMs, AttnPerSM, KVHeads); those they disagree on stay unknown.
+func (e *engineSettings) apply(d *Data) {
+	if len(e.graphs) == 1 {
+		d.GraphTokens = e.graphs[0]
+	}
+	if len(e.splits) == 1 {
+		d.SMs, d.AttnPerSM, d.KVHeads = e.splits[0][0], e.splits[0][1], e.splits[0][2]
+	}
+}
+
+// decodePolicy is a dataset's measurement_policy.decode ("" when its
+// manifest does not say).
+func decodePolicy(d *datasets.Dataset) string {
+	if m := d.Manifest; m != nil && m.MeasurementPolicy != nil {
+		return m.MeasurementPolicy.Decode
+	}
+	return ""
+}
+
+// measurementPolicies says which datasets a load keeps under policy (see
+// LoadOptions.Policy), noting those it leaves out in l (LeftOut and a
+// warning). Steady-state benchmark points and production traffic time the
+// same step, so they pool; admission-step points time another one
+// (docs/architecture.md#r3-admission-step-contamination). Under
+// PolicyAuto a mix of admission-step datasets with ones that record no
+// policy cannot be separated and is refused, as is a named policy no
+// dataset has, or one beside datasets that record none.
+func measurementPolicies(paths []string, ds []*datasets.Dataset, policy string, l *Loaded) ([]bool, error) {
+	keep := make([]bool, len(ds))
+	var admission, steady, unknown []string
+	for i, d := range ds {
+		keep[i] = true
+		switch decodePolicy(d) {
+		case datasets.PolicyAdmissionStep:
+			admission = append(admission, paths[i])
+		case "":
+			unknown = append(unknown, paths[i])
+		default:
+			steady = append(steady, paths[i])
+		}
+	}
+	leave := func(i int) {
+		keep[i] = false
+		l.LeftOut = append(l.LeftOut, fmt.Sprintf("%s (measurement_policy.decode %s)", paths[i], decodePolicy(ds[i])))
+	}
+	switch policy {
+	case "", PolicyAll:
+		return keep, nil
+	case PolicyAuto:
+		if len(admission) == 0 || len(steady) == 0 && len(unknown) == 0 {
+			return keep, nil
+		}
+		if len(unknown) > 0 {
+			return nil, dataErr(ErrPolicyMix, fmt.Sprintf("%s record admission_step decode points and %s no measurement_policy: their rows cannot be told apart; "+
+				"fit them apart, or name --policy all to pool them", strings.Join(admission, ", "), strings.Join(unknown, ", ")))
+		}
+		for i, d := range ds {
+			if decodePolicy(d) == datasets.PolicyAdmissionStep {
+				leave(i)
+			}
+		}
+		w := fmt.Sprintf("left out %s: admission-step decode points time another step than the steady-state and production rows of %s, and pooled they bias the fit; "+
+			"--policy admission_step fits them alone, --policy all pools them", strings.Join(l.LeftOut, ", "), strings.Join(steady, ", "))
+		slog.Warn("measurement policies not pooled", "warning", w)
+		l.Warnings = append(l.Warnings, w)
+		return keep, nil
+	}
+	if known := []string{datasets.PolicySteadyStateSecondStep, datasets.PolicyAdmissionStep, datasets.PolicyProduction}; !slices.Contains(known, policy) {
+		return nil, fmt.Errorf("fit: unknown --policy %q (want %s, %s or a decode measurement policy: %s)", policy, PolicyAuto, PolicyAll, strings.Join(known, ", "))
+	}
+	if len(unknown) > 0 {
+		return nil, dataErr(ErrPolicyMix, fmt.Sprintf("--policy %s: %s record no measurement_policy, so it cannot say whether their rows are of that policy", policy, strings.Join(unknown, ", ")))
+	}
+	for i, d := range ds {
+		if decodePolicy(d) != policy {
+			leave(i)
+		}
+	}
+	if !slices.Contains(keep, true) {
+		return nil, dataErr(ErrPolicyMix, fmt.Sprintf("--policy %s: no dataset has it (%s)", policy, strings.Join(l.LeftOut, ", ")))
+	}
+	if len(l.LeftOut) > 0 {
+		w := "left out " + strings.Join(l.LeftOut, ", ") + ": --policy " + policy
+		slog.Warn("measurement policies not pooled", "warning", w)
+		l.Warnings = append(l.Warnings, w)
+	}
+	return keep, nil
 }
 
 func orDefault(s, def []string) []string {

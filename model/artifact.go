@@ -125,6 +125,12 @@ type Selection struct {
 	// Half is 1 or 2 when only that half of the rows (by a hash of their
 	// step_id) was used; 0 for all.
 	Half int `json:"half,omitempty"`
+	// Uniform is set when only the rows of a uniform B × context benchmark
+	// were used (prefill steps, decode steps at one context each).
+	Uniform bool `json:"uniform,omitempty"`
+	// LeftOut names the datasets given but not fitted because of their
+	// measurement policy, "PATH (measurement_policy.decode POLICY)".
+	LeftOut []string `json:"left_out,omitempty"`
 	// Sample is set when the selected rows were more than the fit keeps:
 	// it was made from a uniform sample of them; nil when every selected
 	// row was used.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 )
 
 // Term names of the linear basis (docs/architecture.md#forward-pass-model). Each term is a function of
@@ -34,8 +35,16 @@ const (
 	TermDecodeBatchMaxKV = "decode_batch_max_kv" // decode requests × the longest context
 	TermDecodeKVStd      = "decode_kv_std"       // standard deviation of the decode contexts
 	TermPaddedBatch      = "padded_batch"        // CUDA-graph bucket of the decode batch
-	TermNewRequests      = "new_requests"        // requests admitted (scheduled_new_reqs)
-	TermNewReqTokens     = "new_req_tokens"      // prompt tokens those requests ship
+	// TermDecodeAttnKV is the decode attention's KV walk priced by the
+	// kernel's split regime (SplitKVLength): decode requests × the
+	// context they cost, written with the GPU's SM count, the attention
+	// programs each SM runs at once and the model's KV heads per GPU,
+	// decode_attn_kv(sms=132,per_sm=4,kv_heads=8) (DecodeAttnKV). On a
+	// uniform batch it is decode_kv_tokens; on a ragged one the longest
+	// request sets it while the batch's programs fit in one wave.
+	TermDecodeAttnKV = "decode_attn_kv"
+	TermNewRequests  = "new_requests"   // requests admitted (scheduled_new_reqs)
+	TermNewReqTokens = "new_req_tokens" // prompt tokens those requests ship
 )
 
 // TermFunc computes one basis term from a step's features.
@@ -88,11 +97,39 @@ func KnownTerms() []string {
 
 // Term returns the function of a term name.
 func Term(name string) (TermFunc, error) {
+	if rest, ok := strings.CutPrefix(name, TermDecodeAttnKV+"("); ok {
+		return decodeAttnKV(name, rest)
+	}
 	fn, ok := termFuncs[name]
 	if !ok {
-		return nil, fmt.Errorf("model: unknown term %q (known: %v)", name, KnownTerms())
+		return nil, fmt.Errorf("model: unknown term %q (known: %v, %s(sms=S,per_sm=P,kv_heads=H))", name, KnownTerms(), TermDecodeAttnKV)
 	}
 	return fn, nil
+}
+
+// DecodeAttnKV names the TermDecodeAttnKV term of a GPU of sms SMs, each
+// running perSM attention programs at once, and a model of kvHeads KV
+// heads per GPU.
+func DecodeAttnKV(sms, perSM, kvHeads int) string {
+	return fmt.Sprintf("%s(sms=%d,per_sm=%d,kv_heads=%d)", TermDecodeAttnKV, sms, perSM, kvHeads)
+}
+
+// decodeAttnKV resolves decode_attn_kv(sms=S,per_sm=P,kv_heads=H), rest
+// the name after its opening parenthesis.
+func decodeAttnKV(name, rest string) (TermFunc, error) {
+	var sms, perSM, kvh int
+	if n, err := fmt.Sscanf(rest, "sms=%d,per_sm=%d,kv_heads=%d)", &sms, &perSM, &kvh); err != nil || n != 3 || sms <= 0 || perSM <= 0 || kvh <= 0 ||
+		DecodeAttnKV(sms, perSM, kvh) != name {
+		return nil, fmt.Errorf("model: term %q: want %s(sms=S,per_sm=P,kv_heads=H), S, P and H positive integers", name, TermDecodeAttnKV)
+	}
+	wave := float64(sms * perSM)
+	return func(f Features) float64 {
+		if f.DecodeRequests <= 0 {
+			return 0
+		}
+		mean := f.DecodeKVTokens / f.DecodeRequests
+		return f.DecodeRequests * SplitKVLength(mean, f.DecodeMaxKVTokens, f.DecodeRequests, wave, float64(kvh))
+	}, nil
 }
 
 // Basis is an ordered list of resolved terms.

@@ -27,6 +27,10 @@ type Hardware struct {
 	TFLOPS Peaks `json:"tflops" yaml:"tflops"`
 	// SMs is the streaming multiprocessor count (compute units on AMD).
 	SMs int `json:"sms" yaml:"sms"`
+	// AttnProgramsPerSM is how many decode attention programs (one per
+	// request and KV head) an SM runs at once, measured: the wave of the
+	// split regime (SplitKVLength) is SMs times it. 0 where unmeasured.
+	AttnProgramsPerSM int `json:"attn_programs_per_sm,omitempty" yaml:"attn_programs_per_sm"`
 	// BoostClockMHz is the maximum boost (AMD: peak engine) clock; 0 where
 	// the vendor publishes none. Nothing prices with it: it identifies the part.
 	BoostClockMHz float64 `json:"boost_clock_mhz,omitempty" yaml:"boost_clock_mhz"`
@@ -169,6 +173,9 @@ func (h Hardware) validate() error {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return fmt.Errorf("%s: %v: must be > 0, or absent where the chip has none (or its vendor publishes none)", f.key, f.v)
 		}
+	}
+	if h.AttnProgramsPerSM < 0 {
+		return fmt.Errorf("attn_programs_per_sm: %d: must be > 0, or absent where unmeasured", h.AttnProgramsPerSM)
 	}
 	if len(h.Interconnects) == 0 {
 		return errors.New("interconnects: missing: list at least the host link (kind: pcie)")

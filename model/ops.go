@@ -579,12 +579,25 @@ func (a *contextCost) sol(c opCoords) float64 {
 // count or the step does not record its longest context.
 func (o *Ops) decodeKV(f *Features) float64 {
 	mean := f.DecodeKVTokens/f.DecodeRequests + 1
-	sms := o.db.sys.SMs
-	if !(sms > 0) || !(f.DecodeMaxKVTokens > 0) {
+	if !(f.DecodeMaxKVTokens > 0) {
 		return mean
 	}
-	programs := f.DecodeRequests * float64(o.shape.kvHeads)
-	return math.Max(mean, (f.DecodeMaxKVTokens+1)*math.Min(1, sms/programs))
+	return SplitKVLength(mean, f.DecodeMaxKVTokens+1, f.DecodeRequests, o.db.sys.SMs, float64(o.shape.kvHeads))
+}
+
+// SplitKVLength is the uniform context a decode batch of batch requests,
+// of mean and longest context, costs the attention kernel of decodeKV (a
+// program per (request, KV head), each streaming its request's KV, wave
+// of them running at once: the SM count times the programs an SM runs
+// together): max(mean, longest·min(1, wave/(batch·kvHeads))). A batch
+// whose programs fit in one wave waits for its longest request; one of
+// many waves spreads the work over the GPU. The mean when wave or kvHeads
+// is not known.
+func SplitKVLength(mean, longest, batch, wave, kvHeads float64) float64 {
+	if !(wave > 0) || !(kvHeads > 0) || !(batch > 0) {
+		return mean
+	}
+	return math.Max(mean, longest*math.Min(1, wave/(batch*kvHeads)))
 }
 
 // generationAttnNs is one layer's decode attention for batch requests

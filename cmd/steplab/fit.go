@@ -20,6 +20,7 @@ type selectionFlags struct {
 	half            int
 	allowInvalid    bool
 	benchmarkCoords bool
+	uniform         bool
 }
 
 func (s *selectionFlags) add(cmd *cobra.Command) {
@@ -28,17 +29,18 @@ func (s *selectionFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.target, "target", fit.TargetAuto, "timing to model: auto (gpu_time_ns when every row has it, else wall_time_ns), gpu_time_ns or wall_time_ns")
 	cmd.Flags().BoolVar(&s.allowInvalid, "allow-invalid", false, "keep rows marked valid=false")
 	cmd.Flags().IntVar(&s.half, "half", 0, "keep half 1 or 2 of the rows (by a hash of step_id; e.g. to test on the half a calibration did not see)")
+	cmd.Flags().BoolVar(&s.uniform, "uniform", false, "keep only the rows a uniform B × context benchmark records: prefill steps and decode steps whose requests read one context (no mixed steps, no ragged batches)")
 	cmd.Flags().BoolVar(&s.benchmarkCoords, "benchmark-coords", false, "read admission-step decode benchmark points at their benchmark coordinates (B decode requests, their KV), as a benchmark database records them")
 }
 
 func (s *selectionFlags) options() fit.LoadOptions {
-	return fit.LoadOptions{Selection: fit.Selection{Roles: s.roles, Kinds: s.kinds, AllowInvalid: s.allowInvalid, Half: s.half},
+	return fit.LoadOptions{Selection: fit.Selection{Roles: s.roles, Kinds: s.kinds, AllowInvalid: s.allowInvalid, Half: s.half, Uniform: s.uniform},
 		Target: s.target, BenchmarkCoords: s.benchmarkCoords}
 }
 
 func newFitCmd() *cobra.Command {
 	var sel selectionFlags
-	var out, form, terms, solver, plots, degenerate string
+	var out, form, terms, solver, plots, degenerate, policy string
 	var calibrate []string
 	var cv, boot, worst, calibrateHalf, maxRows int
 	var seed uint64
@@ -94,7 +96,10 @@ The artifact records the step kinds the selected rows have.
 
 A dataset whose manifest says its decode points were measured on the
 admission step gets a loud warning: those timings include admission work
-that production decode never pays (docs/architecture.md, R3).
+that production decode never pays (docs/architecture.md, R3). Given beside
+steady-state or production datasets it is left out and the fit says so
+(--policy all pools them, --policy NAME fits one policy). --uniform fits
+only what a uniform B × context grid records (docs/fitting.md).
 
 Examples, from the repository root (the committed H200 grid and traffic):
   steplab fit datasets/h200/bench-steady -o out/fit-model.json
@@ -104,7 +109,9 @@ Examples, from the repository root (the committed H200 grid and traffic):
   steplab fit datasets/h200/bench-steady --form grid -o out/fit-grid.json
   steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-12rps -o out/fit-recipe.json
   steplab fit datasets/h200/bench-steady --calibrate datasets/h200/traffic-azure-5rps --calibrate-half 1 -o out/fit-recipe-half.json
-  steplab eval out/fit-recipe-half.json datasets/h200/traffic-azure-5rps --half 2`,
+  steplab eval out/fit-recipe-half.json datasets/h200/traffic-azure-5rps --half 2
+  steplab fit datasets/h200/qwen2.5-7b/bench-steady --uniform -o out/fit-uniform.json
+  steplab fit datasets/h200/bench-admission datasets/h200/bench-steady -o out/fit-policy.json`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := refuseExisting("fit", out, force); err != nil {
@@ -147,7 +154,7 @@ Examples, from the repository root (the committed H200 grid and traffic):
 				CV: cv, Seed: seed, Worst: worst, PlotsDir: plots,
 				CreatedBy: strings.Join(append([]string{"steplab"}, os.Args[1:]...), " "),
 			}
-			cfg.Load.MaxRowsPerKind, cfg.Load.SampleSeed = maxRows, seed
+			cfg.Load.MaxRowsPerKind, cfg.Load.SampleSeed, cfg.Load.Policy = maxRows, seed, policy
 			if maxRows < 0 {
 				return &exitError{code: 2, msg: fmt.Sprintf("fit: --max-rows-per-kind %d: want 0 (every row) or a positive bound", maxRows)}
 			}
@@ -187,6 +194,7 @@ Examples, from the repository root (the committed H200 grid and traffic):
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the folds and the bootstrap")
 	cmd.Flags().IntVar(&worst, "worst", 10, "worst steps to list")
 	cmd.Flags().IntVar(&maxRows, "max-rows-per-kind", fit.DefaultMaxRowsPerKind, "fit on a uniform sample of at most this many rows of each step kind (0: every row); bounds memory on long datasets")
+	cmd.Flags().StringVar(&policy, "policy", fit.PolicyAuto, "datasets of different decode measurement policies: auto (fit the steady-state and production ones, leave admission-step ones out and say so), all (pool them), or a policy name (fit the datasets of that policy alone)")
 	cmd.Flags().StringVar(&plots, "plots", "", "directory for figures (PNG and SVG)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd

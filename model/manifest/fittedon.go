@@ -26,3 +26,23 @@ func FittedOn(m *datasets.Manifest) model.FittedOn {
 	}
 	return f.Canonical()
 }
+
+// KVSplit is what a decode attention kernel's split regime
+// (model.SplitKVLength) needs from a manifest: the GPU's SM count and the
+// attention programs an SM runs at once, from the hardware catalogue (0
+// where it has no figure), and the model's KV heads per GPU (kv_heads over
+// tensor_parallel). Zeros when the manifest or the catalogue does not say.
+func KVSplit(m *datasets.Manifest) (sms, perSM, kvHeads int) {
+	if m == nil || m.Hardware == nil || m.Hardware.GPUName == "" || m.Model == nil || m.Model.KVHeads <= 0 {
+		return 0, 0, 0
+	}
+	cat, err := model.DefaultCatalog()
+	if err != nil {
+		return 0, 0, 0
+	}
+	hw, err := cat.LookupHardware(m.Hardware.GPUName)
+	if err != nil || hw.SMs <= 0 {
+		return 0, 0, 0
+	}
+	return hw.SMs, hw.AttnProgramsPerSM, max(1, m.Model.KVHeads/max(1, m.Model.TensorParallel))
+}
