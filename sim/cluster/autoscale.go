@@ -24,7 +24,7 @@ const (
 // Autoscale defaults.
 const (
 	DefaultScaleIntervalS = 60.0
-	DefaultTargetLoad     = 0.7
+	DefaultTargetLoad     = 0.25
 	DefaultHeadroom       = 0.2
 	DefaultCooldownS      = 300.0
 )
@@ -41,7 +41,7 @@ type AutoscaleSpec struct {
 	MinReplicas int     `yaml:"min_replicas"`
 	MaxReplicas int     `yaml:"max_replicas"`
 	// TargetLoad is the load per routable engine the pool is sized for,
-	// in (0, 1]; default 0.7.
+	// in (0, 1]; default 0.25 (max_num_seqs 256: 64 requests in flight).
 	TargetLoad float64 `yaml:"target_load"`
 	// Headroom (slo) is the share of the SLO kept free, in [0, 1); default
 	// 0.2: scale up once the p90 exceeds 80% of it.
@@ -204,9 +204,9 @@ func (c *Cluster) startScaler(pl *pool, idx int32) {
 	s := &scaler{PoolScaling: *pl.Scaling, pool: idx}
 	s.Timeline = nil
 	pl.scale = s
-	for i, w := range pl.all {
-		s.live = i + 1
-		s.Timeline = append(s.Timeline, datasets.ReplicaEvent{Worker: w.name, Event: "ready", Serving: i + 1, Live: i + 1})
+	s.live = len(pl.all)
+	for _, w := range pl.all {
+		s.Timeline = append(s.Timeline, datasets.ReplicaEvent{Worker: w.name, Event: "ready", Serving: s.live, Live: s.live})
 	}
 	c.push(sec(s.IntervalS), evScale, idx)
 }
