@@ -15,9 +15,10 @@ const (
 	// target_load: its requests in flight over the interval (time-averaged)
 	// per max_num_seqs, or its KV cache use at the decision, the larger.
 	PolicyLoad = "load"
-	// PolicySLO is PolicyLoad that also scales up, and never down, while
-	// the interval's p90 TTFT or ITL is within headroom of the scenario's
-	// slo.
+	// PolicySLO is PolicyLoad guarded by the interval's p90 TTFT and ITL
+	// against the scenario's slo: above (1 − headroom)·slo it grows (by
+	// the ratio, at most doubling); it shrinks, one engine a decision, only
+	// below (1 − 2·headroom)·slo and when the load allows.
 	PolicySLO = "slo"
 )
 
@@ -246,9 +247,14 @@ func (s *scaler) desired(c *Cluster, pl *pool) int {
 	if slo.ITLMs > 0 && pl.Role != RolePrefill {
 		ratio = max(ratio, s.itl.Quantile(0.9)/(slo.ITLMs*1e6))
 	}
-	if bar := 1 - s.Headroom; ratio > bar {
-		held := serving + s.pending
-		n = max(n, held, int(math.Ceil(float64(held)*min(2, ratio/bar))))
+	held := serving + s.pending
+	switch bar := 1 - s.Headroom; {
+	case ratio > bar:
+		return max(n, held, int(math.Ceil(float64(held)*min(2, ratio/bar))))
+	case n < held && ratio > 1-2*s.Headroom:
+		return held // between the bars: hold
+	case n < held:
+		return held - 1 // shrink one engine at a time
 	}
 	return n
 }
