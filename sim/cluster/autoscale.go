@@ -16,9 +16,9 @@ const (
 	// per max_num_seqs, or its KV cache use at the decision, the larger.
 	PolicyLoad = "load"
 	// PolicySLO is PolicyLoad guarded by the interval's p90 TTFT and ITL
-	// against the scenario's slo: above (1 − headroom)·slo it grows (by
-	// the ratio, at most doubling); it shrinks, one engine a decision, only
-	// below (1 − 2·headroom)·slo and when the load allows.
+	// against the scenario's slo: above (1 − headroom)·slo it grows by one
+	// engine (or to what the load asks); it shrinks, one engine a decision,
+	// only below (1 − 2·headroom)·slo and when the load allows.
 	PolicySLO = "slo"
 )
 
@@ -250,7 +250,7 @@ func (s *scaler) desired(c *Cluster, pl *pool) int {
 	held := serving + s.pending
 	switch bar := 1 - s.Headroom; {
 	case ratio > bar:
-		return max(n, held, int(math.Ceil(float64(held)*min(2, ratio/bar))))
+		return max(n, held+1) // one more engine, or what the load asks
 	case n < held && ratio > 1-2*s.Headroom:
 		return held // between the bars: hold
 	case n < held:
