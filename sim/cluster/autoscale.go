@@ -28,6 +28,10 @@ const (
 	DefaultTargetLoad     = 0.25
 	DefaultHeadroom       = 0.2
 	DefaultCooldownS      = 300.0
+	// The planner's times stay within what nanoseconds of simulated time
+	// hold, and decisions at least a millisecond apart.
+	maxScaleS    = 1e7
+	minIntervalS = 1e-3
 )
 
 // AutoscaleSpec is a planner that changes a pool's engines during a run,
@@ -94,9 +98,12 @@ func (a *AutoscaleSpec) check(ps PoolSpec, router string) error {
 		key string
 		v   float64
 	}{{"interval_s", a.IntervalS}, {"scale_up_delay_s", a.ScaleUpDelayS}, {"load_time_s", a.LoadTimeS}, {"cooldown_s", deref(a.CooldownS, 0)}} {
-		if !(d.v >= 0) || math.IsInf(d.v, 0) {
-			add("%s.%s is %g: use a finite time in seconds >= 0", at, d.key, d.v)
+		if !(d.v >= 0 && d.v <= maxScaleS) {
+			add("%s.%s is %g: use a time in seconds from 0 to %g", at, d.key, d.v, maxScaleS)
 		}
+	}
+	if a.IntervalS > 0 && a.IntervalS < minIntervalS {
+		add("%s.interval_s is %g: use at least %g s between decisions, or 0 for %g", at, a.IntervalS, minIntervalS, DefaultScaleIntervalS)
 	}
 	if t := a.TargetLoad; t != 0 && !(t > 0 && t <= 1) {
 		add("%s.target_load is %g: use a load per engine in (0, 1], e.g. %g", at, t, DefaultTargetLoad)
@@ -187,6 +194,7 @@ const (
 type scaler struct {
 	datasets.PoolScaling
 	pool      int32 // index in Cluster.pools
+	ticking   bool  // a decision is scheduled
 	lastScale int64 // the last decision that changed the pool
 	pending   int   // engines decided, starting or loading
 	live      int   // engines holding GPUs
@@ -209,6 +217,7 @@ func (c *Cluster) startScaler(pl *pool, idx int32) {
 	for _, w := range pl.all {
 		s.Timeline = append(s.Timeline, datasets.ReplicaEvent{Worker: w.name, Event: "ready", Serving: s.live, Live: s.live})
 	}
+	s.ticking = true
 	c.push(sec(s.IntervalS), evScale, idx)
 }
 
@@ -281,11 +290,25 @@ func (c *Cluster) tick(pl *pool, now int64) {
 	s.inFlightA, s.servingA = 0, 0
 	s.ttft, s.itl = sim.Hist{}, sim.Hist{}
 	// Decide again while anything can still happen: events queued or
-	// arrivals to come. Otherwise the run ends (or its driver reports why
-	// it stalled).
-	if c.err == nil && (c.q.Len() > 0 || c.arrivalsAhead) {
+	// arrivals to come (Drive says). Otherwise the planner sleeps, so the
+	// run can end (or its driver report why it stalled), until a request
+	// is admitted again (a driver that does not say).
+	s.ticking = c.err == nil && (c.q.Len() > 0 || c.arrivalsAhead)
+	if s.ticking {
 		c.push(now+sec(s.IntervalS), evScale, s.pool)
 	}
+}
+
+// wakePlanner schedules a sleeping planner's next decision at the first
+// interval boundary after now.
+func (c *Cluster) wakePlanner(pl *pool, now int64) {
+	s := pl.scale
+	if s == nil || s.ticking {
+		return
+	}
+	iv := sec(s.IntervalS)
+	s.ticking = true
+	c.push((now/iv+1)*iv, evScale, s.pool)
 }
 
 func sec(s float64) int64 { return int64(math.Round(s * 1e9)) }

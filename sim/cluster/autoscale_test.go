@@ -45,10 +45,12 @@ func TestAutoscaleValidation(t *testing.T) {
 		{"no max", "cluster.pools.a.autoscale.max_replicas=0", "cluster.pools.a.autoscale.max_replicas is 0: set the most engines"},
 		{"negative min", "cluster.pools.a.autoscale.min_replicas=-1", "min_replicas is -1: use 1 or more"},
 		{"start outside", "cluster.pools.a.replicas=6", "cluster.pools.a.replicas 6 is outside the autoscale range [1, 4]"},
-		{"negative delay", "cluster.pools.a.autoscale.scale_up_delay_s=-1", "cluster.pools.a.autoscale.scale_up_delay_s is -1: use a finite time in seconds >= 0"},
+		{"negative delay", "cluster.pools.a.autoscale.scale_up_delay_s=-1", "cluster.pools.a.autoscale.scale_up_delay_s is -1: use a time in seconds from 0 to 1e+07"},
 		{"negative load time", "cluster.pools.a.autoscale.load_time_s=-2", "load_time_s is -2"},
 		{"negative cooldown", "cluster.pools.a.autoscale.cooldown_s=-3", "cooldown_s is -3"},
 		{"negative interval", "cluster.pools.a.autoscale.interval_s=-1", "interval_s is -1"},
+		{"tiny interval", "cluster.pools.a.autoscale.interval_s=1e-6", "interval_s is 1e-06: use at least 0.001 s between decisions, or 0 for 60"},
+		{"endless load", "cluster.pools.a.autoscale.load_time_s=1e300", "load_time_s is 1e+300"},
 		{"target above 1", "cluster.pools.a.autoscale.target_load=1.5", "target_load is 1.5: use a load per engine in (0, 1], e.g. 0.25"},
 		{"headroom 1", "cluster.pools.a.autoscale.headroom=1", "headroom is 1: use a share of the SLO in [0, 1)"},
 		{"unknown policy", "cluster.pools.a.autoscale.policy=magic", `policy "magic": use load or slo`},
@@ -228,4 +230,32 @@ func TestAutoscaleGolden(t *testing.T) {
 	require.NotNil(t, m.Cluster.Pools[0].Autoscale, "the manifest records the pool's scaling")
 	assert.Equal(t, res.Service.Autoscaled[0].Timeline, m.Cluster.Pools[0].Autoscale.Timeline)
 	assert.Greater(t, len(m.Cluster.Pools[0].Workers), 1, "the manifest lists every engine that ran")
+}
+
+// A driver that does not say whether arrivals are ahead (Add and Advance
+// only, as a what-if stage drives its cluster): the planner sleeps while
+// nothing is in flight and wakes with the next request, so the pool still
+// scales and the run ends.
+func TestAutoscaleWithoutDrive(t *testing.T) {
+	p, err := autoscaleScenario(t).EnginePlan()
+	require.NoError(t, err)
+	arr := burst(rand.New(rand.NewPCG(3, 2)), p.Pools[0].Engine.Sched.BlockSize)
+	rec := &recorder{}
+	c, err := p.New(rec, nil)
+	require.NoError(t, err)
+	for _, a := range arr {
+		require.NoError(t, c.Advance(a.AtNs-1))
+		require.NoError(t, c.Add(a))
+	}
+	for c.NextAt() != sim.NoWake {
+		require.NoError(t, c.Step())
+	}
+	checkRequests(rec, arr, func(format string, a ...any) { t.Fatalf(format, a...) })
+	starts := 0
+	for _, e := range c.Service(lastTime(c, 0)).Autoscaled[0].Timeline {
+		if e.Event == "start" {
+			starts++
+		}
+	}
+	assert.Positive(t, starts, "the burst started no engine")
 }

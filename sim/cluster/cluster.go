@@ -303,6 +303,7 @@ func (c *Cluster) admit(w *worker, a workload.Arrival) error {
 	}
 	w.outstanding++
 	c.inFlight(w, a.AtNs, 1)
+	c.wakePlanner(w.pool, a.AtNs)
 	if w.wakeAt < 0 {
 		c.wake(w, max(a.AtNs, w.eng.Now()))
 	}
