@@ -65,7 +65,10 @@ From the repository root:
       --set 'cluster.pools={sim: {replicas: 16}}' --set cluster.router.name=kv
   steplab simulate -o out/sim-pd --set workload.limit=2000 \
       --set 'cluster.pools={p: {role: prefill, replicas: 2}, d: {role: decode, replicas: 6}}' \
-      --set 'cluster.links.kv_transfer={bandwidth_gbs: 50, latency_us: 20}'`,
+      --set 'cluster.links.kv_transfer={bandwidth_gbs: 50, latency_us: 20}'
+
+  # an autoscaled pool on the Azure hour: GPU-hours, SLO attainment, replicas over time
+  steplab simulate -f examples/placement/autoscale-azure.yaml -o out/sim-autoscale`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
