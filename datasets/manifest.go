@@ -297,6 +297,9 @@ type PoolScaling struct {
 	ScaleUpDelayS float64 `json:"scale_up_delay_s"`
 	LoadTimeS     float64 `json:"load_time_s"`
 	CooldownS     float64 `json:"cooldown_s"`
+	// SLOTTFTMs and SLOITLMs are the objective a policy slo kept headroom to.
+	SLOTTFTMs float64 `json:"slo_ttft_ms,omitempty"`
+	SLOITLMs  float64 `json:"slo_itl_ms,omitempty"`
 	// GPUHours counts every engine × its GPUs from its start to its
 	// removal (or the end of the run), loading included.
 	GPUHours float64 `json:"gpu_hours"`

@@ -141,7 +141,30 @@ func deref(p *float64, def float64) float64 {
 	return *p
 }
 
-// resolved is the spec with its defaults, as the manifest records it.
+// scalingOf is pool ps's policy with its defaults, as the manifest records
+// it (nil: a fixed pool), and the engines it starts with.
+func scalingOf(ps PoolSpec, slo SLOSpec) (*datasets.PoolScaling, int) {
+	if ps.Autoscale == nil {
+		return nil, ps.Replicas
+	}
+	r := ps.Autoscale.resolved(ps.Name)
+	if r.Policy == PolicySLO {
+		r.SLOTTFTMs, r.SLOITLMs = slo.TTFTMs, slo.ITLMs
+	}
+	if ps.Replicas == 0 {
+		return &r, r.MinReplicas
+	}
+	return &r, ps.Replicas
+}
+
+// specOf is the spec of a recorded policy (the inverse of resolved).
+func specOf(r *datasets.PoolScaling) *AutoscaleSpec {
+	h, cool := r.Headroom, r.CooldownS
+	return &AutoscaleSpec{Policy: r.Policy, IntervalS: r.IntervalS, MinReplicas: r.MinReplicas, MaxReplicas: r.MaxReplicas,
+		TargetLoad: r.TargetLoad, Headroom: &h, ScaleUpDelayS: r.ScaleUpDelayS, LoadTimeS: r.LoadTimeS, CooldownS: &cool}
+}
+
+// resolved is the spec with its defaults.
 func (a *AutoscaleSpec) resolved(pool string) datasets.PoolScaling {
 	r := datasets.PoolScaling{Pool: pool, Policy: a.Policy, IntervalS: a.IntervalS, MinReplicas: max(1, a.MinReplicas),
 		MaxReplicas: a.MaxReplicas, TargetLoad: a.TargetLoad, ScaleUpDelayS: a.ScaleUpDelayS, LoadTimeS: a.LoadTimeS,
@@ -233,7 +256,7 @@ func (s *scaler) accrue(pl *pool, now int64) {
 }
 
 // desired is the engine count the interval ending at now asks for.
-func (s *scaler) desired(c *Cluster, pl *pool) int {
+func (s *scaler) desired(pl *pool) int {
 	serving := len(pl.workers)
 	load := 0.0
 	if s.servingA > 0 {
@@ -248,13 +271,12 @@ func (s *scaler) desired(c *Cluster, pl *pool) int {
 	if s.Policy != PolicySLO {
 		return n
 	}
-	slo := c.plan.Scenario.SLO
 	ratio := 0.0
-	if slo.TTFTMs > 0 && pl.Role != RoleDecode {
-		ratio = s.ttft.Quantile(0.9) / (slo.TTFTMs * 1e6)
+	if o := s.SLOTTFTMs; o > 0 && pl.Role != RoleDecode {
+		ratio = s.ttft.Quantile(0.9) / (o * 1e6)
 	}
-	if slo.ITLMs > 0 && pl.Role != RolePrefill {
-		ratio = max(ratio, s.itl.Quantile(0.9)/(slo.ITLMs*1e6))
+	if o := s.SLOITLMs; o > 0 && pl.Role != RolePrefill {
+		ratio = max(ratio, s.itl.Quantile(0.9)/(o*1e6))
 	}
 	held := serving + s.pending
 	switch bar := 1 - s.Headroom; {
@@ -273,7 +295,7 @@ func (s *scaler) desired(c *Cluster, pl *pool) int {
 func (c *Cluster) tick(pl *pool, now int64) {
 	s := pl.scale
 	s.accrue(pl, now)
-	want := min(max(s.desired(c, pl), s.MinReplicas), s.MaxReplicas)
+	want := min(max(s.desired(pl), s.MinReplicas), s.MaxReplicas)
 	held := len(pl.workers) + s.pending
 	switch {
 	case want > held:

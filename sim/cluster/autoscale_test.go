@@ -230,6 +230,13 @@ func TestAutoscaleGolden(t *testing.T) {
 	require.NotNil(t, m.Cluster.Pools[0].Autoscale, "the manifest records the pool's scaling")
 	assert.Equal(t, res.Service.Autoscaled[0].Timeline, m.Cluster.Pools[0].Autoscale.Timeline)
 	assert.Greater(t, len(m.Cluster.Pools[0].Workers), 1, "the manifest lists every engine that ran")
+
+	// A replay of the dataset runs the same planner again.
+	q, _, err := PlanFromManifest(m, ManifestOptions{})
+	require.NoError(t, err)
+	require.True(t, q.Elastic())
+	assert.Equal(t, p.Pools[0].Scaling, q.Pools[0].Scaling)
+	assert.Equal(t, p.Pools[0].Replicas, q.Pools[0].Replicas)
 }
 
 // A driver that does not say whether arrivals are ahead (Add and Advance

@@ -392,15 +392,8 @@ func (sc Scenario) planPool(ps PoolSpec, hw model.Hardware, s model.Shape, withW
 	if err != nil {
 		return nil, prefix(at, sc.Cluster.Pools != nil, err)
 	}
-	pp := &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: ps.Replicas, ExpertParallel: ps.ExpertParallel, Engine: sp}
-	if a := ps.Autoscale; a != nil {
-		r := a.resolved(ps.Name)
-		pp.Scaling = &r
-		if pp.Replicas == 0 {
-			pp.Replicas = r.MinReplicas
-		}
-	}
-	return pp, nil
+	scaling, n := scalingOf(ps, sc.SLO)
+	return &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: n, ExpertParallel: ps.ExpertParallel, Engine: sp, Scaling: scaling}, nil
 }
 
 // overrideEngine decodes the keys of node (if any) over e, refusing keys
