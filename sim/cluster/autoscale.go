@@ -234,7 +234,6 @@ type scaler struct {
 // before the run) and schedules its first decision.
 func (c *Cluster) startScaler(pl *pool, idx int32) {
 	s := &scaler{PoolScaling: *pl.Scaling, pool: idx}
-	s.Timeline = nil
 	pl.scale = s
 	s.live = len(pl.all)
 	for _, w := range pl.all {
