@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/steplab/steplab/internal/suggest"
 )
 
 // MissingColumnsError is the error of a reader for a file that lacks
@@ -106,7 +108,7 @@ func SimilarColumns(name string, have []string) []string {
 		if n == "" {
 			continue
 		}
-		d := editDistance(want, n)
+		d := suggest.Distance(want, n)
 		if (strings.Contains(want, n) && len(n) >= 3) || strings.Contains(n, want) || sameTokens(wantTok, columnTokens(h)) {
 			d = min(d, limit)
 		}
@@ -209,25 +211,4 @@ func normColumn(s string) string {
 		}
 	}
 	return n
-}
-
-// editDistance is the Levenshtein distance of a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

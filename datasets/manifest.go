@@ -259,6 +259,11 @@ type Cluster struct {
 	Pools  []ClusterPool `json:"pools"`
 	// KVTransfer is the prefill-to-decode link of a disaggregated cluster.
 	KVTransfer *Link `json:"kv_transfer,omitempty"`
+	// Sequential says why the engines were simulated one event at a time
+	// rather than side by side between routing decisions; absent, they
+	// step side by side on as many goroutines as the run had (the dataset
+	// is the same for any number).
+	Sequential string `json:"sequential,omitempty"`
 }
 
 // ClusterPool is one pool of identical engines.

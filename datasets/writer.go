@@ -52,6 +52,8 @@ type Writer struct {
 	aborted bool
 	hold    bool
 	held    []heldPart // parts completed since the last Commit, in hold mode
+
+	pipe *pipeline // the encoders of pipelined tables; nil: none
 }
 
 // heldPart is a completed part still under its temporary name.
@@ -68,6 +70,11 @@ type CreateOptions struct {
 	// is complete (Close). A directory that is not a steplab dataset (no
 	// manifest.json) is never replaced.
 	Overwrite bool
+	// Encoders is the number of goroutines that encode completed parts
+	// while the caller fills the next ones (see TableWriter); 0 encodes
+	// each part on the caller's goroutine. The dataset does not depend on
+	// it. EncodersFor picks it from the processors at hand.
+	Encoders int
 }
 
 // Create starts a dataset at dir with the given manifest (its
@@ -113,6 +120,9 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 	if err := WriteManifest(dir, &w.m); err != nil {
 		return nil, err
 	}
+	if opts.Encoders > 0 {
+		w.pipe = startPipeline(w, opts.Encoders)
+	}
 	return w, nil
 }
 
@@ -149,6 +159,13 @@ func (w *Writer) UpdateManifest(f func(m *Manifest)) error {
 // first. Close is idempotent; after Abort it returns an error and the
 // dataset stays partial.
 func (w *Writer) Close() error {
+	if err := w.openTables(); err != nil {
+		return err
+	}
+	if err := w.pipe.drain(); err != nil {
+		_ = w.Abort(err.Error())
+		return err
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.aborted {
@@ -156,16 +173,6 @@ func (w *Writer) Close() error {
 	}
 	if w.closed {
 		return nil
-	}
-	var open []string
-	for t, o := range w.open {
-		if o {
-			open = append(open, t)
-		}
-	}
-	if len(open) > 0 {
-		sort.Strings(open)
-		return fmt.Errorf("dataset %s: tables still open: %v", w.dir, open)
 	}
 	if err := w.listHeld(); err != nil {
 		return err
@@ -183,6 +190,26 @@ func (w *Writer) Close() error {
 	return nil
 }
 
+// openTables fails when w was aborted or a table of w is still open.
+func (w *Writer) openTables() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.aborted {
+		return fmt.Errorf("dataset %s: %w", w.dir, errWriterAborted)
+	}
+	var open []string
+	for t, o := range w.open {
+		if o {
+			open = append(open, t)
+		}
+	}
+	if len(open) > 0 {
+		sort.Strings(open)
+		return fmt.Errorf("dataset %s: tables still open: %v", w.dir, open)
+	}
+	return nil
+}
+
 // Abort leaves the dataset partial, recording why in the manifest's notes
 // (a dataset that was to replace another stays at its staging name, the
 // old one untouched, until the next run into the path). Completed parts
@@ -190,6 +217,9 @@ func (w *Writer) Close() error {
 // discarded and those table writers fail from then on. Abort after Close
 // is a no-op (the dataset stays complete), so `defer w.Abort(...)` is safe.
 func (w *Writer) Abort(reason string) error {
+	// Parts handed to the encoders were complete for their tables: they
+	// are written and stay, as the sequential writer's would.
+	_ = w.pipe.drain()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed || w.aborted {
@@ -222,6 +252,14 @@ func (w *Writer) Hold() {
 // in the manifest, rewritten once. Without Hold, parts are committed as
 // they complete and Commit does nothing.
 func (w *Writer) Commit() error {
+	if w.pipe != nil {
+		return w.pipe.commit()
+	}
+	return w.commitHeld()
+}
+
+// commitHeld is Commit once the parts before it are written.
+func (w *Writer) commitHeld() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if len(w.held) == 0 {
@@ -251,12 +289,12 @@ func (w *Writer) listHeld() error {
 	return nil
 }
 
-// partDone takes a part completed under the temporary name tmp: renamed to
-// final and listed at once, or held until Commit.
-func (w *Writer) partDone(table, tmp, final string, p PartInfo) error {
+// partDone takes a part completed under its temporary name: renamed and
+// listed at once, or held until Commit.
+func (w *Writer) partDone(p heldPart) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.held = append(w.held, heldPart{table: table, tmp: tmp, final: final, info: p})
+	w.held = append(w.held, p)
 	if w.hold {
 		return nil
 	}
@@ -296,6 +334,13 @@ var DefaultTableOptions = TableOptions{RowGroupRows: PartRows, PartRows: PartRow
 // types go through parquet-go's generic writer. Both write plain Parquet
 // with zstd pages.
 //
+// When the Writer has encoders (CreateOptions.Encoders), a table of flat
+// rows without list fields keeps the open part's rows and hands them, once
+// the part is complete, to an encoder goroutine, which gathers, encodes,
+// compresses and writes the part while the caller fills the next one. The
+// files, and the order in which parts are listed, are those of the
+// sequential writer; memory is bounded by the parts in flight.
+//
 // A TableWriter is not safe for concurrent use; different tables of one
 // Writer may be written from different goroutines.
 type TableWriter[T any] struct {
@@ -305,16 +350,32 @@ type TableWriter[T any] struct {
 	codec *rowCodec
 
 	part     int
-	f        *os.File
-	buf      *bufio.Writer
-	h        hash.Hash
-	counter  countingWriter
+	file     *partFile // the open part (sequential)
 	pw       *parquet.GenericWriter[T]
-	cw       *colFileWriter
-	spare    *colFileWriter // the closed part's writer, reused by the next
 	partRows int64
-	pending  []T // rows batched by Append
+	prior    int64 // rows in the parts before the open one
+	pending  []T   // rows batched by Append
 	err      error
+	// spares are finished parts' buffers and column writers, for the next.
+	spares chan *partFile
+
+	// A pipelined table keeps the open part's rows (nil: no part open) and
+	// recycles the row buffers of encoded parts through free.
+	pipelined bool
+	rows      []T
+	free      chan []T
+	partCap   int // the most rows a part has had: a new buffer's room
+}
+
+// partFile is a part being written under its temporary name: the file, the
+// hash and count of the bytes that went into it, and the column writer
+// encoding it (nil for row types parquet-go writes).
+type partFile struct {
+	f       *os.File
+	buf     *bufio.Writer
+	h       hash.Hash
+	counter countingWriter
+	cw      *colFileWriter
 }
 
 // TableDir is the directory holding a table's parts: <dir>/<table>.parquet/.
@@ -332,7 +393,14 @@ func NewTableWriter[T any](w *Writer, table string, opts TableOptions) (*TableWr
 		return nil, fmt.Errorf("dataset %s: bad table name %q", w.dir, table)
 	}
 	codec, _ := codecFor(reflect.TypeFor[T]())
-	t := &TableWriter[T]{w: w, table: table, opts: opts, codec: codec}
+	t := &TableWriter[T]{w: w, table: table, opts: opts, codec: codec, spares: make(chan *partFile, 1)}
+	if w.pipe != nil && codec != nil && !codec.hasList {
+		// Rows with list fields stay sequential: their slices belong to
+		// the caller once Write returns.
+		t.pipelined = true
+		t.spares = make(chan *partFile, w.pipe.inFlight)
+		t.free = make(chan []T, w.pipe.inFlight)
+	}
 	w.mu.Lock()
 	if w.closed || w.aborted {
 		w.mu.Unlock()
@@ -362,55 +430,132 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-func (t *TableWriter[T]) partName() string {
-	return fmt.Sprintf("part-%06d.parquet", t.part)
+func partName(n int) string {
+	return fmt.Sprintf("part-%06d.parquet", n)
 }
 
-func (t *TableWriter[T]) tmpPath() string {
-	return filepath.Join(TableDir(t.w.dir, t.table), "."+t.partName()+".tmp")
+func (t *TableWriter[T]) tmpPath(n int) string {
+	return filepath.Join(TableDir(t.w.dir, t.table), "."+partName(n)+".tmp")
 }
 
-func (t *TableWriter[T]) openPart() error {
-	f, err := inflight.Create(t.tmpPath())
-	if err != nil {
-		return err
-	}
-	t.f = f
-	t.h = sha256.New()
-	if t.buf == nil {
-		t.buf = bufio.NewWriterSize(nil, 1<<20)
-	}
-	t.buf.Reset(io.MultiWriter(f, t.h))
-	t.counter = countingWriter{w: t.buf}
-	t.partRows = 0
-	kv := []format.KeyValue{
+// kv is the key-value metadata every part of the table carries.
+func (t *TableWriter[T]) kv() []format.KeyValue {
+	return []format.KeyValue{
 		{Key: KeySchemaVersion, Value: strconv.Itoa(SchemaVersion)},
 		{Key: KeyTable, Value: t.table},
 	}
-	if t.codec != nil {
-		if t.spare != nil {
-			// Reuse the encoders (and their buffers) of the previous part.
-			t.cw, t.spare = t.spare, nil
-			err = t.cw.reset(&t.counter, kv)
-		} else {
-			t.cw, err = newColFileWriter(&t.counter, t.codec, t.opts.RowGroupRows, kv)
+}
+
+// spare returns a finished part's buffers and column writer, or nil.
+func (t *TableWriter[T]) spare() *partFile {
+	select {
+	case p := <-t.spares:
+		return p
+	default:
+		return nil
+	}
+}
+
+// createPart creates part n's temporary file and, for flat rows, its
+// column writer, reusing p's buffers and encoders when p is not nil.
+func (t *TableWriter[T]) createPart(n int, p *partFile) (*partFile, error) {
+	f, err := inflight.Create(t.tmpPath(n))
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		p = &partFile{buf: bufio.NewWriterSize(nil, 1<<20), h: sha256.New()}
+	}
+	p.f = f
+	p.h.Reset()
+	p.buf.Reset(io.MultiWriter(f, p.h))
+	p.counter = countingWriter{w: p.buf}
+	if t.codec == nil {
+		return p, nil
+	}
+	if p.cw != nil {
+		err = p.cw.reset(&p.counter, t.kv())
+	} else {
+		p.cw, err = newColFileWriter(&p.counter, t.codec, t.opts.RowGroupRows, t.kv())
+	}
+	if err != nil {
+		p.discard()
+		return nil, err
+	}
+	return p, nil
+}
+
+// discard drops the part's temporary file.
+func (p *partFile) discard() {
+	if p.f != nil {
+		name := p.f.Name()
+		p.f.Close()
+		removeTemp(name)
+		p.f = nil
+	}
+}
+
+// finishPart completes p as part n holding rows rows (its column writer's
+// footer, the buffered bytes, fsync, close) and returns it, still under
+// its temporary name; p's buffers go back to the spares.
+func (t *TableWriter[T]) finishPart(p *partFile, n int, rows int64) (heldPart, error) {
+	var err error
+	if p.cw != nil {
+		err = p.cw.close()
+	}
+	if err == nil {
+		err = p.buf.Flush()
+	}
+	if err == nil {
+		err = p.f.Sync()
+	}
+	if cerr := p.f.Close(); err == nil {
+		err = cerr
+	}
+	tmp := p.f.Name()
+	p.f = nil
+	if err != nil {
+		removeTemp(tmp)
+		return heldPart{}, fmt.Errorf("%s: finishing part %d: %w", t.table, n, err)
+	}
+	final := filepath.Join(TableDir(t.w.dir, t.table), partName(n))
+	rel, _ := filepath.Rel(t.w.dir, final)
+	info := PartInfo{File: filepath.ToSlash(rel), Rows: rows, Bytes: p.counter.n, SHA256: hex.EncodeToString(p.h.Sum(nil))}
+	select {
+	case t.spares <- p:
+	default:
+	}
+	return heldPart{table: t.table, tmp: tmp, final: final, info: info}, nil
+}
+
+func (t *TableWriter[T]) openPart() error {
+	if t.pipelined {
+		select {
+		case t.rows = <-t.free:
+		default:
+			// As large as the largest part so far, so that only the
+			// first parts grow theirs.
+			t.rows = make([]T, 0, max(int(min(t.opts.PartRows, 1<<12)), t.partCap))
 		}
-		if err != nil {
-			f.Close()
-			removeTemp(f.Name())
-			t.f = nil
-		}
+		return nil
+	}
+	p, err := t.createPart(t.part, t.spare())
+	if err != nil {
 		return err
+	}
+	t.file = p
+	if t.codec != nil {
+		return nil
 	}
 	opts := []parquet.WriterOption{
 		parquet.Compression(zstdCodec),
 		parquet.MaxRowsPerRowGroup(int64(t.opts.RowGroupRows)),
 		parquet.CreatedBy("steplab", "datasets", ""),
 	}
-	for _, e := range kv {
+	for _, e := range t.kv() {
 		opts = append(opts, parquet.KeyValueMetadata(e.Key, e.Value))
 	}
-	t.pw = parquet.NewGenericWriter[T](&t.counter, opts...)
+	t.pw = parquet.NewGenericWriter[T](&p.counter, opts...)
 	return nil
 }
 
@@ -423,6 +568,9 @@ const (
 var errWriterClosed = errors.New("table writer closed")
 var errWriterAborted = errors.New("dataset writer aborted")
 
+// open reports whether a part is open.
+func (t *TableWriter[T]) open() bool { return t.file != nil || t.rows != nil }
+
 func (t *TableWriter[T]) ready() error {
 	if t.err != nil {
 		if t.err == errWriterClosed || t.err == errWriterAborted {
@@ -430,7 +578,13 @@ func (t *TableWriter[T]) ready() error {
 		}
 		return t.err
 	}
-	if t.f == nil {
+	if t.pipelined {
+		if t.err = t.w.pipe.failed(); t.err != nil {
+			t.discard()
+			return t.err
+		}
+	}
+	if !t.open() {
 		if t.err = t.openPart(); t.err != nil {
 			return t.err
 		}
@@ -438,9 +592,85 @@ func (t *TableWriter[T]) ready() error {
 	return nil
 }
 
+// Next lends the caller the n rows after those written so far, as they
+// are, to fill in place: given to Write (or WriteRow) next, they are kept
+// without being copied, and the caller must not touch them after. Rows
+// lent but not written are lent again by the next call. It returns nil
+// after an error (which Write then returns).
+func (t *TableWriter[T]) Next(n int) []T {
+	buf := &t.pending
+	if t.pipelined {
+		if (t.rows == nil || t.err != nil) && t.ready() != nil {
+			return nil
+		}
+		buf = &t.rows
+	} else if len(t.pending)+n > max(cap(t.pending), gatherRows) {
+		if t.flushPending() != nil {
+			return nil
+		}
+	}
+	l := len(*buf)
+	*buf = slices.Grow(*buf, max(n, gatherRows-l))
+	return (*buf)[l : l+n : l+n]
+}
+
+// keepLent keeps rows in place when they are the rows Next lent.
+func (t *TableWriter[T]) keepLent(rows []T) bool {
+	buf := &t.pending
+	if t.pipelined {
+		buf = &t.rows
+	}
+	l := len(*buf)
+	if len(rows) == 0 || t.err != nil || l+len(rows) > cap(*buf) || &rows[0] != &(*buf)[:l+1][l] ||
+		t.pipelined && t.partRows+int64(len(rows)) > t.opts.PartRows {
+		return false
+	}
+	*buf = (*buf)[:l+len(rows)]
+	if t.pipelined {
+		t.partRows += int64(len(rows))
+	}
+	return true
+}
+
 // Write appends rows. Parts roll over at opts.PartRows. After an error the
 // table writer is unusable: every later call returns the same error.
 func (t *TableWriter[T]) Write(rows []T) error {
+	if t.keepLent(rows) {
+		switch {
+		case !t.pipelined && len(t.pending) >= gatherRows:
+			return t.flushPending()
+		case t.pipelined && t.partRows >= t.opts.PartRows:
+			return t.Checkpoint()
+		}
+		return nil
+	}
+	if !t.pipelined && len(rows) < gatherRows && t.codec != nil && !t.codec.hasList &&
+		t.partRows+int64(len(t.pending)+len(rows)) < t.opts.PartRows {
+		// A few flat rows (a step recorded by a caller that is not
+		// lent rows) are copied into the batch: gathering them alone
+		// would cost a pass of every column per call. Rows that
+		// complete a part go through at once, as they always did.
+		if t.err != nil {
+			return t.ready()
+		}
+		t.pending = append(t.pending, rows...)
+		if len(t.pending) >= gatherRows {
+			return t.flushPending()
+		}
+		return nil
+	}
+	return t.write(rows)
+}
+
+// WriteRow is Write of the one row at row.
+func (t *TableWriter[T]) WriteRow(row *T) error { return t.Write(unsafe.Slice(row, 1)) }
+
+func (t *TableWriter[T]) write(rows []T) error {
+	if len(rows) > 0 && len(t.pending) > 0 { // rows batched before these go first
+		if err := t.flushPending(); err != nil {
+			return err
+		}
+	}
 	for len(rows) > 0 {
 		if err := t.ready(); err != nil {
 			return err
@@ -472,15 +702,15 @@ func (t *TableWriter[T]) Write(rows []T) error {
 func (t *TableWriter[T]) Append(row T) error {
 	if t.codec == nil || t.codec.hasList {
 		if t.codec == nil {
-			return t.Write([]T{row})
+			return t.write([]T{row})
 		}
 		if t.partRows+1 >= t.opts.PartRows {
-			return t.Write([]T{row})
+			return t.write([]T{row})
 		}
 		if err := t.ready(); err != nil {
 			return err
 		}
-		if err := t.cw.appendRows(unsafe.Pointer(&row), 1); err != nil {
+		if err := t.file.cw.appendRows(unsafe.Pointer(&row), 1); err != nil {
 			t.err = fmt.Errorf("%s: write: %w", t.table, err)
 			t.discard()
 			return t.err
@@ -508,16 +738,20 @@ func (t *TableWriter[T]) flushPending() error {
 	}
 	rows := t.pending
 	t.pending = t.pending[:0]
-	return t.Write(rows)
+	return t.write(rows)
 }
 
 func (t *TableWriter[T]) writeRows(rows []T) error {
-	if t.cw != nil {
-		return t.cw.appendRows(unsafe.Pointer(unsafe.SliceData(rows)), len(rows))
-	}
-	for i := 0; i < len(rows); i += gatherRows {
-		if _, err := t.pw.Write(rows[i:min(i+gatherRows, len(rows))]); err != nil {
-			return err
+	switch {
+	case t.pipelined:
+		t.rows = append(t.rows, rows...)
+	case t.file.cw != nil:
+		return t.file.cw.appendRows(unsafe.Pointer(unsafe.SliceData(rows)), len(rows))
+	default:
+		for i := 0; i < len(rows); i += gatherRows {
+			if _, err := t.pw.Write(rows[i:min(i+gatherRows, len(rows))]); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -526,13 +760,12 @@ func (t *TableWriter[T]) writeRows(rows []T) error {
 // Rows is the number of rows written to the table so far, in completed
 // parts and the open one.
 func (t *TableWriter[T]) Rows() int64 {
-	t.w.mu.Lock()
-	defer t.w.mu.Unlock()
-	return t.w.m.Tables[t.table].Rows + t.partRows + int64(len(t.pending))
+	return t.prior + t.partRows + int64(len(t.pending))
 }
 
-// Checkpoint closes the open part, making every row written so far durable.
-// Captures call it periodically; it is a no-op when no rows are pending.
+// Checkpoint closes the open part, making every row written so far durable
+// (for a pipelined table: once its encoder has written it). Captures call
+// it periodically; it is a no-op when no rows are pending.
 func (t *TableWriter[T]) Checkpoint() error {
 	if err := t.flushPending(); err != nil {
 		return err
@@ -540,44 +773,59 @@ func (t *TableWriter[T]) Checkpoint() error {
 	if t.err != nil {
 		return t.err
 	}
-	if t.f == nil {
+	if !t.open() {
 		return nil
 	}
-	var err error
-	if t.cw != nil {
-		err = t.cw.close()
-	} else {
-		err = t.pw.Close()
-	}
-	if err == nil {
-		err = t.buf.Flush()
-	}
-	if err == nil {
-		err = t.f.Sync()
-	}
-	if cerr := t.f.Close(); err == nil {
-		err = cerr
-	}
-	tmp := t.f.Name()
-	if err == nil {
-		t.spare = t.cw
-	}
-	t.pw, t.cw, t.f = nil, nil, nil
-	if err != nil {
-		removeTemp(tmp)
-		t.err = fmt.Errorf("%s: finishing part %d: %w", t.table, t.part, err)
+	n, rows := t.part, t.partRows
+	t.part++
+	t.prior += rows
+	t.partRows = 0
+	if t.pipelined {
+		t.err = t.submit(n, rows)
 		return t.err
 	}
-	final := filepath.Join(TableDir(t.w.dir, t.table), t.partName())
-	rel, _ := filepath.Rel(t.w.dir, final)
-	info := PartInfo{File: filepath.ToSlash(rel), Rows: t.partRows, Bytes: t.counter.n, SHA256: hex.EncodeToString(t.h.Sum(nil))}
-	t.part++
-	t.partRows = 0
-	if err := t.w.partDone(t.table, tmp, final, info); err != nil {
-		t.err = err
-		return err
+	p := t.file
+	t.file = nil
+	var hp heldPart
+	var err error
+	if t.pw != nil {
+		err = t.pw.Close()
+		t.pw = nil
 	}
-	return nil
+	if err == nil {
+		hp, err = t.finishPart(p, n, rows)
+	} else {
+		p.discard()
+		err = fmt.Errorf("%s: finishing part %d: %w", t.table, n, err)
+	}
+	if err == nil {
+		err = t.w.partDone(hp)
+	}
+	t.err = err
+	return err
+}
+
+// submit hands the open part's rows to the Writer's encoders as part n.
+func (t *TableWriter[T]) submit(n int, count int64) error {
+	rows := t.rows
+	t.rows = nil
+	t.partCap = max(t.partCap, len(rows))
+	return t.w.pipe.submit(func() (heldPart, error) {
+		p, err := t.createPart(n, t.spare())
+		if err != nil {
+			return heldPart{}, err
+		}
+		if err := p.cw.appendRows(unsafe.Pointer(unsafe.SliceData(rows)), len(rows)); err != nil {
+			p.discard()
+			return heldPart{}, fmt.Errorf("%s: write: %w", t.table, err)
+		}
+		hp, err := t.finishPart(p, n, count)
+		select {
+		case t.free <- rows[:0]:
+		default:
+		}
+		return hp, err
+	})
 }
 
 // removeTemp removes a temporary part that will not be renamed.
@@ -586,14 +834,13 @@ func removeTemp(name string) {
 	inflight.Done(name)
 }
 
-// discard drops the open part (its temporary file).
+// discard drops the open part (its temporary file, or its rows).
 func (t *TableWriter[T]) discard() {
 	t.pending = t.pending[:0]
-	if t.f != nil {
-		name := t.f.Name()
-		t.f.Close()
-		removeTemp(name)
-		t.f, t.pw, t.cw = nil, nil, nil
+	t.rows = nil
+	if t.file != nil {
+		t.file.discard()
+		t.file, t.pw = nil, nil
 	}
 }
 
@@ -618,7 +865,7 @@ func (t *TableWriter[T]) Close() error {
 	if err := t.flushPending(); err != nil {
 		return err
 	}
-	if t.f == nil && t.part == 0 {
+	if !t.open() && t.part == 0 {
 		if err := t.ready(); err != nil {
 			return err
 		}

@@ -161,3 +161,37 @@ func engineMap(t *testing.T, e model.OpsEngine) map[string]float64 {
 	}
 	return out
 }
+
+// TestH200WorkerVersusVLLM attributes, operation by operation, how far
+// steplab's worker (its own kernel database, ops:h200-sxm-worker) is from
+// vLLM 0.24.0 on the same H200 (AIConfigurator's tables), for Llama-3.1-8B
+// decode and prefill steps: the GEMMs agree, the worker's unfused
+// element-wise kernels are where it is slower (docs/ops-prior.md quotes
+// the table this logs).
+func TestH200WorkerVersusVLLM(t *testing.T) {
+	graphs := []int{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 448, 512}
+	prior := func(name string) *model.Ops {
+		db, err := opdb.Open(name)
+		require.NoError(t, err)
+		o, err := model.NewOps(db, llama8B)
+		require.NoError(t, err)
+		return o.WithGraphs(graphs)
+	}
+	vllm, worker := prior(h200OpsDatabase), prior("h200-sxm-worker")
+	decode := func(b float64) model.Features {
+		return model.Features{DecodeRequests: b, DecodeKVTokens: b * 1024, DecodeMaxKVTokens: 1024, PaddedBatch: b}
+	}
+	for _, tc := range []struct {
+		name string
+		f    model.Features
+	}{{"decode B=1 ctx 1024", decode(1)}, {"decode B=64 ctx 1024", decode(64)}, {"decode B=256 ctx 1024", decode(256)},
+		{"prefill 2048 tokens", model.Features{PrefillTokens: 2048, PrefillRequests: 1}}} {
+		v, w := vllm.Breakdown(tc.f), worker.Breakdown(tc.f)
+		t.Logf("%-22s ms vLLM / worker: GEMM %.2f / %.2f, attention %.2f / %.2f, element-wise %.2f / %.2f, total %.2f / %.2f",
+			tc.name, v.GEMMNs/1e6, w.GEMMNs/1e6, (v.ContextAttnNs+v.GenerationAttnNs)/1e6, (w.ContextAttnNs+w.GenerationAttnNs)/1e6,
+			v.ElementwiseNs/1e6, w.ElementwiseNs/1e6, v.TotalNs/1e6, w.TotalNs/1e6)
+		require.InEpsilon(t, v.GEMMNs, w.GEMMNs, 0.15, "%s: both run cuBLAS-class GEMMs", tc.name)
+		require.Greater(t, w.ElementwiseNs, 4*v.ElementwiseNs, "%s: the worker's element-wise kernels are unfused", tc.name)
+		require.Greater(t, w.TotalNs, 1.2*v.TotalNs, "%s", tc.name)
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/steplab/steplab/internal/suggest"
 )
 
 // builtinFS holds the built-in catalogue: hardware/*.yaml spec files and
@@ -355,7 +357,7 @@ func (r *registry[T]) lookup(key string) (T, bool) {
 func (r *registry[T]) nearest(key string) string {
 	best := map[string]int{}
 	for k, i := range r.keys {
-		name, d := r.name(&r.entries[i]), editDistance(key, k)
+		name, d := r.name(&r.entries[i]), suggest.Distance(key, k)
 		if old, ok := best[name]; !ok || d < old {
 			best[name] = d
 		}
@@ -527,25 +529,4 @@ func isPathRef(ref string, configDir bool, exts ...string) bool {
 		}
 	}
 	return false
-}
-
-// editDistance is the Levenshtein distance between a and b (bytes).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

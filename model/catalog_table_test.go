@@ -2,8 +2,8 @@ package model
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
+	"github.com/steplab/steplab/internal/rewrite"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,8 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/catalog/*.md and the table in docs/catalog.md")
 
 // rooflineBound is the time a step cannot beat on hw: every byte it reads
 // (streamed weights, KV) at the full memory bandwidth, or every FLOP
@@ -36,7 +34,7 @@ func rooflineBound(hw Hardware, s Shape, f Features) (ms float64, by string) {
 // TestCatalogDecodeTable prices Llama-3.1-8B decode steps on every
 // catalogue GPU beside the bound each cannot beat; the table is a golden
 // file and docs/catalog.md shows it (go test ./model -run
-// CatalogDecodeTable -update rewrites both).
+// CatalogDecodeTable -rewrite rewrites both).
 func TestCatalogDecodeTable(t *testing.T) {
 	const ctx = 1024
 	var b bytes.Buffer
@@ -73,8 +71,8 @@ func TestCatalogDecodeTable(t *testing.T) {
 	table := b.String()
 	golden := filepath.Join("testdata", "catalog", "llama-3.1-8b-decode.md")
 	doc := filepath.Join("..", "docs", "catalog.md")
-	const begin, end = "<!-- BEGIN catalog-decode-table (go test ./model -run CatalogDecodeTable -update) -->\n", "<!-- END catalog-decode-table -->"
-	if *update {
+	const begin, end = "<!-- BEGIN catalog-decode-table (go test ./model -run CatalogDecodeTable -rewrite) -->\n", "<!-- END catalog-decode-table -->"
+	if rewrite.Requested() {
 		require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
 		require.NoError(t, os.WriteFile(golden, []byte(table), 0o644))
 		d, err := os.ReadFile(doc)

@@ -27,8 +27,9 @@ type Hardware struct {
 	TFLOPS Peaks `json:"tflops" yaml:"tflops"`
 	// SMs is the streaming multiprocessor count (compute units on AMD).
 	SMs int `json:"sms" yaml:"sms"`
-	// BoostClockMHz is the maximum boost (AMD: peak engine) clock.
-	BoostClockMHz float64 `json:"boost_clock_mhz" yaml:"boost_clock_mhz"`
+	// BoostClockMHz is the maximum boost (AMD: peak engine) clock; 0 where
+	// the vendor publishes none. Nothing prices with it: it identifies the part.
+	BoostClockMHz float64 `json:"boost_clock_mhz,omitempty" yaml:"boost_clock_mhz"`
 	// Interconnects are the device's links: the fastest GPU-to-GPU one
 	// carries tensor-parallel all-reduces (TPLink).
 	Interconnects []Interconnect `json:"interconnects" yaml:"interconnects"`
@@ -156,7 +157,6 @@ func (h Hardware) validate() error {
 		{"tflops.bf16", h.TFLOPS.BF16, "the dense bf16 tensor peak in TFLOPS"},
 		{"tflops.fp16", h.TFLOPS.FP16, "the dense fp16 tensor peak in TFLOPS"},
 		{"sms", float64(h.SMs), "the SM (or CU) count"},
-		{"boost_clock_mhz", h.BoostClockMHz, "the boost clock in MHz"},
 	} {
 		if err := positive(f.key, f.v, f.hint); err != nil {
 			return err
@@ -165,9 +165,9 @@ func (h Hardware) validate() error {
 	for _, f := range []struct {
 		key string
 		v   float64
-	}{{"tflops.fp8", h.TFLOPS.FP8}, {"tflops.int8", h.TFLOPS.INT8}} {
+	}{{"tflops.fp8", h.TFLOPS.FP8}, {"tflops.int8", h.TFLOPS.INT8}, {"boost_clock_mhz", h.BoostClockMHz}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
-			return fmt.Errorf("%s: %v: must be > 0, or absent where the chip has none", f.key, f.v)
+			return fmt.Errorf("%s: %v: must be > 0, or absent where the chip has none (or its vendor publishes none)", f.key, f.v)
 		}
 	}
 	if len(h.Interconnects) == 0 {

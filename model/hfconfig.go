@@ -244,7 +244,7 @@ func parseHFConfig(name string, data, hfQuant []byte) (Shape, error) {
 		if !ok {
 			lm := hfArch(&t)
 			if fam, ok = hfArchitectures[lm]; ok {
-				note("%s: the language model (%s) is priced; the vision encoder is not", arch, lm)
+				note("%s: the language model (%s) is priced; the vision encoder is not (a what-if vision_encoder stage prices it)", arch, lm)
 			}
 		}
 		c, raw = t, pythonJSON(top.TextConfig)
@@ -516,21 +516,9 @@ func hfDTypes(s *Shape, c *hfConfig, note func(string, ...any)) error {
 // not config.json, less a _config suffix). The checkpoint's
 // hf_quant_config.json beside it, if any, is read too (hfQuantPath).
 func LoadModelConfig(path string) (Shape, error) {
-	file, name := path, ""
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		file, name = filepath.Join(path, "config.json"), filepath.Base(filepath.Clean(path))
-	} else if filepath.Base(path) == "config.json" {
-		name = filepath.Base(filepath.Dir(filepath.Clean(path)))
-	} else {
-		// NAME_config.json, as beside NAME_hf_quant_config.json, names NAME.
-		name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), "_config")
-	}
-	b, err := os.ReadFile(file)
+	file, name, b, err := readConfigFile(path)
 	if err != nil {
-		if errors.Is(err, os.ErrNotExist) && file != path {
-			return Shape{}, fmt.Errorf("model: %s holds no config.json", path)
-		}
-		return Shape{}, fmt.Errorf("model: %w", err)
+		return Shape{}, err
 	}
 	q, err := os.ReadFile(hfQuantPath(file))
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -542,6 +530,29 @@ func LoadModelConfig(path string) (Shape, error) {
 	}
 	s.File = file
 	return s, nil
+}
+
+// readConfigFile reads the config.json path names (the file, or the
+// checkpoint directory holding it) and the model name it gives: the
+// directory's, or NAME of a NAME_config.json.
+func readConfigFile(path string) (file, name string, data []byte, err error) {
+	file = path
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		file, name = filepath.Join(path, "config.json"), filepath.Base(filepath.Clean(path))
+	} else if filepath.Base(path) == "config.json" {
+		name = filepath.Base(filepath.Dir(filepath.Clean(path)))
+	} else {
+		// NAME_config.json, as beside NAME_hf_quant_config.json, names NAME.
+		name = strings.TrimSuffix(strings.TrimSuffix(filepath.Base(path), filepath.Ext(path)), "_config")
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) && file != path {
+			return "", "", nil, fmt.Errorf("model: %s holds no config.json", path)
+		}
+		return "", "", nil, fmt.Errorf("model: %w", err)
+	}
+	return file, name, b, nil
 }
 
 // hfQuantPath is where a config's hf_quant_config.json lies: beside

@@ -1,10 +1,25 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
 )
+
+// ErrDoesNotFit is what the refusals of KVBlocks (and of a KV cache sized
+// by it too small for one request) are: a configuration search prunes a
+// candidate on it and refuses on any other error.
+var ErrDoesNotFit = errors.New("does not fit in GPU memory")
+
+// NoFit marks err as a refusal for memory (errors.Is(err, ErrDoesNotFit)),
+// its message unchanged.
+func NoFit(err error) error { return noFit{err} }
+
+type noFit struct{ error }
+
+func (e noFit) Unwrap() error      { return e.error }
+func (noFit) Is(target error) bool { return target == ErrDoesNotFit }
 
 // Memory model: how many KV blocks vLLM would allocate. vLLM v1 takes
 // gpu_memory_utilization × total device memory, subtracts the weights, the
@@ -89,12 +104,12 @@ func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, err
 			msg := fmt.Sprintf("model: %s does not fit on %s: it needs %.0f GB of weights per GPU at TP=%d, and the GPU has %.0f GB (%.0f GiB), %.0f GB of it at gpu_memory_utilization %.2f",
 				s.Name, hw.Name, weights/1e9, s.tp(), hw.MemBytes()/1e9, hw.MemGB, budget/1e9, gpuMemUtil)
 			if tp := minFittingTP(hw, s, gpuMemUtil); tp > 0 {
-				return 0, fmt.Errorf("%s: raise tensor parallel to %d or more (tensor_parallel=%d)", msg, tp, tp)
+				return 0, NoFit(fmt.Errorf("%s: raise tensor parallel to %d or more (tensor_parallel=%d)", msg, tp, tp))
 			}
-			return 0, fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads makes it fit", msg, s.Heads)
+			return 0, NoFit(fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads makes it fit", msg, s.Heads))
 		}
-		return 0, fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): %s",
-			s.Name, s.tp(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9, roomForKV(hw, s, blockSize, gpuMemUtil))
+		return 0, NoFit(fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): %s",
+			s.Name, s.tp(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9, roomForKV(hw, s, blockSize, gpuMemUtil)))
 	}
 	// Constant states are held by every running request: set aside for
 	// max_num_seqs of them.
@@ -102,7 +117,7 @@ func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, err
 	blockBytes := float64(blockSize) * float64(s.KVBytesPerToken())
 	n := math.Floor((budget - weights - reserve - perRequest) / blockBytes)
 	if n < 1 {
-		return 0, fmt.Errorf("model: %s at TP=%d on %s: not one KV block of %d tokens fits", s.Name, s.tp(), hw.Name, blockSize)
+		return 0, NoFit(fmt.Errorf("model: %s at TP=%d on %s: not one KV block of %d tokens fits", s.Name, s.tp(), hw.Name, blockSize))
 	}
 	return int(n), nil
 }

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -59,20 +60,22 @@ func TestKVBlocksRefusals(t *testing.T) {
 		block int
 		util  float64
 		want  []string
+		// noFit: a refusal for memory (ErrDoesNotFit), not of an argument.
+		noFit bool
 	}{
 		{"70B on one H100", h100, llama70B, 16, 0.9,
-			[]string{"Llama-3.1-70B does not fit on H100-SXM: it needs 141 GB of weights per GPU at TP=1, and the GPU has 86 GB (80 GiB)", "raise tensor parallel to 2 or more (tensor_parallel=2)"}},
+			[]string{"Llama-3.1-70B does not fit on H100-SXM: it needs 141 GB of weights per GPU at TP=1, and the GPU has 86 GB (80 GiB)", "raise tensor parallel to 2 or more (tensor_parallel=2)"}, true},
 		{"70B on one H200", h200, llama70B, 16, 0.9,
-			[]string{"needs 141 GB of weights per GPU at TP=1", "does not fit on H200-SXM", "raise tensor parallel to 2 or more"}},
+			[]string{"needs 141 GB of weights per GPU at TP=1", "does not fit on H200-SXM", "raise tensor parallel to 2 or more"}, true},
 		{"70B TP2 on H100 at low util", h100, llama70B.WithTP(2), 16, 0.5,
-			[]string{"at TP=2", "raise tensor parallel to 4 or more (tensor_parallel=4)"}},
+			[]string{"at TP=2", "raise tensor parallel to 4 or more (tensor_parallel=4)"}, true},
 		{"no room for KV", h100, llama8B, 16, 0.2,
-			[]string{"leaves no memory for the KV cache", "set engine.gpu_memory_utilization=0.22 or tensor_parallel=2"}},
-		{"zero block", h100, llama8B, 0, 0.9, []string{"block size must be > 0"}},
-		{"util above 1", h100, llama8B, 16, 1.5, []string{"gpu_memory_utilization must be in (0, 1]"}},
-		{"util zero", h100, llama8B, 16, 0, []string{"gpu_memory_utilization"}},
-		{"bad shape", h100, Shape{Name: "x"}, 16, 0.9, []string{"layers must be > 0"}},
-		{"bad hardware", Hardware{Name: "x"}, llama8B, 16, 0.9, []string{"memory_gb: missing"}},
+			[]string{"leaves no memory for the KV cache", "set engine.gpu_memory_utilization=0.22 or tensor_parallel=2"}, true},
+		{"zero block", h100, llama8B, 0, 0.9, []string{"block size must be > 0"}, false},
+		{"util above 1", h100, llama8B, 16, 1.5, []string{"gpu_memory_utilization must be in (0, 1]"}, false},
+		{"util zero", h100, llama8B, 16, 0, []string{"gpu_memory_utilization"}, false},
+		{"bad shape", h100, Shape{Name: "x"}, 16, 0.9, []string{"layers must be > 0"}, false},
+		{"bad hardware", Hardware{Name: "x"}, llama8B, 16, 0.9, []string{"memory_gb: missing"}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +85,7 @@ func TestKVBlocksRefusals(t *testing.T) {
 			for _, w := range tc.want {
 				assert.Contains(t, err.Error(), w)
 			}
+			assert.Equal(t, tc.noFit, errors.Is(err, ErrDoesNotFit))
 		})
 	}
 }

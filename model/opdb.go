@@ -36,6 +36,9 @@ type OpDB struct {
 	// Elementwise, when present, replaces the memory-op formula for the
 	// layer's element-wise work (see ElementwiseOps).
 	Elementwise []ElementwiseRow `json:"elementwise,omitempty"`
+	// MoE, when present, prices a mixture of experts' routed experts by
+	// the fused MoE layer measured at the shape's configuration.
+	MoE []MoERow `json:"moe,omitempty"`
 }
 
 // OpSystem is what a database says about its GPU.
@@ -124,6 +127,30 @@ const (
 // ElementwiseOps lists the operations an element-wise table may hold.
 var ElementwiseOps = []string{OpRMSNorm, OpResidualAdd, OpRoPE, OpKVWrite, OpSiLUMul, OpEmbedding}
 
+// MoERow is one measured fused mixture-of-experts layer (routing,
+// grouped expert GEMMs and the combine): Tokens tokens, each routed to
+// TopK of Experts experts of intermediate width Inter (the whole expert's,
+// split TP ways) over Hidden, the experts spread EP ways, with the tokens
+// routed by Distribution ("balanced", "power_law_1.01", ...).
+type MoERow struct {
+	DType        string  `json:"dtype"`
+	Tokens       int     `json:"tokens"`
+	Hidden       int     `json:"hidden"`
+	Inter        int     `json:"inter"`
+	TopK         int     `json:"top_k"`
+	Experts      int     `json:"experts"`
+	TP           int     `json:"tp"`
+	EP           int     `json:"ep"`
+	Distribution string  `json:"distribution"`
+	LatencyMs    float64 `json:"latency_ms"`
+}
+
+// MoERoutings are the routing distributions the prior reads a MoE table
+// at, in order of preference: AIConfigurator's default for its MoE models
+// (a power law of exponent 1.01 over the experts: real routers are not
+// balanced), then balanced routing.
+var MoERoutings = []string{"power_law_1.01", "balanced"}
+
 // AllReduceRow is one measured all-reduce of MessageBytes over GPUs GPUs,
 // launched from a CUDA graph or eagerly.
 type AllReduceRow struct {
@@ -141,6 +168,7 @@ const (
 	OpTableGenerationAttention = "generation_attention"
 	OpTableAllReduce           = "allreduce"
 	OpTableElementwise         = "elementwise"
+	OpTableMoE                 = "moe"
 )
 
 var (
@@ -148,6 +176,7 @@ var (
 	attnAxes = []string{"head_dim", "kv_heads", "heads", "seq_len", "batch"}
 	arAxes   = []string{"gpus", "message_bytes"}
 	ewAxes   = []string{"n", "m"}
+	moeAxes  = []string{"tokens"}
 )
 
 // opIndex is the part of an OpDB one model shape reads, ready to look
@@ -163,6 +192,11 @@ type opIndex struct {
 	// hostOK when the GEMM and both attention tables have it.
 	host   launchIndex
 	hostOK bool
+	// moe is the fused MoE layer of the shape's experts by tokens (nil when
+	// the database did not measure that configuration: the experts are
+	// then priced as GEMMs), under routing moeRouting.
+	moe        *opTable
+	moeRouting string
 }
 
 // The two ways a step's kernels are launched, indexing opIndex.launch.
@@ -174,7 +208,9 @@ const (
 // launchIndex is the tables of one launch. An eager table the database
 // did not measure is its graph table (device time only).
 type launchIndex struct {
-	gemm, ctx, gen *opTable
+	// gemm is the GEMM table of each role's dtype (roleMLP ...).
+	gemm     [nGEMMRoles]*opTable
+	ctx, gen *opTable
 	// ew holds one table per ElementwiseOps entry, nil for an operation the
 	// database does not measure; ew itself is nil without an element-wise
 	// table.
@@ -189,6 +225,7 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 		return nil, fmt.Errorf("opdb %s: %w", db.Name, err)
 	}
 	x := &opIndex{sys: db.System}
+	var err error
 	for l := range x.launch {
 		if err := db.indexLaunch(sh, l == launchEager, false, &x.launch[l]); err != nil {
 			return nil, err
@@ -197,18 +234,29 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 	if err := db.indexLaunch(sh, true, true, &x.host); err != nil {
 		return nil, err
 	}
-	x.hostOK = x.host.gemm != nil && x.host.ctx != nil && x.host.gen != nil
+	x.hostOK = x.host.ctx != nil && x.host.gen != nil
+	for _, t := range x.host.gemm {
+		x.hostOK = x.hostOK && t != nil
+	}
 	// A table measured one way only serves both (a CPU run measures eager
 	// calls only; AIConfigurator's tables are graph rows).
 	g, e := &x.launch[launchGraph], &x.launch[launchEager]
-	g.gemm, g.ctx, g.gen = orTable(g.gemm, e.gemm), orTable(g.ctx, e.ctx), orTable(g.gen, e.gen)
-	e.gemm, e.ctx, e.gen = orTable(e.gemm, g.gemm), orTable(e.ctx, g.ctx), orTable(e.gen, g.gen)
-	if g.gemm == nil {
-		have := map[string]bool{}
-		for _, r := range db.GEMM {
-			have[r.DType] = true
+	for r := range g.gemm {
+		g.gemm[r], e.gemm[r] = orTable(g.gemm[r], e.gemm[r]), orTable(e.gemm[r], g.gemm[r])
+	}
+	g.ctx, g.gen = orTable(g.ctx, e.ctx), orTable(g.gen, e.gen)
+	e.ctx, e.gen = orTable(e.ctx, g.ctx), orTable(e.gen, g.gen)
+	if x.moe, x.moeRouting, err = db.moeIndex(sh); err != nil {
+		return nil, err
+	}
+	for r, t := range g.gemm {
+		if t == nil && (r != roleExpert || (sh.experts > 0 && x.moe == nil)) {
+			have := map[string]bool{}
+			for _, r := range db.GEMM {
+				have[r.DType] = true
+			}
+			return nil, fmt.Errorf("opdb %s: no %s GEMMs measured (have %s): price it with fpm: roofline, or give a database that measured them", db.Name, sh.gemmDType[r], strings.Join(sortedKeys(have), ", "))
 		}
-		return nil, fmt.Errorf("opdb %s: no %s GEMMs measured (have %s): price it with fpm: roofline, or give a database that measured them", db.Name, sh.dtype, strings.Join(sortedKeys(have), ", "))
 	}
 	for _, t := range []struct {
 		name string
@@ -275,17 +323,25 @@ func (db *OpDB) indexLaunch(sh *opsShape, eager, host bool, li *launchIndex) err
 		}
 		return lat, true
 	}
-	gb := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s%s", db.Name, sh.dtype, OpTableGEMM, how), gemmAxes)
-	for i, r := range db.GEMM {
-		v, ok := value(r.LatencyMs, r.HostMs)
-		if r.DType != sh.dtype || r.Eager != eager || !ok {
-			continue
+	byDType := map[string]*opTable{}
+	for role, dt := range sh.gemmDType {
+		t, done := byDType[dt]
+		if !done {
+			gb := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s%s", db.Name, dt, OpTableGEMM, how), gemmAxes)
+			for i, r := range db.GEMM {
+				v, ok := value(r.LatencyMs, r.HostMs)
+				if r.DType != dt || r.Eager != eager || !ok {
+					continue
+				}
+				if err := gb.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, v); err != nil {
+					return err
+				}
+			}
+			t = gb.built()
+			byDType[dt] = t
 		}
-		if err := gb.add(i, opCoords{float64(r.N), float64(r.K), float64(r.M)}, v); err != nil {
-			return err
-		}
+		li.gemm[role] = t
 	}
-	li.gemm = gb.built()
 	var err error
 	if li.ctx, err = db.attnIndex(OpTableContextAttention+how, db.ContextAttention, sh, eager, value); err != nil {
 		return err
@@ -340,6 +396,32 @@ func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape, eager 
 		}
 	}
 	return b.built(), nil
+}
+
+// moeIndex builds the fused-MoE table of the shape's experts (dtype,
+// hidden, width, top-k, count, TP, no expert parallelism) at the first
+// routing of MoERoutings measured; nil, "" when the database has none.
+func (db *OpDB) moeIndex(sh *opsShape) (*opTable, string, error) {
+	if sh.experts == 0 || len(db.MoE) == 0 {
+		return nil, "", nil
+	}
+	dt := sh.gemmDType[roleExpert]
+	for _, routing := range MoERoutings {
+		b := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s %s", db.Name, dt, OpTableMoE, routing), moeAxes)
+		for i, r := range db.MoE {
+			if r.DType != dt || r.Hidden != sh.hidden || r.Inter != sh.expertInter*sh.tp || r.TopK != sh.topK ||
+				r.Experts != sh.experts || r.TP != sh.tp || r.EP != 1 || r.Distribution != routing {
+				continue
+			}
+			if err := b.add(i, opCoords{float64(r.Tokens)}, r.LatencyMs); err != nil {
+				return nil, "", err
+			}
+		}
+		if t := b.built(); t != nil {
+			return t, routing, nil
+		}
+	}
+	return nil, "", nil
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -45,10 +45,12 @@ import (
 // The database prices its framework's kernels; an engine running other
 // kernels or other launch overheads is described by an OpsEngine.
 type Ops struct {
-	db     *opIndex
-	name   string
-	shape  opsShape
-	engine OpsEngine
+	db      *opIndex
+	name    string
+	shape   opsShape
+	engine  OpsEngine
+	gemmSol [nGEMMRoles]gemmCost
+	moeSol  moeCost
 	// graphMax is the largest CUDA graph the engine captures, in rows (0:
 	// not known, every step priced as the graph rows).
 	graphMax float64
@@ -106,8 +108,8 @@ func NewOps(db *OpDB, s Shape) (*Ops, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	if len(s.Stack) > 0 || s.AttnDType != "" || s.MoE.Latent > 0 || s.MLPMatrices != 0 {
-		return nil, fmt.Errorf("model: shape %s: the operations prior prices uniform layers of gated MLPs at one weight dtype; this model has per-layer kinds or per-part precisions: use fpm: roofline", s.Name)
+	if len(s.Stack) > 0 || s.MoE.Latent > 0 || s.MLPMatrices != 0 {
+		return nil, fmt.Errorf("model: shape %s: the operations prior prices uniform layers of full attention and gated MLPs; this model has per-layer kinds (a layer stack, latent experts or ungated MLPs): use fpm: roofline", s.Name)
 	}
 	sh := opsShapeOf(s)
 	x, err := db.index(&sh)
@@ -117,7 +119,33 @@ func NewOps(db *OpDB, s Shape) (*Ops, error) {
 	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
 		return nil, fmt.Errorf("model: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
 	}
-	return &Ops{db: x, name: db.Name, shape: sh}, nil
+	o := &Ops{db: x, name: db.Name, shape: sh}
+	for r := range o.gemmSol {
+		o.gemmSol[r] = gemmCost{flops: x.sys.BF16FLOPS, bandwidth: x.sys.MemBandwidth, bytes: sh.gemmBytes[r]}
+	}
+	o.moeSol = moeCost{gemmCost: o.gemmSol[roleExpert], hidden: float64(sh.hidden), inter: float64(sh.expertInter), experts: sh.experts, topK: sh.topK}
+	return o, nil
+}
+
+// Notes says how the prior reads the database for this shape where that
+// is not plain: per-part GEMM dtypes, and how the routed experts are
+// priced.
+func (o *Ops) Notes() []string {
+	sh := &o.shape
+	var out []string
+	if sh.gemmDType[roleAttn] != sh.gemmDType[roleMLP] || sh.gemmDType[roleExpert] != sh.gemmDType[roleMLP] {
+		out = append(out, fmt.Sprintf("ops: GEMMs looked up per part: attention projections %s, MLP %s, experts %s, LM head %s",
+			sh.gemmDType[roleAttn], sh.gemmDType[roleMLP], sh.gemmDType[roleExpert], sh.gemmDType[roleHead]))
+	}
+	switch {
+	case sh.experts > 0 && o.db.moe != nil:
+		out = append(out, fmt.Sprintf("ops: routed experts from %s's fused MoE table (%s, %d experts, top-%d, TP %d) under %s routing",
+			o.name, sh.gemmDType[roleExpert], sh.experts, sh.topK, sh.tp, o.db.moeRouting))
+	case sh.experts > 0:
+		out = append(out, fmt.Sprintf("ops: %s measured no fused MoE layer of this configuration: routed experts priced as %s GEMMs at the expected rows per touched expert (uniform routing)",
+			o.name, sh.gemmDType[roleExpert]))
+	}
+	return out
 }
 
 // WithEngine returns the prior for an engine other than the database's
@@ -227,15 +255,15 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 		li = &o.db.launch[launchEager]
 	}
 
-	qkv, x1 := o.gemmNs(li, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
-	proj, x2 := o.gemmNs(li, rows, sh.hidden, sh.qHeads*sh.headDim)
+	qkv, x1 := o.gemmNs(li, roleAttn, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
+	proj, x2 := o.gemmNs(li, roleAttn, rows, sh.hidden, sh.qHeads*sh.headDim)
 	mlp, x3 := o.mlpNs(li, rows)
 	b.GEMMNs = (L*(qkv+proj) + mlp) * orOne(e.GEMMScale)
 	flag(extGEMM, x1 || x2 || x3)
 
 	s := sampledRows(f)
 	if s > 0 {
-		lm, x := o.gemmNs(li, s, sh.vocab, sh.hidden)
+		lm, x := o.gemmNs(li, roleHead, s, sh.vocab, sh.hidden)
 		b.LMHeadNs = lm * orOne(e.GEMMScale)
 		flag(extLMHead, x)
 	}
@@ -285,13 +313,13 @@ func (o *Ops) hostWaitNs(f *Features, rows, sampled, qkvNs, projNs float64, b *O
 	sh, e := &o.shape, &o.engine
 	g, h := &o.db.launch[launchGraph], &o.db.host
 	L := float64(sh.layers)
-	hostGEMM := func(m float64, n, k int) float64 {
-		ns, _ := o.gemmNs(h, m, n, k)
+	hostGEMM := func(role int, m float64, n, k int) float64 {
+		ns, _ := o.gemmNs(h, role, m, n, k)
 		return ns
 	}
-	gemm := func(m float64, n, k int) (dev, host float64) {
-		dev, _ = o.gemmNs(g, m, n, k)
-		return dev * orOne(e.GEMMScale), hostGEMM(m, n, k)
+	gemm := func(role int, m float64, n, k int) (dev, host float64) {
+		dev, _ = o.gemmNs(g, role, m, n, k)
+		return dev * orOne(e.GEMMScale), hostGEMM(role, m, n, k)
 	}
 	ew := func(k int, m, n float64) (dev, host float64) {
 		if g.ew == nil || g.ew[k] == nil || m <= 0 {
@@ -315,19 +343,19 @@ func (o *Ops) hostWaitNs(f *Features, rows, sampled, qkvNs, projNs float64, b *O
 	}
 	var layer [12][2]float64
 	layer[0][0], layer[0][1] = ew(ewRMSNorm, rows, hd)
-	layer[1] = [2]float64{qkvNs, hostGEMM(rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)}
+	layer[1] = [2]float64{qkvNs, hostGEMM(roleAttn, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)}
 	layer[2][0], layer[2][1] = ew(ewRoPE, rows, float64((sh.qHeads+sh.kvHeads)*sh.headDim))
 	layer[3][0], layer[3][1] = ew(ewKVWrite, rows, float64(sh.kvHeads*sh.headDim))
 	layer[4][0], layer[4][1] = (b.ContextAttnNs+b.GenerationAttnNs+b.AllReduceNs/2)/L, attnHost
-	layer[5] = [2]float64{projNs, hostGEMM(rows, sh.hidden, sh.qHeads*sh.headDim)}
+	layer[5] = [2]float64{projNs, hostGEMM(roleAttn, rows, sh.hidden, sh.qHeads*sh.headDim)}
 	layer[6][0], layer[6][1] = ew(ewResidualAdd, rows, hd)
 	layer[7] = layer[0]
 	// The MLP's device time (a layer's GEMMs less the attention
 	// projections) split between its two GEMMs as a dense layer's would be: a mixture
 	// of experts runs more, smaller ones, and its host time is taken as a
 	// dense layer's two launches.
-	upDev, upHost := gemm(rows, 2*sh.activationWidth(), sh.hidden)
-	downDev, downHost := gemm(rows, sh.hidden, sh.activationWidth())
+	upDev, upHost := gemm(roleMLP, rows, 2*sh.activationWidth(), sh.hidden)
+	downDev, downHost := gemm(roleMLP, rows, sh.hidden, sh.activationWidth())
 	if sum := upDev + downDev; sum > 0 {
 		mlp := b.GEMMNs/L - layer[1][0] - layer[5][0]
 		upDev, downDev = mlp*upDev/sum, mlp*downDev/sum
@@ -350,7 +378,7 @@ func (o *Ops) hostWaitNs(f *Features, rows, sampled, qkvNs, projNs float64, b *O
 		}
 	}
 	step(ew(ewRMSNorm, sampled, hd))
-	lmDev, lmHost := gemm(sampled, sh.vocab, sh.hidden)
+	lmDev, lmHost := gemm(roleHead, sampled, sh.vocab, sh.hidden)
 	step(lmDev, lmHost)
 	return math.Max(0, end-busy)
 }
@@ -420,26 +448,40 @@ func (o *Ops) memOpNs(bytes float64) float64 {
 	return (bytes/(s.MemBandwidth*s.MemBWScaling) + s.MemConstantS) * 1e9
 }
 
-// gemmNs is one GEMM of m rows by a k→n weight.
-func (o *Ops) gemmNs(li *launchIndex, m float64, n, k int) (float64, bool) {
-	return li.gemm.lookup(opCoords{float64(n), float64(k), m}, (*gemmCost)(o))
+// gemmNs is one GEMM of m rows by a k→n weight in role's dtype.
+func (o *Ops) gemmNs(li *launchIndex, role int, m float64, n, k int) (float64, bool) {
+	return li.gemm[role].lookup(opCoords{float64(n), float64(k), m}, &o.gemmSol[role])
 }
 
 // The speed-of-light cost of each operation, as a solver for its table.
 type (
-	gemmCost       Ops
 	contextCost    Ops
 	generationCost Ops
 	ringCost       struct{}
 )
 
-// sol is a GEMM's speed of light: its FLOPs at the tensor-core peak or its
-// operand and result bytes at the HBM bandwidth, whichever is longer.
+// gemmCost is a GEMM's speed of light: its FLOPs at the tensor-core peak
+// or its operand and result bytes (weights of bytes each) at the HBM
+// bandwidth, whichever is longer.
+type gemmCost struct{ flops, bandwidth, bytes float64 }
+
 func (g *gemmCost) sol(c opCoords) float64 {
-	o := (*Ops)(g)
 	n, k, m := c[0], c[1], c[2]
-	s := &o.db.sys
-	return math.Max(2*m*n*k/s.BF16FLOPS, (m*k+n*k+m*n)*o.shape.weightBytes/s.MemBandwidth)
+	return math.Max(2*m*n*k/g.flops, (m*k+n*k+m*n)*g.bytes/g.bandwidth)
+}
+
+// moeCost is a fused MoE layer's speed of light at c[0] tokens: the routed
+// experts' FLOPs, or the weights of the experts the tokens touch.
+type moeCost struct {
+	gemmCost
+	hidden, inter float64
+	experts, topK int
+}
+
+func (e *moeCost) sol(c opCoords) float64 {
+	t := c[0]
+	w := 3 * e.hidden * e.inter
+	return math.Max(2*t*float64(e.topK)*w/e.flops, ExpectedExperts(e.experts, e.topK, t)*w*e.bytes/e.bandwidth)
 }
 
 // mlpNs is every layer's MLP GEMMs over m rows: the dense layers' MLP,
@@ -448,8 +490,8 @@ func (g *gemmCost) sol(c opCoords) float64 {
 func (o *Ops) mlpNs(li *launchIndex, m float64) (float64, bool) {
 	sh := &o.shape
 	dense := func(width int) (float64, bool) {
-		up, x1 := o.gemmNs(li, m, 2*width, sh.hidden)
-		down, x2 := o.gemmNs(li, m, sh.hidden, width)
+		up, x1 := o.gemmNs(li, roleMLP, m, 2*width, sh.hidden)
+		down, x2 := o.gemmNs(li, roleMLP, m, sh.hidden, width)
 		return up + down, x1 || x2
 	}
 	ns, x := 0.0, false
@@ -461,10 +503,18 @@ func (o *Ops) mlpNs(li *launchIndex, m float64) (float64, bool) {
 		return ns, x
 	}
 	moeLayers := float64(sh.layers - sh.denseLayers)
-	touched, per := expertLoad(m, sh.experts, sh.topK)
-	up, x1 := o.gemmNs(li, per, 2*sh.expertInter, sh.hidden)
-	down, x2 := o.gemmNs(li, per, sh.hidden, sh.expertInter)
-	ns += moeLayers * touched * (up + down)
+	var x1, x2 bool
+	if o.db.moe != nil {
+		var layer float64
+		layer, x1 = o.db.moe.lookup(opCoords{m}, &o.moeSol)
+		ns += moeLayers * layer
+	} else {
+		touched, per := expertLoad(m, sh.experts, sh.topK)
+		var up, down float64
+		up, x1 = o.gemmNs(li, roleExpert, per, 2*sh.expertInter, sh.hidden)
+		down, x2 = o.gemmNs(li, roleExpert, per, sh.hidden, sh.expertInter)
+		ns += moeLayers * touched * (up + down)
+	}
 	if sh.shared > 0 {
 		d, xs := dense(sh.shared)
 		ns += moeLayers * d

@@ -70,7 +70,7 @@ func FitRooflineEfficiency(db *OpDB, hw Hardware, s Shape) (RooflineEfficiency, 
 		{2 * sh.inter, sh.hidden}, {sh.hidden, sh.inter}}
 	layer := func(m float64) (flops, bytes, ns float64) {
 		for _, g := range gemms {
-			t, _ := o.gemmNs(li, m, g.n, g.k)
+			t, _ := o.gemmNs(li, roleMLP, m, g.n, g.k)
 			flops += 2 * m * float64(g.n) * float64(g.k)
 			bytes += float64(g.n) * float64(g.k) * sh.weightBytes
 			ns += t

@@ -25,7 +25,21 @@ type opsShape struct {
 	dtype, computeDType, kvDType string
 	// Element widths in bytes: weights, activations, KV cache.
 	weightBytes, actBytes, kvBytes float64
+	// gemmDType and gemmBytes are the GEMM table and weight width of each
+	// role: a checkpoint may keep its attention projections and LM head at
+	// bf16 beside 4-bit experts (modelopt's exclude_modules).
+	gemmDType [nGEMMRoles]string
+	gemmBytes [nGEMMRoles]float64
 }
+
+// The roles a GEMM plays in a layer, each looked up at its weights' dtype.
+const (
+	roleMLP    = iota // dense MLP and shared experts (Shape.WeightDType)
+	roleAttn          // q/k/v and output projections (Shape.AttnDType)
+	roleExpert        // routed experts (MoE.DType)
+	roleHead          // LM head, kept at the activation dtype
+	nGEMMRoles
+)
 
 // opsShapeOf reads a Shape.
 func opsShapeOf(s Shape) opsShape {
@@ -43,6 +57,9 @@ func opsShapeOf(s Shape) opsShape {
 		// up as fp8, as the databases pair them; 4-bit weights leave both
 		// in the activation dtype.
 		o.computeDType = o.dtype
+	}
+	for r, d := range [nGEMMRoles]string{roleMLP: s.weightDType(), roleAttn: s.attnDType(), roleExpert: s.ExpertDType(), roleHead: s.DType} {
+		o.gemmDType[r], o.gemmBytes[r] = opsDType(d), DTypeBytes(d)
 	}
 	if m := s.MoE; s.isMoE() {
 		o.experts, o.topK, o.expertInter = m.Experts, m.TopK, m.ExpertIntermediate/tp

@@ -238,6 +238,11 @@ func TestNewOpsRefuses(t *testing.T) {
 		_, err = NewOps(tinyDB(), q)
 		require.ErrorContains(t, err, "no "+dt+" GEMMs measured (have bfloat16): price it with fpm: roofline", dt)
 	}
+	// Each part's GEMMs are looked up at its own dtype.
+	attn := tiny
+	attn.AttnDType = DTypeFP8
+	_, err = NewOps(tinyDB(), attn)
+	require.ErrorContains(t, err, "no fp8 GEMMs measured (have bfloat16)")
 	fp16 := tiny
 	fp16.DType = DTypeFP16
 	_, err = NewOps(tinyDB(), fp16)
@@ -258,4 +263,45 @@ func TestNewOpsRefuses(t *testing.T) {
 	db.AllReduce, db.System.IntraNodeBandwidth = nil, 0
 	_, err = NewOps(db, tiny.WithTP(2))
 	require.ErrorContains(t, err, "TP=2 needs an all-reduce table")
+}
+
+// The fused-MoE table, where the database measured the shape's experts,
+// prices the routed experts as measured (power-law routing preferred to
+// balanced), interpolated between token counts and flagged past them;
+// experts of a configuration it did not measure are priced as GEMMs, and
+// Notes says which.
+func TestOpsMoETable(t *testing.T) {
+	moe := tiny
+	moe.MoE = MoE{Experts: 8, TopK: 2, ExpertIntermediate: 32}
+	db := tinyDB()
+	for _, d := range []string{"balanced", "power_law_1.01", "power_law_1.2"} {
+		for _, tok := range []int{1, 16, 256} {
+			lat := 1e-3 * float64(tok)
+			if d != "power_law_1.01" {
+				lat *= 3 // must not be read
+			}
+			db.MoE = append(db.MoE, MoERow{DType: "bfloat16", Tokens: tok, Hidden: 64, Inter: 32, TopK: 2, Experts: 8, TP: 1, EP: 1, Distribution: d, LatencyMs: lat})
+		}
+	}
+	o, err := NewOps(db, moe)
+	require.NoError(t, err)
+	layers := float64(moe.Layers)
+	li := &o.db.launch[launchGraph]
+	for _, tok := range []float64{16, 64} { // measured, and between two measured (a linear law: exact)
+		ns, ext := o.mlpNs(li, tok)
+		require.False(t, ext)
+		require.InDelta(t, layers*1e-3*tok*1e6, ns, 1e-6, "tokens %v", tok)
+	}
+	_, ext := o.mlpNs(li, 1024)
+	require.True(t, ext, "past the measured tokens")
+	require.Contains(t, o.Notes()[0], "fused MoE table (bfloat16, 8 experts, top-2, TP 1) under power_law_1.01 routing")
+
+	wide := moe
+	wide.MoE.ExpertIntermediate = 64
+	o, err = NewOps(db, wide)
+	require.NoError(t, err)
+	require.Contains(t, o.Notes()[0], "routed experts priced as bfloat16 GEMMs")
+	touched, per := expertLoad(16, 8, 2)
+	ns, _ := o.mlpNs(&o.db.launch[launchGraph], 16)
+	require.InDelta(t, layers*touched*(gemmMs(per, 128, 64)+gemmMs(per, 64, 64))*1e6, ns, 1e-6)
 }

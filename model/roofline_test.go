@@ -2,7 +2,7 @@ package model
 
 import (
 	"encoding/json"
-	"flag"
+	"github.com/steplab/steplab/internal/rewrite"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,8 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-var updateRoofline = flag.Bool("update-roofline", false, "rewrite testdata/roofline/golden.json")
 
 // decodeStep is B requests decoding at ctx tokens of context each.
 func decodeStep(b, ctx float64) Features {
@@ -256,7 +254,7 @@ type rooflineGolden struct {
 
 // TestRooflineGolden pins the prior's predictions so that a change of
 // calibration is a deliberate, reviewed diff of testdata/roofline/golden.json
-// (go test ./model -run RooflineGolden -update-roofline).
+// (go test ./model -run RooflineGolden -rewrite).
 func TestRooflineGolden(t *testing.T) {
 	var rows []rooflineGolden
 	for _, hw := range []string{"H100-SXM", "H200-SXM"} {
@@ -283,13 +281,13 @@ func TestRooflineGolden(t *testing.T) {
 		rows[i].Ms = NewRoofline(hw, sh).PredictNs(rows[i].Features) / 1e6
 	}
 	path := filepath.Join("testdata", "roofline", "golden.json")
-	if *updateRoofline {
+	if rewrite.Requested() {
 		b, err := json.MarshalIndent(rows, "", "  ")
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
 	}
 	b, err := os.ReadFile(path)
-	require.NoError(t, err, "run with -update-roofline to create it")
+	require.NoError(t, err, "run with -rewrite to create it")
 	var want []rooflineGolden
 	require.NoError(t, json.Unmarshal(b, &want))
 	require.Len(t, want, len(rows))

@@ -9,6 +9,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/sim"
 )
 
 // Timing fields compared by step replay (docs/architecture.md#step-timing-windows), in this order.
@@ -213,7 +214,7 @@ type pipeState struct {
 // NewStepReplayer builds a replayer with the simulated executor's output
 // return latency.
 func NewStepReplayer(fpm model.FPM, host model.HostModel) *StepReplayer {
-	return &StepReplayer{FPM: fpm, Host: host, OutputReturnNs: 30_000}
+	return &StepReplayer{FPM: fpm, Host: host, OutputReturnNs: sim.OutputReturnNs}
 }
 
 func (r *StepReplayer) pipe(worker string) *pipeState {

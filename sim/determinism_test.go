@@ -1,9 +1,10 @@
 package sim
 
 import (
-	"flag"
+	"github.com/steplab/steplab/internal/rewrite"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -12,8 +13,6 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files under testdata/")
 
 // datasetSHA hashes every file of a dataset directory (names and bytes) in
 // a fixed order.
@@ -56,7 +55,7 @@ func TestDeterministicDataset(t *testing.T) {
 	require.NotEqual(t, a, c, "another seed")
 
 	golden := filepath.Join("testdata", "golden_sha256.txt")
-	if *update {
+	if rewrite.Requested() {
 		require.NoError(t, os.WriteFile(golden, []byte(a+"\n"), 0o644))
 	}
 	want, err := os.ReadFile(golden)
@@ -150,4 +149,18 @@ func TestScenarioHostModel(t *testing.T) {
 	sc.Host = bad
 	_, err = sc.Plan()
 	require.ErrorContains(t, err, "h.json")
+}
+
+// The dataset does not depend on the processors its parts are encoded on
+// (datasets.EncodersFor of GOMAXPROCS: none on one, pipelined on more).
+func TestDatasetSameOnAnyProcs(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	want, err := os.ReadFile(filepath.Join("testdata", "golden_sha256.txt"))
+	require.NoError(t, err)
+	for _, p := range []int{1, 2, 3, 8} {
+		runtime.GOMAXPROCS(p)
+		got, _ := simulateSHA(t, poissonScenario(7))
+		require.Equal(t, strings.TrimSpace(string(want)), got, "GOMAXPROCS=%d", p)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/slab"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -102,6 +103,7 @@ type Engine struct {
 	pending  []Arrival // arrived or future, in AtNs order, not yet given to the scheduler
 	pendHead int
 	reqs     map[string]*reqState
+	admitted slab.Slab[admitted] // the scheduler's and the engine's state of each request
 	// inflight holds the steps in flight, the oldest at inflight[inHead]:
 	// a ring, as at most depth (two) are, so that retiring the oldest does
 	// not copy the other down.
@@ -154,6 +156,13 @@ type inflightStep struct {
 // of a step (the simulated one).
 type composedSubmitter interface {
 	SubmitComposed(out *sched.Output, c *Composition, now int64) (Payload, error)
+}
+
+// admitted is a request as the engine admits it: the scheduler's view and
+// the engine's, allocated together.
+type admitted struct {
+	r  sched.Request
+	st reqState
 }
 
 type reqState struct {
@@ -265,12 +274,14 @@ func (e *Engine) admit(now int64) error {
 	for e.pendHead < len(e.pending) && e.pending[e.pendHead].AtNs <= now {
 		a := e.pending[e.pendHead]
 		e.pendHead++
-		r := &sched.Request{ID: a.ID, PromptTokens: a.PromptTokens, MaxOutputTokens: a.OutputTokens,
-			BlockHashes: a.PrefixHashes, PrecomputedTokens: a.PrecomputedTokens}
 		if _, dup := e.reqs[a.ID]; dup {
 			return fmt.Errorf("request %s arrived twice", a.ID)
 		}
-		st := &reqState{arr: a, firstScheduled: datasets.Unknown, firstToken: datasets.Unknown}
+		ad := e.admitted.New()
+		r, st := &ad.r, &ad.st
+		r.ID, r.PromptTokens, r.MaxOutputTokens = a.ID, a.PromptTokens, a.OutputTokens
+		r.BlockHashes, r.PrecomputedTokens = a.PrefixHashes, a.PrecomputedTokens
+		st.arr, st.firstScheduled, st.firstToken = a, datasets.Unknown, datasets.Unknown
 		r.Tag = st
 		if err := e.sch.Add(r); err != nil {
 			e.stats.Rejected++

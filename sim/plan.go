@@ -182,8 +182,8 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 		if e.NumGPUBlocks == 0 {
 			// The capacity was sized from memory: say so, and that the
 			// memory settings change it too.
-			return nil, fmt.Errorf("%w (engine.num_gpu_blocks=%d is what fits on %s at TP=%d and gpu_memory_utilization %.2f; a higher tensor_parallel or engine.gpu_memory_utilization gives more)",
-				err, blocks, r.hw.Name, max(1, r.shape.TP), e.GPUMemoryUtilization)
+			return nil, model.NoFit(fmt.Errorf("%w (engine.num_gpu_blocks=%d is what fits on %s at TP=%d and gpu_memory_utilization %.2f; a higher tensor_parallel or engine.gpu_memory_utilization gives more)",
+				err, blocks, r.hw.Name, max(1, r.shape.TP), e.GPUMemoryUtilization))
 		}
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
@@ -127,9 +128,11 @@ func Execute(p *Plan, dir string, b Backend, opts RunOptions) (*Result, error) {
 
 // WriteDataset creates the dataset at dir, fills it and closes it; when
 // fill fails the dataset is left partial (aborted with the error) with
-// every part completed so far.
+// every part completed so far. The parts are encoded on the processors
+// the engine leaves (datasets.EncodersFor of GOMAXPROCS); the dataset is
+// the same on any number.
 func WriteDataset(dir string, m datasets.Manifest, overwrite bool, fill func(*datasets.Writer) (*Result, error)) (*Result, error) {
-	w, err := datasets.Create(dir, m, datasets.CreateOptions{Overwrite: overwrite})
+	w, err := datasets.Create(dir, m, datasets.CreateOptions{Overwrite: overwrite, Encoders: datasets.EncodersFor(runtime.GOMAXPROCS(0))})
 	if err != nil {
 		return nil, err
 	}

@@ -33,9 +33,14 @@ type SimExecutor struct {
 	perReq           []int64
 }
 
+// OutputReturnNs is the default time from the end of a forward pass until
+// its sampled tokens reach the scheduler (the device-to-host copy and the
+// worker's reply), for every executor that composes a step's timeline.
+const OutputReturnNs = 30_000
+
 // NewSimExecutor builds a simulated executor with the given models.
 func NewSimExecutor(fpm model.FPM, payload model.PayloadModel, host model.HostModel, captureSizes []int) *SimExecutor {
-	return &SimExecutor{FPM: fpm, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: 30_000}
+	return &SimExecutor{FPM: fpm, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: OutputReturnNs}
 }
 
 // PayloadOf prices a scheduler output with the payload model. PerReq

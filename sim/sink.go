@@ -1,13 +1,12 @@
 package sim
 
 import (
-	"slices"
-
 	"github.com/steplab/steplab/datasets"
 )
 
-// DatasetSink writes what an engine records into a dataset, buffering rows
-// so that the table writers see large batches.
+// DatasetSink writes what an engine records into a dataset. It lends the
+// engine the table writers' own rows (datasets.TableWriter.Next), so each
+// step is recorded in place, and the writers batch the rows.
 //
 // The tables advance together (datasets.Writer.Hold): parts are committed
 // only between steps, when the open part of any table is full
@@ -19,10 +18,7 @@ type DatasetSink struct {
 	steps    *datasets.TableWriter[datasets.Step]
 	stepReqs *datasets.TableWriter[datasets.StepRequest]
 	reqs     *datasets.TableWriter[datasets.Request]
-
-	stepBuf    []datasets.Step
-	stepReqBuf []datasets.StepRequest
-	reqBuf     []datasets.Request
+	scratch  datasets.Step // lent when the steps writer has failed: Step then says why
 
 	// CheckpointSteps makes every so many steps durable (closing the open
 	// parts); 0 leaves part sizes to the table writers.
@@ -31,11 +27,6 @@ type DatasetSink struct {
 	// rows given to each table since the last commit
 	openSteps, openStepReqs, openReqs int
 }
-
-// sinkBatch is the rows buffered per table before they go to its writer:
-// one gathering pass of the column writer, so that the rows copied in are
-// still in cache when the columns read them back.
-const sinkBatch = 256
 
 // NewDatasetSink opens the steps, step_requests (unless withStepRequests
 // is false) and requests tables of w.
@@ -74,87 +65,54 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 			defer s.Checkpoint()
 		}
 	}
-	if n := len(s.stepBuf); n < cap(s.stepBuf) && st == &s.stepBuf[:n+1][n] {
-		s.stepBuf = s.stepBuf[:n+1] // the row nextStep lent: recorded in place
-	} else {
-		s.stepBuf = append(s.stepBuf, *st)
-	}
-	if len(s.stepBuf) >= sinkBatch {
-		if err := s.steps.Write(s.stepBuf); err != nil {
-			return err
-		}
-		s.stepBuf = s.stepBuf[:0]
+	if err := s.steps.WriteRow(st); err != nil {
+		return err
 	}
 	if s.stepReqs != nil {
-		if n := len(s.stepReqBuf); len(rs) > 0 && n+len(rs) <= cap(s.stepReqBuf) && &rs[0] == &s.stepReqBuf[:n+1][n] {
-			s.stepReqBuf = s.stepReqBuf[:n+len(rs)] // the rows nextRows lent
-		} else {
-			s.stepReqBuf = append(s.stepReqBuf, rs...)
-		}
-		if len(s.stepReqBuf) >= sinkBatch {
-			if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
-				return err
-			}
-			s.stepReqBuf = s.stepReqBuf[:0]
-		}
+		return s.stepReqs.Write(rs)
 	}
 	return nil
 }
 
-// nextStep lends the engine the row after the buffered steps.
+// nextStep lends the engine the steps writer's next row.
 func (s *DatasetSink) nextStep() *datasets.Step {
-	n := len(s.stepBuf)
-	s.stepBuf = slices.Grow(s.stepBuf, 1)
-	return &s.stepBuf[:n+1][n]
+	if row := s.steps.Next(1); row != nil {
+		return &row[0]
+	}
+	return &s.scratch
 }
 
-// nextRows lends the engine the rows after the buffered step_requests
-// rows, when the sink writes that table.
+// nextRows lends the engine the step_requests writer's next n rows, when
+// the sink writes that table.
 func (s *DatasetSink) nextRows(n int) []datasets.StepRequest {
 	if s.stepReqs == nil {
 		return nil
 	}
-	l := len(s.stepReqBuf)
-	s.stepReqBuf = slices.Grow(s.stepReqBuf, n)
-	return s.stepReqBuf[l : l+n : l+n]
+	return s.stepReqs.Next(n)
 }
 
-// Request implements Sink.
+// Request implements Sink. The row is copied into the writer's batch
+// (which gathers the columns once a batch is full), not gathered alone.
 func (s *DatasetSink) Request(r *datasets.Request) error {
 	s.openReqs++
-	s.reqBuf = append(s.reqBuf, *r)
-	if len(s.reqBuf) >= sinkBatch {
-		if err := s.reqs.Write(s.reqBuf); err != nil {
-			return err
-		}
-		s.reqBuf = s.reqBuf[:0]
+	if row := s.reqs.Next(1); row != nil {
+		row[0] = *r
+		return s.reqs.Write(row)
 	}
-	return nil
+	return s.reqs.WriteRow(r) // the writer failed: this says why
 }
 
-// Checkpoint writes every buffered row and closes the open parts, so that
-// everything recorded so far survives an interruption.
+// Checkpoint closes the open parts, so that everything recorded so far
+// survives an interruption.
 func (s *DatasetSink) Checkpoint() error {
-	if err := s.steps.Write(s.stepBuf); err != nil {
-		return err
-	}
-	s.stepBuf = s.stepBuf[:0]
 	if err := s.steps.Checkpoint(); err != nil {
 		return err
 	}
 	if s.stepReqs != nil {
-		if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
-			return err
-		}
-		s.stepReqBuf = s.stepReqBuf[:0]
 		if err := s.stepReqs.Checkpoint(); err != nil {
 			return err
 		}
 	}
-	if err := s.reqs.Write(s.reqBuf); err != nil {
-		return err
-	}
-	s.reqBuf = s.reqBuf[:0]
 	if err := s.reqs.Checkpoint(); err != nil {
 		return err
 	}
@@ -162,24 +120,15 @@ func (s *DatasetSink) Checkpoint() error {
 	return s.w.Commit()
 }
 
-// Close flushes and closes the tables.
+// Close closes the tables.
 func (s *DatasetSink) Close() error {
-	if err := s.steps.Write(s.stepBuf); err != nil {
-		return err
-	}
 	if err := s.steps.Close(); err != nil {
 		return err
 	}
 	if s.stepReqs != nil {
-		if err := s.stepReqs.Write(s.stepReqBuf); err != nil {
-			return err
-		}
 		if err := s.stepReqs.Close(); err != nil {
 			return err
 		}
-	}
-	if err := s.reqs.Write(s.reqBuf); err != nil {
-		return err
 	}
 	return s.reqs.Close()
 }

@@ -33,10 +33,11 @@ func TestDatasetSinkLentRows(t *testing.T) {
 			var sink Sink = Tee{metrics, ds} // the lender is not the first sink
 			lender := lenderOf(sink)
 			require.Same(t, ds, lender)
-			const n = 3*sinkBatch + 7
+			const batch = 256 // rows of one gather pass
+			const n = 3*batch + 7
 			reqsOf := func(i int) int { // none to more than a batch
 				if i%97 == 0 {
-					return 2*sinkBatch + 3
+					return 2*batch + 3
 				}
 				return i % 5
 			}

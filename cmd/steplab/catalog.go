@@ -269,8 +269,12 @@ func writeHardware(w io.Writer, h model.Hardware) {
 	row("memory", "%g GB (%.0f GiB usable by the memory model)", h.MemGB, h.MemBytes()/(1<<30))
 	row("bandwidth", "%g GB/s", h.MemBandwidthGBs)
 	p := h.TFLOPS
-	row("dense TFLOPS", "fp32 %g, bf16 %g, fp16 %g, fp8 %s, int8 %s", p.FP32, p.BF16, p.FP16, orNone(p.FP8), orNone(p.INT8))
-	row("SMs / clock", "%d / %g MHz", h.SMs, h.BoostClockMHz)
+	row("dense TFLOPS", "fp32 %g, bf16 %g, fp16 %g, fp8 %s, fp4 %s, int8 %s", p.FP32, p.BF16, p.FP16, orNone(p.FP8), orNone(p.FP4), orNone(p.INT8))
+	clock := "not published"
+	if h.BoostClockMHz > 0 {
+		clock = fmt.Sprintf("%g MHz", h.BoostClockMHz)
+	}
+	row("SMs / clock", "%d / %s", h.SMs, clock)
 	for _, l := range h.Interconnects {
 		row("link", "%s %g GB/s per direction, %g µs", l.Kind, l.GBsPerDirection, l.LatencyUs)
 	}

@@ -117,6 +117,10 @@ var contract = map[string]promises{
 	"sweep": {run: cat([]string{"sweep", "-o", "{out}"}, sweepArgs),
 		bad: [][]string{cat([]string{"sweep", "-o", "{out}"}, sweepArgs, []string{"--set", "load.repetitions=0"}), {"sweep", "{empty}", "-o", "{out}", "--vary", "load.rate_rps=1"}},
 		out: true, json: true, progress: true},
+	"plan": {run: []string{"plan", "{plan}", "-o", "{out}", "--set", "workload.limit=40"},
+		bad: [][]string{{"plan", "{plan}", "-o", "{out}", "--set", "plan.gpus=[{hardware: H100-SXM, count: 1, price_per_hour: 0}]"},
+			{"plan", "{plan}", "-o", "{out}", "--max-candidates", "2"}},
+		out: true, json: true, progress: true},
 	"worker": {run: []string{"worker", "--queue", "{queue}", "{worker-auth}", "--results", "{tmp}/parts", "--max-idle", "1500ms", "--wait-queue", "30s"},
 		along: cat([]string{"sweep", "-o", "{tmp}/sweep", "--queue", "{queue}", "{submitter-auth}", "--results", "{tmp}/parts", "--timeout", "60s"}, sweepArgs),
 		bad:   [][]string{{"worker", "--queue", "http://127.0.0.1:1", "--results", "{tmp}"}}, json: true},
@@ -471,6 +475,7 @@ func newContractVars(t *testing.T) *contractVars {
 	v := &contractVars{vars: map[string]string{
 		"{repo}":       filepath.Join("..", ".."),
 		"{ensemble}":   ensemble,
+		"{plan}":       filepath.Join("..", "..", "examples", "plan", "llama8b-azure.yaml"),
 		"{sim}":        filepath.Join(dir, "sim"),
 		"{bench}":      filepath.Join(dir, "bench"),
 		"{model}":      filepath.Join(dir, "model.json"),

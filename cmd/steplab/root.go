@@ -12,6 +12,8 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
+
+	"github.com/steplab/steplab/internal/jobs"
 )
 
 // subcommands registers constructors from the files of this package, one
@@ -51,6 +53,7 @@ Start here:
 				level = slog.LevelWarn
 			}
 			slog.SetDefault(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: level})))
+			jobs.ClampProcs()
 		},
 	}
 	root.PersistentFlags().BoolVarP(&verbose, "verbose", "v", false, "log debug detail to stderr")

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/jobs"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -23,6 +25,7 @@ func newSimulateCmd() *cobra.Command {
 	var asJSON, force bool
 	var seed uint64
 	var level float64
+	var njobs int
 	cmd := &cobra.Command{
 		Use:         "simulate [-f SCENARIO.yaml] -o DIR",
 		Annotations: map[string]string{stopsOnCancel: ""},
@@ -47,6 +50,9 @@ decode pools with KV transfers, expert-parallel instances of a mixture of
 experts (docs/placement.md). The dataset then holds every engine's steps
 (worker_id, dp_rank), one row per request, and routes and transfers tables.
 
+--jobs is the number of cores: the engine runs on one and the dataset's parts
+are encoded on the others; the dataset does not depend on it.
+
 Scenario files are YAML (see docs/scenarios.md); --set overrides any field.
 From the repository root:
 
@@ -59,6 +65,7 @@ From the repository root:
       --set workload.benchmark.policy=admission_step
   steplab simulate -o out/fitted --set fpm=datasets/h200/models/steady-gpu.json
   steplab simulate -o out/sim-ops --set fpm=ops          # measured-operations prior, docs/ops-prior.md
+  steplab simulate -o out/azure-one-core --jobs 1         # engine and writer on one core
 
   # engines behind a router, and prefill/decode pools, on the first 2,000 requests
   steplab simulate -o out/sim-kv16 --set workload.limit=2000 \
@@ -74,6 +81,12 @@ From the repository root:
 			if out == "" {
 				return &exitError{code: 2, msg: "simulate: no output directory: use -o DIR"}
 			}
+			n, err := jobs.Resolve(njobs)
+			if err != nil {
+				return &exitError{code: 2, msg: "simulate: " + err.Error()}
+			}
+			// The dataset's encoders run on the cores the engine leaves.
+			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
 			plan, err := loadPlan(scenario, sets, cmd.Flags().Changed("seed"), seed, nil)
 			if err != nil {
 				return err
@@ -103,6 +116,7 @@ From the repository root:
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the workload")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing dataset")
+	cmd.Flags().IntVar(&njobs, "jobs", 0, "cores to run on (0: every core, GOMAXPROCS); more than the machine has are clamped. The dataset does not depend on it")
 	levelFlag(cmd, &level)
 	return cmd
 }

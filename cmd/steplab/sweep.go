@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/replay/planner"
 	"github.com/steplab/steplab/replay/sweep"
 )
 
@@ -106,11 +107,7 @@ Across machines (docs/distributed.md):
 			}
 			w := cmd.OutOrStdout()
 			printSweep(w, res)
-			files := "sweep.parquet, sweep.json"
-			if res.Kind == "" {
-				files += ", throughput.png/.svg, latency_p90.png/.svg"
-			}
-			fmt.Fprintf(w, "\nwrote %s (%s)\n", out, files)
+			fmt.Fprintf(w, "\nwrote %s (%s)\n", out, sweepFiles(res.Kind))
 			return nil
 		},
 	}
@@ -123,6 +120,18 @@ Across machines (docs/distributed.md):
 	f.IntVar(&jobs, "jobs", runtime.GOMAXPROCS(0), "points simulated at once (results do not depend on it)")
 	dist.flags(f)
 	return cmd
+}
+
+// sweepFiles names the files a sweep of kind writes.
+func sweepFiles(kind string) string {
+	files := "sweep.parquet, sweep.json"
+	switch kind {
+	case "":
+		files += ", throughput.png/.svg, latency_p90.png/.svg"
+	case sweep.KindPlan:
+		files += ", plan.json, frontier.png/.svg, cost.png/.svg, chosen/ (when a candidate was chosen)"
+	}
+	return files
 }
 
 // parseVaries reads the --vary flags (usage errors exit 2).
@@ -165,6 +174,8 @@ func printSweep(w io.Writer, res *sweep.Result) {
 			fmt.Fprintf(tw, "%s%d\t%d\t%.2f\t%.1f / %.1f\t%.2f / %.2f\t%.0f\t%.1f%%\t\n", values(p), s.GPUs, s.Finished, s.RequestsPerS,
 				s.TTFT.P50, s.TTFT.P90, s.ITL.P50, s.ITL.P90, s.E2E.P90, 100*s.PrefixCacheHitRate)
 		}
+	case sweep.KindPlan:
+		printPlan(w, res, planner.Summarise(res.Candidates()))
 	case sweep.KindCalibrate:
 		fmt.Fprintln(tw, header+"split\tobjective\tTTFT mean\tITL mean\tE2E mean\t")
 		for _, p := range res.Points {

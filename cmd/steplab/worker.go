@@ -278,18 +278,22 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		fmt.Fprintf(w, "wrote %s\n", p)
 		return nil
 	}
-	return d.runQueue(cmd, spec, len(pts), out, force, asJSON)
+	res, err := d.runQueue(cmd, spec, len(pts), out, force, asJSON)
+	if err == nil && !asJSON {
+		fmt.Fprintf(w, "wrote %s (%s)\n", out, sweepFiles(res.Kind))
+	}
+	return err
 
 }
 
 // runQueue submits the sweep to the work queue, follows it and writes the
-// merged sweep.
-func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int, out string, force, asJSON bool) error {
+// merged sweep, which it returns.
+func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int, out string, force, asJSON bool) (*sweep.Result, error) {
 	w := cmd.OutOrStdout()
 	// --queue; --resume goes on in the output of an earlier submission.
 	if !d.resume || out == "" {
 		if err := refuseExistingDir("sweep", out, force, sweep.JSONFile); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if d.results == "" {
@@ -297,11 +301,11 @@ func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int
 	}
 	limits, err := d.lim.limits()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	nc, js, err := d.queue.connect("steplab sweep")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer nc.Close()
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
@@ -333,7 +337,7 @@ func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int
 	finish()
 	if res != nil {
 		if werr := sweep.Write(out, res); werr != nil {
-			return werr
+			return nil, werr
 		}
 	}
 	if o != nil && len(o.Dead) > 0 {
@@ -344,13 +348,12 @@ func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int
 		if o != nil && len(o.Dead) > 0 {
 			printDead(cmd.ErrOrStderr(), o.Dead)
 		}
-		return &exitError{code: 1, msg: err.Error()}
+		return nil, &exitError{code: 1, msg: err.Error()}
 	}
 	if !asJSON {
-		fmt.Fprintf(w, "sweep %s: %d points in %.1f s over %s\nwrote %s (sweep.parquet, sweep.json, throughput.png/.svg, latency_p90.png/.svg)\n",
-			o.SweepID, o.Total, o.Elapsed.Seconds(), d.queue.url, out)
+		fmt.Fprintf(w, "sweep %s: %d points in %.1f s over %s\n", o.SweepID, o.Total, o.Elapsed.Seconds(), d.queue.url)
 	}
-	return nil
+	return res, nil
 }
 
 func printDead(w io.Writer, dead []distsweep.DeadLetter) {

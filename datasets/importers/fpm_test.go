@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"github.com/steplab/steplab/internal/rewrite"
 	"io"
 	"os"
 	"strings"
@@ -130,11 +131,11 @@ func fpmStream(t testing.TB) []byte {
 func TestDynamoFPMStream(t *testing.T) {
 	b := fpmStream(t)
 	golden, err := os.ReadFile("testdata/fpm_stream.msgpack")
-	if os.Getenv("UPDATE_FIXTURES") != "" || os.IsNotExist(err) {
+	if rewrite.Requested() || os.IsNotExist(err) {
 		require.NoError(t, os.WriteFile("testdata/fpm_stream.msgpack", b, 0o644))
 		golden = b
 	}
-	require.Equal(t, b, golden, "testdata/fpm_stream.msgpack is out of date: UPDATE_FIXTURES=1 go test")
+	require.Equal(t, b, golden, "testdata/fpm_stream.msgpack is out of date: go test ./datasets/importers -rewrite")
 	rows, s, err := parseSteps("dynamo-fpm", b)
 	require.NoError(t, err)
 	checkSteps(t, rows)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/steplab/steplab/replay/planner"
 	"github.com/steplab/steplab/replay/sweep"
 )
 
@@ -96,5 +97,72 @@ func BenchmarkSweep200Queue(b *testing.B) {
 				b.ReportMetric(float64(200*b.N)/time.Since(start).Seconds(), "points/s")
 			})
 		}
+	}
+}
+
+// benchPlanSpec is the Llama-3.1-70B example plan narrowed to 36
+// candidates on 100 requests: a plan's candidates as a sweep's points.
+func benchPlanSpec(b *testing.B) Spec {
+	b.Helper()
+	const path = "../../examples/plan/llama70b-gpus.yaml"
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	spec := SpecFromFile(path, raw, []string{"workload.limit=100", "plan.space.kv_cache_dtype=[fp8]", "plan.space.max_num_seqs=[256]"}, nil)
+	d, err := spec.Doc()
+	if err != nil {
+		b.Fatal(err)
+	}
+	pd, err := planner.Decode(d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, a := range pd.Plan.Axes() {
+		spec.Vary = append(spec.Vary, sweep.Vary{Key: a.Key, Values: a.Values})
+	}
+	return spec
+}
+
+// BenchmarkPlan36 runs the narrowed plan locally on 2 goroutines and over
+// an embedded JetStream server with 1 and 2 worker goroutines: candidates
+// per second, submission to merge.
+func BenchmarkPlan36(b *testing.B) {
+	spec := benchPlanSpec(b)
+	b.Run("local-jobs=2", func(b *testing.B) {
+		d, err := spec.Doc()
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for b.Loop() {
+			if _, err := sweep.Run(d, spec.Vary, sweep.Options{Jobs: 2}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(36*b.N)/time.Since(start).Seconds(), "candidates/s")
+	})
+	for _, n := range []int{1, 2} {
+		b.Run(fmt.Sprintf("queue-workers=%d", n), func(b *testing.B) {
+			s := startServer(b)
+			results := b.TempDir()
+			for range n {
+				startWorker(b, s, WorkerOptions{Results: results, FetchWait: time.Second})
+			}
+			_, js := connect(b, s)
+			start := time.Now()
+			for b.Loop() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+				r, _, err := Run(ctx, js, spec, SubmitOptions{Results: results, Poll: 10 * time.Millisecond, Queue: QueueConfig{AckWait: 10 * time.Second}})
+				cancel()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(r.Points) != 36 {
+					b.Fatalf("%d candidates", len(r.Points))
+				}
+			}
+			b.ReportMetric(float64(36*b.N)/time.Since(start).Seconds(), "candidates/s")
+		})
 	}
 }

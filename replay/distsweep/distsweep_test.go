@@ -107,16 +107,19 @@ func localOutputs(t testing.TB, spec Spec) map[string][]byte {
 	return readDir(t, dir)
 }
 
+// readDir reads every file under dir, by its path relative to dir.
 func readDir(t testing.TB, dir string) map[string][]byte {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	require.NoError(t, err)
 	out := map[string][]byte{}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		require.NoError(t, err)
-		out[e.Name()] = b
-	}
+	require.NoError(t, filepath.WalkDir(dir, func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		rel, _ := filepath.Rel(dir, path)
+		out[rel] = b
+		return err
+	}))
 	return out
 }
 
@@ -155,6 +158,11 @@ func TestDistributedSimulateAndCalibratePoints(t *testing.T) {
 			sweep.Vary{Key: "cluster.pools.sim.replicas", Values: []string{"1", "2", "3"}}},
 		sweep.KindCalibrate: {"datasets: [run]\nholdout: 0.3\nhost: [none]\nterms: [const]\nmax_evals: 12\n",
 			sweep.Vary{Key: "holdout", Values: []string{"0.2", "0.4"}}},
+		// A plan's candidates: each a task, merged into the plan's files
+		// (plan.json, the frontier figures, the chosen launch settings).
+		sweep.KindPlan: {"hardware: H100-SXM\nworkload: {kind: poisson, rate_rps: 10, requests: 40, prompt: {kind: fixed, value: 500}, output: {kind: fixed, value: 30}}\n" +
+			"plan: {slo: {ttft_ms: 400, itl_ms: 30}, gpus: [{hardware: H100-SXM, count: 4, price_per_hour: 3}], rate_steps: 3}\n",
+			sweep.Vary{Key: "tensor_parallel", Values: []string{"1", "2", "8"}}},
 	}
 	for kind, doc := range docs {
 		t.Run(kind, func(t *testing.T) {
@@ -162,6 +170,10 @@ func TestDistributedSimulateAndCalibratePoints(t *testing.T) {
 			require.NoError(t, os.WriteFile(path, []byte(doc.body), 0o644))
 			spec := SpecFromFile(path, []byte(doc.body), nil, []sweep.Vary{doc.vary})
 			want := localOutputs(t, spec)
+			if kind == sweep.KindPlan {
+				assert.Contains(t, want, "plan.json")
+				assert.Contains(t, want, filepath.Join("chosen", "scenario.yaml"))
+			}
 			tasks, err := Plan(spec, "k", "r")
 			require.NoError(t, err)
 			assert.Equal(t, kind, tasks[0].Kind)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/replay/planner"
 	"github.com/steplab/steplab/replay/whatif"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
@@ -19,20 +20,25 @@ const (
 	KindSimulate = "simulate"
 	// KindCalibrate points run a calibration (steplab calibrate).
 	KindCalibrate = "calibrate"
+	// KindPlan points are a plan's candidates (steplab plan, package
+	// planner): each pruned or bisected to its goodput.
+	KindPlan = "plan"
 )
 
 // Kinds lists the sweep kinds.
-var Kinds = []string{KindWhatif, KindSimulate, KindCalibrate}
+var Kinds = []string{KindWhatif, KindSimulate, KindCalibrate, KindPlan}
 
 // KindOf tells a sweep document's kind from its keys: a what-if scenario
-// has stages, a calibration datasets; anything else is a simulate
-// scenario.
+// has stages, a calibration datasets, a plan a plan block; anything else
+// is a simulate scenario.
 func KindOf(d *whatif.Doc) string {
 	switch {
 	case d.Has("stages"):
 		return KindWhatif
 	case d.Has("datasets"):
 		return KindCalibrate
+	case d.Has("plan"):
+		return KindPlan
 	}
 	return KindSimulate
 }
@@ -51,6 +57,8 @@ type compiled struct {
 	wi   *whatif.Scenario
 	sim  *cluster.Plan
 	cal  *replay.CalibSpec
+	plan *planner.Doc
+	doc  *whatif.Doc
 	name string
 	seed uint64
 }
@@ -69,6 +77,13 @@ func compileKind(d *whatif.Doc, i int) (compiled, error) {
 			return compiled{}, err
 		}
 		return compiled{kind: k, sim: p, name: sc.Name, seed: sc.Seed}, nil
+	case KindPlan:
+		// Every candidate keeps the scenario's seed: the same arrivals.
+		pd, err := planner.Compile(d)
+		if err != nil {
+			return compiled{}, err
+		}
+		return compiled{kind: k, plan: pd, doc: d, name: pd.Name, seed: pd.Seed}, nil
 	case KindCalibrate:
 		var s replay.CalibSpec
 		if err := d.Decode(&s); err != nil {
@@ -100,6 +115,12 @@ func (c compiled) run() (PointResult, error) {
 		}
 		pr.Simulate = &SimPoint{Report: res.Report, PrefixCacheHitRate: res.PrefixCacheHitRate, GPUs: c.sim.GPUs(),
 			Engines: c.sim.Engines()}
+	case KindPlan:
+		cand, err := planner.Evaluate(c.doc, c.plan)
+		if err != nil {
+			return pr, err
+		}
+		pr.Plan = cand
 	case KindCalibrate:
 		run, err := c.cal.Setup()
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/steplab/steplab/internal/plotstyle"
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/replay/planner"
 )
 
 // Files Write creates.
@@ -52,10 +53,11 @@ type Row struct {
 	E2EP90Ms            float64 `parquet:"e2e_p90_ms"`
 	E2EP99Ms            float64 `parquet:"e2e_p99_ms"`
 	// GPUs of the engine stages; goodput (requests meeting the SLO per
-	// second of the request window) and it per GPU, 0 without an SLO.
-	GPUs          int32   `parquet:"gpus"`
-	GoodputRPS    float64 `parquet:"goodput_rps"`
-	GoodputPerGPU float64 `parquet:"goodput_per_gpu_rps"`
+	// second of the request window) and it per GPU, null without an SLO
+	// (goodput counts nothing then: set slo.ttft_ms and slo.itl_ms).
+	GPUs          int32    `parquet:"gpus"`
+	GoodputRPS    *float64 `parquet:"goodput_rps,optional"`
+	GoodputPerGPU *float64 `parquet:"goodput_per_gpu_rps,optional"`
 }
 
 // SimRow is a simulate sweep's row: one per point, the simulate report.
@@ -105,10 +107,47 @@ type CalibRow struct {
 	E2EMean   float64 `parquet:"rel_err_e2e_mean"`
 }
 
+// PlanRow is a plan's row: one per candidate, its exclusion or its
+// goodput and what it costs (package planner's Candidate).
+type PlanRow struct {
+	Point            int32   `parquet:"point"`
+	Seed             uint64  `parquet:"seed"`
+	Layout           string  `parquet:"layout"`
+	GPUs             int32   `parquet:"gpus"`
+	CostPerHour      float64 `parquet:"cost_per_hour"`
+	Pruned           string  `parquet:"pruned"`
+	Reason           string  `parquet:"reason"`
+	TTFTZeroLoadMs   float64 `parquet:"ttft_zero_load_ms"`
+	ITLBatch1Ms      float64 `parquet:"itl_batch1_ms"`
+	BoundRPS         float64 `parquet:"bound_rps"`
+	Simulations      int32   `parquet:"simulations"`
+	GoodputRPS       float64 `parquet:"goodput_rps"`
+	GoodputPerGPU    float64 `parquet:"goodput_per_gpu_rps"`
+	TokensPerSPerGPU float64 `parquet:"output_tokens_per_s_per_gpu"`
+	CostPerMTokens   float64 `parquet:"cost_per_million_output_tokens"`
+	TTFTMs           float64 `parquet:"ttft_ms"`
+	ITLMs            float64 `parquet:"itl_ms"`
+	E2EMs            float64 `parquet:"e2e_ms"`
+	MeetsTarget      bool    `parquet:"meets_target"`
+}
+
 // table is the rows of the result's kind and their type.
 func (r *Result) table() (reflect.Type, []any) {
 	var rows []any
 	switch r.kind() {
+	case KindPlan:
+		for _, p := range r.Points {
+			c := p.Plan
+			row := PlanRow{Point: int32(p.Index), Seed: p.Seed, Layout: c.Config.Layout(), GPUs: int32(c.GPUs), CostPerHour: c.CostPerHour,
+				Pruned: c.Pruned, Reason: c.Reason, Simulations: int32(c.Simulations), GoodputRPS: c.GoodputRPS,
+				GoodputPerGPU: c.GoodputPerGPU, TokensPerSPerGPU: c.TokensPerSPerGPU, CostPerMTokens: c.CostPerMTokens,
+				TTFTMs: c.TTFTMs, ITLMs: c.ITLMs, E2EMs: c.E2EMs, MeetsTarget: c.MeetsTarget}
+			if b := c.Bounds; b != nil {
+				row.TTFTZeroLoadMs, row.ITLBatch1Ms, row.BoundRPS = b.TTFTZeroLoadMs, b.ITLBatch1Ms, b.MaxRPS
+			}
+			rows = append(rows, row)
+		}
+		return reflect.TypeFor[PlanRow](), rows
 	case KindSimulate:
 		for _, p := range r.Points {
 			s := p.Simulate
@@ -144,6 +183,15 @@ func (r *Result) table() (reflect.Type, []any) {
 	return reflect.TypeFor[Row](), rows
 }
 
+// Candidates are a plan's candidates in point order.
+func (r *Result) Candidates() []*planner.Candidate {
+	var cs []*planner.Candidate
+	for _, p := range r.Points {
+		cs = append(cs, p.Plan)
+	}
+	return cs
+}
+
 // NumRows is the number of table rows the result has.
 func (r *Result) NumRows() int {
 	_, rows := r.table()
@@ -163,12 +211,16 @@ func (r *Result) Rows() []Row {
 				if p.Audit.OfferedRPS > 0 {
 					ao = run.WindowRPS / p.Audit.OfferedRPS
 				}
-				rows = append(rows, Row{Point: int32(p.Index), Placement: pl.Placement, Rep: int32(run.Rep), Seed: p.Seed,
+				row := Row{Point: int32(p.Index), Placement: pl.Placement, Rep: int32(run.Rep), Seed: p.Seed,
 					RepSeed: run.Seed, Load: p.Audit.Load, OfferedRPS: p.Audit.OfferedRPS, Measured: int32(run.Measured),
 					Valid: int32(run.Valid), Errors: int32(run.Errors), Cancelled: int32(run.Cancelled), WindowRPS: run.WindowRPS,
 					AchievedOverOffered: ao, FullProcessRPS: run.FullProcessRPS, E2EMeanMs: run.E2E.MeanMs,
-					E2EP50Ms: run.E2E.P50Ms, E2EP90Ms: run.E2E.P90Ms, E2EP99Ms: run.E2E.P99Ms,
-					GPUs: int32(p.Audit.GPUs), GoodputRPS: run.GoodputRPS, GoodputPerGPU: perGPU(run.GoodputRPS, p.Audit.GPUs)})
+					E2EP50Ms: run.E2E.P50Ms, E2EP90Ms: run.E2E.P90Ms, E2EP99Ms: run.E2E.P99Ms, GPUs: int32(p.Audit.GPUs)}
+				if p.Audit.SLO != nil {
+					g, pg := run.GoodputRPS, perGPU(run.GoodputRPS, p.Audit.GPUs)
+					row.GoodputRPS, row.GoodputPerGPU = &g, &pg
+				}
+				rows = append(rows, row)
 			}
 		}
 	}
@@ -259,7 +311,8 @@ func writeRows(w io.Writer, r *Result, opts ...parquet.WriterOption) error {
 }
 
 // Write stores sweep.parquet, sweep.json (every point's result) and, for
-// a what-if sweep, the figures in dir.
+// a what-if sweep, the figures in dir; for a plan, its summary, frontier
+// figures and chosen launch settings (planner.Write).
 func Write(dir string, r *Result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -274,10 +327,13 @@ func Write(dir string, r *Result) error {
 	if err := os.WriteFile(filepath.Join(dir, JSONFile), append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	if r.kind() != KindWhatif {
-		return nil
+	switch r.kind() {
+	case KindWhatif:
+		return Figures(dir, r)
+	case KindPlan:
+		return planner.Write(dir, r.Scenario, r.Candidates())
 	}
-	return Figures(dir, r)
+	return nil
 }
 
 // series is one line of a figure: a placement and the values of the

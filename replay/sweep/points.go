@@ -10,6 +10,7 @@ import (
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
 	"github.com/steplab/steplab/replay/whatif"
+	"github.com/steplab/steplab/sim"
 )
 
 // Hooks for running a sweep elsewhere (package distsweep): one point at a
@@ -109,7 +110,8 @@ func WriteRows(w io.Writer, r *Result, meta map[string]string) error {
 
 // Requests is the number of requests point i simulates (a what-if point:
 // warm-up and measured requests of every repetition of every placement; a
-// simulate point: its workload's), or 0 when that is not known before the
+// simulate point: its workload's; a plan's candidate: its workload's in
+// each of the most simulations its search runs), or 0 when that is not known before the
 // run (a calibration, a trace without a limit). A distributed sweep's
 // worker bounds a point's work by it.
 func Requests(doc *whatif.Doc, vary []Vary, i int, vals []string) (int, error) {
@@ -122,14 +124,22 @@ func Requests(doc *whatif.Doc, vary []Vary, i int, vals []string) (int, error) {
 		l := c.wi.File.Load
 		return (c.wi.Load.Requests + c.wi.Load.Warmup) * max(l.Repetitions, 1) * len(c.wi.Placements), nil
 	case KindSimulate:
-		w := c.sim.Scenario.Workload
-		switch {
-		case w.Kind == "trace":
-			return w.Limit, nil
-		case w.Requests > 0:
-			return w.Requests + w.Warmup, nil
-		}
-		return int(math.Ceil(w.RateRPS*w.DurationS)) + w.Warmup, nil
+		return workloadRequests(c.sim.Scenario.Workload), nil
+	case KindPlan:
+		// Every simulation of the candidate's search replays the workload.
+		return workloadRequests(c.plan.Workload) * c.plan.Plan.MaxSimulations(), nil
 	}
 	return 0, nil
+}
+
+// workloadRequests is the number of requests a simulate workload sends (0
+// when that is not known before the run: a trace without a limit).
+func workloadRequests(w sim.WorkloadSpec) int {
+	switch {
+	case w.Kind == "trace":
+		return w.Limit
+	case w.Requests > 0:
+		return w.Requests + w.Warmup
+	}
+	return int(math.Ceil(w.RateRPS*w.DurationS)) + w.Warmup
 }

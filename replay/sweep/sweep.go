@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/replay/planner"
 	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/replay/whatif"
 	"github.com/steplab/steplab/sim/rng"
@@ -63,6 +64,7 @@ type PointResult struct {
 	Audit     *whatif.Audit       `json:"Audit,omitempty"`
 	Simulate  *SimPoint           `json:"Simulate,omitempty"`
 	Calibrate *replay.CalibResult `json:"Calibrate,omitempty"`
+	Plan      *planner.Candidate  `json:"Plan,omitempty"`
 }
 
 // Result is a sweep.
@@ -88,6 +90,9 @@ type Options struct {
 	Jobs int
 	// Progress, when set, hears each finished point.
 	Progress func(done, total int)
+	// Point, when set, hears each point's result as it finishes, from the
+	// goroutine that ran it (concurrently with the others).
+	Point func(PointResult)
 }
 
 // Grid enumerates the cartesian product, the first key slowest.
@@ -126,6 +131,9 @@ func Run(doc *whatif.Doc, vary []Vary, opts Options) (*Result, error) {
 		}
 		pr.Point = pts[i]
 		res.Points[i] = pr
+		if opts.Point != nil {
+			opts.Point(pr)
+		}
 		return nil
 	}, opts.Progress)
 	if err != nil {

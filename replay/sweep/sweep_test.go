@@ -181,3 +181,34 @@ func TestKinds(t *testing.T) {
 	_, err = Run(d, []Vary{{Key: "engine.max_num_seqz", Values: []string{"1"}}}, Options{Jobs: 1})
 	require.ErrorContains(t, err, "max_num_seqz")
 }
+
+// Without an SLO the goodput columns are null, not 0: nothing was counted.
+// With one they hold the goodput.
+func TestGoodputEmptyWithoutSLO(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		sets []string
+		want bool
+	}{
+		{"no slo", nil, false},
+		{"slo", []string{"slo.ttft_ms=500", "slo.itl_ms=50"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			d := load(t, append([]string{"load.requests=30", "load.warmup_requests=2", "load.repetitions=1"}, tt.sets...)...)
+			r, err := Run(d, []Vary{{"load.rate_rps", []string{"20"}}}, Options{Jobs: 1})
+			require.NoError(t, err)
+			path := filepath.Join(t.TempDir(), TableFile)
+			require.NoError(t, WriteTable(path, r))
+			rows, err := parquet.ReadFile[struct {
+				Goodput *float64 `parquet:"goodput_rps,optional"`
+				PerGPU  *float64 `parquet:"goodput_per_gpu_rps,optional"`
+			}](path)
+			require.NoError(t, err)
+			require.NotEmpty(t, rows)
+			for _, row := range rows {
+				assert.Equal(t, tt.want, row.Goodput != nil)
+				assert.Equal(t, tt.want, row.PerGPU != nil)
+			}
+		})
+	}
+}

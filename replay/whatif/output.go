@@ -102,8 +102,8 @@ func Write(dir string, out *Output, opts WriteOptions) error {
 		Tool:     datasets.Tool{Name: "steplab", Version: "dev", Command: opts.Command},
 		Source:   datasets.Source{Kind: "simulate", Format: "whatif", Detail: map[string]string{"placements": strings.Join(pls, ",")}},
 		Workload: &datasets.Workload{Kind: l.Kind, Params: params, Seed: sc.File.Seed},
-		Notes: []string{"what-if workflow simulation: whatif_requests holds one row per request of every placement and repetition " +
-			"(req_id = placement/rep/id); request_stages one row per request and stage; see audit.json"},
+		Notes: append([]string{"what-if workflow simulation: whatif_requests holds one row per request of every placement and repetition " +
+			"(req_id = placement/rep/id); request_stages one row per request and stage; see audit.json"}, sc.Notes...),
 	}
 	w, err := datasets.Create(dir, m, datasets.CreateOptions{Overwrite: opts.Overwrite})
 	if err != nil {

@@ -2,6 +2,7 @@ package whatif
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/steplab/steplab/internal/yamldoc"
 
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/opdb"
@@ -88,13 +90,19 @@ type StageSpec struct {
 
 // ServiceSpec is a service-time model.
 type ServiceSpec struct {
-	Kind             string  `yaml:"kind"` // fixed | lognormal | per_token
+	Kind             string  `yaml:"kind"` // fixed | lognormal | per_token | vision_encoder
 	Ms               float64 `yaml:"ms"`
 	MeanMs           float64 `yaml:"mean_ms"`
 	Sigma            float64 `yaml:"sigma"`
 	BaseMs           float64 `yaml:"base_ms"`
 	PerPromptTokenUs float64 `yaml:"per_prompt_token_us"`
 	PerOutputTokenUs float64 `yaml:"per_output_token_us"`
+	// vision_encoder: the model's config.json, the GPU, images per request
+	// and their size in pixels.
+	Model    string `yaml:"model"`
+	Hardware string `yaml:"hardware"`
+	Images   int    `yaml:"images"`
+	ImagePx  []int  `yaml:"image_px"`
 }
 
 // EngineSpec configures an engine stage: one engine, or a cluster of
@@ -288,6 +296,9 @@ type Scenario struct {
 	Placements []Placement
 	// StageNames in document order.
 	StageNames []string
+	// Notes say how stages were priced where a model did it (a vision
+	// encoder), for the manifest.
+	Notes []string
 }
 
 // Placement is one arrangement of the stages on hosts.
@@ -303,6 +314,9 @@ func (s *Scenario) GPUs() int {
 		for _, st := range s.Placements[0].Graph.Stages {
 			if st.Engine != nil {
 				n += st.Engine.GPUs()
+			}
+			if st.Service.Kind == workflow.ServiceVision {
+				n += st.Workers
 			}
 		}
 	}
@@ -588,8 +602,10 @@ func (c *compiler) stage(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Stage
 	case workflow.ServicePerToken:
 		st.Service = workflow.ServiceTime{Kind: sv.Kind, BaseNs: sv.BaseMs * 1e6, PerPromptTokenNs: sv.PerPromptTokenUs * 1e3,
 			PerOutputTokenNs: sv.PerOutputTokenUs * 1e3}
+	case workflow.ServiceVision:
+		st.Service = c.vision(s, sn, sc)
 	default:
-		c.at(c.field(sn, "kind"), "stage %s: service.kind %q: use fixed, lognormal or per_token", s.Name, sv.Kind)
+		c.at(c.field(sn, "kind"), "stage %s: service.kind %q: use fixed, lognormal, per_token or vision_encoder", s.Name, sv.Kind)
 	}
 	for _, e := range s.To {
 		st.To = append(st.To, workflow.Edge{To: e.Stage, Bytes: e.Bytes})
@@ -601,6 +617,40 @@ func (c *compiler) stage(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Stage
 		st.Engine = c.engine(s, c.field(n, "engine"), sc)
 	}
 	return st
+}
+
+// vision prices a vision_encoder stage: each request's images through the
+// model's vision tower on one GPU per worker, by the roofline.
+func (c *compiler) vision(s StageSpec, n *yaml.Node, sc *Scenario) workflow.ServiceTime {
+	sv := s.Service
+	bad := func(key, format string, a ...any) workflow.ServiceTime {
+		c.at(c.field(n, key), "stage %s: service.%s: "+format, append([]any{s.Name, key}, a...)...)
+		return workflow.ServiceTime{}
+	}
+	if s.Workers <= 0 {
+		return bad("kind", "a vision encoder runs on GPUs: set the stage's workers to its GPU count (workers: 1)")
+	}
+	if sv.Images < 0 {
+		return bad("images", "%d: images per request must be >= 0", sv.Images)
+	}
+	if len(sv.ImagePx) != 2 || sv.ImagePx[0] <= 0 || sv.ImagePx[1] <= 0 {
+		return bad("image_px", "want [width, height] in pixels, both > 0 (image_px: [1024, 1024])")
+	}
+	if sv.Model == "" {
+		return bad("model", "missing: the vision-language model's config.json (model: path/to/config.json)")
+	}
+	v, err := model.LoadVisionTower(sv.Model)
+	if err != nil {
+		return bad("model", "%v", err)
+	}
+	hw, err := model.LookupHardware(cmp.Or(sv.Hardware, "H200"))
+	if err != nil {
+		return bad("hardware", "%v", err)
+	}
+	cost := v.ImageCost(hw, sv.ImagePx[0], sv.ImagePx[1])
+	sc.Notes = append(sc.Notes, fmt.Sprintf("stage %s: %s's vision encoder on %s, roofline prior: %d patches and %d tokens per %dx%d image, %.2f ms per image (GEMMs %.2f, attention %.2f, overhead %.2f), %d per request",
+		s.Name, v.Name, hw.Name, cost.Patches, cost.Tokens, sv.ImagePx[0], sv.ImagePx[1], cost.TotalNs/1e6, cost.GEMMNs/1e6, cost.AttentionNs/1e6, cost.OverheadNs/1e6, sv.Images))
+	return workflow.ServiceTime{Kind: workflow.ServiceVision, MeanNs: float64(sv.Images) * cost.TotalNs}
 }
 
 func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *cluster.Plan {
@@ -697,4 +747,25 @@ func (c *compiler) placements(f File, base []workflow.Stage, net workflow.Networ
 		out = append(out, build(k.Value, hosts))
 	}
 	return out
+}
+
+// YAML is the document (with its overrides) without its comments and the
+// top-level keys named in drop.
+func (d *Doc) YAML(drop ...string) ([]byte, error) {
+	m := cloneNode(d.root)
+	m.Content = nil
+	for i := 0; i+1 < len(d.root.Content); i += 2 {
+		if !slices.Contains(drop, d.root.Content[i].Value) {
+			m.Content = append(m.Content, cloneNode(d.root.Content[i]), cloneNode(d.root.Content[i+1]))
+		}
+	}
+	uncomment(m)
+	return yaml.Marshal(m)
+}
+
+func uncomment(n *yaml.Node) {
+	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+	for _, c := range n.Content {
+		uncomment(c)
+	}
 }

@@ -402,3 +402,45 @@ func TestGoodputNullWithoutSLO(t *testing.T) {
 		})
 	}
 }
+
+// A vision_encoder stage costs each request its images' encoder time, the
+// model's vision tower priced by the roofline on the stage's GPU (one per
+// worker, counted in the scenario's GPUs), says so in a note, and refuses
+// what it cannot price, naming the key.
+func TestVisionEncoderStage(t *testing.T) {
+	const cfg = "../../model/testdata/aiconfigurator/Qwen--Qwen3-VL-8B-Instruct_config.json"
+	vision := "{kind: vision_encoder, model: " + cfg + ", hardware: H200, images: 2, image_px: [1024, 768]}"
+	src := strings.Replace(good, "{kind: fixed, ms: 1}", vision, 1)
+	src = strings.Replace(src, "    host: h\n    service:", "    host: h\n    workers: 2\n    service:", 1)
+	d, err := Parse("t.yaml", []byte(src))
+	require.NoError(t, err)
+	sc, err := d.Compile()
+	require.NoError(t, err)
+	v, err := model.LoadVisionTower(cfg)
+	require.NoError(t, err)
+	hw, err := model.LookupHardware("H200")
+	require.NoError(t, err)
+	want := v.ImageCost(hw, 1024, 768)
+	st := sc.Placements[0].Graph.Stages[1]
+	require.Equal(t, "svc", st.Name)
+	assert.InDelta(t, 2*want.TotalNs, st.Service.MeanNs, 1e-6)
+	assert.Equal(t, 2, sc.GPUs(), "each encoder worker is a GPU")
+	require.Len(t, sc.Notes, 1)
+	assert.Contains(t, sc.Notes[0], "3072 patches and 768 tokens per 1024x768 image")
+
+	for _, tc := range []struct{ old, new, want string }{
+		{"workers: 2", "workers: 0", "set the stage's workers to its GPU count"},
+		{"image_px: [1024, 768]", "image_px: [1024]", "service.image_px: want [width, height]"},
+		{"images: 2", "images: -1", "service.images: -1"},
+		{"hardware: H200", "hardware: H900", "service.hardware"},
+		{cfg, "../../model/testdata/aiconfigurator/meta-llama--Meta-Llama-3.1-8B_config.json", "it is a text-only model"},
+	} {
+		bad := strings.Replace(src, tc.old, tc.new, 1)
+		require.NotEqual(t, src, bad)
+		d, err := Parse("t.yaml", []byte(bad))
+		require.NoError(t, err)
+		_, err = d.Compile()
+		require.ErrorContains(t, err, tc.want)
+		assert.Contains(t, err.Error(), "t.yaml:", "names the line")
+	}
+}

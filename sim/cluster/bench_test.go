@@ -1,12 +1,16 @@
 package cluster
 
 import (
+	"flag"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/workload"
@@ -78,7 +82,7 @@ func benchSimulate(b *testing.B, p *Plan, source func() workload.Peeker) {
 		src := source()
 		b.StartTimer()
 		var err error
-		res, err = simulate(p, src, nil, sim.RunOptions{})
+		res, err = simulate(p, src, nil, sim.RunOptions{}, defaultSide())
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(res.Requests), "ns/request")
@@ -121,4 +125,128 @@ func BenchmarkOneReplicaEngineAzureConv(b *testing.B) {
 		b.Cleanup(done)
 		return src
 	})
+}
+
+// goroutineCounts are the goroutine counts the side-by-side benchmarks
+// compare: 1 (one event at a time), then powers of two up to jobs().
+func goroutineCounts() []int {
+	ns := []int{1}
+	for n := 2; n <= jobs(); n *= 2 {
+		ns = append(ns, n)
+	}
+	if last := ns[len(ns)-1]; last != jobs() {
+		ns = append(ns, jobs())
+	}
+	return ns
+}
+
+// BenchmarkCluster16Replicas is sixteen replicas behind the KV router on
+// the bundled Azure conversation trace, one event at a time and side by
+// side: tables writes every table (the dataset checked byte-identical to
+// the one-goroutine run's), simulate writes nothing (the engines alone).
+func BenchmarkCluster16Replicas(b *testing.B) {
+	dir := filepath.Join(b.TempDir(), "azure")
+	_, err := importers.Import("azure", sim.DefaultTrace, dir, importers.Options{})
+	require.NoError(b, err)
+	sc := DefaultScenario()
+	sc.Workload.Trace = dir
+	require.NoError(b, sc.Set("cluster.pools={sim: {replicas: 16}}"))
+	require.NoError(b, sc.Set("cluster.router.name=kv"))
+	p, err := sc.Plan()
+	require.NoError(b, err)
+	var want string
+	for _, n := range goroutineCounts() {
+		b.Run(fmt.Sprintf("tables/goroutines=%d", n), func(b *testing.B) {
+			out := filepath.Join(b.TempDir(), "ds")
+			var res *sim.Result
+			for b.Loop() {
+				res, err = runOn(p, out, sim.RunOptions{Overwrite: true}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
+				require.NoError(b, err)
+			}
+			sha, err := datasets.DirSHA256(out)
+			require.NoError(b, err)
+			if want == "" {
+				want = sha
+			}
+			require.Equal(b, want, sha, "the dataset on %d goroutines differs from one goroutine's", n)
+			reportSteps(b, res)
+		})
+	}
+	for _, n := range goroutineCounts() {
+		b.Run(fmt.Sprintf("simulate/goroutines=%d", n), func(b *testing.B) {
+			var res *sim.Result
+			for b.Loop() {
+				src, _, done, err := p.Source()
+				require.NoError(b, err)
+				res, err = simulate(p, src, nil, sim.RunOptions{}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
+				done()
+				require.NoError(b, err)
+			}
+			reportSteps(b, res)
+		})
+	}
+}
+
+func reportSteps(b *testing.B, res *sim.Result) {
+	b.ReportMetric(float64(res.Engine.Steps), "steps")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(res.Engine.Steps), "ns/step")
+}
+
+var benchRequests = flag.Int("cluster.bench-requests", 1_000_000, "requests of Benchmark1MRequests64Replicas")
+
+// Benchmark1MRequests64Replicas is a million Poisson requests on 64
+// replicas behind the KV router at 640 req/s (10 a replica), simulated
+// without a dataset, one event at a time and side by side. peak-heap-MB,
+// the largest heap in use sampled every 50 ms, stays flat as the run
+// grows (-cluster.bench-requests).
+func Benchmark1MRequests64Replicas(b *testing.B) {
+	sc := DefaultScenario()
+	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 640, Requests: *benchRequests,
+		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 1000, Sigma: 0.8, Min: 1, Max: 8000},
+		Output: sim.LengthSpec{Kind: "lognormal", Mean: 150, Sigma: 0.7, Min: 1, Max: 2000}}
+	require.NoError(b, sc.Set("cluster.pools={sim: {replicas: 64}}"))
+	require.NoError(b, sc.Set("cluster.router.name=kv"))
+	p, err := sc.Plan()
+	require.NoError(b, err)
+	for _, n := range goroutineCounts() {
+		b.Run(fmt.Sprintf("goroutines=%d", n), func(b *testing.B) {
+			var res *sim.Result
+			peak := peakHeap(func() {
+				for b.Loop() {
+					src, _, done, err := p.Source()
+					require.NoError(b, err)
+					res, err = simulate(p, src, nil, sim.RunOptions{}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
+					done()
+					require.NoError(b, err)
+				}
+			})
+			b.ReportMetric(float64(res.Engine.Steps), "steps")
+			b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MB")
+		})
+	}
+}
+
+// peakHeap runs f and returns the largest heap in use seen while it ran.
+func peakHeap(f func()) uint64 {
+	stop := make(chan struct{})
+	got := make(chan uint64)
+	go func() {
+		var peak uint64
+		var ms runtime.MemStats
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-stop:
+				got <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	f()
+	close(stop)
+	return <-got
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
@@ -32,7 +33,7 @@ type Cluster struct {
 	// arrivalsAhead: the workload has arrivals to come (its driver says),
 	// so an autoscaler keeps deciding through idle stretches.
 	arrivalsAhead bool
-	flights       map[string]*flight
+	track         bool // the cluster follows requests (flights): P/D, or a kv router's prefill load
 	xfers         []xfer
 	xferFree      []int32
 	route         Route
@@ -45,6 +46,12 @@ type Cluster struct {
 	// waveHook, when set (tests), hears every expert-parallel wave: its
 	// group, device start and end, and each rank's step id (-1: dummy).
 	waveHook func(group int32, start, end int64, steps []int64)
+
+	// side is how Drive may step the engines side by side between
+	// routing decisions (zero: one event at a time); par, while it does,
+	// the driver's state (parallel.go).
+	side side
+	par  *parallel
 }
 
 type pool struct {
@@ -83,6 +90,13 @@ type worker struct {
 	state          uint8
 	startNs, endNs int64
 	inbound        int
+	// flights are the requests routed here that the cluster follows, by
+	// id: each engine's own, so that engines stepped side by side share
+	// no map.
+	flights map[string]*flight
+	// u is the unit the engine steps in when the cluster runs side by
+	// side (nil: one event at a time).
+	u *unit
 	// runs counts the engine's loop runs, the only time its prefix cache
 	// changes; memo is the last overlap asked.
 	runs uint64
@@ -124,7 +138,7 @@ type flight struct {
 }
 
 type xfer struct {
-	id     string
+	f      *flight
 	to     *worker
 	row    Transfer
 	active bool
@@ -160,8 +174,11 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 			c.startScaler(pl, int32(len(c.pools)-1))
 		}
 	}
-	if c.decode != nil || track {
-		c.flights = map[string]*flight{}
+	c.track = c.decode != nil || track
+	if c.track {
+		for _, w := range c.workers {
+			w.flights = map[string]*flight{}
+		}
 	}
 	return c, nil
 }
@@ -200,6 +217,9 @@ func (c *Cluster) newWorker(pl *pool, i int) (*worker, error) {
 	w.eng = eng
 	if c.plan.Router.Name == RouterKV && pl.Role != RoleDecode {
 		eng.OnFirstToken = func(id string, _ int64) { c.firstToken(w, id) }
+	}
+	if c.track { // an engine an autoscaler adds (New sets the first ones')
+		w.flights = map[string]*flight{}
 	}
 	pl.all = append(pl.all, w)
 	c.workers = append(c.workers, w)
@@ -262,14 +282,14 @@ func (c *Cluster) Add(a workload.Arrival) error {
 	}
 	pl := c.entry
 	w := c.choose(pl, a.ID, a.AtNs, a.PromptTokens, a.PrefixHashes)
-	if c.flights != nil {
+	if c.track {
 		f := &flight{arr: a, firstSched: datasets.Unknown}
 		if c.plan.Router.Name == RouterKV {
 			bs := int64(w.eng.BlockSize())
 			f.newTokens = max(0, int64(a.PromptTokens)-int64(w.overlap(a.PrefixHashes))*bs)
 			w.prefillTokens += f.newTokens
 		}
-		c.flights[a.ID] = f
+		w.flights[a.ID] = f
 	}
 	if c.decode != nil {
 		a.OutputTokens = 1 // the prefill engine produces the first token only (max_tokens = 1)
@@ -319,7 +339,7 @@ func (c *Cluster) fail(err error) {
 // wake schedules w's loop at t (w has no pending loop event).
 func (c *Cluster) wake(w *worker, t int64) {
 	w.wakeAt = t
-	c.push(t, evWake, w.idx)
+	c.schedule(w.u, t, evWake, w.idx)
 }
 
 // NextAt is the time of the next event, or sim.NoWake.
@@ -340,6 +360,16 @@ func (c *Cluster) Step() error {
 	if !ok {
 		return nil
 	}
+	if c.par != nil && c.unitOf(ev) != nil {
+		return c.replay(ev)
+	}
+	c.fire(ev)
+	return c.err
+}
+
+// fire runs one event: on the cluster's queue, or on its unit's when the
+// engines step side by side.
+func (c *Cluster) fire(ev event) {
 	switch ev.kind {
 	case evWake:
 		c.runWorker(c.workers[ev.idx], ev.at)
@@ -356,7 +386,6 @@ func (c *Cluster) Step() error {
 	case evReady:
 		c.ready(c.workers[ev.idx], ev.at)
 	}
-	return c.err
 }
 
 // Advance fires every event at or before t.
@@ -374,7 +403,7 @@ func (c *Cluster) runWorker(w *worker, now int64) {
 	w.runs++
 	next, err := w.eng.Run(now)
 	if err != nil {
-		c.fail(fmt.Errorf("%s: %w", w.name, err))
+		c.failIn(w.u, fmt.Errorf("%s: %w", w.name, err))
 		return
 	}
 	if next != sim.NoWake {
@@ -392,9 +421,18 @@ type workerSink struct {
 }
 
 // Step gives the step an id unique in the cluster (with one engine, its
-// own).
+// own), in the order the cluster's events fire: a unit stepping side by
+// side keeps the step for the replay to number.
 func (s *workerSink) Step(st *datasets.Step, rows []datasets.StepRequest) error {
-	c := s.c
+	if u := s.w.u; u != nil && u.running {
+		u.keepStep(s.w, st, rows)
+		return nil
+	}
+	return s.c.step(st, rows)
+}
+
+// step numbers a step in the cluster and records it.
+func (c *Cluster) step(st *datasets.Step, rows []datasets.StepRequest) error {
 	id := c.nextStep
 	c.nextStep++
 	if st.StepID != id {
@@ -409,7 +447,7 @@ func (s *workerSink) Step(st *datasets.Step, rows []datasets.StepRequest) error 
 func (s *workerSink) Request(r *datasets.Request) error { return s.c.requestDone(s.w, r) }
 
 func (c *Cluster) firstToken(w *worker, id string) {
-	if f := c.flights[id]; f != nil && f.newTokens > 0 {
+	if f := w.flights[id]; f != nil && f.newTokens > 0 {
 		w.prefillTokens -= f.newTokens
 		f.newTokens = 0
 	}
@@ -424,9 +462,10 @@ func (c *Cluster) requestDone(w *worker, r *datasets.Request) error {
 		s.measured(r)
 		c.inFlight(w, w.eng.Now(), -1)
 	}
-	var f *flight
-	if c.flights != nil {
-		if f = c.flights[r.ReqID]; f != nil && f.newTokens > 0 {
+	f := w.flights[r.ReqID] // nil map: nothing followed
+	if f != nil {
+		delete(w.flights, r.ReqID)
+		if f.newTokens > 0 {
 			w.prefillTokens -= f.newTokens
 			f.newTokens = 0
 		}
@@ -435,26 +474,36 @@ func (c *Cluster) requestDone(w *worker, r *datasets.Request) error {
 	case f == nil:
 	case w.pool.Role == RolePrefill && r.Status == datasets.StatusFinished:
 		f.firstSched, f.preempt = r.FirstScheduledNs, r.NumPreemptions
+		if u := w.u; u != nil && u.running {
+			u.keepHandoff(w, f, r.FinishNs) // the decode router places it in the replay
+			return nil
+		}
 		return c.startTransfer(w, f, r.FinishNs)
 	case w.pool.Role == RolePrefill:
-		delete(c.flights, r.ReqID)
 		row := *r
 		row.OutputTokens = int64(f.arr.OutputTokens)
-		return c.out.Request(&row)
+		return c.request(w, &row)
 	case w.pool.Role == RoleDecode:
-		delete(c.flights, r.ReqID)
 		row := *r
 		row.ArrivalNs, row.FirstScheduledNs = f.arr.AtNs, f.firstSched
 		row.NumPreemptions += f.preempt
 		if err := c.finished(&row); err != nil {
 			return err
 		}
-		return c.out.Request(&row)
-	default:
-		delete(c.flights, r.ReqID)
+		return c.request(w, &row)
 	}
 	if err := c.finished(r); err != nil {
 		return err
+	}
+	return c.request(w, r)
+}
+
+// request records a request's row: now, or (a unit stepping side by side)
+// when the replay reaches the event that ended it.
+func (c *Cluster) request(w *worker, r *datasets.Request) error {
+	if u := w.u; u != nil && u.running {
+		u.keepRequest(w, r)
+		return nil
 	}
 	return c.out.Request(r)
 }
@@ -485,7 +534,7 @@ func (c *Cluster) startTransfer(from *worker, f *flight, at int64) error {
 		c.xfers = append(c.xfers, xfer{})
 		i = int32(len(c.xfers) - 1)
 	}
-	c.xfers[i] = xfer{id: f.arr.ID, to: to, active: true,
+	c.xfers[i] = xfer{f: f, to: to, active: true,
 		row: Transfer{ReqID: f.arr.ID, From: from.name, To: to.name, Bytes: bytes, StartNs: start, EndNs: end}}
 	c.push(end, evTransfer, i)
 	return nil
@@ -499,9 +548,10 @@ func (c *Cluster) transferDone(i int32) {
 	x := c.xfers[i]
 	c.xfers[i] = xfer{}
 	c.xferFree = append(c.xferFree, i)
-	f := c.flights[x.id]
+	f := x.f
 	f.inTransfer = false
 	x.to.inbound--
+	x.to.flights[f.arr.ID] = f
 	c.fail(c.out.Transfer(&x.row))
 	a := f.arr
 	a.AtNs = x.row.EndNs
@@ -517,17 +567,15 @@ func (c *Cluster) Finish(t int64) error {
 			return err
 		}
 	}
-	var ids []string
+	var fs []*flight
 	for i := range c.xfers {
 		if c.xfers[i].active {
-			ids = append(ids, c.xfers[i].id)
+			fs = append(fs, c.xfers[i].f)
 		}
 	}
-	slices.Sort(ids)
-	for _, id := range ids {
-		f := c.flights[id]
-		delete(c.flights, id)
-		r := datasets.Request{ReqID: id, ArrivalNs: f.arr.AtNs, PromptTokens: int64(f.arr.PromptTokens),
+	slices.SortFunc(fs, func(a, b *flight) int { return strings.Compare(a.arr.ID, b.arr.ID) })
+	for _, f := range fs {
+		r := datasets.Request{ReqID: f.arr.ID, ArrivalNs: f.arr.AtNs, PromptTokens: int64(f.arr.PromptTokens),
 			OutputTokens: int64(f.arr.OutputTokens), FirstScheduledNs: f.firstSched, FirstTokenNs: datasets.Unknown,
 			FinishNs: datasets.Unknown, NumPreemptions: f.preempt, Status: datasets.StatusUnfinished}
 		if err := c.out.Request(&r); err != nil {

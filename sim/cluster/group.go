@@ -41,9 +41,8 @@ type group struct {
 	// pending formation event (-1: none).
 	gpuFree, formAt int64
 	idx             int32
+	u               *unit // its ranks' unit, stepping side by side
 }
-
-const outputReturnNs = 30_000 // as sim.SimExecutor: end of the pass to the scheduler
 
 func newGroup(c *Cluster, idx int, p *PoolPlan) *group {
 	pl := p.Engine
@@ -155,7 +154,7 @@ func (g *group) tryForm(now int64) {
 			// A quiet rank's loop reaches its dummy step when the last
 			// wave ends; a request arriving before then still joins.
 			g.formAt = g.gpuFree
-			g.c.push(g.gpuFree, evForm, g.idx)
+			g.c.schedule(g.u, g.gpuFree, evForm, g.idx)
 			return
 		}
 		g.form()
@@ -199,7 +198,7 @@ func (g *group) form() {
 		}
 		p := r.pend[r.ph]
 		r.ph++
-		out := end + outputReturnNs
+		out := end + sim.OutputReturnNs
 		r.done = append(r.done, sim.StepResult{StepID: p.id, TOutput: out, GPUTimeNs: dev, HostPrepNs: p.prep,
 			WorkerRecvNs: p.recv, SampleNs: datasets.Unknown, PaddedBatch: p.padded})
 		if r.w.eng.Waiting() && r.w.wakeAt < 0 {

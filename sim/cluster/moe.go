@@ -43,12 +43,40 @@ func DenseShape(s model.Shape) model.Shape {
 	if m.Experts == 0 {
 		return s
 	}
-	mlp := m.DenseLayers*s.Intermediate + s.MoELayers()*m.SharedExperts*m.SharedIntermediate
 	d := s
 	d.MoE = model.MoE{}
+	if len(s.Stack) > 0 {
+		return denseStack(s, d)
+	}
+	mlp := m.DenseLayers*s.Intermediate + s.MoELayers()*m.SharedExperts*m.SharedIntermediate
 	d.Intermediate = int(math.Round(float64(mlp) / float64(max(1, s.Layers))))
 	d.Notes = append(slices.Clip(s.Notes), fmt.Sprintf("priced without its %d routed experts per layer (the expert-parallel step prices them): MLP width %d, the per-layer average of the shared experts and dense layers",
 		m.Experts, d.Intermediate))
+	return d
+}
+
+// denseStack is DenseShape of a layer stack: each MoE layer keeps its
+// shared experts as a dense MLP of their width (none without them), so
+// the stack's other layers (their attention kinds, dense MLPs) are priced
+// as they are.
+func denseStack(s, d model.Shape) model.Shape {
+	m := s.MoE
+	d.Stack = slices.Clone(s.Stack)
+	shared := m.SharedExperts * m.SharedIntermediate
+	mlp, kept := model.MLPNone, "no MLP"
+	if shared > 0 {
+		mlp, kept = model.MLPDense, fmt.Sprintf("its shared experts as a dense MLP of width %d", shared)
+	}
+	for i, l := range d.Stack {
+		if l.MLP == model.MLPMoE {
+			d.Stack[i].MLP, d.Stack[i].Intermediate = mlp, 0
+			if shared > 0 {
+				d.Stack[i].Intermediate = shared
+			}
+		}
+	}
+	d.Notes = append(slices.Clip(s.Notes), fmt.Sprintf("priced without its %d routed experts per MoE layer (the expert-parallel step prices them): each MoE layer keeps %s",
+		m.Experts, kept))
 	return d
 }
 

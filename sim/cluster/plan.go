@@ -434,7 +434,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 		return m
 	}
 	m.Model = manifest.ModelSection(p.Shape)
-	c := &datasets.Cluster{Router: p.Router.Name}
+	c := &datasets.Cluster{Router: p.Router.Name, Sequential: p.SequentialReason()}
 	if p.Disaggregated() {
 		c.KVTransfer = linkOf(p.KVLink)
 	}

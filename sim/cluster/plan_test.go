@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -135,6 +136,21 @@ func TestDenseShape(t *testing.T) {
 		// Rounding the width moves at most half a unit of it per layer.
 		assert.InDelta(t, float64(s.ParamCount())-routed, float64(d.ParamCount()), 3*h*float64(s.Layers)/2+1, name)
 		assert.Contains(t, d.Notes[len(d.Notes)-1], "priced without its", name)
+	}
+	// Layer stacks (hybrid attention, interleaved dense and MoE layers): the
+	// same identity, each MoE layer keeping its shared experts exactly.
+	for _, f := range []string{"Qwen--Qwen3.5-35B-A3B", "meta-llama--Llama-4-Maverick-17B-128E-Instruct", "deepseek-ai--DeepSeek-V3.2"} {
+		s, err := model.LoadModelConfig(filepath.Join("..", "..", "model", "testdata", "aiconfigurator", f+"_config.json"))
+		require.NoError(t, err, f)
+		require.NotEmpty(t, s.Stack, f)
+		d := DenseShape(s)
+		require.NoError(t, d.Validate(), f)
+		assert.Zero(t, d.MoE, f)
+		assert.Equal(t, s.Layers, d.Layers, f)
+		m, h := s.MoE, float64(s.Hidden)
+		routed := float64(s.MoELayers()) * (float64(m.Experts)*3*h*float64(m.ExpertIntermediate) + h*float64(m.Experts))
+		assert.InDelta(t, float64(s.ParamCount())-routed, float64(d.ParamCount()), 1, f)
+		assert.Less(t, d.WeightBytes(), s.WeightBytes(), f)
 	}
 	q, err := model.LookupModel("Qwen3-30B-A3B")
 	require.NoError(t, err)

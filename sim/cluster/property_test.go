@@ -146,7 +146,9 @@ func randomPlan(r *rand.Rand) (*Plan, string) {
 	return p, fmt.Sprintf("%v router %s async %v", pools, sc.Cluster.Router.Name, sc.Engine.AsyncScheduling)
 }
 
-func runRandom(seed uint64) (*recorder, *Plan, []workload.Arrival, string, error) {
+// runRandom runs a random placement on jobs goroutines (the waves are
+// recorded on one).
+func runRandom(seed uint64, jobs int) (*recorder, *Plan, []workload.Arrival, string, error) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	p, desc := randomPlan(r)
 	e := p.Pools[0].Engine.Sched
@@ -156,9 +158,12 @@ func runRandom(seed uint64) (*recorder, *Plan, []workload.Arrival, string, error
 	if err != nil {
 		return nil, p, arr, desc, err
 	}
-	c.waveHook = func(g int32, start, end int64, steps []int64) {
-		rec.waves = append(rec.waves, wave{g, start, end, append([]int64(nil), steps...)})
+	if jobs <= 1 {
+		c.waveHook = func(g int32, start, end int64, steps []int64) {
+			rec.waves = append(rec.waves, wave{g, start, end, append([]int64(nil), steps...)})
+		}
 	}
+	c.side = side{jobs: jobs}
 	end, err := Drive(c, workload.NewSlice(arr))
 	if err == nil {
 		err = c.Finish(end)
@@ -169,7 +174,8 @@ func runRandom(seed uint64) (*recorder, *Plan, []workload.Arrival, string, error
 // Over random placements and workloads, a cluster loses no request,
 // routes every request once per pool it enters, admits a disaggregated
 // request to its decode engine only after its KV transfer ends, steps the
-// ranks of an expert-parallel instance together, and replays identically.
+// ranks of an expert-parallel instance together, and replays identically,
+// on one goroutine or side by side on three.
 // Reproduce a failure with -cluster.seed=N.
 func TestClusterProperties(t *testing.T) {
 	seeds := make([]uint64, 0, *propCount)
@@ -182,7 +188,7 @@ func TestClusterProperties(t *testing.T) {
 		}
 	}
 	for _, seed := range seeds {
-		rec, p, arr, desc, err := runRandom(seed)
+		rec, p, arr, desc, err := runRandom(seed, 1)
 		fail := func(format string, a ...any) {
 			t.Fatalf("seed %d (%s): %s\nreproduce: go test ./sim/cluster -run TestClusterProperties -cluster.seed=%d",
 				seed, desc, fmt.Sprintf(format, a...), seed)
@@ -194,9 +200,13 @@ func TestClusterProperties(t *testing.T) {
 		checkRoutes(rec, p, arr, fail)
 		checkTransfers(rec, p, fail)
 		checkLockstep(rec, p, fail)
-		again, _, _, _, _ := runRandom(seed)
+		again, _, _, _, _ := runRandom(seed, 1)
 		if again.digest() != rec.digest() {
 			fail("a second run with the same seed recorded something else")
+		}
+		side, _, _, _, err := runRandom(seed, 3)
+		if err != nil || side.digest() != rec.digest() {
+			fail("on three goroutines the run recorded something else (err %v)", err)
 		}
 	}
 }

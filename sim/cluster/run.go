@@ -3,6 +3,7 @@ package cluster
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
@@ -23,16 +24,29 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 		c.OnFinish = completer.Complete
 		defer func() { c.OnFinish = nil }()
 	}
+	_, closed := src.(*workload.ClosedLoop)
+	pace := pacer{side: c.side, on: c.side.jobs > 1 && !closed && c.plan.SequentialReason() == ""}
+	defer func() {
+		if c.par != nil {
+			c.exit()
+		}
+	}()
 	var t int64
 	for {
 		select {
 		case <-stop:
-			return t, sim.ErrInterrupted
+			// Side by side, the replay first catches up with what the
+			// engines kept: nothing recorded is lost.
+			if c.par == nil || c.par.quiet() {
+				return t, sim.ErrInterrupted
+			}
+			c.par.stopping = true
 		default:
 		}
 		at, st := src.NextAt()
 		next := c.NextAt()
 		if st == workload.Ready && (next == sim.NoWake || at <= next) {
+			pace.arrival(c)
 			a, _ := src.Next()
 			t = max(t, a.AtNs)
 			if err := c.Add(a); err != nil {
@@ -54,6 +68,10 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 		}
 		t = next
 		c.arrivalsAhead = st == workload.Ready
+		pace.events++
+		if c.par != nil {
+			c.barrier(horizon(at, st == workload.Ready))
+		}
 		if err := c.Step(); err != nil {
 			return t, err
 		}
@@ -69,6 +87,11 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 // left partial with every completed part and every live request recorded
 // unfinished.
 func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
+	return runOn(p, dir, opts, defaultSide())
+}
+
+// runOn is Run stepping the engines side by side as n allows.
+func runOn(p *Plan, dir string, opts sim.RunOptions, n side) (*sim.Result, error) {
 	src, inputSHA, cleanup, err := p.Source()
 	if err != nil {
 		return nil, err
@@ -78,7 +101,7 @@ func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
 		return nil, errors.New("workload.kind benchmark runs one engine: remove the cluster block")
 	}
 	return sim.WriteDataset(dir, p.Manifest(opts.Command, inputSHA), opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
-		res, err := runInto(p, w, src, opts)
+		res, err := runInto(p, w, src, opts, n)
 		if err == nil && res.Service != nil && len(res.Service.Autoscaled) > 0 {
 			err = w.UpdateManifest(func(m *datasets.Manifest) { recordScaling(m, res.Service.Autoscaled) })
 		}
@@ -86,7 +109,7 @@ func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
 	})
 }
 
-func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions) (*sim.Result, error) {
+func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions, n side) (*sim.Result, error) {
 	routes := false
 	for _, pp := range p.Pools {
 		routes = routes || pp.maxReplicas() > 1
@@ -95,7 +118,7 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptio
 	if err != nil {
 		return nil, err
 	}
-	res, err := simulate(p, src, ds, opts)
+	res, err := simulate(p, src, ds, opts, n)
 	if cerr := ds.Close(); err == nil {
 		err = cerr
 	}
@@ -103,7 +126,8 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptio
 }
 
 // Simulate runs the plan's workload and reports it, writing nothing: Run
-// without the dataset (a sweep point).
+// without the dataset (a sweep point). It steps one event at a time: a
+// sweep already runs its points side by side, one a processor.
 func Simulate(p *Plan) (*sim.Result, error) {
 	src, _, cleanup, err := p.Source()
 	if err != nil {
@@ -113,12 +137,13 @@ func Simulate(p *Plan) (*sim.Result, error) {
 	if src == nil {
 		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
 	}
-	return simulate(p, src, nil, sim.RunOptions{})
+	return simulate(p, src, nil, sim.RunOptions{}, side{})
 }
 
 // simulate drives the cluster over src (or the plan's benchmark grid)
-// recording into out (nil: nowhere) and the run's metrics.
-func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions) (*sim.Result, error) {
+// recording into out (nil: nowhere) and the run's metrics, stepping the
+// engines side by side as n and the plan allow.
+func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n side) (*sim.Result, error) {
 	metrics := sim.NewRunMetrics()
 	tee := Tee{metrics}
 	if out != nil {
@@ -138,6 +163,7 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions) (*sim
 	}
 	var t int64
 	if src != nil {
+		c.side = sideBySide(p, n)
 		t, err = DriveUntil(c, src, opts.Stop)
 	} else {
 		eng := c.Engines()[0]
@@ -185,6 +211,20 @@ func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
 		}
 		return res.Report, nil
 	})
+}
+
+// sideBySide is how a run of p may step its engines side by side, given
+// n, saying why when the plan keeps them to one event at a time.
+func sideBySide(p *Plan, n side) side {
+	if p.single() || n.jobs <= 1 {
+		return side{}
+	}
+	if why := p.SequentialReason(); why != "" {
+		slog.Info("cluster engines simulated one event at a time", "reason", why)
+		return side{}
+	}
+	slog.Debug("cluster engines may step side by side between routing decisions", "goroutines", n.jobs)
+	return n
 }
 
 // lastTime is the latest host clock of the engines and t.

@@ -38,6 +38,7 @@ var aicTables = []struct {
 	{"gemm", []string{GEMMFile}},
 	{"attention", []string{ContextAttentionFile, GenerationAttentionFile}},
 	{"comm", []string{AllReduceFile}},
+	{"moe", []string{MoEFile}},
 }
 
 // FindTree finds the systems folder of an AIConfigurator tree at root:
@@ -212,8 +213,8 @@ func (t Tree) LoadSystem(sys, framework, version string) (*model.OpDB, Choice, e
 			want = c.Versions["gemm"]
 		}
 		v, err := nearestVersion(filepath.Join(t.Dir, filepath.FromSlash(dir)), want)
-		if errors.Is(err, fs.ErrNotExist) && tb.op == "comm" {
-			continue // the all-reduce table is optional
+		if errors.Is(err, fs.ErrNotExist) && (tb.op == "comm" || tb.op == "moe") {
+			continue // the all-reduce and MoE tables are optional
 		}
 		if err != nil {
 			return nil, c, fmt.Errorf("opdb: %s: %s %s tables: %w", t.Dir, sys, tb.op, err)

@@ -37,6 +37,11 @@ func fuzzTable(t *testing.T, file string, data []byte) {
 			t.Fatalf("accepted an all-reduce row the prior cannot use: %+v", r)
 		}
 	}
+	for _, r := range db.MoE {
+		if r.Tokens <= 0 || r.Hidden <= 0 || r.Inter <= 0 || r.TopK <= 0 || r.Experts <= 0 || r.TP <= 0 || r.EP <= 0 || !(r.LatencyMs > 0) {
+			t.Fatalf("accepted a MoE row the prior cannot use: %+v", r)
+		}
+	}
 	for _, r := range db.Elementwise {
 		if r.M <= 0 || r.N <= 0 || !(r.LatencyMs > 0) || !(r.HostMs >= 0) || (r.HostMs > 0 && !r.Eager) || !slices.Contains(model.ElementwiseOps, r.Op) {
 			t.Fatalf("accepted an element-wise row the prior cannot use: %+v", r)
@@ -67,6 +72,15 @@ func FuzzAttentionTable(f *testing.F) {
 func FuzzAllReduceTable(f *testing.F) {
 	seedTable(f, AllReduceFile)
 	f.Fuzz(func(t *testing.T, data []byte) { fuzzTable(t, AllReduceFile, data) })
+}
+
+func FuzzMoETable(f *testing.F) {
+	rows := []moeFile{{"nvfp4", 1, 3072, 1536, 8, 256, 4, 1, "balanced", 0.018}, {"nvfp4", 256, 3072, 1536, 8, 256, 4, 1, "balanced", 0.1}}
+	good := parquetBytes(f, rows)
+	for _, b := range [][]byte{good, good[:len(good)/2], good[:len(good)-9], []byte("PAR1\x00\x00\x00\x00PAR1")} {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { fuzzTable(t, MoEFile, data) })
 }
 
 func FuzzElementwiseTable(f *testing.F) {
@@ -130,6 +144,11 @@ func FuzzReadBench(f *testing.F) {
 		for _, r := range append(slices.Clone(db.ContextAttention), db.GenerationAttention...) {
 			if !size(r.Batch, r.SeqLen, r.Heads, r.KVHeads, r.HeadDim) || r.Window != 0 || !latency(r.LatencyMs) {
 				t.Fatalf("accepted an attention row the prior cannot use: %+v", r)
+			}
+		}
+		for _, r := range db.MoE {
+			if r.Tokens <= 0 || r.Hidden <= 0 || r.Inter <= 0 || r.TopK <= 0 || r.Experts <= 0 || r.TP <= 0 || r.EP <= 0 || !(r.LatencyMs > 0) {
+				t.Fatalf("accepted a MoE row the prior cannot use: %+v", r)
 			}
 		}
 		for _, r := range db.Elementwise {

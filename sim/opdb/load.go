@@ -25,6 +25,10 @@ const (
 	// ElementwiseFile is steplab's optional table of the engine's
 	// element-wise operations (columns op, m, n, dtype, latency, launch).
 	ElementwiseFile = "elementwise/elementwise_perf.parquet"
+	// MoEFile is AIConfigurator's optional table of fused MoE layers
+	// (moe_dtype, num_tokens, hidden_size, inter_size, topk, num_experts,
+	// moe_tp_size, moe_ep_size, distribution, latency).
+	MoEFile = "moe/moe_perf.parquet"
 	// MetaFile, in a table's folder, records the framework the table was
 	// measured under (runtime.framework, runtime.version).
 	MetaFile = "collection_meta.yaml"
@@ -75,6 +79,11 @@ func LoadFS(fsys fs.FS, name string) (*model.OpDB, error) {
 	}
 	if _, err := fs.Stat(fsys, ElementwiseFile); err == nil {
 		if db.Elementwise, err = readElementwise(fsys); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := fs.Stat(fsys, MoEFile); err == nil {
+		if db.MoE, err = readMoE(fsys); err != nil {
 			return nil, err
 		}
 	}
@@ -164,6 +173,28 @@ func readGEMM(fsys fs.FS) ([]model.GEMMRow, error) {
 	rows := make([]model.GEMMRow, c.rows)
 	for i := range rows {
 		rows[i] = model.GEMMRow{DType: dt[i], M: m[i], N: n[i], K: k[i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
+	}
+	return rows, nil
+}
+
+// readMoE reads a fused-MoE table.
+func readMoE(fsys fs.FS) ([]model.MoERow, error) {
+	c, err := openColumns(fsys, MoEFile)
+	if err != nil {
+		return nil, err
+	}
+	dt, dist := c.strings("moe_dtype"), c.strings("distribution")
+	tokens, hidden, inter := c.positiveInts("num_tokens"), c.positiveInts("hidden_size"), c.positiveInts("inter_size")
+	topK, experts := c.positiveInts("topk"), c.positiveInts("num_experts")
+	tp, ep := c.positiveInts("moe_tp_size"), c.positiveInts("moe_ep_size")
+	lat := c.latencies()
+	if c.err != nil {
+		return nil, c.err
+	}
+	rows := make([]model.MoERow, c.rows)
+	for i := range rows {
+		rows[i] = model.MoERow{DType: dt[i], Tokens: tokens[i], Hidden: hidden[i], Inter: inter[i], TopK: topK[i],
+			Experts: experts[i], TP: tp[i], EP: ep[i], Distribution: dist[i], LatencyMs: lat[i]}
 	}
 	return rows, nil
 }

@@ -121,7 +121,7 @@ func Prior(specStr string, q Query) (*model.Ops, []string, error) {
 		more = append(more, fmt.Sprintf("ops: %s has no all-reduce table: TP=%d's all-reduces are priced from its node.intra_node_bw (%.0f GB/s), not measured",
 			db.Name, q.Shape.TP, db.System.IntraNodeBandwidth/1e9))
 	}
-	return o, append(notes, more...), nil
+	return o, append(append(notes, more...), o.Notes()...), nil
 }
 
 // treeAt is the tree at path, or the installed one for "".

@@ -54,7 +54,7 @@ func TestShippedEveryGPU(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, n, got.Name)
 	}
-	for _, want := range []string{"A100-SXM-80GB", "H100-SXM", "H200-SXM", "B200", "GB200", "L40S", "RTX-PRO-6000-Server"} {
+	for _, want := range []string{"A100-SXM-80GB", "H100-SXM", "H200-SXM", "B200", "B300", "GB200", "GB300", "L40S", "RTX-PRO-6000-Server"} {
 		require.True(t, gpus[want], "a database for %s", want)
 	}
 	// The run's version picks the nearest; none known, the newest.
@@ -233,4 +233,38 @@ func TestShippedWeightPrecision(t *testing.T) {
 	require.Less(t, fp4, 0.9*bf16, "nvfp4 GEMMs are faster than bf16 ones on a B200")
 	_, err = price(model.DTypeINT4)
 	require.ErrorContains(t, err, "no int4 GEMMs measured")
+}
+
+// A checkpoint with 4-bit experts beside bf16 attention (MiniMax-M2.7's
+// NVFP4 release) is priced on a B200 with each part at its dtype and the
+// routed experts read from the shipped fused-MoE table at the model's own
+// configuration: a decode step's MoE part is the 62 layers' measured
+// latency of that many tokens.
+func TestShippedMoE(t *testing.T) {
+	s, err := model.LoadModelConfig("../../model/testdata/aiconfigurator/nvidia--MiniMax-M2.7-NVFP4_config.json")
+	require.NoError(t, err)
+	s = s.WithTP(4)
+	hw := must(model.LookupHardware("B200"))
+	ops, notes, err := Prior("ops", Query{Hardware: hw, Shape: s})
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(notes, "\n"), "attention projections bfloat16, MLP nvfp4, experts nvfp4, LM head bfloat16")
+	require.Contains(t, strings.Join(notes, "\n"), "fused MoE table (nvfp4, 256 experts, top-8, TP 4) under power_law_1.01 routing")
+	db, err := Open("b200-sxm-vllm-0.24.0")
+	require.NoError(t, err)
+	var oneToken float64
+	for _, r := range db.MoE {
+		if r.DType == "nvfp4" && r.Hidden == 3072 && r.Inter == 1536 && r.TopK == 8 && r.Experts == 256 && r.TP == 4 && r.EP == 1 &&
+			r.Distribution == "power_law_1.01" && r.Tokens == 1 {
+			oneToken = r.LatencyMs
+		}
+	}
+	require.Positive(t, oneToken)
+	step := model.Features{DecodeRequests: 1, DecodeKVTokens: 1024, DecodeMaxKVTokens: 1024, PaddedBatch: 1}
+	b := ops.Breakdown(step)
+	require.Empty(t, b.Extrapolated)
+	// GEMMNs holds the attention projections too: the MoE part is at least
+	// the table's, and most of the layers' GEMM time at one token.
+	moe := 62 * oneToken * 1e6
+	require.Greater(t, b.GEMMNs, moe)
+	require.Greater(t, moe, 0.5*b.GEMMNs)
 }

@@ -47,6 +47,18 @@ type (
 		Source  string  `parquet:"kernel_source"` // "…_eager" for an eager launch, as readAllReduce reads it
 		Latency float64 `parquet:"latency"`
 	}
+	moeFile struct {
+		DType        string  `parquet:"moe_dtype"`
+		Tokens       int64   `parquet:"num_tokens"`
+		Hidden       int64   `parquet:"hidden_size"`
+		Inter        int64   `parquet:"inter_size"`
+		TopK         int64   `parquet:"topk"`
+		Experts      int64   `parquet:"num_experts"`
+		TP           int64   `parquet:"moe_tp_size"`
+		EP           int64   `parquet:"moe_ep_size"`
+		Distribution string  `parquet:"distribution"`
+		Latency      float64 `parquet:"latency"`
+	}
 	elementwiseFile struct {
 		Op      string  `parquet:"op"`
 		M       int64   `parquet:"m"`
@@ -161,6 +173,11 @@ func writeTables(dir string, db *model.OpDB) error {
 			return err
 		}
 	}
+	if len(db.MoE) > 0 {
+		if err := writeMoE(dir, db.MoE); err != nil {
+			return err
+		}
+	}
 	if len(db.Elementwise) == 0 {
 		return nil
 	}
@@ -173,6 +190,20 @@ func writeTables(dir string, db *model.OpDB) error {
 			cmp.Compare(a.N, b.N), cmp.Compare(a.M, b.M), cmp.Compare(a.Latency, b.Latency))
 	})
 	return writeParquet(filepath.Join(dir, ElementwiseFile), ew)
+}
+
+func writeMoE(dir string, rows []model.MoERow) error {
+	out := make([]moeFile, len(rows))
+	for i, r := range rows {
+		out[i] = moeFile{r.DType, int64(r.Tokens), int64(r.Hidden), int64(r.Inter), int64(r.TopK), int64(r.Experts),
+			int64(r.TP), int64(r.EP), r.Distribution, r.LatencyMs}
+	}
+	slices.SortFunc(out, func(a, b moeFile) int {
+		return cmp.Or(cmp.Compare(a.DType, b.DType), cmp.Compare(a.Hidden, b.Hidden), cmp.Compare(a.Inter, b.Inter),
+			cmp.Compare(a.TopK, b.TopK), cmp.Compare(a.Experts, b.Experts), cmp.Compare(a.TP, b.TP), cmp.Compare(a.EP, b.EP),
+			cmp.Compare(a.Distribution, b.Distribution), cmp.Compare(a.Tokens, b.Tokens), cmp.Compare(a.Latency, b.Latency))
+	})
+	return writeParquet(filepath.Join(dir, MoEFile), out)
 }
 
 func writeYAML(path string, v any) error {

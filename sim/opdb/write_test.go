@@ -45,6 +45,10 @@ func writeTestDB() *model.OpDB {
 		}
 	}
 	db.GEMM = append(db.GEMM, model.GEMMRow{DType: "fp8", M: 8, N: 4096, K: 1024, LatencyMs: 0.004})
+	for _, tok := range []int{256, 1} {
+		db.MoE = append(db.MoE, model.MoERow{DType: "nvfp4", Tokens: tok, Hidden: 3072, Inter: 1536, TopK: 8, Experts: 256, TP: 4, EP: 1,
+			Distribution: "power_law_1.01", LatencyMs: 0.01 + 1e-4*float64(tok)})
+	}
 	for _, graph := range []bool{true, false} {
 		db.AllReduce = append(db.AllReduce, model.AllReduceRow{DType: "bfloat16", GPUs: 2, MessageBytes: 1 << 20, Graph: graph, LatencyMs: 0.02},
 			model.AllReduceRow{DType: "bfloat16", GPUs: 4, MessageBytes: 1 << 10, Graph: graph, LatencyMs: 0.01})
@@ -61,6 +65,7 @@ func sortedTables(db *model.OpDB) *model.OpDB {
 	c.GenerationAttention = sortedRows(db.GenerationAttention)
 	c.AllReduce = sortedRows(db.AllReduce)
 	c.Elementwise = sortedRows(db.Elementwise)
+	c.MoE = sortedRows(db.MoE)
 	return &c
 }
 
@@ -111,7 +116,7 @@ func TestWriteDirRoundTrip(t *testing.T) {
 	require.Equal(t, fs.FileMode(0o755), st.Mode().Perm(), "readable as a database folder, not a private temporary one")
 
 	files := dirFiles(t, dir)
-	require.ElementsMatch(t, []string{SystemFile, GEMMFile, "gemm/" + MetaFile, ContextAttentionFile, GenerationAttentionFile, AllReduceFile, ElementwiseFile},
+	require.ElementsMatch(t, []string{SystemFile, GEMMFile, "gemm/" + MetaFile, ContextAttentionFile, GenerationAttentionFile, AllReduceFile, ElementwiseFile, MoEFile},
 		slices.Collect(maps.Keys(files)))
 
 	out, err := LoadDir(dir)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+
+	"github.com/steplab/steplab/internal/slab"
 )
 
 // maxPlaceholders is the most sampled-but-unreconciled steps one request may
@@ -21,6 +23,7 @@ type Scheduler struct {
 	pool *blockPool
 
 	reqs    map[string]*reqState // live (unfinished) requests, for Add/Abort lookups only
+	states  slab.Slab[reqState]
 	running []*reqState
 	waiting deque
 
@@ -84,7 +87,8 @@ func (s *Scheduler) Add(r *Request) error {
 	if _, dup := s.reqs[r.ID]; dup {
 		return fmt.Errorf("%w: id %q is already queued or running", ErrRejected, r.ID)
 	}
-	st := &reqState{r: r, prompt: r.PromptTokens, maxOut: r.MaxOutputTokens}
+	st := s.states.New()
+	st.r, st.prompt, st.maxOut = r, r.PromptTokens, r.MaxOutputTokens
 	s.reqs[r.ID] = st
 	s.waiting.pushBack(st)
 	return nil

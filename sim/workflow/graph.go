@@ -30,11 +30,15 @@ const (
 	ServiceFixed     = "fixed"
 	ServiceLognormal = "lognormal"
 	ServicePerToken  = "per_token"
+	// ServiceVision is a vision encoder on GPUs (one per worker): MeanNs
+	// per request, its images' encoder time (model.VisionTower.ImageCost).
+	ServiceVision = "vision_encoder"
 )
 
 // ServiceTime is a stage's service-time model.
 type ServiceTime struct {
-	// Kind: "" (no service time), fixed, lognormal or per_token.
+	// Kind: "" (no service time), fixed, lognormal, per_token or
+	// vision_encoder.
 	Kind string
 	// MeanNs is the fixed time, or the lognormal's mean (of the time, not of
 	// its logarithm).
@@ -49,7 +53,7 @@ type ServiceTime struct {
 func (s ServiceTime) Validate() error {
 	switch s.Kind {
 	case ServiceNone:
-	case ServiceFixed:
+	case ServiceFixed, ServiceVision:
 		if s.MeanNs < 0 {
 			return fmt.Errorf("service time is negative (%g ns)", s.MeanNs)
 		}
@@ -63,7 +67,7 @@ func (s ServiceTime) Validate() error {
 				s.BaseNs, s.PerPromptTokenNs, s.PerOutputTokenNs)
 		}
 	default:
-		return fmt.Errorf("unknown service-time kind %q: use fixed, lognormal or per_token", s.Kind)
+		return fmt.Errorf("unknown service-time kind %q: use fixed, lognormal, per_token or vision_encoder", s.Kind)
 	}
 	if math.IsNaN(s.MeanNs+s.Sigma+s.BaseNs+s.PerPromptTokenNs+s.PerOutputTokenNs) ||
 		math.IsInf(s.MeanNs+s.Sigma+s.BaseNs+s.PerPromptTokenNs+s.PerOutputTokenNs, 0) {
@@ -76,7 +80,7 @@ func (s ServiceTime) Validate() error {
 // Only lognormal draws from r.
 func (s ServiceTime) Draw(r *rng.Stream, prompt, output int) int64 {
 	switch s.Kind {
-	case ServiceFixed:
+	case ServiceFixed, ServiceVision:
 		return int64(math.Round(s.MeanNs))
 	case ServiceLognormal:
 		mu := math.Log(s.MeanNs) - s.Sigma*s.Sigma/2
