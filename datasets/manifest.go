@@ -280,8 +280,48 @@ type ClusterPool struct {
 	// from the manifest's.
 	Hardware string        `json:"hardware,omitempty"`
 	Engine   *EngineConfig `json:"engine,omitempty"`
-	// Workers are the engines' worker_id values in the steps table.
+	// Workers are the engines' worker_id values in the steps table (of an
+	// autoscaled pool, every engine that ran).
 	Workers []string `json:"workers"`
+	// Autoscale is the policy of a pool whose replica count changed during
+	// the run, and its replicas over time.
+	Autoscale *PoolScaling `json:"autoscale,omitempty"`
+}
+
+// PoolScaling is an autoscaled pool's record: its policy (the scenario's
+// cluster.pools.NAME.autoscale, defaults resolved), each change of its
+// replicas, and the GPU time they held.
+type PoolScaling struct {
+	Pool          string  `json:"pool"`
+	Policy        string  `json:"policy"`
+	IntervalS     float64 `json:"interval_s"`
+	MinReplicas   int     `json:"min_replicas"`
+	MaxReplicas   int     `json:"max_replicas"`
+	TargetLoad    float64 `json:"target_load"`
+	Headroom      float64 `json:"headroom,omitempty"`
+	ScaleUpDelayS float64 `json:"scale_up_delay_s"`
+	LoadTimeS     float64 `json:"load_time_s"`
+	CooldownS     float64 `json:"cooldown_s"`
+	// SLOTTFTMs and SLOITLMs are the objective a policy slo kept headroom to.
+	SLOTTFTMs float64 `json:"slo_ttft_ms,omitempty"`
+	SLOITLMs  float64 `json:"slo_itl_ms,omitempty"`
+	// GPUHours counts every engine × its GPUs from its start to its
+	// removal (or the end of the run), loading included.
+	GPUHours float64 `json:"gpu_hours"`
+	// Timeline is every change of the pool's engines, in time order.
+	Timeline []ReplicaEvent `json:"timeline"`
+}
+
+// ReplicaEvent is one change of an autoscaled pool: an engine starts
+// (holds its GPUs, loads the model), becomes ready (routable), drains (no
+// new requests) or is removed. Serving and Live are the pool's routable
+// and GPU-holding engines after it.
+type ReplicaEvent struct {
+	AtS     float64 `json:"at_s"`
+	Worker  string  `json:"worker"`
+	Event   string  `json:"event"` // start | ready | drain | remove
+	Serving int     `json:"serving"`
+	Live    int     `json:"live"`
 }
 
 // Link is a link between GPUs.

@@ -27,6 +27,13 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 	add("trace", w.Trace)
 	add("rate_rps", strconv.FormatFloat(w.RateRPS, 'g', -1, 64))
 	add("requests", strconv.Itoa(w.Requests))
+	if len(w.RateCurve) > 0 {
+		pts := make([]string, len(w.RateCurve))
+		for i, p := range w.RateCurve {
+			pts[i] = strconv.FormatFloat(p.TS, 'g', -1, 64) + ":" + strconv.FormatFloat(p.RPS, 'g', -1, 64)
+		}
+		add("rate_curve", strings.Join(pts, ","))
+	}
 	add("limit", strconv.Itoa(w.Limit))
 	add("users", strconv.Itoa(w.Users))
 	add("policy", w.Benchmark.Policy)

@@ -40,7 +40,32 @@ type Result struct {
 	// PrefixCacheHitRate is the share of admitted prompt tokens found in
 	// the prefix cache.
 	PrefixCacheHitRate float64 `json:"prefix_cache_hit_rate"`
-	Engine             Stats   `json:"-"`
+	// Service is a cluster run's GPU time and service level, when its
+	// scenario states an slo or autoscales a pool.
+	Service *Service `json:"service,omitempty"`
+	Engine  Stats    `json:"-"`
+}
+
+// Service is what a run held of its GPUs and how many requests met the
+// objective.
+type Service struct {
+	// GPUHours is every engine × its GPUs over the time it held them (a
+	// fixed pool: from 0 to the last engine's end).
+	GPUHours float64 `json:"gpu_hours"`
+	// SLO, when stated: the share of requests that finished within it.
+	SLO *SLOAttainment `json:"slo,omitempty"`
+	// Autoscaled is each autoscaled pool's replicas over time.
+	Autoscaled []datasets.PoolScaling `json:"autoscaled,omitempty"`
+}
+
+// SLOAttainment is the requests that met a TTFT and mean inter-token
+// latency objective (0: none on that metric), of all requests measured.
+type SLOAttainment struct {
+	TTFTMs     float64 `json:"ttft_ms"`
+	ITLMs      float64 `json:"itl_ms"`
+	Met        int64   `json:"met"`
+	Requests   int64   `json:"requests"`
+	Attainment float64 `json:"attainment"`
 }
 
 // Run simulates the plan and writes its dataset to dir (steps,
@@ -373,7 +398,7 @@ func generator(sc Scenario) (workload.Peeker, error) {
 		return workload.NewClosedLoop(workload.ClosedLoopConfig{Users: w.Users, Think: think, ThinkNs: int64(w.ThinkS * 1e9),
 			Requests: w.Requests, WarmupRequests: w.Warmup, DurationNs: int64(w.DurationS * 1e9), Lengths: lengths, Rand: root})
 	default:
-		return workload.NewOpenLoop(workload.OpenLoopConfig{Process: w.Kind, RateRPS: w.RateRPS, CV: w.CV, Requests: w.Requests,
+		return workload.NewOpenLoop(workload.OpenLoopConfig{Process: w.Kind, RateRPS: w.RateRPS, RateCurve: w.rateCurve(), CV: w.CV, Requests: w.Requests,
 			DurationNs: int64(w.DurationS * 1e9), WarmupRequests: w.Warmup, Lengths: lengths, Rand: root})
 	}
 }

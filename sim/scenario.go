@@ -74,13 +74,16 @@ type WorkloadSpec struct {
 	EndS      float64 `yaml:"end_s"`
 	BlockSize int     `yaml:"hash_block_size"` // tokens per prefix hash of the trace (Mooncake: 512)
 	// Open and closed loop.
-	RateRPS   float64    `yaml:"rate_rps"` // trace: rescale to this rate (0 = as recorded)
-	CV        float64    `yaml:"cv"`
-	Requests  int        `yaml:"requests"`
-	DurationS float64    `yaml:"duration_s"`
-	Warmup    int        `yaml:"warmup_requests"`
-	Prompt    LengthSpec `yaml:"prompt"`
-	Output    LengthSpec `yaml:"output"`
+	RateRPS float64 `yaml:"rate_rps"` // trace: rescale to this rate (0 = as recorded)
+	// RateCurve (poisson, constant, gamma; rate_rps 0) varies the rate
+	// over time: linear between points, the last point's rate after it.
+	RateCurve []RatePointSpec `yaml:"rate_curve"`
+	CV        float64         `yaml:"cv"`
+	Requests  int             `yaml:"requests"`
+	DurationS float64         `yaml:"duration_s"`
+	Warmup    int             `yaml:"warmup_requests"`
+	Prompt    LengthSpec      `yaml:"prompt"`
+	Output    LengthSpec      `yaml:"output"`
 	// LengthsFrom samples (prompt, output) pairs from a dataset's requests.
 	LengthsFrom string  `yaml:"lengths_from"`
 	Users       int     `yaml:"users"`
@@ -88,6 +91,12 @@ type WorkloadSpec struct {
 	Think       string  `yaml:"think"` // fixed | exponential
 	// Benchmark grid (Dynamo's forward-pass-metrics self-benchmark).
 	Benchmark BenchmarkSpec `yaml:"benchmark"`
+}
+
+// RatePointSpec is one point of a rate curve.
+type RatePointSpec struct {
+	TS  float64 `yaml:"t_s"` // seconds since the start
+	RPS float64 `yaml:"rps"`
 }
 
 // LengthSpec is a token-length distribution.
@@ -246,6 +255,9 @@ func SetYAML(dst any, kv string) error {
 // check refuses workloads that cannot run on the engine before anything
 // is simulated.
 func (w WorkloadSpec) check(c sched.Config) error {
+	if len(w.RateCurve) > 0 && w.Kind != "poisson" && w.Kind != "constant" && w.Kind != "gamma" {
+		return fmt.Errorf("rate_curve is for kind poisson, constant or gamma, not %s: remove it, or use kind: poisson", w.Kind)
+	}
 	switch w.Kind {
 	case "trace":
 		if w.Trace == "" {
@@ -259,7 +271,14 @@ func (w WorkloadSpec) check(c sched.Config) error {
 				c.BlockSize, w.BlockSize, w.BlockSize)
 		}
 	case "poisson", "constant", "gamma":
-		if w.RateRPS <= 0 {
+		if len(w.RateCurve) > 0 {
+			if w.RateRPS != 0 {
+				return fmt.Errorf("rate_rps is %g with a rate_curve: the curve sets the rate; remove rate_rps", w.RateRPS)
+			}
+			if err := workload.CheckRateCurve(w.rateCurve(), "rate_curve"); err != nil {
+				return err
+			}
+		} else if w.RateRPS <= 0 {
 			return fmt.Errorf("rate_rps is %g: an open-loop workload needs a positive rate", w.RateRPS)
 		}
 		if err := w.checkLengths(c); err != nil {
@@ -277,6 +296,15 @@ func (w WorkloadSpec) check(c sched.Config) error {
 		return fmt.Errorf("kind %q: use trace, poisson, constant, gamma, closed or benchmark", w.Kind)
 	}
 	return nil
+}
+
+// rateCurve is the curve in the generator's terms (nil: none).
+func (w WorkloadSpec) rateCurve() []workload.RatePoint {
+	var out []workload.RatePoint
+	for _, p := range w.RateCurve {
+		out = append(out, workload.RatePoint{AtS: p.TS, RPS: p.RPS})
+	}
+	return out
 }
 
 func (w WorkloadSpec) checkLengths(c sched.Config) error {

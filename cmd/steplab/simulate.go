@@ -72,7 +72,10 @@ From the repository root:
       --set 'cluster.pools={sim: {replicas: 16}}' --set cluster.router.name=kv
   steplab simulate -o out/sim-pd --set workload.limit=2000 \
       --set 'cluster.pools={p: {role: prefill, replicas: 2}, d: {role: decode, replicas: 6}}' \
-      --set 'cluster.links.kv_transfer={bandwidth_gbs: 50, latency_us: 20}'`,
+      --set 'cluster.links.kv_transfer={bandwidth_gbs: 50, latency_us: 20}'
+
+  # an autoscaled pool on the Azure hour: GPU-hours, SLO attainment, replicas over time
+  steplab simulate -f examples/placement/autoscale-azure.yaml -o out/sim-autoscale`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -216,7 +219,35 @@ func printReport(w io.Writer, r *sim.Result) {
 		fmt.Fprintf(w, " %s %d", k, r.Steps[k])
 	}
 	fmt.Fprintln(w)
+	printService(w, r.Service)
 	for _, n := range r.Overload {
 		fmt.Fprintln(w, "warning: overloaded:", n)
+	}
+}
+
+// printService prints a cluster run's GPU-hours, its SLO attainment and
+// each autoscaled pool's replicas over the run.
+func printService(w io.Writer, s *sim.Service) {
+	if s == nil {
+		return
+	}
+	fmt.Fprintf(w, "GPU-hours %.3f", s.GPUHours)
+	if o := s.SLO; o != nil {
+		fmt.Fprintf(w, "; SLO (TTFT <= %g ms, ITL <= %g ms) met by %d of %d requests (%.2f%%)", o.TTFTMs, o.ITLMs, o.Met, o.Requests, 100*o.Attainment)
+	}
+	fmt.Fprintln(w)
+	for _, a := range s.Autoscaled {
+		lo, hi, ups, downs := a.MaxReplicas, 0, 0, 0
+		for _, e := range a.Timeline {
+			lo, hi = min(lo, e.Serving), max(hi, e.Serving)
+			switch e.Event {
+			case "start":
+				ups++
+			case "drain":
+				downs++
+			}
+		}
+		fmt.Fprintf(w, "pool %s autoscaled (%s): %d-%d routable engines, %d started, %d drained, %.3f GPU-hours (timeline: manifest.json cluster.pools[].autoscale)\n",
+			a.Pool, a.Policy, lo, hi, ups, downs, a.GPUHours)
 	}
 }

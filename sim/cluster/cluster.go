@@ -30,10 +30,13 @@ type Cluster struct {
 	out Sink
 
 	nextStep int64
-	track    bool // the cluster follows requests (flights): P/D, or a kv router's prefill load
-	xfers    []xfer
-	xferFree []int32
-	route    Route
+	// arrivalsAhead: the workload has arrivals to come (its driver says),
+	// so an autoscaler keeps deciding through idle stretches.
+	arrivalsAhead bool
+	track         bool // the cluster follows requests (flights): P/D, or a kv router's prefill load
+	xfers         []xfer
+	xferFree      []int32
+	route         Route
 
 	// OnFinish, when set, hears each request that finished (its last token
 	// reached the client): a closed-loop source needs it.
@@ -53,7 +56,12 @@ type Cluster struct {
 
 type pool struct {
 	*PoolPlan
+	// workers are the engines the router chooses among; all is every
+	// engine the pool ran (an autoscaled pool's: loading, draining and
+	// removed ones too).
 	workers []*worker
+	all     []*worker
+	scale   *scaler // nil: a fixed pool
 	router  router
 	scores  []float64
 	// record: routing here is a decision worth a row (more than one
@@ -77,6 +85,11 @@ type worker struct {
 	// linkFree is when the engine's outgoing KV link is free.
 	linkFree int64
 	group    *group
+	// Of an autoscaled pool: the engine's state, when it took and gave back
+	// its GPUs, and the prompts in transfer to it.
+	state          uint8
+	startNs, endNs int64
+	inbound        int
 	// flights are the requests routed here that the cluster follows, by
 	// id: each engine's own, so that engines stepped side by side share
 	// no map.
@@ -144,8 +157,8 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 	for _, pp := range p.Pools {
 		pl := &pool{PoolPlan: pp}
 		pl.router = newRouter(p.Router, pp.Role == RoleDecode, root.Derive("router/"+pp.Name))
-		pl.scores = make([]float64, pp.Replicas)
-		pl.record = pp.Replicas > 1
+		pl.scores = make([]float64, pp.maxReplicas())
+		pl.record = pp.maxReplicas() > 1
 		c.pools = append(c.pools, pl)
 		switch pp.Role {
 		case RoleDecode:
@@ -156,6 +169,9 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 		track = track || (p.Router.Name == RouterKV && pp.Role != RoleDecode)
 		if err := c.addWorkers(pl); err != nil {
 			return nil, err
+		}
+		if pp.Scaling != nil {
+			c.startScaler(pl, int32(len(c.pools)-1))
 		}
 	}
 	c.track = c.decode != nil || track
@@ -168,33 +184,46 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 }
 
 func (c *Cluster) addWorkers(pl *pool) error {
-	ep := max(1, pl.ExpertParallel)
-	grouped := ep > 1
 	for i := 0; i < pl.Replicas; i++ {
-		w := &worker{idx: int32(len(c.workers)), name: fmt.Sprintf("%s-%d", pl.Name, i), pool: pl, wakeAt: -1}
-		b := sim.Backend{WorkerID: w.name}
-		if grouped {
-			if i%ep == 0 {
-				c.groups = append(c.groups, newGroup(c, len(c.groups), pl.PoolPlan))
-			}
-			g := c.groups[len(c.groups)-1]
-			w.group, w.dp = g, int32(i%ep)
-			r := &rank{g: g, w: w}
-			g.ranks = append(g.ranks, r)
-			b = sim.Backend{Exec: r, Clock: &sim.VirtualClock{}, Host: &sim.HostAdapter{M: pl.Engine.Host}, WorkerID: w.name, DPRank: w.dp}
-		}
-		eng, err := pl.Engine.NewEngine(b, &workerSink{c: c, w: w})
+		w, err := c.newWorker(pl, i)
 		if err != nil {
-			return fmt.Errorf("pool %s: %w", pl.Name, err)
-		}
-		w.eng = eng
-		if c.plan.Router.Name == RouterKV && pl.Role != RoleDecode {
-			eng.OnFirstToken = func(id string, _ int64) { c.firstToken(w, id) }
+			return err
 		}
 		pl.workers = append(pl.workers, w)
-		c.workers = append(c.workers, w)
 	}
 	return nil
+}
+
+// newWorker builds the pool's engine i (its name's index), in the
+// expert-parallel instance it belongs to.
+func (c *Cluster) newWorker(pl *pool, i int) (*worker, error) {
+	ep := max(1, pl.ExpertParallel)
+	w := &worker{idx: int32(len(c.workers)), name: fmt.Sprintf("%s-%d", pl.Name, i), pool: pl, wakeAt: -1}
+	b := sim.Backend{WorkerID: w.name}
+	if ep > 1 {
+		if i%ep == 0 {
+			c.groups = append(c.groups, newGroup(c, len(c.groups), pl.PoolPlan))
+		}
+		g := c.groups[len(c.groups)-1]
+		w.group, w.dp = g, int32(i%ep)
+		r := &rank{g: g, w: w}
+		g.ranks = append(g.ranks, r)
+		b = sim.Backend{Exec: r, Clock: &sim.VirtualClock{}, Host: &sim.HostAdapter{M: pl.Engine.Host}, WorkerID: w.name, DPRank: w.dp}
+	}
+	eng, err := pl.Engine.NewEngine(b, &workerSink{c: c, w: w})
+	if err != nil {
+		return nil, fmt.Errorf("pool %s: %w", pl.Name, err)
+	}
+	w.eng = eng
+	if c.plan.Router.Name == RouterKV && pl.Role != RoleDecode {
+		eng.OnFirstToken = func(id string, _ int64) { c.firstToken(w, id) }
+	}
+	if c.track { // an engine an autoscaler adds (New sets the first ones')
+		w.flights = map[string]*flight{}
+	}
+	pl.all = append(pl.all, w)
+	c.workers = append(c.workers, w)
+	return w, nil
 }
 
 // Engines are the cluster's engines in pool order.
@@ -273,14 +302,15 @@ func (c *Cluster) choose(pl *pool, id string, at int64, prompt int, hashes []uin
 	if len(pl.workers) == 1 && !pl.record {
 		return pl.workers[0]
 	}
-	i := pl.router.route(&routeReq{id: id, at: at, prompt: prompt, hashes: hashes}, pl.workers, pl.scores)
+	scores := pl.scores[:len(pl.workers)]
+	i := pl.router.route(&routeReq{id: id, at: at, prompt: prompt, hashes: hashes}, pl.workers, scores)
 	w := pl.workers[i]
 	if pl.record && c.err == nil {
 		l := w.eng.Load()
 		r := &c.route
 		*r = Route{ReqID: id, AtNs: at, Pool: pl.Name, Router: c.plan.routerName(), Worker: w.name, DPRank: w.dp,
 			Candidates: int32(len(pl.workers)), OverlapBlocks: int64(w.overlap(hashes)), PromptBlocks: int64(len(hashes)),
-			Outstanding: int64(w.outstanding), KVBlocksUsed: int64(l.KVBlocksUsed), Score: pl.scores[i], Scores: pl.scores}
+			Outstanding: int64(w.outstanding), KVBlocksUsed: int64(l.KVBlocksUsed), Score: scores[i], Scores: scores}
 		c.fail(c.out.Route(r))
 	}
 	return w
@@ -292,6 +322,8 @@ func (c *Cluster) admit(w *worker, a workload.Arrival) error {
 		return fmt.Errorf("%s: %w", w.name, err)
 	}
 	w.outstanding++
+	c.inFlight(w, a.AtNs, 1)
+	c.wakePlanner(w.pool, a.AtNs)
 	if w.wakeAt < 0 {
 		c.wake(w, max(a.AtNs, w.eng.Now()))
 	}
@@ -347,6 +379,12 @@ func (c *Cluster) fire(ev event) {
 		g.tryForm(ev.at)
 	case evTransfer:
 		c.transferDone(ev.idx)
+	case evScale:
+		c.tick(c.pools[ev.idx], ev.at)
+	case evStart:
+		c.started(c.workers[ev.idx], ev.at)
+	case evReady:
+		c.ready(c.workers[ev.idx], ev.at)
 	}
 }
 
@@ -420,6 +458,10 @@ func (c *Cluster) firstToken(w *worker, id string) {
 // transfer.
 func (c *Cluster) requestDone(w *worker, r *datasets.Request) error {
 	w.outstanding--
+	if s := w.pool.scale; s != nil {
+		s.measured(r)
+		c.inFlight(w, w.eng.Now(), -1)
+	}
 	f := w.flights[r.ReqID] // nil map: nothing followed
 	if f != nil {
 		delete(w.flights, r.ReqID)
@@ -483,6 +525,7 @@ func (c *Cluster) startTransfer(from *worker, f *flight, at int64) error {
 	end := start + int64(math.Round(c.plan.KVLink.TransferNs(float64(bytes))))
 	from.linkFree = end
 	f.inTransfer = true
+	to.inbound++
 	var i int32
 	if n := len(c.xferFree); n > 0 {
 		i = c.xferFree[n-1]
@@ -507,6 +550,7 @@ func (c *Cluster) transferDone(i int32) {
 	c.xferFree = append(c.xferFree, i)
 	f := x.f
 	f.inTransfer = false
+	x.to.inbound--
 	x.to.flights[f.arr.ID] = f
 	c.fail(c.out.Transfer(&x.row))
 	a := f.arr
@@ -546,6 +590,9 @@ const (
 	evWake     uint8 = iota // a worker's loop runs
 	evForm                  // a group forms its next wave
 	evTransfer              // a KV transfer ends
+	evScale                 // an autoscaled pool's planner decides
+	evStart                 // a new engine starts (takes its GPUs)
+	evReady                 // a new engine has loaded: it becomes routable
 )
 
 type event struct {

@@ -47,6 +47,14 @@
 //     the pool's FPM) plus the experts of all ranks' tokens on the busiest
 //     GPU and the all-to-all (moePricer states the formulas). Links left
 //     out are the GPU's own interconnect (DefaultLink).
+//   - Autoscaling. A pool with an autoscale block (AutoscaleSpec) has a
+//     planner that decides every interval from what the interval measured
+//     (requests in flight, KV use, p90 TTFT and ITL): a new engine holds
+//     its GPUs after the scale-up delay and becomes routable after the
+//     model's load time; an engine scaled down drains, then is removed.
+//     Plan.Elastic reports such a plan (its engines change during the
+//     run); Cluster.Service its GPU-hours and each pool's replica
+//     timeline, which the manifest records.
 //
 // # Use
 //

@@ -17,6 +17,8 @@ func FuzzScenario(f *testing.F) {
 		"cluster: {pools: [1, 2]}",
 		"hardware: testdata/imaginary-gpu.yaml\ncluster: {pools: {p: {role: prefill, replicas: 1, hardware: H200}, d: {role: decode, replicas: 1}}}",
 		"model: tiny\ncluster: {engine: {async_scheduling: true}, pools: {x: {replicas: 1}}, router: {name: session, session_tokens: 32}}",
+		"model: tiny\nslo: {ttft_ms: 50}\ncluster: {pools: {a: {replicas: 2, autoscale: {policy: slo, max_replicas: 4, load_time_s: 1, cooldown_s: 0}}}}",
+		"workload: {kind: poisson, rate_curve: [{t_s: 0, rps: 1}, {t_s: 10, rps: 0}], duration_s: 5}\ncluster: {pools: {a: {autoscale: {min_replicas: 2, max_replicas: 1}}}}",
 	} {
 		f.Add([]byte(seed))
 	}

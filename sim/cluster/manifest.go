@@ -52,6 +52,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 	}
 	so := sim.ManifestOptions{FPM: o.FPM, Host: o.Host}
 	p := &Plan{Router: spec.Router}
+	slo := recordedSLO(m)
 	for k, ps := range spec.pools() {
 		sp, full, pw, err := poolFromManifest(m, ps, spec, so)
 		if err != nil {
@@ -64,9 +65,10 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 			warn = append(warn, pw...)
 			p.Shape, p.KVBytesPerToken = full, full.KVBytesPerToken()
 		}
-		p.Pools = append(p.Pools, &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: ps.Replicas, ExpertParallel: ps.ExpertParallel, Engine: sp})
+		scaling, n := scalingOf(ps, slo)
+		p.Pools = append(p.Pools, &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: n, ExpertParallel: ps.ExpertParallel, Engine: sp, Scaling: scaling})
 	}
-	p.Scenario = Scenario{Scenario: p.Pools[0].Engine.Scenario, Cluster: spec}
+	p.Scenario = Scenario{Scenario: p.Pools[0].Engine.Scenario, Cluster: spec, SLO: slo}
 	if err := p.finish(spec.Links); err != nil {
 		return nil, warn, err
 	}
@@ -174,8 +176,11 @@ func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, 
 			links.KVTransfer = linkSpec(*c.KVTransfer)
 		}
 		for _, cp := range c.Pools {
-			pools = append(pools, PoolSpec{Name: cp.Name, Role: cp.Role, Replicas: cp.Replicas, ExpertParallel: cp.ExpertParallel,
-				Hardware: cp.Hardware})
+			ps := PoolSpec{Name: cp.Name, Role: cp.Role, Replicas: cp.Replicas, ExpertParallel: cp.ExpertParallel, Hardware: cp.Hardware}
+			if cp.Autoscale != nil { // the planner runs again
+				ps.Autoscale = specOf(cp.Autoscale)
+			}
+			pools = append(pools, ps)
 			if cp.ExpertLink != nil && links.Expert.BandwidthGBs == nil {
 				links.Expert = linkSpec(*cp.ExpertLink)
 			}
@@ -197,6 +202,19 @@ func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, 
 	}
 	*warn = append(*warn, fmt.Sprintf("data_parallel_size %d: %d engines as %s behind router %s", dp, dp, how, router.Name))
 	return Pools{ps}, router, links, dp
+}
+
+// recordedSLO is the objective an autoscaled pool's slo policy kept
+// headroom to, as its manifest records it (none: zero).
+func recordedSLO(m *datasets.Manifest) SLOSpec {
+	if m.Cluster != nil {
+		for _, cp := range m.Cluster.Pools {
+			if a := cp.Autoscale; a != nil && (a.SLOTTFTMs > 0 || a.SLOITLMs > 0) {
+				return SLOSpec{TTFTMs: a.SLOTTFTMs, ITLMs: a.SLOITLMs}
+			}
+		}
+	}
+	return SLOSpec{}
 }
 
 // dataParallel is the run's data-parallel size and expert parallelism:

@@ -48,7 +48,10 @@ type PoolPlan struct {
 	Engine *sim.Plan
 	// ExpertLink joins the ranks of an expert-parallel instance.
 	ExpertLink Link
-	moe        *moePricer
+	// Scaling is an autoscaled pool's policy, defaults resolved (nil: the
+	// pool keeps Replicas engines).
+	Scaling *datasets.PoolScaling
+	moe     *moePricer
 }
 
 // GPUs is the pool's GPU count: engines × tensor parallelism.
@@ -90,7 +93,7 @@ func (p *Plan) ExpertParallel() bool {
 // single reports a cluster that is one plain engine: it runs, records and
 // describes itself exactly as simulate's engine.
 func (p *Plan) single() bool {
-	return len(p.Pools) == 1 && p.Pools[0].Replicas == 1 && !p.ExpertParallel()
+	return len(p.Pools) == 1 && p.Pools[0].Replicas == 1 && !p.ExpertParallel() && !p.Elastic()
 }
 
 func (p *Plan) routerName() string { return p.Router.Name }
@@ -113,6 +116,9 @@ func (sc Scenario) EnginePlan() (*Plan, error) { return sc.plan(false) }
 func (sc Scenario) plan(withWorkload bool) (*Plan, error) {
 	spec := sc.Cluster
 	if err := spec.check(); err != nil {
+		return nil, err
+	}
+	if err := sc.checkSLO(); err != nil {
 		return nil, err
 	}
 	hw, shape, err := sc.Lookup()
@@ -276,8 +282,11 @@ func (s Spec) check() error {
 		default:
 			add("%s.role %q: use both, prefill or decode", at, ps.Role)
 		}
-		if ps.Replicas < 1 {
+		if ps.Replicas < 1 && !(ps.Replicas == 0 && ps.Autoscale != nil) {
 			add("%s.replicas is %d: a pool needs at least one engine (one or more GPUs each)", at, ps.Replicas)
+		}
+		if err := ps.Autoscale.check(ps, s.Router.Name); err != nil {
+			errs = append(errs, err)
 		}
 		switch {
 		case ps.ExpertParallel < 0:
@@ -383,7 +392,8 @@ func (sc Scenario) planPool(ps PoolSpec, hw model.Hardware, s model.Shape, withW
 	if err != nil {
 		return nil, prefix(at, sc.Cluster.Pools != nil, err)
 	}
-	return &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: ps.Replicas, ExpertParallel: ps.ExpertParallel, Engine: sp}, nil
+	scaling, n := scalingOf(ps, sc.SLO)
+	return &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: n, ExpertParallel: ps.ExpertParallel, Engine: sp, Scaling: scaling}, nil
 }
 
 // overrideEngine decodes the keys of node (if any) over e, refusing keys

@@ -67,6 +67,7 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 			return t, nil
 		}
 		t = next
+		c.arrivalsAhead = st == workload.Ready
 		pace.events++
 		if c.par != nil {
 			c.barrier(horizon(at, st == workload.Ready))
@@ -100,14 +101,18 @@ func runOn(p *Plan, dir string, opts sim.RunOptions, n side) (*sim.Result, error
 		return nil, errors.New("workload.kind benchmark runs one engine: remove the cluster block")
 	}
 	return sim.WriteDataset(dir, p.Manifest(opts.Command, inputSHA), opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
-		return runInto(p, w, src, opts, n)
+		res, err := runInto(p, w, src, opts, n)
+		if err == nil && res.Service != nil && len(res.Service.Autoscaled) > 0 {
+			err = w.UpdateManifest(func(m *datasets.Manifest) { recordScaling(m, res.Service.Autoscaled) })
+		}
+		return res, err
 	})
 }
 
 func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions, n side) (*sim.Result, error) {
 	routes := false
 	for _, pp := range p.Pools {
-		routes = routes || pp.Replicas > 1
+		routes = routes || pp.maxReplicas() > 1
 	}
 	ds, err := NewDatasetSink(w, p.Scenario.Output.StepRequests, routes, p.Disaggregated())
 	if err != nil {
@@ -147,6 +152,11 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 	if opts.Progress != nil {
 		tee = append(tee, sim.NewProgressSink(opts.Progress))
 	}
+	var slo *sloSink
+	if o := p.Scenario.SLO; o.TTFTMs > 0 || o.ITLMs > 0 {
+		slo = &sloSink{slo: o}
+		tee = append(tee, slo)
+	}
 	c, err := p.New(tee, nil)
 	if err != nil {
 		return nil, err
@@ -162,14 +172,24 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 	}
 	// Even after a failure, record every live request (unfinished): what
 	// was measured stays.
-	if ferr := c.Finish(lastTime(c, t)); err == nil {
+	end := lastTime(c, t)
+	if ferr := c.Finish(end); err == nil {
 		err = ferr
 	}
 	if err != nil {
 		return nil, err
 	}
 	st := c.Stats()
-	return &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}, nil
+	res := &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}
+	if slo != nil || p.Elastic() {
+		// The GPUs are held until the last engine's end, not the planner's
+		// last decision.
+		res.Service = c.Service(lastTime(c, 0))
+		if slo != nil {
+			res.Service.SLO = slo.attainment()
+		}
+	}
+	return res, nil
 }
 
 // Bounds re-simulates the plan's workload with every step of every pool

@@ -27,6 +27,16 @@ const DefaultPool = "sim"
 type Scenario struct {
 	sim.Scenario `yaml:",inline"`
 	Cluster      Spec `yaml:"cluster"`
+	// SLO, when set, is the objective a run reports its attainment of
+	// (and an autoscale policy slo keeps headroom to).
+	SLO SLOSpec `yaml:"slo"`
+}
+
+// SLOSpec is a latency objective on every request: TTFT and mean
+// inter-token latency (0: none on that metric).
+type SLOSpec struct {
+	TTFTMs float64 `yaml:"ttft_ms"`
+	ITLMs  float64 `yaml:"itl_ms"`
 }
 
 // Spec is a placement: pools of engines, the router in front of them and
@@ -68,6 +78,9 @@ type PoolSpec struct {
 	// Engine overrides keys of the scenario's engine block for this pool
 	// (max_num_seqs, num_gpu_blocks, ...).
 	Engine yaml.Node `yaml:"engine"`
+	// Autoscale, when set, lets a planner change the pool's engines during
+	// the run (Replicas is then the count it starts with).
+	Autoscale *AutoscaleSpec `yaml:"autoscale"`
 }
 
 // Pools is the pools mapping, kept in document order. Decoding a mapping
@@ -86,6 +99,9 @@ func (ps *Pools) UnmarshalYAML(n *yaml.Node) error {
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if err := checkKeys(v, reflect.TypeFor[PoolSpec](), "cluster.pools."+k.Value); err != nil {
+			return err
+		}
+		if err := checkKeys(child(v, "autoscale"), reflect.TypeFor[AutoscaleSpec](), "cluster.pools."+k.Value+".autoscale"); err != nil {
 			return err
 		}
 		j := ps.index(k.Value)
@@ -194,7 +210,7 @@ func (sc *Scenario) Set(kv string) error { return sim.SetYAML(sc, kv) }
 // checkKeys refuses keys of a mapping node that the struct type has no
 // yaml tag for, naming where.
 func checkKeys(n *yaml.Node, t reflect.Type, where string) error {
-	if n.Kind != yaml.MappingNode {
+	if n == nil || n.Kind != yaml.MappingNode {
 		return nil
 	}
 	var names []string

@@ -22,8 +22,15 @@ const DefaultIDPrefix = "req-"
 type OpenLoopConfig struct {
 	// Process is constant | poisson | gamma.
 	Process string
-	// RateRPS is the mean arrival rate, requests per second (> 0).
+	// RateRPS is the mean arrival rate, requests per second (> 0), unless
+	// RateCurve is set.
 	RateRPS float64
+	// RateCurve, when set (RateRPS 0), varies the rate with time: linear
+	// between its points, the last point's rate after it. The process runs
+	// at one request per unit of the curve's integral (time rescaling), so
+	// poisson gives a non-homogeneous Poisson stream and constant arrivals
+	// spaced 1/rate(t) apart.
+	RateCurve []RatePoint
 	// CV is the coefficient of variation of the gaps for gamma (> 0; 1
 	// gives exactly the Poisson stream of the same seed, < 1 is smoother,
 	// > 1 burstier). Ignored by constant and poisson.
@@ -67,7 +74,14 @@ func (c OpenLoopConfig) Validate() error {
 	default:
 		return fmt.Errorf("workload: open loop: unknown Process %q: choose constant, poisson or gamma", c.Process)
 	}
-	if !(c.RateRPS > 0) || math.IsInf(c.RateRPS, 0) {
+	switch {
+	case len(c.RateCurve) > 0 && c.RateRPS != 0:
+		return fmt.Errorf("workload: open loop: RateRPS=%v with a RateCurve: set one of them", c.RateRPS)
+	case len(c.RateCurve) > 0:
+		if err := CheckRateCurve(c.RateCurve, "workload: open loop: RateCurve"); err != nil {
+			return err
+		}
+	case !(c.RateRPS > 0) || math.IsInf(c.RateRPS, 0):
 		return fmt.Errorf("workload: open loop: RateRPS=%v: must be a finite rate > 0 requests per second", c.RateRPS)
 	}
 	if c.Requests < 0 {
@@ -96,7 +110,8 @@ type OpenLoop struct {
 	lengths lengthSampler
 	ids     idArena
 
-	meanGapNs float64 // 1e9 / rate
+	meanGapNs float64 // 1e9 / rate (a curve: 1e9, one request per unit of its integral)
+	curve     *rateCurve
 	shape     float64 // gamma shape k = 1/CV²
 	total     int64   // 0 = unbounded count
 	endNs     int64   // 0 = unbounded time
@@ -121,6 +136,9 @@ func NewOpenLoop(cfg OpenLoopConfig) (*OpenLoop, error) {
 		lengths:   newLengthSampler(cfg.Lengths, root),
 		ids:       idArena{prefix: cfg.IDPrefix},
 		meanGapNs: 1e9 / cfg.RateRPS,
+	}
+	if len(cfg.RateCurve) > 0 {
+		g.curve, g.meanGapNs = newRateCurve(cfg.RateCurve), 1e9
 	}
 	if cfg.Process == ProcessGamma {
 		g.shape = 1 / (cfg.CV * cfg.CV)
@@ -161,7 +179,16 @@ func (g *OpenLoop) fill() {
 		g.closed = true
 		return
 	}
-	at := g.cfg.StartNs + int64(math.Round(g.tNs))
+	t := g.tNs
+	if g.curve != nil {
+		s, ok := g.curve.at(t / 1e9)
+		if !ok || s > math.MaxInt64/4e9 {
+			g.closed = true
+			return
+		}
+		t = s * 1e9
+	}
+	at := g.cfg.StartNs + int64(math.Round(t))
 	if g.endNs > 0 && at >= g.endNs {
 		g.closed = true
 		return
