@@ -308,6 +308,9 @@ type RequestSummary struct {
 	// Intervals carries the model's step-time interval to the latencies
 	// (models with intervals).
 	Intervals *RequestIntervals `json:"intervals,omitempty"`
+	// NoUncertainty, instead of Intervals, says why the latencies carry no
+	// interval (model.NoUncertainty): a zero-width one is never reported.
+	NoUncertainty string `json:"no_uncertainty,omitempty"`
 	// Steps compares the step composition where the record has steps.
 	RecordedSteps  *Composition `json:"recorded_steps,omitempty"`
 	SimulatedSteps *Composition `json:"simulated_steps"`
@@ -555,6 +558,9 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 		return nil, err
 	}
 	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName
+	if level <= 0 && opts.Level >= 0 {
+		sum.NoUncertainty = model.NoUncertainty(e.Pools[0].Engine.FPM, out.ModelName)
+	}
 	sum.Engine = engineSummary(e)
 	sum.Warnings = append(sum.Warnings, opts.Warnings...)
 	sum.RecordedSteps, sum.SimulatedSteps = t.Steps, comp

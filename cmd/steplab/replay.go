@@ -292,6 +292,9 @@ func printRequestReport(w io.Writer, s *replay.RequestSummary) {
 			r.d.Recorded.P90, r.d.Predicted.P90, 100*r.d.RelErr["p90"], r.d.Recorded.P99, r.d.Predicted.P99, 100*r.d.RelErr["p99"])
 	}
 	tw.Flush()
+	if s.NoUncertainty != "" {
+		fmt.Fprintf(w, "\n%s\n", s.NoUncertainty)
+	}
 	if iv := s.Intervals; iv != nil {
 		fmt.Fprintf(w, "\n%.0f%% interval (%s):\n", 100*iv.Level, iv.Method)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

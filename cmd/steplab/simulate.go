@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -91,6 +92,11 @@ From the repository root:
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			printReport(cmd.OutOrStdout(), res)
+			if e := plan.Pools[0].Engine; level >= 0 && res.Interval == nil {
+				if note := model.NoUncertainty(e.FPM, e.FPMName); note != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), note)
+				}
+			}
 			return nil
 		},
 	}
