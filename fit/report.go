@@ -73,7 +73,7 @@ type EvalReport struct {
 	// (nil when none is).
 	BeyondGrid    *BeyondGrid `json:"beyond_grid,omitempty"`
 	WorstDatasets []string    `json:"worst_datasets,omitempty"`
-	Plots         []string        `json:"plots,omitempty"`
+	Plots         []string    `json:"plots,omitempty"`
 }
 
 // WorstDatasetsOf names the dataset of each of r's worst steps.
