@@ -181,6 +181,7 @@ func CalibrateRecipe(r *model.Recipe, d *Data, minRows int, source string) ([]Ca
 			}
 		}
 		k.Residuals[model.RegionAll] = pooled
+		k.Extent = nil // the calibration's residuals measured the traffic at its own distance from the grid
 		out = append(out, CalibratedRegion{Kind: k.Kind, Region: model.RegionAll, N: len(all), Action: CalibPooled})
 	}
 	if err := r.Validate(); err != nil {
@@ -391,4 +392,15 @@ func (r *IntervalReport) Warning() string {
 	}
 	return fmt.Sprintf("the %.0f%% prediction intervals covered %.1f%% of the %d steps scored (outside %.0f ± %d points): they are %s for this data",
 		nominal, r.Overall.Pct, r.Overall.N, nominal, CoverageTolerance, side)
+}
+
+// designExtent is the measured design of a kind's training rows idx over
+// its table's axes (model.Extent; nil without a table): its held-out
+// residuals widen with a step's distance outside it.
+func designExtent(d *Data, idx []int, t *model.Table) *model.Extent {
+	rows := make([]model.Features, len(idx))
+	for j, i := range idx {
+		rows[j] = d.Features[i]
+	}
+	return model.NewExtent(t, rows)
 }

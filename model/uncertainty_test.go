@@ -47,3 +47,36 @@ func TestNoUncertainty(t *testing.T) {
 		})
 	}
 }
+
+// A step outside the measured design gets an interval widened by 1 +
+// its distance in grid spacings; one inside keeps its own.
+func TestExtentWidens(t *testing.T) {
+	tab := &Table{Axes: []TableAxis{{Coord: TermDecodeRequests, Nodes: []float64{1, 2, 4}}, {Coord: CoordKVPerRequest, Nodes: []float64{512, 1024, 2048}},
+		{Coord: CoordKVMaxRatio, Nodes: []float64{1}}}}
+	step := func(b, mean, longest float64) Features {
+		return Features{DecodeRequests: b, DecodeKVTokens: b * mean, DecodeMaxKVTokens: longest}
+	}
+	e := NewExtent(tab, []Features{step(1, 512, 512), step(4, 2048, 2048)})
+	require.NotNil(t, e)
+	require.NoError(t, e.validate())
+	for _, c := range []struct {
+		name string
+		f    Features
+		dist float64
+	}{
+		{"inside", step(2, 1024, 1024), 0},
+		{"one batch spacing above", step(8, 1024, 1024), 1},
+		{"two context spacings above", step(2, 8192, 8192), 2},
+		{"longest twice the mean: one context spacing", step(2, 1024, 2048), 1},
+		{"below the smallest batch", step(0.5, 1024, 1024), 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			assert.InDelta(t, c.dist, e.Distance(c.f), 1e-9)
+			lo, hi := e.Widen(c.f, 10, 9, 12)
+			assert.InDelta(t, 10-(1+c.dist), lo, 1e-9)
+			assert.InDelta(t, 10+2*(1+c.dist), hi, 1e-9)
+		})
+	}
+	assert.Zero(t, (*Extent)(nil).Distance(step(64, 1e5, 1e5)), "no extent: no widening")
+	assert.Nil(t, NewExtent(nil, []Features{step(1, 512, 512)}))
+}
