@@ -197,7 +197,7 @@ func NoUncertainty(m FPM, name string) string {
 	if name == "" {
 		name = "given"
 	}
-	return fmt.Sprintf("no uncertainty recorded: the model %s is %s; steplab fit gives one", name, what)
+	return fmt.Sprintf("no uncertainty recorded: the model %s is %s; steplab fit or steplab calibrate gives one", name, what)
 }
 
 // HasUncertainty reports whether m's intervals have any width.
