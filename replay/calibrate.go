@@ -327,7 +327,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	train := make([]fitWindow, len(sets))
 	for i, s := range sets {
 		n := len(s.Trace.Arrivals)
-		k := n - int(math.Round(float64(n)*opts.Holdout))
+		k := HoldoutStart(n, opts.Holdout)
 		if k < 1 {
 			return nil, fmt.Errorf("calibrate: %s: holdout leaves no request to fit", s.Name)
 		}
@@ -455,6 +455,10 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	}
 	return res, nil
 }
+
+// HoldoutStart is the index of the first of n requests (by arrival) that a
+// hold-out fraction f leaves out of the fit: the last f of them.
+func HoldoutStart(n int, f float64) int { return n - int(math.Round(float64(n)*f)) }
 
 // residuals gives the calibrated linear model the residual quantiles of
 // the fitted requests' ITL: the decode step time a request saw, recorded
