@@ -94,6 +94,9 @@ type WorstStep struct {
 	ActualNs    float64 `json:"actual_ns"`
 	PredictedNs float64 `json:"predicted_ns"`
 	APE         float64 `json:"ape_pct"`
+	// BeyondGrid names the table axes on which the step lies beyond the
+	// model's measured grid (BeyondAxes; eval fills it).
+	BeyondGrid []string `json:"beyond_grid,omitempty"`
 }
 
 // Report is an evaluation of predictions against actual step times:

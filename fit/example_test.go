@@ -120,5 +120,5 @@ func ExampleFitRecipe() {
 	// decode priced by table+linear over [decode_requests kv_per_request kv_max_ratio] missing nodes: 1
 	// B=8    interpolated, interval 4% of the prediction wide
 	// B=200  extrapolated, interval 8% of the prediction wide
-	// B=1024 extrapolated, interval 10% of the prediction wide
+	// B=1024 extrapolated, interval 19% of the prediction wide
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -180,6 +181,7 @@ func CalibrateRecipe(r *model.Recipe, d *Data, minRows int, source string) ([]Ca
 			}
 		}
 		k.Residuals[model.RegionAll] = pooled
+		k.Extent = nil // the calibration's residuals measured the traffic at its own distance from the grid
 		out = append(out, CalibratedRegion{Kind: k.Kind, Region: model.RegionAll, N: len(all), Action: CalibPooled})
 	}
 	if err := r.Validate(); err != nil {
@@ -291,4 +293,114 @@ func (r *RecipeReport) WriteText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
+}
+
+// BeyondGrid counts the steps a recipe priced beyond the largest value its
+// tables measured on an axis (a batch above the largest measured batch, a
+// context above the largest measured context): predictions far outside
+// the grid, extrapolated by the linear form.
+type BeyondGrid struct {
+	N int `json:"n"`
+	// ByAxis counts them per table axis (a step may count on several).
+	ByAxis map[string]int `json:"by_axis"`
+}
+
+// BeyondAxes names the table axes on which f lies beyond the largest
+// measured node of the tables that price it (the kind's own, or the prefill
+// and decode tables of a composed mixed step), by more than the table's
+// snapping tolerance. A decode step's longest context counts against the
+// largest measured context per request: the attention kernel waits for
+// the longest request. Nil inside, and for a model with no tables.
+func BeyondAxes(m model.FPM, f model.Features) []string {
+	r, ok := m.(*model.Recipe)
+	if !ok {
+		return nil
+	}
+	k := r.Kind(f.Kind())
+	if k == nil {
+		return nil
+	}
+	kinds := []*model.RecipeKind{k}
+	if k.Compose != nil {
+		kinds = []*model.RecipeKind{r.Kind("prefill"), r.Kind("decode")}
+	}
+	var out []string
+	for _, k := range kinds {
+		if k == nil || k.Table == nil {
+			continue
+		}
+		for _, a := range k.Table.Axes {
+			fn, err := model.Coord(a.Coord)
+			if err != nil || len(a.Nodes) < 2 {
+				continue // a single node is a condition of the table, not a measured range
+			}
+			x, top := fn(f), a.Nodes[len(a.Nodes)-1]*(1+k.Table.Tol)
+			if mk := f.DecodeMaxKVTokens; a.Coord == model.CoordKVPerRequest && mk > x {
+				x = mk // NaN (unknown) compares false and keeps the mean
+			}
+			if x > top && !slices.Contains(out, a.Coord) {
+				out = append(out, a.Coord)
+			}
+		}
+	}
+	return out
+}
+
+// countBeyond counts d's rows that m prices beyond its grid (nil when
+// none is).
+func countBeyond(m model.FPM, d *Data) *BeyondGrid {
+	b := &BeyondGrid{ByAxis: map[string]int{}}
+	for _, f := range d.Features {
+		axes := BeyondAxes(m, f)
+		if len(axes) > 0 {
+			b.N++
+		}
+		for _, a := range axes {
+			b.ByAxis[a]++
+		}
+	}
+	if b.N == 0 {
+		return nil
+	}
+	return b
+}
+
+// Warning says how many of n steps lie beyond the grid.
+func (b *BeyondGrid) Warning(n int) string {
+	parts := make([]string, 0, len(b.ByAxis))
+	for _, a := range sortedKeys(b.ByAxis) {
+		parts = append(parts, fmt.Sprintf("%s %d", a, b.ByAxis[a]))
+	}
+	return fmt.Sprintf("%d of %d steps lie beyond the largest value the model's grid measured (%s): their predictions extrapolate",
+		b.N, n, strings.Join(parts, ", "))
+}
+
+// CoverageTolerance is how far, in percentage points, measured coverage
+// may stray from the nominal level before eval warns.
+const CoverageTolerance = 5
+
+// Warning says when the overall coverage is outside nominal ± CoverageTolerance
+// ("" inside, or with no rows).
+func (r *IntervalReport) Warning() string {
+	nominal := 100 * r.Level
+	if r.Overall.N == 0 || math.Abs(r.Overall.Pct-nominal) <= CoverageTolerance {
+		return ""
+	}
+	side := "too narrow"
+	if r.Overall.Pct > nominal {
+		side = "too wide"
+	}
+	return fmt.Sprintf("the %.0f%% prediction intervals covered %.1f%% of the %d steps scored (outside %.0f ± %d points): they are %s for this data",
+		nominal, r.Overall.Pct, r.Overall.N, nominal, CoverageTolerance, side)
+}
+
+// designExtent is the measured design of a kind's training rows idx over
+// its table's axes (model.Extent; nil without a table): its held-out
+// residuals widen with a step's distance outside it.
+func designExtent(d *Data, idx []int, t *model.Table) *model.Extent {
+	rows := make([]model.Features, len(idx))
+	for j, i := range idx {
+		rows[j] = d.Features[i]
+	}
+	return model.NewExtent(t, rows)
 }

@@ -259,6 +259,7 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 			if err := heldOutResiduals(d, idx, spec, opt, k, rep); err != nil {
 				return nil, err
 			}
+			k.Extent = designExtent(d, idx, k.Table)
 		}
 		r.Kinds = append(r.Kinds, *k)
 		res.Kinds = append(res.Kinds, *rep)

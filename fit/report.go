@@ -68,9 +68,12 @@ type EvalReport struct {
 	Report     Report             `json:"report"`
 	// Intervals is the empirical coverage of the model's prediction
 	// intervals (models that have them).
-	Intervals     *IntervalReport `json:"intervals,omitempty"`
-	WorstDatasets []string        `json:"worst_datasets,omitempty"`
-	Plots         []string        `json:"plots,omitempty"`
+	Intervals *IntervalReport `json:"intervals,omitempty"`
+	// BeyondGrid counts the steps priced beyond the model's measured grid
+	// (nil when none is).
+	BeyondGrid    *BeyondGrid `json:"beyond_grid,omitempty"`
+	WorstDatasets []string    `json:"worst_datasets,omitempty"`
+	Plots         []string    `json:"plots,omitempty"`
 }
 
 // WorstDatasetsOf names the dataset of each of r's worst steps.
@@ -175,6 +178,9 @@ func WriteWorst(w io.Writer, r Report, datasets []string) {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%.3f\t%.3f\t%.1f\t", s.StepID, s.Kind, s.Batch, s.ActualNs/1e6, s.PredictedNs/1e6, s.APE)
 		if datasets != nil && i < len(datasets) {
 			fmt.Fprintf(tw, "%s\t", datasets[i])
+		}
+		if len(s.BeyondGrid) > 0 {
+			fmt.Fprintf(tw, "beyond grid: %s", strings.Join(s.BeyondGrid, ", "))
 		}
 		fmt.Fprintln(tw)
 	}
@@ -544,6 +550,17 @@ func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg 
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: slices.Concat(l.Warnings, l.ProvenanceNotes(name, a)), Report: Evaluate(m, d, worst)}
 	if level := model.IntervalLevel(m, cfg.Level); level > 0 {
 		rep.Intervals = EvaluateIntervals(m.(model.IntervalFPM), d, level)
+		if w := rep.Intervals.Warning(); w != "" {
+			rep.Warnings = append(rep.Warnings, w)
+		}
+	} else if note := model.NoUncertainty(m, name); note != "" && cfg.Level >= 0 {
+		rep.Warnings = append(rep.Warnings, note)
+	}
+	if rep.BeyondGrid = countBeyond(m, d); rep.BeyondGrid != nil {
+		rep.Warnings = append(rep.Warnings, rep.BeyondGrid.Warning(d.Len()))
+	}
+	for i := range rep.Report.Worst {
+		rep.Report.Worst[i].BeyondGrid = BeyondAxes(m, d.Features[rep.Report.Worst[i].Row])
 	}
 	rep.WorstDatasets = WorstDatasetsOf(l, rep.Report)
 	if cfg.PlotsDir != "" {

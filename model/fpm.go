@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"reflect"
 )
@@ -140,9 +141,10 @@ func LevelOf(m FPM) float64 {
 
 // IntervalLevel resolves the coverage of the intervals a caller asked m
 // for: 0 asks for m's own (LevelOf), a negative level for none. It is 0
-// (no intervals) when m is not an IntervalFPM.
+// (no intervals) when m is not an IntervalFPM, or is one that records no
+// uncertainty (NoUncertainty): its intervals would have zero width.
 func IntervalLevel(m FPM, requested float64) float64 {
-	if _, ok := m.(IntervalFPM); !ok || requested < 0 {
+	if _, ok := m.(IntervalFPM); !ok || requested < 0 || NoUncertainty(m, "") != "" {
 		return 0
 	}
 	if requested == 0 {
@@ -168,4 +170,58 @@ func (b Bound) PredictNs(f Features) float64 {
 		return hi
 	}
 	return lo
+}
+
+// uncertain is an IntervalFPM that can say whether it recorded any
+// uncertainty (residual quantiles or a coefficient covariance): without,
+// every interval it gives is its prediction, zero wide.
+type uncertain interface {
+	HasUncertainty() bool
+}
+
+// NoUncertainty says why m's predictions carry no interval, naming m by
+// name ("" when they do): a model that is no IntervalFPM (a prior), or one
+// that records neither residuals nor a coefficient covariance (a calibrated
+// linear artifact without them). Reports print this line instead of an
+// interval of zero width.
+func NoUncertainty(m FPM, name string) string {
+	what := ""
+	if u, ok := m.(uncertain); ok && !u.HasUncertainty() {
+		what = "a model that records no residuals and no coefficient covariance"
+	} else if _, ok := m.(IntervalFPM); !ok {
+		what = "a prior with no prediction intervals"
+	}
+	if what == "" {
+		return ""
+	}
+	if name == "" {
+		name = "given"
+	}
+	return fmt.Sprintf("no uncertainty recorded: the model %s is %s; steplab fit or steplab calibrate gives one", name, what)
+}
+
+// HasUncertainty reports whether m's intervals have any width.
+func (m *Linear) HasUncertainty() bool {
+	return len(m.CoefCov) > 0 || (m.Residuals != nil && len(m.Residuals.P) > 0)
+}
+
+// HasUncertainty reports whether g's intervals have any width.
+func (g *Grid) HasUncertainty() bool { return g.Residuals != nil && len(g.Residuals.P) > 0 }
+
+// HasUncertainty reports whether any kind of r has residuals or a
+// coefficient covariance.
+func (r *Recipe) HasUncertainty() bool {
+	for _, k := range r.Kinds {
+		if len(k.Residuals) > 0 || len(k.CoefCov) > 0 {
+			return true
+		}
+		if g := k.Regimes; g != nil {
+			for _, p := range g.Pieces {
+				if len(p.CoefCov) > 0 {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }

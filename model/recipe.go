@@ -109,6 +109,10 @@ type RecipeKind struct {
 	// Residuals are relative residual quantiles by region (and RegionAll
 	// pooled); Source says where each came from.
 	Residuals map[string]*ResidualQuantiles `json:"residuals,omitempty"`
+	// Extent is the kind's measured design: intervals widen with a step's
+	// distance outside it (nil: no widening; a calibration, whose
+	// residuals measured the traffic itself, drops it).
+	Extent *Extent `json:"extent,omitempty"`
 
 	lin *Linear
 	res [len(regionIdx)]*ResidualQuantiles
@@ -317,6 +321,11 @@ func (k *RecipeKind) Validate() error {
 			return err
 		}
 	}
+	if k.Extent != nil {
+		if err := k.Extent.validate(); err != nil {
+			return fmt.Errorf("extent: %w", err)
+		}
+	}
 	for key, q := range k.Residuals {
 		if key != RegionAll && !slices.Contains(regionIdx[:], key) {
 			return fmt.Errorf("residuals for unknown region %q", key)
@@ -379,8 +388,14 @@ func (k *RecipeKind) estimate(f *Features) estimate {
 	return estimate{math.Max(ns, 0), se, reg}
 }
 
-func (k *RecipeKind) interval(e estimate, coverage float64) (lo, hi float64) {
-	return k.intervalAt(e.region, e.ns, e.se, coverage)
+// interval is the interval of estimate e of step f, widened by f's
+// distance outside the kind's measured design (Extent.Widen).
+func (k *RecipeKind) interval(e estimate, f *Features, coverage float64) (lo, hi float64) {
+	lo, hi = k.intervalAt(e.region, e.ns, e.se, coverage)
+	if k.Extent != nil {
+		lo, hi = k.Extent.Widen(*f, e.ns, lo, hi)
+	}
+	return lo, hi
 }
 
 // intervalAt is the interval of a prediction mid with standard error se
@@ -434,7 +449,7 @@ func (r *Recipe) Price(f Features, coverage float64) Pricing {
 	switch {
 	case k != nil && k.Compose == nil:
 		e := k.estimate(&f)
-		lo, hi := k.interval(e, coverage)
+		lo, hi := k.interval(e, &f, coverage)
 		return Pricing{Ns: e.ns, Lo: lo, Hi: hi, Kind: k.Kind, Region: regionIdx[e.region]}
 	case ki == kindMixed && k != nil:
 		return r.compose(k, &f, coverage)
@@ -462,8 +477,11 @@ func (r *Recipe) compose(m *RecipeKind, f *Features, coverage float64) Pricing {
 		out.Lo, out.Hi = m.intervalAt(reg, out.Ns, se, coverage)
 		return out
 	}
-	plo, phi := p.interval(ep, coverage)
+	plo, phi := p.interval(ep, &pre, coverage)
 	mlo, mhi := d.intervalAt(ed.region, marg, ed.se, coverage)
+	if d.Extent != nil {
+		mlo, mhi = d.Extent.Widen(dec, marg, mlo, mhi)
+	}
 	out.Lo = math.Max(0, out.Ns-math.Hypot(ep.ns-plo, marg-mlo))
 	out.Hi = out.Ns + math.Hypot(phi-ep.ns, mhi-marg)
 	return out

@@ -170,6 +170,8 @@ func TestBoundAndIntervalLevel(t *testing.T) {
 	require.Zero(t, IntervalLevel(rf, 0.9), "no intervals on a roofline")
 	lin, err := NewLinear([]string{TermConst}, []float64{1})
 	require.NoError(t, err)
+	require.Zero(t, IntervalLevel(lin, 0), "no residuals or covariance: zero-width intervals are none")
+	lin.Residuals = &ResidualQuantiles{Scale: ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.1}}
 	require.Equal(t, DefaultLevel, IntervalLevel(lin, 0))
 }
 

@@ -100,6 +100,9 @@ type MetricErrors struct {
 	RelErr   map[string]float64 `json:"rel_err"`
 	Rec      map[string]float64 `json:"recorded_ms"`
 	Pred     map[string]float64 `json:"predicted_ms"`
+
+	// itlResid are the requests' relative ITL residuals (rec − pred)/pred.
+	itlResid []float64
 }
 
 // MeanAbs is the mean |relative error| over the metrics.
@@ -123,7 +126,18 @@ type CalibResult struct {
 	Train     []MetricErrors  `json:"train"`
 	Holdout   []MetricErrors  `json:"holdout,omitempty"`
 	Status    string          `json:"status"`
+	// Uncertainty says how the calibrated model's step-time residuals
+	// were made ("" when too few fitted requests had an ITL).
+	Uncertainty string `json:"uncertainty,omitempty"`
 }
+
+// CalibMinResiduals is the fewest fitted requests with an ITL whose
+// residuals calibrate the model's interval.
+const CalibMinResiduals = 20
+
+// CalibResidualSource describes the calibrated model's residuals.
+const CalibResidualSource = "calibrate: relative ITL residuals (recorded − re-simulated)/re-simulated of the fitted requests, " +
+	"the step-time error each request's decode steps carried"
 
 // calibMetrics are the request metrics the fit matches.
 var calibMetrics = []string{"ttft_mean", "ttft_p50", "ttft_p90", "itl_mean", "itl_p50", "itl_p90", "e2e_mean"}
@@ -213,12 +227,17 @@ func score(set CalibSet, tr *Trace, rec []datasets.Request, m calibModel, split 
 	if rec == nil {
 		rec = tr.Rec
 	}
-	s, err := CompareRequests(rec, reqs, nil)
+	me := MetricErrors{Dataset: set.Name, Split: split, Requests: len(rec), RelErr: map[string]float64{}, Rec: map[string]float64{}, Pred: map[string]float64{}}
+	s, err := CompareRequests(rec, reqs, func(r *RequestRow) error {
+		if r.RecITL > 0 && r.PredITL > 0 {
+			me.itlResid = append(me.itlResid, float64(r.RecITL-r.PredITL)/float64(r.PredITL))
+		}
+		return nil
+	})
 	if err != nil {
 		return MetricErrors{}, err
 	}
 	r, p := metricsOf(s)
-	me := MetricErrors{Dataset: set.Name, Split: split, Requests: len(rec), RelErr: map[string]float64{}, Rec: map[string]float64{}, Pred: map[string]float64{}}
 	for _, k := range append(calibMetrics, "ttft_p99", "itl_p99", "e2e_p50", "e2e_p90") {
 		rv, pv := r[k], p[k]
 		if k == "ttft_p99" {
@@ -308,7 +327,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	train := make([]fitWindow, len(sets))
 	for i, s := range sets {
 		n := len(s.Trace.Arrivals)
-		k := n - int(math.Round(float64(n)*opts.Holdout))
+		k := HoldoutStart(n, opts.Holdout)
 		if k < 1 {
 			return nil, fmt.Errorf("calibrate: %s: holdout leaves no request to fit", s.Name)
 		}
@@ -424,6 +443,9 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 			res.Holdout = append(res.Holdout, me)
 		}
 	}
+	if err := res.residuals(); err != nil {
+		return nil, err
+	}
 	for _, s := range opts.HoldoutSets {
 		me, err := score(s, s.Trace, nil, fit, "holdout-run")
 		if err != nil {
@@ -432,6 +454,36 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		res.Holdout = append(res.Holdout, me)
 	}
 	return res, nil
+}
+
+// HoldoutStart is the index of the first of n requests (by arrival) that a
+// hold-out fraction f leaves out of the fit: the last f of them.
+func HoldoutStart(n int, f float64) int { return n - int(math.Round(float64(n)*f)) }
+
+// residuals gives the calibrated linear model the residual quantiles of
+// the fitted requests' ITL: the decode step time a request saw, recorded
+// against re-simulated, so that the model's interval, re-simulated at its
+// edges (RequestIntervals), spreads latencies as the calibration's own fit
+// erred. They come from the fitted requests only; the held-out ones test
+// them (replay requests reports their coverage).
+func (r *CalibResult) residuals() error {
+	if r.Linear == nil {
+		return nil
+	}
+	var rs []float64
+	for _, me := range r.Train {
+		rs = append(rs, me.itlResid...)
+	}
+	if len(rs) < CalibMinResiduals {
+		return nil
+	}
+	q, err := model.NewResidualQuantiles(model.ScaleRelative, rs, nil, CalibResidualSource)
+	if err != nil {
+		return err
+	}
+	r.Linear.Residuals = q
+	r.Uncertainty = fmt.Sprintf("%s (%d requests)", CalibResidualSource, len(rs))
+	return nil
 }
 
 // Artifact is the calibrated model as a linear artifact; params.host holds

@@ -102,6 +102,13 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, model.FormLinear, a.Form)
 	assert.NotEmpty(t, a.Params)
+	// The calibration carries its own fit's uncertainty: the fitted
+	// requests' ITL residuals, recorded with how they were made.
+	require.NotNil(t, a.Residuals)
+	assert.Equal(t, CalibResidualSource, a.Residuals.Source)
+	assert.Equal(t, res.Train[0].Requests, a.Residuals.N)
+	assert.Contains(t, res.Uncertainty, "fitted requests")
+	assert.Empty(t, model.NoUncertainty(res.Linear, "cal.json"), "a calibrated model has intervals")
 }
 
 func TestNelderMeadQuadratic(t *testing.T) {

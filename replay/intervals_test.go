@@ -141,4 +141,19 @@ func TestReplayRequestsIntervals(t *testing.T) {
 	sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "roofline"})
 	require.NoError(t, err)
 	assert.Nil(t, sum.Intervals)
+	assert.Contains(t, sum.NoUncertainty, "no uncertainty recorded: the model roofline is a prior")
+
+	// A linear model with neither residuals nor a covariance (what
+	// calibrate writes) has intervals of zero width: none is reported, the
+	// summary says why instead.
+	flat := intervalModel(t, 1, 0)
+	flat.Residuals = nil
+	p = p.WithModels(flat, model.DefaultHostModel())
+	sum, err = RunRequests(d, RequestOptions{Plan: p}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "cal.json"})
+	require.NoError(t, err)
+	assert.Nil(t, sum.Intervals, "a zero-width interval is never reported")
+	assert.Contains(t, sum.NoUncertainty, "the model cal.json is a model that records no residuals")
+	sum, err = RunRequests(d, RequestOptions{Plan: p, Level: -1}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "cal.json"})
+	require.NoError(t, err)
+	assert.Empty(t, sum.NoUncertainty, "no interval asked for: nothing to say")
 }

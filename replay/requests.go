@@ -308,6 +308,9 @@ type RequestSummary struct {
 	// Intervals carries the model's step-time interval to the latencies
 	// (models with intervals).
 	Intervals *RequestIntervals `json:"intervals,omitempty"`
+	// NoUncertainty, instead of Intervals, says why the latencies carry no
+	// interval (model.NoUncertainty): a zero-width one is never reported.
+	NoUncertainty string `json:"no_uncertainty,omitempty"`
 	// Steps compares the step composition where the record has steps.
 	RecordedSteps  *Composition `json:"recorded_steps,omitempty"`
 	SimulatedSteps *Composition `json:"simulated_steps"`
@@ -425,6 +428,10 @@ type RequestOptions struct {
 	// latencies when the plan's FPM is a model.IntervalFPM (0: the model's
 	// own, model.LevelOf; negative: none).
 	Level float64
+	// Holdout, when > 0, also scores the interval on the last Holdout of
+	// the requests by arrival alone: those calibrate --holdout left out
+	// (HoldoutStart).
+	Holdout float64
 }
 
 // IntervalMethod says how RequestIntervals are propagated.
@@ -458,14 +465,22 @@ type LatencyInterval struct {
 	Hi          Dist    `json:"hi"`
 	N           int     `json:"n"`
 	CoveragePct float64 `json:"coverage_pct"`
+	// HeldOutN and HeldOutCoveragePct are the same over the held-out
+	// requests (RequestOptions.Holdout; 0 without).
+	HeldOutN           int     `json:"held_out_n,omitempty"`
+	HeldOutCoveragePct float64 `json:"held_out_coverage_pct,omitempty"`
 }
 
 // boundLatencies fills the rows' interval columns from the lower and
 // upper re-simulations and summarises them.
-func boundLatencies(rows []RequestRow, lo, hi map[string]datasets.Request, level float64) *RequestIntervals {
+func boundLatencies(rows []RequestRow, lo, hi map[string]datasets.Request, level, holdout float64) *RequestIntervals {
 	out := &RequestIntervals{Level: level, Method: IntervalMethod}
 	var vals [3][2][]float64
-	var n, in [3]int
+	var n, in, hn, hin [3]int
+	first := len(rows)
+	if holdout > 0 {
+		first = HoldoutStart(len(rows), holdout)
+	}
 	for i := range rows {
 		r := &rows[i]
 		a, aok := lo[r.ReqID]
@@ -485,8 +500,15 @@ func boundLatencies(rows []RequestRow, lo, hi map[string]datasets.Request, level
 			vals[m][0], vals[m][1] = append(vals[m][0], float64(l)), append(vals[m][1], float64(h))
 			if rec[m] >= 0 {
 				n[m]++
-				if rec[m] >= l && rec[m] <= h {
+				inside := rec[m] >= l && rec[m] <= h
+				if inside {
 					in[m]++
+				}
+				if i >= first {
+					hn[m]++
+					if inside {
+						hin[m]++
+					}
 				}
 			}
 		}
@@ -495,6 +517,9 @@ func boundLatencies(rows []RequestRow, lo, hi map[string]datasets.Request, level
 		li.Lo, li.Hi, li.N = distOf(vals[m][0]), distOf(vals[m][1]), n[m]
 		if n[m] > 0 {
 			li.CoveragePct = 100 * float64(in[m]) / float64(n[m])
+		}
+		if li.HeldOutN = hn[m]; hn[m] > 0 {
+			li.HeldOutCoveragePct = 100 * float64(hin[m]) / float64(hn[m])
 		}
 	}
 	return out
@@ -546,7 +571,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	var buf []RequestRow
 	sum, err := CompareRequests(t.Rec, simReqs, func(r *RequestRow) error { buf = append(buf, *r); return nil })
 	if err == nil && level > 0 {
-		sum.Intervals = boundLatencies(buf, edges[0], edges[1], level)
+		sum.Intervals = boundLatencies(buf, edges[0], edges[1], level, opts.Holdout)
 	}
 	if err == nil {
 		sum.EngineCurves, err = curves.writeCurves(w)
@@ -555,6 +580,9 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 		return nil, err
 	}
 	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName
+	if level <= 0 && opts.Level >= 0 {
+		sum.NoUncertainty = model.NoUncertainty(e.Pools[0].Engine.FPM, out.ModelName)
+	}
 	sum.Engine = engineSummary(e)
 	sum.Warnings = append(sum.Warnings, opts.Warnings...)
 	sum.RecordedSteps, sum.SimulatedSteps = t.Steps, comp

@@ -129,6 +129,9 @@ func manifestOptions(fpm, host, placement string) (cluster.ManifestOptions, erro
 
 func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
 	fmt.Fprintf(w, "calibrated in %d replays (%s), objective %.4g; wrote %s\n", r.Evals, r.Status, r.Objective, out)
+	if r.Uncertainty != "" {
+		fmt.Fprintf(w, "uncertainty: %s\n", r.Uncertainty)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "parameter\tmultiplier\tstart\tfitted\t")
 	for _, p := range r.Params {

@@ -38,6 +38,13 @@ The timing evaluated is the one the model was fitted on (recorded in the
 artifact; device time for a prior) unless --target says otherwise. Row
 selection is as in fit.
 
+For a model with prediction intervals it reports their coverage, and warns
+(in --json too) when the overall coverage is outside the nominal level ± 5
+points. Steps beyond the largest batch or context the model's grid
+measured are flagged in the worst steps ("beyond grid") and counted
+(beyond_grid). A model that records no uncertainty says so instead of
+reporting intervals of zero width.
+
 Examples, from the repository root (the committed H200 models and traffic):
   steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps
   steplab eval datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-5rps \

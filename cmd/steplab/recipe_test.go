@@ -39,6 +39,8 @@ func TestFitRecipeEvalCoverageCLI(t *testing.T) {
 	require.NotNil(t, ev.Intervals)
 	require.Equal(t, 0.9, ev.Intervals.Level)
 	require.Less(t, ev.Intervals.ByKind["decode"].Pct, 50.0, "the training spread misses the 10% extra cost")
+	require.Contains(t, ev.Warnings, ev.Intervals.Warning(), "eval warns in --json when coverage is outside nominal ± 5")
+	require.Contains(t, ev.Intervals.Warning(), "too narrow")
 
 	cpath := filepath.Join(dir, "calibrated.json")
 	out, err = runCLI(t, "fit", train, "-o", cpath, "--bootstrap", "20", "--cv", "0", "--calibrate", held, "--calibrate-half", "1")

@@ -191,7 +191,7 @@ func printStepReport(w io.Writer, rep *replay.StepReport, el time.Duration) {
 func newReplayRequestsCmd() *cobra.Command {
 	var out, host, placement string
 	var asJSON, force bool
-	var level float64
+	var level, holdout float64
 	cmd := &cobra.Command{
 		Use:   "requests MODEL DATASET -o OUT",
 		Short: "Re-simulate the recorded requests and compare TTFT, ITL and E2E",
@@ -209,7 +209,9 @@ at --level and at the upper edge (deterministic; they bound the systematic
 error that compounds through queueing, which independent per-step draws
 would average away). The summary gives each latency's distribution in both
 runs and how many recorded requests lay between their two re-simulated
-latencies.
+latencies; with --holdout F, also how many of the last F of the requests by
+arrival did (those calibrate --holdout F left out of its fit). A model that
+records no uncertainty is re-simulated once and the summary says so.
 
 Where DATASET has engine samples (an imported vLLM run's timeseries.csv:
 running and waiting requests and KV-cache usage over time), the
@@ -225,6 +227,8 @@ sample) and the figures engine.running, engine.waiting and engine.kv_usage
 Examples, from the repository root:
   steplab import vllm-requests embedded:llmservingsim-llama-3.1-8b -o out/replay-llama
   steplab replay requests roofline out/replay-llama -o out/replay-rr
+  steplab calibrate out/replay-llama -o out/replay-llama-cal.json --holdout 0.5
+  steplab replay requests out/replay-llama-cal.json out/replay-llama -o out/replay-rr-cal --holdout 0.5
   steplab replay requests datasets/h200/models/steady-gpu.json datasets/h200/traffic-azure-5rps -o out/rr-h200 --json`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -251,7 +255,7 @@ Examples, from the repository root:
 				return &exitError{code: 2, msg: msg}
 			}
 			stop := spin(cmd, "replaying requests")
-			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn, Level: level},
+			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn, Level: level, Holdout: holdout},
 				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Pools[0].Engine.Name(), DatasetDir: args[1]})
 			stop()
 			if err != nil {
@@ -269,6 +273,7 @@ Examples, from the repository root:
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
 	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
 	levelFlag(cmd, &level)
+	cmd.Flags().Float64Var(&holdout, "holdout", 0, "also score the interval on the last fraction of the requests by arrival (calibrate --holdout's held-out part)")
 	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	return cmd
 }
@@ -292,16 +297,27 @@ func printRequestReport(w io.Writer, s *replay.RequestSummary) {
 			r.d.Recorded.P90, r.d.Predicted.P90, 100*r.d.RelErr["p90"], r.d.Recorded.P99, r.d.Predicted.P99, 100*r.d.RelErr["p99"])
 	}
 	tw.Flush()
+	if s.NoUncertainty != "" {
+		fmt.Fprintf(w, "\n%s\n", s.NoUncertainty)
+	}
 	if iv := s.Intervals; iv != nil {
 		fmt.Fprintf(w, "\n%.0f%% interval (%s):\n", 100*iv.Level, iv.Method)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "metric (ms)\tmean [lo, hi]\tp50 [lo, hi]\tp90 [lo, hi]\tp99 [lo, hi]\trecorded inside %\t")
+		head := "metric (ms)\tmean [lo, hi]\tp50 [lo, hi]\tp90 [lo, hi]\tp99 [lo, hi]\trecorded inside %\t"
+		if iv.TTFT.HeldOutN > 0 {
+			head += fmt.Sprintf("held-out inside %% (last %d)\t", iv.TTFT.HeldOutN)
+		}
+		fmt.Fprintln(tw, head)
 		for _, r := range []struct {
 			n string
 			l replay.LatencyInterval
 		}{{"TTFT", iv.TTFT}, {"ITL", iv.ITL}, {"E2E", iv.E2E}} {
-			fmt.Fprintf(tw, "%s\t[%.2f, %.2f]\t[%.2f, %.2f]\t[%.2f, %.2f]\t[%.2f, %.2f]\t%.1f\t\n", r.n, r.l.Lo.Mean, r.l.Hi.Mean,
+			fmt.Fprintf(tw, "%s\t[%.2f, %.2f]\t[%.2f, %.2f]\t[%.2f, %.2f]\t[%.2f, %.2f]\t%.1f\t", r.n, r.l.Lo.Mean, r.l.Hi.Mean,
 				r.l.Lo.P50, r.l.Hi.P50, r.l.Lo.P90, r.l.Hi.P90, r.l.Lo.P99, r.l.Hi.P99, r.l.CoveragePct)
+			if iv.TTFT.HeldOutN > 0 {
+				fmt.Fprintf(tw, "%.1f\t", r.l.HeldOutCoveragePct)
+			}
+			fmt.Fprintln(tw)
 		}
 		tw.Flush()
 	}

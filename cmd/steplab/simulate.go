@@ -13,6 +13,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/internal/jobs"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -107,6 +108,11 @@ From the repository root:
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			printReport(cmd.OutOrStdout(), res)
+			if e := plan.Pools[0].Engine; level >= 0 && res.Interval == nil {
+				if note := model.NoUncertainty(e.FPM, e.FPMName); note != "" {
+					fmt.Fprintln(cmd.OutOrStdout(), note)
+				}
+			}
 			return nil
 		},
 	}

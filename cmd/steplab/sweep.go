@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -154,7 +155,13 @@ func parseVaries(varies []string) ([]sweep.Vary, error) {
 // kind.
 func printSweep(w io.Writer, res *sweep.Result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	defer tw.Flush()
+	var notes []string // why points have no latency interval, each once
+	defer func() {
+		tw.Flush()
+		for _, n := range notes {
+			fmt.Fprintln(w, "[lo, hi] -:", n)
+		}
+	}()
 	header := "point\t"
 	for _, v := range res.Vary {
 		header += v.Key + "\t"
@@ -168,11 +175,16 @@ func printSweep(w io.Writer, res *sweep.Result) {
 	}
 	switch res.Kind {
 	case sweep.KindSimulate:
-		fmt.Fprintln(tw, header+"gpus\tfinished\treq/s\tTTFT p50 / p90 ms\tITL p50 / p90 ms\tE2E p90 ms\tprefix hits\t")
+		fmt.Fprintln(tw, header+"gpus\tfinished\treq/s\tTTFT p50 / p90 ms\tITL p50 / p90 ms\tE2E p90 ms\tE2E p90 [lo, hi]\tprefix hits\t")
 		for _, p := range res.Points {
 			s := p.Simulate
-			fmt.Fprintf(tw, "%s%d\t%d\t%.2f\t%.1f / %.1f\t%.2f / %.2f\t%.0f\t%.1f%%\t\n", values(p), s.GPUs, s.Finished, s.RequestsPerS,
-				s.TTFT.P50, s.TTFT.P90, s.ITL.P50, s.ITL.P90, s.E2E.P90, 100*s.PrefixCacheHitRate)
+			iv, note := "-", s.NoUncertainty
+			if s.Interval != nil {
+				iv = fmt.Sprintf("[%.0f, %.0f]", s.Interval.E2E.Lo.P90, s.Interval.E2E.Hi.P90)
+			}
+			notes = appendNote(notes, note)
+			fmt.Fprintf(tw, "%s%d\t%d\t%.2f\t%.1f / %.1f\t%.2f / %.2f\t%.0f\t%s\t%.1f%%\t\n", values(p), s.GPUs, s.Finished, s.RequestsPerS,
+				s.TTFT.P50, s.TTFT.P90, s.ITL.P50, s.ITL.P90, s.E2E.P90, iv, 100*s.PrefixCacheHitRate)
 		}
 	case sweep.KindPlan:
 		printPlan(w, res, planner.Summarise(res.Candidates()))
@@ -186,9 +198,14 @@ func printSweep(w io.Writer, res *sweep.Result) {
 			}
 		}
 	default:
-		fmt.Fprintln(tw, header+"placement\twindow req/s\tachieved/offered\tfull-process req/s\tp90 ms\terrors\tcancelled\tgoodput/GPU\t")
+		fmt.Fprintln(tw, header+"placement\twindow req/s\tachieved/offered\tfull-process req/s\tp90 ms\tp90 [lo, hi]\terrors\tcancelled\tgoodput/GPU\t")
 		for _, p := range res.Points {
+			notes = appendNote(notes, p.Audit.NoUncertainty)
 			for _, pl := range p.Audit.Placements {
+				iv := "-"
+				if pl.Interval != nil {
+					iv = fmt.Sprintf("[%.1f, %.1f]", pl.Interval.E2E.Lo.P90Ms, pl.Interval.E2E.Hi.P90Ms)
+				}
 				ao := "n/a"
 				if p.Audit.OfferedRPS > 0 {
 					ao = fmt.Sprintf("%.2f%%", pl.AchievedOverOffered*100)
@@ -197,8 +214,8 @@ func printSweep(w io.Writer, res *sweep.Result) {
 				if pl.GoodputPerGPU != nil {
 					goodput = fmt.Sprintf("%.3f", *pl.GoodputPerGPU)
 				}
-				fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%d\t%d\t%s\t\n", values(p), pl.Placement, pl.WindowMeanRPS, ao,
-					pl.FullProcessMeanRPS, pl.E2E.P90Ms, pl.Errors, pl.Cancelled, goodput)
+				fmt.Fprintf(tw, "%s%s\t%.3f\t%s\t%.3f\t%.1f\t%s\t%d\t%d\t%s\t\n", values(p), pl.Placement, pl.WindowMeanRPS, ao,
+					pl.FullProcessMeanRPS, pl.E2E.P90Ms, iv, pl.Errors, pl.Cancelled, goodput)
 			}
 		}
 		if len(res.Points) > 0 && res.Points[0].Audit.SLO == nil {
@@ -206,4 +223,12 @@ func printSweep(w io.Writer, res *sweep.Result) {
 			fmt.Fprintln(w, "goodput/GPU -: goodput counts the requests that meet an SLO, and the scenario sets none; give one with --set slo.ttft_ms=500 --set slo.itl_ms=50 (or an slo: block in the scenario)")
 		}
 	}
+}
+
+// appendNote adds a non-empty note not yet in notes.
+func appendNote(notes []string, n string) []string {
+	if n == "" || slices.Contains(notes, n) {
+		return notes
+	}
+	return append(notes, n)
 }

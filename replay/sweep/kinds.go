@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/planner"
 	"github.com/steplab/steplab/replay/whatif"
@@ -49,6 +50,11 @@ type SimPoint struct {
 	PrefixCacheHitRate float64 `json:"prefix_cache_hit_rate"`
 	GPUs               int     `json:"gpus"`
 	Engines            int     `json:"engines"`
+	// Interval is the latencies at the edges of the FPM's prediction
+	// interval (cluster.Bounds); NoUncertainty, instead, says why there is
+	// none (model.NoUncertainty).
+	Interval      *sim.LatencyInterval `json:"interval,omitempty"`
+	NoUncertainty string               `json:"no_uncertainty,omitempty"`
 }
 
 // compiled is one point, ready to run.
@@ -115,6 +121,14 @@ func (c compiled) run() (PointResult, error) {
 		}
 		pr.Simulate = &SimPoint{Report: res.Report, PrefixCacheHitRate: res.PrefixCacheHitRate, GPUs: c.sim.GPUs(),
 			Engines: c.sim.Engines()}
+		if l := c.sim.IntervalLevel(0); l > 0 {
+			if pr.Simulate.Interval, err = cluster.Bounds(c.sim, l); err != nil {
+				return pr, err
+			}
+		} else {
+			e := c.sim.Pools[0].Engine
+			pr.Simulate.NoUncertainty = model.NoUncertainty(e.FPM, e.FPMName)
+		}
 	case KindPlan:
 		cand, err := planner.Evaluate(c.doc, c.plan)
 		if err != nil {

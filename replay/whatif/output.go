@@ -251,6 +251,9 @@ func WriteMarkdown(w io.Writer, a *Audit) {
 		}
 	}
 	fmt.Fprintln(w)
+	if a.NoUncertainty != "" {
+		fmt.Fprintf(w, "Latency intervals: %s.\n\n", a.NoUncertainty)
+	}
 	if a.IntervalLevel > 0 {
 		fmt.Fprintf(w, "Latency at the edges of the engines' %.0f%% prediction interval, ms, lo – hi (%s):\n\n", 100*a.IntervalLevel, a.IntervalMethod)
 		fmt.Fprintln(w, "| Placement | Stage | Mean | p50 | p90 | p99 |")

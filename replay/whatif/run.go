@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/rng"
@@ -60,6 +61,9 @@ func Run(sc *Scenario, opts Options) (*Output, error) {
 	out.Audit = audit(sc, runs)
 	level := intervalLevel(sc, opts.Level)
 	if level <= 0 {
+		if opts.Level >= 0 {
+			out.Audit.NoUncertainty = noUncertainty(sc)
+		}
 		return out, nil
 	}
 	var edges [2]Audit
@@ -128,6 +132,20 @@ func intervalLevel(sc *Scenario, requested float64) float64 {
 		}
 	}
 	return 0
+}
+
+// noUncertainty says why the first engine of the scenario has no
+// latency interval (model.NoUncertainty; "" without an engine).
+func noUncertainty(sc *Scenario) string {
+	for _, pl := range sc.Placements {
+		for _, st := range pl.Graph.Stages {
+			if st.Engine != nil {
+				e := st.Engine.Pools[0].Engine
+				return model.NoUncertainty(e.FPM, e.FPMName)
+			}
+		}
+	}
+	return ""
 }
 
 // boundGraph is g with every engine stage whose FPM has intervals pricing
@@ -201,6 +219,9 @@ type Audit struct {
 	// intervals (engines whose FPM has prediction intervals; 0 without).
 	IntervalLevel  float64 `json:"interval_level,omitempty"`
 	IntervalMethod string  `json:"interval_method,omitempty"`
+	// NoUncertainty, without an interval, says why the latencies carry
+	// none: a zero-width interval is never reported as one.
+	NoUncertainty string `json:"no_uncertainty,omitempty"`
 }
 
 // PlacementAudit summarises a placement's repetitions.
