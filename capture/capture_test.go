@@ -16,6 +16,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
+	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -276,6 +277,59 @@ func TestCPUCaptureTiny(t *testing.T) {
 		assert.Equal(t, 1, ragged)
 		assert.Equal(t, 2, mixed)
 	})
+}
+
+// TestCPUCaptureTinyMoE runs the worker's mixture-of-experts path on the
+// CPU: a Qwen3-MoE-shaped config.json (8 experts, top 2) through the
+// scheduler, its shape recorded in the manifest.
+func TestCPUCaptureTinyMoE(t *testing.T) {
+	requirePython(t, "msgpack", "torch")
+	worker := WorkerOptions{Python: python, Script: "worker/worker.py", StartTimeout: patience, StepTimeout: patience}
+	sc := tinyScenario(0)
+	sc.Model = filepath.Join("testdata", "tiny-moe", "config.json")
+	sc.Workload.Kind = "benchmark"
+	sc.Workload.Benchmark = sim.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
+		DecodeBatchSizes: []int{1, 3}, DecodeContexts: []int{16}, PrefillTokens: []int{32}}
+	dir := filepath.Join(t.TempDir(), "moe")
+	_, err := Capture(plan(t, sc), dir, Options{Worker: worker, Device: "cpu", CheckpointSteps: 16})
+	require.NoError(t, err)
+	m, err := datasets.ReadManifest(dir)
+	require.NoError(t, err)
+	require.NotNil(t, m.Model.MoE)
+	assert.Equal(t, datasets.ModelMoE{Experts: 8, TopK: 2, ExpertIntermediate: 32}, *m.Model.MoE)
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+	require.NoError(t, err)
+	measured := 0
+	for _, s := range steps {
+		if s.Role == datasets.RoleMeasured {
+			measured++
+			assert.Positive(t, s.GPUTimeNs)
+		}
+	}
+	assert.Equal(t, 5, measured, "two decode points and the prefill point at 1, 2 and 4 requests")
+}
+
+func TestWorkerShapeRefusesByField(t *testing.T) {
+	tests := []struct{ name, field string }{
+		{"DeepSeek-V3", "mla.kv_lora_rank"},
+		{"gemma-2-9b-it", "sliding_layers"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := model.LookupModel(tc.name)
+			require.NoError(t, err)
+			_, err = WorkerShape(s)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.field+" is set")
+		})
+	}
+	s, err := model.LookupModel("Qwen3-30B-A3B")
+	require.NoError(t, err)
+	mc, err := WorkerShape(s)
+	require.NoError(t, err)
+	assert.Equal(t, [3]int{128, 8, 768}, [3]int{mc.Experts, mc.TopK, mc.ExpertIntermediate})
 }
 
 // checkCaptureDataset validates a finished CPU capture and the fields

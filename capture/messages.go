@@ -37,6 +37,13 @@ type ModelConfig struct {
 	QKVBias           bool    `msgpack:"qkv_bias"`
 	RopeTheta         float64 `msgpack:"rope_theta,omitempty"`
 	RMSEps            float64 `msgpack:"rms_eps,omitempty"`
+	// Experts > 0 replaces every dense MLP by Experts routed experts of
+	// ExpertIntermediate, TopK a token; RoutingSkew tilts the router
+	// towards the first experts (PROTOCOL.md).
+	Experts            int     `msgpack:"experts,omitempty"`
+	TopK               int     `msgpack:"top_k,omitempty"`
+	ExpertIntermediate int     `msgpack:"expert_intermediate,omitempty"`
+	RoutingSkew        float64 `msgpack:"routing_skew,omitempty"`
 }
 
 // ReadyMsg is the worker's answer to init.

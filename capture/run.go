@@ -165,8 +165,11 @@ func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
 	return proc, &ready, nil
 }
 
-// WorkerShape is the worker's model_config for a shape: a dense model on
-// one GPU (TP 1), weights and KV cache in one dtype (bf16, fp16 or fp32).
+// WorkerShape is the worker's model_config for a shape: a dense or
+// mixture-of-experts decoder with full GQA attention on one GPU (TP 1),
+// weights and KV cache in one dtype (bf16, fp16 or fp32). What the worker
+// cannot run is refused here, naming the shape field, before a worker
+// starts.
 func WorkerShape(s model.Shape) (*ModelConfig, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
@@ -174,18 +177,43 @@ func WorkerShape(s model.Shape) (*ModelConfig, error) {
 	if s.TP > 1 {
 		return nil, fmt.Errorf("model %s: the GPU worker runs one GPU; capture the shape at TP 1", s.Name)
 	}
-	if s.MoE.Experts > 0 || s.MLA.KVLoraRank > 0 || s.SlidingLayers > 0 {
-		return nil, fmt.Errorf("model %s: the GPU worker runs dense models with full attention (no experts, latent attention or sliding windows)", s.Name)
+	if f := unrunnableField(s); f != "" {
+		return nil, fmt.Errorf("model %s: %s is set: the GPU worker runs dense or mixture-of-experts decoders with full GQA attention only", s.Name, f)
 	}
 	dtypes := map[string]string{model.DTypeBF16: "bfloat16", model.DTypeFP16: "float16", model.DTypeFP32: "float32"}
 	dt, ok := dtypes[s.DType]
 	weights, kv := cmp.Or(s.WeightDType, s.DType), cmp.Or(s.KVDType, s.DType)
-	if !ok || weights != s.DType || kv != s.DType {
+	if !ok || weights != s.DType || kv != s.DType || cmp.Or(s.MoE.DType, s.DType) != s.DType {
 		return nil, fmt.Errorf("model %s: dtype %s, weights %s, KV cache %s: the GPU worker runs bf16, fp16 or fp32 weights with a KV cache of the same dtype",
 			s.Name, s.DType, weights, kv)
 	}
 	return &ModelConfig{Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads, KVHeads: s.KVHeads, HeadDim: s.HeadDim,
-		Intermediate: s.Intermediate, Vocab: s.Vocab, DType: dt, TieWordEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias}, nil
+		Intermediate: s.Intermediate, Vocab: s.Vocab, DType: dt, TieWordEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias,
+		Experts: s.MoE.Experts, TopK: s.MoE.TopK, ExpertIntermediate: s.MoE.ExpertIntermediate}, nil
+}
+
+// unrunnableField names the first shape field (as the catalogue's JSON
+// spells it) of an architecture the worker does not run, or "".
+func unrunnableField(s model.Shape) string {
+	checks := []struct {
+		set   bool
+		field string
+	}{
+		{s.MLA.KVLoraRank > 0, "mla.kv_lora_rank"},
+		{len(s.Stack) > 0, "stack (linear attention, Mamba or mixed layers)"},
+		{s.SlidingLayers > 0, "sliding_layers"},
+		{s.AttnOutputGate, "attn_output_gate"},
+		{s.MLPMatrices != 0 && s.MLPMatrices != 3, "mlp_matrices"},
+		{s.MoE.SharedExperts > 0, "moe.shared_experts"},
+		{s.MoE.DenseLayers > 0, "moe.dense_layers"},
+		{s.MoE.Latent > 0, "moe.latent"},
+	}
+	for _, c := range checks {
+		if c.set {
+			return c.field
+		}
+	}
+	return ""
 }
 
 func orDefault(s, d string) string {
@@ -220,6 +248,9 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 	m.Model = &datasets.ModelShape{Name: m.Model.Name, Layers: mc.Layers, Hidden: mc.Hidden, Heads: mc.Heads, KVHeads: mc.KVHeads,
 		HeadDim: mc.HeadDim, Intermediate: mc.Intermediate, Vocab: mc.Vocab, DType: mc.DType, TensorParallel: 1,
 		TiedEmbeddings: mc.TieWordEmbeddings, QKVBias: mc.QKVBias}
+	if mc.Experts > 0 {
+		m.Model.MoE = &datasets.ModelMoE{Experts: mc.Experts, TopK: mc.TopK, ExpertIntermediate: mc.ExpertIntermediate}
+	}
 	if opts.Preset != "" {
 		m.Model.Name = opts.Preset
 	}

@@ -7,8 +7,9 @@
 #   [MODEL=NAME] scripts/device-capture.sh bench|traffic|all OUTDIR
 #
 # MODEL is a model shape steplab knows (steplab's model.ShapeNames:
-# Llama-3.1-8B, the default; Mistral-Nemo-Base-2407; Qwen2.5-7B; ...): the worker
-# runs that shape with random weights. Datasets go to OUTDIR/<model>/:
+# Llama-3.1-8B, the default; Mistral-Nemo-Base-2407; Qwen2.5-7B; the
+# mixture of experts Qwen3-30B-A3B; ...): the worker runs that shape with
+# random weights. Datasets go to OUTDIR/<model>/:
 #
 #   bench/admission_step, bench/steady_state_second_step
 #       the self-benchmark grid under both decode policies: uniform decode

@@ -16,7 +16,21 @@ PRESETS = {
 # preset; the others take these defaults (random weights: they do not
 # change what a step costs).
 SHAPE_FIELDS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
-SHAPE_DEFAULTS = dict(dtype="bfloat16", rope_theta=10000.0, rms_eps=1e-5, tie_word_embeddings=False, qkv_bias=False)
+SHAPE_DEFAULTS = dict(dtype="bfloat16", rope_theta=10000.0, rms_eps=1e-5, tie_word_embeddings=False, qkv_bias=False,
+                      experts=0, top_k=0, expert_intermediate=0, routing_skew=0.0)
+# Mixture-of-experts fields: experts > 0 replaces every layer's dense MLP
+# by `experts` routed SwiGLU experts of expert_intermediate, top_k a token.
+MOE_FIELDS = ("experts", "top_k", "expert_intermediate", "routing_skew")
+# Shape fields of architectures this worker cannot run: refused by name
+# before anything is allocated rather than silently priced as dense GQA.
+UNSUPPORTED_FIELDS = {
+    "kv_lora_rank": "multi-head latent attention (MLA)",
+    "q_lora_rank": "multi-head latent attention (MLA)",
+    "linear_attention": "linear attention",
+    "state_mixer": "linear attention / Mamba state mixers",
+    "sliding_window": "sliding-window attention",
+    "shared_experts": "shared experts",
+}
 
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 
@@ -54,7 +68,7 @@ class ModelConfig:
     the fields it names, or (preset None) model_config alone, which must
     give every shape field. head_dim is independent of hidden / heads."""
 
-    FIELDS = SHAPE_FIELDS + ("dtype", "rope_theta", "rms_eps", "tie_word_embeddings", "qkv_bias")
+    FIELDS = SHAPE_FIELDS + ("dtype", "rope_theta", "rms_eps", "tie_word_embeddings", "qkv_bias") + MOE_FIELDS
 
     def __init__(self, preset, overrides):
         if overrides is not None and not isinstance(overrides, dict):
@@ -70,9 +84,12 @@ class ModelConfig:
         elif preset not in PRESETS:
             raise ConfigError("unknown model preset %r (known: %s)" % (preset, ", ".join(sorted(PRESETS))))
         else:
-            c = dict(PRESETS[preset])
+            c = dict(SHAPE_DEFAULTS, **PRESETS[preset])
         if overrides is not None:
             for k, v in overrides.items():
+                if k in UNSUPPORTED_FIELDS and v not in (None, 0, False, {}, []):
+                    raise ConfigError("init.model_config.%s: this worker does not run %s (dense or MoE GQA decoders "
+                                      "with full attention only)" % (k, UNSUPPORTED_FIELDS[k]))
                 if k not in self.FIELDS:
                     raise ConfigError("init.model_config: unknown field %r (known: %s)" % (k, ", ".join(self.FIELDS)))
                 if v is not None:
@@ -81,6 +98,7 @@ class ModelConfig:
             v = c[k]
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError("model_config.%s must be a positive integer, got %r" % (k, v))
+        self._check_moe(c)
         if c["dtype"] not in DTYPES:
             raise ConfigError("model_config.dtype must be one of %s, got %r" % (sorted(DTYPES), c["dtype"]))
         if c["heads"] % c["kv_heads"]:
@@ -98,7 +116,31 @@ class ModelConfig:
         self.__dict__.update(c)
         # The name logs and errors use: the preset, or the explicit shape.
         self.preset = preset or "model_config(layers=%d hidden=%d heads=%d/%d head_dim=%d)" % (
-            c["layers"], c["hidden"], c["heads"], c["kv_heads"], c["head_dim"])
+            c["layers"], c["hidden"], c["heads"], c["kv_heads"], c["head_dim"]) + (
+            " moe(experts=%d top_k=%d)" % (c["experts"], c["top_k"]) if c["experts"] else "")
+
+    @staticmethod
+    def _check_moe(c):
+        for k in ("experts", "top_k", "expert_intermediate"):
+            v = c[k]
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError("model_config.%s must be a non-negative integer, got %r" % (k, v))
+        sk = c["routing_skew"]
+        if isinstance(sk, bool) or not isinstance(sk, (int, float)) or sk < 0:
+            raise ConfigError("model_config.routing_skew must be a number >= 0, got %r" % (sk,))
+        c["routing_skew"] = float(sk)
+        if c["experts"] == 0:
+            if c["top_k"] or c["expert_intermediate"]:
+                raise ConfigError("model_config.top_k and expert_intermediate need experts > 0")
+            return
+        if not 1 <= c["top_k"] <= c["experts"]:
+            raise ConfigError("model_config.top_k must be in [1, experts=%d], got %d" % (c["experts"], c["top_k"]))
+        if c["expert_intermediate"] < 1:
+            raise ConfigError("model_config.expert_intermediate must be >= 1 when experts > 0")
+
+    @property
+    def is_moe(self):
+        return self.experts > 0
 
     @property
     def torch_dtype(self):
@@ -117,7 +159,10 @@ class ModelConfig:
         if self.qkv_bias:
             qkv += (self.heads + 2 * self.kv_heads) * d
         o = self.heads * d * h
-        mlp = 3 * h * self.intermediate
+        if self.is_moe:  # routed experts plus the router
+            mlp = self.experts * 3 * h * self.expert_intermediate + self.experts * h
+        else:
+            mlp = 3 * h * self.intermediate
         per_layer = qkv + o + mlp + 2 * h
         emb = self.vocab * h
         lm = 0 if self.tie_word_embeddings else self.vocab * h
@@ -173,7 +218,8 @@ class EngineConfig:
         """Rough peak of the forward pass's temporaries plus sampling buffers."""
         m = self.model
         t = max(self.max_num_batched_tokens, self.max_num_seqs)
-        per_tok = (4 * m.hidden + 2 * (m.heads + 2 * m.kv_heads) * m.head_dim + 4 * m.intermediate) * m.elt
+        mlp_w = m.top_k * 4 * m.expert_intermediate + 3 * m.hidden * m.top_k if m.is_moe else 4 * m.intermediate
+        per_tok = (4 * m.hidden + 2 * (m.heads + 2 * m.kv_heads) * m.head_dim + mlp_w) * m.elt
         logits = self.max_num_seqs * m.vocab * 4 * 4  # fp32 logits, probs, sorted, noise
         bufs = t * 8 * 6 + self.max_num_seqs * self.max_blocks_per_req * 4
         split_bufs = 64 * 16 * m.heads * (m.head_dim + 2) * 4

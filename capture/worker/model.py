@@ -12,7 +12,9 @@ finite because every block is pre-normalised.
 import torch
 import torch.nn.functional as F
 
+import kernels
 from attention import paged_attention_torch, softmax_scale
+from moe import MoEMLP
 
 WEIGHT_STD = 0.02
 
@@ -44,13 +46,16 @@ def _randn(shape, gen, device, dtype, std=WEIGHT_STD):
 
 
 class Layer:
-    __slots__ = ("in_norm", "qkv", "qkv_b", "o", "post_norm", "gate_up", "down")
+    __slots__ = ("in_norm", "qkv", "qkv_b", "o", "post_norm", "gate_up", "down", "moe")
 
 
 class LlamaModel:
-    def __init__(self, cfg, max_model_len, device, seed, triton_attn=None):
+    def __init__(self, cfg, max_model_len, device, seed, triton_attn=None, fused=False):
+        """fused: run the element-wise steps as kernels.py's Triton kernels
+        (CUDA only) instead of chains of PyTorch ops."""
         self.cfg = cfg
         self.device = device
+        self.fused = fused
         dt = cfg.torch_dtype
         gen = torch.Generator(device=device)
         gen.manual_seed(seed)
@@ -64,8 +69,13 @@ class LlamaModel:
             L.qkv_b = _randn(((cfg.heads + 2 * cfg.kv_heads) * d,), gen, device, dt) if cfg.qkv_bias else None
             L.o = _randn((h, cfg.heads * d), gen, device, dt)
             L.post_norm = torch.ones(h, dtype=dt, device=device)
-            L.gate_up = _randn((2 * cfg.intermediate, h), gen, device, dt)
-            L.down = _randn((h, cfg.intermediate), gen, device, dt)
+            if cfg.is_moe:
+                L.gate_up = L.down = None
+                L.moe = MoEMLP(cfg, gen, device, _randn, self._act)
+            else:
+                L.gate_up = _randn((2 * cfg.intermediate, h), gen, device, dt)
+                L.down = _randn((h, cfg.intermediate), gen, device, dt)
+                L.moe = None
             self.layers.append(L)
         self.final_norm = torch.ones(h, dtype=dt, device=device)
         self.lm_head = self.embed if cfg.tie_word_embeddings else _randn((cfg.vocab, h), gen, device, dt)
@@ -81,7 +91,8 @@ class LlamaModel:
     def weight_bytes(self):
         tensors = [self.embed, self.final_norm] + ([] if self.lm_head is self.embed else [self.lm_head])
         for L in self.layers:
-            tensors += [L.in_norm, L.qkv, L.o, L.post_norm, L.gate_up, L.down]
+            tensors += [L.in_norm, L.qkv, L.o, L.post_norm]
+            tensors += L.moe.tensors() if L.moe is not None else [L.gate_up, L.down]
             if L.qkv_b is not None:
                 tensors.append(L.qkv_b)
         return sum(t.numel() * t.element_size() for t in tensors)
@@ -122,6 +133,35 @@ class LlamaModel:
         g, u = gu.chunk(2, dim=-1)
         return F.silu(g) * u
 
+    def _act(self, gu):
+        return kernels.silu_mul(gu) if self.fused else self._silu_mul(gu)
+
+    def _mlp(self, L, a):
+        if L.moe is not None:
+            return L.moe(a)
+        return F.linear(self._act(F.linear(a, L.gate_up)), L.down)
+
+    def _add_rms(self, h, residual, w):
+        """residual + h (h None: residual alone) and its RMSNorm; the fused
+        kernel updates residual in place."""
+        if self.fused:
+            return residual, kernels.add_rms_norm(h, residual, w, self.cfg.rms_eps)
+        if h is not None:
+            residual = residual + h
+        return residual, self._rms(residual, w)
+
+    def _attn_inputs(self, qkv, positions, kc, vc, slots):
+        """q rotated; k rotated and v written to the cache slots."""
+        cfg = self.cfg
+        if self.fused:
+            return kernels.rope_kv_write(qkv, positions, self.cos, self.sin, slots, kc, vc,
+                                         cfg.heads, cfg.kv_heads, cfg.head_dim)
+        cos = self.cos.index_select(0, positions).unsqueeze(1)
+        sin = self.sin.index_select(0, positions).unsqueeze(1)
+        q, k, v = self._qkv_rope(qkv, cos, sin)
+        self._kv_write(k, v, kc, vc, slots)
+        return q
+
     def forward(self, input_ids, positions, meta, k_cache, v_cache):
         """input_ids, positions: [T]; returns hidden states [T, hidden]
         (before the final norm). k_cache/v_cache: [layers, blocks, bs, KVH, D]."""
@@ -129,28 +169,28 @@ class LlamaModel:
         T = input_ids.shape[0]
         H, D = cfg.heads, cfg.head_dim
         x = F.embedding(input_ids, self.embed)
-        cos = self.cos.index_select(0, positions).unsqueeze(1)
-        sin = self.sin.index_select(0, positions).unsqueeze(1)
+        x, a = self._add_rms(None, x, self.layers[0].in_norm)
         slots = meta.slot_mapping
         for li, L in enumerate(self.layers):
-            a = self._rms(x, L.in_norm)
-            q, k, v = self._qkv_rope(F.linear(a, L.qkv, L.qkv_b), cos, sin)
             kc = k_cache[li]
             vc = v_cache[li]
-            self._kv_write(k, v, kc, vc, slots)
+            q = self._attn_inputs(F.linear(a, L.qkv, L.qkv_b), positions, kc, vc, slots)
             if self.triton_attn is not None:
                 o = self.triton_attn(q, kc, vc, meta.block_table, meta.seq_lens, meta.qsl,
                                      meta.num_reqs, meta.max_q_len, self.scale)
             else:
                 o = paged_attention_torch(q, kc, vc, meta.block_table, meta.qsl_cpu, meta.seq_lens_cpu,
                                           meta.num_reqs, self.scale)
-            x = x + F.linear(o.view(T, H * D), L.o)
-            a = self._rms(x, L.post_norm)
-            x = x + F.linear(self._silu_mul(F.linear(a, L.gate_up)), L.down)
+            x, a = self._add_rms(F.linear(o.view(T, H * D), L.o), x, L.post_norm)
+            h = self._mlp(L, a)
+            if li + 1 < len(self.layers):
+                x, a = self._add_rms(h, x, self.layers[li + 1].in_norm)
+            else:
+                x = x + h
         return x
 
     def logits(self, hidden):
-        return F.linear(self._rms(hidden, self.final_norm), self.lm_head).float()
+        return F.linear(self._add_rms(None, hidden, self.final_norm)[1], self.lm_head).float()
 
     def dense_forward(self, token_ids):
         """Reference: one sequence, no KV cache, full causal attention.
@@ -174,6 +214,5 @@ class LlamaModel:
             s = s.masked_fill(mask, float("-inf"))
             o = torch.einsum("hqk,khd->qhd", torch.softmax(s, -1), v.float()).to(x.dtype)
             x = x + F.linear(o.reshape(T, H * D), L.o)
-            a = self._rms(x, L.post_norm)
-            x = x + F.linear(self._silu_mul(F.linear(a, L.gate_up)), L.down)
+            x = x + self._mlp(L, self._rms(x, L.post_norm))
         return self.logits(x)

@@ -140,7 +140,7 @@ class ModelRunner:
         tattn = None
         if be == "triton":
             tattn = attention.TritonAttention(m.heads, m.kv_heads, m.head_dim, bs, dev, self.max_decode)
-        self.model = LlamaModel(m, ecfg.max_model_len, dev, ecfg.seed, triton_attn=tattn)
+        self.model = LlamaModel(m, ecfg.max_model_len, dev, ecfg.seed, triton_attn=tattn, fused=be == "triton")
         self.weight_bytes = self.model.weight_bytes()
         # One extra scratch block (id num_blocks) for CUDA-graph padding rows.
         kv_shape = (m.layers, nblocks + 1, bs, m.kv_heads, m.head_dim)

@@ -208,6 +208,33 @@ def test_paged_attention_triton_matches_dense(cases, heads, kvh, d):
     assert (out.float() - ref.float()).abs().max() < 2e-2
 
 
+@pytest.mark.skipif(not (torch.cuda.is_available() and attention.HAVE_TRITON), reason="needs CUDA and Triton")
+@pytest.mark.parametrize("name", ["qkv_bias_group_of_3", "moe_top2_of_4_skewed"])
+def test_fused_kernels_match_torch_ops(name):
+    """The Triton element-wise kernels (and, for MoE, the grouped GEMM)
+    compute what the PyTorch path computes: one forward pass of each."""
+    shape = dict(SHAPE_VARIANTS[name], dtype="bfloat16")
+    r = ModelRunner(EngineConfig(tiny_init(model=None, model_config=shape, device="cuda", attention_backend="triton")))
+    m = r.model
+    T = 9
+    ids = torch.randint(0, shape["vocab"], (T,), device="cuda")
+    pos = torch.arange(T, device="cuda")
+    from model import AttnMeta
+    qsl = torch.tensor([0, T], dtype=torch.int32, device="cuda")
+    sl = torch.tensor([T], dtype=torch.int32, device="cuda")
+    bt = torch.arange(r.ecfg.max_blocks_per_req, dtype=torch.int32, device="cuda").view(1, -1)
+    meta = AttnMeta(1, T, T, qsl, sl, bt, pos.clone())
+    outs = []
+    for fused in (True, False):
+        m.fused = fused
+        if m.layers[0].moe is not None:
+            for L in m.layers:
+                L.moe.grouped = fused
+        outs.append(m.logits(m.forward(ids, pos, meta, r.k_cache, r.v_cache)))
+    rel = ((outs[0] - outs[1]).norm() / outs[1].norm()).item()
+    assert rel < 2e-2, rel
+
+
 # ----------------------------------------------- model-level correctness
 def test_chunked_prefill_and_decode_match_dense_model():
     r = make_runner()
@@ -249,6 +276,10 @@ SHAPE_VARIANTS = {
                                 qkv_bias=True, rope_theta=1000000.0, rms_eps=1e-6),
     "tied_single_kv_head": dict(layers=3, hidden=64, heads=4, kv_heads=1, head_dim=32, intermediate=128, vocab=200,
                                 tie_word_embeddings=True),
+    # Mixture of experts (Qwen3-MoE / Mixtral layout): top 2 of 4 experts,
+    # routing tilted towards the first experts.
+    "moe_top2_of_4_skewed": dict(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=128, vocab=256,
+                                 experts=4, top_k=2, expert_intermediate=32, routing_skew=0.5),
 }
 
 
@@ -292,11 +323,50 @@ def test_explicit_shape_without_preset():
     assert EngineConfig({"type": "init", "device": "cpu"}).model.preset == "llama-8b"
 
 
+def test_moe_layer_matches_per_token_experts():
+    """The sorted, grouped MoE computes, for every token, the router-weighted
+    sum of its top-k experts' SwiGLU MLPs; skew moves tokens to low ids."""
+    shape = dict(SHAPE_VARIANTS["moe_top2_of_4_skewed"], dtype="float32")
+    r = ModelRunner(EngineConfig(tiny_init(model=None, model_config=shape)))
+    moe = r.model.layers[0].moe
+    x = torch.randn(13, shape["hidden"], generator=torch.Generator().manual_seed(3))
+    w, ids = moe.route(x)
+    ref = torch.zeros_like(x)
+    for t in range(x.shape[0]):
+        for j in range(moe.k):
+            e = int(ids[t, j])
+            g, u = torch.nn.functional.linear(x[t], moe.w13[e]).chunk(2)
+            ref[t] += w[t, j] * torch.nn.functional.linear(torch.nn.functional.silu(g) * u, moe.w2[e])
+    assert torch.allclose(moe(x), ref, atol=1e-5)
+    assert torch.allclose(w.sum(-1), torch.ones(x.shape[0]))
+    skewed = dict(shape, routing_skew=8.0)
+    r2 = ModelRunner(EngineConfig(tiny_init(model=None, model_config=skewed)))
+    _, ids2 = r2.model.layers[0].moe.route(x)
+    assert sorted(set(ids2.flatten().tolist())) == [0, 1]  # the tilt dominates the random router
+
+
+def test_unrunnable_shapes_are_refused_naming_the_field():
+    for field, what in [("kv_lora_rank", "MLA"), ("linear_attention", "linear attention"),
+                        ("sliding_window", "sliding-window")]:
+        with pytest.raises(ConfigError, match="model_config.%s: .*%s" % (field, what)):
+            EngineConfig(tiny_init(model_config={field: 512}))
+    with pytest.raises(ConfigError, match="top_k must be in"):
+        EngineConfig(tiny_init(model_config={"experts": 4, "top_k": 5, "expert_intermediate": 8}))
+    with pytest.raises(ConfigError, match="routing_skew"):
+        EngineConfig(tiny_init(model_config={"experts": 4, "top_k": 2, "expert_intermediate": 8,
+                                             "routing_skew": -1}))
+
+
 @pytest.mark.parametrize("shape,params", [
     # Hugging Face config.json values; parameter counts of the released models.
     (dict(layers=40, hidden=5120, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=131072), 12_247_782_400),
     (dict(layers=28, hidden=3584, heads=28, kv_heads=4, head_dim=128, intermediate=18944, vocab=152064, qkv_bias=True),
      7_615_616_512),
+    # Qwen3-30B-A3B's config.json (128 experts, top 8); the released count,
+    # 30,532,122,624, also holds the per-head q/k norms (12,288), which cost
+    # nothing here.
+    (dict(layers=48, hidden=2048, heads=32, kv_heads=4, head_dim=128, intermediate=6144, vocab=151936,
+          experts=128, top_k=8, expert_intermediate=768), 30_532_122_624 - 48 * 2 * 128),
 ])
 def test_memory_estimate_of_real_shapes(shape, params):
     """Mistral-Nemo-12B and Qwen2.5-7B: the estimate counts their
