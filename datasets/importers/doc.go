@@ -54,7 +54,7 @@
 //     payloads written exactly that way (the script beside it says why the
 //     bytes are Dynamo's) and EncodeFPM reproduces them byte for byte.
 //
-// Import writes a dataset; ReadRequests and ReadSteps return the rows in
+// Import writes a dataset; ReadRequests returns a request format's rows in
 // memory (tests and benchmarks: ReadRequests("azure",
 // "embedded:azure-conv-2023")). A source is a path or "embedded:NAME" (see
 // package embedded).

@@ -279,18 +279,6 @@ func ReadRequests(format, src string) ([]datasets.Request, error) {
 	return rows, nil
 }
 
-// ReadSteps is ReadRequests for the step formats (dynamo-fpm-artifact,
-// dynamo-fpm).
-func ReadSteps(format, src string) ([]datasets.Step, error) {
-	var rows []datasets.Step
-	err := readInto(format, src, datasets.TableSteps,
-		&sink{step: func(r datasets.Step) error { rows = append(rows, r); return nil }})
-	if err != nil {
-		return nil, err
-	}
-	return rows, nil
-}
-
 // readInto runs a format's parser over src into s, checking that the
 // format writes table.
 func readInto(format, src, table string, s *sink) error {
