@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/rewrite"
 	"github.com/steplab/steplab/model"
 )
 
@@ -28,7 +29,7 @@ import (
 //
 // Regenerate datasets/h200/models/host.json with
 //
-//	STEPLAB_H200_WRITE=1 go test ./fit -run TestH200HostModel
+//	go test ./fit -run TestH200HostModel -rewrite
 
 const h200Dir = "../datasets/h200"
 
@@ -637,7 +638,7 @@ func h200FitHost(t *testing.T) *h200HostFile {
 func TestH200HostModel(t *testing.T) {
 	got := h200FitHost(t)
 	path := filepath.Join(h200Dir, "models", "host.json")
-	if os.Getenv("STEPLAB_H200_WRITE") != "" {
+	if rewrite.Requested() {
 		b, err := json.MarshalIndent(got, "", "  ")
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(path, append(b, '\n'), 0o644))
@@ -674,7 +675,7 @@ func TestH200HostModel(t *testing.T) {
 	}
 	// The committed artifact is this fit.
 	b, err := os.ReadFile(path)
-	require.NoError(t, err, "regenerate with STEPLAB_H200_WRITE=1")
+	require.NoError(t, err, "regenerate with -rewrite")
 	var committed h200HostFile
 	require.NoError(t, json.Unmarshal(b, &committed))
 	cv, gv := committed.Model, got.Model
@@ -684,7 +685,7 @@ func TestH200HostModel(t *testing.T) {
 	require.NoError(t, json.Unmarshal(cb, &cm))
 	require.NoError(t, json.Unmarshal(gb, &gm))
 	for k, v := range gm {
-		require.InDelta(t, v, cm[k], 1e-6*math.Max(1, math.Abs(v)), "%s: committed host.json is stale (STEPLAB_H200_WRITE=1)", k)
+		require.InDelta(t, v, cm[k], 1e-6*math.Max(1, math.Abs(v)), "%s: committed host.json is stale (rerun with -rewrite)", k)
 	}
 	// Findings stable enough to assert: the Go driver's schedule() and
 	// update are far below the Python-scheduler defaults; admission is

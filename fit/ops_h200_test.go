@@ -3,12 +3,12 @@ package fit
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/internal/rewrite"
 	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim/opdb"
 )
@@ -20,7 +20,7 @@ import (
 // Regenerate datasets/h200/models/ops-worker.json (the engine of steplab's
 // worker, fitted on the steady benchmark grid) with
 //
-//	STEPLAB_H200_WRITE=1 go test ./fit -run TestH200OpsEngine
+//	go test ./fit -run TestH200OpsEngine -rewrite
 
 const h200OpsDatabase = "h200-sxm-vllm-0.24.0"
 
@@ -98,7 +98,7 @@ func TestH200OpsEngine(t *testing.T) {
 		l.Data.Len(), e.GEMMScale, e.ContextAttnScale, e.GenerationAttnScale, e.GraphStepNs/1e6, e.EagerStepNs/1e6)
 
 	path := filepath.Join(h200Dir, "models", "ops-worker.json")
-	if os.Getenv("STEPLAB_H200_WRITE") != "" {
+	if rewrite.Requested() {
 		a, err := model.OpsArtifact(h200OpsDatabase, llama8B, e)
 		require.NoError(t, err)
 		fitted, err := o.WithEngine(e)
@@ -106,20 +106,20 @@ func TestH200OpsEngine(t *testing.T) {
 		metrics, err := json.Marshal(Evaluate(fitted, l.Data, 0))
 		require.NoError(t, err)
 		a.Training = model.Training{Datasets: l.Refs, Selection: Selection{}.Record(l.Policy), Target: TargetGPU,
-			Method: "nnls-relative", Rows: l.Data.Len()}
+			Method: "nnls-relative", Rows: l.Data.Len(), FittedOn: l.FittedOn}
 		for i := range a.Training.Datasets {
 			a.Training.Datasets[i].Path = "datasets/h200/bench-steady"
 		}
 		a.Metrics = metrics
-		a.CreatedBy = "STEPLAB_H200_WRITE=1 go test ./fit -run TestH200OpsEngine"
+		a.CreatedBy = "go test ./fit -run TestH200OpsEngine -rewrite"
 		require.NoError(t, a.Save(path))
 		t.Logf("wrote %s", path)
 	}
 	m, a, err := model.Load(path)
-	require.NoError(t, err, "regenerate with STEPLAB_H200_WRITE=1")
+	require.NoError(t, err, "regenerate with -rewrite")
 	var p model.OpsParams
 	require.NoError(t, json.Unmarshal(a.Params, &p))
-	require.InDeltaMapValues(t, engineMap(t, e), engineMap(t, p.Engine), 1e-9, "committed ops-worker.json is stale (STEPLAB_H200_WRITE=1)")
+	require.InDeltaMapValues(t, engineMap(t, e), engineMap(t, p.Engine), 1e-9, "committed ops-worker.json is stale (rerun with -rewrite)")
 
 	// What the fit says about the worker, in ranges a re-capture keeps:
 	// its GEMMs are the database's (cuBLAS either way), its attention

@@ -83,9 +83,9 @@ func TestCatalogDecodeTable(t *testing.T) {
 		require.NoError(t, os.WriteFile(doc, out, 0o644))
 	}
 	want, err := os.ReadFile(golden)
-	require.NoError(t, err, "run with -update to create it")
-	assert.Equal(t, string(want), table, "prices changed; if intended, rerun with -update")
+	require.NoError(t, err, "run with -rewrite to create it")
+	assert.Equal(t, string(want), table, "prices changed; if intended, rerun with -rewrite")
 	d, err := os.ReadFile(doc)
 	require.NoError(t, err)
-	assert.Contains(t, string(d), begin+table+end, "docs/catalog.md shows another table; rerun with -update")
+	assert.Contains(t, string(d), begin+table+end, "docs/catalog.md shows another table; rerun with -rewrite")
 }

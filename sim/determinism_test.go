@@ -44,7 +44,7 @@ func simulateSHA(t *testing.T, sc Scenario) (string, *Result) {
 }
 
 // The same scenario and seed give a byte-identical dataset; its SHA-256 is
-// pinned in testdata/golden_sha256.txt (refresh with -update when a change
+// pinned in testdata/golden_sha256.txt (refresh with -rewrite when a change
 // of the model is intended). A different seed changes it.
 func TestDeterministicDataset(t *testing.T) {
 	a, res := simulateSHA(t, poissonScenario(7))
@@ -59,8 +59,8 @@ func TestDeterministicDataset(t *testing.T) {
 		require.NoError(t, os.WriteFile(golden, []byte(a+"\n"), 0o644))
 	}
 	want, err := os.ReadFile(golden)
-	require.NoError(t, err, "run with -update to create the golden file")
-	require.Equal(t, strings.TrimSpace(string(want)), a, "dataset bytes changed; if intended, rerun with -update")
+	require.NoError(t, err, "run with -rewrite to create the golden file")
+	require.Equal(t, strings.TrimSpace(string(want)), a, "dataset bytes changed; if intended, rerun with -rewrite")
 }
 
 // Bad scenarios are refused before anything is simulated, with a message
