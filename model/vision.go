@@ -54,24 +54,19 @@ func LoadVisionTower(path string) (VisionTower, error) {
 //	fixed tokens  vision_soft_tokens_per_image, image_seq_length (either level)
 //	fixed patches (image_size/patch_size)², else fixed tokens·merge²
 func ParseVisionTower(name string, data []byte) (VisionTower, error) {
-	var top map[string]json.RawMessage
+	var top map[string]any
 	if err := json.Unmarshal(data, &top); err != nil {
 		return VisionTower{}, fmt.Errorf("model: %s: config.json: %w", name, err)
 	}
 	raw, ok := top["vision_config"]
-	if !ok || string(raw) == "null" {
+	if !ok || raw == nil {
 		return VisionTower{}, fmt.Errorf("model: %s has no vision_config: it is a text-only model, with no image encoder to price", name)
 	}
-	var vc map[string]any
-	if err := json.Unmarshal(raw, &vc); err != nil {
-		return VisionTower{}, fmt.Errorf("model: %s: vision_config: %w", name, err)
+	vc, ok := raw.(map[string]any)
+	if !ok {
+		return VisionTower{}, fmt.Errorf("model: %s: vision_config is not an object", name)
 	}
-	var tc map[string]any
-	if t, ok := top["text_config"]; ok {
-		_ = json.Unmarshal(t, &tc) // a malformed text_config is the language model's error
-	}
-	var topAny map[string]any
-	_ = json.Unmarshal(data, &topAny)
+	tc, _ := top["text_config"].(map[string]any) // a malformed text_config is the language model's error
 	v := VisionTower{Name: name,
 		Layers:       intKey(vc, "depth", "num_hidden_layers", "vt_num_hidden_layers"),
 		Hidden:       intKey(vc, "hidden_size", "vt_hidden_size"),
@@ -79,7 +74,7 @@ func ParseVisionTower(name string, data []byte) (VisionTower, error) {
 		PatchSize:    intKey(vc, "patch_size"),
 		Merge:        intKey(vc, "spatial_merge_size", "pooling_kernel_size"),
 		OutHidden:    intKey(vc, "out_hidden_size", "text_hidden_size", "projection_dim"),
-		FixedTokens:  max(intKey(topAny, "vision_soft_tokens_per_image", "image_seq_length"), intKey(vc, "image_seq_length")),
+		FixedTokens:  max(intKey(top, "vision_soft_tokens_per_image", "image_seq_length"), intKey(vc, "image_seq_length")),
 	}
 	if v.Merge == 0 {
 		v.Merge = 1
@@ -88,7 +83,7 @@ func ParseVisionTower(name string, data []byte) (VisionTower, error) {
 		}
 	}
 	if v.OutHidden == 0 {
-		v.OutHidden = max(intKey(tc, "hidden_size"), intKey(topAny, "hidden_size"))
+		v.OutHidden = max(intKey(tc, "hidden_size"), intKey(top, "hidden_size"))
 	}
 	for _, f := range []struct {
 		key string

@@ -643,7 +643,7 @@ func (c *compiler) vision(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Serv
 	if err != nil {
 		return bad("model", "%v", err)
 	}
-	hw, err := model.LookupHardware(cmp.Or(sv.Hardware, "H200"))
+	hw, err := model.LookupHardware(cmp.Or(sv.Hardware, sim.DefaultScenario().Hardware))
 	if err != nil {
 		return bad("hardware", "%v", err)
 	}
