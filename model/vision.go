@@ -67,6 +67,11 @@ func ParseVisionTower(name string, data []byte) (VisionTower, error) {
 		return VisionTower{}, fmt.Errorf("model: %s: vision_config is not an object", name)
 	}
 	tc, _ := top["text_config"].(map[string]any) // a malformed text_config is the language model's error
+	for _, u := range unpricedVision {
+		if _, ok := vc[u.key]; ok {
+			return VisionTower{}, fmt.Errorf("model: %s: vision_config.%s: %s, which the encoder's price does not model", name, u.key, u.what)
+		}
+	}
 	v := VisionTower{Name: name,
 		Layers:       intKey(vc, "depth", "num_hidden_layers", "vt_num_hidden_layers"),
 		Hidden:       intKey(vc, "hidden_size", "vt_hidden_size"),
@@ -101,6 +106,14 @@ func ParseVisionTower(name string, data []byte) (VisionTower, error) {
 		v.FixedPatches = v.FixedTokens * v.Merge * v.Merge
 	}
 	return v, nil
+}
+
+// unpricedVision are vision_config keys of encoders ImageCost would
+// misprice: refused rather than priced as a plain ViT.
+var unpricedVision = []struct{ key, what string }{
+	{"fullatt_block_indexes", "windowed attention in most blocks (Qwen2.5-VL)"},
+	{"window_size", "windowed attention"},
+	{"num_global_layers", "a second, global encoder (Llama 3.2 Vision)"},
 }
 
 // intKey is the first of keys in m holding a positive whole number (0 if none).

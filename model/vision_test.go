@@ -35,6 +35,11 @@ func TestParseVisionTower(t *testing.T) {
 	require.ErrorContains(t, err, "has no vision_config: it is a text-only model")
 	_, err = ParseVisionTower("bad", []byte(`{"vision_config": {"depth": 2, "hidden_size": 8, "patch_size": 14}, "hidden_size": 16}`))
 	require.ErrorContains(t, err, "vision_config.intermediate_size is missing or not positive")
+	// Encoders a plain ViT would misprice are refused, naming the key.
+	_, err = ParseVisionTower("qwen2.5-vl", []byte(`{"vision_config": {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "patch_size": 14, "window_size": 112, "fullatt_block_indexes": [7, 15, 23, 31]}, "hidden_size": 3584}`))
+	require.ErrorContains(t, err, "vision_config.fullatt_block_indexes: windowed attention")
+	_, err = ParseVisionTower("mllama", []byte(`{"vision_config": {"num_hidden_layers": 32, "num_global_layers": 8, "hidden_size": 1280, "intermediate_size": 5120, "patch_size": 14, "image_size": 560}, "hidden_size": 4096}`))
+	require.ErrorContains(t, err, "vision_config.num_global_layers")
 	_, err = ParseVisionTower("bad", []byte(`{"vision_config": [1]}`))
 	require.ErrorContains(t, err, "vision_config")
 }

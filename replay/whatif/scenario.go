@@ -648,8 +648,8 @@ func (c *compiler) vision(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Serv
 		return bad("hardware", "%v", err)
 	}
 	cost := v.ImageCost(hw, sv.ImagePx[0], sv.ImagePx[1])
-	sc.Notes = append(sc.Notes, fmt.Sprintf("stage %s: %s's vision encoder on %s, roofline prior: %d patches and %d tokens per %dx%d image, %.2f ms per image (GEMMs %.2f, attention %.2f, overhead %.2f), %d per request",
-		s.Name, v.Name, hw.Name, cost.Patches, cost.Tokens, sv.ImagePx[0], sv.ImagePx[1], cost.TotalNs/1e6, cost.GEMMNs/1e6, cost.AttentionNs/1e6, cost.OverheadNs/1e6, sv.Images))
+	sc.Notes = append(sc.Notes, fmt.Sprintf("stage %s: %s's vision encoder on %s, roofline prior (efficiencies: %s; no encoder kernel measured): %d patches and %d tokens per %dx%d image, %.2f ms per image (GEMMs %.2f, attention %.2f, overhead %.2f), %d per request",
+		s.Name, v.Name, hw.Name, hw.Roofline.Basis, cost.Patches, cost.Tokens, sv.ImagePx[0], sv.ImagePx[1], cost.TotalNs/1e6, cost.GEMMNs/1e6, cost.AttentionNs/1e6, cost.OverheadNs/1e6, sv.Images))
 	return workflow.ServiceTime{Kind: workflow.ServiceVision, MeanNs: float64(sv.Images) * cost.TotalNs}
 }
 
