@@ -198,7 +198,7 @@ func (h Hardware) validate() error {
 			return fmt.Errorf("sources[%d]: give a url or a note", i)
 		}
 	}
-	return h.Roofline.validate()
+	return h.Roofline.Validate()
 }
 
 // positive checks a required figure: absent (0), negative or not finite is

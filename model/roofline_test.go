@@ -317,3 +317,15 @@ func TestPreparedRooflineMatches(t *testing.T) {
 		}
 	}
 }
+
+// TestRooflineUserGPU: a GPU the catalogue does not ship, written as a
+// spec file, prices a step.
+func TestRooflineUserGPU(t *testing.T) {
+	hw, err := LoadHardwareFile(filepath.Join("testdata", "user-gpu.yaml"))
+	require.NoError(t, err)
+	r := NewRoofline(hw, llama8B)
+	require.NoError(t, r.Validate())
+	ms := r.PredictNs(decodeStep(1, 1024)) / 1e6
+	// ~15 GB of weights at 80% of 1 TB/s plus overheads.
+	assert.InDelta(t, 15.0/0.8+0.2+32*0.015, ms, 1.0)
+}
