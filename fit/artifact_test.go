@@ -28,7 +28,7 @@ func TestResultArtifactRoundTrip(t *testing.T) {
 	require.Len(t, a.Features, 4, "const has no feature definition")
 	path := filepath.Join(t.TempDir(), "m.json")
 	require.NoError(t, a.Save(path))
-	fpm, back, err := model.Load(path)
+	fpModel, back, err := model.Load(path)
 	require.NoError(t, err)
 	var got Report
 	require.NoError(t, json.Unmarshal(back.Metrics, &got))
@@ -36,9 +36,9 @@ func TestResultArtifactRoundTrip(t *testing.T) {
 	require.InDelta(t, rep.Overall.MAPE, got.Overall.MAPE, 1e-12)
 	require.Len(t, got.Worst, 5)
 	for i, f := range d.Features[:20] {
-		require.InEpsilon(t, res.Model.PredictNs(f), fpm.PredictNs(f), 1e-12, "row %d", i)
+		require.InEpsilon(t, res.Model.PredictNs(f), fpModel.PredictNs(f), 1e-12, "row %d", i)
 	}
-	lm := fpm.(*model.Linear)
+	lm := fpModel.(*model.Linear)
 	require.Equal(t, res.Model.CoefLo, lm.CoefLo)
 
 	// Grids travel the same way.

@@ -70,12 +70,12 @@ func Example() {
 	if err := art.Save(path); err != nil {
 		panic(err)
 	}
-	fpm, _, err := model.Load(path)
+	fpModel, _, err := model.Load(path)
 	if err != nil {
 		panic(err)
 	}
 	f := model.Features{DecodeRequests: 64, DecodeKVTokens: 64 * 2000}
-	mid, lo, hi := fpm.(model.IntervalFPM).PredictIntervalNs(f, 0.9)
+	mid, lo, hi := fpModel.(model.IntervalFPM).PredictIntervalNs(f, 0.9)
 	fmt.Printf("B=64, 2000-token contexts: %.2f ms (90%%: %.2f–%.2f ms)\n", mid/1e6, lo/1e6, hi/1e6)
 	// Output:
 	// rows: 360 of 400 (target gpu_time_ns)

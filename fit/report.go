@@ -306,7 +306,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		rep.Form = model.FormRecipe
 	}
 	var fitFn FitFunc
-	var fpm model.FPM
+	var fpModel model.FPM
 	var res *Result
 	switch rep.Form {
 	case model.FormLinear:
@@ -315,7 +315,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		if res, err = Linear(d, opt); err != nil {
 			return nil, nil, nil, err
 		}
-		fpm = res.Model
+		fpModel = res.Model
 		rep.Method = res.Method
 		rep.drop("", res.Dropped)
 		rep.Coefficients = model.LinearArtifact(res.Model).Coefficients
@@ -351,7 +351,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 				rep.drop(k.Kind+" ("+g.Range+")", g.Dropped)
 			}
 		}
-		fpm, rep.Method = rr.Model, "recipe"
+		fpModel, rep.Method = rr.Model, "recipe"
 		cvOpt := ropt
 		cvOpt.Bootstrap, cvOpt.SkipResiduals = 0, true
 		fitFn = func(tr *Data) (model.FPM, error) {
@@ -366,7 +366,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		fpm, rep.Grid, rep.Method = g, st, "grid"
+		fpModel, rep.Grid, rep.Method = g, st, "grid"
 		fitFn = func(tr *Data) (model.FPM, error) {
 			g, _, err := BuildGrid(tr, cfg.Grid)
 			return g, err
@@ -374,10 +374,10 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	default:
 		return nil, nil, nil, fmt.Errorf("fit: unknown form %q (want %s, %s or %s)", cfg.Form, model.FormRecipe, model.FormLinear, model.FormGrid)
 	}
-	rep.Training = Evaluate(fpm, d, worst)
+	rep.Training = Evaluate(fpModel, d, worst)
 	pred := make([]float64, d.Len())
 	for i, f := range d.Features {
-		pred[i] = fpm.PredictNs(f)
+		pred[i] = fpModel.PredictNs(f)
 	}
 	if cfg.CV > 1 {
 		cv, err := CrossValidate(d, cfg.CV, cfg.Seed, fitFn, worst)
@@ -399,7 +399,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	case res != nil:
 		art, err = res.Artifact(training, metrics, cfg.CreatedBy)
 	case rep.Recipe != nil:
-		art = &model.Artifact{ArtifactVersion: model.ArtifactVersion, Form: model.FormRecipe, Recipe: fpm.(*model.Recipe)}
+		art = &model.Artifact{ArtifactVersion: model.ArtifactVersion, Form: model.FormRecipe, Recipe: fpModel.(*model.Recipe)}
 		for _, dt := range rep.Dropped {
 			art.Notes = append(art.Notes, fmt.Sprintf("term %s dropped: %s", dt.Term, dt.Reason))
 		}
@@ -407,14 +407,14 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		training.Bootstrap = cfg.Recipe.Bootstrap
 		err = finishArtifact(art, training, metrics, cfg.CreatedBy, recipeFeatures(art.Recipe))
 	default:
-		art = model.GridArtifact(fpm.(*model.Grid))
+		art = model.GridArtifact(fpModel.(*model.Grid))
 		err = finishArtifact(art, training, metrics, cfg.CreatedBy, []string{"prefill_tokens", "decode_requests", "decode_kv_tokens"})
 	}
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if cfg.PlotsDir != "" {
-		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, fpm, PlotOptions{Title: rep.Form + " fit"}); err != nil {
+		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, fpModel, PlotOptions{Title: rep.Form + " fit"}); err != nil {
 			return nil, nil, nil, err
 		}
 	}

@@ -27,15 +27,15 @@ func TestArtifactLinearRoundTrip(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	require.Len(t, entries, 1, "no temporary file left behind")
 
-	fpm, got, err := Load(path)
+	fpModel, got, err := Load(path)
 	require.NoError(t, err)
 	require.Equal(t, 1, got.ArtifactVersion)
 	require.Equal(t, "linear", got.Form)
 	require.Equal(t, a.Training, got.Training)
 	require.JSONEq(t, `{"mape":0.031}`, string(got.Metrics))
 	f := Features{DecodeRequests: 2, DecodeKVTokens: 1000}
-	require.Equal(t, m.PredictNs(f), fpm.PredictNs(f))
-	lm := fpm.(*Linear)
+	require.Equal(t, m.PredictNs(f), fpModel.PredictNs(f))
+	lm := fpModel.(*Linear)
 	require.Equal(t, m.CoefLo, lm.CoefLo)
 	require.Equal(t, 0.95, lm.CoefLevel)
 	_, lo, hi := lm.PredictIntervalNs(f, 0.9)
@@ -53,9 +53,9 @@ func TestArtifactGridRoundTrip(t *testing.T) {
 	a := GridArtifact(testGrid())
 	path := filepath.Join(t.TempDir(), "models", "g.json") // Save creates models/
 	require.NoError(t, a.Save(path))
-	fpm, _, err := Load(path)
+	fpModel, _, err := Load(path)
 	require.NoError(t, err)
-	require.Equal(t, 6e6, fpm.PredictNs(dec(8, 1024)))
+	require.Equal(t, 6e6, fpModel.PredictNs(dec(8, 1024)))
 }
 
 func writeRaw(t *testing.T, s string) string {
@@ -93,9 +93,9 @@ func TestRegisterForm(t *testing.T) {
 		}
 		return NewLinear([]string{"const"}, []float64{p.Ns})
 	})
-	fpm, _, err := Load(writeRaw(t, `{"artifact_version": 1, "form": "`+form+`", "params": {"Ns": 42}}`))
+	fpModel, _, err := Load(writeRaw(t, `{"artifact_version": 1, "form": "`+form+`", "params": {"Ns": 42}}`))
 	require.NoError(t, err)
-	require.Equal(t, 42.0, fpm.PredictNs(Features{}))
+	require.Equal(t, 42.0, fpModel.PredictNs(Features{}))
 	require.Panics(t, func() { RegisterForm("linear", nil) })
 	require.Panics(t, func() { RegisterForm(form, nil) })
 }

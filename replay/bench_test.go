@@ -19,16 +19,16 @@ func benchDataset(b *testing.B) (*datasets.Dataset, *sim.Plan) {
 	return d, p
 }
 
-func benchReplay(b *testing.B, noJoin bool, fpm model.FPM) {
+func benchReplay(b *testing.B, noJoin bool, fpModel model.FPM) {
 	d, p := benchDataset(b)
-	if fpm == nil {
-		fpm = p.FPM
+	if fpModel == nil {
+		fpModel = p.FPM
 	}
 	var steps int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s, err := ReplaySteps(d, StepOptions{FPM: fpm, Host: p.Host, NoJoin: noJoin})
+		s, err := ReplaySteps(d, StepOptions{FPM: fpModel, Host: p.Host, NoJoin: noJoin})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -164,7 +164,7 @@ type calibProblem struct {
 
 // model is one point of the search: the models and scales it prices with.
 type calibModel struct {
-	fpm    model.FPM
+	fpModel    model.FPM
 	lin    *model.Linear
 	host   model.HostModel
 	scales cluster.Scales
@@ -172,14 +172,14 @@ type calibModel struct {
 
 func (p *calibProblem) build(theta []float64) calibModel {
 	var l *model.Linear
-	var fpm model.FPM = p.opts.Fixed
-	if fpm == nil {
+	var fpModel model.FPM = p.opts.Fixed
+	if fpModel == nil {
 		coef := append([]float64(nil), p.opts.Start.Coef...)
 		for i, ti := range p.terms {
 			coef[ti] *= math.Exp(theta[i])
 		}
 		l, _ = model.NewLinear(p.opts.Start.Terms, coef)
-		fpm = l
+		fpModel = l
 	}
 	h := p.opts.Host
 	for j, name := range p.hostNames {
@@ -204,13 +204,13 @@ func (p *calibProblem) build(theta []float64) calibModel {
 			sc.A2A = m
 		}
 	}
-	return calibModel{fpm: fpm, lin: l, host: h, scales: sc}
+	return calibModel{fpModel: fpModel, lin: l, host: h, scales: sc}
 }
 
 // withModels is the plan priced with another forward-pass and host model
 // and expert-parallel scales: what each calibration step replays.
 func withModels(p *cluster.Plan, m calibModel) *cluster.Plan {
-	q := p.WithModels(m.fpm, m.host)
+	q := p.WithModels(m.fpModel, m.host)
 	if p.ExpertParallel() {
 		q = q.WithScales(m.scales)
 	}

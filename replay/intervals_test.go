@@ -29,7 +29,7 @@ func TestReplayStepsIntervals(t *testing.T) {
 	host := model.DefaultHostModel()
 	cases := []struct {
 		name       string
-		fpm        model.FPM
+		fpModel        model.FPM
 		level      float64
 		minC, maxC float64 // device-time coverage, percent
 	}{
@@ -39,7 +39,7 @@ func TestReplayStepsIntervals(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sum, rows := replayAll(t, dir, StepOptions{FPM: c.fpm, Host: host, Level: c.level})
+			sum, rows := replayAll(t, dir, StepOptions{FPM: c.fpModel, Host: host, Level: c.level})
 			require.NotNil(t, sum.Intervals)
 			assert.Equal(t, 0.9, sum.Intervals.Level)
 			require.Len(t, sum.Intervals.Fields, 2)

@@ -28,9 +28,9 @@ func TestH200OpsWallTime(t *testing.T) {
 		require.NoError(t, err)
 		for _, m := range []struct {
 			label string
-			fpm   model.FPM
+			fpModel   model.FPM
 		}{{"no fit", prior.FPM}, {"worker engine", worker}} {
-			s, err := ReplaySteps(d, StepOptions{FPM: m.fpm, Host: host})
+			s, err := ReplaySteps(d, StepOptions{FPM: m.fpModel, Host: host})
 			require.NoError(t, err)
 			for _, g := range append([]GroupStats{s.Overall}, s.ByKind...) {
 				gpu, wall := g.Fields[FieldGPU], g.Fields[FieldWall]

@@ -213,8 +213,8 @@ type pipeState struct {
 
 // NewStepReplayer builds a replayer with the simulated executor's output
 // return latency.
-func NewStepReplayer(fpm model.FPM, host model.HostModel) *StepReplayer {
-	return &StepReplayer{FPM: fpm, Host: host, OutputReturnNs: sim.OutputReturnNs}
+func NewStepReplayer(fpModel model.FPM, host model.HostModel) *StepReplayer {
+	return &StepReplayer{FPM: fpModel, Host: host, OutputReturnNs: sim.OutputReturnNs}
 }
 
 func (r *StepReplayer) pipe(worker string) *pipeState {

@@ -139,9 +139,9 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	assert.Equal(t, g.N, g.Exact)
 
 	grid := filepath.Join("..", "datasets", "h200", "bench-steady")
-	fpm, _, err := model.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
+	fpModel, _, err := model.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
 	require.NoError(t, err)
-	joined, _ := replayAll(t, grid, StepOptions{FPM: fpm, Host: p.Host})
+	joined, _ := replayAll(t, grid, StepOptions{FPM: fpModel, Host: p.Host})
 	assert.True(t, joined.UsedStepRequests)
 	assert.Empty(t, joined.Notes)
 
@@ -151,7 +151,7 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bare, "manifest.json"), []byte(`{"schema_version": 1,
   "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"},
   "measurement_policy": {"decode": "steady_state_second_step", "prefill": "single_step"}}`), 0o644))
-	alone, _ := replayAll(t, bare, StepOptions{FPM: fpm, Host: p.Host})
+	alone, _ := replayAll(t, bare, StepOptions{FPM: fpModel, Host: p.Host})
 	assert.False(t, alone.UsedStepRequests)
 	require.Len(t, alone.Notes, 1)
 	assert.Contains(t, alone.Notes[0], "no step_requests table")
@@ -233,7 +233,7 @@ func TestReplayStepsAttributesPerturbedTerm(t *testing.T) {
 	}
 }
 
-func simulateWith(t *testing.T, name string, fpm model.FPM) string {
+func simulateWith(t *testing.T, name string, fpModel model.FPM) string {
 	t.Helper()
 	if v, ok := simCache.Load(name); ok {
 		return v.(*simOut).dir
@@ -245,7 +245,7 @@ func simulateWith(t *testing.T, name string, fpm model.FPM) string {
 		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	p.FPM, p.FPMName = fpm, "test-linear"
+	p.FPM, p.FPMName = fpModel, "test-linear"
 	dir := filepath.Join(sharedTmp(t), name)
 	_, err = sim.Run(p, dir, sim.RunOptions{Overwrite: true})
 	require.NoError(t, err)

@@ -136,7 +136,7 @@ func (p *Pricing) HostNote() string {
 
 // IsPrior reports whether an FPM spec names a prior priced from the
 // hardware and shape alone (which both must then be known).
-func IsPrior(fpm string) bool { return fpm == "" || fpm == FPMRoofline || opdb.IsSpec(fpm) }
+func IsPrior(fpModel string) bool { return fpModel == "" || fpModel == FPMRoofline || opdb.IsSpec(fpModel) }
 
 // Name names the FPM in reports: a prior with its hardware and shape, an
 // artifact by its path.

@@ -36,10 +36,10 @@ func TestScenarioOpsPrior(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "steplab-worker", p.FPM.(*model.Ops).Engine().Name)
 
-	for fpm, want := range map[string]string{"ops:nope": `"nope" is neither`, "ops": "no vllm database shipped with steplab was measured on RTX-4090"} {
+	for fpModel, want := range map[string]string{"ops:nope": `"nope" is neither`, "ops": "no vllm database shipped with steplab was measured on RTX-4090"} {
 		sc := DefaultScenario()
-		sc.FPM, sc.Hardware = fpm, "H200"
-		if fpm == "ops" {
+		sc.FPM, sc.Hardware = fpModel, "H200"
+		if fpModel == "ops" {
 			sc.Hardware = "RTX-4090"
 		}
 		_, err := sc.Plan()

@@ -39,8 +39,8 @@ type SimExecutor struct {
 const OutputReturnNs = 30_000
 
 // NewSimExecutor builds a simulated executor with the given models.
-func NewSimExecutor(fpm model.FPM, payload model.PayloadModel, host model.HostModel, captureSizes []int) *SimExecutor {
-	return &SimExecutor{FPM: fpm, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: OutputReturnNs}
+func NewSimExecutor(fpModel model.FPM, payload model.PayloadModel, host model.HostModel, captureSizes []int) *SimExecutor {
+	return &SimExecutor{FPM: fpModel, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: OutputReturnNs}
 }
 
 // PayloadOf prices a scheduler output with the payload model. PerReq

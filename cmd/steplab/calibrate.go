@@ -115,8 +115,8 @@ Examples, from the repository root:
 
 // manifestOptions are the models and placement a recorded run is rebuilt
 // with (usage errors exit 2).
-func manifestOptions(fpm, host, placement string) (cluster.ManifestOptions, error) {
-	o := cluster.ManifestOptions{FPM: fpm, Host: host}
+func manifestOptions(fpModel, host, placement string) (cluster.ManifestOptions, error) {
+	o := cluster.ManifestOptions{FPM: fpModel, Host: host}
 	if placement != "" {
 		s, err := cluster.LoadSpec(placement)
 		if err != nil {

@@ -62,19 +62,19 @@ func TestSimulateEvalProvenanceCLI(t *testing.T) {
 	_, art, err := model.Load("../../datasets/h200/models/steady-gpu.json")
 	require.NoError(t, err)
 	art.Training.FittedOn = []model.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}
-	fpm := filepath.Join(dir, "steady-gpu.json")
-	require.NoError(t, art.Save(fpm))
-	want := "fpm " + fpm + " was fitted on H200-SXM / Llama-3.1-8B bf16; applied to H100-SXM / Llama-3.1-8B bf16: its error there is unmeasured"
+	fpModel := filepath.Join(dir, "steady-gpu.json")
+	require.NoError(t, art.Save(fpModel))
+	want := "fpm " + fpModel + " was fitted on H200-SXM / Llama-3.1-8B bf16; applied to H100-SXM / Llama-3.1-8B bf16: its error there is unmeasured"
 
 	h100 := filepath.Join(dir, "h100")
-	out, stderr, err := runCLILogged(t, "simulate", "--set", "fpm="+fpm, "--set", "hardware=H100-SXM", "--set", "workload.limit=20", "-o", h100)
+	out, stderr, err := runCLILogged(t, "simulate", "--set", "fpm="+fpModel, "--set", "hardware=H100-SXM", "--set", "workload.limit=20", "-o", h100)
 	require.NoError(t, err, out)
 	require.Contains(t, stderr, "model fitted elsewhere")
 	d, err := datasets.Open(h100)
 	require.NoError(t, err)
 	require.Contains(t, d.Manifest.Notes, want)
 
-	out, err = runCLI(t, "eval", fpm, h100, "--json")
+	out, err = runCLI(t, "eval", fpModel, h100, "--json")
 	require.NoError(t, err, out)
 	var rep fit.EvalReport
 	require.NoError(t, json.Unmarshal([]byte(out), &rep), out)

@@ -72,7 +72,7 @@ func workloadLengths(p *cluster.Plan) (lengths, error) {
 
 // prefillNs prices one request's prefill chunk of chunk tokens after
 // computed tokens, shipped in full when it is the first.
-func prefillNs(fpm model.FPM, chunk, computed, prompt int64) float64 {
+func prefillNs(fpModel model.FPM, chunk, computed, prompt int64) float64 {
 	var b features.Batch
 	b.Prefill(chunk, computed, prompt)
 	var st datasets.Step
@@ -81,25 +81,25 @@ func prefillNs(fpm model.FPM, chunk, computed, prompt int64) float64 {
 		st.NumNewReqs = 1
 	}
 	b.Fill(&st)
-	return fpm.PredictNs(features.Of(&st))
+	return fpModel.PredictNs(features.Of(&st))
 }
 
 // decodeNs prices a decode step of batch requests at context ctx each.
-func decodeNs(fpm model.FPM, batch int, ctx int64) float64 {
+func decodeNs(fpModel model.FPM, batch int, ctx int64) float64 {
 	var b features.Batch
 	for range batch {
 		b.Decode(ctx)
 	}
 	var st datasets.Step
 	b.Fill(&st)
-	return fpm.PredictNs(features.Of(&st))
+	return fpModel.PredictNs(features.Of(&st))
 }
 
 // zeroLoadPrefillNs is the prompt's prefill alone, in chunks of budget.
-func zeroLoadPrefillNs(fpm model.FPM, prompt, budget int64) float64 {
+func zeroLoadPrefillNs(fpModel model.FPM, prompt, budget int64) float64 {
 	t := 0.0
 	for done := int64(0); done < prompt; done += budget {
-		t += prefillNs(fpm, min(budget, prompt-done), done, prompt)
+		t += prefillNs(fpModel, min(budget, prompt-done), done, prompt)
 	}
 	return t
 }
@@ -142,11 +142,11 @@ func bounds(p *cluster.Plan, l lengths, slo SLO) Bounds {
 // decodeBatch is the largest batch up to maxB whose decode step at ctx
 // stays within itlNs (1 when none does): the step time grows with the
 // batch, so a bisection finds it.
-func decodeBatch(fpm model.FPM, maxB int, ctx int64, itlNs float64) int {
+func decodeBatch(fpModel model.FPM, maxB int, ctx int64, itlNs float64) int {
 	lo, hi := 1, maxB
 	for lo < hi {
 		mid := (lo + hi + 1) / 2
-		if decodeNs(fpm, mid, ctx) <= itlNs {
+		if decodeNs(fpModel, mid, ctx) <= itlNs {
 			lo = mid
 		} else {
 			hi = mid - 1

@@ -31,7 +31,7 @@ import (
 type group struct {
 	c       *Cluster
 	ranks   []*rank
-	fpm     model.FPM
+	fpModel     model.FPM
 	payload model.PayloadModel
 	host    model.HostModel
 	graphs  []int
@@ -46,8 +46,8 @@ type group struct {
 
 func newGroup(c *Cluster, idx int, p *PoolPlan) *group {
 	pl := p.Engine
-	g := &group{c: c, fpm: pl.FPM, payload: pl.Payload, host: pl.Host, graphs: pl.Graphs, moe: p.moe, formAt: -1, idx: int32(idx)}
-	g.dummyNs = g.fpm.PredictNs(model.Features{DecodeRequests: 1, PaddedBatch: 1})
+	g := &group{c: c, fpModel: pl.FPM, payload: pl.Payload, host: pl.Host, graphs: pl.Graphs, moe: p.moe, formAt: -1, idx: int32(idx)}
+	g.dummyNs = g.fpModel.PredictNs(model.Features{DecodeRequests: 1, PaddedBatch: 1})
 	return g
 }
 
@@ -96,7 +96,7 @@ func (r *rank) SubmitComposed(out *sched.Output, c *sim.Composition, now int64) 
 	prep := g.host.PrepNs(out.NumScheduledReqs(), out.TotalScheduledTokens, int(f.NewRequests), int(f.NewReqTokens))
 	ready := max(now, r.cpuFree) + recv + prep
 	r.cpuFree = ready
-	dense := g.fpm.PredictNs(f)
+	dense := g.fpModel.PredictNs(f)
 	if !(dense > 0) {
 		return p, fmt.Errorf("FPM predicted a non-positive device time (%g ns) for a %s step", dense, f.Kind())
 	}

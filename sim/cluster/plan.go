@@ -219,11 +219,11 @@ func (p *Plan) WithScales(s Scales) *Plan {
 
 // WithModels is the plan with every pool's forward-pass and host models
 // replaced (calibrate, replay with another model).
-func (p *Plan) WithModels(fpm model.FPM, host model.HostModel) *Plan {
+func (p *Plan) WithModels(fpModel model.FPM, host model.HostModel) *Plan {
 	q := p.clone()
 	for _, pp := range q.Pools {
 		e := *pp.Engine
-		e.FPM, e.Host = fpm, host
+		e.FPM, e.Host = fpModel, host
 		pp.Engine = &e
 	}
 	return q
