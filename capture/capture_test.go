@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -318,14 +318,14 @@ func TestWorkerShapeRefusesByField(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := model.LookupModel(tc.name)
+			s, err := catalog.LookupModel(tc.name)
 			require.NoError(t, err)
 			_, err = WorkerShape(s)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.field+" is set")
 		})
 	}
-	s, err := model.LookupModel("Qwen3-30B-A3B")
+	s, err := catalog.LookupModel("Qwen3-30B-A3B")
 	require.NoError(t, err)
 	mc, err := WorkerShape(s)
 	require.NoError(t, err)

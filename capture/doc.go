@@ -64,7 +64,7 @@
 // worker script): every GEMM, attention and element-wise operation of a
 // forward pass of the given shapes, timed alone over a grid of sizes,
 // replayed from a CUDA graph and launched eagerly. It writes JSON lines as
-// it measures; sim/opdb.ReadBench reads them and sim/opdb.WriteDir writes
+// it measures; fpm/opdb.ReadBench reads them and fpm/opdb.WriteDir writes
 // the database the measured-operations prior reads (`steplab capture
 // ops`, docs/ops-prior.md).
 //

@@ -3,13 +3,12 @@ package capture
 import (
 	"context"
 	"fmt"
+	"github.com/steplab/steplab/catalog"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-
-	"github.com/steplab/steplab/model"
 )
 
 // OpBenchOptions runs the worker's operations benchmark
@@ -18,7 +17,7 @@ type OpBenchOptions struct {
 	Worker WorkerOptions
 	// Shapes are the model shapes whose operations to measure (per GPU:
 	// a tensor-parallel shape is measured at its per-GPU widths).
-	Shapes []model.Shape
+	Shapes []catalog.Shape
 	Device string // "cuda", "cuda:N" or "cpu"
 	Grid   string // "full", "shapes" or "quick"
 	// Out is the JSON-lines file the benchmark writes as it measures, so
@@ -62,7 +61,7 @@ func MeasureOps(ctx context.Context, opts OpBenchOptions) error {
 
 // BenchShape is a shape as opbench.py's --shape flag takes it: the widths
 // one GPU of the tensor-parallel group computes.
-func BenchShape(s model.Shape) string {
+func BenchShape(s catalog.Shape) string {
 	tp := max(1, s.TP)
 	inter := s.Intermediate
 	if inter == 0 {

@@ -8,8 +8,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/sim/opdb"
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/fpm/opdb"
 )
 
 // TestMeasureOpsCPU runs the operations benchmark on the CPU path (eager
@@ -17,11 +18,11 @@ import (
 // into a database the ops prior prices steps with.
 func TestMeasureOpsCPU(t *testing.T) {
 	requirePython(t, "torch")
-	tiny, err := model.LookupModel("tiny")
+	tiny, err := catalog.LookupModel("tiny")
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "rows.jsonl")
 	opts := OpBenchOptions{Worker: WorkerOptions{Python: python, Script: "worker/worker.py"},
-		Shapes: []model.Shape{tiny}, Device: "cpu", Grid: "quick", Out: out}
+		Shapes: []catalog.Shape{tiny}, Device: "cpu", Grid: "quick", Out: out}
 	require.NoError(t, MeasureOps(context.Background(), opts))
 
 	f, err := os.Open(out)
@@ -38,14 +39,14 @@ func TestMeasureOpsCPU(t *testing.T) {
 	for _, r := range db.Elementwise {
 		ops[r.Op] = true
 	}
-	require.Len(t, ops, len(model.ElementwiseOps), "every element-wise op of a layer is measured")
+	require.Len(t, ops, len(fpm.ElementwiseOps), "every element-wise op of a layer is measured")
 	require.NotEmpty(t, db.ContextAttention)
 	require.NotEmpty(t, db.GenerationAttention)
 
-	db.System = model.OpSystem{GPU: "cpu", MemBandwidth: 1e11, BF16FLOPS: 1e12, MemBWScaling: 1}
-	o, err := model.NewOps(db, tiny)
+	db.System = fpm.OpSystem{GPU: "cpu", MemBandwidth: 1e11, BF16FLOPS: 1e12, MemBWScaling: 1}
+	o, err := fpm.NewOps(db, tiny)
 	require.NoError(t, err)
-	f1 := model.Features{DecodeRequests: 4, DecodeKVTokens: 200, PaddedBatch: 4}
+	f1 := fpm.Features{DecodeRequests: 4, DecodeKVTokens: 200, PaddedBatch: 4}
 	f2 := f1
 	f2.PrefillTokens, f2.PrefillRequests = 24, 1
 	require.Positive(t, o.PredictNs(f1))

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -21,7 +21,7 @@ type Options struct {
 	// Device is cuda, cuda:N or cpu.
 	Device string
 	// Preset names a worker model preset (llama-8b, tiny); empty sends the
-	// plan's model shape (any dense Llama-family model.Shape at TP 1).
+	// plan's model shape (any dense Llama-family catalog.Shape at TP 1).
 	Preset string
 	// AttentionBackend: auto, triton or torch.
 	AttentionBackend string
@@ -170,7 +170,7 @@ func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
 // weights and KV cache in one dtype (bf16, fp16 or fp32). What the worker
 // cannot run is refused here, naming the shape field, before a worker
 // starts.
-func WorkerShape(s model.Shape) (*ModelConfig, error) {
+func WorkerShape(s catalog.Shape) (*ModelConfig, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
@@ -180,7 +180,7 @@ func WorkerShape(s model.Shape) (*ModelConfig, error) {
 	if f := unrunnableField(s); f != "" {
 		return nil, fmt.Errorf("model %s: %s is set: the GPU worker runs dense or mixture-of-experts decoders with full GQA attention only", s.Name, f)
 	}
-	dtypes := map[string]string{model.DTypeBF16: "bfloat16", model.DTypeFP16: "float16", model.DTypeFP32: "float32"}
+	dtypes := map[string]string{catalog.DTypeBF16: "bfloat16", catalog.DTypeFP16: "float16", catalog.DTypeFP32: "float32"}
 	dt, ok := dtypes[s.DType]
 	weights, kv := cmp.Or(s.WeightDType, s.DType), cmp.Or(s.KVDType, s.DType)
 	if !ok || weights != s.DType || kv != s.DType || cmp.Or(s.MoE.DType, s.DType) != s.DType {
@@ -194,7 +194,7 @@ func WorkerShape(s model.Shape) (*ModelConfig, error) {
 
 // unrunnableField names the first shape field (as the catalogue's JSON
 // spells it) of an architecture the worker does not run, or "".
-func unrunnableField(s model.Shape) string {
+func unrunnableField(s catalog.Shape) string {
 	checks := []struct {
 		set   bool
 		field string

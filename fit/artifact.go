@@ -6,16 +6,16 @@ import (
 	"slices"
 	"time"
 
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 )
 
 // Artifact wraps the fitted model into a model artifact with its training
 // record, the evaluation metrics (any JSON-encodable value, e.g. a Report
 // or CVResult; nil for none) and who created it. Only the features the
 // model's terms use are documented.
-func (r *Result) Artifact(training model.Training, metrics any, createdBy string) (*model.Artifact, error) {
-	a := model.LinearArtifact(r.Model)
+func (r *Result) Artifact(training fpm.Training, metrics any, createdBy string) (*fpm.Artifact, error) {
+	a := fpm.LinearArtifact(r.Model)
 	if training.Method == "" {
 		training.Method = r.Method
 	}
@@ -33,7 +33,7 @@ func (r *Result) Artifact(training model.Training, metrics any, createdBy string
 
 // finishArtifact fills an artifact's training record, the definitions of
 // the features it uses (by name), its metrics and its provenance.
-func finishArtifact(a *model.Artifact, training model.Training, metrics any, createdBy string, used []string) error {
+func finishArtifact(a *fpm.Artifact, training fpm.Training, metrics any, createdBy string, used []string) error {
 	a.Training = training
 	for _, f := range features.Definitions {
 		if slices.Contains(used, f.Name) {

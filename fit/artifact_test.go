@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -14,8 +14,8 @@ func TestResultArtifactRoundTrip(t *testing.T) {
 	res, err := Linear(d, Options{Terms: synthTerms, Method: MethodHuberNN, Bootstrap: 50, Seed: 3})
 	require.NoError(t, err)
 	rep := Evaluate(res.Model, d, 5)
-	tr := model.Training{
-		Datasets:  []model.DatasetRef{{ID: "synthetic", Path: "mem://", SHA256: "00", Rows: 400}},
+	tr := fpm.Training{
+		Datasets:  []fpm.DatasetRef{{ID: "synthetic", Path: "mem://", SHA256: "00", Rows: 400}},
 		Selection: Selection{}.Record("production"),
 		Target:    TargetGPU,
 		Seed:      3,
@@ -28,7 +28,7 @@ func TestResultArtifactRoundTrip(t *testing.T) {
 	require.Len(t, a.Features, 4, "const has no feature definition")
 	path := filepath.Join(t.TempDir(), "m.json")
 	require.NoError(t, a.Save(path))
-	fpModel, back, err := model.Load(path)
+	fpModel, back, err := fpm.Load(path)
 	require.NoError(t, err)
 	var got Report
 	require.NoError(t, json.Unmarshal(back.Metrics, &got))
@@ -38,16 +38,16 @@ func TestResultArtifactRoundTrip(t *testing.T) {
 	for i, f := range d.Features[:20] {
 		require.InEpsilon(t, res.Model.PredictNs(f), fpModel.PredictNs(f), 1e-12, "row %d", i)
 	}
-	lm := fpModel.(*model.Linear)
+	lm := fpModel.(*fpm.Linear)
 	require.Equal(t, res.Model.CoefLo, lm.CoefLo)
 
 	// Grids travel the same way.
 	g, _, err := BuildGrid(benchRows(), GridOptions{})
 	require.NoError(t, err)
-	ga := model.GridArtifact(g)
+	ga := fpm.GridArtifact(g)
 	require.NoError(t, ga.Save(path))
-	gm, _, err := model.Load(path)
+	gm, _, err := fpm.Load(path)
 	require.NoError(t, err)
-	f := model.Features{DecodeRequests: 20, DecodeKVTokens: 20 * 3000}
+	f := fpm.Features{DecodeRequests: 20, DecodeKVTokens: 20 * 3000}
 	require.Equal(t, g.PredictNs(f), gm.PredictNs(f))
 }

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // docs/architecture.md#performance-targets: fit 1M steps × 8 features by NNLS in under 2 s on one core
@@ -26,7 +26,7 @@ var benchTrue8 = []float64{4e6, 60, 3, 0.02, 2e4, 1.5, 5e4, 4}
 
 func design1M8(b *testing.B) *Design {
 	bench1MOnce.Do(func() {
-		d := synthData(99, 1_000_000, model.DefaultTerms, benchTrue8, 0.03)
+		d := synthData(99, 1_000_000, fpm.DefaultTerms, benchTrue8, 0.03)
 		// synthFeatures leaves admission terms at zero: give steps some.
 		for i := range d.Features {
 			if i%7 == 0 {
@@ -38,7 +38,7 @@ func design1M8(b *testing.B) *Design {
 				d.Features[i].PrefillKVTokens += 512
 			}
 		}
-		ds, err := d.Design(model.DefaultTerms, false)
+		ds, err := d.Design(fpm.DefaultTerms, false)
 		if err != nil {
 			panic(err)
 		}

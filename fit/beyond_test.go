@@ -3,10 +3,9 @@ package fit
 import (
 	"testing"
 
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/steplab/steplab/model"
 )
 
 // A step above the largest batch or context the grid measured is flagged
@@ -15,33 +14,33 @@ import (
 func TestBeyondAxes(t *testing.T) {
 	res, err := FitRecipe(decodeData(t, benchGrid(2, 1)), RecipeOptions{Bootstrap: 20, Seed: 1})
 	require.NoError(t, err)
-	step := func(b, mean, longest float64) model.Features {
-		return model.Features{DecodeRequests: b, DecodeKVTokens: b * mean, DecodeMaxKVTokens: longest, PaddedBatch: b}
+	step := func(b, mean, longest float64) fpm.Features {
+		return fpm.Features{DecodeRequests: b, DecodeKVTokens: b * mean, DecodeMaxKVTokens: longest, PaddedBatch: b}
 	}
 	for _, c := range []struct {
 		name string
-		f    model.Features
+		f    fpm.Features
 		want []string
 	}{
 		{"inside", step(16, 1000, 1000), nil},
 		{"on the largest nodes", step(64, 8192, 8192), nil},
 		{"batch beyond", step(512, 1000, 1000), []string{"decode_requests"}},
-		{"context beyond", step(4, 16384, 16384), []string{model.CoordKVPerRequest}},
-		{"longest request beyond", step(4, 2000, 12000), []string{model.CoordKVPerRequest}},
-		{"both", step(1024, 20000, 20000), []string{"decode_requests", model.CoordKVPerRequest}},
+		{"context beyond", step(4, 16384, 16384), []string{fpm.CoordKVPerRequest}},
+		{"longest request beyond", step(4, 2000, 12000), []string{fpm.CoordKVPerRequest}},
+		{"both", step(1024, 20000, 20000), []string{"decode_requests", fpm.CoordKVPerRequest}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			assert.Equal(t, c.want, BeyondAxes(res.Model, c.f))
 		})
 	}
-	d := &Data{Features: []model.Features{step(16, 1000, 1000), step(512, 1000, 1000), step(1024, 20000, 20000)}, Y: []float64{1, 1, 1}}
+	d := &Data{Features: []fpm.Features{step(16, 1000, 1000), step(512, 1000, 1000), step(1024, 20000, 20000)}, Y: []float64{1, 1, 1}}
 	b := countBeyond(res.Model, d)
 	require.NotNil(t, b)
 	assert.Equal(t, 2, b.N)
-	assert.Equal(t, map[string]int{"decode_requests": 2, model.CoordKVPerRequest: 1}, b.ByAxis)
+	assert.Equal(t, map[string]int{"decode_requests": 2, fpm.CoordKVPerRequest: 1}, b.ByAxis)
 	assert.Contains(t, b.Warning(d.Len()), "2 of 3 steps lie beyond")
 	assert.Nil(t, countBeyond(res.Model, d.Subset([]int{0})), "none beyond: nothing to count")
-	lin, err := model.NewLinear([]string{model.TermConst}, []float64{1})
+	lin, err := fpm.NewLinear([]string{fpm.TermConst}, []float64{1})
 	require.NoError(t, err)
 	assert.Nil(t, BeyondAxes(lin, step(1024, 20000, 20000)), "a model with no grid has nothing to be beyond")
 }

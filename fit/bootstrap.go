@@ -2,12 +2,11 @@ package fit
 
 import (
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Fitting methods.
@@ -70,7 +69,7 @@ type BootstrapResult struct {
 	// drawn at random: with the replicate's prediction each gives a
 	// predictive draw.
 	resid [][]float64
-	basis *model.Basis
+	basis *fpm.Basis
 }
 
 // Bootstrap estimates the sampling distribution of the coefficients by the
@@ -93,7 +92,7 @@ func Bootstrap(d *Design, method string, hopt HuberOptions, opt BootstrapOptions
 	if opt.Workers <= 0 {
 		opt.Workers = 1
 	}
-	basis, err := model.NewBasis(d.Terms)
+	basis, err := fpm.NewBasis(d.Terms)
 	if err != nil {
 		return nil, err
 	}
@@ -161,8 +160,8 @@ func Bootstrap(d *Design, method string, hopt HuberOptions, opt BootstrapOptions
 			col[b] = c[j]
 		}
 		sort.Float64s(col)
-		res.Lo[j] = model.SortedQuantile(col, (1-opt.Level)/2)
-		res.Hi[j] = model.SortedQuantile(col, (1+opt.Level)/2)
+		res.Lo[j] = fpm.SortedQuantile(col, (1-opt.Level)/2)
+		res.Hi[j] = fpm.SortedQuantile(col, (1+opt.Level)/2)
 	}
 	return res, nil
 }
@@ -198,7 +197,7 @@ func relResiduals(d *Design, coef []float64) []float64 {
 // per replicate. It carries
 // both the coefficient uncertainty and the step-to-step noise. mid is the
 // median draw.
-func (r *BootstrapResult) PredictInterval(f model.Features, coverage float64) (mid, lo, hi float64) {
+func (r *BootstrapResult) PredictInterval(f fpm.Features, coverage float64) (mid, lo, hi float64) {
 	x := r.basis.Eval(f, make([]float64, r.basis.Len()))
 	draws := make([]float64, 0, len(r.Coef)*residDraws)
 	for b, c := range r.Coef {
@@ -208,14 +207,14 @@ func (r *BootstrapResult) PredictInterval(f model.Features, coverage float64) (m
 		}
 	}
 	sort.Float64s(draws)
-	mid = model.SortedQuantile(draws, 0.5)
-	lo = model.SortedQuantile(draws, (1-coverage)/2)
-	hi = model.SortedQuantile(draws, (1+coverage)/2)
+	mid = fpm.SortedQuantile(draws, 0.5)
+	lo = fpm.SortedQuantile(draws, (1-coverage)/2)
+	hi = fpm.SortedQuantile(draws, (1+coverage)/2)
 	return mid, math.Max(lo, 0), hi
 }
 
 // Cov returns the covariance matrix of the coefficients over the
-// replicates (p×p, in Terms order): what model.Linear.CoefCov holds.
+// replicates (p×p, in Terms order): what fpm.Linear.CoefCov holds.
 func (r *BootstrapResult) Cov() [][]float64 {
 	p, n := len(r.Terms), float64(len(r.Coef))
 	mean := make([]float64, p)
@@ -250,5 +249,5 @@ func (r *BootstrapResult) CoefInterval(j int, coverage float64) (lo, hi float64)
 		col[b] = c[j]
 	}
 	sort.Float64s(col)
-	return model.SortedQuantile(col, (1-coverage)/2), model.SortedQuantile(col, (1+coverage)/2)
+	return fpm.SortedQuantile(col, (1-coverage)/2), fpm.SortedQuantile(col, (1+coverage)/2)
 }

@@ -14,10 +14,11 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/yamldoc"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
 )
 
 // BoundsVersion is the version of the bounds file format this build reads.
@@ -89,7 +90,7 @@ type FitSpec struct {
 }
 
 // PriorSpec is a prior of a model shape (by catalogue name,
-// model.LookupModel): the roofline on a Hardware (model.LookupHardware),
+// catalog.LookupModel): the roofline on a Hardware (catalog.LookupHardware),
 // or with Ops the measured-operations prior of a database, which was
 // measured on one GPU.
 type PriorSpec struct {
@@ -98,7 +99,7 @@ type PriorSpec struct {
 	// Ops is the database of the measured-operations prior: the name of
 	// one shipped inside the binary (`steplab eval --help` lists them) or
 	// a directory in AIConfigurator's layout (relative to the file); see
-	// docs/ops-prior.md. The program must link the ops form (sim/opdb), as
+	// docs/ops-prior.md. The program must link the ops form (fpm/opdb), as
 	// steplab does.
 	Ops string `yaml:"ops"`
 	// Engine, with Ops, is an ops model artifact whose engine (how the
@@ -261,12 +262,12 @@ func (f *BoundsFile) paths(ps []string) []string {
 // BoundsEval is one check's evaluation: the error report and, for a model
 // with intervals, their coverage.
 type BoundsEval struct {
-	Name      string             `json:"name"`
-	About     string             `json:"about,omitempty"`
-	Model     string             `json:"model"`
-	Datasets  []model.DatasetRef `json:"datasets"`
-	Report    Report             `json:"report"`
-	Intervals *IntervalReport    `json:"intervals,omitempty"`
+	Name      string           `json:"name"`
+	About     string           `json:"about,omitempty"`
+	Model     string           `json:"model"`
+	Datasets  []fpm.DatasetRef `json:"datasets"`
+	Report    Report           `json:"report"`
+	Intervals *IntervalReport  `json:"intervals,omitempty"`
 }
 
 // BoundsReport is the outcome of a bounds file: every bound as a check,
@@ -337,18 +338,18 @@ func (f *BoundsFile) evaluate(c BoundsCheck) (*BoundsEval, []string, error) {
 		return nil, nil, err
 	}
 	ev := &BoundsEval{Name: c.Name, About: c.About, Model: name, Datasets: l.Refs, Report: Evaluate(m, l.Data, 0)}
-	if level := model.IntervalLevel(m, c.Level); level > 0 {
-		ev.Intervals = EvaluateIntervals(m.(model.IntervalFPM), l.Data, level)
+	if level := fpm.IntervalLevel(m, c.Level); level > 0 {
+		ev.Intervals = EvaluateIntervals(m.(fpm.IntervalFPM), l.Data, level)
 	}
 	return ev, slices.Concat(l.Warnings, l.ProvenanceNotes(name, a)), nil
 }
 
 // model builds a check's model, its artifact (nil for a prior), a name for
 // it, and the target it was fitted on ("" when unknown).
-func (f *BoundsFile) model(s ModelSpec) (model.FPM, *model.Artifact, string, string, error) {
+func (f *BoundsFile) model(s ModelSpec) (fpm.FPM, *fpm.Artifact, string, string, error) {
 	switch {
 	case s.Artifact != "":
-		m, a, err := model.Load(f.path(s.Artifact))
+		m, a, err := fpm.Load(f.path(s.Artifact))
 		if err != nil {
 			return nil, nil, "", "", err
 		}
@@ -360,7 +361,7 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, *model.Artifact, string, str
 	fs := s.Fit
 	form := fs.Form
 	if form == "" {
-		form = model.FormRecipe
+		form = fpm.FormRecipe
 	}
 	boot := fs.Bootstrap
 	if boot == 0 {
@@ -386,45 +387,45 @@ func (f *BoundsFile) model(s ModelSpec) (model.FPM, *model.Artifact, string, str
 
 // Build builds the prior and names it; relative paths (an ops database
 // directory, the engine artifact) are taken from dir.
-func (p PriorSpec) Build(dir string) (model.FPM, string, error) {
+func (p PriorSpec) Build(dir string) (fpm.FPM, string, error) {
 	path := func(q string) string {
 		if filepath.IsAbs(q) {
 			return q
 		}
 		return filepath.Join(dir, q)
 	}
-	sh, err := model.LookupModel(p.Shape)
+	sh, err := catalog.LookupModel(p.Shape)
 	if err != nil {
 		return nil, "", err
 	}
 	if p.Ops == "" {
-		hw, err := model.LookupHardware(p.Hardware)
+		hw, err := catalog.LookupHardware(p.Hardware)
 		if err != nil {
 			return nil, "", err
 		}
-		r := model.NewRoofline(hw, sh)
+		r := fpm.NewRoofline(hw, sh)
 		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), r.Validate()
 	}
 	db := p.Ops
 	if _, err := os.Stat(path(db)); err == nil {
 		db = path(db) // a directory; otherwise a shipped database's name
 	}
-	var engine model.OpsEngine
+	var engine fpm.OpsEngine
 	name := fmt.Sprintf("ops(%s, %s)", p.Ops, sh.Name)
 	if p.Engine != "" {
 		b, err := os.ReadFile(path(p.Engine))
 		if err != nil {
 			return nil, "", fmt.Errorf("model.prior.engine: %w", err)
 		}
-		a, err := model.ParseArtifact(b)
-		var op model.OpsParams
-		if err != nil || a.Form != model.FormOps || json.Unmarshal(a.Params, &op) != nil {
-			return nil, "", fmt.Errorf("model.prior.engine %s: want an ops model artifact (form %q)", p.Engine, model.FormOps)
+		a, err := fpm.ParseArtifact(b)
+		var op fpm.OpsParams
+		if err != nil || a.Form != fpm.FormOps || json.Unmarshal(a.Params, &op) != nil {
+			return nil, "", fmt.Errorf("model.prior.engine %s: want an ops model artifact (form %q)", p.Engine, fpm.FormOps)
 		}
 		engine = op.Engine
 		name += " with the engine of " + p.Engine
 	}
-	a, err := model.OpsArtifact(db, sh, engine)
+	a, err := fpm.OpsArtifact(db, sh, engine)
 	if err != nil {
 		return nil, "", err
 	}
@@ -436,10 +437,10 @@ func (p PriorSpec) Build(dir string) (model.FPM, string, error) {
 }
 
 // WithGraphs gives an ops prior the CUDA-graph sizes of the engine it
-// prices (model.Ops.WithGraphs): sizes, or when empty the first sizes the
+// prices (fpm.Ops.WithGraphs): sizes, or when empty the first sizes the
 // datasets' manifests recorded. Any other model is returned as it is.
-func WithGraphs(m model.FPM, sizes []int, data []string) (model.FPM, error) {
-	o, ok := m.(*model.Ops)
+func WithGraphs(m fpm.FPM, sizes []int, data []string) (fpm.FPM, error) {
+	o, ok := m.(*fpm.Ops)
 	if !ok {
 		return m, nil
 	}

@@ -4,13 +4,12 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"io"
 	"math"
 	"sort"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/steplab/steplab/model"
 )
 
 // ErrCheckFailed is wrapped by the error of a failed regression gate
@@ -31,7 +30,7 @@ type CheckOptions struct {
 	// release); nil for none. The check fails when the model's MAPE exceeds
 	// the baseline's by more than MaxRegression percentage points, overall
 	// or on any kind.
-	Baseline      model.FPM
+	Baseline      fpm.FPM
 	BaselineName  string
 	MaxRegression float64
 	// Worst is the number of worst steps kept in the report (default 10).
@@ -62,17 +61,17 @@ type CheckReport struct {
 	Report   Report        `json:"report"`
 	Baseline *Report       `json:"baseline,omitempty"`
 	// Filled by the caller (CLI): what was checked on what.
-	Model        string             `json:"model,omitempty"`
-	BaselineName string             `json:"baseline_name,omitempty"`
-	Datasets     []model.DatasetRef `json:"datasets,omitempty"`
-	Warnings     []string           `json:"warnings,omitempty"`
+	Model        string           `json:"model,omitempty"`
+	BaselineName string           `json:"baseline_name,omitempty"`
+	Datasets     []fpm.DatasetRef `json:"datasets,omitempty"`
+	Warnings     []string         `json:"warnings,omitempty"`
 }
 
 // Check evaluates m on d and applies the bounds. It refuses options that
 // check nothing, negative bounds, and a regression bound without a
 // baseline (or the reverse); an evaluation whose value is not a number
 // (no rows) fails its check rather than passing it.
-func Check(m model.FPM, d *Data, opt CheckOptions) (*CheckReport, error) {
+func Check(m fpm.FPM, d *Data, opt CheckOptions) (*CheckReport, error) {
 	if m == nil {
 		return nil, fmt.Errorf("check: no model")
 	}

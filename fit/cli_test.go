@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -59,8 +59,8 @@ func writeManifestDataset(t *testing.T, dir string, steps []datasets.Step, m dat
 	return dir
 }
 
-func truthModel(t *testing.T, scaleKV float64) *model.Linear {
-	m, err := model.NewLinear(DecodeTerms, []float64{truth[0], truth[1], truth[2] * scaleKV})
+func truthModel(t *testing.T, scaleKV float64) *fpm.Linear {
+	m, err := fpm.NewLinear(DecodeTerms, []float64{truth[0], truth[1], truth[2] * scaleKV})
 	require.NoError(t, err)
 	return m
 }
@@ -183,7 +183,7 @@ func TestFitDatasetsRecoversTruth(t *testing.T) {
 	dir := t.TempDir()
 	ds := writeDataset(t, filepath.Join(dir, "ds"), synthDecode(600, 5), "")
 	plots := filepath.Join(dir, "plots")
-	rep, art, _, err := FitDatasets([]string{ds}, FitConfig{Form: model.FormLinear, Load: LoadOptions{Target: TargetWall}, Linear: Options{Terms: DecodeTerms, Bootstrap: 100},
+	rep, art, _, err := FitDatasets([]string{ds}, FitConfig{Form: fpm.FormLinear, Load: LoadOptions{Target: TargetWall}, Linear: Options{Terms: DecodeTerms, Bootstrap: 100},
 		CV: 5, Seed: 1, PlotsDir: plots, CreatedBy: "test"})
 	require.NoError(t, err)
 	for i, c := range rep.Coefficients {
@@ -209,9 +209,9 @@ func TestFitDatasetsRecoversTruth(t *testing.T) {
 	ev.WriteText(&buf)
 
 	// Grid form on the same rows.
-	_, gart, _, err := FitDatasets([]string{ds}, FitConfig{Form: model.FormGrid, Load: LoadOptions{Target: TargetWall}, CV: 0})
+	_, gart, _, err := FitDatasets([]string{ds}, FitConfig{Form: fpm.FormGrid, Load: LoadOptions{Target: TargetWall}, CV: 0})
 	require.NoError(t, err)
-	require.Equal(t, model.FormGrid, gart.Form)
+	require.Equal(t, fpm.FormGrid, gart.Form)
 	_, err = gart.Model()
 	require.NoError(t, err)
 }
@@ -258,7 +258,7 @@ func TestDegenerateInputThroughLoad(t *testing.T) {
 	dir := t.TempDir()
 	fitIt := func(steps []datasets.Step, name string, sel Selection) error {
 		ds := writeDataset(t, filepath.Join(dir, name), steps, "")
-		_, _, _, err := FitDatasets([]string{ds}, FitConfig{Form: model.FormLinear, Load: LoadOptions{Selection: sel, Target: TargetWall}, Linear: Options{Terms: DecodeTerms}, CV: 0})
+		_, _, _, err := FitDatasets([]string{ds}, FitConfig{Form: fpm.FormLinear, Load: LoadOptions{Selection: sel, Target: TargetWall}, Linear: Options{Terms: DecodeTerms}, CV: 0})
 		return err
 	}
 	// Too few rows.
@@ -300,7 +300,7 @@ func TestDegenerateInputThroughLoad(t *testing.T) {
 
 // The payload and host-overhead fits recover the simulator's priors from
 // a simulated production trace (the simulator prices payload and host
-// windows with model.DefaultPayloadModel and model.DefaultHostModel).
+// windows with fpm.DefaultPayloadModel and fpm.DefaultHostModel).
 func TestFitOverheadsRecoversSimulatorPriors(t *testing.T) {
 	sc := sim.DefaultScenario()
 	// A small token budget chunks long prompts, so scheduled tokens and
@@ -314,14 +314,14 @@ func TestFitOverheadsRecoversSimulatorPriors(t *testing.T) {
 		Output: sim.LengthSpec{Kind: "lognormal", Mean: 200, Sigma: 0.8, Min: 4, Max: 1000}}
 	dir := simulateTo(t, filepath.Join(t.TempDir(), "prod"), sc)
 	// A deliberately wrong prior: the fit must move away from it.
-	pp := model.DefaultPayloadModel()
+	pp := fpm.DefaultPayloadModel()
 	pp.TokenIDBytes, pp.NewReqFixedBytes = 1, 1
-	hp := model.DefaultHostModel()
+	hp := fpm.DefaultHostModel()
 	hp.PrepPerNewTokenNs, hp.PrepFixedNs, hp.ShipMBps = 1, 1, 1000
 	of, err := FitOverheads([]string{dir}, pp, hp)
 	require.NoError(t, err)
 	require.NotNil(t, of.Payload)
-	want := model.DefaultPayloadModel()
+	want := fpm.DefaultPayloadModel()
 	t.Logf("payload fit: %+v (prior kept for %v), MAPE %.3f%%", of.Payload.Model, of.Payload.Fit.Prior, of.Payload.Fit.Metrics.MAPE)
 	require.InEpsilon(t, want.TokenIDBytes, of.Payload.Model.TokenIDBytes, 0.05)
 	require.InEpsilon(t, want.NewReqFixedBytes, of.Payload.Model.NewReqFixedBytes, 0.1)
@@ -330,7 +330,7 @@ func TestFitOverheadsRecoversSimulatorPriors(t *testing.T) {
 	// ships a step's finished ids with the next scheduler output, which
 	// num_finished of the same row does not line up with; the term is a
 	// few bytes per step either way.
-	wh := model.DefaultHostModel()
+	wh := fpm.DefaultHostModel()
 	for _, f := range of.Host.Fits {
 		t.Logf("host %s: %v = %.4g (prior kept for %v), MAPE %.3f%%", f.Window, f.Terms, f.Coef, f.Prior, f.Metrics.MAPE)
 	}

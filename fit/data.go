@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 )
 
 // Data is a set of steps ready to fit or evaluate: their features and
@@ -16,7 +16,7 @@ import (
 // row); they name rows in errors and reports. Kinds default to
 // Features.Kind().
 type Data struct {
-	Features []model.Features
+	Features []fpm.Features
 	Y        []float64
 	StepIDs  []int64
 	Kinds    []string
@@ -39,11 +39,11 @@ type Data struct {
 	GraphTokens int
 	// SMs and KVHeads are the GPU's SM count and the model's KV heads per
 	// GPU (manifest.KVSplit), when the datasets' manifests agree: what the
-	// decode attention term of the recipe (model.TermDecodeAttnKV) is
+	// decode attention term of the recipe (fpm.TermDecodeAttnKV) is
 	// written with. 0: not known.
 	SMs, KVHeads int
 	// AttnPerSM is the hardware catalogue's decode attention programs per
-	// SM of that GPU (model.Hardware.AttnProgramsPerSM), 0 when it has none.
+	// SM of that GPU (catalog.Hardware.AttnProgramsPerSM), 0 when it has none.
 	AttnPerSM int
 }
 
@@ -68,7 +68,7 @@ func (d *Data) StepID(i int) int64 {
 
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
-	out := &Data{Features: make([]model.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
+	out := &Data{Features: make([]fpm.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
 		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads, AttnPerSM: d.AttnPerSM}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
@@ -117,7 +117,7 @@ func (d *Data) design(terms []string, relative bool) (*Design, error) {
 	if len(d.Features) != d.Len() {
 		return nil, fmt.Errorf("fit: data has %d feature rows for %d timings", len(d.Features), d.Len())
 	}
-	b, err := model.NewBasis(terms)
+	b, err := fpm.NewBasis(terms)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +211,7 @@ func (s Selection) Check() error {
 }
 
 // Record returns the selection as recorded in a model artifact.
-func (s Selection) Record(policy string) model.Selection {
+func (s Selection) Record(policy string) fpm.Selection {
 	roles := s.Roles
 	if roles == nil {
 		roles = DefaultRoles
@@ -220,7 +220,7 @@ func (s Selection) Record(policy string) model.Selection {
 	if kinds == nil {
 		kinds = []string{datasets.KindPrefill, datasets.KindDecode, datasets.KindMixed}
 	}
-	return model.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy, Half: s.Half, Uniform: s.Uniform}
+	return fpm.Selection{Roles: slices.Clone(roles), Kinds: slices.Clone(kinds), Valid: !s.AllowInvalid, Policy: policy, Half: s.Half, Uniform: s.Uniform}
 }
 
 // Keep says whether a step passes the selection.
@@ -280,9 +280,9 @@ func Select(steps []datasets.Step, s Selection) ([]datasets.Step, error) {
 }
 
 // unrecordedTerms counts every term a row's unknown features leave unknown.
-func (d *Data) unrecordedTerms(f model.Features) {
-	for _, name := range model.KnownTerms() {
-		if fn, err := model.Term(name); err == nil && math.IsNaN(fn(f)) {
+func (d *Data) unrecordedTerms(f fpm.Features) {
+	for _, name := range fpm.KnownTerms() {
+		if fn, err := fpm.Term(name); err == nil && math.IsNaN(fn(f)) {
 			d.unrecorded(name)
 		}
 	}

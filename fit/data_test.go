@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 )
 
 func TestDataFromStepsTargets(t *testing.T) {
@@ -92,7 +92,7 @@ func TestLoadDatasetsSample(t *testing.T) {
 		require.NoError(t, err)
 		d := l.Data
 		require.NotNil(t, l.Sample)
-		require.Equal(t, model.Sample{PerKind: bound, Seed: seed, Selected: int64(full.Data.Len()), Kept: int64(d.Len())}, *l.Sample)
+		require.Equal(t, fpm.Sample{PerKind: bound, Seed: seed, Selected: int64(full.Data.Len()), Kept: int64(d.Len())}, *l.Sample)
 		require.Equal(t, l.Sample, l.Record(Selection{}).Sample, "the artifact records the sample")
 		require.Equal(t, full.Refs, l.Refs, "the datasets' selected rows are counted whole")
 		kinds := map[string]int{}

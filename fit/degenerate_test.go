@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -108,7 +108,7 @@ func TestAutoPolicyAndUnrecorded(t *testing.T) {
 		{"new_requests", "zero on every row; steps that admit requests beside running ones (mixed points) would identify it"},
 		{"new_req_tokens", "zero on every row; mixed points at a context (new prompts beside chunks of running ones) would identify it"},
 	}, res.Dropped)
-	_, err = Linear(d, Options{Terms: model.DefaultTerms})
+	_, err = Linear(d, Options{Terms: fpm.DefaultTerms})
 	require.ErrorIs(t, err, ErrZeroColumn)
 	_, err = Linear(d, Options{Degenerate: DegenerateError})
 	require.ErrorIs(t, err, ErrZeroColumn)
@@ -152,7 +152,7 @@ func TestSelectionErrors(t *testing.T) {
 	require.True(t, Selection{}.Keep(&steps[1]))
 	require.False(t, Selection{}.Keep(&steps[0]))
 	rec := Selection{}.Record("steady_state_second_step")
-	require.Equal(t, model.Selection{Roles: []string{"measured", "production"}, Kinds: []string{"prefill", "decode", "mixed"}, Valid: true, Policy: "steady_state_second_step"}, rec)
+	require.Equal(t, fpm.Selection{Roles: []string{"measured", "production"}, Kinds: []string{"prefill", "decode", "mixed"}, Valid: true, Policy: "steady_state_second_step"}, rec)
 
 	// Unknown timings name the step.
 	_, err = DataFromSteps([]datasets.Step{{StepID: 9, GPUTimeNs: 10, WallTimeNs: 12}, {StepID: 10, GPUTimeNs: -1, WallTimeNs: 0}}, TargetAuto)

@@ -8,19 +8,19 @@
 //	steps, _ := fit.Select(all, fit.Selection{})          // measured + production, valid rows
 //	data, _ := fit.DataFromSteps(steps, fit.TargetAuto)    // features and timings (ns)
 //	res, _ := fit.Linear(data, fit.Options{Method: fit.MethodHuberNN, Bootstrap: 200, Seed: 1})
-//	art := model.LinearArtifact(res.Model)                 // then fill Training and Metrics, and Save
+//	art := fpm.LinearArtifact(res.Model)                 // then fill Training and Metrics, and Save
 //
 // Selection never fits scaffolding rows (warm-ups, the admission steps a
 // steady-state benchmark throws away): those are the contaminated
 // measurements of docs/architecture.md#why-it-exists. Package features maps each steps row to a
-// model.Features (features.Of; features.Definitions documents every term);
+// fpm.Features (features.Of; features.Definitions documents every term);
 // LoadDatasets first completes, from step_requests, the feature columns a
 // dataset written before they existed lacks.
 //
 // # The linear model and its solvers
 //
-// model.Linear prices a step as Σ coef·term(features) over named terms
-// (model.DefaultTerms: a fixed cost, prefill tokens, prefill KV reads,
+// fpm.Linear prices a step as Σ coef·term(features) over named terms
+// (fpm.DefaultTerms: a fixed cost, prefill tokens, prefill KV reads,
 // prefill attention, decode requests, decode KV reads, admitted requests
 // and their prompt tokens). Costs cannot be negative, so the default
 // solver is non-negative least squares:
@@ -73,7 +73,7 @@
 // data with known coefficients the 95% intervals cover the truth about 93%
 // of the time over 100 seeded repetitions (TestBootstrapCoverage).
 // Prediction intervals come from the model's relative residual quantiles
-// (model.ResidualQuantiles) or, including coefficient uncertainty, from
+// (fpm.ResidualQuantiles) or, including coefficient uncertainty, from
 // BootstrapResult.PredictInterval. All randomness is seeded.
 //
 // # Evaluation
@@ -86,7 +86,7 @@
 //
 // # The default recipe
 //
-// FitRecipe fits a model.Recipe: per step kind (DefaultKindSpecs), a table
+// FitRecipe fits a fpm.Recipe: per step kind (DefaultKindSpecs), a table
 // over the kind's benchmark coordinates (BuildTable: the grid's lines, a
 // coordinate written NAME=VALUE a condition on its rows) interpolating
 // inside its measured hull, and the kind's linear form outside it, split
@@ -116,8 +116,8 @@
 //
 // # The grid model
 //
-// BuildGrid builds a model.Grid from benchmark rows: the median of the
+// BuildGrid builds a fpm.Grid from benchmark rows: the median of the
 // repeats at each (batch, KV per request) and prefill-token coordinate.
-// model.Grid documents its interpolation, its behaviour outside the
+// fpm.Grid documents its interpolation, its behaviour outside the
 // benchmarked domain, and how it composes mixed steps.
 package fit

@@ -3,11 +3,10 @@ package fit
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"math"
 	"math/rand/v2"
 	"sort"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Metrics summarise prediction error on a set of steps. Percentage errors
@@ -120,7 +119,7 @@ var BatchBuckets = []struct {
 }
 
 // BatchOf is the batch size a step is bucketed by.
-func BatchOf(f model.Features) int { return int(f.PrefillRequests + f.DecodeRequests) }
+func BatchOf(f fpm.Features) int { return int(f.PrefillRequests + f.DecodeRequests) }
 
 // BucketOf returns the bucket label of a batch size (0 joins "1").
 func BucketOf(batch int) string {
@@ -134,7 +133,7 @@ func BucketOf(batch int) string {
 
 // Evaluate predicts every row with m and reports the error; worstN steps
 // are listed (0: none).
-func Evaluate(m model.FPM, d *Data, worstN int) Report {
+func Evaluate(m fpm.FPM, d *Data, worstN int) Report {
 	pred := make([]float64, d.Len())
 	for i, f := range d.Features {
 		pred[i] = m.PredictNs(f)
@@ -204,9 +203,9 @@ func metricsOf(y, pred []float64, idx []int) Metrics {
 		m.R2 = 1 - sse/sst
 	}
 	sort.Float64s(apes)
-	m.MedianAPE = model.SortedQuantile(apes, 0.5)
-	m.P90APE = model.SortedQuantile(apes, 0.9)
-	m.P99APE = model.SortedQuantile(apes, 0.99)
+	m.MedianAPE = fpm.SortedQuantile(apes, 0.5)
+	m.P90APE = fpm.SortedQuantile(apes, 0.9)
+	m.P99APE = fpm.SortedQuantile(apes, 0.99)
 	return m
 }
 
@@ -239,7 +238,7 @@ func Split(d *Data, frac float64, seed uint64) (train, test *Data) {
 }
 
 // FitFunc fits a model to training data (e.g. a closure over Linear).
-type FitFunc func(train *Data) (model.FPM, error)
+type FitFunc func(train *Data) (fpm.FPM, error)
 
 // CVResult is a k-fold cross-validation: the report over all out-of-fold
 // predictions (each row predicted by the model that did not see it), and

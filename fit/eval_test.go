@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,7 +17,7 @@ func TestBuckets(t *testing.T) {
 
 func TestEvaluateMetrics(t *testing.T) {
 	d := &Data{
-		Features: []model.Features{{DecodeRequests: 1}, {DecodeRequests: 3}, {DecodeRequests: 3}, {PrefillTokens: 10, PrefillRequests: 1}},
+		Features: []fpm.Features{{DecodeRequests: 1}, {DecodeRequests: 3}, {DecodeRequests: 3}, {PrefillTokens: 10, PrefillRequests: 1}},
 		Y:        []float64{100, 200, 400, 1000},
 		StepIDs:  []int64{10, 11, 12, 13},
 	}
@@ -69,7 +69,7 @@ func TestFoldsAndCrossValidation(t *testing.T) {
 	}
 
 	d := synthData(41, 1000, synthTerms, synthTrue, 0.02)
-	fitFn := func(train *Data) (model.FPM, error) {
+	fitFn := func(train *Data) (fpm.FPM, error) {
 		r, err := Linear(train, Options{Terms: synthTerms})
 		if err != nil {
 			return nil, err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // Example fits the step-time model to a small synthetic capture: decode
@@ -37,7 +37,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	terms := []string{model.TermConst, model.TermDecodeRequests, model.TermDecodeKVTokens}
+	terms := []string{fpm.TermConst, fpm.TermDecodeRequests, fpm.TermDecodeKVTokens}
 	res, err := fit.Linear(data, fit.Options{Terms: terms, Method: fit.MethodHuberNN, Bootstrap: 200, Seed: 1})
 	if err != nil {
 		panic(err)
@@ -48,7 +48,7 @@ func Example() {
 		fmt.Printf("%-17s %.3g  [%.3g, %.3g]\n", t, m.Coef[j], m.CoefLo[j], m.CoefHi[j])
 	}
 
-	cv, err := fit.CrossValidate(data, 5, 1, func(train *fit.Data) (model.FPM, error) {
+	cv, err := fit.CrossValidate(data, 5, 1, func(train *fit.Data) (fpm.FPM, error) {
 		r, err := fit.Linear(train, fit.Options{Terms: terms, Method: fit.MethodHuberNN})
 		if err != nil {
 			return nil, err
@@ -61,7 +61,7 @@ func Example() {
 	fmt.Printf("5-fold CV MAPE %.1f%%, p90 %.1f%%\n", cv.Report.Overall.MAPE, cv.Report.Overall.P90APE)
 
 	// Save the model as a versioned artifact and load it back.
-	art := model.LinearArtifact(m)
+	art := fpm.LinearArtifact(m)
 	art.Training.Selection = fit.Selection{}.Record("steady_state_second_step")
 	art.CreatedBy = "example"
 	dir, _ := os.MkdirTemp("", "fit-example")
@@ -70,12 +70,12 @@ func Example() {
 	if err := art.Save(path); err != nil {
 		panic(err)
 	}
-	fpModel, _, err := model.Load(path)
+	fpModel, _, err := fpm.Load(path)
 	if err != nil {
 		panic(err)
 	}
-	f := model.Features{DecodeRequests: 64, DecodeKVTokens: 64 * 2000}
-	mid, lo, hi := fpModel.(model.IntervalFPM).PredictIntervalNs(f, 0.9)
+	f := fpm.Features{DecodeRequests: 64, DecodeKVTokens: 64 * 2000}
+	mid, lo, hi := fpModel.(fpm.IntervalFPM).PredictIntervalNs(f, 0.9)
 	fmt.Printf("B=64, 2000-token contexts: %.2f ms (90%%: %.2f–%.2f ms)\n", mid/1e6, lo/1e6, hi/1e6)
 	// Output:
 	// rows: 360 of 400 (target gpu_time_ns)
@@ -113,7 +113,7 @@ func ExampleFitRecipe() {
 	}
 	fmt.Println("decode priced by", res.Kinds[0].PricedBy, "over", res.Kinds[0].Table.Coords, "missing nodes:", res.Kinds[0].Table.Missing)
 	for _, b := range []float64{8, 200, 1024} {
-		p := res.Model.Price(model.Features{DecodeRequests: b, DecodeKVTokens: b * 2048, DecodeMaxKVTokens: 2048, PaddedBatch: b}, 0.9)
+		p := res.Model.Price(fpm.Features{DecodeRequests: b, DecodeKVTokens: b * 2048, DecodeMaxKVTokens: 2048, PaddedBatch: b}, 0.9)
 		fmt.Printf("B=%-4.0f %s, interval %.0f%% of the prediction wide\n", b, p.Region, 100*(p.Hi-p.Lo)/p.Ns)
 	}
 	// Output:

@@ -2,10 +2,9 @@ package fit
 
 import (
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"math"
 	"sort"
-
-	"github.com/steplab/steplab/model"
 )
 
 // GridOptions configures BuildGrid.
@@ -17,9 +16,9 @@ type GridOptions struct {
 	SnapRel float64
 	// LogAxes interpolates the decode grid in log coordinates.
 	LogAxes bool
-	// PrefillInterp is model.InterpLinear (default) or model.InterpSqrt.
+	// PrefillInterp is fpm.InterpLinear (default) or fpm.InterpSqrt.
 	PrefillInterp string
-	// Outside is model.OutsideClamp (default) or model.OutsideLinear.
+	// Outside is fpm.OutsideClamp (default) or fpm.OutsideLinear.
 	Outside string
 }
 
@@ -43,7 +42,7 @@ type GridStats struct {
 // "repeats": measurement noise, not interpolation error; cross-validate for
 // that). A decode grid needs at least one decode row, a prefill grid one
 // prefill row; with neither the build fails.
-func BuildGrid(d *Data, opt GridOptions) (*model.Grid, *GridStats, error) {
+func BuildGrid(d *Data, opt GridOptions) (*fpm.Grid, *GridStats, error) {
 	if d.Len() == 0 {
 		return nil, nil, dataErr(ErrEmptySelection, "no rows to build a grid from")
 	}
@@ -78,7 +77,7 @@ func BuildGrid(d *Data, opt GridOptions) (*model.Grid, *GridStats, error) {
 	if len(decY) == 0 && len(preY) == 0 {
 		return nil, nil, dataErr(ErrEmptySelection, fmt.Sprintf("no decode or prefill rows (%d mixed rows are not grid coordinates)", st.SkippedMixed))
 	}
-	g := &model.Grid{Outside: opt.Outside}
+	g := &fpm.Grid{Outside: opt.Outside}
 	var resid []float64
 	if len(decY) > 0 {
 		bAxis, bIdx := snap(decB, opt.SnapRel)
@@ -91,7 +90,7 @@ func BuildGrid(d *Data, opt GridOptions) (*model.Grid, *GridStats, error) {
 			c := &cells[bIdx[r]][kIdx[r]]
 			*c = append(*c, decY[r])
 		}
-		dg := &model.DecodeGrid{Batch: bAxis, KVPerRequest: kAxis, LogAxes: opt.LogAxes, Ns: make([][]float64, len(bAxis))}
+		dg := &fpm.DecodeGrid{Batch: bAxis, KVPerRequest: kAxis, LogAxes: opt.LogAxes, Ns: make([][]float64, len(bAxis))}
 		for i := range cells {
 			dg.Ns[i] = make([]float64, len(kAxis))
 			for j, ys := range cells[i] {
@@ -112,14 +111,14 @@ func BuildGrid(d *Data, opt GridOptions) (*model.Grid, *GridStats, error) {
 		for r := range preY {
 			groups[tIdx[r]] = append(groups[tIdx[r]], preY[r])
 		}
-		pg := &model.PrefillGrid{Tokens: tAxis, Ns: make([]float64, len(tAxis)), Interp: opt.PrefillInterp}
+		pg := &fpm.PrefillGrid{Tokens: tAxis, Ns: make([]float64, len(tAxis)), Interp: opt.PrefillInterp}
 		for i, ys := range groups {
 			pg.Ns[i] = nodeMedian(ys, &resid, st)
 		}
 		g.Prefill = pg
 	}
 	if st.MaxRepeats > 1 {
-		q, err := model.NewResidualQuantiles(model.ScaleRelative, resid, nil, "repeats")
+		q, err := fpm.NewResidualQuantiles(fpm.ScaleRelative, resid, nil, "repeats")
 		if err == nil {
 			g.Residuals = q
 		}
@@ -133,7 +132,7 @@ func BuildGrid(d *Data, opt GridOptions) (*model.Grid, *GridStats, error) {
 func nodeMedian(ys []float64, resid *[]float64, st *GridStats) float64 {
 	st.MaxRepeats = max(st.MaxRepeats, len(ys))
 	sort.Float64s(ys)
-	m := model.SortedQuantile(ys, 0.5)
+	m := fpm.SortedQuantile(ys, 0.5)
 	if len(ys) > 1 {
 		for _, y := range ys {
 			*resid = append(*resid, (y-m)/m)
@@ -156,7 +155,7 @@ func snap(vals []float64, rel float64) (axis []float64, idx []int) {
 	start := math.NaN()
 	flush := func() {
 		if len(cluster) > 0 {
-			axis = append(axis, model.SortedQuantile(cluster, 0.5))
+			axis = append(axis, fpm.SortedQuantile(cluster, 0.5))
 			cluster = cluster[:0]
 		}
 	}

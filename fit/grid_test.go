@@ -3,7 +3,7 @@ package fit
 import (
 	"testing"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/require"
 )
 
@@ -20,7 +20,7 @@ func benchRows() *Data {
 		for _, k := range []float64{512, 2048, 8192} {
 			for r, excess := range []float64{0, 0, 0.5} { // two clean repeats, one straggler
 				kk := k + float64(r) // steady steps read one more token each step
-				f := model.Features{DecodeRequests: b, DecodeKVTokens: b * kk, PaddedBatch: b}
+				f := fpm.Features{DecodeRequests: b, DecodeKVTokens: b * kk, PaddedBatch: b}
 				d.Features = append(d.Features, f)
 				d.Y = append(d.Y, bilinearTruth(b, k)*(1+excess))
 				d.Kinds = append(d.Kinds, "decode")
@@ -29,12 +29,12 @@ func benchRows() *Data {
 	}
 	for _, tok := range []float64{256, 1024, 4096} {
 		for r := 0; r < 3; r++ {
-			d.Features = append(d.Features, model.Features{PrefillTokens: tok, PrefillRequests: 1})
+			d.Features = append(d.Features, fpm.Features{PrefillTokens: tok, PrefillRequests: 1})
 			d.Y = append(d.Y, 5e6+80*tok+float64(r)*1e3)
 			d.Kinds = append(d.Kinds, "prefill")
 		}
 	}
-	d.Features = append(d.Features, model.Features{PrefillTokens: 100, PrefillRequests: 1, DecodeRequests: 4, DecodeKVTokens: 400})
+	d.Features = append(d.Features, fpm.Features{PrefillTokens: 100, PrefillRequests: 1, DecodeRequests: 4, DecodeKVTokens: 400})
 	d.Y = append(d.Y, 1e7)
 	d.Kinds = append(d.Kinds, "mixed")
 	return d
@@ -58,7 +58,7 @@ func TestBuildGridExactAtNodesLinearBetween(t *testing.T) {
 	// Nodes: the median of the repeats (0, 0, +50%) is the clean time.
 	for _, b := range g.Decode.Batch {
 		for _, k := range []float64{512, 2048, 8192} {
-			ns, lk := g.Predict(model.Features{DecodeRequests: b, DecodeKVTokens: b * (k + 1)})
+			ns, lk := g.Predict(fpm.Features{DecodeRequests: b, DecodeKVTokens: b * (k + 1)})
 			require.True(t, lk.InDomain())
 			require.InDelta(t, bilinearTruth(b, k), ns, 1e-6, "node B=%g K=%g", b, k)
 		}
@@ -67,22 +67,22 @@ func TestBuildGridExactAtNodesLinearBetween(t *testing.T) {
 	node := func(k float64) float64 { return k - 1 } // axis node k+1 holds truth at k
 	for _, q := range [][2]float64{{4, 1000}, {20, 5000}, {100, 600}, {1.5, 8000}} {
 		b, kv := q[0], q[1]
-		ns := g.PredictNs(model.Features{DecodeRequests: b, DecodeKVTokens: b * kv})
+		ns := g.PredictNs(fpm.Features{DecodeRequests: b, DecodeKVTokens: b * kv})
 		require.InEpsilon(t, bilinearTruth(b, node(kv)), ns, 1e-9, "B=%g K=%g", b, kv)
 	}
 	// Prefill: medians at nodes, linear between.
-	require.InDelta(t, 5e6+80*1024+1e3, g.PredictNs(model.Features{PrefillTokens: 1024, PrefillRequests: 1}), 1e-6)
-	require.InDelta(t, 5e6+80*2560+1e3, g.PredictNs(model.Features{PrefillTokens: 2560, PrefillRequests: 1}), 1e-6)
+	require.InDelta(t, 5e6+80*1024+1e3, g.PredictNs(fpm.Features{PrefillTokens: 1024, PrefillRequests: 1}), 1e-6)
+	require.InDelta(t, 5e6+80*2560+1e3, g.PredictNs(fpm.Features{PrefillTokens: 2560, PrefillRequests: 1}), 1e-6)
 
 	// Outside the domain: clamped and flagged.
-	_, lk := g.Predict(model.Features{DecodeRequests: 512, DecodeKVTokens: 512 * 1000})
+	_, lk := g.Predict(fpm.Features{DecodeRequests: 512, DecodeKVTokens: 512 * 1000})
 	require.Equal(t, []string{"batch"}, lk.Clamped)
 }
 
 func TestBuildGridMissingAndErrors(t *testing.T) {
 	d := &Data{}
 	for _, c := range [][2]float64{{1, 100}, {1, 1000}, {16, 100}} { // (16, 1000) never measured
-		d.Features = append(d.Features, model.Features{DecodeRequests: c[0], DecodeKVTokens: c[0] * c[1]})
+		d.Features = append(d.Features, fpm.Features{DecodeRequests: c[0], DecodeKVTokens: c[0] * c[1]})
 		d.Y = append(d.Y, 1e6*c[0]+c[1])
 	}
 	g, st, err := BuildGrid(d, GridOptions{LogAxes: true})
@@ -91,15 +91,15 @@ func TestBuildGridMissingAndErrors(t *testing.T) {
 	require.Nil(t, g.Prefill)
 	require.Nil(t, g.Residuals, "no repeats, no residuals")
 	require.Equal(t, -1.0, g.Decode.Ns[1][1])
-	_, lk := g.Predict(model.Features{DecodeRequests: 16, DecodeKVTokens: 16 * 1000})
+	_, lk := g.Predict(fpm.Features{DecodeRequests: 16, DecodeKVTokens: 16 * 1000})
 	require.True(t, lk.Missing)
 
 	_, _, err = BuildGrid(&Data{}, GridOptions{})
 	require.ErrorIs(t, err, ErrEmptySelection)
-	mixedOnly := &Data{Features: []model.Features{{PrefillTokens: 5, PrefillRequests: 1, DecodeRequests: 1, DecodeKVTokens: 9}}, Y: []float64{1}}
+	mixedOnly := &Data{Features: []fpm.Features{{PrefillTokens: 5, PrefillRequests: 1, DecodeRequests: 1, DecodeKVTokens: 9}}, Y: []float64{1}}
 	_, _, err = BuildGrid(mixedOnly, GridOptions{})
 	require.ErrorIs(t, err, ErrEmptySelection)
-	bad := &Data{Features: []model.Features{{DecodeRequests: 1}}, Y: []float64{-3}, StepIDs: []int64{77}}
+	bad := &Data{Features: []fpm.Features{{DecodeRequests: 1}}, Y: []float64{-3}, StepIDs: []int64{77}}
 	_, _, err = BuildGrid(bad, GridOptions{})
 	require.ErrorIs(t, err, ErrBadTarget)
 	require.ErrorContains(t, err, "step_id 77")

@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 )
 
 // h200TrafficCompleted is the production steps of kind kind of both H200
@@ -77,14 +77,14 @@ func TestH200TrafficFeatures(t *testing.T) {
 	var cs []corr
 	for _, c := range []struct {
 		name string
-		of   func(model.Features) float64
+		of   func(fpm.Features) float64
 	}{
-		{"decode_max_kv", func(f model.Features) float64 { return f.DecodeMaxKVTokens }},
-		{"max/mean context", func(f model.Features) float64 { return f.DecodeMaxKVTokens * f.DecodeRequests / f.DecodeKVTokens }},
-		{"decode_kv_std", func(f model.Features) float64 { return math.Sqrt(f.DecodeKVVar) }},
-		{"mean context", func(f model.Features) float64 { return f.DecodeKVTokens / f.DecodeRequests }},
-		{"padded_batch", func(f model.Features) float64 { return f.PaddedBatch }},
-		{"decode_requests", func(f model.Features) float64 { return f.DecodeRequests }},
+		{"decode_max_kv", func(f fpm.Features) float64 { return f.DecodeMaxKVTokens }},
+		{"max/mean context", func(f fpm.Features) float64 { return f.DecodeMaxKVTokens * f.DecodeRequests / f.DecodeKVTokens }},
+		{"decode_kv_std", func(f fpm.Features) float64 { return math.Sqrt(f.DecodeKVVar) }},
+		{"mean context", func(f fpm.Features) float64 { return f.DecodeKVTokens / f.DecodeRequests }},
+		{"padded_batch", func(f fpm.Features) float64 { return f.PaddedBatch }},
+		{"decode_requests", func(f fpm.Features) float64 { return f.DecodeRequests }},
 	} {
 		x := make([]float64, traffic.Len())
 		res := make([]float64, traffic.Len())
@@ -122,16 +122,16 @@ func TestH200TrafficFeatures(t *testing.T) {
 		}
 		return EvaluatePredictions(traffic, pred, 0).Overall
 	}
-	ragged := []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
+	ragged := []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 	rows := []struct {
 		name  string
 		terms []string
 		split int
 	}{
 		{"grid terms", DecodeTerms, 0},
-		{"+ decode_max_kv", append(DecodeTerms[:3:3], model.TermDecodeMaxKV), 0},
-		{"+ padded_batch", append(DecodeTerms[:3:3], model.TermPaddedBatch), 0},
-		{"+ decode_kv_std", append(DecodeTerms[:3:3], model.TermDecodeKVStd), 0},
+		{"+ decode_max_kv", append(DecodeTerms[:3:3], fpm.TermDecodeMaxKV), 0},
+		{"+ padded_batch", append(DecodeTerms[:3:3], fpm.TermPaddedBatch), 0},
+		{"+ decode_kv_std", append(DecodeTerms[:3:3], fpm.TermDecodeKVStd), 0},
 		{"ragged terms", ragged, 0},
 		{"grid terms, B<=32 | B>32", DecodeTerms, 32},
 		{"ragged terms, B<=32 | B>32", ragged, 32},
@@ -166,14 +166,14 @@ func TestH200TrafficMixed(t *testing.T) {
 	}
 	grid, err := DataFromSteps(rows, TargetWall)
 	require.NoError(t, err)
-	terms := []string{model.TermConst, model.TermPrefillStep, model.TermPrefillTokens, model.TermPrefillAttn,
-		model.TermDecodeRequests, model.TermDecodeKVTokens}
+	terms := []string{fpm.TermConst, fpm.TermPrefillStep, fpm.TermPrefillTokens, fpm.TermPrefillAttn,
+		fpm.TermDecodeRequests, fpm.TermDecodeKVTokens}
 	r, err := Linear(grid, Options{Terms: terms, Method: MethodOLS, Relative: true})
 	require.NoError(t, err)
 	m := Evaluate(r.Model, mixed, 0).Overall
 	t.Logf("grid fit (%s) on traffic mixed steps: MAPE %.1f%% p90 %.1f%% bias %+.1f%%", strings.Join(terms, ","), m.MAPE, m.P90APE, m.MeanBias)
-	all := []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermPrefillRequests,
-		model.TermDecodeRequests, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
+	all := []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillAttn, fpm.TermPrefillRequests,
+		fpm.TermDecodeRequests, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 	r, err = Linear(mixed, Options{Terms: all, Method: MethodOLS, Relative: true})
 	require.NoError(t, err)
 	in := Evaluate(r.Model, mixed, 0).Overall

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // The third worker generation (datasets/h200/fused): the worker with
@@ -105,7 +105,7 @@ func TestH200FusedMixed(t *testing.T) {
 		slices.Sort(y)
 		return y
 	}
-	q := model.SortedQuantile
+	q := fpm.SortedQuantile
 	before := small("llama-3.1-8b/traffic-azure-5rps")
 	after := small(h200FusedShapes[0].traffic[0])
 	t.Logf("Llama-3.1-8B 5 req/s mixed steps under 256 prompt tokens, device time: before %d steps p10 %.1f p50 %.1f p90 %.1f ms; after %d steps p10 %.1f p50 %.1f p90 %.1f ms",

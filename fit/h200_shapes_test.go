@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // Issue 14's targets on the three committed shapes: the default recipe
@@ -214,7 +214,7 @@ func TestH200BenchTeardown(t *testing.T) {
 			trafficUntimed = append(trafficUntimed, float64(s.WallTimeNs-s.GPUTimeNs-s.HostPrepNs-s.WorkerRecvNs-s.SampleNs))
 		}
 		slices.Sort(trafficUntimed)
-		p50, p90 := model.SortedQuantile(trafficUntimed, 0.5), model.SortedQuantile(trafficUntimed, 0.9)
+		p50, p90 := fpm.SortedQuantile(trafficUntimed, 0.5), fpm.SortedQuantile(trafficUntimed, 0.9)
 		require.Less(t, p90, 0.5e6, sh.name)
 
 		// On the admission grid each measured step admits its own batch
@@ -271,7 +271,7 @@ func TestH200MixedGraphs(t *testing.T) {
 	eager := small(h200Data(t, TargetGPU, mixed, "traffic-azure-5rps", "traffic-azure-12rps"))
 	l := h200Data(t, TargetGPU, mixed, h200Shapes[0].traffic...)
 	graphs := small(l)
-	q := model.SortedQuantile
+	q := fpm.SortedQuantile
 	t.Logf("Llama-3.1-8B mixed steps under 256 prompt tokens, device time: eager %d steps p10 %.1f p50 %.1f p90 %.1f ms; graphs %d steps p10 %.1f p50 %.1f p90 %.1f ms",
 		len(eager), q(eager, 0.1)/1e6, q(eager, 0.5)/1e6, q(eager, 0.9)/1e6, len(graphs), q(graphs, 0.1)/1e6, q(graphs, 0.5)/1e6, q(graphs, 0.9)/1e6)
 	require.Less(t, q(graphs, 0.5), 0.7*q(eager, 0.5))

@@ -15,8 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/rewrite"
-	"github.com/steplab/steplab/model"
 )
 
 // R1–R3 (docs/architecture.md#reproduction-targets) and the honesty of the measurement, asserted on the
@@ -301,7 +301,7 @@ type raggedCell struct {
 // h200RaggedBias is m's bias on the traffic runs' production decode steps
 // of 9 requests or more, by batch band and by the longest context in the
 // step (computed + scheduled tokens of its longest request), on target.
-func h200RaggedBias(t *testing.T, m model.FPM, target string) map[[2]string]*raggedCell {
+func h200RaggedBias(t *testing.T, m fpm.FPM, target string) map[[2]string]*raggedCell {
 	t.Helper()
 	var steps []datasets.Step
 	var maxCtx []int64
@@ -384,7 +384,7 @@ func TestH200R3Fits(t *testing.T) {
 		rep := Evaluate(r.Model, held, 0)
 		t.Logf("%-15s B<=%-3d %-45s n=%d: traffic MAPE %5.2f%% p90 %5.2f%% bias %+6.2f%% (%s)", name, maxB, strings.Join(terms, ","), grid.Len(),
 			rep.Overall.MAPE, rep.Overall.P90APE, rep.Overall.MeanBias, coefString(r.Model))
-		return res{kv: r.Model.Coef[indexOf(r.Model.Terms, model.TermDecodeKVTokens)], m: rep.Overall, buck: rep.ByBucket}
+		return res{kv: r.Model.Coef[indexOf(r.Model.Terms, fpm.TermDecodeKVTokens)], m: rep.Overall, buck: rep.ByBucket}
 	}
 	st := fitEval("bench-steady", DecodeTerms, traffic, 512)
 	ad := fitEval("bench-admission", DecodeTerms, traffic, 512)
@@ -410,7 +410,7 @@ func TestH200R3Fits(t *testing.T) {
 	// Priced at the CUDA-graph size the worker actually ran (padded_batch
 	// instead of decode_requests; on the grid the two are equal, every B
 	// being a capture size).
-	padTerms := []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens}
+	padTerms := []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeKVTokens}
 	stp := fitEval("bench-steady", padTerms, traffic, 512)
 	adp := fitEval("bench-admission", padTerms, traffic, 512)
 	require.Less(t, stp.m.MAPE, st.m.MAPE, "padding to the graph size explains part of the steady model's error")
@@ -527,16 +527,16 @@ func TestH200DriverOverhead(t *testing.T) {
 
 // h200HostFile is datasets/h200/models/host.json.
 type h200HostFile struct {
-	Comment  string          `json:"comment"`
-	Datasets []string        `json:"datasets"`
-	Model    model.HostModel `json:"model"`
-	Default  model.HostModel `json:"default"`
-	Fits     []*TermFit      `json:"fits"`
+	Comment  string        `json:"comment"`
+	Datasets []string      `json:"datasets"`
+	Model    fpm.HostModel `json:"model"`
+	Default  fpm.HostModel `json:"default"`
+	Fits     []*TermFit    `json:"fits"`
 }
 
 var h200HostSets = []string{"bench-admission", "bench-steady", "traffic-azure-5rps", "traffic-azure-12rps"}
 
-// h200FitHost fits every phase of model.HostModel from the captures: the
+// h200FitHost fits every phase of fpm.HostModel from the captures: the
 // worker's input preparation (host_prep_ns) on HostPrepTerms; shipping
 // (serialization in the driver, t_dispatch − t_schedule_end, plus the
 // worker's frame receive and decode, worker_recv_ns) on 1 and payload
@@ -545,7 +545,7 @@ var h200HostSets = []string{"bench-admission", "bench-steady", "traffic-azure-5r
 // requests. Warm-up steps are left out.
 func h200FitHost(t *testing.T) *h200HostFile {
 	t.Helper()
-	var rows []model.HostStep
+	var rows []fpm.HostStep
 	var prep, ship, sched, upd []float64
 	for _, n := range h200HostSets {
 		set := h200Load(t, n)
@@ -566,7 +566,7 @@ func h200FitHost(t *testing.T) *h200HostFile {
 			upd = append(upd, float64(s.TUpdateEnd-s.TOutput))
 		}
 	}
-	def := model.DefaultHostModel()
+	def := fpm.DefaultHostModel()
 	out := &h200HostFile{
 		Comment: "model.HostModel fitted by fit/h200_test.go (TestH200HostModel) from the H200 captures; see docs/h200-ground-truth.md. " +
 			"Schedule and update are steplab's Go driver loop, not vLLM's Python scheduler; prep and ship are the Python worker and the msgpack pipe.",
@@ -575,7 +575,7 @@ func h200FitHost(t *testing.T) *h200HostFile {
 	for _, n := range h200HostSets {
 		out.Datasets = append(out.Datasets, "datasets/h200/"+n)
 	}
-	design := func(f func(model.HostStep) []float64) []float64 {
+	design := func(f func(fpm.HostStep) []float64) []float64 {
 		var x []float64
 		for _, r := range rows {
 			x = append(x, f(r)...)
@@ -586,7 +586,7 @@ func h200FitHost(t *testing.T) *h200HostFile {
 	phases := []struct {
 		window string
 		names  []string
-		terms  func(model.HostStep) []float64
+		terms  func(fpm.HostStep) []float64
 		y      []float64
 		prior  []float64
 		set    func(c []float64)
@@ -605,13 +605,13 @@ func h200FitHost(t *testing.T) *h200HostFile {
 				}
 			}},
 		{"schedule_ns", []string{"schedule_fixed_ns", "schedule_per_req_ns", "schedule_per_new_req_ns"},
-			func(s model.HostStep) []float64 { return []float64{1, float64(s.Requests), float64(s.NewRequests)} }, sched,
+			func(s fpm.HostStep) []float64 { return []float64{1, float64(s.Requests), float64(s.NewRequests)} }, sched,
 			[]float64{def.ScheduleFixedNs, def.SchedulePerReqNs, def.SchedulePerNewReqNs},
 			func(c []float64) {
 				out.Model.ScheduleFixedNs, out.Model.SchedulePerReqNs, out.Model.SchedulePerNewReqNs = c[0], c[1], c[2]
 			}},
 		{"update_ns", []string{"update_fixed_ns", "update_per_req_ns"},
-			func(s model.HostStep) []float64 { return []float64{1, float64(s.Requests)} }, upd,
+			func(s fpm.HostStep) []float64 { return []float64{1, float64(s.Requests)} }, upd,
 			[]float64{def.UpdateFixedNs, def.UpdatePerReqNs},
 			func(c []float64) { out.Model.UpdateFixedNs, out.Model.UpdatePerReqNs = c[0], c[1] }},
 	}
@@ -698,7 +698,7 @@ func TestH200HostModel(t *testing.T) {
 
 // h200Recipe fits the default recipe on the steady grid (wall time) and,
 // with calibrate, calibrates it on the given half of the named traffic runs.
-func h200Recipe(t *testing.T, calibrate []string, half int) *model.Recipe {
+func h200Recipe(t *testing.T, calibrate []string, half int) *fpm.Recipe {
 	t.Helper()
 	cfg := FitConfig{Load: LoadOptions{Target: TargetWall}, Recipe: RecipeOptions{Bootstrap: 200}, Seed: 1, CalibrateHalf: half}
 	for _, n := range calibrate {
@@ -725,7 +725,7 @@ func h200Traffic1(t *testing.T, name string, half int) *Data {
 // other, coverage is near nominal.
 func TestH200IntervalCoverage(t *testing.T) {
 	const five, twelve = "traffic-azure-5rps", "traffic-azure-12rps"
-	cov := func(r *model.Recipe, d *Data) *IntervalReport { return EvaluateIntervals(r, d, 0.9) }
+	cov := func(r *fpm.Recipe, d *Data) *IntervalReport { return EvaluateIntervals(r, d, 0.9) }
 	logCov := func(what string, c *IntervalReport) {
 		t.Logf("%-52s all %5.1f%%  decode %5.1f%% (n=%d)  mixed %5.1f%% (n=%d)  mean width %.1f%%", what, c.Overall.Pct,
 			c.ByKind["decode"].Pct, c.ByKind["decode"].N, c.ByKind["mixed"].Pct, c.ByKind["mixed"].N, c.Overall.MeanWidthPct)
@@ -766,7 +766,7 @@ func TestH200IntervalCoverage(t *testing.T) {
 		}
 		sort.Float64s(as)
 		sort.Float64s(rl)
-		return model.SortedQuantile(as, 0.5), model.SortedQuantile(rl, 0.5)
+		return fpm.SortedQuantile(as, 0.5), fpm.SortedQuantile(rl, 0.5)
 	}
 	absLo, relLo := med(rs[:len(rs)/2])
 	absHi, relHi := med(rs[len(rs)*9/10:])

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // h200Grids are every committed grid with the traffic of its shape: the
@@ -78,7 +78,7 @@ func TestH200Uniform(t *testing.T) {
 // recipe prices that grid's ragged decode points (never traffic) best at
 // the catalogue's figure, on every shape and timing.
 func TestH200AttnPerSM(t *testing.T) {
-	ratio, err := model.Coord(model.CoordKVMaxRatio)
+	ratio, err := fpm.Coord(fpm.CoordKVMaxRatio)
 	require.NoError(t, err)
 	for _, target := range []string{TargetGPU, TargetWall} {
 		for _, sh := range h200Shapes {

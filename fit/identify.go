@@ -3,10 +3,9 @@ package fit
 import (
 	"errors"
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"slices"
 	"strings"
-
-	"github.com/steplab/steplab/model"
 )
 
 // identifiable splits terms into those the data can price and those it
@@ -92,16 +91,16 @@ func identifiable(d *Data, terms []string, relative bool) (kept []string, droppe
 // identifiedBy says, per term, which points would identify it where the
 // rows cannot (a dropped term's reason ends with it).
 var identifiedBy = map[string]string{
-	model.TermDecodeKVTokens:   "ragged decode points (requests of one batch at different contexts) would identify it",
-	model.TermDecodeMaxKV:      "ragged decode points (requests of one batch at different contexts) would identify it",
-	model.TermDecodeBatchMaxKV: "ragged decode points (requests of one batch at different contexts) would identify it",
-	model.TermDecodeKVStd:      "ragged decode points (requests of one batch at different contexts) would identify it",
-	model.TermPaddedBatch:      "decode batches between two CUDA-graph sizes (padded above their count) would identify it",
-	model.TermPrefillKVTokens:  "prefill chunks after a context (chunked prefill, prefix-cache hits, mixed points at a context) would identify it",
-	model.TermPrefillAttn:      "prefill points at several chunk lengths and contexts would identify it",
-	model.TermPrefillRequests:  "prefill points of several requests at one token count would identify it",
-	model.TermNewRequests:      "steps that admit requests beside running ones (mixed points) would identify it",
-	model.TermNewReqTokens:     "mixed points at a context (new prompts beside chunks of running ones) would identify it",
+	fpm.TermDecodeKVTokens:   "ragged decode points (requests of one batch at different contexts) would identify it",
+	fpm.TermDecodeMaxKV:      "ragged decode points (requests of one batch at different contexts) would identify it",
+	fpm.TermDecodeBatchMaxKV: "ragged decode points (requests of one batch at different contexts) would identify it",
+	fpm.TermDecodeKVStd:      "ragged decode points (requests of one batch at different contexts) would identify it",
+	fpm.TermPaddedBatch:      "decode batches between two CUDA-graph sizes (padded above their count) would identify it",
+	fpm.TermPrefillKVTokens:  "prefill chunks after a context (chunked prefill, prefix-cache hits, mixed points at a context) would identify it",
+	fpm.TermPrefillAttn:      "prefill points at several chunk lengths and contexts would identify it",
+	fpm.TermPrefillRequests:  "prefill points of several requests at one token count would identify it",
+	fpm.TermNewRequests:      "steps that admit requests beside running ones (mixed points) would identify it",
+	fpm.TermNewReqTokens:     "mixed points at a context (new prompts beside chunks of running ones) would identify it",
 }
 
 // withHint appends to a dropped term's reason which points would identify it.

@@ -2,14 +2,13 @@ package fit
 
 import (
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"io"
 	"math"
 	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Coverage is how often actual step times fell inside their prediction
@@ -54,7 +53,7 @@ func (c *Coverage) Finish() {
 
 // IntervalReport is the empirical coverage of a model's prediction
 // intervals at a nominal level: overall, per step kind and, for a
-// model.Pricer (the recipe), per region (interpolated, extrapolated, …).
+// fpm.Pricer (the recipe), per region (interpolated, extrapolated, …).
 type IntervalReport struct {
 	Level    float64             `json:"level"`
 	Overall  Coverage            `json:"overall"`
@@ -64,9 +63,9 @@ type IntervalReport struct {
 
 // EvaluateIntervals predicts every row of d with its interval at the
 // given coverage and reports how many actual times fell inside.
-func EvaluateIntervals(m model.IntervalFPM, d *Data, level float64) *IntervalReport {
+func EvaluateIntervals(m fpm.IntervalFPM, d *Data, level float64) *IntervalReport {
 	r := &IntervalReport{Level: level, ByKind: map[string]Coverage{}}
-	pr, _ := m.(model.Pricer)
+	pr, _ := m.(fpm.Pricer)
 	if pr != nil {
 		r.ByRegion = map[string]Coverage{}
 	}
@@ -131,14 +130,14 @@ const (
 // calibration ones (the lower quantiles the lesser, the upper the
 // greater). A kind with fewer than minRows calibration rows keeps its
 // held-out residuals. Test the result on data it was not calibrated on.
-func CalibrateRecipe(r *model.Recipe, d *Data, minRows int, source string) ([]CalibratedRegion, error) {
+func CalibrateRecipe(r *fpm.Recipe, d *Data, minRows int, source string) ([]CalibratedRegion, error) {
 	if minRows <= 0 {
 		minRows = 20
 	}
 	byKind := map[string]map[string][]float64{}
 	for i, f := range d.Features {
 		p := r.Price(f, r.Level)
-		if p.Region == model.RegionUnpriced || !(p.Ns > 0) {
+		if p.Region == fpm.RegionUnpriced || !(p.Ns > 0) {
 			continue
 		}
 		if byKind[p.Kind] == nil {
@@ -151,25 +150,25 @@ func CalibrateRecipe(r *model.Recipe, d *Data, minRows int, source string) ([]Ca
 		k := &r.Kinds[ki]
 		regs := byKind[k.Kind]
 		var all []float64
-		for _, reg := range model.Regions {
+		for _, reg := range fpm.Regions {
 			all = append(all, regs[reg]...)
 		}
 		if len(all) < minRows {
-			out = append(out, CalibratedRegion{Kind: k.Kind, Region: model.RegionAll, N: len(all), Action: CalibKept})
+			out = append(out, CalibratedRegion{Kind: k.Kind, Region: fpm.RegionAll, N: len(all), Action: CalibKept})
 			continue
 		}
 		if k.Residuals == nil {
-			k.Residuals = map[string]*model.ResidualQuantiles{}
+			k.Residuals = map[string]*fpm.ResidualQuantiles{}
 		}
-		pooled, err := model.NewResidualQuantiles(model.ScaleRelative, all, nil, source)
+		pooled, err := fpm.NewResidualQuantiles(fpm.ScaleRelative, all, nil, source)
 		if err != nil {
 			return nil, err
 		}
-		for _, reg := range model.Regions {
+		for _, reg := range fpm.Regions {
 			rs := regs[reg]
 			switch {
 			case len(rs) >= minRows:
-				q, err := model.NewResidualQuantiles(model.ScaleRelative, rs, nil, source)
+				q, err := fpm.NewResidualQuantiles(fpm.ScaleRelative, rs, nil, source)
 				if err != nil {
 					return nil, err
 				}
@@ -180,9 +179,9 @@ func CalibrateRecipe(r *model.Recipe, d *Data, minRows int, source string) ([]Ca
 				out = append(out, CalibratedRegion{Kind: k.Kind, Region: reg, N: len(rs), Action: CalibWidened})
 			}
 		}
-		k.Residuals[model.RegionAll] = pooled
+		k.Residuals[fpm.RegionAll] = pooled
 		k.Extent = nil // the calibration's residuals measured the traffic at its own distance from the grid
-		out = append(out, CalibratedRegion{Kind: k.Kind, Region: model.RegionAll, N: len(all), Action: CalibPooled})
+		out = append(out, CalibratedRegion{Kind: k.Kind, Region: fpm.RegionAll, N: len(all), Action: CalibPooled})
 	}
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("fit: calibration: %w", err)
@@ -192,11 +191,11 @@ func CalibrateRecipe(r *model.Recipe, d *Data, minRows int, source string) ([]Ca
 
 // widen returns q with each quantile moved outwards to wide's where wide's
 // is further from the median (both at the same probabilities; else wide).
-func widen(q, wide *model.ResidualQuantiles) *model.ResidualQuantiles {
+func widen(q, wide *fpm.ResidualQuantiles) *fpm.ResidualQuantiles {
 	if len(q.P) != len(wide.P) {
 		return wide
 	}
-	out := &model.ResidualQuantiles{Scale: q.Scale, P: append([]float64(nil), q.P...), Values: make([]float64, len(q.P)),
+	out := &fpm.ResidualQuantiles{Scale: q.Scale, P: append([]float64(nil), q.P...), Values: make([]float64, len(q.P)),
 		N: q.N + wide.N, Source: q.Source + ", widened by " + wide.Source}
 	for i, p := range q.P {
 		if p != wide.P[i] {
@@ -237,7 +236,7 @@ func (r *IntervalReport) WriteText(w io.Writer) {
 	for _, k := range sortedKeys(r.ByKind) {
 		row("kind="+k, r.ByKind[k])
 	}
-	for _, k := range model.Regions {
+	for _, k := range fpm.Regions {
 		if c, ok := r.ByRegion[k]; ok {
 			row("region="+k, c)
 		}
@@ -311,8 +310,8 @@ type BeyondGrid struct {
 // snapping tolerance. A decode step's longest context counts against the
 // largest measured context per request: the attention kernel waits for
 // the longest request. Nil inside, and for a model with no tables.
-func BeyondAxes(m model.FPM, f model.Features) []string {
-	r, ok := m.(*model.Recipe)
+func BeyondAxes(m fpm.FPM, f fpm.Features) []string {
+	r, ok := m.(*fpm.Recipe)
 	if !ok {
 		return nil
 	}
@@ -320,9 +319,9 @@ func BeyondAxes(m model.FPM, f model.Features) []string {
 	if k == nil {
 		return nil
 	}
-	kinds := []*model.RecipeKind{k}
+	kinds := []*fpm.RecipeKind{k}
 	if k.Compose != nil {
-		kinds = []*model.RecipeKind{r.Kind("prefill"), r.Kind("decode")}
+		kinds = []*fpm.RecipeKind{r.Kind("prefill"), r.Kind("decode")}
 	}
 	var out []string
 	for _, k := range kinds {
@@ -330,12 +329,12 @@ func BeyondAxes(m model.FPM, f model.Features) []string {
 			continue
 		}
 		for _, a := range k.Table.Axes {
-			fn, err := model.Coord(a.Coord)
+			fn, err := fpm.Coord(a.Coord)
 			if err != nil || len(a.Nodes) < 2 {
 				continue // a single node is a condition of the table, not a measured range
 			}
 			x, top := fn(f), a.Nodes[len(a.Nodes)-1]*(1+k.Table.Tol)
-			if mk := f.DecodeMaxKVTokens; a.Coord == model.CoordKVPerRequest && mk > x {
+			if mk := f.DecodeMaxKVTokens; a.Coord == fpm.CoordKVPerRequest && mk > x {
 				x = mk // NaN (unknown) compares false and keeps the mean
 			}
 			if x > top && !slices.Contains(out, a.Coord) {
@@ -348,7 +347,7 @@ func BeyondAxes(m model.FPM, f model.Features) []string {
 
 // countBeyond counts d's rows that m prices beyond its grid (nil when
 // none is).
-func countBeyond(m model.FPM, d *Data) *BeyondGrid {
+func countBeyond(m fpm.FPM, d *Data) *BeyondGrid {
 	b := &BeyondGrid{ByAxis: map[string]int{}}
 	for _, f := range d.Features {
 		axes := BeyondAxes(m, f)
@@ -395,12 +394,12 @@ func (r *IntervalReport) Warning() string {
 }
 
 // designExtent is the measured design of a kind's training rows idx over
-// its table's axes (model.Extent; nil without a table): its held-out
+// its table's axes (fpm.Extent; nil without a table): its held-out
 // residuals widen with a step's distance outside it.
-func designExtent(d *Data, idx []int, t *model.Table) *model.Extent {
-	rows := make([]model.Features, len(idx))
+func designExtent(d *Data, idx []int, t *fpm.Table) *fpm.Extent {
+	rows := make([]fpm.Features, len(idx))
 	for j, i := range idx {
 		rows[j] = d.Features[i]
 	}
-	return model.NewExtent(t, rows)
+	return fpm.NewExtent(t, rows)
 }

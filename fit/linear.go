@@ -2,9 +2,8 @@ package fit
 
 import (
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"slices"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Policies for terms the data cannot identify (Options.Degenerate): terms
@@ -29,7 +28,7 @@ const (
 
 // Options configures Linear.
 type Options struct {
-	Terms  []string // nil: model.DefaultTerms
+	Terms  []string // nil: fpm.DefaultTerms
 	Method string   // MethodNNLS by default
 	Huber  HuberOptions
 	// Relative weights rows by 1/y², minimising relative rather than
@@ -53,7 +52,7 @@ type DroppedTerm struct {
 
 // Result is a fitted linear model with what the fit learnt on the way.
 type Result struct {
-	Model   *model.Linear
+	Model   *fpm.Linear
 	Method  string
 	Rows    int
 	Dropped []DroppedTerm
@@ -74,7 +73,7 @@ type Result struct {
 func Linear(d *Data, opt Options) (*Result, error) {
 	terms := opt.Terms
 	if terms == nil {
-		terms = model.DefaultTerms
+		terms = fpm.DefaultTerms
 	}
 	method := opt.Method
 	if method == "" {
@@ -133,11 +132,11 @@ func Linear(d *Data, opt Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.NewLinear(ds.Terms, coef)
+	m, err := fpm.NewLinear(ds.Terms, coef)
 	if err != nil {
 		return nil, err
 	}
-	if m.Residuals, err = model.NewResidualQuantiles(model.ScaleRelative, relResiduals(ds, coef), nil, "training"); err != nil {
+	if m.Residuals, err = fpm.NewResidualQuantiles(fpm.ScaleRelative, relResiduals(ds, coef), nil, "training"); err != nil {
 		return nil, fmt.Errorf("fit: no positive prediction to take residuals against: %w", err)
 	}
 	if opt.Bootstrap > 0 {

@@ -8,13 +8,14 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/fpm/opdb"
 	"github.com/steplab/steplab/internal/rewrite"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/sim/opdb"
 )
 
-// The measured-operations prior (model.Ops over the H200 kernel database
-// shipped in sim/opdb) on the H200 captures; docs/ops-prior.md quotes
+// The measured-operations prior (fpm.Ops over the H200 kernel database
+// shipped in fpm/opdb) on the H200 captures; docs/ops-prior.md quotes
 // the tables these tests log (go test ./fit -run TestH200Ops -v).
 //
 // Regenerate datasets/h200/models/ops-worker.json (the engine of steplab's
@@ -30,19 +31,19 @@ var (
 )
 
 // llama8B is the shape the H200 captures ran.
-var llama8B = func() model.Shape {
-	s, err := model.LookupModel("Llama-3.1-8B")
+var llama8B = func() catalog.Shape {
+	s, err := catalog.LookupModel("Llama-3.1-8B")
 	if err != nil {
 		panic(err)
 	}
 	return s
 }()
 
-func h200OpsPrior(t *testing.T) *model.Ops {
+func h200OpsPrior(t *testing.T) *fpm.Ops {
 	t.Helper()
 	db, err := opdb.Open(h200OpsDatabase)
 	require.NoError(t, err)
-	o, err := model.NewOps(db, llama8B)
+	o, err := fpm.NewOps(db, llama8B)
 	require.NoError(t, err)
 	return o
 }
@@ -99,13 +100,13 @@ func TestH200OpsEngine(t *testing.T) {
 
 	path := filepath.Join(h200Dir, "models", "ops-worker.json")
 	if rewrite.Requested() {
-		a, err := model.OpsArtifact(h200OpsDatabase, llama8B, e)
+		a, err := fpm.OpsArtifact(h200OpsDatabase, llama8B, e)
 		require.NoError(t, err)
 		fitted, err := o.WithEngine(e)
 		require.NoError(t, err)
 		metrics, err := json.Marshal(Evaluate(fitted, l.Data, 0))
 		require.NoError(t, err)
-		a.Training = model.Training{Datasets: l.Refs, Selection: Selection{}.Record(l.Policy), Target: TargetGPU,
+		a.Training = fpm.Training{Datasets: l.Refs, Selection: Selection{}.Record(l.Policy), Target: TargetGPU,
 			Method: "nnls-relative", Rows: l.Data.Len(), FittedOn: l.FittedOn}
 		for i := range a.Training.Datasets {
 			a.Training.Datasets[i].Path = "datasets/h200/bench-steady"
@@ -115,9 +116,9 @@ func TestH200OpsEngine(t *testing.T) {
 		require.NoError(t, a.Save(path))
 		t.Logf("wrote %s", path)
 	}
-	m, a, err := model.Load(path)
+	m, a, err := fpm.Load(path)
 	require.NoError(t, err, "regenerate with -rewrite")
-	var p model.OpsParams
+	var p fpm.OpsParams
 	require.NoError(t, json.Unmarshal(a.Params, &p))
 	require.InDeltaMapValues(t, engineMap(t, e), engineMap(t, p.Engine), 1e-9, "committed ops-worker.json is stale (rerun with -rewrite)")
 
@@ -147,7 +148,7 @@ func TestH200OpsEngine(t *testing.T) {
 	require.Less(t, long.bias/float64(long.n), short.bias/float64(short.n)-5)
 }
 
-func engineMap(t *testing.T, e model.OpsEngine) map[string]float64 {
+func engineMap(t *testing.T, e fpm.OpsEngine) map[string]float64 {
 	t.Helper()
 	b, err := json.Marshal(e)
 	require.NoError(t, err)
@@ -170,22 +171,22 @@ func engineMap(t *testing.T, e model.OpsEngine) map[string]float64 {
 // the table this logs).
 func TestH200WorkerVersusVLLM(t *testing.T) {
 	graphs := []int{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 448, 512}
-	prior := func(name string) *model.Ops {
+	prior := func(name string) *fpm.Ops {
 		db, err := opdb.Open(name)
 		require.NoError(t, err)
-		o, err := model.NewOps(db, llama8B)
+		o, err := fpm.NewOps(db, llama8B)
 		require.NoError(t, err)
 		return o.WithGraphs(graphs)
 	}
 	vllm, worker := prior(h200OpsDatabase), prior("h200-sxm-worker")
-	decode := func(b float64) model.Features {
-		return model.Features{DecodeRequests: b, DecodeKVTokens: b * 1024, DecodeMaxKVTokens: 1024, PaddedBatch: b}
+	decode := func(b float64) fpm.Features {
+		return fpm.Features{DecodeRequests: b, DecodeKVTokens: b * 1024, DecodeMaxKVTokens: 1024, PaddedBatch: b}
 	}
 	for _, tc := range []struct {
 		name string
-		f    model.Features
+		f    fpm.Features
 	}{{"decode B=1 ctx 1024", decode(1)}, {"decode B=64 ctx 1024", decode(64)}, {"decode B=256 ctx 1024", decode(256)},
-		{"prefill 2048 tokens", model.Features{PrefillTokens: 2048, PrefillRequests: 1}}} {
+		{"prefill 2048 tokens", fpm.Features{PrefillTokens: 2048, PrefillRequests: 1}}} {
 		v, w := vllm.Breakdown(tc.f), worker.Breakdown(tc.f)
 		t.Logf("%-22s ms vLLM / worker: GEMM %.2f / %.2f, attention %.2f / %.2f, element-wise %.2f / %.2f, total %.2f / %.2f",
 			tc.name, v.GEMMNs/1e6, w.GEMMNs/1e6, (v.ContextAttnNs+v.GenerationAttnNs)/1e6, (w.ContextAttnNs+w.GenerationAttnNs)/1e6,

@@ -2,11 +2,10 @@ package fit
 
 import (
 	"fmt"
-
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
-// Terms of an engine fit (OpsEngine), in the order of model.OpsEngine.
+// Terms of an engine fit (OpsEngine), in the order of fpm.OpsEngine.
 const (
 	engineGEMM       = "gemm_scale"
 	engineContext    = "context_attn_scale"
@@ -25,16 +24,16 @@ const (
 // over the prior's breakdown of every row (priced for the database's own
 // framework, whatever engine prior carries). a, b, c are the engine's
 // kernel times relative to the database's, g and e its per-step work the
-// composition does not see (model.OpsEngine). A term the data does not
+// composition does not see (fpm.OpsEngine). A term the data does not
 // exercise (no prefill rows: no context attention, no eager steps) keeps
 // the database's value.
 //
 // Fit on a benchmark grid of the engine and evaluate on other data: the
 // fitted values describe one engine on one machine.
-func OpsEngine(prior *model.Ops, d *Data, name string) (model.OpsEngine, error) {
-	base, err := prior.WithEngine(model.OpsEngine{})
+func OpsEngine(prior *fpm.Ops, d *Data, name string) (fpm.OpsEngine, error) {
+	base, err := prior.WithEngine(fpm.OpsEngine{})
 	if err != nil {
-		return model.OpsEngine{}, err
+		return fpm.OpsEngine{}, err
 	}
 	terms := []string{engineGEMM, engineContext, engineGeneration, engineGraph, engineEager}
 	const unit = 1e6 // the per-step columns in ms keep the design well scaled
@@ -56,7 +55,7 @@ func OpsEngine(prior *model.Ops, d *Data, name string) (model.OpsEngine, error) 
 		}
 		y[i] = d.Y[i] - b.ElementwiseNs - b.AllReduceNs
 		if y[i] <= 0 {
-			return model.OpsEngine{}, fmt.Errorf("fit: engine: step %d takes %.0f ns, less than the element-wise and all-reduce work the database prices (%.0f ns): is the prior's shape the engine's model?",
+			return fpm.OpsEngine{}, fmt.Errorf("fit: engine: step %d takes %.0f ns, less than the element-wise and all-reduce work the database prices (%.0f ns): is the prior's shape the engine's model?",
 				d.StepID(i), d.Y[i], b.ElementwiseNs+b.AllReduceNs)
 		}
 		w[i] = 1 / (d.Y[i] * d.Y[i])
@@ -80,13 +79,13 @@ func OpsEngine(prior *model.Ops, d *Data, name string) (model.OpsEngine, error) 
 	}
 	coef, err := NNLS(ds)
 	if err != nil {
-		return model.OpsEngine{}, fmt.Errorf("fit: engine: %w", err)
+		return fpm.OpsEngine{}, fmt.Errorf("fit: engine: %w", err)
 	}
-	e := model.OpsEngine{Name: name}
+	e := fpm.OpsEngine{Name: name}
 	for k, j := range keep {
 		v := coef[k]
 		if v == 0 && j <= 2 {
-			return model.OpsEngine{}, dataErr(ErrRankDeficient, "the fit prices this operation at zero: the data cannot tell its cost; fit on a grid that varies it", terms[j])
+			return fpm.OpsEngine{}, dataErr(ErrRankDeficient, "the fit prices this operation at zero: the data cannot tell its cost; fit on a grid that varies it", terms[j])
 		}
 		switch terms[j] {
 		case engineGEMM:

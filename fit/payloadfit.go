@@ -5,12 +5,12 @@ import (
 	"math"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 )
 
-// Fits of the payload and host-overhead models (model.PayloadModel,
-// model.HostModel) from captured steps. Both models are linear in a step's
+// Fits of the payload and host-overhead models (fpm.PayloadModel,
+// fpm.HostModel) from captured steps. Both models are linear in a step's
 // composition, so each is one non-negative least-squares problem: the
 // payload bytes on PayloadStep.Terms, and each host window on its phase's
 // terms. A term the data never varies (no preemptions, so no resumed
@@ -104,26 +104,26 @@ func fitTerms(window string, names []string, x, y, prior []float64) (*TermFit, e
 
 // PayloadFit is a fitted payload model.
 type PayloadFit struct {
-	Model model.PayloadModel `json:"model"`
-	Fit   *TermFit           `json:"fit"`
+	Model fpm.PayloadModel `json:"model"`
+	Fit   *TermFit         `json:"fit"`
 }
 
 // FitPayload fits the payload model to measured bytes per step (NNLS on
 // PayloadStep.Terms). Coefficients the rows cannot identify keep prior's.
-func FitPayload(rows []model.PayloadStep, bytes []float64, prior model.PayloadModel) (*PayloadFit, error) {
+func FitPayload(rows []fpm.PayloadStep, bytes []float64, prior fpm.PayloadModel) (*PayloadFit, error) {
 	if len(rows) != len(bytes) {
 		return nil, fmt.Errorf("fit: payload: %d steps for %d byte counts", len(rows), len(bytes))
 	}
-	p := len(model.PayloadTermNames)
+	p := len(fpm.PayloadTermNames)
 	x := make([]float64, 0, len(rows)*p)
 	for _, r := range rows {
 		x = append(x, r.Terms()...)
 	}
-	tf, err := fitTerms("payload_bytes", model.PayloadTermNames, x, bytes, prior.Vector())
+	tf, err := fitTerms("payload_bytes", fpm.PayloadTermNames, x, bytes, prior.Vector())
 	if err != nil {
 		return nil, err
 	}
-	m, err := model.PayloadModelFromVector(tf.Coef)
+	m, err := fpm.PayloadModelFromVector(tf.Coef)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func FitPayload(rows []model.PayloadStep, bytes []float64, prior model.PayloadMo
 // them and its tokens; finished and preempted ids come from num_finished
 // and num_preempted. It also returns payload_bytes per step. Steps with an
 // unknown (negative) payload_bytes are left out.
-func PayloadStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest, blockSize int) ([]model.PayloadStep, []float64, error) {
+func PayloadStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest, blockSize int) ([]fpm.PayloadStep, []float64, error) {
 	if blockSize <= 0 {
 		return nil, nil, fmt.Errorf("fit: payload: block size %d: want > 0 (the manifest's engine.block_size)", blockSize)
 	}
@@ -146,12 +146,12 @@ func PayloadStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest, 
 		return nil, nil, fmt.Errorf("fit: payload: no step_requests rows: the payload fit needs per-request rows (prompt lengths, computed tokens)")
 	}
 	blocks := func(t int64) int { return int((t + int64(blockSize) - 1) / int64(blockSize)) }
-	byStep := map[int64]*model.PayloadStep{}
+	byStep := map[int64]*fpm.PayloadStep{}
 	for i := range reqs {
 		r := &reqs[i]
 		ps := byStep[r.StepID]
 		if ps == nil {
-			ps = &model.PayloadStep{}
+			ps = &fpm.PayloadStep{}
 			byStep[r.StepID] = ps
 		}
 		after := blocks(r.NumComputedTokens + r.NumScheduledTokens)
@@ -170,14 +170,14 @@ func PayloadStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest, 
 			ps.CachedNewBlocks += after - blocks(r.NumComputedTokens)
 		}
 	}
-	var rows []model.PayloadStep
+	var rows []fpm.PayloadStep
 	var y []float64
 	for i := range steps {
 		st := &steps[i]
 		if st.PayloadBytes < 0 {
 			continue
 		}
-		var ps model.PayloadStep
+		var ps fpm.PayloadStep
 		if p := byStep[st.StepID]; p != nil {
 			ps = *p
 		}
@@ -198,13 +198,13 @@ var (
 // HostPrepTerms is the design row of the worker's input preparation
 // (host_prep_ns): 1, requests, scheduled tokens, new requests, their
 // prompt tokens.
-func HostPrepTerms(s model.HostStep) []float64 {
+func HostPrepTerms(s fpm.HostStep) []float64 {
 	return []float64{1, float64(s.Requests), float64(s.ScheduledTokens), float64(s.NewRequests), float64(s.NewTokens)}
 }
 
 // HostShipTerms is the design row of the payload transfer
 // (worker_recv_ns): 1, payload bytes.
-func HostShipTerms(s model.HostStep) []float64 { return []float64{1, float64(s.PayloadBytes)} }
+func HostShipTerms(s fpm.HostStep) []float64 { return []float64{1, float64(s.PayloadBytes)} }
 
 // HostWindows are measured host windows per step, in ns; a negative value
 // is unknown and leaves the row out of that window's fit, and a nil slice
@@ -217,17 +217,17 @@ type HostWindows struct {
 // HostFit is a fitted host model: the prior with the windows the data
 // measured replaced by their fits.
 type HostFit struct {
-	Model model.HostModel `json:"model"`
-	Fits  []*TermFit      `json:"fits"`
+	Model fpm.HostModel `json:"model"`
+	Fits  []*TermFit    `json:"fits"`
 }
 
 // FitHost fits the host-model phases whose windows were measured: the
 // worker's input preparation on HostPrepTerms, and the payload transfer on
 // HostShipTerms (its per-byte coefficient becomes ShipMBps = 1e3 / ns per
 // byte). Phases not measured keep prior's coefficients.
-func FitHost(rows []model.HostStep, w HostWindows, prior model.HostModel) (*HostFit, error) {
+func FitHost(rows []fpm.HostStep, w HostWindows, prior fpm.HostModel) (*HostFit, error) {
 	out := &HostFit{Model: prior}
-	window := func(name string, ys []float64, terms func(model.HostStep) []float64, names []string, pri []float64) (*TermFit, error) {
+	window := func(name string, ys []float64, terms func(fpm.HostStep) []float64, names []string, pri []float64) (*TermFit, error) {
 		if len(ys) != len(rows) {
 			return nil, fmt.Errorf("fit: host: %d %s values for %d steps", len(ys), name, len(rows))
 		}
@@ -278,7 +278,7 @@ func FitHost(rows []model.HostStep, w HostWindows, prior model.HostModel) (*Host
 // windows from the steps and step_requests tables (NewTokens: the
 // new_req_tokens feature, completed from step_requests where the steps
 // table does not record it; see features.Of).
-func HostStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest) ([]model.HostStep, HostWindows) {
+func HostStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest) ([]fpm.HostStep, HostWindows) {
 	batches := map[int64]*features.Batch{}
 	for i := range reqs {
 		b := batches[reqs[i].StepID]
@@ -288,7 +288,7 @@ func HostStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest) ([]
 		}
 		b.Add(&reqs[i])
 	}
-	rows := make([]model.HostStep, len(steps))
+	rows := make([]fpm.HostStep, len(steps))
 	w := HostWindows{PrepNs: make([]float64, len(steps)), ShipNs: make([]float64, len(steps))}
 	anyRecv := false
 	for i := range steps {
@@ -297,7 +297,7 @@ func HostStepsFromTables(steps []datasets.Step, reqs []datasets.StepRequest) ([]
 			b.Complete(&st)
 		}
 		nt := int(features.Of(&st).NewReqTokens)
-		rows[i] = model.HostStep{Requests: int(st.NumNewReqs + st.NumCachedReqs), NewRequests: int(st.NumNewReqs),
+		rows[i] = fpm.HostStep{Requests: int(st.NumNewReqs + st.NumCachedReqs), NewRequests: int(st.NumNewReqs),
 			ScheduledTokens: int(st.TotalScheduledTokens), NewTokens: nt, PayloadBytes: st.PayloadBytes}
 		w.PrepNs[i] = float64(st.HostPrepNs)
 		if st.HostPrepNs <= 0 {
@@ -324,7 +324,7 @@ type OverheadFit struct {
 // (their steps and step_requests tables; every row but scaffolding is
 // fine here — admission steps are exactly what prices admission payload
 // and bookkeeping — so no role selection is applied).
-func FitOverheads(paths []string, payloadPrior model.PayloadModel, hostPrior model.HostModel) (*OverheadFit, error) {
+func FitOverheads(paths []string, payloadPrior fpm.PayloadModel, hostPrior fpm.HostModel) (*OverheadFit, error) {
 	var steps []datasets.Step
 	var reqs []datasets.StepRequest
 	blockSize := 0

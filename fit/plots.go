@@ -13,8 +13,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/plotstyle"
-	"github.com/steplab/steplab/model"
 )
 
 // Axis labels of the fit figures (with units). Tests look for them in
@@ -55,7 +55,7 @@ type PlotOptions struct {
 //
 // Above MaxPlottedPoints rows the scatter plots show an evenly strided
 // sample (the CDF uses every row).
-func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOptions) ([]string, error) {
+func WritePlots(dir string, d *Data, pred []float64, m fpm.FPM, opt PlotOptions) ([]string, error) {
 	if d.Len() == 0 {
 		return nil, dataErr(ErrEmptySelection, "no rows to plot")
 	}
@@ -129,10 +129,10 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 	// Residuals against batch size and KV tokens.
 	for _, ax := range []struct {
 		name, label string
-		x           func(f model.Features) float64
+		x           func(f fpm.Features) float64
 	}{
-		{"residuals_vs_batch", LabelBatch, func(f model.Features) float64 { return float64(BatchOf(f)) }},
-		{"residuals_vs_kv", LabelKVTokens, func(f model.Features) float64 { return f.DecodeKVTokens + f.PrefillKVTokens }},
+		{"residuals_vs_batch", LabelBatch, func(f fpm.Features) float64 { return float64(BatchOf(f)) }},
+		{"residuals_vs_kv", LabelKVTokens, func(f fpm.Features) float64 { return f.DecodeKVTokens + f.PrefillKVTokens }},
 	} {
 		p := plotstyle.New(title("residuals against "+ax.label), ax.label, LabelResidual)
 		for _, kind := range kinds {
@@ -184,10 +184,10 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 	}
 	if m != nil && len(ctx) > 0 && maxB >= 1 {
 		sort.Float64s(ctx)
-		c := model.SortedQuantile(ctx, 0.5)
+		c := fpm.SortedQuantile(ctx, 0.5)
 		var curve plotter.XYs
 		for b := 1.0; b <= maxB; b++ {
-			f := model.Features{DecodeRequests: b, DecodeKVTokens: b * c, PaddedBatch: b}
+			f := fpm.Features{DecodeRequests: b, DecodeKVTokens: b * c, PaddedBatch: b}
 			curve = append(curve, plotter.XY{X: b, Y: m.PredictNs(f) / 1e6})
 		}
 		l, err := plotter.NewLine(curve)
@@ -225,7 +225,7 @@ func WritePlots(dir string, d *Data, pred []float64, m model.FPM, opt PlotOption
 		}
 		l.Color, l.Width = plotstyle.Kind(kind), vg.Points(1.5)
 		p.Add(l)
-		p.AddLegend(fmt.Sprintf("%s (n=%d, p90 %.1f%%)", kind, len(apes), model.SortedQuantile(apes, 0.9)), l)
+		p.AddLegend(fmt.Sprintf("%s (n=%d, p90 %.1f%%)", kind, len(apes), fpm.SortedQuantile(apes, 0.9)), l)
 	}
 	if err := save(p, "error_cdf"); err != nil {
 		return nil, err

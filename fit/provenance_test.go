@@ -6,8 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // A fit records the settings of its datasets (both, when they disagree),
@@ -21,12 +22,12 @@ func TestFittedOnRecordedAndChecked(t *testing.T) {
 		return writeManifestDataset(t, filepath.Join(dir, name), synthDecode(200, seed), m)
 	}
 	h200, h100, rtx := on("h200", "NVIDIA H200", 1), on("h100", "H100-SXM", 2), on("rtx", "NVIDIA GeForce RTX 4090", 3)
-	_, art, _, err := FitDatasets([]string{h200, h100, h200}, FitConfig{Form: model.FormLinear, Linear: Options{Terms: []string{"const", "decode_requests", "decode_kv_tokens"}}, CreatedBy: "test"})
+	_, art, _, err := FitDatasets([]string{h200, h100, h200}, FitConfig{Form: fpm.FormLinear, Linear: Options{Terms: []string{"const", "decode_requests", "decode_kv_tokens"}}, CreatedBy: "test"})
 	require.NoError(t, err)
-	want := model.FittedOn{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16", Engine: "vllm", EngineVersion: "0.11.0"}
+	want := catalog.FittedOn{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16", Engine: "vllm", EngineVersion: "0.11.0"}
 	other := want
 	other.GPU = "H100-SXM"
-	require.Equal(t, []model.FittedOn{want, other}, art.Training.FittedOn)
+	require.Equal(t, []catalog.FittedOn{want, other}, art.Training.FittedOn)
 	m, err := art.Model()
 	require.NoError(t, err)
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -67,7 +67,7 @@ func TestR3AdmissionGridBiasesTheModel(t *testing.T) {
 	rs, err := Linear(std.Data, fitOpt)
 	require.NoError(t, err)
 	kv := func(r *Result) (v, lo, hi float64) {
-		i := indexOf(r.Model.Terms, model.TermDecodeKVTokens)
+		i := indexOf(r.Model.Terms, fpm.TermDecodeKVTokens)
 		return r.Model.Coef[i], r.Model.CoefLo[i], r.Model.CoefHi[i]
 	}
 	ka, kaLo, kaHi := kv(ra)
@@ -229,7 +229,7 @@ func indexOf(s []string, v string) int {
 	return -1
 }
 
-func coefString(m *model.Linear) string {
+func coefString(m *fpm.Linear) string {
 	var parts []string
 	for i, term := range m.Terms {
 		parts = append(parts, fmt.Sprintf("%s=%.4g", term, m.Coef[i]))

@@ -8,12 +8,12 @@ import (
 	"slices"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // KindSpec is what the recipe fits for one step kind: the coordinates its
-// benchmark grid is laid over (model.Coord names, the table's axes) and
-// the terms of its linear form (model.Term names). Both are data: a new
+// benchmark grid is laid over (fpm.Coord names, the table's axes) and
+// the terms of its linear form (fpm.Term names). Both are data: a new
 // feature becomes a new coordinate or term name here and in the artifact.
 type KindSpec struct {
 	Kind   string   `json:"kind" yaml:"kind"`
@@ -49,11 +49,11 @@ type KindSpec struct {
 //     they price them better than the composition from prefill and decode
 //     does; else composed.
 var DefaultKindSpecs = []KindSpec{
-	{Kind: datasets.KindPrefill, Coords: []string{model.TermPrefillTokens, model.TermPrefillRequests, model.TermPrefillKVTokens},
-		Terms: []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillKVTokens, model.TermPrefillAttn, model.TermPrefillRequests}},
-	{Kind: datasets.KindDecode, Coords: []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio + "=1"},
-		Terms: AttnDecodeTerms, Regimes: model.TermDecodeRequests, Relative: true},
-	{Kind: datasets.KindMixed, Terms: MixedTerms, Regimes: model.CoordScheduledTokens, Relative: true},
+	{Kind: datasets.KindPrefill, Coords: []string{fpm.TermPrefillTokens, fpm.TermPrefillRequests, fpm.TermPrefillKVTokens},
+		Terms: []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillKVTokens, fpm.TermPrefillAttn, fpm.TermPrefillRequests}},
+	{Kind: datasets.KindDecode, Coords: []string{fpm.TermDecodeRequests, fpm.CoordKVPerRequest, fpm.CoordKVMaxRatio + "=1"},
+		Terms: AttnDecodeTerms, Regimes: fpm.TermDecodeRequests, Relative: true},
+	{Kind: datasets.KindMixed, Terms: MixedTerms, Regimes: fpm.CoordScheduledTokens, Relative: true},
 }
 
 // MixedTerms price a step whose prefill chunks ride with decodes: a fixed
@@ -62,25 +62,25 @@ var DefaultKindSpecs = []KindSpec{
 // the longest context and the batch padded to it). The regimes of
 // scheduled tokens are where the engine changes how it runs the step: a
 // CUDA graph up to the largest captured size, eagerly above it.
-var MixedTerms = []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermPrefillRequests,
-	model.TermDecodeRequests, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
+var MixedTerms = []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillAttn, fpm.TermPrefillRequests,
+	fpm.TermDecodeRequests, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 
 // RaggedDecodeTerms price a decode step whose requests read different
 // contexts: a fixed cost, the CUDA-graph batch the step ran, the KV tokens
 // read, the longest context and the batch padded to it (an attention
 // kernel with a program per request waits for the longest one). On a
 // uniform grid the last equals decode_kv_tokens and is dropped.
-var RaggedDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
+var RaggedDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 
 // AttnDecodeTerms price a decode step from its mechanisms: a fixed cost
 // (launches, weight streaming), the GEMM work of the CUDA-graph batch the
 // step ran, and the attention's KV walk in the kernel's split regime
-// (model.TermDecodeAttnKV, written with the data's SM count and KV
+// (fpm.TermDecodeAttnKV, written with the data's SM count and KV
 // heads), which a uniform grid identifies and which prices a ragged batch
 // by its longest request where the batch's programs fit in one wave. The
 // ragged terms after it refine that where ragged points were measured; on
 // a uniform grid they are combinations of it and are dropped.
-var AttnDecodeTerms = []string{model.TermConst, model.TermPaddedBatch, model.TermDecodeAttnKV, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV}
+var AttnDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 
 // RecipeOptions configures FitRecipe. Zero values take the defaults.
 type RecipeOptions struct {
@@ -142,8 +142,8 @@ type KindReport struct {
 	Table    *TableStats `json:"table,omitempty"`
 	Terms    []string    `json:"terms,omitempty"`
 	// Coefficients of the linear form, with bootstrap intervals.
-	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
-	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
+	Coefficients []fpm.Coefficient `json:"coefficients,omitempty"`
+	Dropped      []DroppedTerm     `json:"dropped_terms,omitempty"`
 	// Identified says, for a setting of a term's mechanism, whether the
 	// rows identified it or what was assumed, and which points would
 	// identify it.
@@ -168,7 +168,7 @@ type ResidualSummary struct {
 
 // RecipeResult is a fitted recipe and what the fit did per kind.
 type RecipeResult struct {
-	Model    *model.Recipe
+	Model    *fpm.Recipe
 	Kinds    []KindReport
 	Warnings []string
 }
@@ -183,7 +183,7 @@ const (
 	SourceMixedPoints = "measured mixed points"
 )
 
-// FitRecipe fits the default recipe (model.Recipe): per kind of
+// FitRecipe fits the default recipe (fpm.Recipe): per kind of
 // opt.Kinds with rows in d, a table over the kind's coordinates when its
 // benchmark rows (Data.Benchmark; all its rows when none is marked) form a
 // grid (BuildTable), and the linear form over its terms (NNLS by default,
@@ -217,7 +217,7 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	perSM, perSMNote := attnPerSM(d, rows[datasets.KindDecode], opt)
 	kinds, unsplit := resolveAttnKV(opt.Kinds, d, perSM)
 	opt.Kinds = kinds
-	r := &model.Recipe{Level: opt.Level}
+	r := &fpm.Recipe{Level: opt.Level}
 	res := &RecipeResult{Model: r}
 	var compose *KindSpec
 	var firstErr error
@@ -227,7 +227,7 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 			return nil, fmt.Errorf("fit: recipe kind %q: want prefill, decode and mixed, once each", spec.Kind)
 		}
 		seen[spec.Kind] = true
-		if spec.Regimes == model.CoordScheduledTokens && d.GraphTokens > 0 && !slices.Contains(spec.Bounds, float64(d.GraphTokens)) {
+		if spec.Regimes == fpm.CoordScheduledTokens && d.GraphTokens > 0 && !slices.Contains(spec.Bounds, float64(d.GraphTokens)) {
 			spec.Bounds = append(slices.Clone(spec.Bounds), float64(d.GraphTokens))
 		}
 		idx := rows[spec.Kind]
@@ -251,7 +251,7 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 			continue
 		}
 		if slices.Contains(unsplit, spec.Kind) {
-			rep.Dropped = append([]DroppedTerm{{model.TermDecodeAttnKV, noKVSplit}}, rep.Dropped...)
+			rep.Dropped = append([]DroppedTerm{{fpm.TermDecodeAttnKV, noKVSplit}}, rep.Dropped...)
 		} else if spec.Kind == datasets.KindDecode && perSMNote != "" {
 			rep.Identified = append(rep.Identified, perSMNote)
 		}
@@ -275,8 +275,8 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 		if hasKind(r, datasets.KindPrefill) && hasKind(r, datasets.KindDecode) {
 			rep.PricedBy = PricedComposed
 			rep.Note = fmt.Sprintf("prefill + marginal decode: %d measured mixed rows, a model of their own needs %d", rep.Rows, opt.MinRows)
-			r.Kinds = append(r.Kinds, model.RecipeKind{Kind: datasets.KindMixed, Rows: rep.Rows,
-				Compose: &model.Compose{Rule: model.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}})
+			r.Kinds = append(r.Kinds, fpm.RecipeKind{Kind: datasets.KindMixed, Rows: rep.Rows,
+				Compose: &fpm.Compose{Rule: fpm.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}})
 		}
 		res.Kinds = append(res.Kinds, rep)
 	}
@@ -328,10 +328,10 @@ func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt Rec
 		}
 	}
 	r := res.Model
-	mi := slices.IndexFunc(r.Kinds, func(k model.RecipeKind) bool { return k.Kind == datasets.KindMixed })
+	mi := slices.IndexFunc(r.Kinds, func(k fpm.RecipeKind) bool { return k.Kind == datasets.KindMixed })
 	linear := r.Kinds[mi]
-	r.Kinds[mi] = model.RecipeKind{Kind: datasets.KindMixed, Rows: len(idx),
-		Compose: &model.Compose{Rule: model.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}}
+	r.Kinds[mi] = fpm.RecipeKind{Kind: datasets.KindMixed, Rows: len(idx),
+		Compose: &fpm.Compose{Rule: fpm.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}}
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("fit: recipe: %w", err)
 	}
@@ -363,7 +363,7 @@ const noKVSplit = "the datasets' manifests do not give the GPU's SM count (hardw
 var AttnPerSMCandidates = []int{1, 2, 3, 4, 6, 8}
 
 // attnPerSM is how many decode attention programs an SM runs at once, the
-// wave of model.SplitKVLength with the SM count, and what says so. A
+// wave of fpm.SplitKVLength with the SM count, and what says so. A
 // uniform grid cannot tell (every request of a batch is as long as the
 // longest), so with fewer than opt.MinRows ragged decode rows (kv_max_ratio
 // above 1 by more than the snapping tolerance) it is the hardware
@@ -372,10 +372,10 @@ var AttnPerSMCandidates = []int{1, 2, 3, 4, 6, 8}
 // uniform rows out of fold.
 func attnPerSM(d *Data, idx []int, opt RecipeOptions) (int, string) {
 	di := slices.IndexFunc(opt.Kinds, func(k KindSpec) bool { return k.Kind == datasets.KindDecode })
-	if d.SMs <= 0 || d.KVHeads <= 0 || di < 0 || !slices.Contains(opt.Kinds[di].Terms, model.TermDecodeAttnKV) {
+	if d.SMs <= 0 || d.KVHeads <= 0 || di < 0 || !slices.Contains(opt.Kinds[di].Terms, fpm.TermDecodeAttnKV) {
 		return 0, ""
 	}
-	ratio, _ := model.Coord(model.CoordKVMaxRatio)
+	ratio, _ := fpm.Coord(fpm.CoordKVMaxRatio)
 	ragged := 0
 	for _, i := range idx {
 		if ratio(d.Features[i]) > 1+opt.SnapRel {
@@ -386,7 +386,7 @@ func attnPerSM(d *Data, idx []int, opt RecipeOptions) (int, string) {
 	if ragged < opt.MinRows {
 		return def, fmt.Sprintf("%s: %d attention programs per SM assumed (%s), not identified: %d ragged decode rows, and a uniform grid cannot tell; "+
 			"%d or more ragged decode points (requests of one batch at different contexts, at batch sizes on both sides of %d SMs × programs per SM / %d KV heads) would identify it",
-			model.TermDecodeAttnKV, def, perSMSource(d), ragged, opt.MinRows, d.SMs, d.KVHeads)
+			fpm.TermDecodeAttnKV, def, perSMSource(d), ragged, opt.MinRows, d.SMs, d.KVHeads)
 	}
 	spec := opt.Kinds[di]
 	sub := opt
@@ -420,7 +420,7 @@ func attnPerSM(d *Data, idx []int, opt RecipeOptions) (int, string) {
 		}
 	}
 	return best, fmt.Sprintf("%s: %d attention programs per SM, identified by %d ragged decode rows (%.2f%% error out of fold; the catalogue's figure %d)",
-		model.TermDecodeAttnKV, best, ragged, bestErr, def)
+		fpm.TermDecodeAttnKV, best, ragged, bestErr, def)
 }
 
 // perSMSource says where the assumed programs per SM come from.
@@ -431,7 +431,7 @@ func perSMSource(d *Data) string {
 	return "one per SM, as the measured-operations prior prices the split; the hardware catalogue has no attn_programs_per_sm for this GPU"
 }
 
-// resolveAttnKV writes each kind's model.TermDecodeAttnKV with the data's
+// resolveAttnKV writes each kind's fpm.TermDecodeAttnKV with the data's
 // SM count and KV heads (Data.SMs, Data.KVHeads) and perSM, or leaves it
 // out where they are not known; it returns the kinds, and those it left
 // it out of.
@@ -439,13 +439,13 @@ func resolveAttnKV(kinds []KindSpec, d *Data, perSM int) ([]KindSpec, []string) 
 	out := slices.Clone(kinds)
 	var unsplit []string
 	for i, k := range out {
-		j := slices.Index(k.Terms, model.TermDecodeAttnKV)
+		j := slices.Index(k.Terms, fpm.TermDecodeAttnKV)
 		if j < 0 {
 			continue
 		}
 		k.Terms = slices.Clone(k.Terms)
 		if d.SMs > 0 && d.KVHeads > 0 && perSM > 0 {
-			k.Terms[j] = model.DecodeAttnKV(d.SMs, perSM, d.KVHeads)
+			k.Terms[j] = fpm.DecodeAttnKV(d.SMs, perSM, d.KVHeads)
 		} else {
 			k.Terms = slices.Delete(k.Terms, j, j+1)
 			unsplit = append(unsplit, k.Kind)
@@ -455,8 +455,8 @@ func resolveAttnKV(kinds []KindSpec, d *Data, perSM int) ([]KindSpec, []string) 
 	return out, unsplit
 }
 
-func hasKind(r *model.Recipe, kind string) bool {
-	return slices.ContainsFunc(r.Kinds, func(k model.RecipeKind) bool { return k.Kind == kind })
+func hasKind(r *fpm.Recipe, kind string) bool {
+	return slices.ContainsFunc(r.Kinds, func(k fpm.RecipeKind) bool { return k.Kind == kind })
 }
 
 // kvFloor is the smallest context per request of the decode rows.
@@ -474,8 +474,8 @@ func kvFloor(d *Data, idx []int) float64 {
 }
 
 // fitKind fits one kind's table and linear form to rows idx of d.
-func fitKind(d *Data, idx []int, spec KindSpec, opt RecipeOptions, boot int) (*model.RecipeKind, *KindReport, error) {
-	k := &model.RecipeKind{Kind: spec.Kind, Rows: len(idx)}
+func fitKind(d *Data, idx []int, spec KindSpec, opt RecipeOptions, boot int) (*fpm.RecipeKind, *KindReport, error) {
+	k := &fpm.RecipeKind{Kind: spec.Kind, Rows: len(idx)}
 	rep := &KindReport{Kind: spec.Kind, Rows: len(idx), PricedBy: PricedLinear}
 	var tab *TableStats
 	if len(spec.Coords) > 0 {
@@ -500,7 +500,7 @@ func fitKind(d *Data, idx []int, spec KindSpec, opt RecipeOptions, boot int) (*m
 	} else {
 		var lin *Result
 		if lin, err = Linear(d.Subset(idx), lopt); err == nil {
-			a := model.LinearArtifact(lin.Model)
+			a := fpm.LinearArtifact(lin.Model)
 			k.Terms, k.Coefficients, k.CoefCov = a.Terms, a.Coefficients, a.CoefCov
 			rep.Terms, rep.Coefficients, rep.Dropped = a.Terms, a.Coefficients, lin.Dropped
 		}
@@ -544,7 +544,7 @@ func benchmarkRows(d *Data, idx []int) []int {
 // FitRecipe): grid lines left out for the table's rows, k-fold
 // cross-validation for the rest. Each refit searches its own regime
 // bounds: the residuals are those of the whole procedure.
-func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *model.RecipeKind, rep *KindReport) error {
+func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *fpm.RecipeKind, rep *KindReport) error {
 	byRegion := map[string][]float64{}
 	skipped := 0
 	predict := func(train, test []int) {
@@ -555,7 +555,7 @@ func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *m
 		}
 		for _, i := range test {
 			ns, _, reg := kk.Estimate(d.Features[i])
-			if reg != model.RegionUnpriced && ns > 0 {
+			if reg != fpm.RegionUnpriced && ns > 0 {
 				byRegion[reg] = append(byRegion[reg], (d.Y[i]-ns)/ns)
 			}
 		}
@@ -598,13 +598,13 @@ func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *m
 	if k.Table != nil {
 		source = SourceGridLines
 	}
-	k.Residuals = map[string]*model.ResidualQuantiles{}
+	k.Residuals = map[string]*fpm.ResidualQuantiles{}
 	var all []float64
-	for _, reg := range model.Regions {
+	for _, reg := range fpm.Regions {
 		rs := byRegion[reg]
 		all = append(all, rs...)
 		if len(rs) >= opt.MinRows {
-			q, err := model.NewResidualQuantiles(model.ScaleRelative, rs, nil, source)
+			q, err := fpm.NewResidualQuantiles(fpm.ScaleRelative, rs, nil, source)
 			if err != nil {
 				return err
 			}
@@ -612,11 +612,11 @@ func heldOutResiduals(d *Data, idx []int, spec KindSpec, opt RecipeOptions, k *m
 		}
 	}
 	if len(all) > 0 {
-		q, err := model.NewResidualQuantiles(model.ScaleRelative, all, nil, source)
+		q, err := fpm.NewResidualQuantiles(fpm.ScaleRelative, all, nil, source)
 		if err != nil {
 			return err
 		}
-		k.Residuals[model.RegionAll] = q
+		k.Residuals[fpm.RegionAll] = q
 	}
 	if skipped > 0 {
 		rep.Note = fmt.Sprintf("%d held-out refits could not be fitted and were skipped", skipped)
@@ -650,7 +650,7 @@ func (res *RecipeResult) summarizeResiduals() {
 		if k == nil {
 			continue
 		}
-		for _, reg := range append(slices.Clone(model.Regions), model.RegionAll) {
+		for _, reg := range append(slices.Clone(fpm.Regions), fpm.RegionAll) {
 			q := k.Residuals[reg]
 			if q == nil {
 				continue

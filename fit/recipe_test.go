@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // gridTruth is a decode cost with a curvature in the batch that a linear
@@ -70,7 +70,7 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 	dk := res.Model.Kind(datasets.KindDecode)
 	require.NotNil(t, dk)
 	require.NotNil(t, dk.Table)
-	require.Equal(t, []string{model.TermDecodeRequests, model.CoordKVPerRequest, model.CoordKVMaxRatio}, dk.Table.Coords())
+	require.Equal(t, []string{fpm.TermDecodeRequests, fpm.CoordKVPerRequest, fpm.CoordKVMaxRatio}, dk.Table.Coords())
 	rep := res.Kinds[0]
 	require.Equal(t, PricedTableLinear, rep.PricedBy)
 	require.Equal(t, []int{len(gridBatches), len(gridContexts), 1}, rep.Table.Nodes, "uniform batches: one kv_max_ratio node")
@@ -87,7 +87,7 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 	require.Equal(t, 3, rep.Table.MaxRepeats)
 	require.NotNil(t, dk.Table.SE, "repeats give the nodes a standard error")
 	require.NotEmpty(t, dk.Linear(dec(1024, 512)).CoefCov, "the bootstrap gives the linear form a covariance")
-	for _, reg := range []string{model.RegionInterpolated, model.RegionExtrapolated, model.RegionAll} {
+	for _, reg := range []string{fpm.RegionInterpolated, fpm.RegionExtrapolated, fpm.RegionAll} {
 		require.NotNil(t, dk.Residuals[reg], reg)
 		require.Equal(t, SourceGridLines, dk.Residuals[reg].Source)
 	}
@@ -95,12 +95,12 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 
 	// Regions: the measured corner is interpolated, the missing corner and
 	// beyond the largest batch extrapolated by the linear form.
-	require.Equal(t, model.RegionInterpolated, res.Model.Price(dec(16, 1000), 0.9).Region)
-	require.Equal(t, model.RegionExtrapolated, res.Model.Price(dec(256, 8192), 0.9).Region)
-	require.Equal(t, model.RegionExtrapolated, res.Model.Price(dec(1024, 512), 0.9).Region)
+	require.Equal(t, fpm.RegionInterpolated, res.Model.Price(dec(16, 1000), 0.9).Region)
+	require.Equal(t, fpm.RegionExtrapolated, res.Model.Price(dec(256, 8192), 0.9).Region)
+	require.Equal(t, fpm.RegionExtrapolated, res.Model.Price(dec(1024, 512), 0.9).Region)
 	ragged := dec(16, 1000)
 	ragged.DecodeMaxKVTokens = 1500
-	require.Equal(t, model.RegionExtrapolated, res.Model.Price(ragged, 0.9).Region, "a ragged batch is outside a table of uniform ones")
+	require.Equal(t, fpm.RegionExtrapolated, res.Model.Price(ragged, 0.9).Region, "a ragged batch is outside a table of uniform ones")
 	require.InDelta(t, dk.Linear(dec(1024, 512)).PredictNs(dec(1024, 512)), res.Model.PredictNs(dec(1024, 512)), 1e-6)
 
 	// Inside the hull the table beats the linear form on the curvature.
@@ -117,11 +117,11 @@ func TestFitRecipeOnAGrid(t *testing.T) {
 	cov := EvaluateIntervals(res.Model, fresh, 0.9)
 	t.Logf("coverage of the 90%% intervals on steps from the benchmark's own truth: %.1f%% (width %.1f%%)", cov.Overall.Pct, cov.Overall.MeanWidthPct)
 	require.GreaterOrEqual(t, cov.Overall.Pct, 85.0)
-	require.Equal(t, cov.Overall, cov.ByRegion[model.RegionInterpolated])
+	require.Equal(t, cov.Overall, cov.ByRegion[fpm.RegionInterpolated])
 }
 
-func dec(b, kvPer float64) model.Features {
-	return model.Features{DecodeRequests: b, DecodeKVTokens: b * kvPer, DecodeMaxKVTokens: kvPer, PaddedBatch: b}
+func dec(b, kvPer float64) fpm.Features {
+	return fpm.Features{DecodeRequests: b, DecodeKVTokens: b * kvPer, DecodeMaxKVTokens: kvPer, PaddedBatch: b}
 }
 
 func TestFitRecipeScatteredRowsAreLinear(t *testing.T) {
@@ -135,9 +135,9 @@ func TestFitRecipeScatteredRowsAreLinear(t *testing.T) {
 	require.Contains(t, rep.Table.Reason, "distinct values")
 	k := res.Model.Kind(datasets.KindDecode)
 	require.Nil(t, k.Table)
-	require.Equal(t, SourceCV, k.Residuals[model.RegionFitted].Source)
+	require.Equal(t, SourceCV, k.Residuals[fpm.RegionFitted].Source)
 	p := res.Model.Price(dec(100, 2000), 0.9)
-	require.Equal(t, model.RegionFitted, p.Region)
+	require.Equal(t, fpm.RegionFitted, p.Region)
 	for i, c := range k.Coefficients {
 		require.InEpsilon(t, truth[i], c.Value, 0.1, c.Term)
 	}
@@ -180,7 +180,7 @@ func TestFitRecipeMixedComposedUnlessMeasured(t *testing.T) {
 		if m.Compose != nil {
 			require.Equal(t, 128.0, m.Compose.KVFloorPerRequest, "the smallest measured context")
 		}
-		p := res.Model.Price(model.Features{PrefillTokens: 512, PrefillRequests: 1, DecodeRequests: 8, DecodeKVTokens: 8000}, 0.9)
+		p := res.Model.Price(fpm.Features{PrefillTokens: 512, PrefillRequests: 1, DecodeRequests: 8, DecodeKVTokens: 8000}, 0.9)
 		require.Equal(t, datasets.KindMixed, p.Kind)
 		require.Equal(t, c.want == PricedComposed, p.Composed)
 		require.Greater(t, p.Ns, 0.0)
@@ -211,24 +211,24 @@ func TestCalibrateRecipeOnATrafficSplit(t *testing.T) {
 	require.Less(t, before.Overall.Pct, 50.0, "the benchmark's residuals do not know the traffic's extra cost")
 	require.InDelta(t, 90, after.Overall.Pct, 5)
 	k := res.Model.Kind(datasets.KindDecode)
-	require.Equal(t, "calibration on half 1", k.Residuals[model.RegionInterpolated].Source)
+	require.Equal(t, "calibration on half 1", k.Residuals[fpm.RegionInterpolated].Source)
 	byRegion := map[string]string{}
 	for _, a := range acts {
 		byRegion[a.Region] = a.Action
 	}
-	require.Equal(t, CalibReplaced, byRegion[model.RegionInterpolated])
-	require.Equal(t, CalibWidened, byRegion[model.RegionExtrapolated], "no calibration rows outside the hull: the held-out residuals widened")
-	require.Equal(t, CalibPooled, byRegion[model.RegionAll])
-	lo := k.Residuals[model.RegionExtrapolated]
-	require.GreaterOrEqual(t, lo.Quantile(0.95), k.Residuals[model.RegionAll].Quantile(0.95))
+	require.Equal(t, CalibReplaced, byRegion[fpm.RegionInterpolated])
+	require.Equal(t, CalibWidened, byRegion[fpm.RegionExtrapolated], "no calibration rows outside the hull: the held-out residuals widened")
+	require.Equal(t, CalibPooled, byRegion[fpm.RegionAll])
+	lo := k.Residuals[fpm.RegionExtrapolated]
+	require.GreaterOrEqual(t, lo.Quantile(0.95), k.Residuals[fpm.RegionAll].Quantile(0.95))
 
 	// Too few calibration rows: the held-out residuals stay.
 	res2, err := FitRecipe(decodeData(t, benchGrid(1, 3)), RecipeOptions{Seed: 1})
 	require.NoError(t, err)
 	acts, err = CalibrateRecipe(res2.Model, decodeData(t, calib[:5]), 20, "few")
 	require.NoError(t, err)
-	require.Equal(t, []CalibratedRegion{{Kind: datasets.KindDecode, Region: model.RegionAll, N: 5, Action: CalibKept}}, acts)
-	require.Equal(t, SourceGridLines, res2.Model.Kind(datasets.KindDecode).Residuals[model.RegionAll].Source)
+	require.Equal(t, []CalibratedRegion{{Kind: datasets.KindDecode, Region: fpm.RegionAll, N: 5, Action: CalibKept}}, acts)
+	require.Equal(t, SourceGridLines, res2.Model.Kind(datasets.KindDecode).Residuals[fpm.RegionAll].Source)
 }
 
 func TestHalfOfSplitsEvenly(t *testing.T) {
@@ -265,7 +265,7 @@ func TestBuildTableRefusesWhatIsNotAGrid(t *testing.T) {
 		}
 	}
 	require.Len(t, idx, 3)
-	coords := []string{model.TermDecodeRequests, model.CoordKVPerRequest}
+	coords := []string{fpm.TermDecodeRequests, fpm.CoordKVPerRequest}
 	tb, st, err := BuildTable(d, idx, coords, 0.02, 1)
 	require.NoError(t, err)
 	require.Nil(t, tb)
@@ -287,6 +287,6 @@ func TestBuildTableRefusesWhatIsNotAGrid(t *testing.T) {
 }
 
 // linearOnly prices every step with a recipe kind's linear form.
-type linearOnly struct{ k *model.RecipeKind }
+type linearOnly struct{ k *fpm.RecipeKind }
 
-func (l linearOnly) PredictNs(f model.Features) float64 { return l.k.Linear(f).PredictNs(f) }
+func (l linearOnly) PredictNs(f fpm.Features) float64 { return l.k.Linear(f).PredictNs(f) }

@@ -3,10 +3,9 @@ package fit
 import (
 	"cmp"
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"math"
 	"slices"
-
-	"github.com/steplab/steplab/model"
 )
 
 // RegimeZ is how many standard errors one more regime bound must cut the
@@ -36,15 +35,15 @@ const regimeRepeats = 3
 // RegimeReport is one piece of a kind's linear form split into regimes.
 type RegimeReport struct {
 	// Range says which steps the piece prices, e.g. "decode_requests <= 32".
-	Range        string              `json:"range"`
-	Rows         int                 `json:"rows"`
-	Terms        []string            `json:"terms"`
-	Coefficients []model.Coefficient `json:"coefficients"`
-	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
+	Range        string            `json:"range"`
+	Rows         int               `json:"rows"`
+	Terms        []string          `json:"terms"`
+	Coefficients []fpm.Coefficient `json:"coefficients"`
+	Dropped      []DroppedTerm     `json:"dropped_terms,omitempty"`
 }
 
 // regimeBounds chooses where the kind's linear form splits along the
-// coordinate spec.Regimes (model.Regimes), from the rows idx, by held-out
+// coordinate spec.Regimes (fpm.Regimes), from the rows idx, by held-out
 // error: starting from the known bounds spec.Bounds (none when a piece
 // they leave cannot be fitted) or one piece, each value of the coordinate in the
 // data is tried as a bound (a piece prices the steps up to and including
@@ -64,7 +63,7 @@ type RegimeReport struct {
 // each term's Gram matrix over the rows sorted by the coordinate once, per
 // fold, and reads a piece's off the prefix sums.
 func regimeBounds(d *Data, idx []int, spec KindSpec, opt RecipeOptions) ([]float64, error) {
-	fn, err := model.Coord(spec.Regimes)
+	fn, err := fpm.Coord(spec.Regimes)
 	if err != nil {
 		return nil, fmt.Errorf("fit: recipe kind %s regimes: %w", spec.Kind, err)
 	}
@@ -148,8 +147,8 @@ type regimeSearch struct {
 	foldCount [][]int       // foldCount[f][r]: rows [0, r) of fold f
 }
 
-func newRegimeSearch(d *Data, idx, fold []int, coord model.TermFunc, terms []string, relative bool, folds int) (*regimeSearch, error) {
-	b, err := model.NewBasis(terms)
+func newRegimeSearch(d *Data, idx, fold []int, coord fpm.TermFunc, terms []string, relative bool, folds int) (*regimeSearch, error) {
+	b, err := fpm.NewBasis(terms)
 	if err != nil {
 		return nil, err
 	}
@@ -340,8 +339,8 @@ func regimeCandidates(x []float64, snapRel float64) []float64 {
 
 // fitPieces fits the linear form of each regime of bounds upper along
 // coord on its rows of idx.
-func fitPieces(d *Data, idx []int, coord string, upper []float64, opt Options) (*model.Regimes, []RegimeReport, error) {
-	fn, err := model.Coord(coord)
+func fitPieces(d *Data, idx []int, coord string, upper []float64, opt Options) (*fpm.Regimes, []RegimeReport, error) {
+	fn, err := fpm.Coord(coord)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -349,7 +348,7 @@ func fitPieces(d *Data, idx []int, coord string, upper []float64, opt Options) (
 	for k, i := range idx {
 		x[k] = fn(d.Features[i])
 	}
-	g := &model.Regimes{Coord: coord, Upper: upper}
+	g := &fpm.Regimes{Coord: coord, Upper: upper}
 	var reps []RegimeReport
 	for p, ks := range splitRegimes(x, upper) {
 		rows := make([]int, len(ks))
@@ -360,8 +359,8 @@ func fitPieces(d *Data, idx []int, coord string, upper []float64, opt Options) (
 		if err != nil {
 			return nil, nil, fmt.Errorf("regime %s: %w", g.Range(p), err)
 		}
-		a := model.LinearArtifact(r.Model)
-		g.Pieces = append(g.Pieces, model.LinearForm{Rows: len(rows), Terms: a.Terms, Coefficients: a.Coefficients, CoefCov: a.CoefCov})
+		a := fpm.LinearArtifact(r.Model)
+		g.Pieces = append(g.Pieces, fpm.LinearForm{Rows: len(rows), Terms: a.Terms, Coefficients: a.Coefficients, CoefCov: a.CoefCov})
 		reps = append(reps, RegimeReport{Range: g.Range(p), Rows: len(rows), Terms: a.Terms, Coefficients: a.Coefficients, Dropped: r.Dropped})
 	}
 	return g, reps, nil

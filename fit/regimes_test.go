@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // splitKernel is a decode attention kernel with two regimes: up to 32
@@ -52,7 +52,7 @@ func TestFitRecipeFindsRegimes(t *testing.T) {
 	require.NoError(t, err)
 	k := res.Model.Kind(datasets.KindDecode)
 	require.NotNil(t, k.Regimes, "two kernel regimes: the held-out error splits the linear form")
-	require.Equal(t, model.TermDecodeRequests, k.Regimes.Coord)
+	require.Equal(t, fpm.TermDecodeRequests, k.Regimes.Coord)
 	require.Equal(t, []float64{32}, k.Regimes.Upper, "the bound where the kernel changes launch")
 	require.Empty(t, k.Terms)
 	rep := res.Kinds[0]
@@ -129,14 +129,14 @@ func TestBuildTableLeavesOffGridLines(t *testing.T) {
 	require.NotNil(t, tb, "%s", st.Reason)
 	require.Equal(t, []float64{1, 2, 4, 8, 16, 32, 64, 128, 256}, tb.Axes[0].Nodes)
 	require.Equal(t, []float64{128, 512, 2048}, tb.Axes[1].Nodes)
-	require.Equal(t, model.TableAxis{Coord: model.CoordKVMaxRatio, Nodes: []float64{1}}, tb.Axes[2])
+	require.Equal(t, fpm.TableAxis{Coord: fpm.CoordKVMaxRatio, Nodes: []float64{1}}, tb.Axes[2])
 	require.Equal(t, 27, st.Rows, "the uniform grid points")
 	require.Equal(t, d.Len()-27, st.OffGrid, "the ragged points, and the uniform ones off the grid's lines")
 	require.Zero(t, st.Missing)
 
-	_, _, err = BuildTable(d, idx, []string{model.TermDecodeRequests, "kv_max_ratio=one"}, 0.02, 1)
+	_, _, err = BuildTable(d, idx, []string{fpm.TermDecodeRequests, "kv_max_ratio=one"}, 0.02, 1)
 	require.ErrorContains(t, err, "NAME=NUMBER")
-	_, st, err = BuildTable(d, idx, []string{model.TermDecodeRequests, "kv_max_ratio=9"}, 0.02, 1)
+	_, st, err = BuildTable(d, idx, []string{fpm.TermDecodeRequests, "kv_max_ratio=9"}, 0.02, 1)
 	require.NoError(t, err)
 	require.Equal(t, "no rows meet the table's conditions", st.Reason)
 }
@@ -165,7 +165,7 @@ func TestFitRecipeKnownBounds(t *testing.T) {
 	require.Equal(t, []float64{32}, res.Model.Kind(datasets.KindDecode).Regimes.Upper, "a bound the rows cannot fit is dropped")
 
 	tokens := DefaultKindSpecs[1]
-	tokens.Regimes = model.CoordScheduledTokens // a decode step's tokens are its requests
+	tokens.Regimes = fpm.CoordScheduledTokens // a decode step's tokens are its requests
 	d := decodeData(t, raggedGrid(oneRegime, 2))
 	d.GraphTokens = 64
 	res, err = FitRecipe(d, RecipeOptions{Seed: 1, Kinds: []KindSpec{tokens}})

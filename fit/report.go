@@ -2,6 +2,7 @@ package fit
 
 import (
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"io"
 	"math"
 	"path/filepath"
@@ -9,27 +10,25 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-
-	"github.com/steplab/steplab/model"
 )
 
 // FitReport is what `steplab fit` prints (and writes with --json): the
 // fitted coefficients with their intervals, the metrics in sample and
 // out of fold, the worst steps, and where the model went.
 type FitReport struct {
-	Output    string             `json:"output,omitempty"` // artifact path
-	Form      string             `json:"form"`
-	Method    string             `json:"method,omitempty"`
-	Target    string             `json:"target"`
-	Datasets  []model.DatasetRef `json:"datasets"`
-	Selection model.Selection    `json:"selection"`
-	Rows      int                `json:"rows"`
+	Output    string           `json:"output,omitempty"` // artifact path
+	Form      string           `json:"form"`
+	Method    string           `json:"method,omitempty"`
+	Target    string           `json:"target"`
+	Datasets  []fpm.DatasetRef `json:"datasets"`
+	Selection fpm.Selection    `json:"selection"`
+	Rows      int              `json:"rows"`
 	// Relabelled rows were admission-step decode points read at their
 	// benchmark coordinates (LoadOptions.BenchmarkCoords).
-	Relabelled   int                 `json:"relabelled_decode_points,omitempty"`
-	Warnings     []string            `json:"warnings,omitempty"`
-	Dropped      []DroppedTerm       `json:"dropped_terms,omitempty"`
-	Coefficients []model.Coefficient `json:"coefficients,omitempty"`
+	Relabelled   int               `json:"relabelled_decode_points,omitempty"`
+	Warnings     []string          `json:"warnings,omitempty"`
+	Dropped      []DroppedTerm     `json:"dropped_terms,omitempty"`
+	Coefficients []fpm.Coefficient `json:"coefficients,omitempty"`
 	// Grid form: what the build did.
 	Grid *GridStats `json:"grid,omitempty"`
 	// Recipe form: what was fitted per kind, and the calibration.
@@ -49,7 +48,7 @@ type RecipeReport struct {
 	Warnings []string     `json:"warnings,omitempty"`
 	// Calibration: the datasets the residual quantiles were calibrated on
 	// (FitConfig.Calibrate) and what changed.
-	CalibrationDatasets []model.DatasetRef `json:"calibration_datasets,omitempty"`
+	CalibrationDatasets []fpm.DatasetRef   `json:"calibration_datasets,omitempty"`
 	CalibrationHalf     int                `json:"calibration_half,omitempty"`
 	Calibration         []CalibratedRegion `json:"calibration,omitempty"`
 }
@@ -57,15 +56,15 @@ type RecipeReport struct {
 // EvalReport is what `steplab eval` prints: a model evaluated on
 // datasets it was (presumably) not fitted on.
 type EvalReport struct {
-	Model      string             `json:"model"`
-	Form       string             `json:"form"`
-	Target     string             `json:"target"`
-	Datasets   []model.DatasetRef `json:"datasets"`
-	Selection  model.Selection    `json:"selection"`
-	Rows       int                `json:"rows"`
-	Relabelled int                `json:"relabelled_decode_points,omitempty"`
-	Warnings   []string           `json:"warnings,omitempty"`
-	Report     Report             `json:"report"`
+	Model      string           `json:"model"`
+	Form       string           `json:"form"`
+	Target     string           `json:"target"`
+	Datasets   []fpm.DatasetRef `json:"datasets"`
+	Selection  fpm.Selection    `json:"selection"`
+	Rows       int              `json:"rows"`
+	Relabelled int              `json:"relabelled_decode_points,omitempty"`
+	Warnings   []string         `json:"warnings,omitempty"`
+	Report     Report           `json:"report"`
 	// Intervals is the empirical coverage of the model's prediction
 	// intervals (models that have them).
 	Intervals *IntervalReport `json:"intervals,omitempty"`
@@ -90,7 +89,7 @@ func WorstDatasetsOf(l *Loaded, r Report) []string {
 
 // WriteCoefficients prints a coefficient table: term, value, interval,
 // in the units a perf engineer reads (ns per unit of the term).
-func WriteCoefficients(w io.Writer, coefs []model.Coefficient) {
+func WriteCoefficients(w io.Writer, coefs []fpm.Coefficient) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "term\tcoefficient\tinterval\tunit\t")
 	for _, c := range coefs {
@@ -105,17 +104,17 @@ func WriteCoefficients(w io.Writer, coefs []model.Coefficient) {
 
 func termUnit(t string) string {
 	switch t {
-	case model.TermConst, model.TermPrefillStep:
+	case fpm.TermConst, fpm.TermPrefillStep:
 		return "ns/step"
-	case model.TermPrefillTokens, model.TermNewReqTokens:
+	case fpm.TermPrefillTokens, fpm.TermNewReqTokens:
 		return "ns/token"
-	case model.TermPrefillKVTokens, model.TermDecodeKVTokens, model.TermDecodeMaxKV, model.TermDecodeBatchMaxKV:
+	case fpm.TermPrefillKVTokens, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV:
 		return "ns/KV token"
-	case model.TermDecodeKVStd:
+	case fpm.TermDecodeKVStd:
 		return "ns/token of spread"
-	case model.TermPrefillAttn:
+	case fpm.TermPrefillAttn:
 		return "ns/(token·KV)"
-	case model.TermPaddedBatch:
+	case fpm.TermPaddedBatch:
 		return "ns/slot"
 	default:
 		return "ns/request"
@@ -262,10 +261,10 @@ func (r *EvalReport) WriteText(w io.Writer) {
 // to report.
 type FitConfig struct {
 	Load LoadOptions
-	// Form is model.FormRecipe (default), model.FormLinear or
-	// model.FormGrid.
+	// Form is fpm.FormRecipe (default), fpm.FormLinear or
+	// fpm.FormGrid.
 	Form string
-	// Linear options (Terms nil: model.DefaultTerms; Method: MethodNNLS).
+	// Linear options (Terms nil: fpm.DefaultTerms; Method: MethodNNLS).
 	Linear Options
 	Grid   GridOptions
 	Recipe RecipeOptions
@@ -290,7 +289,7 @@ type FitConfig struct {
 // FitDatasets loads the datasets, fits, cross-validates and returns the
 // report and the artifact (training record and metrics filled; not yet
 // saved).
-func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *Loaded, error) {
+func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *fpm.Artifact, *Loaded, error) {
 	l, err := LoadDatasets(paths, cfg.Load)
 	if err != nil {
 		return nil, nil, nil, err
@@ -303,13 +302,13 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	rep := &FitReport{Form: cfg.Form, Target: d.Target, Datasets: l.Refs, Selection: l.Record(cfg.Load.Selection),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: l.Warnings}
 	if rep.Form == "" {
-		rep.Form = model.FormRecipe
+		rep.Form = fpm.FormRecipe
 	}
 	var fitFn FitFunc
-	var fpModel model.FPM
+	var fpModel fpm.FPM
 	var res *Result
 	switch rep.Form {
-	case model.FormLinear:
+	case fpm.FormLinear:
 		opt := cfg.Linear
 		opt.Seed = cfg.Seed
 		if res, err = Linear(d, opt); err != nil {
@@ -318,19 +317,19 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		fpModel = res.Model
 		rep.Method = res.Method
 		rep.drop("", res.Dropped)
-		rep.Coefficients = model.LinearArtifact(res.Model).Coefficients
+		rep.Coefficients = fpm.LinearArtifact(res.Model).Coefficients
 		cvOpt := opt
 		cvOpt.Bootstrap = 0
 		cvOpt.Terms = res.Model.Terms // the terms that survived the drop
 		cvOpt.Degenerate = DegenerateDrop
-		fitFn = func(tr *Data) (model.FPM, error) {
+		fitFn = func(tr *Data) (fpm.FPM, error) {
 			r, err := Linear(tr, cvOpt)
 			if err != nil {
 				return nil, err
 			}
 			return r.Model, nil
 		}
-	case model.FormRecipe:
+	case fpm.FormRecipe:
 		ropt := cfg.Recipe
 		ropt.Seed = cfg.Seed
 		rr, err := FitRecipe(d, ropt)
@@ -354,25 +353,25 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		fpModel, rep.Method = rr.Model, "recipe"
 		cvOpt := ropt
 		cvOpt.Bootstrap, cvOpt.SkipResiduals = 0, true
-		fitFn = func(tr *Data) (model.FPM, error) {
+		fitFn = func(tr *Data) (fpm.FPM, error) {
 			r, err := FitRecipe(tr, cvOpt)
 			if err != nil {
 				return nil, err
 			}
 			return r.Model, nil
 		}
-	case model.FormGrid:
+	case fpm.FormGrid:
 		g, st, err := BuildGrid(d, cfg.Grid)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		fpModel, rep.Grid, rep.Method = g, st, "grid"
-		fitFn = func(tr *Data) (model.FPM, error) {
+		fitFn = func(tr *Data) (fpm.FPM, error) {
 			g, _, err := BuildGrid(tr, cfg.Grid)
 			return g, err
 		}
 	default:
-		return nil, nil, nil, fmt.Errorf("fit: unknown form %q (want %s, %s or %s)", cfg.Form, model.FormRecipe, model.FormLinear, model.FormGrid)
+		return nil, nil, nil, fmt.Errorf("fit: unknown form %q (want %s, %s or %s)", cfg.Form, fpm.FormRecipe, fpm.FormLinear, fpm.FormGrid)
 	}
 	rep.Training = Evaluate(fpModel, d, worst)
 	pred := make([]float64, d.Len())
@@ -389,17 +388,17 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 	} else {
 		rep.WorstDatasets = WorstDatasetsOf(l, rep.Training)
 	}
-	training := model.Training{Datasets: l.Refs, Selection: rep.Selection, Target: d.Target, Method: rep.Method, Rows: d.Len(), Seed: cfg.Seed, FittedOn: l.FittedOn}
+	training := fpm.Training{Datasets: l.Refs, Selection: rep.Selection, Target: d.Target, Method: rep.Method, Rows: d.Len(), Seed: cfg.Seed, FittedOn: l.FittedOn}
 	metrics := struct {
 		Training Report    `json:"training"`
 		CV       *CVResult `json:"cross_validation,omitempty"`
 	}{rep.Training, rep.CV}
-	var art *model.Artifact
+	var art *fpm.Artifact
 	switch {
 	case res != nil:
 		art, err = res.Artifact(training, metrics, cfg.CreatedBy)
 	case rep.Recipe != nil:
-		art = &model.Artifact{ArtifactVersion: model.ArtifactVersion, Form: model.FormRecipe, Recipe: fpModel.(*model.Recipe)}
+		art = &fpm.Artifact{ArtifactVersion: fpm.ArtifactVersion, Form: fpm.FormRecipe, Recipe: fpModel.(*fpm.Recipe)}
 		for _, dt := range rep.Dropped {
 			art.Notes = append(art.Notes, fmt.Sprintf("term %s dropped: %s", dt.Term, dt.Reason))
 		}
@@ -407,7 +406,7 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *model.Artifact, *L
 		training.Bootstrap = cfg.Recipe.Bootstrap
 		err = finishArtifact(art, training, metrics, cfg.CreatedBy, recipeFeatures(art.Recipe))
 	default:
-		art = model.GridArtifact(fpModel.(*model.Grid))
+		art = fpm.GridArtifact(fpModel.(*fpm.Grid))
 		err = finishArtifact(art, training, metrics, cfg.CreatedBy, []string{"prefill_tokens", "decode_requests", "decode_kv_tokens"})
 	}
 	if err != nil {
@@ -449,7 +448,7 @@ func (r *FitReport) drop(kind string, terms []DroppedTerm) {
 }
 
 // recipeFeatures lists the coordinates and terms a recipe uses.
-func recipeFeatures(r *model.Recipe) []string {
+func recipeFeatures(r *fpm.Recipe) []string {
 	var out []string
 	for _, k := range r.Kinds {
 		if k.Table != nil {
@@ -494,14 +493,14 @@ type EvalConfig struct {
 	Worst    int
 	PlotsDir string
 	// Level is the nominal coverage of the prediction intervals whose
-	// empirical coverage is reported (0: the model's own, model.LevelOf;
+	// empirical coverage is reported (0: the model's own, fpm.LevelOf;
 	// negative: none).
 	Level float64
 }
 
 // LoadModel reads a model artifact, wrapping errors with the path.
-func LoadModel(path string) (model.FPM, *model.Artifact, error) {
-	m, a, err := model.Load(path)
+func LoadModel(path string) (fpm.FPM, *fpm.Artifact, error) {
+	m, a, err := fpm.Load(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -511,7 +510,7 @@ func LoadModel(path string) (model.FPM, *model.Artifact, error) {
 // EvalTarget is the timing a model is evaluated on: the configured one, or
 // under auto the target the model was fitted on (recorded in its
 // artifact), or auto.
-func EvalTarget(cfg string, a *model.Artifact) string {
+func EvalTarget(cfg string, a *fpm.Artifact) string {
 	if (cfg == "" || cfg == TargetAuto) && a != nil && a.Training.Target != "" {
 		return a.Training.Target
 	}
@@ -531,7 +530,7 @@ func EvalDatasets(modelPath string, paths []string, cfg EvalConfig) (*EvalReport
 // artifact a (its training target is the default), or a prior built
 // without one (a nil; named by name, evaluated on device time where the
 // data has it).
-func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg EvalConfig) (*EvalReport, *Loaded, error) {
+func EvalModel(m fpm.FPM, a *fpm.Artifact, name string, paths []string, cfg EvalConfig) (*EvalReport, *Loaded, error) {
 	cfg.Load.Target = EvalTarget(cfg.Load.Target, a)
 	l, err := LoadDatasets(paths, cfg.Load)
 	if err != nil {
@@ -548,12 +547,12 @@ func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg 
 	}
 	rep := &EvalReport{Model: name, Form: form, Target: d.Target, Datasets: l.Refs, Selection: l.Record(cfg.Load.Selection),
 		Rows: d.Len(), Relabelled: l.Relabelled, Warnings: slices.Concat(l.Warnings, l.ProvenanceNotes(name, a)), Report: Evaluate(m, d, worst)}
-	if level := model.IntervalLevel(m, cfg.Level); level > 0 {
-		rep.Intervals = EvaluateIntervals(m.(model.IntervalFPM), d, level)
+	if level := fpm.IntervalLevel(m, cfg.Level); level > 0 {
+		rep.Intervals = EvaluateIntervals(m.(fpm.IntervalFPM), d, level)
 		if w := rep.Intervals.Warning(); w != "" {
 			rep.Warnings = append(rep.Warnings, w)
 		}
-	} else if note := model.NoUncertainty(m, name); note != "" && cfg.Level >= 0 {
+	} else if note := fpm.NoUncertainty(m, name); note != "" && cfg.Level >= 0 {
 		rep.Warnings = append(rep.Warnings, note)
 	}
 	if rep.BeyondGrid = countBeyond(m, d); rep.BeyondGrid != nil {
@@ -580,7 +579,7 @@ func EvalModel(m model.FPM, a *model.Artifact, name string, paths []string, cfg 
 // Baseline, when set, is evaluated on the same rows. The returned error is
 // about input only: a failed gate is a report with Passed false (and
 // Err() wrapping ErrCheckFailed).
-func CheckModel(m model.FPM, a *model.Artifact, name string, paths []string, load LoadOptions, opt CheckOptions) (*CheckReport, error) {
+func CheckModel(m fpm.FPM, a *fpm.Artifact, name string, paths []string, load LoadOptions, opt CheckOptions) (*CheckReport, error) {
 	if opt.Baseline == nil && opt.MaxRegression > 0 {
 		return nil, fmt.Errorf("check: a regression bound needs a baseline model")
 	}

@@ -12,25 +12,26 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
-	"github.com/steplab/steplab/model/manifest"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 )
 
 // DecodeTerms is the basis of a decode-only model (a decode benchmark grid,
 // or the decode steps of a trace): a fixed cost, a per-request cost and a
 // per-KV-token attention read. The padded batch is left out because on a
 // grid of CUDA-graph sizes it equals decode_requests (collinear).
-var DecodeTerms = []string{model.TermConst, model.TermDecodeRequests, model.TermDecodeKVTokens}
+var DecodeTerms = []string{fpm.TermConst, fpm.TermDecodeRequests, fpm.TermDecodeKVTokens}
 
 // ResolveTerms turns a --terms value into term names: "" or "default" is
-// model.DefaultTerms, "decode" is DecodeTerms, anything else a
+// fpm.DefaultTerms, "decode" is DecodeTerms, anything else a
 // comma-separated list of model term names (checked).
 func ResolveTerms(s string) ([]string, error) {
 	switch strings.TrimSpace(s) {
 	case "", "default":
-		return slices.Clone(model.DefaultTerms), nil
+		return slices.Clone(fpm.DefaultTerms), nil
 	case "decode":
 		return slices.Clone(DecodeTerms), nil
 	}
@@ -40,7 +41,7 @@ func ResolveTerms(s string) ([]string, error) {
 			out = append(out, t)
 		}
 	}
-	if _, err := model.NewBasis(out); err != nil {
+	if _, err := fpm.NewBasis(out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -103,7 +104,7 @@ type Loaded struct {
 	Steps []datasets.Step
 	Data  *Data
 	// Refs identify the datasets (id, path, SHA-256, selected rows).
-	Refs []model.DatasetRef
+	Refs []fpm.DatasetRef
 	// Offsets[i] is the first row of dataset i in Steps and Data.
 	Offsets []int
 	// Policy is the decode measurement policy of the data ("" when no
@@ -119,10 +120,10 @@ type Loaded struct {
 	Kinds []string
 	// Sample is set when MaxRowsPerKind left rows out: Data is a uniform
 	// sample of the selected rows.
-	Sample *model.Sample
+	Sample *fpm.Sample
 	// FittedOn are the distinct settings the datasets' manifests record
-	// (model.Training.FittedOn).
-	FittedOn []model.FittedOn
+	// (fpm.Training.FittedOn).
+	FittedOn []catalog.FittedOn
 	// LeftOut names the datasets LoadOptions.Policy left out, each as
 	// "PATH (measurement_policy.decode POLICY)".
 	LeftOut []string
@@ -131,7 +132,7 @@ type Loaded struct {
 // Record returns the selection s as recorded in a model artifact or a
 // report: its kinds are the ones the loaded rows have, not the ones the
 // selection would have let through.
-func (l *Loaded) Record(s Selection) model.Selection {
+func (l *Loaded) Record(s Selection) fpm.Selection {
 	rec := s.Record(l.Policy)
 	rec.Kinds = slices.Clone(l.Kinds)
 	rec.LeftOut = slices.Clone(l.LeftOut)
@@ -139,10 +140,10 @@ func (l *Loaded) Record(s Selection) model.Selection {
 	return rec
 }
 
-// ProvenanceNotes are model.ProvenanceNotes of the artifact a (named
+// ProvenanceNotes are fpm.ProvenanceNotes of the artifact a (named
 // name) on the loaded datasets' settings, each logged with slog.Warn.
-func (l *Loaded) ProvenanceNotes(name string, a *model.Artifact) []string {
-	notes := model.ProvenanceNotes(name, a, l.FittedOn...)
+func (l *Loaded) ProvenanceNotes(name string, a *fpm.Artifact) []string {
+	notes := fpm.ProvenanceNotes(name, a, l.FittedOn...)
 	for _, n := range notes {
 		slog.Warn("model fitted elsewhere", "note", n)
 	}
@@ -222,7 +223,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 				l.Warnings = append(l.Warnings, w)
 			}
 		}
-		l.FittedOn = model.AddFittedOn(l.FittedOn, manifest.FittedOn(d.Manifest))
+		l.FittedOn = fpm.AddFittedOn(l.FittedOn, manifest.FittedOn(d.Manifest))
 		settings.add(d.Manifest)
 		first := b.read
 		l.Offsets = append(l.Offsets, first)
@@ -262,7 +263,7 @@ func LoadDatasets(paths []string, opt LoadOptions) (*Loaded, error) {
 	settings.apply(data)
 	if b.sampled() {
 		l.Offsets = b.offsets(l.Offsets)
-		l.Sample = &model.Sample{PerKind: opt.MaxRowsPerKind, Seed: opt.SampleSeed, Selected: int64(b.read), Kept: int64(data.Len())}
+		l.Sample = &fpm.Sample{PerKind: opt.MaxRowsPerKind, Seed: opt.SampleSeed, Selected: int64(b.read), Kept: int64(data.Len())}
 	}
 	l.Data = data
 	return l, nil
@@ -470,8 +471,8 @@ func AsDecodePoint(st *datasets.Step) bool {
 // datasetRef identifies a dataset: its manifest name, path, and the SHA-256
 // of its manifest (which lists the SHA-256 of every part) followed, for a
 // minimal manifest that lists no parts, by its steps parts in order.
-func datasetRef(d *datasets.Dataset) (model.DatasetRef, error) {
-	ref := model.DatasetRef{ID: d.Manifest.Name, Path: d.Dir}
+func datasetRef(d *datasets.Dataset) (fpm.DatasetRef, error) {
+	ref := fpm.DatasetRef{ID: d.Manifest.Name, Path: d.Dir}
 	h := sha256.New()
 	files := []string{filepath.Join(d.Dir, datasets.ManifestFile)}
 	if len(d.Manifest.Tables[datasets.TableSteps].Parts) == 0 {

@@ -1,23 +1,22 @@
 package fit
 
 import (
+	"github.com/steplab/steplab/fpm"
 	"math"
 	"math/rand/v2"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Synthetic step mixes for tests and benchmarks: features drawn like a
 // serving trace (decode batches 1..256 at contexts 100..8000, prefill
 // chunks 64..8192 tokens, some mixed steps), times from known coefficients.
 
-var synthTerms = []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermDecodeRequests, model.TermDecodeKVTokens}
+var synthTerms = []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillAttn, fpm.TermDecodeRequests, fpm.TermDecodeKVTokens}
 
 // synthTrue are the true coefficients of synthTerms (ns, ns/token, ...).
 var synthTrue = []float64{4e6, 60, 0.02, 2e4, 1.5}
 
-func synthFeatures(rng *rand.Rand) model.Features {
-	var f model.Features
+func synthFeatures(rng *rand.Rand) fpm.Features {
+	var f fpm.Features
 	kind := rng.IntN(10)
 	if kind < 6 || kind >= 8 { // decode or mixed
 		b := float64(1 + rng.IntN(256))
@@ -38,11 +37,11 @@ func synthFeatures(rng *rand.Rand) model.Features {
 // size sigma around the true model of terms/coef.
 func synthData(seed uint64, n int, terms []string, coef []float64, sigma float64) *Data {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	m, err := model.NewLinear(terms, coef)
+	m, err := fpm.NewLinear(terms, coef)
 	if err != nil {
 		panic(err)
 	}
-	d := &Data{Features: make([]model.Features, n), Y: make([]float64, n), StepIDs: make([]int64, n)}
+	d := &Data{Features: make([]fpm.Features, n), Y: make([]float64, n), StepIDs: make([]int64, n)}
 	for i := range d.Y {
 		d.Features[i] = synthFeatures(rng)
 		d.Y[i] = m.PredictNs(d.Features[i]) * (1 + sigma*rng.NormFloat64())

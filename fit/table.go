@@ -2,14 +2,13 @@ package fit
 
 import (
 	"fmt"
+	"github.com/steplab/steplab/fpm"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Limits on what BuildTable accepts as a benchmark grid.
@@ -44,7 +43,7 @@ type TableStats struct {
 }
 
 // BuildTable builds an interpolation table over the named coordinates
-// (model.Coord) from the rows idx of d. Coordinates within snapRel of each
+// (fpm.Coord) from the rows idx of d. Coordinates within snapRel of each
 // other snap to one node (the median of the values it merged, as
 // BuildGrid does); a node's time is the median of its repeats and its
 // standard error the bootstrap standard error of that median (0 for a
@@ -66,21 +65,21 @@ type TableStats struct {
 // out with its rows (gridLines; TableStats.OffGrid), as long as more than
 // half of the rows stay. Otherwise the table is nil and TableStats.Reason
 // says why.
-func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint64) (*model.Table, *TableStats, error) {
+func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint64) (*fpm.Table, *TableStats, error) {
 	st := &TableStats{Coords: coords, Rows: len(idx)}
-	if len(coords) > model.MaxTableAxes {
-		return nil, nil, fmt.Errorf("fit: table over %d coordinates: at most %d", len(coords), model.MaxTableAxes)
+	if len(coords) > fpm.MaxTableAxes {
+		return nil, nil, fmt.Errorf("fit: table over %d coordinates: at most %d", len(coords), fpm.MaxTableAxes)
 	}
 	if len(coords) == 0 || len(idx) == 0 {
 		st.Reason = "no coordinates or no rows"
 		return nil, st, nil
 	}
 	names := make([]string, len(coords))
-	fns := make([]model.TermFunc, len(coords))
+	fns := make([]fpm.TermFunc, len(coords))
 	on := slices.Clone(idx)
 	for a, c := range coords {
 		name, value, cond := strings.Cut(c, "=")
-		fn, err := model.Coord(name)
+		fn, err := fpm.Coord(name)
 		if err != nil {
 			return nil, nil, fmt.Errorf("fit: table: %w", err)
 		}
@@ -121,7 +120,7 @@ func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint6
 		}
 	}
 	keep := gridLines(ids, st.Nodes)
-	axes := make([]model.TableAxis, len(coords))
+	axes := make([]fpm.TableAxis, len(coords))
 	remap := make([][]int, len(coords))
 	cells := 1
 	st.Nodes = st.Nodes[:0]
@@ -135,7 +134,7 @@ func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint6
 				kept = append(kept, nodes[a][v])
 			}
 		}
-		axes[a] = model.TableAxis{Coord: c, Nodes: kept}
+		axes[a] = fpm.TableAxis{Coord: c, Nodes: kept}
 		st.Nodes = append(st.Nodes, len(kept))
 		st.node = append(st.node, nil)
 		cells *= len(kept)
@@ -158,7 +157,7 @@ rows:
 	for k, i := range st.rows {
 		groups[st.flat(k)] = append(groups[st.flat(k)], d.Y[i])
 	}
-	t := &model.Table{Axes: axes, Ns: make([]float64, cells), Tol: snapRel}
+	t := &fpm.Table{Axes: axes, Ns: make([]float64, cells), Tol: snapRel}
 	se := make([]float64, cells)
 	anySE := false
 	for c, ys := range groups {
@@ -343,7 +342,7 @@ func (st *TableStats) flat(k int) int {
 // value).
 func medianSE(ys []float64, seed, stream uint64) (median, se float64) {
 	sort.Float64s(ys)
-	median = model.SortedQuantile(ys, 0.5)
+	median = fpm.SortedQuantile(ys, 0.5)
 	if len(ys) < 2 {
 		return median, 0
 	}
@@ -356,7 +355,7 @@ func medianSE(ys []float64, seed, stream uint64) (median, se float64) {
 			buf[i] = ys[rng.IntN(len(ys))]
 		}
 		sort.Float64s(buf)
-		m := model.SortedQuantile(buf, 0.5)
+		m := fpm.SortedQuantile(buf, 0.5)
 		sum += m
 		sq += m * m
 	}

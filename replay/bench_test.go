@@ -5,7 +5,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -19,7 +19,7 @@ func benchDataset(b *testing.B) (*datasets.Dataset, *sim.Plan) {
 	return d, p
 }
 
-func benchReplay(b *testing.B, noJoin bool, fpModel model.FPM) {
+func benchReplay(b *testing.B, noJoin bool, fpModel fpm.FPM) {
 	d, p := benchDataset(b)
 	if fpModel == nil {
 		fpModel = p.FPM

@@ -8,8 +8,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -47,18 +48,18 @@ type CalibSet struct {
 	// experts, scales their expert-parallel parts.
 	Plan *cluster.Plan
 	// FittedOn is the setting the set's manifest records.
-	FittedOn model.FittedOn
+	FittedOn catalog.FittedOn
 }
 
 // CalibOptions tune Calibrate.
 type CalibOptions struct {
 	// Start is the linear FPM whose coefficients are scaled.
-	Start *model.Linear
+	Start *fpm.Linear
 	// Fixed, when set, is the device model used as it is: only host
 	// parameters are fitted (Start and Terms are ignored).
-	Fixed model.FPM
+	Fixed fpm.FPM
 	// Host is the starting host model.
-	Host model.HostModel
+	Host fpm.HostModel
 	// Terms are the FPM terms that get a multiplier (nil: every term of Start).
 	Terms []string
 	// HostParams are the host multipliers fitted (nil: HostSchedUpdate and
@@ -117,8 +118,8 @@ func (m MetricErrors) MeanAbs() float64 {
 // CalibResult is what Calibrate returns.
 type CalibResult struct {
 	Params    []ParamValue    `json:"params"`
-	Linear    *model.Linear   `json:"-"` // nil when the device model was Fixed
-	Host      model.HostModel `json:"host"`
+	Linear    *fpm.Linear     `json:"-"` // nil when the device model was Fixed
+	Host      fpm.HostModel   `json:"host"`
 	MoE       *cluster.Scales `json:"moe,omitempty"`
 	Evals     int             `json:"evaluations"`
 	Objective float64         `json:"objective"`
@@ -164,21 +165,21 @@ type calibProblem struct {
 
 // model is one point of the search: the models and scales it prices with.
 type calibModel struct {
-	fpModel    model.FPM
-	lin    *model.Linear
-	host   model.HostModel
-	scales cluster.Scales
+	fpModel fpm.FPM
+	lin     *fpm.Linear
+	host    fpm.HostModel
+	scales  cluster.Scales
 }
 
 func (p *calibProblem) build(theta []float64) calibModel {
-	var l *model.Linear
-	var fpModel model.FPM = p.opts.Fixed
+	var l *fpm.Linear
+	var fpModel fpm.FPM = p.opts.Fixed
 	if fpModel == nil {
 		coef := append([]float64(nil), p.opts.Start.Coef...)
 		for i, ti := range p.terms {
 			coef[ti] *= math.Exp(theta[i])
 		}
-		l, _ = model.NewLinear(p.opts.Start.Terms, coef)
+		l, _ = fpm.NewLinear(p.opts.Start.Terms, coef)
 		fpModel = l
 	}
 	h := p.opts.Host
@@ -477,7 +478,7 @@ func (r *CalibResult) residuals() error {
 	if len(rs) < CalibMinResiduals {
 		return nil
 	}
-	q, err := model.NewResidualQuantiles(model.ScaleRelative, rs, nil, CalibResidualSource)
+	q, err := fpm.NewResidualQuantiles(fpm.ScaleRelative, rs, nil, CalibResidualSource)
 	if err != nil {
 		return err
 	}
@@ -488,12 +489,12 @@ func (r *CalibResult) residuals() error {
 
 // Artifact is the calibrated model as a linear artifact; params.host holds
 // the fitted host model (read back by sim.Price).
-func (r *CalibResult) Artifact(datasetsUsed []model.DatasetRef, fittedOn []model.FittedOn, command string) (*model.Artifact, error) {
+func (r *CalibResult) Artifact(datasetsUsed []fpm.DatasetRef, fittedOn []catalog.FittedOn, command string) (*fpm.Artifact, error) {
 	if r.Linear == nil {
 		return nil, errors.New("calibrate: the device model was fixed: no linear model to save")
 	}
-	a := model.LinearArtifact(r.Linear)
-	a.Training = model.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests",
+	a := fpm.LinearArtifact(r.Linear)
+	a.Training = fpm.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests",
 		FittedOn: fittedOn}
 	a.CreatedBy = command
 	if err := sim.WithHost(a, r.Host); err != nil {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -31,7 +31,7 @@ func TestCalibrateRecoversHostOverhead(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(fmt.Sprintf("%s×%g", c.param, c.mult), func(t *testing.T) {
-			truth := model.DefaultHostModel()
+			truth := fpm.DefaultHostModel()
 			if c.param == HostPrep {
 				truth.PrepFixedNs *= c.mult
 			} else {
@@ -43,7 +43,7 @@ func TestCalibrateRecoversHostOverhead(t *testing.T) {
 			require.NoError(t, err)
 			tr, err := LoadTrace(d)
 			require.NoError(t, err)
-			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: cluster.Of(p)}}, CalibOptions{Fixed: p.FPM, Host: model.DefaultHostModel(),
+			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: cluster.Of(p)}}, CalibOptions{Fixed: p.FPM, Host: fpm.DefaultHostModel(),
 				HostParams: []string{c.param}, MaxEvals: 100, Prior: 1e-9})
 			require.NoError(t, err)
 			require.Len(t, res.Params, 1)
@@ -54,7 +54,7 @@ func TestCalibrateRecoversHostOverhead(t *testing.T) {
 	}
 }
 
-func simulateHost(t *testing.T, name string, host model.HostModel) (string, *sim.Plan) {
+func simulateHost(t *testing.T, name string, host fpm.HostModel) (string, *sim.Plan) {
 	t.Helper()
 	if v, ok := simCache.Load(name); ok {
 		o := v.(*simOut)
@@ -92,7 +92,7 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 		start.Coef[i] *= 1.4
 	}
 	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: cluster.Of(p)}}, CalibOptions{Start: start, Host: p.Host,
-		Terms: []string{model.TermConst, model.TermDecodeKVTokens, model.TermPrefillTokens}, HostParams: []string{}, Holdout: 0.3, MaxEvals: 120})
+		Terms: []string{fpm.TermConst, fpm.TermDecodeKVTokens, fpm.TermPrefillTokens}, HostParams: []string{}, Holdout: 0.3, MaxEvals: 120})
 	require.NoError(t, err)
 	require.Len(t, res.Holdout, 1)
 	assert.Equal(t, "holdout-requests", res.Holdout[0].Split)
@@ -100,7 +100,7 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 	assert.Less(t, math.Abs(res.Holdout[0].RelErr["itl_mean"]), 0.1)
 	a, err := res.Artifact(nil, nil, "test")
 	require.NoError(t, err)
-	assert.Equal(t, model.FormLinear, a.Form)
+	assert.Equal(t, fpm.FormLinear, a.Form)
 	assert.NotEmpty(t, a.Params)
 	// The calibration carries its own fit's uncertainty: the fitted
 	// requests' ITL residuals, recorded with how they were made.
@@ -108,7 +108,7 @@ func TestCalibrateLinearWithHoldout(t *testing.T) {
 	assert.Equal(t, CalibResidualSource, a.Residuals.Source)
 	assert.Equal(t, res.Train[0].Requests, a.Residuals.N)
 	assert.Contains(t, res.Uncertainty, "fitted requests")
-	assert.Empty(t, model.NoUncertainty(res.Linear, "cal.json"), "a calibrated model has intervals")
+	assert.Empty(t, fpm.NoUncertainty(res.Linear, "cal.json"), "a calibrated model has intervals")
 }
 
 func TestNelderMeadQuadratic(t *testing.T) {

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/manifest"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -62,11 +63,11 @@ type CalibRun struct {
 	Opts CalibOptions
 	// Refs name the fitted datasets in the artifact; Warnings say what the
 	// manifests left to defaults.
-	Refs     []model.DatasetRef
+	Refs     []fpm.DatasetRef
 	Warnings []string
 	// FittedOn are the distinct settings the datasets' manifests record
-	// (model.Training.FittedOn).
-	FittedOn []model.FittedOn
+	// (fpm.Training.FittedOn).
+	FittedOn []catalog.FittedOn
 }
 
 // Setup reads the datasets, rebuilds their engines (cluster.PlanFromManifest,
@@ -101,13 +102,13 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 	}
 	run.Warnings = append(run.Warnings, hwarn...)
 	for _, set := range run.Sets {
-		run.FittedOn = model.AddFittedOn(run.FittedOn, set.FittedOn)
+		run.FittedOn = fpm.AddFittedOn(run.FittedOn, set.FittedOn)
 	}
 	p := run.Sets[0].Plan.Pools[0].Engine
 	o := CalibOptions{Host: p.Host, Holdout: s.Holdout, HoldoutSets: hsets, MaxEvals: s.MaxEvals, Terms: s.Terms,
 		HostParams: params(s.Host), MoEParams: params(s.MoE)}
 	if s.Start != "" {
-		lin, ok := p.FPM.(*model.Linear)
+		lin, ok := p.FPM.(*fpm.Linear)
 		if !ok {
 			form := "a prior"
 			if p.Artifact != nil {
@@ -144,9 +145,9 @@ func params(ps []string) []string {
 
 // LoadCalibSets reads each dataset's requests and rebuilds the engines it
 // ran on.
-func LoadCalibSets(dirs []string, o cluster.ManifestOptions) ([]CalibSet, []model.DatasetRef, []string, error) {
+func LoadCalibSets(dirs []string, o cluster.ManifestOptions) ([]CalibSet, []fpm.DatasetRef, []string, error) {
 	var sets []CalibSet
-	var refs []model.DatasetRef
+	var refs []fpm.DatasetRef
 	var warn []string
 	for _, dir := range dirs {
 		d, err := datasets.Open(dir)
@@ -165,7 +166,7 @@ func LoadCalibSets(dirs []string, o cluster.ManifestOptions) ([]CalibSet, []mode
 			warn = append(warn, dir+": "+w)
 		}
 		sets = append(sets, CalibSet{Name: dir, Trace: tr, Plan: p, FittedOn: manifest.FittedOn(d.Manifest)})
-		ref := model.DatasetRef{ID: dir, Path: dir, Rows: int64(len(tr.Rec))}
+		ref := fpm.DatasetRef{ID: dir, Path: dir, Rows: int64(len(tr.Rec))}
 		if d.Manifest != nil {
 			ref.SHA256 = d.Manifest.Source.SHA256
 		}

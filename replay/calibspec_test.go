@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -21,11 +21,11 @@ func TestCalibSpecSetup(t *testing.T) {
 	fromFile, err := sim.LoadHostModel(hostFile)
 	require.NoError(t, err)
 
-	lin, err := model.NewLinear([]string{model.TermConst, model.TermDecodeRequests}, []float64{5e6, 3e4})
+	lin, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermDecodeRequests}, []float64{5e6, 3e4})
 	require.NoError(t, err)
-	own := model.DefaultHostModel()
+	own := fpm.DefaultHostModel()
 	own.ScheduleFixedNs *= 3
-	a := model.LinearArtifact(lin)
+	a := fpm.LinearArtifact(lin)
 	require.NoError(t, sim.WithHost(a, own))
 	start := filepath.Join(t.TempDir(), "start.json")
 	require.NoError(t, a.Save(start))
@@ -33,10 +33,10 @@ func TestCalibSpecSetup(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		spec      CalibSpec
-		host      model.HostModel
+		host      fpm.HostModel
 		linearNow bool // the start is the given artifact, not the roofline's linearisation
 	}{
-		{"prior", CalibSpec{}, model.DefaultHostModel(), false},
+		{"prior", CalibSpec{}, fpm.DefaultHostModel(), false},
 		{"host model file", CalibSpec{HostModel: hostFile}, fromFile, false},
 		{"start's params.host", CalibSpec{Start: start}, own, true},
 		{"host model from an artifact", CalibSpec{HostModel: start}, own, false},
@@ -49,7 +49,7 @@ func TestCalibSpecSetup(t *testing.T) {
 		if c.linearNow {
 			assert.Equal(t, lin.Coef, run.Opts.Start.Coef, c.name)
 		} else {
-			assert.Contains(t, run.Opts.Start.Terms, model.TermPrefillAttn, "%s: the roofline linearised", c.name)
+			assert.Contains(t, run.Opts.Start.Terms, fpm.TermPrefillAttn, "%s: the roofline linearised", c.name)
 		}
 		assert.Equal(t, "H200-SXM", run.Sets[0].Plan.Pools[0].Engine.HW.Name, "%s: the catalogue's GPU", c.name)
 		require.Len(t, run.FittedOn, 1, "%s: the artifact records what it was calibrated on", c.name)

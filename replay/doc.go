@@ -16,7 +16,7 @@
 // lengths with the sim engine under the manifest's engine configuration and
 // compares TTFT, ITL and E2E per request and as distributions.
 //
-// A model with prediction intervals (model.IntervalFPM) carries them
+// A model with prediction intervals (fpm.IntervalFPM) carries them
 // through both: step replay adds the device time's interval to every row
 // and reports how many recorded steps fell inside it (StepIntervals);
 // request replay re-simulates twice more with every step at the lower and

@@ -7,29 +7,30 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
 // intervalModel is the generating model of the "linear-gen" run with
 // relative residual quantiles of ±spread at 5 and 95%, its const scaled.
-func intervalModel(t *testing.T, scaleConst, spread float64) *model.Linear {
+func intervalModel(t *testing.T, scaleConst, spread float64) *fpm.Linear {
 	t.Helper()
-	terms := []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermDecodeRequests,
-		model.TermDecodeKVTokens, model.TermNewReqTokens}
-	m, err := model.NewLinear(terms, []float64{4.5e6 * scaleConst, 9e3, 0.02, 2.5e4, 30, 8})
+	terms := []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillAttn, fpm.TermDecodeRequests,
+		fpm.TermDecodeKVTokens, fpm.TermNewReqTokens}
+	m, err := fpm.NewLinear(terms, []float64{4.5e6 * scaleConst, 9e3, 0.02, 2.5e4, 30, 8})
 	require.NoError(t, err)
-	m.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-spread, 0, spread}}
+	m.Residuals = &fpm.ResidualQuantiles{Scale: fpm.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-spread, 0, spread}}
 	return m
 }
 
 func TestReplayStepsIntervals(t *testing.T) {
 	dir := simulateWith(t, "linear-gen", intervalModel(t, 1, 0))
-	host := model.DefaultHostModel()
+	host := fpm.DefaultHostModel()
 	cases := []struct {
 		name       string
-		fpModel        model.FPM
+		fpModel    fpm.FPM
 		level      float64
 		minC, maxC float64 // device-time coverage, percent
 	}{
@@ -62,7 +63,7 @@ func TestReplayStepsIntervals(t *testing.T) {
 		})
 	}
 	// No interval: a model without one, or a negative level.
-	for _, o := range []StepOptions{{FPM: model.NewRoofline(mustH200(t)).Prepare(), Host: host}, {FPM: intervalModel(t, 1, 0.05), Host: host, Level: -1}} {
+	for _, o := range []StepOptions{{FPM: fpm.NewRoofline(mustH200(t)).Prepare(), Host: host}, {FPM: intervalModel(t, 1, 0.05), Host: host, Level: -1}} {
 		sum, rows := replayAll(t, dir, o)
 		assert.Nil(t, sum.Intervals)
 		assert.Equal(t, int64(-1), rows[0].PredGPULo)
@@ -70,11 +71,11 @@ func TestReplayStepsIntervals(t *testing.T) {
 	}
 }
 
-func mustH200(t *testing.T) (model.Hardware, model.Shape) {
+func mustH200(t *testing.T) (catalog.Hardware, catalog.Shape) {
 	t.Helper()
-	hw, err := model.LookupHardware("H200")
+	hw, err := catalog.LookupHardware("H200")
 	require.NoError(t, err)
-	sh, err := model.LookupModel("Llama-3.1-8B")
+	sh, err := catalog.LookupModel("Llama-3.1-8B")
 	require.NoError(t, err)
 	return hw, sh
 }
@@ -94,7 +95,7 @@ func TestReplayRequestsIntervals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			p, _, err := cluster.PlanFromManifest(d.Manifest, cluster.ManifestOptions{Spec: c.placement})
 			require.NoError(t, err)
-			p = p.WithModels(intervalModel(t, 1, 0.1), model.DefaultHostModel())
+			p = p.WithModels(intervalModel(t, 1, 0.1), fpm.DefaultHostModel())
 			run := func() *RequestSummary {
 				out := filepath.Join(t.TempDir(), "out")
 				sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: out, DatasetDir: dir, ModelName: "linear"})
@@ -148,7 +149,7 @@ func TestReplayRequestsIntervals(t *testing.T) {
 	// summary says why instead.
 	flat := intervalModel(t, 1, 0)
 	flat.Residuals = nil
-	p = p.WithModels(flat, model.DefaultHostModel())
+	p = p.WithModels(flat, fpm.DefaultHostModel())
 	sum, err = RunRequests(d, RequestOptions{Plan: p}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "cal.json"})
 	require.NoError(t, err)
 	assert.Nil(t, sum.Intervals, "a zero-width interval is never reported")

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -19,7 +19,7 @@ func TestH200OpsWallTime(t *testing.T) {
 	const dir = "../datasets/h200"
 	host, err := sim.LoadHostModel(filepath.Join(dir, "models", "host.json"))
 	require.NoError(t, err)
-	worker, _, err := model.Load(filepath.Join(dir, "models", "ops-worker.json"))
+	worker, _, err := fpm.Load(filepath.Join(dir, "models", "ops-worker.json"))
 	require.NoError(t, err)
 	for _, name := range []string{"traffic-azure-5rps", "traffic-azure-12rps"} {
 		d, err := datasets.Open(filepath.Join(dir, name))
@@ -27,8 +27,8 @@ func TestH200OpsWallTime(t *testing.T) {
 		prior, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: "ops"})
 		require.NoError(t, err)
 		for _, m := range []struct {
-			label string
-			fpModel   model.FPM
+			label   string
+			fpModel fpm.FPM
 		}{{"no fit", prior.FPM}, {"worker engine", worker}} {
 			s, err := ReplaySteps(d, StepOptions{FPM: m.fpModel, Host: host})
 			require.NoError(t, err)

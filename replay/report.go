@@ -11,7 +11,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // ErrStats is the error of one timing field over a group of steps. Times in
@@ -96,7 +96,7 @@ type TopStep struct {
 	PredMs   float64             `json:"predicted_ms"`
 	ErrMs    float64             `json:"error_ms"`
 	RelErr   float64             `json:"rel_error"`
-	Features model.Features      `json:"features"`
+	Features fpm.Features        `json:"features"`
 	Timing   map[string][2]int64 `json:"timing_ns"` // field → [recorded, predicted]
 	// Contributions is the linear model's price of each term (ns).
 	Contributions map[string]float64 `json:"contributions_ns,omitempty"`
@@ -314,7 +314,7 @@ func roleIndex(r string) int {
 type topEntry struct {
 	key  float64
 	row  StepRow
-	f    model.Features
+	f    fpm.Features
 	used bool
 }
 
@@ -328,8 +328,8 @@ type stepAcc struct {
 	primary int // field index the top steps are ranked by; -1 until known
 
 	// attribution: normal equations of the residual on the basis terms
-	basis  *model.Basis
-	lin    *model.Linear
+	basis  *fpm.Basis
+	lin    *fpm.Linear
 	x      []float64
 	xtx    []float64 // k×k
 	xtr    []float64
@@ -357,16 +357,16 @@ type stepAcc struct {
 func newStepAcc(opts StepOptions, total int64) (*stepAcc, error) {
 	a := &stepAcc{total: total, primary: -1, target: -1}
 	terms := opts.Attrib
-	if lin, ok := opts.FPM.(*model.Linear); ok {
+	if lin, ok := opts.FPM.(*fpm.Linear); ok {
 		a.lin = lin
 		if terms == nil {
 			terms = lin.Terms
 		}
 	}
 	if terms == nil {
-		terms = model.DefaultTerms
+		terms = fpm.DefaultTerms
 	}
-	b, err := model.NewBasis(terms)
+	b, err := fpm.NewBasis(terms)
 	if err != nil {
 		return nil, err
 	}
@@ -388,7 +388,7 @@ func newStepAcc(opts StepOptions, total int64) (*stepAcc, error) {
 	return a, nil
 }
 
-func (a *stepAcc) add(st *stepCols, row *StepRow, f *model.Features) {
+func (a *stepAcc) add(st *stepCols, row *StepRow, f *fpm.Features) {
 	if a.primary < 0 {
 		// Device time when the record has it, else the inter-update period.
 		a.primary, a.target = fWall, fWall

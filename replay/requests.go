@@ -9,7 +9,7 @@ import (
 	"sort"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -265,8 +265,8 @@ func distOf(v []float64) Dist {
 	for _, x := range s {
 		sum += x
 	}
-	return Dist{N: len(s), Mean: sum / float64(len(s)) / 1e6, P50: model.SortedQuantile(s, 0.5) / 1e6,
-		P90: model.SortedQuantile(s, 0.9) / 1e6, P99: model.SortedQuantile(s, 0.99) / 1e6}
+	return Dist{N: len(s), Mean: sum / float64(len(s)) / 1e6, P50: fpm.SortedQuantile(s, 0.5) / 1e6,
+		P90: fpm.SortedQuantile(s, 0.9) / 1e6, P99: fpm.SortedQuantile(s, 0.99) / 1e6}
 }
 
 // DistCompare is a recorded and a re-simulated distribution and the
@@ -309,7 +309,7 @@ type RequestSummary struct {
 	// (models with intervals).
 	Intervals *RequestIntervals `json:"intervals,omitempty"`
 	// NoUncertainty, instead of Intervals, says why the latencies carry no
-	// interval (model.NoUncertainty): a zero-width one is never reported.
+	// interval (fpm.NoUncertainty): a zero-width one is never reported.
 	NoUncertainty string `json:"no_uncertainty,omitempty"`
 	// Steps compares the step composition where the record has steps.
 	RecordedSteps  *Composition `json:"recorded_steps,omitempty"`
@@ -425,8 +425,8 @@ type RequestOptions struct {
 	// summary.
 	Warnings []string
 	// Level is the coverage of the step-time interval carried to the
-	// latencies when the plan's FPM is a model.IntervalFPM (0: the model's
-	// own, model.LevelOf; negative: none).
+	// latencies when the plan's FPM is a fpm.IntervalFPM (0: the model's
+	// own, fpm.LevelOf; negative: none).
 	Level float64
 	// Holdout, when > 0, also scores the interval on the last Holdout of
 	// the requests by arrival alone: those calibrate --holdout left out
@@ -439,7 +439,7 @@ const IntervalMethod = "re-simulated with the lower and upper edges of every ste
 
 // RequestIntervals carries a model's step-time interval to request
 // latencies by re-simulating the trace twice: with every step at the
-// lower edge of its interval, and at the upper edge (model.Bound). The
+// lower edge of its interval, and at the upper edge (fpm.Bound). The
 // two runs are deterministic, and they bound the systematic part of the
 // model's error, which is what dominates: a model that under-prices a
 // regime does so on every step of it, and its errors compound through
@@ -581,7 +581,7 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	}
 	sum.Dataset, sum.Model = out.DatasetDir, out.ModelName
 	if level <= 0 && opts.Level >= 0 {
-		sum.NoUncertainty = model.NoUncertainty(e.Pools[0].Engine.FPM, out.ModelName)
+		sum.NoUncertainty = fpm.NoUncertainty(e.Pools[0].Engine.FPM, out.ModelName)
 	}
 	sum.Engine = engineSummary(e)
 	sum.Warnings = append(sum.Warnings, opts.Warnings...)

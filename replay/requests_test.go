@@ -10,7 +10,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -70,11 +70,11 @@ func TestReplayRequestsSlowerModel(t *testing.T) {
 }
 
 type scaled struct {
-	f model.FPM
+	f fpm.FPM
 	k float64
 }
 
-func (s scaled) PredictNs(f model.Features) float64 { return s.k * s.f.PredictNs(f) }
+func (s scaled) PredictNs(f fpm.Features) float64 { return s.k * s.f.PredictNs(f) }
 
 // Manifest without an engine section: defaults with warnings.
 func TestPlanFromManifestDefaults(t *testing.T) {

@@ -7,8 +7,8 @@ import (
 	"math"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -194,11 +194,11 @@ func (st *stepCols) step() datasets.Step {
 // wall time are predicted as a step that overlaps nothing: schedule + ship +
 // prep + gpu + OutputReturnNs.
 type StepReplayer struct {
-	FPM            model.FPM
-	Host           model.HostModel
+	FPM            fpm.FPM
+	Host           fpm.HostModel
 	OutputReturnNs int64
 	// Level is the coverage of the device-time interval when FPM is a
-	// model.IntervalFPM (0: no interval).
+	// fpm.IntervalFPM (0: no interval).
 	Level float64
 
 	pipes  []pipeState
@@ -213,7 +213,7 @@ type pipeState struct {
 
 // NewStepReplayer builds a replayer with the simulated executor's output
 // return latency.
-func NewStepReplayer(fpModel model.FPM, host model.HostModel) *StepReplayer {
+func NewStepReplayer(fpModel fpm.FPM, host fpm.HostModel) *StepReplayer {
 	return &StepReplayer{FPM: fpModel, Host: host, OutputReturnNs: sim.OutputReturnNs}
 }
 
@@ -235,7 +235,7 @@ func (r *StepReplayer) pipe(worker string) *pipeState {
 // Price re-prices one step into row (which it overwrites) and returns the
 // features it priced: features.Of of the row, whose unknown columns join
 // (nil: none) completes from the step's step_requests first.
-func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64, row *StepRow) model.Features {
+func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64, row *StepRow) fpm.Features {
 	full := st.step()
 	join.Complete(&full)
 	if !features.Known(&full) {
@@ -248,7 +248,7 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 	recv := r.Host.ShipNs(st.PayloadBytes)
 	prep := r.Host.PrepNs(reqs, int(st.TotalScheduledTokens), int(st.NumNewReqs), newTok)
 	dev, lo, hi := int64(-1), int64(-1), int64(-1)
-	if im, ok := r.FPM.(model.IntervalFPM); ok && r.Level > 0 {
+	if im, ok := r.FPM.(fpm.IntervalFPM); ok && r.Level > 0 {
 		mid, l, h := im.PredictIntervalNs(f, r.Level)
 		dev, lo, hi = int64(mid+0.5), int64(l+0.5), int64(h+0.5)
 	} else {
@@ -307,9 +307,9 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 
 // StepOptions tune ReplaySteps.
 type StepOptions struct {
-	FPM     model.FPM
-	Host    model.HostModel
-	Attrib  []string // basis terms the error is attributed to (nil: the model's terms if linear, else model.DefaultTerms)
+	FPM     fpm.FPM
+	Host    fpm.HostModel
+	Attrib  []string // basis terms the error is attributed to (nil: the model's terms if linear, else fpm.DefaultTerms)
 	TopN    int      // steps kept where prediction and record part most (0: 20)
 	NoJoin  bool     // ignore step_requests even when present
 	TimeBin int      // bins of the over-time series (0: 400)
@@ -320,7 +320,7 @@ type StepOptions struct {
 	// Progress, when set, is called every 65,536 steps.
 	Progress func(done int64)
 	// Level is the coverage of the prediction intervals of a
-	// model.IntervalFPM (0: the model's own, model.LevelOf; negative:
+	// fpm.IntervalFPM (0: the model's own, fpm.LevelOf; negative:
 	// none).
 	Level float64
 }
@@ -348,7 +348,7 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 		defer join.Close()
 	}
 	r := NewStepReplayer(opts.FPM, opts.Host)
-	r.Level = model.IntervalLevel(opts.FPM, opts.Level)
+	r.Level = fpm.IntervalLevel(opts.FPM, opts.Level)
 	if opts.OutputReturnNs > 0 {
 		r.OutputReturnNs = opts.OutputReturnNs
 	}

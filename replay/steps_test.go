@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -139,7 +139,7 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	assert.Equal(t, g.N, g.Exact)
 
 	grid := filepath.Join("..", "datasets", "h200", "bench-steady")
-	fpModel, _, err := model.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
+	fpModel, _, err := fpm.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
 	require.NoError(t, err)
 	joined, _ := replayAll(t, grid, StepOptions{FPM: fpModel, Host: p.Host})
 	assert.True(t, joined.UsedStepRequests)
@@ -161,7 +161,7 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	// The H200 traffic predates max_decode_kv_tokens and its batches are
 	// ragged: a model that reads the longest context needs step_requests.
 	traffic := filepath.Join("..", "datasets", "h200", "traffic-azure-12rps")
-	needs, err := model.NewLinear([]string{model.TermConst, model.TermDecodeMaxKV}, []float64{1e6, 10})
+	needs, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermDecodeMaxKV}, []float64{1e6, 10})
 	require.NoError(t, err)
 	sum, _ = replayAll(t, traffic, StepOptions{FPM: needs, Host: p.Host})
 	assert.True(t, sum.UsedStepRequests)
@@ -175,13 +175,13 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 // A linear model priced exactly, then one whose decode_kv_tokens
 // coefficient is scaled ×1.5: the report attributes the error to that term.
 func TestReplayStepsAttributesPerturbedTerm(t *testing.T) {
-	terms := []string{model.TermConst, model.TermPrefillTokens, model.TermPrefillAttn, model.TermDecodeRequests,
-		model.TermDecodeKVTokens, model.TermNewReqTokens}
+	terms := []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillAttn, fpm.TermDecodeRequests,
+		fpm.TermDecodeKVTokens, fpm.TermNewReqTokens}
 	coef := []float64{4.5e6, 9e3, 0.02, 2.5e4, 30, 8}
-	truth, err := model.NewLinear(terms, coef)
+	truth, err := fpm.NewLinear(terms, coef)
 	require.NoError(t, err)
 	dir := simulateWith(t, "linear-gen", truth)
-	host := model.DefaultHostModel()
+	host := fpm.DefaultHostModel()
 
 	sum, _ := replayAll(t, dir, StepOptions{FPM: truth, Host: host})
 	require.Equal(t, sum.Overall.Fields[FieldGPU].N, sum.Overall.Fields[FieldGPU].Exact)
@@ -191,12 +191,12 @@ func TestReplayStepsAttributesPerturbedTerm(t *testing.T) {
 		scale     float64
 		collinear string // a term the record cannot tell apart from term
 	}{
-		{model.TermDecodeKVTokens, 1.5, ""},
-		{model.TermDecodeRequests, 0.8, ""},
-		{model.TermConst, 1.2, ""},
+		{fpm.TermDecodeKVTokens, 1.5, ""},
+		{fpm.TermDecodeRequests, 0.8, ""},
+		{fpm.TermConst, 1.2, ""},
 		// Unchunked prompts without prefix hits: prefill tokens equal the
 		// new requests' prompt tokens step by step.
-		{model.TermPrefillTokens, 0.7, model.TermNewReqTokens},
+		{fpm.TermPrefillTokens, 0.7, fpm.TermNewReqTokens},
 	}
 	for _, c := range cases {
 		t.Run(c.term, func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestReplayStepsAttributesPerturbedTerm(t *testing.T) {
 					pc[i] *= c.scale
 				}
 			}
-			pert, err := model.NewLinear(terms, pc)
+			pert, err := fpm.NewLinear(terms, pc)
 			require.NoError(t, err)
 			sum, _ := replayAll(t, dir, StepOptions{FPM: pert, Host: host})
 			at := sum.Attribution
@@ -233,7 +233,7 @@ func TestReplayStepsAttributesPerturbedTerm(t *testing.T) {
 	}
 }
 
-func simulateWith(t *testing.T, name string, fpModel model.FPM) string {
+func simulateWith(t *testing.T, name string, fpModel fpm.FPM) string {
 	t.Helper()
 	if v, ok := simCache.Load(name); ok {
 		return v.(*simOut).dir

@@ -10,12 +10,12 @@ import (
 )
 
 // TestAIConfiguratorModelsSimulate simulates every config.json of
-// AIConfigurator's model_configs (model/testdata/aiconfigurator) on B200
+// AIConfigurator's model_configs (catalog/testdata/aiconfigurator) on B200
 // with the roofline prior, at the first tensor-parallel size in 1, 2, 4,
 // 8 that plans (weights and KV cache fit), over a short workload. The
 // ones no size fits hold more weights than eight B200s.
 func TestAIConfiguratorModelsSimulate(t *testing.T) {
-	files, err := filepath.Glob("../model/testdata/aiconfigurator/*_config.json")
+	files, err := filepath.Glob("../catalog/testdata/aiconfigurator/*_config.json")
 	require.NoError(t, err)
 	ran, n := 0, 0
 	for _, f := range files {
@@ -58,7 +58,7 @@ func TestHybridManifestInverse(t *testing.T) {
 	for _, name := range []string{"nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "nvidia--Qwen3.6-35B-A3B-NVFP4",
 		"nvidia--GLM-5-NVFP4", "nvidia--MiniMax-M2.7-NVFP4", "google--gemma-4-26B-A4B"} {
 		sc := DefaultScenario()
-		sc.Hardware, sc.Model, sc.TensorParallel = "B200", "../model/testdata/aiconfigurator/"+name+"_config.json", 4
+		sc.Hardware, sc.Model, sc.TensorParallel = "B200", "../catalog/testdata/aiconfigurator/"+name+"_config.json", 4
 		p, err := sc.EnginePlan()
 		require.NoError(t, err, name)
 		m := p.Manifest(nil, "")

@@ -4,9 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/require"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Re-simulating at the two edges of a model's interval brackets the point
@@ -20,10 +19,10 @@ func TestBoundsBracketThePointRun(t *testing.T) {
 	_, err = Bounds(p, 0.9)
 	require.ErrorContains(t, err, "no prediction intervals", "the roofline prior has none")
 
-	lin, err := model.NewLinear([]string{model.TermConst, model.TermPrefillTokens, model.TermDecodeRequests, model.TermDecodeKVTokens},
+	lin, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermDecodeRequests, fpm.TermDecodeKVTokens},
 		[]float64{5e6, 2e4, 3e4, 40})
 	require.NoError(t, err)
-	lin.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.15}}
+	lin.Residuals = &fpm.ResidualQuantiles{Scale: fpm.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.15}}
 	p.FPM, p.FPMName = lin, "linear"
 	res, err := Run(p, filepath.Join(t.TempDir(), "ds"), RunOptions{})
 	require.NoError(t, err)

@@ -5,10 +5,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/steplab/steplab/model"
 )
 
 // The host note names the host model in use; for the prior it says how to
@@ -16,24 +16,24 @@ import (
 func TestHostNote(t *testing.T) {
 	_, err := os.Stat(filepath.Join("..", filepath.FromSlash(BundledHostModel)))
 	require.NoError(t, err, "the bundled host model the note names")
-	hw, err := model.LookupHardware("H200")
+	hw, err := catalog.LookupHardware("H200")
 	require.NoError(t, err)
-	shape, err := model.LookupModel("Llama-3.1-8B")
+	shape, err := catalog.LookupModel("Llama-3.1-8B")
 	require.NoError(t, err)
 
 	b, err := os.ReadFile(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
 	require.NoError(t, err)
-	a, err := model.ParseArtifact(b)
+	a, err := fpm.ParseArtifact(b)
 	require.NoError(t, err)
-	require.NoError(t, WithHost(a, model.DefaultHostModel()))
+	require.NoError(t, WithHost(a, fpm.DefaultHostModel()))
 	withHost := filepath.Join(t.TempDir(), "with-host.json")
 	require.NoError(t, a.Save(withHost))
 
 	tests := []struct {
-		name      string
+		name          string
 		fpModel, host string
-		prior     bool
-		want      string
+		prior         bool
+		want          string
 	}{
 		{"roofline, no host model", FPMRoofline, "", true, "host model: the default prior, fitted to no machine, so host_prep_ns and schedule_ns errors are large; pass a fitted one with --host-model datasets/h200/models/host.json"},
 		{"a host model given", FPMRoofline, filepath.Join("..", BundledHostModel), false, "host model ../datasets/h200/models/host.json"},

@@ -7,9 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/manifest"
 )
 
 // Manifest is the provenance the plan's dataset carries. PlanFromManifest
@@ -77,7 +77,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 
 // specFile is the spec file a hardware came from, "" for a built-in
 // entry: the manifest names it so the plan can be rebuilt.
-func specFile(h model.Hardware) string {
+func specFile(h catalog.Hardware) string {
 	if strings.HasPrefix(h.File, "builtin:") {
 		return ""
 	}
@@ -154,7 +154,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded and the KV capacity cannot be estimated (%v): %d blocks (no KV pressure)",
 				r.err(), e.NumGPUBlocks))
 		} else {
-			n, err := model.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization)
+			n, err := catalog.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization)
 			if err != nil {
 				return nil, warn, err
 			}
@@ -197,9 +197,9 @@ func resolveManifest(m *datasets.Manifest) resolved {
 	case m == nil || m.Hardware == nil || m.Hardware.GPUName == "":
 		r.hwErr = errors.New("hardware: the manifest names no GPU")
 	default:
-		hw, err := model.LookupHardware(m.Hardware.GPUName)
+		hw, err := catalog.LookupHardware(m.Hardware.GPUName)
 		if err != nil && m.Hardware.Spec != "" {
-			hw, err = model.LookupHardware(m.Hardware.Spec)
+			hw, err = catalog.LookupHardware(m.Hardware.Spec)
 		}
 		if err != nil {
 			r.hw.Name, r.hwErr = m.Hardware.GPUName, AtKey("hardware", err)
@@ -221,9 +221,9 @@ func resolveManifest(m *datasets.Manifest) resolved {
 		}
 		r.shape, r.shapeKnown = s, err == nil
 	default:
-		s, err := model.LookupModel(ms.Name)
+		s, err := catalog.LookupModel(ms.Name)
 		if err != nil && ms.Config != "" && !strings.HasPrefix(ms.Config, "builtin:") {
-			s, err = model.LookupModel(ms.Config)
+			s, err = catalog.LookupModel(ms.Config)
 		}
 		if err == nil && ms.TensorParallel > 1 {
 			s = s.WithTP(ms.TensorParallel)

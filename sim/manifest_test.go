@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 var manifestSeed = flag.Uint64("sim.manifest-seed", 0, "seed of TestPlanFromManifestInverse (0: from the clock)")
@@ -31,7 +32,7 @@ func TestPlanFromManifestInverse(t *testing.T) {
 	t.Logf("seed %d (replay with -sim.manifest-seed=%d)", seed, seed)
 	r := rand.New(rand.NewPCG(seed, 0))
 	hosts := []string{"", filepath.Join("..", "datasets", "h200", "models", "host.json")}
-	cat, err := model.DefaultCatalog()
+	cat, err := catalog.DefaultCatalog()
 	require.NoError(t, err)
 	hws, models := cat.Hardware(), cat.Models()
 	for i, planned := 0, 0; planned < 60 && i < 1000; i++ {
@@ -98,7 +99,7 @@ func TestPlanFromManifestPartial(t *testing.T) {
 	m.Engine.NumGPUBlocks = 0
 	p, warn, err := PlanFromManifest(m, ManifestOptions{})
 	require.NoError(t, err)
-	est, err := model.KVBlocks(p.HW, p.Shape, p.Sched.BlockSize, 0.9)
+	est, err := catalog.KVBlocks(p.HW, p.Shape, p.Sched.BlockSize, 0.9)
 	require.NoError(t, err)
 	assert.Equal(t, est, p.Sched.NumGPUBlocks)
 	assert.Contains(t, warn[0], "num_gpu_blocks not recorded")
@@ -108,9 +109,9 @@ func TestPlanFromManifestPartial(t *testing.T) {
 	_, _, err = PlanFromManifest(m, ManifestOptions{})
 	assert.ErrorContains(t, err, "Imaginary GPU 9000", "the roofline needs the hardware")
 	art := filepath.Join(t.TempDir(), "lin.json")
-	l, err := model.NewLinear([]string{model.TermConst}, []float64{1e6})
+	l, err := fpm.NewLinear([]string{fpm.TermConst}, []float64{1e6})
 	require.NoError(t, err)
-	require.NoError(t, model.LinearArtifact(l).Save(art))
+	require.NoError(t, fpm.LinearArtifact(l).Save(art))
 	p, _, err = PlanFromManifest(m, ManifestOptions{FPM: art})
 	require.NoError(t, err, "a fitted model and a recorded capacity need no hardware")
 	assert.Equal(t, m.Engine.NumGPUBlocks, p.Sched.NumGPUBlocks)

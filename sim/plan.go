@@ -6,7 +6,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/sim/sched"
 )
 
@@ -38,7 +38,7 @@ func (sc Scenario) Plan() (*Plan, error) {
 // PlanOn is Plan with the hardware and model shape given rather than looked
 // up by name (a GPU or model the catalogue does not know, or the part of a
 // mixture of experts every token runs: see package sim/cluster).
-func (sc Scenario) PlanOn(hw model.Hardware, shape model.Shape) (*Plan, error) {
+func (sc Scenario) PlanOn(hw catalog.Hardware, shape catalog.Shape) (*Plan, error) {
 	p, err := sc.EnginePlanOn(hw, shape)
 	if err != nil {
 		return nil, err
@@ -50,7 +50,7 @@ func (sc Scenario) PlanOn(hw model.Hardware, shape model.Shape) (*Plan, error) {
 }
 
 // EnginePlanOn is PlanOn without the workload.
-func (sc Scenario) EnginePlanOn(hw model.Hardware, shape model.Shape) (*Plan, error) {
+func (sc Scenario) EnginePlanOn(hw catalog.Hardware, shape catalog.Shape) (*Plan, error) {
 	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
 }
 
@@ -68,9 +68,9 @@ func (sc Scenario) EnginePlan() (*Plan, error) {
 // name in any spelling, or a spec file or config.json path) and applies
 // its tensor parallelism and dtypes: what EnginePlan prices, for a caller
 // that prices a part of the model itself (sim/cluster's experts).
-func (sc Scenario) Lookup() (model.Hardware, model.Shape, error) {
+func (sc Scenario) Lookup() (catalog.Hardware, catalog.Shape, error) {
 	var errs []error
-	hw, err := model.LookupHardware(sc.Hardware)
+	hw, err := catalog.LookupHardware(sc.Hardware)
 	if err != nil {
 		errs = append(errs, AtKey("hardware", err))
 	}
@@ -81,7 +81,7 @@ func (sc Scenario) Lookup() (model.Hardware, model.Shape, error) {
 	if len(errs) == 0 {
 		// The shape's notes (and so the manifest) say which GEMMs fall
 		// back to weight-only on this GPU.
-		shape.Notes = append(slices.Clip(shape.Notes), model.PrecisionNotes(hw, shape)...)
+		shape.Notes = append(slices.Clip(shape.Notes), catalog.PrecisionNotes(hw, shape)...)
 	}
 	return hw, shape, errors.Join(errs...)
 }
@@ -104,8 +104,8 @@ func (e keyError) Unwrap() error { return e.err }
 
 // shape looks the model up and applies the scenario's parallelism and
 // dtypes.
-func (sc Scenario) shape() (model.Shape, error) {
-	s, err := model.LookupModel(sc.Model)
+func (sc Scenario) shape() (catalog.Shape, error) {
+	s, err := catalog.LookupModel(sc.Model)
 	if err != nil {
 		return s, AtKey("model", err)
 	}
@@ -128,8 +128,8 @@ func (sc Scenario) shape() (model.Shape, error) {
 // hardware and model. A manifest may name a GPU the catalogue lacks; then
 // only what needs no hardware can be planned.
 type resolved struct {
-	hw                  model.Hardware
-	shape               model.Shape
+	hw                  catalog.Hardware
+	shape               catalog.Shape
 	hwKnown, shapeKnown bool
 	hwErr, shapeErr     error
 }
@@ -168,7 +168,7 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 	if blocks == 0 {
 		var err error
 		// The refusal names the model, the GPU and what to change.
-		if blocks, err = model.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization); err != nil {
+		if blocks, err = catalog.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization); err != nil {
 			return nil, err
 		}
 	}
@@ -182,7 +182,7 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 		if e.NumGPUBlocks == 0 {
 			// The capacity was sized from memory: say so, and that the
 			// memory settings change it too.
-			return nil, model.NoFit(fmt.Errorf("%w (engine.num_gpu_blocks=%d is what fits on %s at TP=%d and gpu_memory_utilization %.2f; a higher tensor_parallel or engine.gpu_memory_utilization gives more)",
+			return nil, catalog.NoFit(fmt.Errorf("%w (engine.num_gpu_blocks=%d is what fits on %s at TP=%d and gpu_memory_utilization %.2f; a higher tensor_parallel or engine.gpu_memory_utilization gives more)",
 				err, blocks, r.hw.Name, max(1, r.shape.TP), e.GPUMemoryUtilization))
 		}
 		return nil, err

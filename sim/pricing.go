@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/sim/opdb"
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/fpm/opdb"
 )
 
 // FPMRoofline is the forward-pass model spec of the prior priced from the
@@ -19,15 +20,15 @@ const FPMRoofline = "roofline"
 // runs (already looked up in the catalogue), a forward-pass model spec and
 // a host-overhead model spec.
 type PricingSpec struct {
-	Hardware model.Hardware
-	Shape    model.Shape
+	Hardware catalog.Hardware
+	Shape    catalog.Shape
 	// FPM is "" or "roofline" (the roofline prior), an ops spec (the
 	// measured-operations prior: "ops", "ops:NAME" or "ops:DIR") or the
 	// path of a model artifact (steplab fit, steplab calibrate).
 	FPM string
 	// Host is "" (the artifact's params.host when the FPM artifact carries
 	// one, else the default prior) or the path of a host-overhead model:
-	// a model.HostModel in JSON, one wrapped under "model", or a model
+	// a fpm.HostModel in JSON, one wrapped under "model", or a model
 	// artifact carrying params.host.
 	Host string
 	// EngineVersion is the serving framework's version the run had ("":
@@ -41,21 +42,21 @@ type PricingSpec struct {
 
 // Pricing is a priced engine: the models the simulated executor uses.
 type Pricing struct {
-	HW    model.Hardware
-	Shape model.Shape
-	FPM   model.FPM
+	HW    catalog.Hardware
+	Shape catalog.Shape
+	FPM   fpm.FPM
 	// FPMName names the FPM in reports and manifests: "roofline" or the
 	// artifact path as given.
 	FPMName string
 	// Artifact is the FPM's artifact (nil for the roofline).
-	Artifact *model.Artifact
-	Host     model.HostModel
+	Artifact *fpm.Artifact
+	Host     fpm.HostModel
 	// HostName is the host spec as given, "" for the default prior.
 	HostName string
 	// HostPrior is true when Host is the default prior: no host spec and
 	// none in the artifact's params.host.
 	HostPrior bool
-	Payload   model.PayloadModel
+	Payload   fpm.PayloadModel
 	// Notes say where a model came from when that was not the obvious
 	// place (a host model read from the FPM artifact).
 	Notes []string
@@ -65,7 +66,7 @@ type Pricing struct {
 // become models. A hardware left zero is accepted only when nothing needs
 // it (a fitted artifact prices the steps).
 func Price(spec PricingSpec) (*Pricing, error) {
-	p := &Pricing{HW: spec.Hardware, Shape: spec.Shape, Payload: model.DefaultPayloadModel(), Host: model.DefaultHostModel(),
+	p := &Pricing{HW: spec.Hardware, Shape: spec.Shape, Payload: fpm.DefaultPayloadModel(), Host: fpm.DefaultHostModel(),
 		HostName: spec.Host}
 	switch {
 	case spec.FPM == "" || spec.FPM == FPMRoofline:
@@ -81,17 +82,17 @@ func Price(spec PricingSpec) (*Pricing, error) {
 		}
 		p.FPM, p.FPMName, p.Notes = o, spec.FPM, append(p.Notes, notes...)
 	default:
-		f, a, err := model.Load(spec.FPM)
+		f, a, err := fpm.Load(spec.FPM)
 		if err != nil {
 			return nil, err
 		}
 		p.FPM, p.FPMName, p.Artifact = f, spec.FPM, a
-		for _, n := range model.ProvenanceNotes(spec.FPM, a, model.RunOf(spec.Hardware, spec.Shape)) {
+		for _, n := range fpm.ProvenanceNotes(spec.FPM, a, catalog.RunOf(spec.Hardware, spec.Shape)) {
 			slog.Warn("model fitted elsewhere", "note", n)
 			p.Notes = append(p.Notes, n)
 		}
 	}
-	if o, ok := p.FPM.(*model.Ops); ok && len(spec.CUDAGraphSizes) > 0 {
+	if o, ok := p.FPM.(*fpm.Ops); ok && len(spec.CUDAGraphSizes) > 0 {
 		p.FPM = o.WithGraphs(spec.CUDAGraphSizes)
 	}
 	switch {
@@ -136,12 +137,14 @@ func (p *Pricing) HostNote() string {
 
 // IsPrior reports whether an FPM spec names a prior priced from the
 // hardware and shape alone (which both must then be known).
-func IsPrior(fpModel string) bool { return fpModel == "" || fpModel == FPMRoofline || opdb.IsSpec(fpModel) }
+func IsPrior(fpModel string) bool {
+	return fpModel == "" || fpModel == FPMRoofline || opdb.IsSpec(fpModel)
+}
 
 // Name names the FPM in reports: a prior with its hardware and shape, an
 // artifact by its path.
 func (p *Pricing) Name() string {
-	if o, ok := p.FPM.(*model.Ops); ok {
+	if o, ok := p.FPM.(*fpm.Ops); ok {
 		return fmt.Sprintf("ops(%s, %s)", o.Database(), p.Shape.Name)
 	}
 	if IsPrior(p.FPMName) {
@@ -152,8 +155,8 @@ func (p *Pricing) Name() string {
 
 // Roofline is the prior of the pricing's hardware and shape, whatever FPM
 // prices the steps: calibrate starts from its linearisation.
-func (p *Pricing) Roofline() (model.Roofline, error) {
-	r := model.NewRoofline(p.HW, p.Shape)
+func (p *Pricing) Roofline() (fpm.Roofline, error) {
+	r := fpm.NewRoofline(p.HW, p.Shape)
 	if err := r.Validate(); err != nil {
 		return r, fmt.Errorf("roofline prior: %w", err)
 	}
@@ -169,26 +172,26 @@ func (p *Pricing) Executor(graphs []int) *SimExecutor {
 // hostParams is where calibrate stores its fitted host model in an
 // artifact's params.
 type hostParams struct {
-	Host *model.HostModel `json:"host,omitempty"`
+	Host *fpm.HostModel `json:"host,omitempty"`
 }
 
-func artifactHost(a *model.Artifact) (model.HostModel, bool, error) {
+func artifactHost(a *fpm.Artifact) (fpm.HostModel, bool, error) {
 	if len(a.Params) == 0 {
-		return model.HostModel{}, false, nil
+		return fpm.HostModel{}, false, nil
 	}
 	var hp hostParams
 	if err := json.Unmarshal(a.Params, &hp); err != nil || hp.Host == nil {
-		return model.HostModel{}, false, nil
+		return fpm.HostModel{}, false, nil
 	}
 	if err := hp.Host.Validate(); err != nil {
-		return model.HostModel{}, false, err
+		return fpm.HostModel{}, false, err
 	}
 	return *hp.Host, true, nil
 }
 
 // WithHost stores a host model in an artifact's params.host, where Price
 // reads it back.
-func WithHost(a *model.Artifact, h model.HostModel) error {
+func WithHost(a *fpm.Artifact, h fpm.HostModel) error {
 	b, err := json.Marshal(hostParams{Host: &h})
 	if err != nil {
 		return err
@@ -197,15 +200,15 @@ func WithHost(a *model.Artifact, h model.HostModel) error {
 	return nil
 }
 
-// LoadHostModel reads a host-overhead model: a bare model.HostModel JSON
+// LoadHostModel reads a host-overhead model: a bare fpm.HostModel JSON
 // object, one wrapped under "model" with provenance beside it, or a model
 // artifact whose params.host holds one (steplab calibrate writes those).
-func LoadHostModel(path string) (model.HostModel, error) {
+func LoadHostModel(path string) (fpm.HostModel, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return model.HostModel{}, fmt.Errorf("host model: %w", err)
+		return fpm.HostModel{}, fmt.Errorf("host model: %w", err)
 	}
-	if a, err := model.ParseArtifact(b); err == nil {
+	if a, err := fpm.ParseArtifact(b); err == nil {
 		h, ok, err := artifactHost(a)
 		if err != nil {
 			return h, fmt.Errorf("%s: params.host: %w", path, err)
@@ -216,9 +219,9 @@ func LoadHostModel(path string) (model.HostModel, error) {
 		return h, nil
 	}
 	var wrapped struct {
-		Model *model.HostModel `json:"model"`
+		Model *fpm.HostModel `json:"model"`
 	}
-	h := model.DefaultHostModel()
+	h := fpm.DefaultHostModel()
 	if err := json.Unmarshal(b, &wrapped); err == nil && wrapped.Model != nil {
 		h = *wrapped.Model
 	} else if err := json.Unmarshal(b, &h); err != nil {

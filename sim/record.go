@@ -4,8 +4,8 @@ import (
 	"slices"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/sched"
 )
 
@@ -14,7 +14,7 @@ import (
 // columns and Features is features.Of of them (PaddedBatch is the decode
 // count until the executor pads the batch to a CUDA graph).
 type Composition struct {
-	Features              model.Features
+	Features              fpm.Features
 	Batch                 features.Batch
 	NumPrefill, NumDecode int
 	NumResumed            int

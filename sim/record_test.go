@@ -8,17 +8,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 )
 
 // recordingFPM keeps the features of every step it prices, in step order.
 type recordingFPM struct {
-	model.FPM
-	seen []model.Features
+	fpm.FPM
+	seen []fpm.Features
 }
 
-func (r *recordingFPM) PredictNs(f model.Features) float64 {
+func (r *recordingFPM) PredictNs(f fpm.Features) float64 {
 	r.seen = append(r.seen, f)
 	return r.FPM.PredictNs(f)
 }

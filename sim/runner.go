@@ -10,8 +10,8 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/embedded"
 	"github.com/steplab/steplab/datasets/importers"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
@@ -265,12 +265,12 @@ const BoundsMethod = "re-simulated with every step at the lower and at the upper
 
 // Bounds re-simulates the plan's workload with every step at the lower
 // edge of its FPM's interval at level, then at the upper edge
-// (model.Bound), writing nothing, and returns the latencies of both. The
+// (fpm.Bound), writing nothing, and returns the latencies of both. The
 // two runs are deterministic. They bound the systematic error of the
 // model, which compounds through queueing; independent per-step draws
-// would average it away. The plan's FPM must be a model.IntervalFPM.
+// would average it away. The plan's FPM must be a fpm.IntervalFPM.
 func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
-	im, ok := p.FPM.(model.IntervalFPM)
+	im, ok := p.FPM.(fpm.IntervalFPM)
 	if !ok {
 		return nil, fmt.Errorf("bounds: fpm %s has no prediction intervals", p.FPMName)
 	}
@@ -282,7 +282,7 @@ func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
 		defer cleanup()
 		metrics := NewRunMetrics()
 		edge := *p
-		edge.FPM = model.Bound{M: im, Level: level, Upper: upper}
+		edge.FPM = fpm.Bound{M: im, Level: level, Upper: upper}
 		eng, err := edge.NewEngine(Backend{}, metrics)
 		if err == nil {
 			err = runEngine(eng, p, src, nil)

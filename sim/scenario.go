@@ -19,8 +19,8 @@ import (
 type Scenario struct {
 	Name     string `yaml:"name"`
 	Seed     uint64 `yaml:"seed"`
-	Hardware string `yaml:"hardware"` // catalogue name (H200, RTX 4090, ...) or a spec file: model.LookupHardware
-	Model    string `yaml:"model"`    // catalogue name (Llama-3.1-8B, Llama-3.1-70B-TP4, ...) or a config.json: model.LookupModel
+	Hardware string `yaml:"hardware"` // catalogue name (H200, RTX 4090, ...) or a spec file: catalog.LookupHardware
+	Model    string `yaml:"model"`    // catalogue name (Llama-3.1-8B, Llama-3.1-70B-TP4, ...) or a config.json: catalog.LookupModel
 	// TensorParallel runs the model over that many GPUs (0: the model's
 	// own degree, 1 unless its name ends in -TP<n>).
 	TensorParallel int `yaml:"tensor_parallel"`
@@ -31,11 +31,11 @@ type Scenario struct {
 	KVCacheDType string `yaml:"kv_cache_dtype"`
 	// FPM is "roofline" (the prior from hardware and shape), an ops spec
 	// ("ops", "ops:NAME" or "ops:DIR": the measured-operations prior of
-	// package sim/opdb for the shape) or the path of a model artifact
+	// package fpm/opdb for the shape) or the path of a model artifact
 	// (steplab fit, steplab calibrate).
 	FPM string `yaml:"fpm"`
-	// Host is "" (the default prior, model.DefaultHostModel) or the path
-	// of a host-overhead model in JSON: a model.HostModel, or an object
+	// Host is "" (the default prior, fpm.DefaultHostModel) or the path
+	// of a host-overhead model in JSON: a fpm.HostModel, or an object
 	// holding one under "model" (as datasets/h200/models/host.json, fitted
 	// from captures).
 	Host string `yaml:"host"`

@@ -4,9 +4,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/require"
-
-	"github.com/steplab/steplab/model"
 )
 
 // fpm: names the measured-operations prior by spec (for the scenario's
@@ -18,7 +17,7 @@ func TestScenarioOpsPrior(t *testing.T) {
 	sc.FPM = "ops"
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	o, ok := p.FPM.(*model.Ops)
+	o, ok := p.FPM.(*fpm.Ops)
 	require.True(t, ok, "%T", p.FPM)
 	require.Equal(t, "h200-sxm-vllm-0.24.0", o.Database())
 	require.Equal(t, "ops", p.FPMName)
@@ -34,7 +33,7 @@ func TestScenarioOpsPrior(t *testing.T) {
 	sc.FPM = filepath.Join("..", "datasets", "h200", "models", "ops-worker.json")
 	p, err = sc.Plan()
 	require.NoError(t, err)
-	require.Equal(t, "steplab-worker", p.FPM.(*model.Ops).Engine().Name)
+	require.Equal(t, "steplab-worker", p.FPM.(*fpm.Ops).Engine().Name)
 
 	for fpModel, want := range map[string]string{"ops:nope": `"nope" is neither`, "ops": "no vllm database shipped with steplab was measured on RTX-4090"} {
 		sc := DefaultScenario()

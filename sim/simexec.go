@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/sched"
 )
 
@@ -17,9 +17,9 @@ import (
 // the GPU still runs step N (async scheduling), but the GPU starts a step
 // only after the previous one ended and its inputs are ready.
 type SimExecutor struct {
-	FPM     model.FPM
-	Payload model.PayloadModel
-	Host    model.HostModel
+	FPM     fpm.FPM
+	Payload fpm.PayloadModel
+	Host    fpm.HostModel
 	// CaptureSizes are the CUDA-graph batch sizes, ascending; decode-only
 	// steps up to the largest are padded to the next one.
 	CaptureSizes []int
@@ -39,7 +39,7 @@ type SimExecutor struct {
 const OutputReturnNs = 30_000
 
 // NewSimExecutor builds a simulated executor with the given models.
-func NewSimExecutor(fpModel model.FPM, payload model.PayloadModel, host model.HostModel, captureSizes []int) *SimExecutor {
+func NewSimExecutor(fpModel fpm.FPM, payload fpm.PayloadModel, host fpm.HostModel, captureSizes []int) *SimExecutor {
 	return &SimExecutor{FPM: fpModel, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: OutputReturnNs}
 }
 
@@ -51,7 +51,7 @@ func NewSimExecutor(fpModel model.FPM, payload model.PayloadModel, host model.Ho
 // within a byte of the request's own NewReqBytes or CachedReqBytes. The
 // rest of the step's bytes (the SchedulerOutput itself, finished ids)
 // belong to no request.
-func PayloadOf(p model.PayloadModel, out *sched.Output, perReq []int64) (Payload, []int64) {
+func PayloadOf(p fpm.PayloadModel, out *sched.Output, perReq []int64) (Payload, []int64) {
 	perReq = perReq[:0]
 	// The running totals are locals and each request prices a fresh
 	// PayloadStep: the inlined pricing copies its argument, and copying a
@@ -63,7 +63,7 @@ func PayloadOf(p model.PayloadModel, out *sched.Output, perReq []int64) (Payload
 		sr := &out.NewReqs[i]
 		tokens += sr.NumTokens
 		blocks += sr.NumBlocks
-		now := p.NewBytes(model.PayloadStep{NewReqs: i + 1, NewTokens: tokens, NewBlocks: blocks})
+		now := p.NewBytes(fpm.PayloadStep{NewReqs: i + 1, NewTokens: tokens, NewBlocks: blocks})
 		perReq = append(perReq, now-before)
 		before = now
 	}
@@ -71,11 +71,11 @@ func PayloadOf(p model.PayloadModel, out *sched.Output, perReq []int64) (Payload
 	before = 0
 	for i := range out.CachedReqs {
 		cachedBlocks += len(out.CachedReqs[i].NewBlockIDs)
-		now := p.CachedBytes(model.PayloadStep{CachedReqs: i + 1, CachedNewBlocks: cachedBlocks})
+		now := p.CachedBytes(fpm.PayloadStep{CachedReqs: i + 1, CachedNewBlocks: cachedBlocks})
 		perReq = append(perReq, now-before)
 		before = now
 	}
-	b := p.Breakdown(model.PayloadStep{NewReqs: len(out.NewReqs), NewTokens: tokens, NewBlocks: blocks,
+	b := p.Breakdown(fpm.PayloadStep{NewReqs: len(out.NewReqs), NewTokens: tokens, NewBlocks: blocks,
 		CachedReqs: len(out.CachedReqs), CachedNewBlocks: cachedBlocks, FinishedReqs: len(out.FinishedIDs) + len(out.PreemptedIDs)})
 	return Payload{Total: b.Total, New: b.New, Cached: b.Cached, PerReq: perReq}, perReq
 }
@@ -138,7 +138,7 @@ func (x *SimExecutor) Result(stepID int64, now int64, _ bool) (StepResult, bool,
 func (x *SimExecutor) Close() error { return nil }
 
 // HostAdapter prices the scheduler-side host phases with a HostModel.
-type HostAdapter struct{ M model.HostModel }
+type HostAdapter struct{ M fpm.HostModel }
 
 // ScheduleNs implements HostCosts.
 func (h *HostAdapter) ScheduleNs(out *sched.Output) int64 {

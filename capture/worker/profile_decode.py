@@ -31,7 +31,7 @@ from config import EngineConfig  # noqa: E402
 from moe import active_expert_bytes  # noqa: E402
 from runner import ModelRunner  # noqa: E402
 
-SHAPES = {  # the Hugging Face config.json shapes of model/catalog/models
+SHAPES = {  # the Hugging Face config.json shapes of catalog/data/models
     "llama": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128, intermediate=14336, vocab=128256),
     "qwen": dict(layers=28, hidden=3584, heads=28, kv_heads=4, head_dim=128, intermediate=18944, vocab=152064,
                  qkv_bias=True),

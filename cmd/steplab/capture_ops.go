@@ -11,8 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/capture"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/sim/opdb"
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/fpm/opdb"
 )
 
 // The memory-op formula's constants a database written here carries for
@@ -66,9 +67,9 @@ Examples:
 				if len(models) == 0 {
 					return errors.New("capture ops: name the models to measure with --model (or convert a run with --rows FILE)")
 				}
-				var shapes []model.Shape
+				var shapes []catalog.Shape
 				for _, m := range models {
-					s, err := model.LookupModel(m)
+					s, err := catalog.LookupModel(m)
 					if err != nil {
 						return err
 					}
@@ -148,7 +149,7 @@ func buildOpDB(rows, hardware, out string, force bool) (*opDBSummary, error) {
 	if hardware == "" {
 		return nil, fmt.Errorf("%s names no GPU (a CPU run): pass --hardware", rows)
 	}
-	hw, err := model.LookupHardware(hardware)
+	hw, err := catalog.LookupHardware(hardware)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +158,7 @@ func buildOpDB(rows, hardware, out string, force bool) (*opDBSummary, error) {
 	if meta.CPU != "" {
 		db.Version += ", host " + meta.CPU
 	}
-	db.System = model.OpSystem{GPU: hw.Name, MemBandwidth: hw.BandwidthBytes(), BF16FLOPS: hw.PeakFLOPs(),
+	db.System = fpm.OpSystem{GPU: hw.Name, MemBandwidth: hw.BandwidthBytes(), BF16FLOPS: hw.PeakFLOPs(),
 		MemBWScaling: memOpScaling, MemConstantS: memOpConstantS, SMs: float64(cmp.Or(meta.SMCount, hw.SMs))}
 	if link, ok := hw.TPLink(); ok {
 		db.System.IntraNodeBandwidth = link.GBsPerDirection * 1e9

@@ -8,8 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/catalog"
 )
 
 func init() { register(newCatalogCmd) }
@@ -82,7 +81,7 @@ Examples:
 		Short: "List the config.json architectures steplab reads, with the layer kinds priced and approximated",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			as := model.Architectures()
+			as := catalog.Architectures()
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), as)
 			}
@@ -107,8 +106,8 @@ with the notes on what was derived or assumed.`,
 	return group(cmd)
 }
 
-func catalogOrExit() (*model.Catalog, error) {
-	c, err := model.DefaultCatalog()
+func catalogOrExit() (*catalog.Catalog, error) {
+	c, err := catalog.DefaultCatalog()
 	if err != nil {
 		return nil, &exitError{code: 2, msg: "catalog: " + err.Error()}
 	}
@@ -117,20 +116,20 @@ func catalogOrExit() (*model.Catalog, error) {
 
 // modelEntry is a shape with the figures derived from it (at its TP).
 type modelEntry struct {
-	model.Shape
+	catalog.Shape
 	Params          int64 `json:"params"`
 	ActiveParams    int64 `json:"active_params"`
 	WeightBytes     int64 `json:"weight_bytes_per_gpu"`
 	KVBytesPerToken int64 `json:"kv_bytes_per_token_per_gpu"`
 }
 
-func newModelEntry(s model.Shape) modelEntry {
+func newModelEntry(s catalog.Shape) modelEntry {
 	return modelEntry{Shape: s, Params: s.ParamCount(), ActiveParams: s.ActiveParamCount(),
 		WeightBytes: s.WeightBytes(), KVBytesPerToken: s.KVBytesPerToken()}
 }
 
 // showCatalogEntry prints what ref resolves to: a GPU, a model or both.
-func showCatalogEntry(w io.Writer, c *model.Catalog, ref string, asJSON bool) error {
+func showCatalogEntry(w io.Writer, c *catalog.Catalog, ref string, asJSON bool) error {
 	hw, hwErr := c.LookupHardware(ref)
 	sh, shErr := c.LookupModel(ref)
 	if hwErr != nil && shErr != nil {
@@ -138,8 +137,8 @@ func showCatalogEntry(w io.Writer, c *model.Catalog, ref string, asJSON bool) er
 	}
 	if asJSON {
 		out := struct {
-			Hardware *model.Hardware `json:"hardware,omitempty"`
-			Model    *modelEntry     `json:"model,omitempty"`
+			Hardware *catalog.Hardware `json:"hardware,omitempty"`
+			Model    *modelEntry       `json:"model,omitempty"`
 		}{}
 		if hwErr == nil {
 			out.Hardware = &hw
@@ -162,7 +161,7 @@ func showCatalogEntry(w io.Writer, c *model.Catalog, ref string, asJSON bool) er
 	return nil
 }
 
-func writeHardwareTable(w io.Writer, c *model.Catalog) error {
+func writeHardwareTable(w io.Writer, c *catalog.Catalog) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tMEMORY\tBANDWIDTH\tBF16\tFP8\tTP LINK\tROOFLINE")
 	for _, h := range c.Hardware() {
@@ -190,7 +189,7 @@ func basisWord(basis string) string {
 	return "measured"
 }
 
-func writeModelTable(w io.Writer, c *model.Catalog) error {
+func writeModelTable(w io.Writer, c *catalog.Catalog) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tARCHITECTURE\tLAYERS\tHIDDEN\tPARAMS\tACTIVE\tKV/TOKEN\tEXPERTS\tWEIGHTS")
 	for _, s := range c.Models() {
@@ -210,7 +209,7 @@ func writeModelTable(w io.Writer, c *model.Catalog) error {
 
 // writeArchitectures prints each architecture with its layer kinds and,
 // indented, its approximations.
-func writeArchitectures(w io.Writer, as []model.ArchitectureSupport) error {
+func writeArchitectures(w io.Writer, as []catalog.ArchitectureSupport) error {
 	for _, a := range as {
 		if _, err := fmt.Fprintf(w, "%s\n  layers: %s\n", a.Architecture, a.Layers); err != nil {
 			return err
@@ -225,7 +224,7 @@ func writeArchitectures(w io.Writer, as []model.ArchitectureSupport) error {
 	return err
 }
 
-func writeCatalogNotes(w io.Writer, c *model.Catalog) error {
+func writeCatalogNotes(w io.Writer, c *catalog.Catalog) error {
 	for _, n := range c.Notes() {
 		if _, err := fmt.Fprintln(w, "note:", n); err != nil {
 			return err
@@ -247,7 +246,7 @@ func kib(n int64) string { return fmt.Sprintf("%.1f KiB", float64(n)/1024) }
 // weightDTypes is the weights' dtype for the models table: "bf16", or
 // "fp8, bf16 act." when the weights (or the experts) differ from the
 // activations.
-func weightDTypes(s model.Shape) string {
+func weightDTypes(s catalog.Shape) string {
 	w := s.WeightDType
 	if s.MoE.DType != "" {
 		w = "experts " + s.MoE.DType
@@ -258,7 +257,7 @@ func weightDTypes(s model.Shape) string {
 	return fmt.Sprintf("%s, %s act.", w, s.DType)
 }
 
-func writeHardware(w io.Writer, h model.Hardware) {
+func writeHardware(w io.Writer, h catalog.Hardware) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
 	row("hardware", "%s", h.Name)
@@ -306,7 +305,7 @@ func orNone(v float64) string {
 	return fmt.Sprintf("%g", v)
 }
 
-func writeModel(w io.Writer, s model.Shape) {
+func writeModel(w io.Writer, s catalog.Shape) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, format string, a ...any) { fmt.Fprintf(tw, "%s\t%s\n", k, fmt.Sprintf(format, a...)) }
 	row("model", "%s", s.Name)

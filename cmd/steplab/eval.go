@@ -7,9 +7,9 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/fpm/opdb"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/opdb"
 )
 
 func init() { register(newEvalCmd) }
@@ -77,7 +77,7 @@ Examples, from the repository root (the committed H200 models and traffic):
 // loadFPM turns a model argument of eval or check into a model: a prior
 // spec (roofline, ops, ops:NAME|DIR) built from the first dataset's
 // manifest, or an artifact path. The notes say how a prior was built.
-func loadFPM(spec string, paths []string) (m model.FPM, a *model.Artifact, name string, notes []string, err error) {
+func loadFPM(spec string, paths []string) (m fpm.FPM, a *fpm.Artifact, name string, notes []string, err error) {
 	if !sim.IsPrior(spec) {
 		m, a, err = fit.LoadModel(spec)
 		return m, a, spec, nil, err

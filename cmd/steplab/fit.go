@@ -8,7 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 func init() { register(newFitCmd) }
@@ -132,12 +132,12 @@ Examples, from the repository root (the committed H200 grid and traffic):
 				linearFlags = linearFlags || cmd.Flags().Changed(f)
 			}
 			if !cmd.Flags().Changed("form") && linearFlags {
-				form = model.FormLinear
+				form = fpm.FormLinear
 			}
-			if form != model.FormLinear && linearFlags {
+			if form != fpm.FormLinear && linearFlags {
 				return &exitError{code: 2, msg: "fit: --terms, --solver, --relative and --degenerate apply to the linear form only"}
 			}
-			if form != model.FormRecipe && (len(calibrate) > 0 || cmd.Flags().Changed("level")) {
+			if form != fpm.FormRecipe && (len(calibrate) > 0 || cmd.Flags().Changed("level")) {
 				return &exitError{code: 2, msg: "fit: --calibrate and --level apply to the recipe form only"}
 			}
 			if calibrateHalf != 0 && len(calibrate) == 0 {
@@ -180,10 +180,10 @@ Examples, from the repository root (the committed H200 grid and traffic):
 	}
 	sel.add(cmd)
 	cmd.Flags().StringVarP(&out, "output", "o", "", "model artifact to write (JSON)")
-	cmd.Flags().StringVar(&form, "form", model.FormRecipe, "model form: recipe, linear or grid")
+	cmd.Flags().StringVar(&form, "form", fpm.FormRecipe, "model form: recipe, linear or grid")
 	cmd.Flags().StringSliceVar(&calibrate, "calibrate", nil, "datasets whose steps calibrate the recipe's interval residuals (comma-separated or repeated)")
 	cmd.Flags().IntVar(&calibrateHalf, "calibrate-half", 0, "calibrate on half 1 or 2 of the calibration rows only (evaluate on the other with --half)")
-	cmd.Flags().Float64Var(&level, "level", model.DefaultLevel, "nominal coverage of the recipe's prediction intervals")
+	cmd.Flags().Float64Var(&level, "level", fpm.DefaultLevel, "nominal coverage of the recipe's prediction intervals")
 	cmd.Flags().StringVar(&terms, "terms", "default", "linear terms: default, decode, or a comma-separated list")
 	cmd.Flags().StringVar(&solver, "solver", fit.MethodNNLS, "solver: nnls, huber-nn, huber or ols")
 	cmd.Flags().BoolVar(&relative, "relative", false, "minimise relative rather than absolute error (weights 1/y²)")

@@ -15,7 +15,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // decodeSteps draws n decode steps of 4 ms + 20 µs/request + 30 ns/KV token
@@ -69,7 +69,7 @@ func TestFitEvalCheckCLI(t *testing.T) {
 	require.Len(t, rep.Warnings, 1, "admission_step manifest: warning in the JSON result")
 	require.NotNil(t, rep.CV)
 	require.Len(t, rep.Plots, 10)
-	_, art, err := model.Load(mpath)
+	_, art, err := fpm.Load(mpath)
 	require.NoError(t, err)
 	require.Len(t, art.Training.Datasets, 1)
 	require.Len(t, art.Training.Datasets[0].SHA256, 64)
@@ -107,7 +107,7 @@ func TestFitEvalCheckCLI(t *testing.T) {
 
 	// A worse model: the same artifact with the KV cost doubled.
 	worse := *art
-	worse.Coefficients = append([]model.Coefficient(nil), art.Coefficients...)
+	worse.Coefficients = append([]fpm.Coefficient(nil), art.Coefficients...)
 	worse.Coefficients[2].Value *= 2
 	wpath := filepath.Join(dir, "worse.json")
 	require.NoError(t, worse.Save(wpath))
@@ -309,9 +309,9 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 			// report, on stderr and in the artifact's notes.
 			mpath := filepath.Join(dir, c.name+"-recipe.json")
 			out, logs := fitLogged(t, c.dataset, "-o", mpath)
-			_, a, err := model.Load(mpath)
+			_, a, err := fpm.Load(mpath)
 			require.NoError(t, err)
-			require.Equal(t, model.FormRecipe, a.Form)
+			require.Equal(t, fpm.FormRecipe, a.Form)
 			require.Equal(t, c.kinds, a.Training.Selection.Kinds)
 			require.Contains(t, out, "dropped term ")
 			require.NotRegexp(t, `(?m)^\s+prefill_kv_tokens\s+[-0-9]`, out, "no prefill reads cached KV: no kind prices it")
@@ -344,7 +344,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 				notes = append(notes, "term "+term+" dropped: ")
 			}
 			require.Equal(t, len(c.dropped), strings.Count(out, "dropped term "), out)
-			_, a, err = model.Load(mpath)
+			_, a, err = fpm.Load(mpath)
 			require.NoError(t, err)
 			require.Len(t, a.Notes, len(notes))
 			for i, n := range notes {

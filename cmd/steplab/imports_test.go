@@ -21,19 +21,22 @@ const modulePath = "github.com/steplab/steplab"
 // longest key that prefixes its path), and nothing else of the project.
 // internal, the basement, holds helpers every floor may use (YAML
 // documents under a budget, the figures' style, the files in flight) and
-// imports nothing of the project. datasets and model share the ground floor and import no other part;
-// model/features, the one mapping from the data contract's steps to model
-// features, and model/manifest, from a manifest's sections to the models,
-// stand on both; fit and sim share the next floor and do not
-// know each other; capture and replay sit above sim; cmd is the top and
-// nothing imports it.
+// imports nothing of the project. datasets (the data contract) and catalog
+// (what a GPU and an LLM are) share the ground floor and import no other
+// part; catalog/manifest (a manifest's sections checked against the
+// catalogue) stands on both, and fpm (what a step costs; fpm/opdb reads
+// kernel databases) on the catalogue; features (a steps row to FPM
+// features) and pricing (the one place a spec becomes models) stand on
+// those; fit and sim share the next floor and do not know each other;
+// capture and replay sit above sim; cmd is the top and nothing imports it.
 var floors = map[string]float64{
 	"internal": -1,
-	"datasets": 0, "model": 0,
-	"model/features": 0.5, "model/manifest": 0.5,
-	"fit": 1, "sim": 1,
-	"capture": 2, "replay": 2,
-	"cmd": 3,
+	"datasets": 0, "catalog": 0,
+	"catalog/manifest": 0.5, "fpm": 0.5,
+	"features": 1, "pricing": 1,
+	"fit": 2, "sim": 2,
+	"capture": 3, "replay": 3,
+	"cmd": 4,
 }
 
 // part is the key of floors a package path (relative to the module)

@@ -35,7 +35,7 @@ Examples, from the repository root:
   steplab inspect datasets/h200/traffic-azure-5rps
   steplab inspect datasets/h200/traffic-azure-5rps --json | jq '.steps.wall_time'
   steplab inspect datasets/h200/traffic-azure-5rps/steps.parquet/part-000000.parquet
-  steplab inspect sim/opdb/data/h200-sxm-vllm-0.24.0/gemm/gemm_perf.parquet --json | jq '.columns[].name'`,
+  steplab inspect fpm/opdb/data/h200-sxm-vllm-0.24.0/gemm/gemm_perf.parquet --json | jq '.columns[].name'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			path := args[0]

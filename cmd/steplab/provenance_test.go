@@ -9,9 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // The committed H200 artifact replaying the committed RTX 4090 run says
@@ -24,9 +25,9 @@ func TestReplayProvenanceCLI(t *testing.T) {
 	out, err := runCLI(t, "import", "vllm-requests", "../../datasets/importers/testdata/llmservingsim-rtx4090-llama-3.1-8b", "-o", rtx)
 	require.NoError(t, err, out)
 	const recorded = "../../datasets/h200/models/steady-gpu.json"
-	_, art, err := model.Load(recorded)
+	_, art, err := fpm.Load(recorded)
 	require.NoError(t, err)
-	require.Equal(t, []model.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}, art.Training.FittedOn,
+	require.Equal(t, []catalog.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}, art.Training.FittedOn,
 		"the committed artifact records its training dataset's setting")
 	art.Training.FittedOn = nil
 	unrecorded := filepath.Join(dir, "steady-gpu.json")
@@ -59,9 +60,9 @@ func TestReplayProvenanceCLI(t *testing.T) {
 // simulated dataset's manifest notes, and eval of it on that dataset warns.
 func TestSimulateEvalProvenanceCLI(t *testing.T) {
 	dir := t.TempDir()
-	_, art, err := model.Load("../../datasets/h200/models/steady-gpu.json")
+	_, art, err := fpm.Load("../../datasets/h200/models/steady-gpu.json")
 	require.NoError(t, err)
-	art.Training.FittedOn = []model.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}
+	art.Training.FittedOn = []catalog.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}
 	fpModel := filepath.Join(dir, "steady-gpu.json")
 	require.NoError(t, art.Save(fpModel))
 	want := "fpm " + fpModel + " was fitted on H200-SXM / Llama-3.1-8B bf16; applied to H100-SXM / Llama-3.1-8B bf16: its error there is unmeasured"

@@ -11,7 +11,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 )
 
 // fit with no form flags fits the recipe; eval reports the coverage of its
@@ -28,9 +28,9 @@ func TestFitRecipeEvalCoverageCLI(t *testing.T) {
 	out, err := runCLI(t, "fit", train, "-o", mpath, "--bootstrap", "20", "--cv", "0")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "decode: 400 rows, priced by linear")
-	_, a, err := model.Load(mpath)
+	_, a, err := fpm.Load(mpath)
 	require.NoError(t, err)
-	require.Equal(t, model.FormRecipe, a.Form)
+	require.Equal(t, fpm.FormRecipe, a.Form)
 
 	out, err = runCLI(t, "eval", mpath, held, "--json")
 	require.NoError(t, err, out)
@@ -58,9 +58,9 @@ func TestFitRecipeEvalCoverageCLI(t *testing.T) {
 	lpath := filepath.Join(dir, "linear.json")
 	_, err = runCLI(t, "fit", train, "-o", lpath, "--terms", "decode", "--cv", "0", "--bootstrap", "0")
 	require.NoError(t, err)
-	_, a, err = model.Load(lpath)
+	_, a, err = fpm.Load(lpath)
 	require.NoError(t, err)
-	require.Equal(t, model.FormLinear, a.Form, "--terms without --form: linear")
+	require.Equal(t, fpm.FormLinear, a.Form, "--terms without --form: linear")
 
 	for _, bad := range [][]string{
 		{"fit", train, "-o", lpath, "--form", "grid", "--terms", "decode"},

@@ -12,8 +12,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/jobs"
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -109,7 +109,7 @@ From the repository root:
 			}
 			printReport(cmd.OutOrStdout(), res)
 			if e := plan.Pools[0].Engine; level >= 0 && res.Interval == nil {
-				if note := model.NoUncertainty(e.FPM, e.FPMName); note != "" {
+				if note := fpm.NoUncertainty(e.FPM, e.FPMName); note != "" {
 					fmt.Fprintln(cmd.OutOrStdout(), note)
 				}
 			}

@@ -5,9 +5,8 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/require"
-
-	"github.com/steplab/steplab/model"
 )
 
 // A model with no residuals and no coefficient covariance has intervals of
@@ -15,14 +14,14 @@ import (
 // with residuals prints its interval.
 func TestSimulateNeverPrintsZeroWidthInterval(t *testing.T) {
 	dir := t.TempDir()
-	m, err := model.NewLinear([]string{model.TermConst, model.TermPrefillTokens, model.TermDecodeRequests, model.TermDecodeKVTokens},
+	m, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermDecodeRequests, fpm.TermDecodeKVTokens},
 		[]float64{5e6, 3e4, 3e4, 90})
 	require.NoError(t, err)
 	flat := filepath.Join(dir, "flat.json")
-	require.NoError(t, model.LinearArtifact(m).Save(flat))
-	m.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.1}}
+	require.NoError(t, fpm.LinearArtifact(m).Save(flat))
+	m.Residuals = &fpm.ResidualQuantiles{Scale: fpm.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.1}}
 	wide := filepath.Join(dir, "wide.json")
-	require.NoError(t, model.LinearArtifact(m).Save(wide))
+	require.NoError(t, fpm.LinearArtifact(m).Save(wide))
 	interval := regexp.MustCompile(`\d \[\d`)
 	zero := regexp.MustCompile(`(\d+\.\d+) \[(\d+\.\d+), (\d+\.\d+)\]`)
 

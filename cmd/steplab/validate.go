@@ -5,8 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets/validate"
-	"github.com/steplab/steplab/model/manifest"
 )
 
 func init() { register(newValidateCmd) }

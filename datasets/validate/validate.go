@@ -64,7 +64,7 @@ type Options struct {
 	Max int
 	// Settings, when set, checks the manifest's settings (model sizes,
 	// hardware, KV cache, CUDA graphs) against what the models allow:
-	// package model/manifest's Check, which this package, below the
+	// package catalog/manifest's Check, which this package, below the
 	// models, cannot import.
 	Settings func(*datasets.Manifest) []Violation
 }

@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/features"
+	"github.com/steplab/steplab/features"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -72,7 +72,7 @@ func workloadLengths(p *cluster.Plan) (lengths, error) {
 
 // prefillNs prices one request's prefill chunk of chunk tokens after
 // computed tokens, shipped in full when it is the first.
-func prefillNs(fpModel model.FPM, chunk, computed, prompt int64) float64 {
+func prefillNs(fpModel fpm.FPM, chunk, computed, prompt int64) float64 {
 	var b features.Batch
 	b.Prefill(chunk, computed, prompt)
 	var st datasets.Step
@@ -85,7 +85,7 @@ func prefillNs(fpModel model.FPM, chunk, computed, prompt int64) float64 {
 }
 
 // decodeNs prices a decode step of batch requests at context ctx each.
-func decodeNs(fpModel model.FPM, batch int, ctx int64) float64 {
+func decodeNs(fpModel fpm.FPM, batch int, ctx int64) float64 {
 	var b features.Batch
 	for range batch {
 		b.Decode(ctx)
@@ -96,7 +96,7 @@ func decodeNs(fpModel model.FPM, batch int, ctx int64) float64 {
 }
 
 // zeroLoadPrefillNs is the prompt's prefill alone, in chunks of budget.
-func zeroLoadPrefillNs(fpModel model.FPM, prompt, budget int64) float64 {
+func zeroLoadPrefillNs(fpModel fpm.FPM, prompt, budget int64) float64 {
 	t := 0.0
 	for done := int64(0); done < prompt; done += budget {
 		t += prefillNs(fpModel, min(budget, prompt-done), done, prompt)
@@ -142,7 +142,7 @@ func bounds(p *cluster.Plan, l lengths, slo SLO) Bounds {
 // decodeBatch is the largest batch up to maxB whose decode step at ctx
 // stays within itlNs (1 when none does): the step time grows with the
 // batch, so a bisection finds it.
-func decodeBatch(fpModel model.FPM, maxB int, ctx int64, itlNs float64) int {
+func decodeBatch(fpModel fpm.FPM, maxB int, ctx int64, itlNs float64) int {
 	lo, hi := 1, maxB
 	for lo < hi {
 		mid := (lo + hi + 1) / 2

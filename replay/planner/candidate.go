@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/replay/whatif"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
@@ -15,7 +15,7 @@ import (
 // Constraints a candidate can be excluded by, in the order they are
 // checked: the first four analytically, before any simulation.
 const (
-	ByMemory       = "memory"         // the weights or one request's KV do not fit (model.KVBlocks)
+	ByMemory       = "memory"         // the weights or one request's KV do not fit (catalog.KVBlocks)
 	ByGPUs         = "gpus"           // more GPUs than the offer has
 	ByTTFTZeroLoad = "ttft_zero_load" // the prefill alone, on an idle engine, misses the TTFT objective
 	ByITLBatch1    = "itl_batch1"     // one decode step alone misses the ITL objective
@@ -116,7 +116,7 @@ func Evaluate(d *whatif.Doc, pd *Doc) (*Candidate, error) {
 	c := &Candidate{Config: configOf(pd)}
 	offer, _ := pd.Plan.offer(pd.Hardware)
 	p, err := pd.Scenario.Plan()
-	if errors.Is(err, model.ErrDoesNotFit) {
+	if errors.Is(err, catalog.ErrDoesNotFit) {
 		return c.prune(ByMemory, err.Error()), nil
 	} else if err != nil {
 		return nil, err

@@ -4,7 +4,7 @@
 // percentile, it enumerates a search space (GPU, tensor and expert
 // parallelism, aggregated or xPyD pools, replicas, max_num_seqs,
 // max_num_batched_tokens, KV-cache and weight dtypes), prunes what cannot
-// work analytically (the memory-fit check of model.KVBlocks, a TTFT lower
+// work analytically (the memory-fit check of catalog.KVBlocks, a TTFT lower
 // bound at zero load and an ITL lower bound at batch 1 from the prior, a
 // throughput bound against a target rate) and simulates every survivor
 // with its router (sim/cluster) at rates found by a deterministic

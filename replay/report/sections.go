@@ -11,7 +11,7 @@ import (
 
 	"github.com/steplab/steplab/datasets/inspect"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 	"github.com/steplab/steplab/replay/whatif"
@@ -204,7 +204,7 @@ func dash(s string) string {
 
 // ---- fit quality ----
 
-func coefficientTable(caption string, cs []model.Coefficient) *table {
+func coefficientTable(caption string, cs []fpm.Coefficient) *table {
 	ct := &table{Caption: caption, Head: []string{"term", "value", "interval"}}
 	for _, c := range cs {
 		iv := "–"

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/planner"
 	"github.com/steplab/steplab/replay/whatif"
@@ -52,7 +52,7 @@ type SimPoint struct {
 	Engines            int     `json:"engines"`
 	// Interval is the latencies at the edges of the FPM's prediction
 	// interval (cluster.Bounds); NoUncertainty, instead, says why there is
-	// none (model.NoUncertainty).
+	// none (fpm.NoUncertainty).
 	Interval      *sim.LatencyInterval `json:"interval,omitempty"`
 	NoUncertainty string               `json:"no_uncertainty,omitempty"`
 }
@@ -127,7 +127,7 @@ func (c compiled) run() (PointResult, error) {
 			}
 		} else {
 			e := c.sim.Pools[0].Engine
-			pr.Simulate.NoUncertainty = model.NoUncertainty(e.FPM, e.FPMName)
+			pr.Simulate.NoUncertainty = fpm.NoUncertainty(e.FPM, e.FPMName)
 		}
 	case KindPlan:
 		cand, err := planner.Evaluate(c.doc, c.plan)

@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/replay/pool"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/rng"
@@ -21,7 +21,7 @@ type Options struct {
 	// number done and the total (from one goroutine at a time).
 	Progress func(done, total int)
 	// Level is the coverage of the prediction intervals of engine FPMs
-	// that have them (0: the model's own, model.LevelOf; negative: none).
+	// that have them (0: the model's own, fpm.LevelOf; negative: none).
 	// With one, every run is repeated with each engine step at the lower
 	// and at the upper edge of its interval, and the audit's latencies get
 	// an interval (PlacementAudit.Interval).
@@ -135,13 +135,13 @@ func intervalLevel(sc *Scenario, requested float64) float64 {
 }
 
 // noUncertainty says why the first engine of the scenario has no
-// latency interval (model.NoUncertainty; "" without an engine).
+// latency interval (fpm.NoUncertainty; "" without an engine).
 func noUncertainty(sc *Scenario) string {
 	for _, pl := range sc.Placements {
 		for _, st := range pl.Graph.Stages {
 			if st.Engine != nil {
 				e := st.Engine.Pools[0].Engine
-				return model.NoUncertainty(e.FPM, e.FPMName)
+				return fpm.NoUncertainty(e.FPM, e.FPMName)
 			}
 		}
 	}

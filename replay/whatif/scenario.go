@@ -14,12 +14,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/internal/yamldoc"
 
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm/opdb"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workflow"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -639,11 +639,11 @@ func (c *compiler) vision(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Serv
 	if sv.Model == "" {
 		return bad("model", "missing: the vision-language model's config.json (model: path/to/config.json)")
 	}
-	v, err := model.LoadVisionTower(sv.Model)
+	v, err := catalog.LoadVisionTower(sv.Model)
 	if err != nil {
 		return bad("model", "%v", err)
 	}
-	hw, err := model.LookupHardware(cmp.Or(sv.Hardware, sim.DefaultScenario().Hardware))
+	hw, err := catalog.LookupHardware(cmp.Or(sv.Hardware, sim.DefaultScenario().Hardware))
 	if err != nil {
 		return bad("hardware", "%v", err)
 	}

@@ -13,8 +13,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/workflow"
 )
 
@@ -309,10 +310,10 @@ func BenchmarkEncoderEnsembleRepetition(b *testing.B) {
 // Stages without an FPM are unchanged between the edges.
 func TestEngineIntervalsInTheAudit(t *testing.T) {
 	sc := compile(t, example, "load.requests=100", "load.repetitions=1")
-	lin, err := model.NewLinear([]string{model.TermConst, model.TermPrefillTokens, model.TermDecodeRequests, model.TermDecodeKVTokens},
+	lin, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermDecodeRequests, fpm.TermDecodeKVTokens},
 		[]float64{5e6, 2e4, 3e4, 40})
 	require.NoError(t, err)
-	lin.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
+	lin.Residuals = &fpm.ResidualQuantiles{Scale: fpm.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
 	engines := 0
 	for _, pl := range sc.Placements {
 		for i, st := range pl.Graph.Stages {
@@ -408,7 +409,7 @@ func TestGoodputNullWithoutSLO(t *testing.T) {
 // worker, counted in the scenario's GPUs), says so in a note, and refuses
 // what it cannot price, naming the key.
 func TestVisionEncoderStage(t *testing.T) {
-	const cfg = "../../model/testdata/aiconfigurator/Qwen--Qwen3-VL-8B-Instruct_config.json"
+	const cfg = "../../catalog/testdata/aiconfigurator/Qwen--Qwen3-VL-8B-Instruct_config.json"
 	vision := "{kind: vision_encoder, model: " + cfg + ", hardware: H200, images: 2, image_px: [1024, 768]}"
 	src := strings.Replace(good, "{kind: fixed, ms: 1}", vision, 1)
 	src = strings.Replace(src, "    host: h\n    service:", "    host: h\n    workers: 2\n    service:", 1)
@@ -416,9 +417,9 @@ func TestVisionEncoderStage(t *testing.T) {
 	require.NoError(t, err)
 	sc, err := d.Compile()
 	require.NoError(t, err)
-	v, err := model.LoadVisionTower(cfg)
+	v, err := catalog.LoadVisionTower(cfg)
 	require.NoError(t, err)
-	hw, err := model.LookupHardware("H200")
+	hw, err := catalog.LookupHardware("H200")
 	require.NoError(t, err)
 	want := v.ImageCost(hw, 1024, 768)
 	st := sc.Placements[0].Graph.Stages[1]
@@ -433,7 +434,7 @@ func TestVisionEncoderStage(t *testing.T) {
 		{"image_px: [1024, 768]", "image_px: [1024]", "service.image_px: want [width, height]"},
 		{"images: 2", "images: -1", "service.images: -1"},
 		{"hardware: H200", "hardware: H900", "service.hardware"},
-		{cfg, "../../model/testdata/aiconfigurator/meta-llama--Meta-Llama-3.1-8B_config.json", "it is a text-only model"},
+		{cfg, "../../catalog/testdata/aiconfigurator/meta-llama--Meta-Llama-3.1-8B_config.json", "it is a text-only model"},
 	} {
 		bad := strings.Replace(src, tc.old, tc.new, 1)
 		require.NotEqual(t, src, bad)

@@ -9,7 +9,7 @@
 // (Spec): pools of engines, the router and the links between GPUs. The GPU
 // and the model are the scenario's, from the catalogue (names, spec files,
 // config.json); a mixture of experts brings its experts in its shape
-// (model.Shape.MoE). Plan validates it, refusing what cannot run with a
+// (catalog.Shape.MoE). Plan validates it, refusing what cannot run with a
 // message that names the field, and prices every pool's engine
 // (sim.Scenario.PlanOn). Plan.New builds the Cluster; Drive runs it over a
 // workload (DriveUntil: until a stop channel closes); Run writes the

@@ -4,7 +4,7 @@ import (
 	"fmt"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/sched"
 )
@@ -31,9 +31,9 @@ import (
 type group struct {
 	c       *Cluster
 	ranks   []*rank
-	fpModel     model.FPM
-	payload model.PayloadModel
-	host    model.HostModel
+	fpModel fpm.FPM
+	payload fpm.PayloadModel
+	host    fpm.HostModel
 	graphs  []int
 	moe     *moePricer
 	dummyNs float64
@@ -47,14 +47,14 @@ type group struct {
 func newGroup(c *Cluster, idx int, p *PoolPlan) *group {
 	pl := p.Engine
 	g := &group{c: c, fpModel: pl.FPM, payload: pl.Payload, host: pl.Host, graphs: pl.Graphs, moe: p.moe, formAt: -1, idx: int32(idx)}
-	g.dummyNs = g.fpModel.PredictNs(model.Features{DecodeRequests: 1, PaddedBatch: 1})
+	g.dummyNs = g.fpModel.PredictNs(fpm.Features{DecodeRequests: 1, PaddedBatch: 1})
 	return g
 }
 
 // pendingStep is a rank's step submitted and not yet in a wave.
 type pendingStep struct {
 	id                 int64
-	f                  model.Features
+	f                  fpm.Features
 	ready              int64 // inputs prepared on the worker
 	recv, prep, padded int64
 	denseNs            float64

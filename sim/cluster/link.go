@@ -2,8 +2,7 @@ package cluster
 
 import (
 	"fmt"
-
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/catalog"
 )
 
 // Link is a resolved link: bytes per second each way and one-way latency.
@@ -17,10 +16,10 @@ func (l Link) TransferNs(b float64) float64 { return l.LatencyNs + b/l.BytesPerS
 
 // DefaultLink resolves a link spec over GPUs of hw: what the spec states
 // wins (a stated bandwidth must be positive); what it leaves out is the
-// hardware's GPU-to-GPU link (model.Hardware.TPLink: NVLink, xGMI, else
+// hardware's GPU-to-GPU link (catalog.Hardware.TPLink: NVLink, xGMI, else
 // PCIe; its bandwidth per direction and its latency). field names the spec
 // in errors.
-func DefaultLink(spec LinkSpec, hw model.Hardware, field string) (Link, error) {
+func DefaultLink(spec LinkSpec, hw catalog.Hardware, field string) (Link, error) {
 	if spec.LatencyUs != nil && !(*spec.LatencyUs >= 0) {
 		return Link{}, fmt.Errorf("%s.latency_us is %g: use 0 or more", field, *spec.LatencyUs)
 	}

@@ -7,8 +7,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -89,7 +89,7 @@ var errNoExperts = errors.New("no routed experts")
 // (whose KV capacity, unless recorded, is what one GPU holds beside its
 // share of the experts) and with the placement's engine keys set over
 // what the manifest recorded. full is the whole model.
-func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.ManifestOptions) (sp *sim.Plan, full model.Shape, warn []string, err error) {
+func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.ManifestOptions) (sp *sim.Plan, full catalog.Shape, warn []string, err error) {
 	pm := poolManifest(m, ps)
 	ep := ps.ExpertParallel > 1
 	if ep && (pm.Engine == nil || pm.Engine.NumGPUBlocks == 0) {

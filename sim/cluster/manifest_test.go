@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
 )
 
 // PlanFromManifest is the inverse of Plan.Manifest for a placement: pools,
@@ -128,7 +128,7 @@ func TestPlanFromManifestUserFiles(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(dst)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(dir, dst), b, 0o644))
 	}
-	t.Setenv(model.CatalogEnv, dir)
+	t.Setenv(catalog.CatalogEnv, dir)
 	m.Hardware.Spec, m.Model.Config = "", ""
 	p, _, err = PlanFromManifest(m, ManifestOptions{})
 	require.NoError(t, err)

@@ -2,10 +2,10 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
 	"math"
 	"slices"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Scales are calibrated multipliers on the expert-parallel step's parts:
@@ -38,13 +38,13 @@ func (s Scales) or1() Scales {
 // MLP left (width 0). The router's hidden × experts projection is left
 // out (under 1% of a token's expert FLOPs). A dense shape is returned as
 // it is.
-func DenseShape(s model.Shape) model.Shape {
+func DenseShape(s catalog.Shape) catalog.Shape {
 	m := s.MoE
 	if m.Experts == 0 {
 		return s
 	}
 	d := s
-	d.MoE = model.MoE{}
+	d.MoE = catalog.MoE{}
 	if len(s.Stack) > 0 {
 		return denseStack(s, d)
 	}
@@ -59,16 +59,16 @@ func DenseShape(s model.Shape) model.Shape {
 // shared experts as a dense MLP of their width (none without them), so
 // the stack's other layers (their attention kinds, dense MLPs) are priced
 // as they are.
-func denseStack(s, d model.Shape) model.Shape {
+func denseStack(s, d catalog.Shape) catalog.Shape {
 	m := s.MoE
 	d.Stack = slices.Clone(s.Stack)
 	shared := m.SharedExperts * m.SharedIntermediate
-	mlp, kept := model.MLPNone, "no MLP"
+	mlp, kept := catalog.MLPNone, "no MLP"
 	if shared > 0 {
-		mlp, kept = model.MLPDense, fmt.Sprintf("its shared experts as a dense MLP of width %d", shared)
+		mlp, kept = catalog.MLPDense, fmt.Sprintf("its shared experts as a dense MLP of width %d", shared)
 	}
 	for i, l := range d.Stack {
-		if l.MLP == model.MLPMoE {
+		if l.MLP == catalog.MLPMoE {
 			d.Stack[i].MLP, d.Stack[i].Intermediate = mlp, 0
 			if shared > 0 {
 				d.Stack[i].Intermediate = shared
@@ -82,13 +82,13 @@ func denseStack(s, d model.Shape) model.Shape {
 
 // expertBytes is one routed expert's weights in one layer (gate, up and
 // down projections at the experts' dtype).
-func expertBytes(s model.Shape) float64 {
-	return 3 * float64(s.Hidden) * float64(s.MoE.ExpertIntermediate) * model.DTypeBytes(s.ExpertDType())
+func expertBytes(s catalog.Shape) float64 {
+	return 3 * float64(s.Hidden) * float64(s.MoE.ExpertIntermediate) * catalog.DTypeBytes(s.ExpertDType())
 }
 
 // expertBytesPerGPU is the routed experts' weights one GPU holds when they
 // are spread over gpus GPUs.
-func expertBytesPerGPU(s model.Shape, gpus int) float64 {
+func expertBytesPerGPU(s catalog.Shape, gpus int) float64 {
 	return float64(s.MoE.Experts) / float64(max(1, gpus)) * float64(s.MoELayers()) * expertBytes(s)
 }
 
@@ -114,7 +114,7 @@ func expertBytesPerGPU(s model.Shape, gpus int) float64 {
 // x: compute is 2·3·hidden·expert_intermediate FLOPs per assignment and
 // MoE layer at the peak of the experts' dtype (bf16 where the chip has no
 // unit for it), at the GEMM efficiency of the busiest GPU's rows;
-// streaming reads each expert it touches once, model.ExpectedExperts/P of
+// streaming reads each expert it touches once, catalog.ExpectedExperts/P of
 // them per layer, at the weight-bandwidth efficiency of those bytes. The
 // all-to-all moves, per MoE layer and direction, tokens·top_k·hidden·
 // activation bytes·(P−1)/P from the rank with the most tokens over the
@@ -128,7 +128,7 @@ type moePricer struct {
 	actBytes        float64
 	gpus            int
 	peak, bw        float64 // FLOP/s and bytes/s of one GPU
-	roofline        model.RooflineParams
+	roofline        catalog.RooflineParams
 	link            Link
 	cmax            float64
 	scales          Scales
@@ -136,15 +136,15 @@ type moePricer struct {
 
 // newMoEPricer prices the routed experts of s (a mixture of experts) on
 // hardware hw, spread over gpus GPUs joined by link.
-func newMoEPricer(s model.Shape, hw model.Hardware, gpus int, link Link, sc Scales) *moePricer {
+func newMoEPricer(s catalog.Shape, hw catalog.Hardware, gpus int, link Link, sc Scales) *moePricer {
 	peak := hw.PeakTFLOPSFor(s.ExpertDType())
 	if peak <= 0 {
-		peak = hw.PeakTFLOPSFor(model.DTypeBF16)
+		peak = hw.PeakTFLOPSFor(catalog.DTypeBF16)
 	}
 	m := s.MoE
 	return &moePricer{experts: m.Experts, topK: m.TopK, layers: float64(s.MoELayers()), hidden: float64(s.Hidden),
 		paramsPerExpert: 3 * float64(s.Hidden) * float64(m.ExpertIntermediate), bytesPerExpert: expertBytes(s),
-		actBytes: model.DTypeBytes(s.DType), gpus: gpus, peak: peak * 1e12, bw: hw.BandwidthBytes(), roofline: hw.Roofline,
+		actBytes: catalog.DTypeBytes(s.DType), gpus: gpus, peak: peak * 1e12, bw: hw.BandwidthBytes(), roofline: hw.Roofline,
 		link: link, cmax: expectedMaxNormal(gpus), scales: sc.or1()}
 }
 
@@ -161,7 +161,7 @@ func (m *moePricer) expertNs(tokens float64) float64 {
 	}
 	load := m.maxLoad(tokens * float64(m.topK))
 	compute := 2 * m.paramsPerExpert * load * m.layers / (m.peak * m.roofline.GEMMEff.At(load))
-	bytes := model.ExpectedExperts(m.experts, m.topK, tokens) / float64(m.gpus) * m.bytesPerExpert * m.layers
+	bytes := catalog.ExpectedExperts(m.experts, m.topK, tokens) / float64(m.gpus) * m.bytesPerExpert * m.layers
 	stream := bytes / (m.bw * m.roofline.WeightBWEff.At(bytes))
 	return max(compute*m.scales.ExpertCompute, stream*m.scales.ExpertStream) * 1e9
 }
@@ -179,10 +179,10 @@ func (m *moePricer) a2aNs(rankTokens float64) float64 {
 }
 
 // moeKVBlocks is the KV capacity of one GPU of an expert-parallel instance
-// of gpus GPUs: model.KVBlocks of the dense part, with the GPU's share of
+// of gpus GPUs: catalog.KVBlocks of the dense part, with the GPU's share of
 // the experts and the wider activations of the routed MLP (the whole
 // shape's reserve over the dense part's) taken out of the memory budget.
-func moeKVBlocks(s model.Shape, hw model.Hardware, gpus, blockSize int, util float64) (int, error) {
+func moeKVBlocks(s catalog.Shape, hw catalog.Hardware, gpus, blockSize int, util float64) (int, error) {
 	if util <= 0 || util > 1 {
 		return 0, fmt.Errorf("engine.gpu_memory_utilization is %g: use a fraction in (0, 1]", util)
 	}
@@ -192,15 +192,15 @@ func moeKVBlocks(s model.Shape, hw model.Hardware, gpus, blockSize int, util flo
 		return 0, fmt.Errorf("the experts need %.0f GB per GPU over %d GPUs but %s offers %.0f GB at gpu_memory_utilization %g: spread them over more GPUs (expert_parallel)",
 			experts/1e9, gpus, hw.Name, util*hw.MemBytes()/1e9, util)
 	}
-	extra := experts + float64(model.ActivationReserveBytes(s)-model.ActivationReserveBytes(dense))
+	extra := experts + float64(catalog.ActivationReserveBytes(s)-catalog.ActivationReserveBytes(dense))
 	kv := hw
 	kv.MemGB -= extra / util / (1 << 30)
-	return model.KVBlocks(kv, dense, blockSize, util)
+	return catalog.KVBlocks(kv, dense, blockSize, util)
 }
 
 // stepTokens is the rows a step runs through the MLP: prefill tokens and
 // decode requests (padded to the CUDA-graph size).
-func stepTokens(f *model.Features) float64 {
+func stepTokens(f *fpm.Features) float64 {
 	return f.PrefillTokens + max(f.DecodeRequests, f.PaddedBatch)
 }
 

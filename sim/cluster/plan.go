@@ -10,11 +10,12 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/model"
-	"github.com/steplab/steplab/model/manifest"
+	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/fpm/opdb"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/opdb"
 	"github.com/steplab/steplab/sim/workload"
 )
 
@@ -33,7 +34,7 @@ type Plan struct {
 	KVBytesPerToken int64
 	// Shape is the whole model, its routed experts in Shape.MoE; the
 	// engines of an expert-parallel pool price its DenseShape.
-	Shape model.Shape
+	Shape catalog.Shape
 	// Scales are the calibrated multipliers of the expert-parallel parts.
 	Scales Scales
 }
@@ -219,7 +220,7 @@ func (p *Plan) WithScales(s Scales) *Plan {
 
 // WithModels is the plan with every pool's forward-pass and host models
 // replaced (calibrate, replay with another model).
-func (p *Plan) WithModels(fpModel model.FPM, host model.HostModel) *Plan {
+func (p *Plan) WithModels(fpModel fpm.FPM, host fpm.HostModel) *Plan {
 	q := p.clone()
 	for _, pp := range q.Pools {
 		e := *pp.Engine
@@ -230,25 +231,25 @@ func (p *Plan) WithModels(fpModel model.FPM, host model.HostModel) *Plan {
 }
 
 // IntervalLevel is the coverage of the step-time intervals a caller asked
-// the plan's FPM for (model.IntervalLevel: 0 for the FPM's own, negative
+// the plan's FPM for (fpm.IntervalLevel: 0 for the FPM's own, negative
 // for none); 0 when the FPM has none.
 func (p *Plan) IntervalLevel(requested float64) float64 {
-	return model.IntervalLevel(p.Pools[0].Engine.FPM, requested)
+	return fpm.IntervalLevel(p.Pools[0].Engine.FPM, requested)
 }
 
 // Bound is the plan with every pool's FPM at the lower edge of its
-// prediction interval at level, or the upper one (model.Bound); the
+// prediction interval at level, or the upper one (fpm.Bound); the
 // experts of an expert-parallel pool keep their point price. A pool whose
 // FPM has no intervals is refused, naming it.
 func (p *Plan) Bound(level float64, upper bool) (*Plan, error) {
 	q := p.clone()
 	for _, pp := range q.Pools {
-		im, ok := pp.Engine.FPM.(model.IntervalFPM)
+		im, ok := pp.Engine.FPM.(fpm.IntervalFPM)
 		if !ok {
 			return nil, fmt.Errorf("pool %s: fpm %s has no prediction intervals: use a recipe, linear or grid artifact", pp.Name, pp.Engine.FPMName)
 		}
 		e := *pp.Engine
-		e.FPM = model.Bound{M: im, Level: level, Upper: upper}
+		e.FPM = fpm.Bound{M: im, Level: level, Upper: upper}
 		pp.Engine = &e
 	}
 	return q, nil
@@ -309,7 +310,7 @@ func (s Spec) check() error {
 
 // checkExperts refuses expert parallelism the model cannot have: a model
 // without routed experts, or more ranks than experts.
-func checkExperts(pools []PoolSpec, s model.Shape) error {
+func checkExperts(pools []PoolSpec, s catalog.Shape) error {
 	var errs []error
 	for _, ps := range pools {
 		at := "cluster.pools." + ps.Name
@@ -356,7 +357,7 @@ func (s Spec) pools() []PoolSpec {
 // pool names its own) and the model s: the whole model, or in an
 // expert-parallel pool its DenseShape with the KV capacity left beside the
 // GPU's share of the experts.
-func (sc Scenario) planPool(ps PoolSpec, hw model.Hardware, s model.Shape, withWorkload bool) (*PoolPlan, error) {
+func (sc Scenario) planPool(ps PoolSpec, hw catalog.Hardware, s catalog.Shape, withWorkload bool) (*PoolPlan, error) {
 	at := "cluster.pools." + ps.Name
 	psc := sc.Scenario
 	if err := overrideEngine(&psc.Engine, sc.Cluster.Engine, "cluster.engine"); err != nil {
@@ -366,7 +367,7 @@ func (sc Scenario) planPool(ps PoolSpec, hw model.Hardware, s model.Shape, withW
 		return nil, err
 	}
 	if ps.Hardware != "" {
-		h, err := model.LookupHardware(ps.Hardware)
+		h, err := catalog.LookupHardware(ps.Hardware)
 		if err != nil {
 			return nil, sim.AtKey(at+".hardware", err)
 		}
@@ -470,7 +471,7 @@ func linkOf(l Link) *datasets.Link {
 const moeParamsKey = "moe"
 
 // ScalesOf reads an artifact's params.moe (false when it has none).
-func ScalesOf(a *model.Artifact) (Scales, bool, error) {
+func ScalesOf(a *fpm.Artifact) (Scales, bool, error) {
 	if a == nil || len(a.Params) == 0 {
 		return Scales{}, false, nil
 	}
@@ -491,7 +492,7 @@ func ScalesOf(a *model.Artifact) (Scales, bool, error) {
 
 // WithScalesParam stores s in an artifact's params.moe, keeping its other
 // params (sim.WithHost's host).
-func WithScalesParam(a *model.Artifact, s Scales) error {
+func WithScalesParam(a *fpm.Artifact, s Scales) error {
 	m := map[string]json.RawMessage{}
 	if len(a.Params) > 0 {
 		if err := json.Unmarshal(a.Params, &m); err != nil {

@@ -5,10 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/steplab/steplab/model"
 )
 
 // Placements that cannot run are refused before anything runs, with a
@@ -93,15 +92,15 @@ const tinyMoE = "testdata/tiny-moe"
 // Links left out are the hardware's GPU-to-GPU link (TPLink); what a spec
 // states wins, field by field.
 func TestDefaultLink(t *testing.T) {
-	h200, err := model.LookupHardware("H200")
+	h200, err := catalog.LookupHardware("H200")
 	require.NoError(t, err)
-	pcie, err := model.LookupHardware("RTXPRO6000")
+	pcie, err := catalog.LookupHardware("RTXPRO6000")
 	require.NoError(t, err)
 	bw, lat := 25.0, 0.0
 	for _, c := range []struct {
 		name string
 		spec LinkSpec
-		hw   model.Hardware
+		hw   catalog.Hardware
 		want Link
 	}{
 		{"H200: NVLink", LinkSpec{}, h200, Link{BytesPerSec: 450e9, LatencyNs: 5000}},
@@ -125,7 +124,7 @@ func TestDefaultLink(t *testing.T) {
 // layers average into one width.
 func TestDenseShape(t *testing.T) {
 	for _, name := range []string{"Qwen3-30B-A3B", "DeepSeek-V3", "Mixtral-8x7B-v0.1", "gpt-oss-20b"} {
-		s, err := model.LookupModel(name)
+		s, err := catalog.LookupModel(name)
 		require.NoError(t, err)
 		d := DenseShape(s)
 		require.NoError(t, d.Validate(), name)
@@ -140,7 +139,7 @@ func TestDenseShape(t *testing.T) {
 	// Layer stacks (hybrid attention, interleaved dense and MoE layers): the
 	// same identity, each MoE layer keeping its shared experts exactly.
 	for _, f := range []string{"Qwen--Qwen3.5-35B-A3B", "meta-llama--Llama-4-Maverick-17B-128E-Instruct", "deepseek-ai--DeepSeek-V3.2"} {
-		s, err := model.LoadModelConfig(filepath.Join("..", "..", "model", "testdata", "aiconfigurator", f+"_config.json"))
+		s, err := catalog.LoadModelConfig(filepath.Join("..", "..", "catalog", "testdata", "aiconfigurator", f+"_config.json"))
 		require.NoError(t, err, f)
 		require.NotEmpty(t, s.Stack, f)
 		d := DenseShape(s)
@@ -152,10 +151,10 @@ func TestDenseShape(t *testing.T) {
 		assert.InDelta(t, float64(s.ParamCount())-routed, float64(d.ParamCount()), 1, f)
 		assert.Less(t, d.WeightBytes(), s.WeightBytes(), f)
 	}
-	q, err := model.LookupModel("Qwen3-30B-A3B")
+	q, err := catalog.LookupModel("Qwen3-30B-A3B")
 	require.NoError(t, err)
 	assert.Zero(t, DenseShape(q).Intermediate, "no shared experts, no dense layers: no MLP left")
-	llama, err := model.LookupModel("Llama-3.1-8B")
+	llama, err := catalog.LookupModel("Llama-3.1-8B")
 	require.NoError(t, err)
 	assert.Equal(t, llama, DenseShape(llama), "a dense shape as it is")
 }
@@ -170,14 +169,14 @@ func TestExpectedMaxNormal(t *testing.T) {
 }
 
 // The expert part of a wave: streaming bound at small batch (only the
-// experts touched are read, model.ExpectedExperts of them), compute bound
+// experts touched are read, catalog.ExpectedExperts of them), compute bound
 // at large batch at the bf16 peak, the busiest of P GPUs above the mean
 // load; the all-to-all grows with the busiest rank's tokens and vanishes
 // on one GPU.
 func TestMoEPricer(t *testing.T) {
-	s, err := model.LookupModel("Qwen/Qwen3-30B-A3B-Instruct-2507")
+	s, err := catalog.LookupModel("Qwen/Qwen3-30B-A3B-Instruct-2507")
 	require.NoError(t, err)
-	hw, err := model.LookupHardware("RTXPRO6000")
+	hw, err := catalog.LookupHardware("RTXPRO6000")
 	require.NoError(t, err)
 	link := Link{BytesPerSec: 64e9, LatencyNs: 10_000}
 	two := newMoEPricer(s, hw, 2, link, Scales{})
@@ -187,8 +186,8 @@ func TestMoEPricer(t *testing.T) {
 
 	// One token: its 8 experts, each 3·2048·768·2 bytes a layer, over 48
 	// MoE layers at the weight-streaming efficiency.
-	bytes := model.ExpectedExperts(128, 8, 1) * expert * 48
-	assert.InDelta(t, 8.0, model.ExpectedExperts(128, 8, 1), 1e-9)
+	bytes := catalog.ExpectedExperts(128, 8, 1) * expert * 48
+	assert.InDelta(t, 8.0, catalog.ExpectedExperts(128, 8, 1), 1e-9)
 	assert.InEpsilon(t, bytes/(1597e9*r.WeightBWEff.At(bytes))*1e9, one.expertNs(1), 1e-9)
 	// Many tokens: every expert read, compute bound at the bf16 peak; the
 	// busiest of two GPUs carries more than half.
@@ -214,7 +213,7 @@ func TestMoEPricer(t *testing.T) {
 	fp8, err := s.WithDTypes("fp8", "")
 	require.NoError(t, err)
 	assert.Equal(t, 1007.6e12, newMoEPricer(fp8, hw, 2, link, Scales{}).peak)
-	a100, err := model.LookupHardware("A100-SXM-80GB")
+	a100, err := catalog.LookupHardware("A100-SXM-80GB")
 	require.NoError(t, err)
 	assert.Equal(t, a100.TFLOPS.BF16*1e12, newMoEPricer(fp8, a100, 2, link, Scales{}).peak)
 	assert.Equal(t, 1.0, newMoEPricer(fp8, a100, 2, link, Scales{}).bytesPerExpert/(3*2048*768), "fp8 experts stream one byte a parameter")

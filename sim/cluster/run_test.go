@@ -11,7 +11,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
-	"github.com/steplab/steplab/model"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -58,10 +58,10 @@ func TestRunInterruptedLeavesPartialDataset(t *testing.T) {
 // bracket the point simulation, with expert-parallel instances too; an
 // FPM without intervals is refused with the pool it prices.
 func TestBounds(t *testing.T) {
-	lin, err := model.NewLinear([]string{model.TermConst, model.TermPrefillTokens, model.TermDecodeRequests, model.TermDecodeKVTokens},
+	lin, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermDecodeRequests, fpm.TermDecodeKVTokens},
 		[]float64{5e6, 2e4, 3e4, 40})
 	require.NoError(t, err)
-	lin.Residuals = &model.ResidualQuantiles{Scale: model.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
+	lin.Residuals = &fpm.ResidualQuantiles{Scale: fpm.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
 	for _, sets := range [][]string{
 		{"cluster.pools={a: {replicas: 3}}"},
 		{"model=" + tinyMoE, "cluster.pools={e: {replicas: 4, expert_parallel: 2}}"},

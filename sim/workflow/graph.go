@@ -31,7 +31,7 @@ const (
 	ServiceLognormal = "lognormal"
 	ServicePerToken  = "per_token"
 	// ServiceVision is a vision encoder on GPUs (one per worker): MeanNs
-	// per request, its images' encoder time (model.VisionTower.ImageCost).
+	// per request, its images' encoder time (catalog.VisionTower.ImageCost).
 	ServiceVision = "vision_encoder"
 )
 

@@ -142,7 +142,7 @@ await copy(`SELECT step_id::INTEGER AS step_id, num_decode_requests::UTINYINT AS
     (wall_time_ns / 1000)::REAL AS var_prefill_length, kind
   FROM (${steps(20, 1)})`, 'seeds/steps_types.parquet', 'COMPRESSION snappy');
 
-// An operations database for the ops prior (sim/opdb), written as a
+// An operations database for the ops prior (fpm/opdb), written as a
 // DuckDB user assembles one: BIGINT sizes, VARCHAR launch, DOUBLE latency
 // and host issue time, in AIConfigurator's folder layout plus steplab's
 // element-wise table. Latencies are power laws of the coordinates (ms).

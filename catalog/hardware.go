@@ -1,0 +1,214 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Hardware is what the roofline prior and the memory model know about one
+// accelerator: its datasheet figures and the achievable fractions of them
+// real kernels reach (Roofline). It is read from a spec file (YAML, the
+// same field names as its JSON; see ParseHardwareSpec and
+// docs/catalog.md); the built-in catalogue holds one per GPU.
+type Hardware struct {
+	Name    string   `json:"name" yaml:"name"`
+	Vendor  string   `json:"vendor,omitempty" yaml:"vendor"`
+	Aliases []string `json:"aliases,omitempty" yaml:"aliases"`
+	// MemGB is the device memory as marketed ("80 GB"). The driver reports
+	// about that many GiB (an H100 shows 81,559 MiB, an H200 143,771 MiB),
+	// so the capacity the memory model uses is MemGB·2^30 bytes (MemBytes).
+	MemGB float64 `json:"memory_gb" yaml:"memory_gb"`
+	// MemBandwidthGBs is the memory (HBM or GDDR) bandwidth in GB/s
+	// (1e9 bytes/s).
+	MemBandwidthGBs float64 `json:"memory_bandwidth_gbs" yaml:"memory_bandwidth_gbs"`
+	// TFLOPS holds the dense peaks per data type.
+	TFLOPS Peaks `json:"tflops" yaml:"tflops"`
+	// SMs is the streaming multiprocessor count (compute units on AMD).
+	SMs int `json:"sms" yaml:"sms"`
+	// AttnProgramsPerSM is how many decode attention programs (one per
+	// request and KV head) an SM runs at once, measured: the wave of the
+	// split regime (SplitKVLength) is SMs times it. 0 where unmeasured.
+	AttnProgramsPerSM int `json:"attn_programs_per_sm,omitempty" yaml:"attn_programs_per_sm"`
+	// BoostClockMHz is the maximum boost (AMD: peak engine) clock; 0 where
+	// the vendor publishes none. Nothing prices with it: it identifies the part.
+	BoostClockMHz float64 `json:"boost_clock_mhz,omitempty" yaml:"boost_clock_mhz"`
+	// Interconnects are the device's links: the fastest GPU-to-GPU one
+	// carries tensor-parallel all-reduces (TPLink).
+	Interconnects []Interconnect `json:"interconnects" yaml:"interconnects"`
+	// Roofline holds the achievable-fraction curves and overheads the
+	// roofline prior prices steps with on this device.
+	Roofline RooflineParams `json:"roofline" yaml:"roofline"`
+	// Sources cite where the figures come from.
+	Sources []Source `json:"sources,omitempty" yaml:"sources"`
+	// Notes are caveats about the entry (set by the file or by the
+	// catalogue, e.g. when a user file shadows a built-in one).
+	Notes []string `json:"notes,omitempty" yaml:"notes"`
+	// File is where the entry was read ("builtin:hardware/h200-sxm.yaml"
+	// or a path); not part of a spec file.
+	File string `json:"file,omitempty" yaml:"-"`
+}
+
+// Peaks are dense peak rates (no 2:4 sparsity) per data type, in TFLOPS
+// (TOPS for int8): fp32 on the vector units, the others on tensor (matrix)
+// cores with fp32 accumulation, which inference GEMMs use. FP8 and INT8
+// are 0 where the chip has no such unit (fp8 on an A100).
+type Peaks struct {
+	FP32 float64 `json:"fp32" yaml:"fp32"`
+	BF16 float64 `json:"bf16" yaml:"bf16"`
+	FP16 float64 `json:"fp16" yaml:"fp16"`
+	FP8  float64 `json:"fp8,omitempty" yaml:"fp8"`
+	INT8 float64 `json:"int8,omitempty" yaml:"int8"`
+	// FP4 is the dense fp4 (nvfp4/mxfp4 block-scaled) tensor-core peak,
+	// 0 where the chip has none (every pre-Blackwell chip).
+	FP4 float64 `json:"fp4,omitempty" yaml:"fp4"`
+}
+
+// Interconnect kinds.
+const (
+	LinkNVLink = "nvlink" // GPU-to-GPU NVLink (direct, bridge or NVSwitch)
+	LinkXGMI   = "xgmi"   // AMD Infinity Fabric between GPUs
+	LinkPCIe   = "pcie"   // the host bus (GPU-to-GPU traffic without a faster link)
+	LinkC2C    = "c2c"    // chip-to-CPU (NVLink-C2C): not a GPU-to-GPU path
+)
+
+// Interconnect is one kind of link of a device.
+type Interconnect struct {
+	Kind string `json:"kind" yaml:"kind"`
+	// GBsPerDirection is the device's aggregate bandwidth over this kind
+	// of link, per direction, in GB/s (datasheets quote NVLink
+	// bidirectionally: 900 GB/s is 450 per direction).
+	GBsPerDirection float64 `json:"gbs_per_direction" yaml:"gbs_per_direction"`
+	// LatencyUs is the latency of one small all-reduce over the link, in
+	// µs: the fixed term of the roofline's all-reduce cost.
+	LatencyUs float64 `json:"latency_us" yaml:"latency_us"`
+}
+
+// Source cites a figure: a URL (a datasheet, a whitepaper) or a note (a
+// documented estimate), for Fields (dotted spec keys; none: the whole
+// file).
+type Source struct {
+	URL    string   `json:"url,omitempty" yaml:"url"`
+	Note   string   `json:"note,omitempty" yaml:"note"`
+	Fields []string `json:"fields,omitempty" yaml:"fields"`
+}
+
+// MemBytes is the device memory capacity in bytes (MemGB GiB).
+func (h Hardware) MemBytes() float64 { return h.MemGB * (1 << 30) }
+
+// PeakFLOPs is the dense bf16 peak in FLOP/s.
+func (h Hardware) PeakFLOPs() float64 { return h.TFLOPS.BF16 * 1e12 }
+
+// BandwidthBytes is the memory bandwidth in bytes/s.
+func (h Hardware) BandwidthBytes() float64 { return h.MemBandwidthGBs * 1e9 }
+
+// PeakTFLOPSFor is the dense peak for a canonical dtype (0 where the chip
+// has none).
+func (h Hardware) PeakTFLOPSFor(dtype string) float64 {
+	switch dtype {
+	case DTypeFP32:
+		return h.TFLOPS.FP32
+	case DTypeBF16:
+		return h.TFLOPS.BF16
+	case DTypeFP16:
+		return h.TFLOPS.FP16
+	case DTypeFP8:
+		return h.TFLOPS.FP8
+	case DTypeNVFP4:
+		return h.TFLOPS.FP4
+	}
+	return 0
+}
+
+// TPLink is the fastest GPU-to-GPU link (NVLink, xGMI or PCIe), the one a
+// tensor-parallel group's all-reduces use; ok is false when the device
+// lists none.
+func (h Hardware) TPLink() (link Interconnect, ok bool) {
+	for _, l := range h.Interconnects {
+		if l.Kind != LinkC2C && l.GBsPerDirection > link.GBsPerDirection {
+			link, ok = l, true
+		}
+	}
+	return link, ok
+}
+
+// Validate reports a hardware description that cannot price anything,
+// naming the spec field at fault.
+func (h Hardware) Validate() error {
+	if err := h.validate(); err != nil {
+		name := h.Name
+		if name == "" {
+			name = "(unnamed)"
+		}
+		return fmt.Errorf("model: hardware %s: %w", name, err)
+	}
+	return nil
+}
+
+func (h Hardware) validate() error {
+	if strings.TrimSpace(h.Name) == "" {
+		return errors.New("name: missing")
+	}
+	for _, f := range []struct {
+		key  string
+		v    float64
+		hint string
+	}{
+		{"memory_gb", h.MemGB, "the device memory in GB as marketed"},
+		{"memory_bandwidth_gbs", h.MemBandwidthGBs, "the memory bandwidth in GB/s"},
+		{"tflops.fp32", h.TFLOPS.FP32, "the dense fp32 peak in TFLOPS"},
+		{"tflops.bf16", h.TFLOPS.BF16, "the dense bf16 tensor peak in TFLOPS"},
+		{"tflops.fp16", h.TFLOPS.FP16, "the dense fp16 tensor peak in TFLOPS"},
+		{"sms", float64(h.SMs), "the SM (or CU) count"},
+	} {
+		if err := positive(f.key, f.v, f.hint); err != nil {
+			return err
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   float64
+	}{{"tflops.fp8", h.TFLOPS.FP8}, {"tflops.int8", h.TFLOPS.INT8}, {"boost_clock_mhz", h.BoostClockMHz}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return fmt.Errorf("%s: %v: must be > 0, or absent where the chip has none (or its vendor publishes none)", f.key, f.v)
+		}
+	}
+	if h.AttnProgramsPerSM < 0 {
+		return fmt.Errorf("attn_programs_per_sm: %d: must be > 0, or absent where unmeasured", h.AttnProgramsPerSM)
+	}
+	if len(h.Interconnects) == 0 {
+		return errors.New("interconnects: missing: list at least the host link (kind: pcie)")
+	}
+	for i, l := range h.Interconnects {
+		switch l.Kind {
+		case LinkNVLink, LinkXGMI, LinkPCIe, LinkC2C:
+		default:
+			return fmt.Errorf("interconnects[%d].kind: %q: use nvlink, xgmi, pcie or c2c", i, l.Kind)
+		}
+		if err := positive(fmt.Sprintf("interconnects[%d].gbs_per_direction", i), l.GBsPerDirection, "the bandwidth per direction in GB/s"); err != nil {
+			return err
+		}
+		if err := positive(fmt.Sprintf("interconnects[%d].latency_us", i), l.LatencyUs, "the small all-reduce latency in µs"); err != nil {
+			return err
+		}
+	}
+	for i, s := range h.Sources {
+		if s.URL == "" && s.Note == "" {
+			return fmt.Errorf("sources[%d]: give a url or a note", i)
+		}
+	}
+	return h.Roofline.Validate()
+}
+
+// positive checks a required figure: absent (0), negative or not finite is
+// an error naming the key and what to give.
+func positive(key string, v float64, hint string) error {
+	switch {
+	case v == 0:
+		return fmt.Errorf("%s: missing or zero: give %s", key, hint)
+	case math.IsNaN(v) || math.IsInf(v, 0) || v < 0:
+		return fmt.Errorf("%s: %v: must be a positive number (%s)", key, v, hint)
+	}
+	return nil
+}

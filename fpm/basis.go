@@ -1,0 +1,173 @@
+package fpm
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Term names of the linear basis (docs/architecture.md#forward-pass-model). Each term is a function of
+// Features; a Linear model prices a step as Σ coef[i]·term[i](features).
+//
+// The basis is roofline-inspired: TermConst is the fixed cost of one forward
+// pass (kernel launches, and streaming the weights once per step, which is
+// why there is no separate "weights" term: it would be the same column as
+// const and the fit would refuse it as collinear); the token terms are
+// per-token compute; the KV terms are attention reads; the request terms are
+// per-request overhead.
+const (
+	TermConst           = "const"             // 1 per step: fixed cost and weight streaming
+	TermPrefillStep     = "prefill_step"      // 1 if the step has prefill work: prefill-only kernels
+	TermPrefillTokens   = "prefill_tokens"    // tokens computed by prefill chunks
+	TermPrefillKVTokens = "prefill_kv_tokens" // KV tokens those chunks read
+	TermPrefillAttn     = "prefill_attn"      // Σ chunk·(kv + chunk/2): causal attention work
+	TermPrefillRequests = "prefill_requests"  // prefill requests in the step
+	TermDecodeRequests  = "decode_requests"   // decode requests (one token each)
+	TermDecodeKVTokens  = "decode_kv_tokens"  // KV tokens the decode requests read
+	// Ragged decode batches: a kernel with one program per (request, KV
+	// head) waits for the request with the longest context, so a batch
+	// costs what it would if every request were that long (padded to the
+	// longest) when the grid is one wave, and the sum of contexts when it
+	// is many. On a uniform-context grid decode_batch_max_kv equals
+	// decode_kv_tokens: only heterogeneous points tell them apart.
+	TermDecodeMaxKV      = "decode_max_kv"       // the longest decode context
+	TermDecodeBatchMaxKV = "decode_batch_max_kv" // decode requests × the longest context
+	TermDecodeKVStd      = "decode_kv_std"       // standard deviation of the decode contexts
+	TermPaddedBatch      = "padded_batch"        // CUDA-graph bucket of the decode batch
+	// TermDecodeAttnKV is the decode attention's KV walk priced by the
+	// kernel's split regime (SplitKVLength): decode requests × the
+	// context they cost, written with the GPU's SM count, the attention
+	// programs each SM runs at once and the model's KV heads per GPU,
+	// decode_attn_kv(sms=132,per_sm=4,kv_heads=8) (DecodeAttnKV). On a
+	// uniform batch it is decode_kv_tokens; on a ragged one the longest
+	// request sets it while the batch's programs fit in one wave.
+	TermDecodeAttnKV = "decode_attn_kv"
+	TermNewRequests  = "new_requests"   // requests admitted (scheduled_new_reqs)
+	TermNewReqTokens = "new_req_tokens" // prompt tokens those requests ship
+)
+
+// TermFunc computes one basis term from a step's features.
+type TermFunc func(f Features) float64
+
+var termFuncs = map[string]TermFunc{
+	TermConst: func(Features) float64 { return 1 },
+	TermPrefillStep: func(f Features) float64 {
+		if f.PrefillRequests > 0 || f.PrefillTokens > 0 {
+			return 1
+		}
+		return 0
+	},
+	TermPrefillTokens:    func(f Features) float64 { return f.PrefillTokens },
+	TermPrefillKVTokens:  func(f Features) float64 { return f.PrefillKVTokens },
+	TermPrefillAttn:      func(f Features) float64 { return f.PrefillAttn },
+	TermPrefillRequests:  func(f Features) float64 { return f.PrefillRequests },
+	TermDecodeRequests:   func(f Features) float64 { return f.DecodeRequests },
+	TermDecodeKVTokens:   func(f Features) float64 { return f.DecodeKVTokens },
+	TermDecodeMaxKV:      func(f Features) float64 { return f.DecodeMaxKVTokens },
+	TermDecodeBatchMaxKV: func(f Features) float64 { return f.DecodeRequests * f.DecodeMaxKVTokens },
+	TermDecodeKVStd:      func(f Features) float64 { return math.Sqrt(max(f.DecodeKVVar, 0)) },
+	TermPaddedBatch:      func(f Features) float64 { return f.PaddedBatch },
+	TermNewRequests:      func(f Features) float64 { return f.NewRequests },
+	TermNewReqTokens:     func(f Features) float64 { return f.NewReqTokens },
+}
+
+// DefaultTerms is the basis fitted when none is named: eight terms, the
+// "1M steps × 8 features" of the NNLS target (docs/architecture.md#performance-targets).
+var DefaultTerms = []string{
+	TermConst,
+	TermPrefillTokens,
+	TermPrefillKVTokens,
+	TermPrefillAttn,
+	TermDecodeRequests,
+	TermDecodeKVTokens,
+	TermNewRequests,
+	TermNewReqTokens,
+}
+
+// KnownTerms lists every term name, sorted.
+func KnownTerms() []string {
+	out := make([]string, 0, len(termFuncs))
+	for k := range termFuncs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Term returns the function of a term name.
+func Term(name string) (TermFunc, error) {
+	if rest, ok := strings.CutPrefix(name, TermDecodeAttnKV+"("); ok {
+		return decodeAttnKV(name, rest)
+	}
+	fn, ok := termFuncs[name]
+	if !ok {
+		return nil, fmt.Errorf("model: unknown term %q (known: %v, %s(sms=S,per_sm=P,kv_heads=H))", name, KnownTerms(), TermDecodeAttnKV)
+	}
+	return fn, nil
+}
+
+// DecodeAttnKV names the TermDecodeAttnKV term of a GPU of sms SMs, each
+// running perSM attention programs at once, and a model of kvHeads KV
+// heads per GPU.
+func DecodeAttnKV(sms, perSM, kvHeads int) string {
+	return fmt.Sprintf("%s(sms=%d,per_sm=%d,kv_heads=%d)", TermDecodeAttnKV, sms, perSM, kvHeads)
+}
+
+// decodeAttnKV resolves decode_attn_kv(sms=S,per_sm=P,kv_heads=H), rest
+// the name after its opening parenthesis.
+func decodeAttnKV(name, rest string) (TermFunc, error) {
+	var sms, perSM, kvh int
+	if n, err := fmt.Sscanf(rest, "sms=%d,per_sm=%d,kv_heads=%d)", &sms, &perSM, &kvh); err != nil || n != 3 || sms <= 0 || perSM <= 0 || kvh <= 0 ||
+		DecodeAttnKV(sms, perSM, kvh) != name {
+		return nil, fmt.Errorf("model: term %q: want %s(sms=S,per_sm=P,kv_heads=H), S, P and H positive integers", name, TermDecodeAttnKV)
+	}
+	wave := float64(sms * perSM)
+	return func(f Features) float64 {
+		if f.DecodeRequests <= 0 {
+			return 0
+		}
+		mean := f.DecodeKVTokens / f.DecodeRequests
+		return f.DecodeRequests * SplitKVLength(mean, f.DecodeMaxKVTokens, f.DecodeRequests, wave, float64(kvh))
+	}, nil
+}
+
+// Basis is an ordered list of resolved terms.
+type Basis struct {
+	Names []string
+	funcs []TermFunc
+}
+
+// NewBasis resolves term names; it refuses unknown and duplicate names.
+func NewBasis(names []string) (*Basis, error) {
+	if len(names) == 0 {
+		return nil, fmt.Errorf("model: empty basis: name at least one term")
+	}
+	b := &Basis{Names: append([]string(nil), names...), funcs: make([]TermFunc, len(names))}
+	seen := map[string]bool{}
+	for i, n := range names {
+		if seen[n] {
+			return nil, fmt.Errorf("model: term %q named twice", n)
+		}
+		seen[n] = true
+		fn, err := Term(n)
+		if err != nil {
+			return nil, err
+		}
+		b.funcs[i] = fn
+	}
+	return b, nil
+}
+
+// Len is the number of terms.
+func (b *Basis) Len() int { return len(b.funcs) }
+
+// Eval writes the term values of f into dst (len(dst) ≥ Len()) and returns
+// dst[:Len()].
+func (b *Basis) Eval(f Features, dst []float64) []float64 {
+	dst = dst[:len(b.funcs)]
+	for i, fn := range b.funcs {
+		dst[i] = fn(f)
+	}
+	return dst
+}

@@ -1,0 +1,653 @@
+package fpm
+
+import (
+	"encoding/json"
+	"fmt"
+	"github.com/steplab/steplab/catalog"
+	"math"
+)
+
+// Ops is the measured-operations prior: it prices a step by composing the
+// latencies of the operations one forward pass runs, looked up in a
+// database of kernels measured on the GPU (OpDB), as AIConfigurator does.
+// It needs no fit: the database and the model shape are all it reads.
+//
+// Per decoder layer, for a step of T prefill tokens (n chunks reading K
+// cached tokens between them) and B decoding requests run as a batch of
+// P ≥ B rows (the CUDA-graph size), over m = T + P rows:
+//
+//	GEMM(m, qkv) + GEMM(m, o) + MLP(m)
+//	+ context attention: n requests of T/n new tokens after K/n cached
+//	+ generation attention: B requests at their mean KV length
+//	+ element-wise ops: two residual-add + RMSNorm passes, the SiLU·mul
+//	+ two all-reduces of m·hidden activations when TP > 1
+//
+// and once per step the embedding gather, the final norm and the LM head
+// over one row per request. A mixed step runs all of it in one pass: the
+// weights are read once, the GEMMs see the prefill and decode rows
+// together and each attention kernel prices its own requests
+// (AIConfigurator's three-pass mixed-step composition). A dense MLP is
+// GEMM(m, 2·inter) + GEMM(m, inter → hidden); a mixture of experts runs
+// the expert GEMMs at the expected rows per expert over the expected
+// number of experts the step's tokens touch.
+//
+// Lookups interpolate in log space between measured points and, past the
+// measured grid, scale the nearest measured point by the operation's
+// speed-of-light cost (see opTable); Breakdown names the operations that
+// were extrapolated. The element-wise operations are read from the
+// database's element-wise table when it has one (ElementwiseOps); without
+// one they cost bytes/(bandwidth·scaling) plus a constant each, with the
+// database's own system constants.
+//
+// A step of more rows than the engine's largest CUDA graph (WithGraphs)
+// runs kernel by kernel from the host: it reads the database's eager rows
+// where it has them, which include the host's dispatch.
+//
+// The database prices its framework's kernels; an engine running other
+// kernels or other launch overheads is described by an OpsEngine.
+type Ops struct {
+	db      *opIndex
+	name    string
+	shape   opsShape
+	engine  OpsEngine
+	gemmSol [nGEMMRoles]gemmCost
+	moeSol  moeCost
+	// graphMax is the largest CUDA graph the engine captures, in rows (0:
+	// not known, every step priced as the graph rows).
+	graphMax float64
+}
+
+// OpsEngine is how the engine that runs a model departs from the
+// framework whose kernels the database measured. The zero value is that
+// framework itself. Every field is a measured property of an engine, to
+// be fitted on a benchmark grid of it (fit.OpsEngine) and tested on other
+// data; the values of steplab's own GPU worker and what they were fitted
+// to are in docs/ops-prior.md.
+type OpsEngine struct {
+	// Name says which engine this is.
+	Name string `json:"name,omitempty"`
+	// GEMMScale, ContextAttnScale and GenerationAttnScale multiply the
+	// database's GEMM (projections, MLP, LM head) and attention latencies:
+	// the engine's kernels are other kernels or run at another clock.
+	// 0 reads as 1.
+	GEMMScale           float64 `json:"gemm_scale,omitempty"`
+	ContextAttnScale    float64 `json:"context_attn_scale,omitempty"`
+	GenerationAttnScale float64 `json:"generation_attn_scale,omitempty"`
+	// GraphStepNs is added to a decode-only step (replayed from a CUDA
+	// graph) and EagerStepNs to a step with prefill work (launched kernel
+	// by kernel): per-step work the composition does not see, such as
+	// unfused small kernels and the host's dispatch of an eager pass.
+	GraphStepNs float64 `json:"graph_step_ns,omitempty"`
+	EagerStepNs float64 `json:"eager_step_ns,omitempty"`
+}
+
+// Validate refuses negative or non-finite fields.
+func (e OpsEngine) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"gemm_scale", e.GEMMScale}, {"context_attn_scale", e.ContextAttnScale}, {"generation_attn_scale", e.GenerationAttnScale},
+		{"graph_step_ns", e.GraphStepNs}, {"eager_step_ns", e.EagerStepNs}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
+			return fmt.Errorf("model: ops engine %s: %s = %v: must be finite and >= 0", e.Name, f.name, f.v)
+		}
+	}
+	return nil
+}
+
+func orOne(x float64) float64 {
+	if x == 0 {
+		return 1
+	}
+	return x
+}
+
+// NewOps builds the prior for a model shape from a database, for the
+// database's own framework (see WithEngine). It refuses a shape whose
+// dtypes the database did not measure, naming what it has.
+func NewOps(db *OpDB, s catalog.Shape) (*Ops, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if len(s.Stack) > 0 || s.MoE.Latent > 0 || s.MLPMatrices != 0 {
+		return nil, fmt.Errorf("model: shape %s: the operations prior prices uniform layers of full attention and gated MLPs; this model has per-layer kinds (a layer stack, latent experts or ungated MLPs): use fpm: roofline", s.Name)
+	}
+	sh := opsShapeOf(s)
+	x, err := db.index(&sh)
+	if err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
+		return nil, fmt.Errorf("model: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
+	}
+	o := &Ops{db: x, name: db.Name, shape: sh}
+	for r := range o.gemmSol {
+		o.gemmSol[r] = gemmCost{flops: x.sys.BF16FLOPS, bandwidth: x.sys.MemBandwidth, bytes: sh.gemmBytes[r]}
+	}
+	o.moeSol = moeCost{gemmCost: o.gemmSol[roleExpert], hidden: float64(sh.hidden), inter: float64(sh.expertInter), experts: sh.experts, topK: sh.topK}
+	return o, nil
+}
+
+// Notes says how the prior reads the database for this shape where that
+// is not plain: per-part GEMM dtypes, and how the routed experts are
+// priced.
+func (o *Ops) Notes() []string {
+	sh := &o.shape
+	var out []string
+	if sh.gemmDType[roleAttn] != sh.gemmDType[roleMLP] || sh.gemmDType[roleExpert] != sh.gemmDType[roleMLP] {
+		out = append(out, fmt.Sprintf("ops: GEMMs looked up per part: attention projections %s, MLP %s, experts %s, LM head %s",
+			sh.gemmDType[roleAttn], sh.gemmDType[roleMLP], sh.gemmDType[roleExpert], sh.gemmDType[roleHead]))
+	}
+	switch {
+	case sh.experts > 0 && o.db.moe != nil:
+		out = append(out, fmt.Sprintf("ops: routed experts from %s's fused MoE table (%s, %d experts, top-%d, TP %d) under %s routing",
+			o.name, sh.gemmDType[roleExpert], sh.experts, sh.topK, sh.tp, o.db.moeRouting))
+	case sh.experts > 0:
+		out = append(out, fmt.Sprintf("ops: %s measured no fused MoE layer of this configuration: routed experts priced as %s GEMMs at the expected rows per touched expert (uniform routing)",
+			o.name, sh.gemmDType[roleExpert]))
+	}
+	return out
+}
+
+// WithEngine returns the prior for an engine other than the database's
+// framework.
+func (o *Ops) WithEngine(e OpsEngine) (*Ops, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	c := *o
+	c.engine = e
+	return &c, nil
+}
+
+// WithGraphs returns the prior for an engine that captures CUDA graphs at
+// sizes (rows: decode requests, or tokens of a step with prefill work):
+// a step of more rows than the largest runs eagerly.
+func (o *Ops) WithGraphs(sizes []int) *Ops {
+	c := *o
+	c.graphMax = 0
+	for _, s := range sizes {
+		c.graphMax = math.Max(c.graphMax, float64(s))
+	}
+	return &c
+}
+
+// Engine is the engine the prior prices for.
+func (o *Ops) Engine() OpsEngine { return o.engine }
+
+// Database names the database the prior reads.
+func (o *Ops) Database() string { return o.name }
+
+// OpsBreakdown is a step priced by operation, in ns, engine scales
+// applied; TotalNs is the sum.
+type OpsBreakdown struct {
+	GEMMNs           float64 `json:"gemm_ns"` // projections and MLP, all layers
+	LMHeadNs         float64 `json:"lm_head_ns"`
+	ContextAttnNs    float64 `json:"context_attn_ns"`
+	GenerationAttnNs float64 `json:"generation_attn_ns"`
+	ElementwiseNs    float64 `json:"elementwise_ns"` // norms, activation, residual adds, embedding
+	AllReduceNs      float64 `json:"allreduce_ns"`
+	EngineStepNs     float64 `json:"engine_step_ns"` // OpsEngine.GraphStepNs or EagerStepNs
+	// HostWaitNs is the time the device of an eager step waits for the
+	// host's dispatch, where the database records host issue times.
+	HostWaitNs float64 `json:"host_wait_ns,omitempty"`
+	TotalNs    float64 `json:"total_ns"`
+	// Eager says the step ran kernel by kernel (more rows than the largest
+	// CUDA graph).
+	Eager bool `json:"eager,omitempty"`
+	// Extrapolated lists the operations priced past the measured grid.
+	Extrapolated []string `json:"extrapolated,omitempty"`
+}
+
+// Operations Breakdown can name as extrapolated, by bit.
+const (
+	extGEMM = 1 << iota
+	extLMHead
+	extContext
+	extGeneration
+	extAllReduce
+	extElementwise
+)
+
+var extNames = []string{OpTableGEMM, "lm_head", OpTableContextAttention, OpTableGenerationAttention, OpTableAllReduce, OpTableElementwise}
+
+// PredictNs implements FPM: the step's device time in ns. Admission
+// features (NewRequests, NewReqTokens) are host work, not device time.
+func (o *Ops) PredictNs(f Features) float64 {
+	var b OpsBreakdown
+	o.price(&f, &b)
+	return b.TotalNs
+}
+
+// Breakdown prices a step by operation.
+func (o *Ops) Breakdown(f Features) OpsBreakdown {
+	var b OpsBreakdown
+	ext := o.price(&f, &b)
+	for i, n := range extNames {
+		if ext&(1<<i) != 0 {
+			b.Extrapolated = append(b.Extrapolated, n)
+		}
+	}
+	return b
+}
+
+// price fills b and returns the extrapolated operations as bits; it does
+// not allocate (a simulator prices every step with it).
+func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
+	sh, e := &o.shape, &o.engine
+	decodeRows := math.Max(f.DecodeRequests, f.PaddedBatch)
+	rows := f.PrefillTokens + decodeRows
+	if rows <= 0 {
+		return 0
+	}
+	L := float64(sh.layers)
+	flag := func(bit int, x bool) {
+		if x {
+			ext |= bit
+		}
+	}
+	b.Eager = o.graphMax > 0 && rows > o.graphMax
+	// An eager step reads the eager rows, or, where the database records
+	// the host's issue times, the device times of the graph rows with the
+	// host's dispatch overlapped (hostWaitNs).
+	overlap := b.Eager && o.db.hostOK
+	li := &o.db.launch[launchGraph]
+	if b.Eager && !overlap {
+		li = &o.db.launch[launchEager]
+	}
+
+	qkv, x1 := o.gemmNs(li, roleAttn, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
+	proj, x2 := o.gemmNs(li, roleAttn, rows, sh.hidden, sh.qHeads*sh.headDim)
+	mlp, x3 := o.mlpNs(li, rows)
+	b.GEMMNs = (L*(qkv+proj) + mlp) * orOne(e.GEMMScale)
+	flag(extGEMM, x1 || x2 || x3)
+
+	s := sampledRows(f)
+	if s > 0 {
+		lm, x := o.gemmNs(li, roleHead, s, sh.vocab, sh.hidden)
+		b.LMHeadNs = lm * orOne(e.GEMMScale)
+		flag(extLMHead, x)
+	}
+	if f.PrefillTokens > 0 {
+		ns, x := o.contextAttnNs(li, f)
+		b.ContextAttnNs = L * ns * orOne(e.ContextAttnScale)
+		flag(extContext, x)
+	}
+	if f.DecodeRequests > 0 {
+		ns, x := o.generationAttnNs(li, f.DecodeRequests, o.decodeKV(f))
+		b.GenerationAttnNs = L * ns * orOne(e.GenerationAttnScale)
+		flag(extGeneration, x)
+	}
+	ew, x := o.elementwiseNs(li, rows, s)
+	b.ElementwiseNs = ew
+	flag(extElementwise, x)
+	if sh.tp > 1 {
+		ar, x := o.allReduceNs(rows * float64(sh.hidden) * sh.actBytes)
+		b.AllReduceNs = 2 * L * ar
+		flag(extAllReduce, x)
+	}
+	b.EngineStepNs = e.GraphStepNs
+	if f.PrefillTokens > 0 {
+		b.EngineStepNs = e.EagerStepNs
+	}
+	b.TotalNs = b.GEMMNs + b.LMHeadNs + b.ContextAttnNs + b.GenerationAttnNs + b.ElementwiseNs + b.AllReduceNs + b.EngineStepNs
+	if overlap {
+		b.HostWaitNs = o.hostWaitNs(f, rows, s, qkv*orOne(e.GEMMScale), proj*orOne(e.GEMMScale), b)
+		b.TotalNs += b.HostWaitNs
+	}
+	return ext
+}
+
+// hostWaitNs is how long the device of an eager step waits for the host:
+// the host issues the pass's operations one after another (the eager
+// rows' host times) while the device runs each once it is issued and the
+// one before it has ended (the graph rows' device times), a stream with a
+// deep launch queue: issue(i) = Σ host(≤ i), start(i) = max(issue(i),
+// end(i−1)), end(i) = start(i) + device(i). The step ends at end(last);
+// what exceeds the device times' sum is the wait. Per layer the pass is
+// the worker's order: norm, q/k/v GEMM, RoPE, KV write, attention (one
+// launch for the step's prefill and decode requests), output GEMM,
+// residual add, norm, up GEMM, SiLU·mul, down GEMM, residual add; around
+// them the embedding, and the final norm and the LM head. qkvNs and
+// projNs are a layer's projection GEMMs as price found them.
+func (o *Ops) hostWaitNs(f *Features, rows, sampled, qkvNs, projNs float64, b *OpsBreakdown) float64 {
+	sh, e := &o.shape, &o.engine
+	g, h := &o.db.launch[launchGraph], &o.db.host
+	L := float64(sh.layers)
+	hostGEMM := func(role int, m float64, n, k int) float64 {
+		ns, _ := o.gemmNs(h, role, m, n, k)
+		return ns
+	}
+	gemm := func(role int, m float64, n, k int) (dev, host float64) {
+		dev, _ = o.gemmNs(g, role, m, n, k)
+		return dev * orOne(e.GEMMScale), hostGEMM(role, m, n, k)
+	}
+	ew := func(k int, m, n float64) (dev, host float64) {
+		if g.ew == nil || g.ew[k] == nil || m <= 0 {
+			return 0, 0
+		}
+		dev, _ = g.ew[k].lookup(opCoords{n, m}, elementwiseCost{})
+		if h.ew != nil && h.ew[k] != nil {
+			host, _ = h.ew[k].lookup(opCoords{n, m}, elementwiseCost{})
+		}
+		return dev, host
+	}
+	hd := float64(sh.hidden)
+	// The attention's host time is one launch's, looked up where the
+	// device's is (not scaled by the share of the table's work it does).
+	var attnHost float64
+	if f.PrefillTokens > 0 {
+		q, _ := o.contextCoords(f)
+		attnHost, _ = h.ctx.lookup(q, (*contextCost)(o))
+	} else if f.DecodeRequests > 0 {
+		attnHost, _ = o.generationAttnNs(h, f.DecodeRequests, o.decodeKV(f))
+	}
+	var layer [12][2]float64
+	layer[0][0], layer[0][1] = ew(ewRMSNorm, rows, hd)
+	layer[1] = [2]float64{qkvNs, hostGEMM(roleAttn, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)}
+	layer[2][0], layer[2][1] = ew(ewRoPE, rows, float64((sh.qHeads+sh.kvHeads)*sh.headDim))
+	layer[3][0], layer[3][1] = ew(ewKVWrite, rows, float64(sh.kvHeads*sh.headDim))
+	layer[4][0], layer[4][1] = (b.ContextAttnNs+b.GenerationAttnNs+b.AllReduceNs/2)/L, attnHost
+	layer[5] = [2]float64{projNs, hostGEMM(roleAttn, rows, sh.hidden, sh.qHeads*sh.headDim)}
+	layer[6][0], layer[6][1] = ew(ewResidualAdd, rows, hd)
+	layer[7] = layer[0]
+	// The MLP's device time (a layer's GEMMs less the attention
+	// projections) split between its two GEMMs as a dense layer's would be: a mixture
+	// of experts runs more, smaller ones, and its host time is taken as a
+	// dense layer's two launches.
+	upDev, upHost := gemm(roleMLP, rows, 2*sh.activationWidth(), sh.hidden)
+	downDev, downHost := gemm(roleMLP, rows, sh.hidden, sh.activationWidth())
+	if sum := upDev + downDev; sum > 0 {
+		mlp := b.GEMMNs/L - layer[1][0] - layer[5][0]
+		upDev, downDev = mlp*upDev/sum, mlp*downDev/sum
+	}
+	layer[8][0], layer[8][1] = upDev, upHost
+	layer[9][0], layer[9][1] = ew(ewSiLUMul, rows, float64(sh.activationWidth()))
+	layer[10][0], layer[10][1] = downDev+b.AllReduceNs/2/L, downHost
+	layer[11] = layer[6]
+
+	var issue, end, busy float64
+	step := func(dev, host float64) {
+		issue += host
+		end = math.Max(issue, end) + dev
+		busy += dev
+	}
+	step(ew(ewEmbedding, rows, hd))
+	for range sh.layers {
+		for _, op := range layer {
+			step(op[0], op[1])
+		}
+	}
+	step(ew(ewRMSNorm, sampled, hd))
+	lmDev, lmHost := gemm(roleHead, sampled, sh.vocab, sh.hidden)
+	step(lmDev, lmHost)
+	return math.Max(0, end-busy)
+}
+
+// sampledRows is the LM head's rows: one per request, at its last
+// scheduled position (a prefill chunk always belongs to a request).
+func sampledRows(f *Features) float64 {
+	s := f.PrefillRequests + f.DecodeRequests
+	if f.PrefillTokens > 0 && f.PrefillRequests < 1 {
+		s++
+	}
+	return s
+}
+
+// elementwiseNs is the element-wise work of a step over rows tokens, of
+// which sampled reach the LM head. From a measured table: per layer two
+// RMSNorms and residual adds, RoPE, the KV-cache write and SiLU·mul, and
+// once the embedding gather and the final norm over the sampled rows.
+// Without one, AIConfigurator's formula: per layer two fused residual-add
+// + RMSNorm passes (2·hidden in and out) and the SiLU·mul activation
+// (2·inter in, inter out); once the embedding gather and the final norm.
+func (o *Ops) elementwiseNs(li *launchIndex, rows, sampled float64) (float64, bool) {
+	sh := &o.shape
+	h := float64(sh.hidden)
+	if li.ew == nil {
+		w := sh.actBytes
+		addNorm := o.memOpNs(rows * 4 * h * w)
+		act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
+		return float64(sh.layers)*(2*addNorm+act) + o.memOpNs(rows*h*w) + addNorm, false
+	}
+	ext := false
+	op := func(k int, m, n float64) float64 {
+		t := li.ew[k]
+		if t == nil || m <= 0 {
+			return 0
+		}
+		ns, x := t.lookup(opCoords{n, m}, elementwiseCost{})
+		ext = ext || x
+		return ns
+	}
+	qk, kv := float64((sh.qHeads+sh.kvHeads)*sh.headDim), float64(sh.kvHeads*sh.headDim)
+	layer := 2*op(ewRMSNorm, rows, h) + 2*op(ewResidualAdd, rows, h) + op(ewRoPE, rows, qk) +
+		op(ewKVWrite, rows, kv) + op(ewSiLUMul, rows, float64(sh.activationWidth()))
+	return float64(sh.layers)*layer + op(ewEmbedding, rows, h) + op(ewRMSNorm, sampled, h), ext
+}
+
+// Indexes of ElementwiseOps.
+const (
+	ewRMSNorm = iota
+	ewResidualAdd
+	ewRoPE
+	ewKVWrite
+	ewSiLUMul
+	ewEmbedding
+)
+
+// elementwiseCost is an element-wise operation's speed of light, up to a
+// constant: the elements it reads and writes.
+type elementwiseCost struct{}
+
+func (elementwiseCost) sol(c opCoords) float64 { return c[0] * c[1] }
+
+// memOpNs prices an operation the database does not measure by the bytes
+// it moves, as AIConfigurator's mem-op formula does.
+func (o *Ops) memOpNs(bytes float64) float64 {
+	s := &o.db.sys
+	return (bytes/(s.MemBandwidth*s.MemBWScaling) + s.MemConstantS) * 1e9
+}
+
+// gemmNs is one GEMM of m rows by a k→n weight in role's dtype.
+func (o *Ops) gemmNs(li *launchIndex, role int, m float64, n, k int) (float64, bool) {
+	return li.gemm[role].lookup(opCoords{float64(n), float64(k), m}, &o.gemmSol[role])
+}
+
+// The speed-of-light cost of each operation, as a solver for its table.
+type (
+	contextCost    Ops
+	generationCost Ops
+	ringCost       struct{}
+)
+
+// gemmCost is a GEMM's speed of light: its FLOPs at the tensor-core peak
+// or its operand and result bytes (weights of bytes each) at the HBM
+// bandwidth, whichever is longer.
+type gemmCost struct{ flops, bandwidth, bytes float64 }
+
+func (g *gemmCost) sol(c opCoords) float64 {
+	n, k, m := c[0], c[1], c[2]
+	return math.Max(2*m*n*k/g.flops, (m*k+n*k+m*n)*g.bytes/g.bandwidth)
+}
+
+// moeCost is a fused MoE layer's speed of light at c[0] tokens: the routed
+// experts' FLOPs, or the weights of the experts the tokens touch.
+type moeCost struct {
+	gemmCost
+	hidden, inter float64
+	experts, topK int
+}
+
+func (e *moeCost) sol(c opCoords) float64 {
+	t := c[0]
+	w := 3 * e.hidden * e.inter
+	return math.Max(2*t*float64(e.topK)*w/e.flops, catalog.ExpectedExperts(e.experts, e.topK, t)*w*e.bytes/e.bandwidth)
+}
+
+// mlpNs is every layer's MLP GEMMs over m rows: the dense layers' MLP,
+// and in a mixture of experts the routed experts the rows touch plus the
+// shared experts.
+func (o *Ops) mlpNs(li *launchIndex, m float64) (float64, bool) {
+	sh := &o.shape
+	dense := func(width int) (float64, bool) {
+		up, x1 := o.gemmNs(li, roleMLP, m, 2*width, sh.hidden)
+		down, x2 := o.gemmNs(li, roleMLP, m, sh.hidden, width)
+		return up + down, x1 || x2
+	}
+	ns, x := 0.0, false
+	if sh.denseLayers > 0 && sh.inter > 0 { // width 0: a shape without MLPs
+		d, xd := dense(sh.inter)
+		ns, x = float64(sh.denseLayers)*d, xd
+	}
+	if sh.experts == 0 {
+		return ns, x
+	}
+	moeLayers := float64(sh.layers - sh.denseLayers)
+	var x1, x2 bool
+	if o.db.moe != nil {
+		var layer float64
+		layer, x1 = o.db.moe.lookup(opCoords{m}, &o.moeSol)
+		ns += moeLayers * layer
+	} else {
+		touched, per := expertLoad(m, sh.experts, sh.topK)
+		var up, down float64
+		up, x1 = o.gemmNs(li, roleExpert, per, 2*sh.expertInter, sh.hidden)
+		down, x2 = o.gemmNs(li, roleExpert, per, sh.hidden, sh.expertInter)
+		ns += moeLayers * touched * (up + down)
+	}
+	if sh.shared > 0 {
+		d, xs := dense(sh.shared)
+		ns += moeLayers * d
+		x = x || xs
+	}
+	return ns, x || x1 || x2
+}
+
+// expertLoad is how m tokens routed to topK of E experts each spread over
+// the experts: the expected number touched (ExpectedExperts, uniform
+// routing) and the rows each of those runs.
+func expertLoad(m float64, experts, topK int) (touched, rowsPer float64) {
+	touched = catalog.ExpectedExperts(experts, topK, m)
+	return touched, m * float64(topK) / touched
+}
+
+// contextAttnNs is one layer's prefill attention: the step's n chunks
+// priced as n requests of mean chunk c after mean cached prefix k, from
+// the table's full causal attention over c + k tokens scaled by the share
+// of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2).
+func (o *Ops) contextAttnNs(li *launchIndex, f *Features) (float64, bool) {
+	q, share := o.contextCoords(f)
+	ns, x := li.ctx.lookup(q, (*contextCost)(o))
+	return ns * share, x
+}
+
+// contextCoords is where a step's prefill chunks are looked up in a
+// context-attention table (n requests of the mean chunk after the mean
+// cached prefix), and the share of that full causal attention they compute.
+func (o *Ops) contextCoords(f *Features) (q opCoords, share float64) {
+	n := math.Max(1, f.PrefillRequests)
+	c, k := f.PrefillTokens/n, f.PrefillKVTokens/n
+	full := c + k
+	work := f.PrefillAttn
+	if work <= 0 {
+		work = f.PrefillTokens * (k + c/2)
+	}
+	sh := &o.shape
+	return opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), full, n}, work / (n * full * full / 2)
+}
+
+// sol is causal attention's speed of light over batch requests of seq
+// tokens: its FLOPs, or reading q, k and v and writing the output.
+func (a *contextCost) sol(c opCoords) float64 {
+	o := (*Ops)(a)
+	hd, kvh, qh, seq, batch := c[0], c[1], c[2], c[3], c[4]
+	s := &o.db.sys
+	flops := 4 * batch * qh * hd * seq * seq / 2
+	bytes := batch * seq * (2*qh + 2*kvh) * hd * o.shape.actBytes
+	return math.Max(flops/s.BF16FLOPS, bytes/s.MemBandwidth)
+}
+
+// decodeKV is the KV length a decode batch's attention is priced at. The
+// tables measure uniform batches; a ragged batch ends no sooner than its
+// longest request. A decode kernel runs a program per (request, KV head),
+// each streaming its request's KV through the bandwidth of the SM it runs
+// on, so the longest request takes max/bw_SM and a uniform batch of P
+// programs over S SMs takes (P/S)·L/bw_SM: the uniform length with the
+// longest request's time is max·min(1, S/P). The batch is priced at that
+// length or at its mean (the whole work spread over the GPU), whichever
+// is longer; at the mean alone when the database does not give the SM
+// count or the step does not record its longest context.
+func (o *Ops) decodeKV(f *Features) float64 {
+	mean := f.DecodeKVTokens/f.DecodeRequests + 1
+	if !(f.DecodeMaxKVTokens > 0) {
+		return mean
+	}
+	return SplitKVLength(mean, f.DecodeMaxKVTokens+1, f.DecodeRequests, o.db.sys.SMs, float64(o.shape.kvHeads))
+}
+
+// SplitKVLength is the uniform context a decode batch of batch requests,
+// of mean and longest context, costs the attention kernel of decodeKV (a
+// program per (request, KV head), each streaming its request's KV, wave
+// of them running at once: the SM count times the programs an SM runs
+// together): max(mean, longest·min(1, wave/(batch·kvHeads))). A batch
+// whose programs fit in one wave waits for its longest request; one of
+// many waves spreads the work over the GPU. The mean when wave or kvHeads
+// is not known.
+func SplitKVLength(mean, longest, batch, wave, kvHeads float64) float64 {
+	if !(wave > 0) || !(kvHeads > 0) || !(batch > 0) {
+		return mean
+	}
+	return math.Max(mean, longest*math.Min(1, wave/(batch*kvHeads)))
+}
+
+// generationAttnNs is one layer's decode attention for batch requests
+// attending to kv keys each.
+func (o *Ops) generationAttnNs(li *launchIndex, batch, kv float64) (float64, bool) {
+	sh := &o.shape
+	q := opCoords{float64(sh.headDim), float64(sh.kvHeads), float64(sh.qHeads), kv, batch}
+	return li.gen.lookup(q, (*generationCost)(o))
+}
+
+// sol is decode attention's speed of light: reading the KV cache, or its
+// FLOPs.
+func (a *generationCost) sol(c opCoords) float64 {
+	o := (*Ops)(a)
+	hd, kvh, qh, seq, batch := c[0], c[1], c[2], c[3], c[4]
+	s := &o.db.sys
+	return math.Max(4*batch*qh*hd*seq/s.BF16FLOPS, batch*seq*2*kvh*hd*o.shape.kvBytes/s.MemBandwidth)
+}
+
+// allReduceNs is one all-reduce of msg bytes over the TP group: the
+// CUDA-graph rows of the comm table, or the ring's bytes over the
+// interconnect when the database has none.
+func (o *Ops) allReduceNs(msg float64) (float64, bool) {
+	tp := float64(o.shape.tp)
+	q := opCoords{tp, msg}
+	if t := o.db.allreduce; t != nil {
+		return t.lookup(q, ringCost{})
+	}
+	return ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9, true
+}
+
+// sol is a ring all-reduce's bytes on the wire per GPU, 2(n−1)/n·msg.
+func (ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * c[1] }
+
+// OpsParams are the params of an artifact of form FormOps: which database
+// (a name package fpm/opdb ships, or a directory, relative to the
+// artifact's), the model shape and the engine.
+type OpsParams struct {
+	Database string        `json:"database"`
+	Shape    catalog.Shape `json:"shape"`
+	Engine   OpsEngine     `json:"engine"`
+}
+
+// OpsArtifact wraps a prior into an artifact (training, metrics and
+// provenance are left for the caller to fill).
+func OpsArtifact(database string, s catalog.Shape, e OpsEngine) (*Artifact, error) {
+	p, err := json.Marshal(OpsParams{Database: database, Shape: s, Engine: e})
+	if err != nil {
+		return nil, err
+	}
+	return &Artifact{ArtifactVersion: ArtifactVersion, Form: FormOps, Params: p}, nil
+}
