@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 	"github.com/stretchr/testify/require"
 )
 
@@ -28,7 +29,7 @@ func TestResultArtifactRoundTrip(t *testing.T) {
 	require.Len(t, a.Features, 4, "const has no feature definition")
 	path := filepath.Join(t.TempDir(), "m.json")
 	require.NoError(t, a.Save(path))
-	fpModel, back, err := fpm.Load(path)
+	fpModel, back, err := pricing.Load(path)
 	require.NoError(t, err)
 	var got Report
 	require.NoError(t, json.Unmarshal(back.Metrics, &got))
@@ -46,7 +47,7 @@ func TestResultArtifactRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	ga := fpm.GridArtifact(g)
 	require.NoError(t, ga.Save(path))
-	gm, _, err := fpm.Load(path)
+	gm, _, err := pricing.Load(path)
 	require.NoError(t, err)
 	f := fpm.Features{DecodeRequests: 20, DecodeKVTokens: 20 * 3000}
 	require.Equal(t, g.PredictNs(f), gm.PredictNs(f))

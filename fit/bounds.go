@@ -17,6 +17,7 @@ import (
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/yamldoc"
+	"github.com/steplab/steplab/pricing"
 
 	"github.com/steplab/steplab/datasets"
 )
@@ -63,9 +64,11 @@ type BoundsCheck struct {
 	Bounds []Bound `yaml:"bounds"`
 }
 
-// ModelSpec names the model of a check: exactly one of a model artifact,
+// ModelSpec names the model of a check: exactly one of an FPM spec as eval
+// takes it (artifact: a model artifact, relative to the file, or a prior
+// built for the check's first dataset: roofline, ops, ops:NAME, ops:DIR),
 // a fit run when the check runs (so the gate checks the fitting code, not
-// a stale artifact), or a roofline prior.
+// a stale artifact), or a prior of a named shape.
 type ModelSpec struct {
 	Artifact string     `yaml:"artifact"`
 	Fit      *FitSpec   `yaml:"fit"`
@@ -99,8 +102,7 @@ type PriorSpec struct {
 	// Ops is the database of the measured-operations prior: the name of
 	// one shipped inside the binary (`steplab eval --help` lists them) or
 	// a directory in AIConfigurator's layout (relative to the file); see
-	// docs/ops-prior.md. The program must link the ops form (fpm/opdb), as
-	// steplab does.
+	// docs/ops-prior.md.
 	Ops string `yaml:"ops"`
 	// Engine, with Ops, is an ops model artifact whose engine (how the
 	// engine that ran the data departs from the database's framework) the
@@ -320,7 +322,7 @@ func CheckBounds(path string) (*BoundsReport, error) {
 
 // evaluate builds the check's model and evaluates it on the data.
 func (f *BoundsFile) evaluate(c BoundsCheck) (*BoundsEval, []string, error) {
-	m, a, name, fittedOn, err := f.model(c.Model)
+	m, a, name, fittedOn, notes, err := f.model(c.Model, f.paths(c.Data))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -341,22 +343,30 @@ func (f *BoundsFile) evaluate(c BoundsCheck) (*BoundsEval, []string, error) {
 	if level := fpm.IntervalLevel(m, c.Level); level > 0 {
 		ev.Intervals = EvaluateIntervals(m.(fpm.IntervalFPM), l.Data, level)
 	}
-	return ev, slices.Concat(l.Warnings, l.ProvenanceNotes(name, a)), nil
+	return ev, slices.Concat(notes, l.Warnings, l.ProvenanceNotes(name, a)), nil
 }
 
-// model builds a check's model, its artifact (nil for a prior), a name for
-// it, and the target it was fitted on ("" when unknown).
-func (f *BoundsFile) model(s ModelSpec) (fpm.FPM, *fpm.Artifact, string, string, error) {
+// model builds a check's model for its data, its artifact (nil for a
+// prior), a name for it, the target it was fitted on ("" when unknown)
+// and notes on how a prior was built.
+func (f *BoundsFile) model(s ModelSpec, data []string) (fpm.FPM, *fpm.Artifact, string, string, []string, error) {
 	switch {
 	case s.Artifact != "":
-		m, a, err := fpm.Load(f.path(s.Artifact))
-		if err != nil {
-			return nil, nil, "", "", err
+		spec := s.Artifact
+		if !pricing.IsPrior(spec) {
+			spec = f.path(spec)
 		}
-		return m, a, s.Artifact, a.Training.Target, nil
+		p, err := pricing.ForDatasets(spec, data)
+		if err != nil {
+			return nil, nil, "", "", nil, err
+		}
+		if p.Artifact == nil {
+			return p.FPM, nil, p.Name(), TargetGPU, p.Notes, nil
+		}
+		return p.FPM, p.Artifact, s.Artifact, p.Artifact.Training.Target, nil, nil
 	case s.Prior != nil:
 		m, name, err := s.Prior.Build(f.dir)
-		return m, nil, name, TargetGPU, err
+		return m, nil, name, TargetGPU, nil, err
 	}
 	fs := s.Fit
 	form := fs.Form
@@ -376,13 +386,13 @@ func (f *BoundsFile) model(s ModelSpec) (fpm.FPM, *fpm.Artifact, string, string,
 		Calibrate: f.paths(fs.Calibrate), CalibrateHalf: fs.CalibrateHalf, Seed: seed, CreatedBy: "steplab check --bounds"}
 	rep, art, _, err := FitDatasets(f.paths(fs.Datasets), cfg)
 	if err != nil {
-		return nil, nil, "", "", err
+		return nil, nil, "", "", nil, err
 	}
-	m, err := art.Model()
+	m, err := pricing.Model(art)
 	if err != nil {
-		return nil, nil, "", "", err
+		return nil, nil, "", "", nil, err
 	}
-	return m, art, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil
+	return m, art, fmt.Sprintf("%s fitted on %s", form, strings.Join(fs.Datasets, ", ")), rep.Target, nil, nil
 }
 
 // Build builds the prior and names it; relative paths (an ops database
@@ -403,8 +413,11 @@ func (p PriorSpec) Build(dir string) (fpm.FPM, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		r := fpm.NewRoofline(hw, sh)
-		return r.Prepare(), fmt.Sprintf("roofline(%s, %s)", hw.Name, sh.Name), r.Validate()
+		pr, err := pricing.Price(pricing.Spec{Hardware: hw, Shape: sh, FPM: pricing.FPMRoofline})
+		if err != nil {
+			return nil, "", err
+		}
+		return pr.FPM, pr.Name(), nil
 	}
 	db := p.Ops
 	if _, err := os.Stat(path(db)); err == nil {
@@ -429,7 +442,7 @@ func (p PriorSpec) Build(dir string) (fpm.FPM, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	m, err := a.Model()
+	m, err := pricing.Model(a)
 	if err != nil {
 		return nil, "", fmt.Errorf("model.prior.ops %s: %w", p.Ops, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 )
 
 // Example fits the step-time model to a small synthetic capture: decode
@@ -70,7 +71,7 @@ func Example() {
 	if err := art.Save(path); err != nil {
 		panic(err)
 	}
-	fpModel, _, err := fpm.Load(path)
+	fpModel, _, err := pricing.Load(path)
 	if err != nil {
 		panic(err)
 	}

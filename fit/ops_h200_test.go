@@ -12,6 +12,7 @@ import (
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/fpm/opdb"
 	"github.com/steplab/steplab/internal/rewrite"
+	"github.com/steplab/steplab/pricing"
 )
 
 // The measured-operations prior (fpm.Ops over the H200 kernel database
@@ -116,7 +117,7 @@ func TestH200OpsEngine(t *testing.T) {
 		require.NoError(t, a.Save(path))
 		t.Logf("wrote %s", path)
 	}
-	m, a, err := fpm.Load(path)
+	m, a, err := pricing.Load(path)
 	require.NoError(t, err, "regenerate with -rewrite")
 	var p fpm.OpsParams
 	require.NoError(t, json.Unmarshal(a.Params, &p))

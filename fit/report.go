@@ -3,6 +3,7 @@ package fit
 import (
 	"fmt"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 	"io"
 	"math"
 	"path/filepath"
@@ -498,15 +499,6 @@ type EvalConfig struct {
 	Level float64
 }
 
-// LoadModel reads a model artifact, wrapping errors with the path.
-func LoadModel(path string) (fpm.FPM, *fpm.Artifact, error) {
-	m, a, err := fpm.Load(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m, a, nil
-}
-
 // EvalTarget is the timing a model is evaluated on: the configured one, or
 // under auto the target the model was fitted on (recorded in its
 // artifact), or auto.
@@ -517,13 +509,20 @@ func EvalTarget(cfg string, a *fpm.Artifact) string {
 	return cfg
 }
 
-// EvalDatasets evaluates the model at modelPath on the datasets.
-func EvalDatasets(modelPath string, paths []string, cfg EvalConfig) (*EvalReport, *Loaded, error) {
-	m, a, err := LoadModel(modelPath)
+// EvalDatasets evaluates the model an FPM spec names on the datasets: an
+// artifact, or a prior built for the first dataset's manifest
+// (pricing.ForDatasets), whose notes become the report's warnings.
+func EvalDatasets(spec string, paths []string, cfg EvalConfig) (*EvalReport, *Loaded, error) {
+	p, err := pricing.ForDatasets(spec, paths)
 	if err != nil {
 		return nil, nil, err
 	}
-	return EvalModel(m, a, modelPath, paths, cfg)
+	rep, l, err := EvalModel(p.FPM, p.Artifact, p.Name(), paths, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep.Warnings = append(rep.Warnings, p.Notes...)
+	return rep, l, nil
 }
 
 // EvalModel evaluates a model on the datasets: one loaded from an

@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
-	"sync"
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/internal/inflight"
 )
 
 // ArtifactVersion is the version of the model artifact format this build
-// writes. Load reads this version and older ones and refuses newer ones.
+// writes. ParseArtifact reads this version and older ones and refuses newer ones.
 const ArtifactVersion = 1
 
 // Model forms an artifact can hold.
@@ -23,8 +21,9 @@ const (
 	FormGrid     = "grid"
 	FormRoofline = "roofline"
 	FormRecipe   = "recipe"
-	// FormOps is the measured-operations prior (Ops, OpsParams); package
-	// fpm/opdb registers its decoder, which reads the database.
+	// FormOps is the measured-operations prior (Ops, OpsParams): its
+	// database is read by package fpm/opdb, so package pricing (Model,
+	// Load) builds it, not Artifact.Model.
 	FormOps = "ops"
 )
 
@@ -54,11 +53,11 @@ type Artifact struct {
 	Grid *Grid `json:"grid,omitempty"`
 	// Recipe form.
 	Recipe *Recipe `json:"recipe,omitempty"`
-	// Params holds form-specific parameters of forms registered with
-	// RegisterForm (e.g. the roofline's hardware and model shape).
+	// Params holds form-specific parameters (the ops prior's database and
+	// shape, a calibrated host model).
 	Params json.RawMessage `json:"params,omitempty"`
 
-	// Residuals drives prediction intervals (linear and registered forms;
+	// Residuals drives prediction intervals (linear and other forms;
 	// the grid keeps its own in Grid.Residuals).
 	Residuals *ResidualQuantiles `json:"residuals,omitempty"`
 	Features  []FeatureDef       `json:"features,omitempty"`
@@ -72,9 +71,9 @@ type Artifact struct {
 	CreatedBy string   `json:"created_by"`
 	CreatedAt string   `json:"created_at,omitempty"`
 
-	// Path is the file Load read the artifact from ("" otherwise): a
-	// registered form resolves relative references in its params against
-	// its directory.
+	// Path is the file the artifact was read from ("" otherwise): the ops
+	// form resolves a relative database in its params against its
+	// directory.
 	Path string `json:"-"`
 }
 
@@ -148,39 +147,8 @@ type Sample struct {
 	Kept     int64  `json:"kept"`
 }
 
-// FormDecoder builds an FPM from an artifact of a registered form.
-type FormDecoder func(a *Artifact) (FPM, error)
-
-var (
-	formsMu sync.RWMutex
-	forms   = map[string]FormDecoder{}
-)
-
-// RegisterForm makes Load understand another form (package fpm/opdb
-// registers FormOps this way, since its decoder reads a database).
-// Registering linear or grid, or a form twice, panics.
-func RegisterForm(form string, dec FormDecoder) {
-	formsMu.Lock()
-	defer formsMu.Unlock()
-	if form == FormLinear || form == FormGrid || form == FormRecipe {
-		panic("model: RegisterForm: " + form + " is built in")
-	}
-	if _, dup := forms[form]; dup {
-		panic("model: RegisterForm: form " + form + " registered twice")
-	}
-	forms[form] = dec
-}
-
-func knownForms() []string {
-	formsMu.RLock()
-	defer formsMu.RUnlock()
-	out := []string{FormLinear, FormGrid, FormRecipe}
-	for f := range forms {
-		out = append(out, f)
-	}
-	sort.Strings(out)
-	return out
-}
+// Forms are the forms an artifact can hold, in order.
+var Forms = []string{FormGrid, FormLinear, FormOps, FormRecipe}
 
 // LinearArtifact wraps a linear model into an artifact (training, metrics
 // and provenance are left for the caller to fill).
@@ -250,13 +218,23 @@ func GridArtifact(g *Grid) *Artifact {
 	return &Artifact{ArtifactVersion: ArtifactVersion, Form: FormGrid, Grid: g}
 }
 
-// Model builds the FPM the artifact describes.
-func (a *Artifact) Model() (FPM, error) {
+// CheckVersion refuses an artifact of a version this build does not read.
+func (a *Artifact) CheckVersion() error {
 	if a.ArtifactVersion > ArtifactVersion {
-		return nil, fmt.Errorf("model: artifact version %d is newer than this build reads (version %d); upgrade steplab", a.ArtifactVersion, ArtifactVersion)
+		return fmt.Errorf("model: artifact version %d is newer than this build reads (version %d); upgrade steplab", a.ArtifactVersion, ArtifactVersion)
 	}
 	if a.ArtifactVersion < 1 {
-		return nil, fmt.Errorf("model: artifact version %d: want 1..%d (is artifact_version missing?)", a.ArtifactVersion, ArtifactVersion)
+		return fmt.Errorf("model: artifact version %d: want 1..%d (is artifact_version missing?)", a.ArtifactVersion, ArtifactVersion)
+	}
+	return nil
+}
+
+// Model builds the FPM of an artifact of a form this package holds
+// (linear, grid, recipe); an ops artifact reads a kernel database, which
+// package pricing does (pricing.Model builds every form).
+func (a *Artifact) Model() (FPM, error) {
+	if err := a.CheckVersion(); err != nil {
+		return nil, err
 	}
 	switch a.Form {
 	case FormLinear:
@@ -277,33 +255,10 @@ func (a *Artifact) Model() (FPM, error) {
 			return nil, err
 		}
 		return a.Recipe, nil
+	case FormOps:
+		return nil, fmt.Errorf("model: an ops artifact reads its kernel database: build it with package pricing (pricing.Model)")
 	}
-	formsMu.RLock()
-	dec, ok := forms[a.Form]
-	formsMu.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("model: unknown model form %q (this build reads %v)", a.Form, knownForms())
-	}
-	return dec(a)
-}
-
-// Load reads an artifact and builds its model. It refuses an artifact of a
-// newer version (naming both versions) and an unknown form.
-func Load(path string) (FPM, *Artifact, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("model: %w", err)
-	}
-	a, err := ParseArtifact(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)
-	}
-	a.Path = path
-	m, err := a.Model()
-	if err != nil {
-		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)
-	}
-	return m, a, nil
+	return nil, fmt.Errorf("model: unknown model form %q (this build reads %v)", a.Form, Forms)
 }
 
 // ParseArtifact decodes artifact JSON, checking the version before anything

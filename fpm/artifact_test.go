@@ -2,7 +2,6 @@ package fpm
 
 import (
 	"encoding/json"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -27,7 +26,7 @@ func TestArtifactLinearRoundTrip(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	require.Len(t, entries, 1, "no temporary file left behind")
 
-	fpModel, got, err := Load(path)
+	fpModel, got, err := load(path)
 	require.NoError(t, err)
 	require.Equal(t, 1, got.ArtifactVersion)
 	require.Equal(t, "linear", got.Form)
@@ -53,7 +52,7 @@ func TestArtifactGridRoundTrip(t *testing.T) {
 	a := GridArtifact(testGrid())
 	path := filepath.Join(t.TempDir(), "models", "g.json") // Save creates models/
 	require.NoError(t, a.Save(path))
-	fpModel, _, err := Load(path)
+	fpModel, _, err := load(path)
 	require.NoError(t, err)
 	require.Equal(t, 6e6, fpModel.PredictNs(dec(8, 1024)))
 }
@@ -65,37 +64,38 @@ func writeRaw(t *testing.T, s string) string {
 }
 
 func TestArtifactRefusals(t *testing.T) {
-	_, _, err := Load(writeRaw(t, `{"artifact_version": 7, "form": "linear", "future_field": {"x": 1}}`))
+	_, _, err := load(writeRaw(t, `{"artifact_version": 7, "form": "linear", "future_field": {"x": 1}}`))
 	require.ErrorContains(t, err, "artifact version 7 is newer than this build reads (version 1)")
-	_, _, err = Load(writeRaw(t, `{"artifact_version": 1, "form": "neural"}`))
+	_, _, err = load(writeRaw(t, `{"artifact_version": 1, "form": "neural"}`))
 	require.ErrorContains(t, err, `unknown model form "neural"`)
-	_, _, err = Load(writeRaw(t, `{"form": "linear"}`))
+	_, _, err = load(writeRaw(t, `{"form": "linear"}`))
 	require.ErrorContains(t, err, "no artifact_version")
-	_, _, err = Load(writeRaw(t, `{"artifact_version": 1, "form": "linear", "terms": ["const"], "coefficients": []}`))
+	_, _, err = load(writeRaw(t, `{"artifact_version": 1, "form": "linear", "terms": ["const"], "coefficients": []}`))
 	require.ErrorContains(t, err, "1 terms but 0 coefficients")
-	_, _, err = Load(writeRaw(t, `{"artifact_version": 1, "form": "grid"}`))
+	_, _, err = load(writeRaw(t, `{"artifact_version": 1, "form": "grid"}`))
 	require.ErrorContains(t, err, "no \"grid\"")
-	_, _, err = Load(filepath.Join(t.TempDir(), "absent.json"))
+	_, _, err = load(filepath.Join(t.TempDir(), "absent.json"))
 	require.Error(t, err)
 }
 
-// registeredForms numbers the forms TestRegisterForm registers: the
-// registry is process-wide and -count runs the test again.
-var registeredForms int
+// TestArtifactOpsForm: an ops artifact is built by package pricing, which
+// reads its database; Model says so.
+func TestArtifactOpsForm(t *testing.T) {
+	_, _, err := load(writeRaw(t, `{"artifact_version": 1, "form": "ops", "params": {}}`))
+	require.ErrorContains(t, err, "build it with package pricing")
+}
 
-func TestRegisterForm(t *testing.T) {
-	registeredForms++
-	form := fmt.Sprintf("test-const-%d", registeredForms)
-	RegisterForm(form, func(a *Artifact) (FPM, error) {
-		var p struct{ Ns float64 }
-		if err := json.Unmarshal(a.Params, &p); err != nil {
-			return nil, err
-		}
-		return NewLinear([]string{"const"}, []float64{p.Ns})
-	})
-	fpModel, _, err := Load(writeRaw(t, `{"artifact_version": 1, "form": "`+form+`", "params": {"Ns": 42}}`))
-	require.NoError(t, err)
-	require.Equal(t, 42.0, fpModel.PredictNs(Features{}))
-	require.Panics(t, func() { RegisterForm("linear", nil) })
-	require.Panics(t, func() { RegisterForm(form, nil) })
+// load reads an artifact file and builds its model (pricing.Load, less the
+// ops form).
+func load(path string) (FPM, *Artifact, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	a, err := ParseArtifact(b)
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := a.Model()
+	return m, a, err
 }

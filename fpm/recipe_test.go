@@ -116,7 +116,7 @@ func TestRecipeArtifactRoundTrip(t *testing.T) {
 	r := testRecipe(t)
 	path := filepath.Join(t.TempDir(), "recipe.json")
 	require.NoError(t, (&Artifact{Form: FormRecipe, Recipe: r, CreatedBy: "test"}).Save(path))
-	m, a, err := Load(path)
+	m, a, err := load(path)
 	require.NoError(t, err)
 	require.Equal(t, FormRecipe, a.Form)
 	back := m.(*Recipe)
@@ -228,7 +228,7 @@ func TestRecipeRegimes(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "recipe.json")
 	require.NoError(t, (&Artifact{Form: FormRecipe, Recipe: r, CreatedBy: "test"}).Save(path))
-	m, _, err := Load(path)
+	m, _, err := load(path)
 	require.NoError(t, err)
 	back := m.(*Recipe)
 	require.Equal(t, []float64{32}, back.Kind("decode").Regimes.Upper)
@@ -267,7 +267,7 @@ func TestRecipeRegimesValidate(t *testing.T) {
 // and prices as it did: one linear form per kind, its table over batch ×
 // context per request.
 func TestRecipeArtifactBeforeRegimes(t *testing.T) {
-	m, a, err := Load(filepath.Join("testdata", "recipe-v1.json"))
+	m, a, err := load(filepath.Join("testdata", "recipe-v1.json"))
 	require.NoError(t, err)
 	require.Equal(t, FormRecipe, a.Form)
 	r := m.(*Recipe)

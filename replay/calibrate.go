@@ -11,7 +11,7 @@ import (
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -488,7 +488,7 @@ func (r *CalibResult) residuals() error {
 }
 
 // Artifact is the calibrated model as a linear artifact; params.host holds
-// the fitted host model (read back by sim.Price).
+// the fitted host model (read back by pricing.Price).
 func (r *CalibResult) Artifact(datasetsUsed []fpm.DatasetRef, fittedOn []catalog.FittedOn, command string) (*fpm.Artifact, error) {
 	if r.Linear == nil {
 		return nil, errors.New("calibrate: the device model was fixed: no linear model to save")
@@ -497,7 +497,7 @@ func (r *CalibResult) Artifact(datasetsUsed []fpm.DatasetRef, fittedOn []catalog
 	a.Training = fpm.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests",
 		FittedOn: fittedOn}
 	a.CreatedBy = command
-	if err := sim.WithHost(a, r.Host); err != nil {
+	if err := pricing.WithHost(a, r.Host); err != nil {
 		return nil, err
 	}
 	if r.MoE != nil {

@@ -73,7 +73,7 @@ type CalibRun struct {
 // Setup reads the datasets, rebuilds their engines (cluster.PlanFromManifest,
 // on sim.PlanFromManifest and the catalogue) and picks the start model:
 // Start's linear model, else the first engine's roofline prior linearised.
-// HostModel is the starting host model (sim.LoadHostModel: a host model
+// HostModel is the starting host model (pricing.LoadHostModel: a host model
 // file or an artifact's params.host); without it, Start's params.host, else
 // the prior.
 func (s CalibSpec) Setup() (*CalibRun, error) {

@@ -8,17 +8,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/pricing"
 )
 
 // calibrate's set-up rebuilds each run on the catalogue (one engine here)
 // and picks the start: --start must be a linear artifact; the host model
 // is --host-model (a host model file, or an artifact's params.host: what
-// sim.LoadHostModel reads), else the start's params.host, else the prior.
+// pricing.LoadHostModel reads), else the start's params.host, else the prior.
 func TestCalibSpecSetup(t *testing.T) {
 	dir, _ := simulated(t, "async")
 	const hostFile = "../datasets/h200/models/host.json"
-	fromFile, err := sim.LoadHostModel(hostFile)
+	fromFile, err := pricing.LoadHostModel(hostFile)
 	require.NoError(t, err)
 
 	lin, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermDecodeRequests}, []float64{5e6, 3e4})
@@ -26,7 +26,7 @@ func TestCalibSpecSetup(t *testing.T) {
 	own := fpm.DefaultHostModel()
 	own.ScheduleFixedNs *= 3
 	a := fpm.LinearArtifact(lin)
-	require.NoError(t, sim.WithHost(a, own))
+	require.NoError(t, pricing.WithHost(a, own))
 	start := filepath.Join(t.TempDir(), "start.json")
 	require.NoError(t, a.Save(start))
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/pricing"
 )
 
 // TestH200OpsWallTime composes the measured-operations prior's device time
@@ -17,14 +17,14 @@ import (
 // traffic captures (docs/ops-prior.md quotes the log; run with -v).
 func TestH200OpsWallTime(t *testing.T) {
 	const dir = "../datasets/h200"
-	host, err := sim.LoadHostModel(filepath.Join(dir, "models", "host.json"))
+	host, err := pricing.LoadHostModel(filepath.Join(dir, "models", "host.json"))
 	require.NoError(t, err)
-	worker, _, err := fpm.Load(filepath.Join(dir, "models", "ops-worker.json"))
+	worker, _, err := pricing.Load(filepath.Join(dir, "models", "ops-worker.json"))
 	require.NoError(t, err)
 	for _, name := range []string{"traffic-azure-5rps", "traffic-azure-12rps"} {
 		d, err := datasets.Open(filepath.Join(dir, name))
 		require.NoError(t, err)
-		prior, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: "ops"})
+		prior, err := pricing.FromManifest(d.Manifest, "ops", "")
 		require.NoError(t, err)
 		for _, m := range []struct {
 			label   string

@@ -11,6 +11,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -139,7 +140,7 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	assert.Equal(t, g.N, g.Exact)
 
 	grid := filepath.Join("..", "datasets", "h200", "bench-steady")
-	fpModel, _, err := fpm.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
+	fpModel, _, err := pricing.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
 	require.NoError(t, err)
 	joined, _ := replayAll(t, grid, StepOptions{FPM: fpModel, Host: p.Host})
 	assert.True(t, joined.UsedStepRequests)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -145,109 +144,32 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 		warn = append(warn, fmt.Sprintf("cuda_graph_capture_sizes not recorded: vLLM defaults up to %d", e.CUDAGraphSizes[len(e.CUDAGraphSizes)-1]))
 	}
 
-	r := resolveManifest(m)
+	r := manifest.Resolve(m)
 	if e.NumGPUBlocks <= 0 {
-		if !r.known() {
+		if !r.Known() {
 			// Without a capacity the replay runs without KV pressure, which
 			// the record may well have had: say so.
 			e.NumGPUBlocks = 1 + (e.MaxModelLen/e.BlockSize+1)*e.MaxNumSeqs
 			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded and the KV capacity cannot be estimated (%v): %d blocks (no KV pressure)",
-				r.err(), e.NumGPUBlocks))
+				r.Err(), e.NumGPUBlocks))
 		} else {
-			n, err := catalog.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization)
+			n, err := catalog.KVBlocks(r.HW, r.Shape, e.BlockSize, e.GPUMemoryUtilization)
 			if err != nil {
 				return nil, warn, err
 			}
 			e.NumGPUBlocks = n
 			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from %s memory, the %s weights and gpu_memory_utilization %g",
-				n, r.hw.Name, r.shape.Name, e.GPUMemoryUtilization))
+				n, r.HW.Name, r.Shape.Name, e.GPUMemoryUtilization))
 		}
 	}
 	if kvMax := (e.NumGPUBlocks - 1) * e.BlockSize; e.MaxModelLen > kvMax {
 		warn = append(warn, fmt.Sprintf("max_model_len %d exceeds the KV capacity of %d tokens: replayed at %d", e.MaxModelLen, kvMax, kvMax))
 		e.MaxModelLen = kvMax
 	}
-	sc.Hardware, sc.Model = r.hw.Name, r.shape.Name
+	sc.Hardware, sc.Model = r.HW.Name, r.Shape.Name
 	p, err := sc.planOn(r)
 	if err != nil {
 		return nil, warn, err
 	}
 	return p, append(warn, p.Notes...), nil
-}
-
-// PricingFromManifest resolves only the models that price a recorded
-// run's steps (step replay needs no engine): the hardware and model shape
-// are looked up only when the FPM is the roofline prior.
-func PricingFromManifest(m *datasets.Manifest, o ManifestOptions) (*Pricing, error) {
-	r := resolveManifest(m)
-	if IsPrior(o.FPM) && !r.known() {
-		return nil, r.err()
-	}
-	return Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: o.FPM, Host: o.Host, EngineVersion: m.Source.Detail[datasets.DetailVLLMVersion], CUDAGraphSizes: m.CUDAGraphSizes})
-}
-
-// resolveManifest looks up the manifest's hardware in the catalogue (else
-// its recorded spec file) and takes its model from the recorded layer
-// shape, else from the catalogue's shape of its name (else its recorded
-// config.json) at the recorded tensor parallelism. Failures are kept,
-// not returned: only some uses need both.
-func resolveManifest(m *datasets.Manifest) resolved {
-	var r resolved
-	switch {
-	case m == nil || m.Hardware == nil || m.Hardware.GPUName == "":
-		r.hwErr = errors.New("hardware: the manifest names no GPU")
-	default:
-		hw, err := catalog.LookupHardware(m.Hardware.GPUName)
-		if err != nil && m.Hardware.Spec != "" {
-			hw, err = catalog.LookupHardware(m.Hardware.Spec)
-		}
-		if err != nil {
-			r.hw.Name, r.hwErr = m.Hardware.GPUName, AtKey("hardware", err)
-		} else {
-			r.hw, r.hwKnown = hw, true
-		}
-	}
-	var ms *datasets.ModelShape
-	if m != nil {
-		ms = m.Model
-	}
-	switch {
-	case ms == nil || (ms.Name == "" && ms.Layers == 0):
-		r.shapeErr = errors.New("model: the manifest has no model section: record the model's name or layer shape")
-	case ms.Layers > 0 && ms.Hidden > 0:
-		s, err := manifest.Shape(ms)
-		if err != nil {
-			r.shapeErr = fmt.Errorf("model: the manifest's layer shape: %w", err)
-		}
-		r.shape, r.shapeKnown = s, err == nil
-	default:
-		s, err := catalog.LookupModel(ms.Name)
-		if err != nil && ms.Config != "" && !strings.HasPrefix(ms.Config, "builtin:") {
-			s, err = catalog.LookupModel(ms.Config)
-		}
-		if err == nil && ms.TensorParallel > 1 {
-			s = s.WithTP(ms.TensorParallel)
-			err = s.Validate()
-		}
-		if err != nil {
-			r.shapeErr = AtKey("model: the manifest records no layer shape, and its name", err)
-		}
-		r.shape, r.shapeKnown = s, err == nil
-	}
-	r.shape.Name = cmpOr(r.shape.Name, nameOf(ms))
-	return r
-}
-
-func nameOf(ms *datasets.ModelShape) string {
-	if ms == nil {
-		return ""
-	}
-	return ms.Name
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/catalog/manifest"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim/sched"
 )
 
@@ -15,7 +16,7 @@ import (
 // engine, and the scenario it came from.
 type Plan struct {
 	Scenario Scenario
-	Pricing
+	pricing.Pricing
 	Sched  sched.Config
 	Async  bool
 	Graphs []int
@@ -51,7 +52,7 @@ func (sc Scenario) PlanOn(hw catalog.Hardware, shape catalog.Shape) (*Plan, erro
 
 // EnginePlanOn is PlanOn without the workload.
 func (sc Scenario) EnginePlanOn(hw catalog.Hardware, shape catalog.Shape) (*Plan, error) {
-	return sc.planOn(resolved{hw: hw, shape: shape, hwKnown: true, shapeKnown: true})
+	return sc.planOn(manifest.Resolved{HW: hw, Shape: shape, HWKnown: true, ShapeKnown: true})
 }
 
 // EnginePlan is Plan without the workload: the engine alone, for callers
@@ -72,7 +73,7 @@ func (sc Scenario) Lookup() (catalog.Hardware, catalog.Shape, error) {
 	var errs []error
 	hw, err := catalog.LookupHardware(sc.Hardware)
 	if err != nil {
-		errs = append(errs, AtKey("hardware", err))
+		errs = append(errs, catalog.AtKey("hardware", err))
 	}
 	shape, err := sc.shape()
 	if err != nil {
@@ -86,28 +87,12 @@ func (sc Scenario) Lookup() (catalog.Hardware, catalog.Shape, error) {
 	return hw, shape, errors.Join(errs...)
 }
 
-// AtKey prefixes err with the scenario key it concerns. A package prefix
-// the error already starts with ("model: " from the catalogue) is dropped,
-// so no message reads "model: model: ..." or "hardware: model: ...".
-func AtKey(key string, err error) error { return keyError{key, err} }
-
-type keyError struct {
-	key string
-	err error
-}
-
-func (e keyError) Error() string {
-	return e.key + ": " + strings.TrimPrefix(e.err.Error(), "model: ")
-}
-
-func (e keyError) Unwrap() error { return e.err }
-
 // shape looks the model up and applies the scenario's parallelism and
 // dtypes.
 func (sc Scenario) shape() (catalog.Shape, error) {
 	s, err := catalog.LookupModel(sc.Model)
 	if err != nil {
-		return s, AtKey("model", err)
+		return s, catalog.AtKey("model", err)
 	}
 	if sc.TensorParallel < 0 {
 		return s, fmt.Errorf("tensor_parallel is %d: use 1 or more (0: the model's own)", sc.TensorParallel)
@@ -124,25 +109,9 @@ func (sc Scenario) shape() (catalog.Shape, error) {
 	return s, nil
 }
 
-// resolved is what the catalogue (or a manifest's record) says of the
-// hardware and model. A manifest may name a GPU the catalogue lacks; then
-// only what needs no hardware can be planned.
-type resolved struct {
-	hw                  catalog.Hardware
-	shape               catalog.Shape
-	hwKnown, shapeKnown bool
-	hwErr, shapeErr     error
-}
-
-// known reports whether both the hardware and the shape are known; err
-// says why not.
-func (r resolved) known() bool { return r.hwKnown && r.shapeKnown }
-
-func (r resolved) err() error { return errors.Join(r.hwErr, r.shapeErr) }
-
 // planOn is the one place an engine is planned, from a scenario or from a
 // manifest (PlanFromManifest).
-func (sc Scenario) planOn(r resolved) (*Plan, error) {
+func (sc Scenario) planOn(r manifest.Resolved) (*Plan, error) {
 	e := sc.Engine
 	var errs []error
 	if e.BlockSize <= 0 || e.BlockSize&(e.BlockSize-1) != 0 {
@@ -160,15 +129,15 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
-	needHW := e.NumGPUBlocks == 0 || IsPrior(sc.FPM)
-	if needHW && !r.known() {
-		return nil, r.err()
+	needHW := e.NumGPUBlocks == 0 || pricing.IsPrior(sc.FPM)
+	if needHW && !r.Known() {
+		return nil, r.Err()
 	}
 	blocks := e.NumGPUBlocks
 	if blocks == 0 {
 		var err error
 		// The refusal names the model, the GPU and what to change.
-		if blocks, err = catalog.KVBlocks(r.hw, r.shape, e.BlockSize, e.GPUMemoryUtilization); err != nil {
+		if blocks, err = catalog.KVBlocks(r.HW, r.Shape, e.BlockSize, e.GPUMemoryUtilization); err != nil {
 			return nil, err
 		}
 	}
@@ -183,11 +152,11 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 			// The capacity was sized from memory: say so, and that the
 			// memory settings change it too.
 			return nil, catalog.NoFit(fmt.Errorf("%w (engine.num_gpu_blocks=%d is what fits on %s at TP=%d and gpu_memory_utilization %.2f; a higher tensor_parallel or engine.gpu_memory_utilization gives more)",
-				err, blocks, r.hw.Name, max(1, r.shape.TP), e.GPUMemoryUtilization))
+				err, blocks, r.HW.Name, max(1, r.Shape.TP), e.GPUMemoryUtilization))
 		}
 		return nil, err
 	}
-	pr, err := Price(PricingSpec{Hardware: r.hw, Shape: r.shape, FPM: sc.FPM, Host: sc.Host, EngineVersion: e.VLLMVersion, CUDAGraphSizes: e.CUDAGraphSizes})
+	pr, err := pricing.Price(pricing.Spec{Hardware: r.HW, Shape: r.Shape, FPM: sc.FPM, Host: sc.Host, EngineVersion: e.VLLMVersion, CUDAGraphSizes: e.CUDAGraphSizes})
 	if err != nil {
 		return nil, fmt.Errorf("fpm: %w", err)
 	}
@@ -201,7 +170,7 @@ func (sc Scenario) planOn(r resolved) (*Plan, error) {
 // on a virtual clock; a capture brings its GPU executor and wall clock.
 func (p *Plan) NewEngine(b Backend, sink Sink) (*Engine, error) {
 	if b.Exec == nil {
-		b.Exec, b.Clock, b.Host = p.Executor(p.Graphs), &VirtualClock{}, &HostAdapter{M: p.Host}
+		b.Exec, b.Clock, b.Host = NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs), &VirtualClock{}, &HostAdapter{M: p.Host}
 	}
 	worker := b.WorkerID
 	if worker == "" {

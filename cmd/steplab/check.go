@@ -9,6 +9,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/pricing"
 )
 
 func init() { register(newCheckCmd) }
@@ -174,19 +175,20 @@ func gateResult(w io.Writer, g gate, n int, asJSON bool) error {
 // checkSpec gates the model spec (an artifact or a prior, as eval takes
 // it) on the datasets, with a baseline spec ("" for none) on the same rows.
 func checkSpec(spec, baseline string, paths []string, load fit.LoadOptions, opt fit.CheckOptions) (*fit.CheckReport, error) {
-	m, a, name, notes, err := loadFPM(spec, paths)
+	p, err := pricing.ForDatasets(spec, paths)
 	if err != nil {
 		return nil, err
 	}
+	notes := p.Notes
 	if baseline != "" {
-		b, _, bname, bnotes, err := loadFPM(baseline, paths)
+		b, err := pricing.ForDatasets(baseline, paths)
 		if err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
 		}
-		opt.Baseline, opt.BaselineName = b, bname
-		notes = append(notes, bnotes...)
+		opt.Baseline, opt.BaselineName = b.FPM, b.Name()
+		notes = append(notes, b.Notes...)
 	}
-	r, err := fit.CheckModel(m, a, name, paths, load, opt)
+	r, err := fit.CheckModel(p.FPM, p.Artifact, p.Name(), paths, load, opt)
 	if err != nil {
 		return nil, err
 	}

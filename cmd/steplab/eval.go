@@ -5,11 +5,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/fpm/opdb"
-	"github.com/steplab/steplab/sim"
 )
 
 func init() { register(newEvalCmd) }
@@ -74,34 +71,7 @@ Examples, from the repository root (the committed H200 models and traffic):
 	return cmd
 }
 
-// loadFPM turns a model argument of eval or check into a model: a prior
-// spec (roofline, ops, ops:NAME|DIR) built from the first dataset's
-// manifest, or an artifact path. The notes say how a prior was built.
-func loadFPM(spec string, paths []string) (m fpm.FPM, a *fpm.Artifact, name string, notes []string, err error) {
-	if !sim.IsPrior(spec) {
-		m, a, err = fit.LoadModel(spec)
-		return m, a, spec, nil, err
-	}
-	d, err := datasets.Open(paths[0])
-	if err != nil {
-		return nil, nil, "", nil, err
-	}
-	p, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: spec})
-	if err != nil {
-		return nil, nil, "", nil, err
-	}
-	return p.FPM, nil, p.Name(), p.Notes, nil
-}
-
 func evalSpec(spec string, paths []string, cfg fit.EvalConfig) (*fit.EvalReport, error) {
-	m, a, name, notes, err := loadFPM(spec, paths)
-	if err != nil {
-		return nil, err
-	}
-	rep, _, err := fit.EvalModel(m, a, name, paths, cfg)
-	if err != nil {
-		return nil, err
-	}
-	rep.Warnings = append(rep.Warnings, notes...)
-	return rep, nil
+	rep, _, err := fit.EvalDatasets(spec, paths, cfg)
+	return rep, err
 }

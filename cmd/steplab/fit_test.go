@@ -16,6 +16,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 )
 
 // decodeSteps draws n decode steps of 4 ms + 20 µs/request + 30 ns/KV token
@@ -69,7 +70,7 @@ func TestFitEvalCheckCLI(t *testing.T) {
 	require.Len(t, rep.Warnings, 1, "admission_step manifest: warning in the JSON result")
 	require.NotNil(t, rep.CV)
 	require.Len(t, rep.Plots, 10)
-	_, art, err := fpm.Load(mpath)
+	_, art, err := pricing.Load(mpath)
 	require.NoError(t, err)
 	require.Len(t, art.Training.Datasets, 1)
 	require.Len(t, art.Training.Datasets[0].SHA256, 64)
@@ -309,7 +310,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 			// report, on stderr and in the artifact's notes.
 			mpath := filepath.Join(dir, c.name+"-recipe.json")
 			out, logs := fitLogged(t, c.dataset, "-o", mpath)
-			_, a, err := fpm.Load(mpath)
+			_, a, err := pricing.Load(mpath)
 			require.NoError(t, err)
 			require.Equal(t, fpm.FormRecipe, a.Form)
 			require.Equal(t, c.kinds, a.Training.Selection.Kinds)
@@ -344,7 +345,7 @@ func TestFitDefaultsOnOwnAndForeignData(t *testing.T) {
 				notes = append(notes, "term "+term+" dropped: ")
 			}
 			require.Equal(t, len(c.dropped), strings.Count(out, "dropped term "), out)
-			_, a, err = fpm.Load(mpath)
+			_, a, err = pricing.Load(mpath)
 			require.NoError(t, err)
 			require.Len(t, a.Notes, len(notes))
 			for i, n := range notes {

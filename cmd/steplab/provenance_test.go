@@ -12,7 +12,7 @@ import (
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
-	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 )
 
 // The committed H200 artifact replaying the committed RTX 4090 run says
@@ -25,7 +25,7 @@ func TestReplayProvenanceCLI(t *testing.T) {
 	out, err := runCLI(t, "import", "vllm-requests", "../../datasets/importers/testdata/llmservingsim-rtx4090-llama-3.1-8b", "-o", rtx)
 	require.NoError(t, err, out)
 	const recorded = "../../datasets/h200/models/steady-gpu.json"
-	_, art, err := fpm.Load(recorded)
+	_, art, err := pricing.Load(recorded)
 	require.NoError(t, err)
 	require.Equal(t, []catalog.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}, art.Training.FittedOn,
 		"the committed artifact records its training dataset's setting")
@@ -60,7 +60,7 @@ func TestReplayProvenanceCLI(t *testing.T) {
 // simulated dataset's manifest notes, and eval of it on that dataset warns.
 func TestSimulateEvalProvenanceCLI(t *testing.T) {
 	dir := t.TempDir()
-	_, art, err := fpm.Load("../../datasets/h200/models/steady-gpu.json")
+	_, art, err := pricing.Load("../../datasets/h200/models/steady-gpu.json")
 	require.NoError(t, err)
 	art.Training.FittedOn = []catalog.FittedOn{{GPU: "H200-SXM", Model: "Llama-3.1-8B", WeightDType: "bf16", KVDType: "bf16"}}
 	fpModel := filepath.Join(dir, "steady-gpu.json")

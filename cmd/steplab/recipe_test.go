@@ -12,6 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 )
 
 // fit with no form flags fits the recipe; eval reports the coverage of its
@@ -28,7 +29,7 @@ func TestFitRecipeEvalCoverageCLI(t *testing.T) {
 	out, err := runCLI(t, "fit", train, "-o", mpath, "--bootstrap", "20", "--cv", "0")
 	require.NoError(t, err, out)
 	require.Contains(t, out, "decode: 400 rows, priced by linear")
-	_, a, err := fpm.Load(mpath)
+	_, a, err := pricing.Load(mpath)
 	require.NoError(t, err)
 	require.Equal(t, fpm.FormRecipe, a.Form)
 
@@ -58,7 +59,7 @@ func TestFitRecipeEvalCoverageCLI(t *testing.T) {
 	lpath := filepath.Join(dir, "linear.json")
 	_, err = runCLI(t, "fit", train, "-o", lpath, "--terms", "decode", "--cv", "0", "--bootstrap", "0")
 	require.NoError(t, err)
-	_, a, err = fpm.Load(lpath)
+	_, a, err = pricing.Load(lpath)
 	require.NoError(t, err)
 	require.Equal(t, fpm.FormLinear, a.Form, "--terms without --form: linear")
 

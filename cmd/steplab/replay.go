@@ -11,8 +11,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/replay"
-	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -89,7 +89,7 @@ Examples, from the repository root (the committed H200 model and traffic):
 			if err != nil {
 				return err
 			}
-			m, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: args[0], Host: host})
+			m, err := pricing.FromManifest(d.Manifest, args[0], host)
 			if err != nil {
 				return &exitError{code: 2, msg: "replay steps: " + err.Error()}
 			}

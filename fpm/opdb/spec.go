@@ -166,11 +166,10 @@ func DatabaseGPU(db *fpm.OpDB) (string, error) {
 	return hw.Name, nil
 }
 
-func init() { fpm.RegisterForm(fpm.FormOps, decodeArtifact) }
-
-// decodeArtifact builds the prior an ops artifact describes; a relative
-// database directory is read relative to the artifact.
-func decodeArtifact(a *fpm.Artifact) (fpm.FPM, error) {
+// FromArtifact builds the prior an ops artifact (form ops) describes; a
+// relative database directory is read relative to the artifact. Package
+// pricing calls it for that form.
+func FromArtifact(a *fpm.Artifact) (fpm.FPM, error) {
 	var p fpm.OpsParams
 	if err := json.Unmarshal(a.Params, &p); err != nil {
 		return nil, fmt.Errorf("ops artifact: params: %w", err)

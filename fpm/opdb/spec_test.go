@@ -169,9 +169,9 @@ func TestSpec(t *testing.T) {
 	require.Equal(t, []string{"ops: " + h200 + " measured under vllm 0.24.0, the run's version is 0.19.0"}, notes)
 }
 
-// An ops artifact names its database, shape and engine; fpm.Load builds
-// the prior from it (this package registers the form), reading a relative
-// database directory next to the artifact.
+// An ops artifact names its database, shape and engine; FromArtifact
+// builds the prior from it, reading a relative database directory next to
+// the artifact.
 func TestArtifact(t *testing.T) {
 	dir := t.TempDir()
 	e := fpm.OpsEngine{Name: "test", GEMMScale: 1.5, GraphStepNs: 1e6}
@@ -187,9 +187,14 @@ func TestArtifact(t *testing.T) {
 		require.NoError(t, err)
 		path := filepath.Join(dir, "ops.json")
 		require.NoError(t, a.Save(path))
-		m, got, err := fpm.Load(path)
-		require.NoError(t, err, database)
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		got, err := fpm.ParseArtifact(b)
+		require.NoError(t, err)
+		got.Path = path
 		require.Equal(t, fpm.FormOps, got.Form)
+		m, err := FromArtifact(got)
+		require.NoError(t, err, database)
 		require.Equal(t, want.PredictNs(f), m.PredictNs(f), database)
 		require.Equal(t, e, m.(*fpm.Ops).Engine())
 	}
@@ -201,7 +206,7 @@ func TestArtifact(t *testing.T) {
 		{`[1]`, "ops artifact: params"},
 	} {
 		a := &fpm.Artifact{ArtifactVersion: 1, Form: fpm.FormOps, Params: []byte(c.params)}
-		_, err := a.Model()
+		_, err := FromArtifact(a)
 		require.ErrorContains(t, err, c.want, c.params)
 	}
 }

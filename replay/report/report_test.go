@@ -18,10 +18,10 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 	"github.com/steplab/steplab/replay/whatif"
-	"github.com/steplab/steplab/sim"
 )
 
 const (
@@ -53,7 +53,7 @@ func makeInputs(t *testing.T) inputs {
 
 	d, err := datasets.Open(traffic)
 	require.NoError(t, err)
-	m, err := sim.PricingFromManifest(d.Manifest, sim.ManifestOptions{FPM: in.model})
+	m, err := pricing.FromManifest(d.Manifest, in.model, "")
 	require.NoError(t, err)
 	_, err = replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: 10},
 		replay.Output{Dir: in.replay, ModelName: m.FPMName, DatasetDir: traffic})

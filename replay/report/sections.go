@@ -12,6 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets/inspect"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/replay"
 	"github.com/steplab/steplab/replay/sweep"
 	"github.com/steplab/steplab/replay/whatif"
@@ -220,7 +221,7 @@ func (b *builder) fitSection(modelPath string, dirs []string) {
 	s := &section{ID: "fit", Title: TitleFit}
 	b.sections = append(b.sections, s)
 	b.begin()
-	_, art, err := fit.LoadModel(modelPath)
+	_, art, err := pricing.Load(modelPath)
 	if err != nil {
 		b.err = err
 		return

@@ -16,8 +16,8 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/internal/yamldoc"
+	"github.com/steplab/steplab/pricing"
 
-	"github.com/steplab/steplab/fpm/opdb"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workflow"
@@ -666,7 +666,7 @@ func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *cluster.Plan
 	}
 	if e.FPM != "" {
 		ss.FPM = e.FPM
-		if e.FPM != "roofline" && !opdb.IsSpec(e.FPM) && !filepath.IsAbs(e.FPM) {
+		if e.FPM != "roofline" && !pricing.IsOps(e.FPM) && !filepath.IsAbs(e.FPM) {
 			ss.FPM = filepath.Join(filepath.Dir(c.d.Path), e.FPM)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -139,7 +140,7 @@ func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.Manif
 // expertKVBlocks is the KV capacity of one GPU of an expert-parallel pool
 // whose manifest does not record it, and the note that says so.
 func expertKVBlocks(pm *datasets.Manifest, ps PoolSpec) (int, string, error) {
-	pr, err := sim.PricingFromManifest(pm, sim.ManifestOptions{FPM: sim.FPMRoofline})
+	pr, err := pricing.FromManifest(pm, pricing.FPMRoofline, "")
 	if err != nil {
 		return 0, "", err
 	}

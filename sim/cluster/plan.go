@@ -14,7 +14,7 @@ import (
 	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/fpm/opdb"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -197,7 +197,7 @@ func (p *Plan) finish(links Links) error {
 // routed experts are priced by the roofline of moePricer: the databases'
 // MoE tables are not read.
 func (pp *PoolPlan) expertPricingNote() string {
-	if pp.moe == nil || !opdb.IsSpec(pp.Engine.FPMName) {
+	if pp.moe == nil || !pricing.IsOps(pp.Engine.FPMName) {
 		return ""
 	}
 	return fmt.Sprintf("pool %s: %s prices attention and the dense layers; the routed experts and the all-to-all are priced by the roofline (an ops database's MoE tables are not read)",
@@ -369,7 +369,7 @@ func (sc Scenario) planPool(ps PoolSpec, hw catalog.Hardware, s catalog.Shape, w
 	if ps.Hardware != "" {
 		h, err := catalog.LookupHardware(ps.Hardware)
 		if err != nil {
-			return nil, sim.AtKey(at+".hardware", err)
+			return nil, catalog.AtKey(at+".hardware", err)
 		}
 		hw, psc.Hardware = h, ps.Hardware
 	}
@@ -491,7 +491,7 @@ func ScalesOf(a *fpm.Artifact) (Scales, bool, error) {
 }
 
 // WithScalesParam stores s in an artifact's params.moe, keeping its other
-// params (sim.WithHost's host).
+// params (pricing.WithHost's host).
 func WithScalesParam(a *fpm.Artifact, s Scales) error {
 	m := map[string]json.RawMessage{}
 	if len(a.Params) > 0 {

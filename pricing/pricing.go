@@ -1,4 +1,13 @@
-package sim
+// Package pricing is the one place a spec becomes models: an FPM spec
+// ("roofline", an ops spec, or the path of a model artifact of any form)
+// and a host spec, for a GPU and a model shape, become the forward-pass,
+// payload and host-overhead models that price a step. Every command that
+// takes an FPM spec (simulate, replay, eval, check and its bounds files,
+// calibrate, what-if) resolves it here, so they accept the same specs and
+// refuse the same ones with the same message. It dispatches the forms
+// explicitly: fpm builds linear, grid and recipe artifacts, fpm/opdb the
+// ops prior and ops artifacts (which read a kernel database).
+package pricing
 
 import (
 	"encoding/json"
@@ -16,10 +25,10 @@ import (
 // hardware and model shape alone.
 const FPMRoofline = "roofline"
 
-// PricingSpec names what prices an engine's steps: the GPU and the model it
+// Spec names what prices an engine's steps: the GPU and the model it
 // runs (already looked up in the catalogue), a forward-pass model spec and
 // a host-overhead model spec.
-type PricingSpec struct {
+type Spec struct {
 	Hardware catalog.Hardware
 	Shape    catalog.Shape
 	// FPM is "" or "roofline" (the roofline prior), an ops spec (the
@@ -65,7 +74,7 @@ type Pricing struct {
 // Price resolves a pricing spec: the one place an FPM spec and a host spec
 // become models. A hardware left zero is accepted only when nothing needs
 // it (a fitted artifact prices the steps).
-func Price(spec PricingSpec) (*Pricing, error) {
+func Price(spec Spec) (*Pricing, error) {
 	p := &Pricing{HW: spec.Hardware, Shape: spec.Shape, Payload: fpm.DefaultPayloadModel(), Host: fpm.DefaultHostModel(),
 		HostName: spec.Host}
 	switch {
@@ -75,14 +84,14 @@ func Price(spec PricingSpec) (*Pricing, error) {
 			return nil, err
 		}
 		p.FPM, p.FPMName = r.Prepare(), FPMRoofline
-	case opdb.IsSpec(spec.FPM):
+	case IsOps(spec.FPM):
 		o, notes, err := opdb.Prior(spec.FPM, opdb.Query{Hardware: p.HW, Shape: p.Shape, Version: spec.EngineVersion})
 		if err != nil {
 			return nil, err
 		}
 		p.FPM, p.FPMName, p.Notes = o, spec.FPM, append(p.Notes, notes...)
 	default:
-		f, a, err := fpm.Load(spec.FPM)
+		f, a, err := Load(spec.FPM)
 		if err != nil {
 			return nil, err
 		}
@@ -137,9 +146,11 @@ func (p *Pricing) HostNote() string {
 
 // IsPrior reports whether an FPM spec names a prior priced from the
 // hardware and shape alone (which both must then be known).
-func IsPrior(fpModel string) bool {
-	return fpModel == "" || fpModel == FPMRoofline || opdb.IsSpec(fpModel)
-}
+func IsPrior(spec string) bool { return spec == "" || spec == FPMRoofline || IsOps(spec) }
+
+// IsOps reports whether an FPM spec names the measured-operations prior
+// (ops, ops:NAME, ops:DIR, ops:aic[:PATH]) rather than an artifact path.
+func IsOps(spec string) bool { return opdb.IsSpec(spec) }
 
 // Name names the FPM in reports: a prior with its hardware and shape, an
 // artifact by its path.
@@ -161,12 +172,6 @@ func (p *Pricing) Roofline() (fpm.Roofline, error) {
 		return r, fmt.Errorf("roofline prior: %w", err)
 	}
 	return r, nil
-}
-
-// Executor is a simulated executor pricing steps with these models and
-// padding decode batches to the given CUDA-graph sizes.
-func (p *Pricing) Executor(graphs []int) *SimExecutor {
-	return NewSimExecutor(p.FPM, p.Payload, p.Host, graphs)
 }
 
 // hostParams is where calibrate stores its fitted host model in an

@@ -1,4 +1,4 @@
-package sim
+package pricing
 
 import (
 	"os"
@@ -42,7 +42,7 @@ func TestHostNote(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := Price(PricingSpec{Hardware: hw, Shape: shape, FPM: tc.fpModel, Host: tc.host})
+			p, err := Price(Spec{Hardware: hw, Shape: shape, FPM: tc.fpModel, Host: tc.host})
 			require.NoError(t, err)
 			assert.Equal(t, tc.prior, p.HostPrior)
 			assert.Contains(t, p.HostNote(), tc.want)
