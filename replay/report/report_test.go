@@ -64,7 +64,7 @@ func makeInputs(t *testing.T) inputs {
 	for _, kv := range []string{"load.requests=100", "load.repetitions=2"} {
 		require.NoError(t, doc.Set(kv))
 	}
-	sc, err := doc.Compile()
+	sc, err := whatif.Compile(doc)
 	require.NoError(t, err)
 	out, err := whatif.Run(sc, whatif.Options{Jobs: 2})
 	require.NoError(t, err)

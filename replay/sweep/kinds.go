@@ -101,7 +101,7 @@ func compileKind(d *whatif.Doc, i int) (compiled, error) {
 		s = s.Resolve(filepath.Dir(d.Path))
 		return compiled{kind: k, cal: &s, name: filepath.Base(d.Path)}, nil
 	default:
-		sc, err := d.Compile()
+		sc, err := whatif.Compile(d)
 		if err != nil {
 			return compiled{}, err
 		}

@@ -1,14 +1,12 @@
 package whatif
 
 import (
-	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -132,11 +130,8 @@ func (e *EdgeSpec) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // Doc is a scenario's YAML, kept as a node tree so that errors name lines
-// and Set can override keys.
-type Doc struct {
-	Path string
-	root *yaml.Node
-}
+// and Set can override keys (yamldoc.Doc: every document steplab reads).
+type Doc = yamldoc.Doc
 
 // Load reads a scenario file.
 func Load(path string) (*Doc, error) {
@@ -150,143 +145,20 @@ func Load(path string) (*Doc, error) {
 // Parse reads a scenario from bytes; path names it in messages (and FPM
 // artifact paths are relative to its directory).
 func Parse(path string, b []byte) (*Doc, error) {
-	root, err := yamldoc.Parse(b)
+	d, err := yamldoc.New(path, b)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %v", path, err)
+		return nil, err
 	}
-	if root.Kind == 0 {
-		return nil, fmt.Errorf("%s: the file is empty: a scenario is a YAML mapping (name, seed, network, load, stages, placements; docs/whatif.md)", path)
-	}
-	if root.Kind != yaml.DocumentNode || len(root.Content) != 1 || root.Content[0].Kind != yaml.MappingNode {
+	if d.Root().Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("%s: a scenario is a YAML mapping (name, seed, network, load, stages, placements)", path)
 	}
-	return &Doc{Path: path, root: root.Content[0]}, nil
+	if d.Empty() {
+		return nil, fmt.Errorf("%s: the file is empty: a scenario is a YAML mapping (name, seed, network, load, stages, placements; docs/whatif.md)", path)
+	}
+	return d, nil
 }
 
-// Has reports whether the document has a top-level key.
-func (d *Doc) Has(key string) bool { return child(d.root, key) != nil }
-
-// Decode decodes the document (with its overrides) into v, refusing keys
-// v's type does not have (yaml KnownFields): a document that is not a
-// what-if scenario (a simulate scenario, a calibration) read by its own
-// type.
-func (d *Doc) Decode(v any) error {
-	b, err := yaml.Marshal(d.root)
-	if err != nil {
-		return fmt.Errorf("%s: %v", d.Path, err)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%s: %v", d.Path, err)
-	}
-	return nil
-}
-
-// Clone returns an independent copy.
-func (d *Doc) Clone() *Doc { return &Doc{Path: d.Path, root: cloneNode(d.root)} }
-
-func cloneNode(n *yaml.Node) *yaml.Node {
-	if n == nil {
-		return nil
-	}
-	c := *n
-	c.Content = make([]*yaml.Node, len(n.Content))
-	for i, k := range n.Content {
-		c.Content[i] = cloneNode(k)
-	}
-	c.Alias = cloneNode(n.Alias)
-	return &c
-}
-
-// Set overrides one key: KEY=VALUE with a dotted path; a list of stages is
-// indexed by stage name (stages.classifier.workers=8), and VALUE is YAML
-// (a number, a word, [a, b], {k: v}). A key the scenario lacks is added.
-func (d *Doc) Set(kv string) error {
-	k, v, ok := strings.Cut(kv, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("--set %q: want KEY=VALUE", kv)
-	}
-	var val yaml.Node
-	if err := yamldoc.Unmarshal([]byte(v), &val); err != nil {
-		return fmt.Errorf("--set %s: value: %v", kv, err)
-	}
-	var vn *yaml.Node
-	if len(val.Content) == 1 {
-		vn = val.Content[0]
-	} else {
-		vn = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: ""}
-	}
-	zeroLines(vn)
-	cur := d.root
-	parts := strings.Split(k, ".")
-	for i, p := range parts {
-		last := i == len(parts)-1
-		switch cur.Kind {
-		case yaml.MappingNode:
-			var next *yaml.Node
-			for j := 0; j+1 < len(cur.Content); j += 2 {
-				if cur.Content[j].Value == p {
-					next = cur.Content[j+1]
-					if last {
-						cur.Content[j+1] = vn
-					}
-				}
-			}
-			if next == nil {
-				next = vn
-				if !last {
-					next = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-				}
-				cur.Content = append(cur.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: p}, next)
-			}
-			cur = next
-		case yaml.SequenceNode:
-			var next *yaml.Node
-			for j, item := range cur.Content {
-				if item.Kind == yaml.MappingNode && valueOf(item, "name") == p {
-					next = item
-					if last {
-						cur.Content[j] = vn
-					}
-				}
-			}
-			if next == nil {
-				return fmt.Errorf("--set %s: no item named %q in %s", kv, p, strings.Join(parts[:i], "."))
-			}
-			cur = next
-		default:
-			return fmt.Errorf("--set %s: %s is not a mapping", kv, strings.Join(parts[:i], "."))
-		}
-	}
-	return nil
-}
-
-func zeroLines(n *yaml.Node) {
-	n.Line, n.Column = 0, 0
-	for _, c := range n.Content {
-		zeroLines(c)
-	}
-}
-
-func valueOf(m *yaml.Node, key string) string {
-	if v := child(m, key); v != nil && v.Kind == yaml.ScalarNode {
-		return v.Value
-	}
-	return ""
-}
-
-func child(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for j := 0; j+1 < len(m.Content); j += 2 {
-		if m.Content[j].Value == key {
-			return m.Content[j+1]
-		}
-	}
-	return nil
-}
+func child(m *yaml.Node, key string) *yaml.Node { return yamldoc.Child(m, key) }
 
 // Scenario is a compiled, valid scenario.
 type Scenario struct {
@@ -331,19 +203,14 @@ func (s *Scenario) Offered() float64 {
 	return s.Load.RateRPS
 }
 
-// lineErr is an error at a line of the scenario.
+// lineErr is an error at a place of the scenario: a line, or an
+// override (Doc.Where).
 type lineErr struct {
-	path string
-	line int
-	msg  string
+	where string
+	msg   string
 }
 
-func (e *lineErr) Error() string {
-	if e.line <= 0 {
-		return fmt.Sprintf("%s (--set): %s", e.path, e.msg)
-	}
-	return fmt.Sprintf("%s:%d: %s", e.path, e.line, e.msg)
-}
+func (e *lineErr) Error() string { return e.where + ": " + e.msg }
 
 type compiler struct {
 	d    *Doc
@@ -351,31 +218,23 @@ type compiler struct {
 }
 
 func (c *compiler) at(n *yaml.Node, format string, a ...any) {
-	line := 0
-	if n != nil {
-		line = n.Line
-	}
-	c.errs = append(c.errs, &lineErr{path: c.d.Path, line: line, msg: fmt.Sprintf(format, a...)})
+	c.errs = append(c.errs, &lineErr{where: c.d.Where(n), msg: fmt.Sprintf(format, a...)})
 }
 
 // Compile checks the document and builds the scenario; every problem is
 // reported with its line.
-func (d *Doc) Compile() (*Scenario, error) {
+func Compile(d *Doc) (*Scenario, error) {
 	c := &compiler{d: d}
-	c.checkKeys(d.root, reflect.TypeFor[File]())
-	if len(c.errs) > 0 {
-		return nil, errors.Join(c.errs...)
-	}
 	var f File
-	if err := d.root.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %v", d.Path, err)
+	if err := d.Decode(&f); err != nil {
+		return nil, err
 	}
 	sc := &Scenario{File: f, Path: d.Path}
 	c.load(sc)
 	net := c.network(f.Network)
-	stagesNode := child(d.root, "stages")
+	stagesNode := child(d.Root(), "stages")
 	if len(f.Stages) == 0 {
-		c.at(d.root, "no stages: a workflow needs at least a frontend and the stages it calls")
+		c.at(d.Root(), "no stages: a workflow needs at least a frontend and the stages it calls")
 		return nil, errors.Join(c.errs...)
 	}
 	base := make([]workflow.Stage, len(f.Stages))
@@ -396,14 +255,14 @@ func (d *Doc) Compile() (*Scenario, error) {
 		for _, err := range p.Graph.Validate() {
 			var ge *workflow.Error
 			if !errors.As(err, &ge) {
-				c.at(d.root, "%v", err)
+				c.at(d.Root(), "%v", err)
 				continue
 			}
 			n := stageNode[ge.Stage]
 			if n == nil {
-				n = d.root
+				n = d.Root()
 				if ge.Field == "network" {
-					n = child(d.root, "network")
+					n = child(d.Root(), "network")
 				}
 			}
 			switch {
@@ -440,7 +299,7 @@ func dedupe(errs []error) []error {
 		key := e.Error()
 		if le, ok := e.(*lineErr); ok {
 			if _, rest, ok := strings.Cut(le.msg, ": "); ok && strings.HasPrefix(le.msg, "placement ") {
-				key = fmt.Sprint(le.line, rest)
+				key = le.where + ": " + rest
 			}
 		}
 		if !seen[key] {
@@ -451,13 +310,6 @@ func dedupe(errs []error) []error {
 	return out
 }
 
-// checkKeys refuses keys the document's types do not have.
-func (c *compiler) checkKeys(n *yaml.Node, t reflect.Type) {
-	for _, e := range sim.UnknownKeys(n, t) {
-		c.errs = append(c.errs, &lineErr{path: c.d.Path, line: e.Line, msg: e.Error()})
-	}
-}
-
 func (c *compiler) field(parent *yaml.Node, key string) *yaml.Node {
 	if v := child(parent, key); v != nil {
 		return v
@@ -466,7 +318,7 @@ func (c *compiler) field(parent *yaml.Node, key string) *yaml.Node {
 }
 
 func (c *compiler) network(n NetworkSpec) workflow.Network {
-	nn := child(c.d.root, "network")
+	nn := child(c.d.Root(), "network")
 	for _, f := range []struct {
 		key string
 		v   float64
@@ -484,9 +336,9 @@ func sNs(s float64) int64   { return int64(math.Round(s * 1e9)) }
 
 func (c *compiler) load(sc *Scenario) {
 	l := sc.File.Load
-	ln := child(c.d.root, "load")
+	ln := child(c.d.Root(), "load")
 	if ln == nil {
-		c.at(c.d.root, "no load: add load: {kind: constant, rate_rps: ..., requests: ...}")
+		c.at(c.d.Root(), "no load: add load: {kind: constant, rate_rps: ..., requests: ...}")
 		return
 	}
 	if l.Repetitions == 0 && child(ln, "repetitions") == nil {
@@ -550,7 +402,7 @@ func (c *compiler) load(sc *Scenario) {
 			c.at(c.field(ln, "output"), "load.output: %v", err)
 		}
 	}
-	sn := child(c.d.root, "slo")
+	sn := child(c.d.Root(), "slo")
 	for _, f := range []struct {
 		key string
 		v   float64
@@ -747,25 +599,4 @@ func (c *compiler) placements(f File, base []workflow.Stage, net workflow.Networ
 		out = append(out, build(k.Value, hosts))
 	}
 	return out
-}
-
-// YAML is the document (with its overrides) without its comments and the
-// top-level keys named in drop.
-func (d *Doc) YAML(drop ...string) ([]byte, error) {
-	m := cloneNode(d.root)
-	m.Content = nil
-	for i := 0; i+1 < len(d.root.Content); i += 2 {
-		if !slices.Contains(drop, d.root.Content[i].Value) {
-			m.Content = append(m.Content, cloneNode(d.root.Content[i]), cloneNode(d.root.Content[i+1]))
-		}
-	}
-	uncomment(m)
-	return yaml.Marshal(m)
-}
-
-func uncomment(n *yaml.Node) {
-	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
-	for _, c := range n.Content {
-		uncomment(c)
-	}
 }

@@ -27,7 +27,7 @@ func compile(t testing.TB, path string, sets ...string) *Scenario {
 	for _, s := range sets {
 		require.NoError(t, d.Set(s))
 	}
-	sc, err := d.Compile()
+	sc, err := Compile(d)
 	require.NoError(t, err)
 	return sc
 }
@@ -216,14 +216,14 @@ func TestScenarioErrorsNameTheLine(t *testing.T) {
 			require.NotEqual(t, good, src, "the edit applies")
 			d, err := Parse("t.yaml", []byte(src))
 			require.NoError(t, err)
-			_, err = d.Compile()
+			_, err = Compile(d)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tt.want)
 		})
 	}
 	d, err := Parse("t.yaml", []byte(good))
 	require.NoError(t, err)
-	_, err = d.Compile()
+	_, err = Compile(d)
 	require.NoError(t, err)
 }
 
@@ -231,7 +231,7 @@ func TestUnplacedInOnePlacementNamesIt(t *testing.T) {
 	src := strings.Replace(good, "    kind: join\n    host: h\n", "    kind: join\n", 1) + "placements:\n  a: {j: h}\n  b: {svc: h}\n"
 	d, err := Parse("t.yaml", []byte(src))
 	require.NoError(t, err)
-	_, err = d.Compile()
+	_, err = Compile(d)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "t.yaml:20: placement b: stage j, host: the stage is not placed")
 	assert.NotContains(t, err.Error(), "placement a:")
@@ -252,7 +252,7 @@ func TestSet(t *testing.T) {
 		}},
 		{set: "load.timeout_s=2", check: func(t *testing.T, sc *Scenario) { assert.Equal(t, int64(2e9), sc.Load.TimeoutNs) }},
 		{set: "stages.nope.workers=3", err: "no item named \"nope\""},
-		{set: "load.rate=3", err: "t.yaml (--set): unknown key \"rate\" in load"},
+		{set: "load.rate=3", err: "--set load.rate=3: unknown key \"rate\" in load"},
 		{set: "novalue", err: "want KEY=VALUE"},
 	}
 	for _, tt := range tests {
@@ -262,7 +262,7 @@ func TestSet(t *testing.T) {
 			err = d.Set(tt.set)
 			var sc *Scenario
 			if err == nil {
-				sc, err = d.Compile()
+				sc, err = Compile(d)
 			}
 			if tt.err != "" {
 				require.Error(t, err)
@@ -414,7 +414,7 @@ func TestVisionEncoderStage(t *testing.T) {
 	src = strings.Replace(src, "    host: h\n    service:", "    host: h\n    workers: 2\n    service:", 1)
 	d, err := Parse("t.yaml", []byte(src))
 	require.NoError(t, err)
-	sc, err := d.Compile()
+	sc, err := Compile(d)
 	require.NoError(t, err)
 	v, err := model.LoadVisionTower(cfg)
 	require.NoError(t, err)
@@ -439,7 +439,7 @@ func TestVisionEncoderStage(t *testing.T) {
 		require.NotEqual(t, src, bad)
 		d, err := Parse("t.yaml", []byte(bad))
 		require.NoError(t, err)
-		_, err = d.Compile()
+		_, err = Compile(d)
 		require.ErrorContains(t, err, tc.want)
 		assert.Contains(t, err.Error(), "t.yaml:", "names the line")
 	}
