@@ -25,15 +25,20 @@ const modulePath = "github.com/steplab/steplab"
 // model/features, the one mapping from the data contract's steps to model
 // features, and model/manifest, from a manifest's sections to the models,
 // stand on both; fit and sim share the next floor and do not
-// know each other; capture and replay sit above sim; cmd is the top and
-// nothing imports it.
+// know each other; capture, replay and workflow (stage graphs and the
+// what-if scenarios over them) sit above sim; the planner searches
+// what-if placements, a sweep runs scenarios and plans over a grid, the
+// report renders all of them; cmd is the top and nothing imports it.
 var floors = map[string]float64{
 	"internal": -1,
 	"datasets": 0, "model": 0,
 	"model/features": 0.5, "model/manifest": 0.5,
 	"fit": 1, "sim": 1,
-	"capture": 2, "replay": 2,
-	"cmd": 3,
+	"capture": 2, "replay": 2, "workflow": 2,
+	"planner": 2.5,
+	"sweep":   3,
+	"report":  4,
+	"cmd":     5,
 }
 
 // part is the key of floors a package path (relative to the module)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/replay/whatif"
+	"github.com/steplab/steplab/workflow/whatif"
 )
 
 func init() { register(newWhatifCmd) }
