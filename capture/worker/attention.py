@@ -215,12 +215,36 @@ if HAVE_TRITON:
                  mask=offs_d < HEAD_D)
 
 
+class LaunchConfig:
+    """One launch configuration of the paged kernel: KV tokens per tile,
+    warps and software-pipeline stages (None: Triton's default)."""
+
+    __slots__ = ("tile_n", "num_warps", "num_stages")
+
+    def __init__(self, tile_n, num_warps, num_stages=None):
+        self.tile_n, self.num_warps, self.num_stages = tile_n, num_warps, num_stages
+
+    def kwargs(self):
+        kw = {"num_warps": self.num_warps}
+        if self.num_stages is not None:
+            kw["num_stages"] = self.num_stages
+        return kw
+
+
 class TritonAttention:
     """Launch configuration and split-KV scratch buffers for one model."""
 
     MAX_SPLITS = 16
+    # Programs (query blocks x KV heads x splits) a launch aims for before it
+    # stops splitting the KV walk: enough resident programs per SM to keep
+    # the loads in flight.
+    PROGRAMS_PER_SM = 2
+    # Mixed and prefill steps of up to this many tokens may split their KV
+    # walk too (the scratch is sized for it).
+    MAX_SPLIT_TOKENS = 512
 
-    def __init__(self, num_heads, num_kv_heads, head_dim, block_size, device, max_decode_batch):
+    def __init__(self, num_heads, num_kv_heads, head_dim, block_size, device, max_decode_batch,
+                 decode_cfg=None, prefill_cfg=None):
         if not HAVE_TRITON:
             raise RuntimeError("triton is not importable")
         self.H, self.KVH, self.D = num_heads, num_kv_heads, head_dim
@@ -233,36 +257,47 @@ class TritonAttention:
         # Rows of BLOCK_Q*G_PAD: at least 16 (tl.dot), 64 for prefill tiles.
         self.bq_decode = max(1, 16 // self.G_PAD)
         self.bq_prefill = max(1, 64 // self.G_PAD)
+        self.decode_cfg = decode_cfg or LaunchConfig(32, 4)
+        self.prefill_cfg = prefill_cfg or LaunchConfig(64, 4)
         rows = 1
         for bsz in range(1, max_decode_batch + 1):
-            s = self.num_splits(bsz)
-            if s > 1:
-                rows = max(rows, s * bsz)
+            rows = max(rows, self.num_splits(bsz) * bsz)
+        for t in range(2, self.MAX_SPLIT_TOKENS + 1):
+            rows = max(rows, self.num_splits(t // self.bq_prefill + 1) * t)
         self.m_buf = torch.empty(rows * num_heads, dtype=torch.float32, device=device)
         self.l_buf = torch.empty(rows * num_heads, dtype=torch.float32, device=device)
         self.acc_buf = torch.empty(rows * num_heads * self.D_PAD, dtype=torch.float32, device=device)
         self.split_rows = rows
 
-    def num_splits(self, num_seqs):
-        """Split the KV walk of a decode-only batch when (B x KVH) programs
-        would leave SMs idle. Depends only on the batch size, so a CUDA graph
-        captured for a size stays valid for any context length."""
-        want = -(-2 * self.num_sms // max(1, num_seqs * self.KVH))
+    def num_splits(self, query_blocks):
+        """Split the KV walk when query_blocks x KVH programs (a decode
+        batch's requests; a mixed step's query blocks) would leave SMs
+        idle. Depends only on the launch grid (a decode graph's batch size, a
+        mixed graph's rows and tokens), so a CUDA graph captured for it stays
+        valid for any context length."""
+        want = -(-self.PROGRAMS_PER_SM * self.num_sms // max(1, query_blocks * self.KVH))
         if want <= 1:
             return 1
         return min(self.MAX_SPLITS, _next_pow2(want))
 
-    def __call__(self, q, k_cache, v_cache, block_table, seq_lens, qsl, num_seqs, max_q_len, scale, out=None):
+    def __call__(self, q, k_cache, v_cache, block_table, seq_lens, qsl, num_seqs, max_q_len, scale, out=None,
+                 splits=None):
+        """splits: force the KV split count (profiling); None: num_splits."""
         T = q.shape[0]
         if out is None:
             out = torch.empty_like(q)
         decode = max_q_len == 1
         bq = self.bq_decode if decode else self.bq_prefill
-        splits = self.num_splits(num_seqs) if decode else 1
+        cfg = self.decode_cfg if decode else self.prefill_cfg
+        blocks = T // bq + num_seqs
+        if splits is None:
+            if decode:
+                splits = self.num_splits(num_seqs)
+            else:
+                splits = self.num_splits(blocks) if T <= self.MAX_SPLIT_TOKENS else 1
         if splits > 1 and splits * T > self.split_rows:
             splits = 1
-        tile_n = 32 if decode else 64
-        grid = (T // bq + num_seqs, self.KVH, splits)
+        grid = (blocks, self.KVH, splits)
         _paged_attn_kernel[grid](
             q, k_cache, v_cache, out,
             self.m_buf, self.l_buf, self.acc_buf,
@@ -273,8 +308,8 @@ class TritonAttention:
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
             block_table.stride(0),
             BLOCK_SIZE=self.block_size, G=self.G, G_PAD=self.G_PAD, BLOCK_Q=bq,
-            HEAD_D=self.D, D_PAD=self.D_PAD, TILE_N=tile_n, NUM_SPLITS=splits,
-            num_warps=4,
+            HEAD_D=self.D, D_PAD=self.D_PAD, TILE_N=cfg.tile_n, NUM_SPLITS=splits,
+            **cfg.kwargs(),
         )
         if splits > 1:
             _split_reduce_kernel[(T, self.H)](
