@@ -15,7 +15,7 @@
    the compute bound (at the measured bf16 GEMM rate).
 3. --profile: the PyTorch profiler's kernel table of a few replays at
    every point, and one JSON row per kernel (microseconds per step).
-4. --attn-sweep: the decode attention kernel alone at B=256 ctx 1024 (and
+4. --attn-sweep (instead of 1-3): the paged attention kernel alone at B=256 ctx 1024 (and
    B=64 ctx 1024, and a mixed batch) under each launch configuration and
    split count, as achieved KV read bandwidth; the defaults of
    attention.TritonAttention are the best of this sweep.
@@ -89,12 +89,14 @@ def kernel_table(name, B, ctx, fn, reps=5):
 
 
 def _sweep_grid():
-    """(tile_n, warps, stages, splits) per case; the first is the current
-    default (the reference every other is checked against)."""
-    big = [(32, 4, None, None)] + [(t, w, st, sp) for t in (32, 64, 128) for w in (4, 8) for st in (2, 3, 4)
-                                   for sp in (1, 2)]
-    small = [(32, 4, None, None)] + [(t, 4, 3, sp) for t in (32, 64, 128) for sp in (None, 1, 2, 4, 8)]
-    mixed = [(64, 4, None, None)] + [(t, w, 3, sp) for t in (64, 128) for w in (4, 8) for sp in (None, 1, 2, 4)]
+    """(tile_n, warps, stages, splits, kvh_first, split_mixed) per case; the
+    first is the previous worker's launch (the reference every other is
+    checked against and timed beside)."""
+    old = (32, 4, None, None, False, False)
+    big = [old] + [(t, 4, st, 1, kf, True) for t in (64, 128) for st in (2, 3, 4) for kf in (True, False)]
+    small = [old] + [(64, 4, 3, sp, kf, True) for sp in (None, 1, 2, 4) for kf in (True, False)]
+    mixed = [(64, 4, None, None, False, False)] + [(64, 4, 3, None, kf, sm) for kf in (True, False)
+                                                  for sm in (True, False)]
     return {"decode_256x1024": big, "decode_64x1024": small, "mixed_40x2000_200": mixed}
 
 
@@ -129,14 +131,14 @@ def attn_sweep(name, shape, bw):
         q = torch.randn(T, H, D, device=dev).bfloat16()
         kv_bytes = 2 * sum(p + q for p, q in reqs) * KVH * D * 2
         ref = None
-        for tile_n, warps, stages, splits in SWEEP[case]:
-            cfg = LaunchConfig(tile_n, warps, stages)
-            ta = TritonAttention(H, KVH, D, bs, dev, 512, decode_cfg=cfg, prefill_cfg=cfg)
+        for tile_n, warps, stages, splits, kvh_first, split_mixed in SWEEP[case]:
+            cfg = LaunchConfig(tile_n, warps, stages, kvh_first)
+            ta = TritonAttention(H, KVH, D, bs, dev, 512, decode_cfg=cfg, prefill_cfg=cfg, split_mixed=split_mixed)
             if splits is not None and splits * T > ta.split_rows:
                 continue
             out = torch.empty_like(q)
             key = {"shape": name, "case": case, "tile_n": tile_n, "warps": warps, "stages": stages,
-                   "splits": splits}
+                   "splits": splits, "kvh_first": kvh_first, "split_mixed": split_mixed}
 
             def call():
                 ta(q, kc, vc, bt, sl, qsl, len(reqs), max(qlens), softmax_scale(D), out=out, splits=splits)
@@ -384,6 +386,7 @@ def main():
     if a.attn_sweep:
         for name in a.shapes.split(","):
             attn_sweep(name, SHAPES[name], bw)
+        return
     rows = []
     for name in a.shapes.split(","):
         try:
