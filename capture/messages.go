@@ -66,10 +66,14 @@ type ReadyMsg struct {
 	CUDAGraphSizes      []int       `msgpack:"cuda_graph_sizes"`
 	// MixedCUDAGraphSizes are the token sizes the worker captured for
 	// prefill and mixed steps (absent from workers before them).
-	MixedCUDAGraphSizes []int          `msgpack:"mixed_cuda_graph_sizes"`
-	BuildNs             int64          `msgpack:"build_ns"`
-	GraphCaptureNs      int64          `msgpack:"graph_capture_ns"`
-	Memory              map[string]any `msgpack:"memory"`
+	MixedCUDAGraphSizes []int `msgpack:"mixed_cuda_graph_sizes"`
+	// MixedCUDAGraphMode says how those steps replay them: "piecewise"
+	// (attention eager between graphs of the other layers' work) or "full"
+	// (absent from workers before piecewise graphs, which ran full ones).
+	MixedCUDAGraphMode string         `msgpack:"mixed_cuda_graph_mode"`
+	BuildNs            int64          `msgpack:"build_ns"`
+	GraphCaptureNs     int64          `msgpack:"graph_capture_ns"`
+	Memory             map[string]any `msgpack:"memory"`
 }
 
 // NewRequestData ships a request in full (its first step, or a resume).

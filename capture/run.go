@@ -237,6 +237,9 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 	if len(r.MixedCUDAGraphSizes) > 0 {
 		m.Source.Detail["mixed_cuda_graph_sizes"] = strings.Trim(fmt.Sprint(r.MixedCUDAGraphSizes), "[]")
 	}
+	if r.MixedCUDAGraphMode != "" {
+		m.Source.Detail["mixed_cuda_graph_mode"] = r.MixedCUDAGraphMode
+	}
 	hw := &datasets.Hardware{GPUName: r.GPUName, GPUCount: 1}
 	if len(gpus) > 0 {
 		g := gpus[0]

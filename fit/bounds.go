@@ -1,7 +1,6 @@
 package fit
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -171,13 +170,12 @@ func LoadBounds(path string) (*BoundsFile, error) {
 // ParseBounds decodes and checks a bounds file; its relative paths are
 // taken from dir.
 func ParseBounds(b []byte, dir string) (*BoundsFile, error) {
-	if err := yamldoc.Check(b); err != nil {
+	d, err := yamldoc.New("", b)
+	if err != nil {
 		return nil, err
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
 	f := &BoundsFile{dir: dir}
-	if err := dec.Decode(f); err != nil && err != io.EOF {
+	if err := d.Decode(f); err != nil {
 		return nil, err
 	}
 	if err := f.validate(); err != nil {

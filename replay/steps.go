@@ -177,7 +177,8 @@ func (st *stepCols) step() datasets.Step {
 //     requests, new tokens).
 //   - schedule_ns = HostModel.ScheduleNs(requests, new requests), compared
 //     with t_schedule_end − t_schedule_start.
-//   - narrow_time_ns depends on the previous step under async scheduling:
+//   - narrow_time_ns depends on the previous step under async scheduling
+//     (the simulated executor's sim.HostPipeline):
 //     the worker's CPU and the GPU may still be busy with it. It is
 //     re-derived one step ahead from this step's predicted phases and the
 //     recorded events of the steps before it:
@@ -206,9 +207,11 @@ type StepReplayer struct {
 	approx int64 // steps priced without every feature column
 }
 
+// pipeState is a worker's recorded pipeline: the simulated executor's
+// (sim.HostPipeline), advanced by what the record says each step took.
 type pipeState struct {
-	worker           string
-	cpuFree, gpuFree int64
+	worker string
+	sim.HostPipeline
 }
 
 // NewStepReplayer builds a replayer with the simulated executor's output
@@ -266,8 +269,9 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 	}
 	p := r.pipe(st.WorkerID)
 	if st.TScheduleStart >= 0 {
-		start := max(st.TScheduleStart+sched, p.cpuFree)
-		tOut := max(start+recv+prep, p.gpuFree) + dev + ret
+		pred := p.HostPipeline // this step's phases after the recorded ones
+		_, end := pred.Run(pred.Prepare(st.TScheduleStart+sched, recv, prep), dev)
+		tOut := end + ret
 		row.PredNarrow = tOut - st.TScheduleStart
 		if st.TOutput >= 0 && st.WallTimeNs >= 0 {
 			row.PredWall = tOut - (st.TOutput - st.WallTimeNs)
@@ -286,9 +290,9 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 		if disp < 0 {
 			disp = st.TScheduleStart + sched
 		}
-		p.cpuFree = max(disp, p.cpuFree) + rr + rp
+		p.Prepare(disp, rr, rp)
 		if st.TOutput >= 0 {
-			p.gpuFree = st.TOutput - ret
+			p.GPUFree = st.TOutput - ret
 		}
 	} else {
 		row.PredNarrow = sched + recv + prep + dev + ret

@@ -3,9 +3,6 @@ package sim
 import (
 	"errors"
 	"fmt"
-	"os"
-	"reflect"
-	"strings"
 
 	"github.com/steplab/steplab/internal/yamldoc"
 
@@ -188,68 +185,23 @@ func DefaultCUDAGraphSizes(max int) []int {
 // valid there.
 func LoadScenario(path string) (Scenario, error) {
 	sc := DefaultScenario()
-	err := DecodeYAMLFile(path, &sc)
+	d, err := yamldoc.ReadFile(path)
+	if err == nil {
+		err = d.Decode(&sc)
+	}
 	return sc, err
 }
 
-// DecodeYAMLFile decodes a YAML file over dst, a pointer to a struct with
-// yaml tags (keys left out keep dst's values), refusing unknown keys with
-// their line and the keys valid there.
-func DecodeYAMLFile(path string, dst any) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return decodeYAML(dst, b, func(line int) string { return fmt.Sprintf("%s:%d", path, line) })
-}
-
-// decodeYAML decodes YAML over dst after checking its keys; at names a
-// line for messages.
-func decodeYAML(dst any, b []byte, at func(line int) string) error {
-	root, err := yamldoc.Parse(b)
-	if err != nil {
-		return fmt.Errorf("%s: %v", at(0), err)
-	}
-	if root.Kind == 0 {
-		return nil
-	}
-	var errs []error
-	for _, e := range UnknownKeys(&root, reflect.TypeOf(dst)) {
-		errs = append(errs, fmt.Errorf("%s: %v", at(e.Line), e))
-	}
-	if len(errs) > 0 {
-		return errors.Join(errs...)
-	}
-	if err := root.Decode(dst); err != nil {
-		return fmt.Errorf("%s: %v", at(0), err)
-	}
-	return nil
-}
-
 // Set applies one override KEY=VALUE with a dotted YAML path
-// (engine.max_num_seqs=128, workload.rate_rps=20).
-func (sc *Scenario) Set(kv string) error { return SetYAML(sc, kv) }
-
-// SetYAML applies one override KEY=VALUE with a dotted YAML path to dst, a
-// pointer to a struct with yaml tags: the value is decoded over what dst
-// holds, so keys left out keep their values, and unknown keys are refused
-// with the keys valid there.
-func SetYAML(dst any, kv string) error {
-	k, v, ok := strings.Cut(kv, "=")
-	if !ok {
-		return fmt.Errorf("--set %q: want KEY=VALUE", kv)
+// (engine.max_num_seqs=128, workload.rate_rps=20) over the scenario: keys
+// left out keep their values, and unknown keys are refused with the keys
+// valid there.
+func (sc *Scenario) Set(kv string) error {
+	d, err := yamldoc.Overrides(kv)
+	if err == nil {
+		err = d.Decode(sc)
 	}
-	// Build a YAML document {a: {b: v}} and decode it over dst.
-	parts := strings.Split(k, ".")
-	var sb strings.Builder
-	for i, p := range parts {
-		sb.WriteString(strings.Repeat("  ", i) + p + ":")
-		if i < len(parts)-1 {
-			sb.WriteString("\n")
-		}
-	}
-	sb.WriteString(" " + v + "\n")
-	return decodeYAML(dst, []byte(sb.String()), func(int) string { return "--set " + kv })
+	return err
 }
 
 // check refuses workloads that cannot run on the engine before anything

@@ -3,34 +3,26 @@ package sim
 import (
 	"fmt"
 
-	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+
+	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim/sched"
 )
 
-// SimExecutor is the simulated worker: it prices each step's payload
-// (PayloadModel), its trip to the worker and the worker's input preparation
-// (HostModel), and its device time (an FPM) on a GPU that runs one step at
-// a time, and so predicts when each output reaches the scheduler.
-//
-// The worker's CPU is sequential: it receives and prepares step N+1 while
-// the GPU still runs step N (async scheduling), but the GPU starts a step
-// only after the previous one ended and its inputs are ready.
+// SimExecutor is the simulated worker: its Worker prices each step's
+// payload (PayloadModel), its trip to the worker and the worker's input
+// preparation (HostModel) on the worker's CPU, and an FPM its device time
+// on a GPU that runs one step at a time (HostPipeline), and so predicts
+// when each output reaches the scheduler.
 type SimExecutor struct {
-	FPM     fpm.FPM
-	Payload fpm.PayloadModel
-	Host    fpm.HostModel
-	// CaptureSizes are the CUDA-graph batch sizes, ascending; decode-only
-	// steps up to the largest are padded to the next one.
-	CaptureSizes []int
+	FPM fpm.FPM
+	Worker
 	// OutputReturnNs is the time from the end of the forward pass until the
 	// sampled tokens reach the scheduler (device-to-host copy, IPC).
 	OutputReturnNs int64
 
-	cpuFree, gpuFree int64
-	results          []StepResult
-	head             int
-	perReq           []int64
+	results []StepResult
+	head    int
 }
 
 // OutputReturnNs is the default time from the end of a forward pass until
@@ -40,7 +32,7 @@ const OutputReturnNs = 30_000
 
 // NewSimExecutor builds a simulated executor with the given models.
 func NewSimExecutor(fpModel fpm.FPM, payload fpm.PayloadModel, host fpm.HostModel, captureSizes []int) *SimExecutor {
-	return &SimExecutor{FPM: fpModel, Payload: payload, Host: host, CaptureSizes: captureSizes, OutputReturnNs: OutputReturnNs}
+	return &SimExecutor{FPM: fpModel, Worker: Worker{Payload: payload, Host: host, Graphs: captureSizes}, OutputReturnNs: OutputReturnNs}
 }
 
 // PayloadOf prices a scheduler output with the payload model. PerReq
@@ -89,25 +81,13 @@ func (x *SimExecutor) Submit(out *sched.Output, now int64) (Payload, error) {
 // SubmitComposed is Submit for a caller that already composed the step
 // (the engine does, to record it): it saves composing it twice.
 func (x *SimExecutor) SubmitComposed(out *sched.Output, c *Composition, now int64) (Payload, error) {
-	var p Payload
-	p, x.perReq = PayloadOf(x.Payload, out, x.perReq)
 	f := c.Features
-	padded := int64(0)
-	if c.NumPrefill == 0 && len(x.CaptureSizes) > 0 && c.NumDecode <= x.CaptureSizes[len(x.CaptureSizes)-1] {
-		padded = int64(PadBatch(c.NumDecode, x.CaptureSizes))
-		f.PaddedBatch = float64(padded)
-	}
-	recv := x.Host.ShipNs(p.Total)
-	prep := x.Host.PrepNs(out.NumScheduledReqs(), out.TotalScheduledTokens, int(f.NewRequests), int(f.NewReqTokens))
-	start := max(now, x.cpuFree)
-	prepEnd := start + recv + prep
-	x.cpuFree = prepEnd
+	h := x.Prepare(out, c, &f, now)
 	dev := int64(x.FPM.PredictNs(f) + 0.5)
 	if dev <= 0 {
-		return p, fmt.Errorf("FPM predicted a non-positive device time (%d ns) for a %s step", dev, f.Kind())
+		return h.Payload, fmt.Errorf("FPM predicted a non-positive device time (%d ns) for a %s step", dev, f.Kind())
 	}
-	gpuStart := max(prepEnd, x.gpuFree)
-	x.gpuFree = gpuStart + dev
+	_, end := x.Run(h.Ready, dev)
 	// Results are consumed in order: compact the queue so its memory stays
 	// bounded by the steps in flight, not the length of the run.
 	if x.head > 64 && x.head*2 > len(x.results) {
@@ -115,10 +95,10 @@ func (x *SimExecutor) SubmitComposed(out *sched.Output, c *Composition, now int6
 		x.results, x.head = x.results[:n], 0
 	}
 	x.results = append(x.results, StepResult{
-		StepID: out.StepID, TOutput: x.gpuFree + x.OutputReturnNs,
-		GPUTimeNs: dev, HostPrepNs: prep, WorkerRecvNs: recv, SampleNs: datasets.Unknown, PaddedBatch: padded,
+		StepID: out.StepID, TOutput: end + x.OutputReturnNs,
+		GPUTimeNs: dev, HostPrepNs: h.PrepNs, WorkerRecvNs: h.RecvNs, SampleNs: datasets.Unknown, PaddedBatch: h.Padded,
 	})
-	return p, nil
+	return h.Payload, nil
 }
 
 // Result implements Executor.

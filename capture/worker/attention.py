@@ -14,7 +14,8 @@ Two implementations:
 - paged_attention_triton: one Triton kernel for prefill chunks, decode and
   mixed batches (each program owns BLOCK_Q query tokens x the query heads of
   one KV head and walks that request's KV through the block table), with a
-  split-KV variant plus a reduction for small decode-only batches. No host
+  split-KV variant plus a reduction for small decode-only batches; a mixed
+  step's decode rows and prefill chunks run as two launches of it. No host
   synchronisation: safe inside CUDA graphs.
 """
 
@@ -106,9 +107,16 @@ if HAVE_TRITON:
         bt_stride,
         BLOCK_SIZE: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, BLOCK_Q: tl.constexpr,
         HEAD_D: tl.constexpr, D_PAD: tl.constexpr, TILE_N: tl.constexpr, NUM_SPLITS: tl.constexpr,
+        KVH_FIRST: tl.constexpr, ROWS: tl.constexpr,
     ):
-        pid = tl.program_id(0)
-        kvh = tl.program_id(1)
+        # KVH_FIRST: the KV heads of one query block are neighbouring
+        # programs, so they read one cache block's rows together.
+        if KVH_FIRST:
+            kvh = tl.program_id(0)
+            pid = tl.program_id(1)
+        else:
+            pid = tl.program_id(0)
+            kvh = tl.program_id(1)
         split = tl.program_id(2)
 
         # Which request owns query block `pid`? Request b's blocks start at
@@ -128,7 +136,12 @@ if HAVE_TRITON:
         q_start = tl.load(qsl_ptr + b)
         q_len = tl.load(qsl_ptr + b + 1) - q_start
         q_off = (pid - (q_start // BLOCK_Q + b)) * BLOCK_Q
-        if q_off >= q_len:
+        skip = q_off >= q_len
+        if ROWS == 1:  # this launch runs the decode rows only
+            skip = skip | (q_len != 1)
+        if ROWS == 2:  # ... the others only
+            skip = skip | (q_len == 1)
+        if skip:
             return
         seq_len = tl.load(seq_lens_ptr + b)
         ctx = seq_len - q_len
@@ -215,12 +228,45 @@ if HAVE_TRITON:
                  mask=offs_d < HEAD_D)
 
 
+class LaunchConfig:
+    """One launch configuration of the paged kernel: KV tokens per tile,
+    warps and software-pipeline stages (None: Triton's default)."""
+
+    __slots__ = ("tile_n", "num_warps", "num_stages", "kvh_first")
+
+    def __init__(self, tile_n, num_warps, num_stages=None, kvh_first=True):
+        self.tile_n, self.num_warps, self.num_stages = tile_n, num_warps, num_stages
+        self.kvh_first = kvh_first
+
+    def kwargs(self):
+        kw = {"num_warps": self.num_warps}
+        if self.num_stages is not None:
+            kw["num_stages"] = self.num_stages
+        return kw
+
+
+# Rows a launch runs (the kernel's ROWS).
+ALL_ROWS, DECODE_ROWS, PREFILL_ROWS = 0, 1, 2
+
+
 class TritonAttention:
-    """Launch configuration and split-KV scratch buffers for one model."""
+    """Launch configuration and split-KV scratch buffers for one model.
+
+    Decode-only batches run one launch of 16-row tiles (a request's query
+    heads of one KV head), splitting the KV walk at small batches. Other
+    steps run two launches by default (split_mixed): the decode rows with the
+    decode tiles, then the prefill chunks with 64-row tiles, so that a decode
+    row riding in a mixed step does not pay a chunk's tile.
+    The launch configurations are the best of `profile_decode.py
+    --attn-sweep` on an H200 (B=256 and B=64 at context 1,024, and a mixed
+    batch, for groups of 4 and 7 query heads): 64-token KV tiles, 4 warps,
+    3 stages, KV heads as the fastest grid axis.
+    """
 
     MAX_SPLITS = 16
 
-    def __init__(self, num_heads, num_kv_heads, head_dim, block_size, device, max_decode_batch):
+    def __init__(self, num_heads, num_kv_heads, head_dim, block_size, device, max_decode_batch,
+                 decode_cfg=None, prefill_cfg=None, split_mixed=True):
         if not HAVE_TRITON:
             raise RuntimeError("triton is not importable")
         self.H, self.KVH, self.D = num_heads, num_kv_heads, head_dim
@@ -233,6 +279,9 @@ class TritonAttention:
         # Rows of BLOCK_Q*G_PAD: at least 16 (tl.dot), 64 for prefill tiles.
         self.bq_decode = max(1, 16 // self.G_PAD)
         self.bq_prefill = max(1, 64 // self.G_PAD)
+        self.decode_cfg = decode_cfg or LaunchConfig(64, 4, 3)
+        self.prefill_cfg = prefill_cfg or LaunchConfig(64, 4, 3)
+        self.split_mixed = split_mixed
         rows = 1
         for bsz in range(1, max_decode_batch + 1):
             s = self.num_splits(bsz)
@@ -252,17 +301,32 @@ class TritonAttention:
             return 1
         return min(self.MAX_SPLITS, _next_pow2(want))
 
-    def __call__(self, q, k_cache, v_cache, block_table, seq_lens, qsl, num_seqs, max_q_len, scale, out=None):
+    def __call__(self, q, k_cache, v_cache, block_table, seq_lens, qsl, num_seqs, max_q_len, scale, out=None,
+                 splits=None):
+        """splits: force a decode batch's KV split count (profiling); None:
+        num_splits."""
         T = q.shape[0]
         if out is None:
             out = torch.empty_like(q)
-        decode = max_q_len == 1
-        bq = self.bq_decode if decode else self.bq_prefill
-        splits = self.num_splits(num_seqs) if decode else 1
-        if splits > 1 and splits * T > self.split_rows:
-            splits = 1
-        tile_n = 32 if decode else 64
-        grid = (T // bq + num_seqs, self.KVH, splits)
+        args = (q, k_cache, v_cache, block_table, seq_lens, qsl, num_seqs, scale, out)
+        if max_q_len == 1:
+            if splits is None:
+                splits = self.num_splits(num_seqs)
+            if splits > 1 and splits * T > self.split_rows:
+                splits = 1
+            self._launch(args, self.decode_cfg, self.bq_decode, ALL_ROWS, splits)
+        elif self.split_mixed:
+            self._launch(args, self.decode_cfg, self.bq_decode, DECODE_ROWS, 1)
+            self._launch(args, self.prefill_cfg, self.bq_prefill, PREFILL_ROWS, 1)
+        else:
+            self._launch(args, self.prefill_cfg, self.bq_prefill, ALL_ROWS, 1)
+        return out
+
+    def _launch(self, args, cfg, bq, rows, splits):
+        q, k_cache, v_cache, block_table, seq_lens, qsl, num_seqs, scale, out = args
+        T = q.shape[0]
+        blocks = T // bq + num_seqs
+        grid = (self.KVH, blocks, splits) if cfg.kvh_first else (blocks, self.KVH, splits)
         _paged_attn_kernel[grid](
             q, k_cache, v_cache, out,
             self.m_buf, self.l_buf, self.acc_buf,
@@ -273,15 +337,14 @@ class TritonAttention:
             v_cache.stride(0), v_cache.stride(1), v_cache.stride(2),
             block_table.stride(0),
             BLOCK_SIZE=self.block_size, G=self.G, G_PAD=self.G_PAD, BLOCK_Q=bq,
-            HEAD_D=self.D, D_PAD=self.D_PAD, TILE_N=tile_n, NUM_SPLITS=splits,
-            num_warps=4,
+            HEAD_D=self.D, D_PAD=self.D_PAD, TILE_N=cfg.tile_n, NUM_SPLITS=splits,
+            KVH_FIRST=cfg.kvh_first, ROWS=rows, **cfg.kwargs(),
         )
         if splits > 1:
             _split_reduce_kernel[(T, self.H)](
                 self.m_buf, self.l_buf, self.acc_buf, out, T, self.H, out.stride(0), out.stride(1),
                 NUM_SPLITS=splits, HEAD_D=self.D, D_PAD=self.D_PAD, num_warps=4,
             )
-        return out
 
 
 def softmax_scale(head_dim):

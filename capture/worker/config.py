@@ -209,6 +209,10 @@ class EngineConfig:
         if be not in ("auto", "triton", "torch"):
             raise ConfigError("init.attention_backend must be auto, triton or torch, got %r" % (be,))
         self.attention_backend = be
+        mode = msg.get("cuda_graph_mode", "piecewise") or "piecewise"
+        if mode not in ("piecewise", "full"):
+            raise ConfigError("init.cuda_graph_mode must be piecewise or full, got %r" % (mode,))
+        self.cuda_graph_mode = mode
 
     @property
     def max_blocks_per_req(self):

@@ -162,31 +162,50 @@ class LlamaModel:
         self._kv_write(k, v, kc, vc, slots)
         return q
 
+    # The forward pass in pieces: attention is the only one that reads the
+    # step's per-request layout (block table, sequence lengths), so the
+    # others, head and tail, can be captured as CUDA graphs per token count
+    # and attention run eagerly between them (runner.PiecewiseGraph).
+    def head(self, input_ids, positions, slots, k_cache, v_cache):
+        """Embedding, the first norm and layer 0's q (k, v to the cache):
+        returns (residual, q)."""
+        x = F.embedding(input_ids, self.embed)
+        x, a = self._add_rms(None, x, self.layers[0].in_norm)
+        return x, self._q(0, a, positions, slots, k_cache, v_cache)
+
+    def _q(self, li, a, positions, slots, k_cache, v_cache):
+        L = self.layers[li]
+        return self._attn_inputs(F.linear(a, L.qkv, L.qkv_b), positions, k_cache[li], v_cache[li], slots)
+
+    def attend(self, li, q, meta, k_cache, v_cache, out=None):
+        """Layer li's paged attention of q [T, H, D]."""
+        kc, vc = k_cache[li], v_cache[li]
+        if self.triton_attn is not None:
+            return self.triton_attn(q, kc, vc, meta.block_table, meta.seq_lens, meta.qsl, meta.num_reqs,
+                                    meta.max_q_len, self.scale, out=out)
+        return paged_attention_torch(q, kc, vc, meta.block_table, meta.qsl_cpu, meta.seq_lens_cpu,
+                                     meta.num_reqs, self.scale, out=out)
+
+    def tail(self, li, o, x, positions, slots, k_cache, v_cache):
+        """Layer li after attention (o [T, H, D]): the output projection,
+        the MLP and the next layer's q. Returns (residual, next q), or
+        (hidden states, None) after the last layer."""
+        L = self.layers[li]
+        x, a = self._add_rms(F.linear(o.view(o.shape[0], -1), L.o), x, L.post_norm)
+        h = self._mlp(L, a)
+        if li + 1 < len(self.layers):
+            x, a = self._add_rms(h, x, self.layers[li + 1].in_norm)
+            return x, self._q(li + 1, a, positions, slots, k_cache, v_cache)
+        return x + h, None
+
     def forward(self, input_ids, positions, meta, k_cache, v_cache):
         """input_ids, positions: [T]; returns hidden states [T, hidden]
         (before the final norm). k_cache/v_cache: [layers, blocks, bs, KVH, D]."""
-        cfg = self.cfg
-        T = input_ids.shape[0]
-        H, D = cfg.heads, cfg.head_dim
-        x = F.embedding(input_ids, self.embed)
-        x, a = self._add_rms(None, x, self.layers[0].in_norm)
         slots = meta.slot_mapping
-        for li, L in enumerate(self.layers):
-            kc = k_cache[li]
-            vc = v_cache[li]
-            q = self._attn_inputs(F.linear(a, L.qkv, L.qkv_b), positions, kc, vc, slots)
-            if self.triton_attn is not None:
-                o = self.triton_attn(q, kc, vc, meta.block_table, meta.seq_lens, meta.qsl,
-                                     meta.num_reqs, meta.max_q_len, self.scale)
-            else:
-                o = paged_attention_torch(q, kc, vc, meta.block_table, meta.qsl_cpu, meta.seq_lens_cpu,
-                                          meta.num_reqs, self.scale)
-            x, a = self._add_rms(F.linear(o.view(T, H * D), L.o), x, L.post_norm)
-            h = self._mlp(L, a)
-            if li + 1 < len(self.layers):
-                x, a = self._add_rms(h, x, self.layers[li + 1].in_norm)
-            else:
-                x = x + h
+        x, q = self.head(input_ids, positions, slots, k_cache, v_cache)
+        for li in range(len(self.layers)):
+            o = self.attend(li, q, meta, k_cache, v_cache)
+            x, q = self.tail(li, o, x, positions, slots, k_cache, v_cache)
         return x
 
     def logits(self, hidden):

@@ -13,7 +13,12 @@
    worker's path), beside the memory bound (weights, the expected expert
    weights for MoE, plus the KV read, at the measured copy bandwidth) and
    the compute bound (at the measured bf16 GEMM rate).
-3. --profile: the PyTorch profiler's kernel table of a few B=1 replays.
+3. --profile: the PyTorch profiler's kernel table of a few replays at
+   every point, and one JSON row per kernel (microseconds per step).
+4. --attn-sweep (instead of 1-3): the paged attention kernel alone at B=256 ctx 1024 (and
+   B=64 ctx 1024, and a mixed batch) under each launch configuration and
+   split count, as achieved KV read bandwidth; the defaults of
+   attention.TritonAttention are the best of this sweep.
 Prints one JSON line per measurement (prefix 'row ') and a table last.
 """
 
@@ -57,6 +62,99 @@ def ceilings():
     y = torch.randn(8192, 8192, dtype=torch.bfloat16, device="cuda")
     mm_ms = do_bench(lambda: x @ y)
     return 2 * n / copy_ms * 1e3, 2 * 8192 ** 3 / mm_ms * 1e3  # bytes/s, FLOP/s
+
+
+def kernel_table(name, B, ctx, fn, reps=5):
+    """The profiler's per-kernel device time of `reps` calls of fn, printed
+    as a table and as one row per kernel in microseconds per call."""
+    from torch.profiler import ProfilerActivity, profile as prof
+    fn()
+    torch.cuda.synchronize()
+    with prof(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    ka = p.key_averages()
+    print(ka.table(sort_by="cuda_time_total", row_limit=20))
+    total = 0.0
+    for e in sorted(ka, key=lambda e: -e.device_time_total):
+        if e.device_time_total <= 0:
+            continue
+        us = e.device_time_total / reps
+        total += us
+        print("row " + json.dumps({"shape": name, "B": B, "ctx": ctx, "kernel": e.key[:80], "us_per_step": us,
+                                   "calls_per_step": e.count / reps}), flush=True)
+    print("row " + json.dumps({"shape": name, "B": B, "ctx": ctx, "kernel": "(all)", "us_per_step": total}),
+          flush=True)
+
+
+def _sweep_grid():
+    """(tile_n, warps, stages, splits, kvh_first, split_mixed) per case; the
+    first is the previous worker's launch (the reference every other is
+    checked against and timed beside)."""
+    old = (32, 4, None, None, False, False)
+    big = [old] + [(t, 4, st, 1, kf, True) for t in (64, 128) for st in (2, 3, 4) for kf in (True, False)]
+    small = [old] + [(64, 4, 3, sp, kf, True) for sp in (None, 1, 2, 4) for kf in (True, False)]
+    mixed = [(64, 4, None, None, False, False)] + [(64, 4, 3, None, kf, sm) for kf in (True, False)
+                                                  for sm in (True, False)]
+    return {"decode_256x1024": big, "decode_64x1024": small, "mixed_40x2000_200": mixed}
+
+
+SWEEP = _sweep_grid()
+
+
+def attn_sweep(name, shape, bw):
+    """The paged attention kernel alone, per launch configuration: decode at
+    B=256 and B=64 (ctx 1024), and a mixed batch of 40 decodes at ctx 2000
+    with a 200-token chunk after 2000 cached tokens."""
+    from attention import LaunchConfig, TritonAttention, softmax_scale
+    H, KVH, D = shape["heads"], shape["kv_heads"], shape["head_dim"]
+    bs = 16
+    dev = torch.device("cuda")
+    cases = {"decode_256x1024": [(1023, 1)] * 256, "decode_64x1024": [(1023, 1)] * 64,
+             "mixed_40x2000_200": [(1999, 1)] * 40 + [(2000, 200)]}
+    for case, reqs in cases.items():
+        nbs = [-(-(p + q) // bs) for p, q in reqs]
+        nblocks = sum(nbs) + 1
+        kc = torch.randn(nblocks, bs, KVH, D, device=dev).bfloat16()
+        vc = torch.randn_like(kc)
+        perm = torch.randperm(nblocks - 1, device=dev).int()
+        bt = torch.zeros(len(reqs), max(nbs), dtype=torch.int32, device=dev)
+        at = 0
+        for i, n in enumerate(nbs):
+            bt[i, :n] = perm[at:at + n]
+            at += n
+        qlens = [q for _, q in reqs]
+        T = sum(qlens)
+        qsl = torch.tensor([0] + list(torch.tensor(qlens).cumsum(0)), dtype=torch.int32, device=dev)
+        sl = torch.tensor([p + q for p, q in reqs], dtype=torch.int32, device=dev)
+        q = torch.randn(T, H, D, device=dev).bfloat16()
+        kv_bytes = 2 * sum(p + q for p, q in reqs) * KVH * D * 2
+        ref = None
+        for tile_n, warps, stages, splits, kvh_first, split_mixed in SWEEP[case]:
+            cfg = LaunchConfig(tile_n, warps, stages, kvh_first)
+            ta = TritonAttention(H, KVH, D, bs, dev, 512, decode_cfg=cfg, prefill_cfg=cfg, split_mixed=split_mixed)
+            if splits is not None and splits * T > ta.split_rows:
+                continue
+            out = torch.empty_like(q)
+            key = {"shape": name, "case": case, "tile_n": tile_n, "warps": warps, "stages": stages,
+                   "splits": splits, "kvh_first": kvh_first, "split_mixed": split_mixed}
+
+            def call():
+                ta(q, kc, vc, bt, sl, qsl, len(reqs), max(qlens), softmax_scale(D), out=out, splits=splits)
+            try:
+                call()
+                torch.cuda.synchronize()
+            except Exception as e:  # a configuration that does not compile (shared memory)
+                print("row " + json.dumps(dict(key, error=repr(e)[:200])), flush=True)
+                continue
+            if ref is None:
+                ref = out.clone()
+            ms = do_bench(call, rep=40)
+            print("row " + json.dumps(dict(key, us=ms * 1e3, GBps=kv_bytes / ms / 1e6,
+                                           of_copy=kv_bytes / ms * 1e3 / bw, rel_err=rel(out, ref))), flush=True)
+        del kc, vc
+        torch.cuda.empty_cache()
 
 
 def rel(a, b):
@@ -126,6 +224,74 @@ def small_model_checks():
     return errs
 
 
+# Mixed steps: (graph size, [(cached tokens, scheduled tokens)] per request).
+MIXED = {
+    "40x2000+200@2000": (256, [(1999, 1)] * 40 + [(2000, 200)]),
+    "8x1000+100@0": (128, [(999, 1)] * 8 + [(0, 100)]),
+    "512@0": (512, [(0, 512)]),
+}
+
+
+def setup_step(r, reqs, size):
+    """Writes a step of reqs into the runner's buffers, padded to `size`
+    tokens the way prepare_inputs pads it; returns (meta, num_reqs)."""
+    from model import AttnMeta
+    bs = r.ecfg.block_size
+    n = len(reqs)
+    at = 0
+    t = 0
+    for i, (c, q) in enumerate(reqs):
+        nb = -(-(c + q) // bs)
+        blocks = (torch.arange(at, at + nb, dtype=torch.int32) % r.num_blocks)
+        r.batch.block_table_gpu[i, :nb].copy_(blocks)
+        pos = torch.arange(c, c + q)
+        r.positions_np[t:t + q] = pos.numpy()
+        r.input_ids_np[t:t + q] = 1
+        r.slots_np[t:t + q] = (blocks[pos // bs].long() * bs + pos % bs).numpy()
+        r.qsl_np[i] = t
+        r.seq_lens_np[i] = c + q
+        at += nb
+        t += q
+    r.qsl_np[n] = t
+    rows = r._mixed_rows(size, n, t)
+    r.batch.block_table_gpu[n:rows].fill_(r.num_blocks)
+    r._fill_mixed_padding(n, t, size, rows)
+    r._copy_inputs(size, rows)
+    meta = AttnMeta(rows, size, max(q for _, q in reqs), r.qsl[:rows + 1], r.seq_lens[:rows],
+                    r.batch.block_table_gpu[:rows], r.slots[:size], r.qsl_np, r.seq_lens_np)
+    return meta, n
+
+
+def time_mixed(r, name):
+    """Each MIXED step replayed through piecewise graphs, full graphs and
+    eagerly (forward + logits of the last tokens)."""
+    out = []
+    modes = {}
+    for mode in ("piecewise", "full"):
+        r.graph_mode = mode
+        r.mixed_graphs = {}
+        r._capture_mixed_graphs(sorted({s for s, _ in MIXED.values()}))
+        modes[mode] = r.mixed_graphs
+    for case, (size, reqs) in MIXED.items():
+        res = {"shape": name, "mixed": case, "size": size}
+        for mode, graphs in list(modes.items()) + [("eager", None)]:
+            r.graph_mode = "piecewise" if mode == "eager" else mode
+            meta, n = setup_step(r, reqs, size)
+            last = r.qsl[1:n + 1].long() - 1
+            if graphs is None:
+                def fwd():
+                    return r.model.forward(r.input_ids[:size], r.positions[:size], meta, r.k_cache, r.v_cache)
+            else:
+                def fwd(g=graphs[size]):
+                    return g.run(meta)
+            res[mode + "_ms"] = do_bench(lambda: r.model.logits(fwd().index_select(0, last)), rep=100)
+        print("row " + json.dumps(res), flush=True)
+        out.append(res)
+    r.graph_mode = "piecewise"
+    r.mixed_graphs = modes["piecewise"]
+    return out
+
+
 def setup_decode(r, B, ctx):
     bs = r.ecfg.block_size
     nb = -(-ctx // bs)
@@ -154,7 +320,7 @@ def bounds(cfg, B, ctx, weight_bytes, bw, flops):
 
 def time_shape(name, shape, bw, flops, profile):
     rows = []
-    sizes = sorted({B for B, _ in POINTS})
+    sizes = sorted({B for B, _ in POINTS} | {s for s, _ in MIXED.values()})
     nblocks = max(B * -(-ctx // 16) for B, ctx in POINTS) + 16
     init = dict(type="init", model=None, model_config=dict(shape, dtype="bfloat16"), device="cuda", seed=1,
                 num_gpu_blocks=nblocks, block_size=16, max_num_seqs=256, max_num_batched_tokens=8192,
@@ -168,24 +334,19 @@ def time_shape(name, shape, bw, flops, profile):
         res = {"shape": name, "B": B, "ctx": ctx}
         for fused in (True, False):
             r.model.fused = fused
-            g, hidden = r.graphs[B] if fused else r._capture(B, B, 1, stream)
+            g = r.graphs[B] if fused else r._capture(B, B, 1, stream)
 
             def decode_step():
-                g.replay()
-                r.model.logits(hidden[:B])
+                r.model.logits(g.run(None)[:B])
             res["fused_ms" if fused else "torch_ops_ms"] = do_bench(decode_step)
-            if fused and profile and B == 1 and ctx == 128:
-                from torch.profiler import ProfilerActivity, profile as prof
-                with prof(activities=[ProfilerActivity.CUDA]) as p:
-                    for _ in range(5):
-                        g.replay()
-                    torch.cuda.synchronize()
-                print(p.key_averages().table(sort_by="cuda_time_total", row_limit=14))
+            if fused and profile:
+                kernel_table(name, B, ctx, decode_step)
         r.model.fused = True
         mem, comp = bounds(r.mcfg, B, ctx, r.weight_bytes, bw, flops)
         res.update(mem_bound_ms=mem, compute_bound_ms=comp, vs_roofline=res["fused_ms"] / max(mem, comp))
         print("row " + json.dumps(res), flush=True)
         rows.append(res)
+    rows += time_mixed(r, name)
     # An eager prefill of 2048 tokens (one request), fused and not.
     for fused in (True, False):
         r.model.fused = fused
@@ -212,12 +373,20 @@ def main():
     ap.add_argument("--shapes", default="llama,qwen,nemo,qwen3moe")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--skip-checks", action="store_true")
+    ap.add_argument("--attn-sweep", action="store_true")
+    ap.add_argument("--points", default="", help="B:ctx,B:ctx (default %s)" % POINTS)
     a = ap.parse_args()
     bw, flops = ceilings()
     print("row " + json.dumps({"copy_GBps": bw / 1e9, "bf16_TFLOPs": flops / 1e12}), flush=True)
     if not a.skip_checks:
         print("row " + json.dumps({"kernel_rel_err": check_kernels()}), flush=True)
         print("row " + json.dumps({"model_rel_err": small_model_checks()}), flush=True)
+    if a.points:
+        POINTS[:] = [tuple(int(v) for v in p.split(":")) for p in a.points.split(",")]
+    if a.attn_sweep:
+        for name in a.shapes.split(","):
+            attn_sweep(name, SHAPES[name], bw)
+        return
     rows = []
     for name in a.shapes.split(","):
         try:
@@ -228,6 +397,8 @@ def main():
             print("row " + json.dumps({"shape": name, "error": repr(e)}), flush=True)
     print("%-9s %4s %5s %9s %9s %8s %8s %6s" % ("shape", "B", "ctx", "fused", "torchops", "mem", "compute", "x"))
     for x in rows:
+        if "mixed" in x:
+            continue
         print("%-9s %4d %5d %9.3f %9.3f %8.3f %8.3f %6.2f" % (x["shape"], x["B"], x["ctx"], x["fused_ms"],
                                                               x["torch_ops_ms"], x["mem_bound_ms"],
                                                               x["compute_bound_ms"], x["vs_roofline"]))

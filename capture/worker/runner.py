@@ -10,6 +10,7 @@ import torch
 
 import attention
 from batch import InputBatch, RequestState
+from graphs import FullGraph, PiecewiseGraph
 from config import CUDA_MARGIN, GiB, ConfigError
 from model import AttnMeta, LlamaModel
 
@@ -180,11 +181,13 @@ class ModelRunner:
         self.build_ns = time.monotonic_ns() - t_build0
 
         # ---- CUDA graphs ----
-        # Decode-only batches replay a graph of their padded batch size; any
-        # other step of up to the largest size replays one of its padded
-        # token count (vLLM's full-graph mode): run eagerly, a small step is
-        # bound by launching tens of kernels a layer from Python, and its time
-        # is the host's jitter rather than the GPU's work.
+        # Decode-only batches replay a full graph of their padded batch size;
+        # any other step of up to the largest size replays the graphs of its
+        # padded token count, piecewise (attention eager between them) or
+        # full (cuda_graph_mode): run eagerly, a small step is bound by
+        # launching tens of kernels a layer from Python, and its time is the
+        # host's jitter rather than the GPU's work.
+        self.graph_mode = ecfg.cuda_graph_mode
         self.graphs = {}
         self.graph_sizes = []
         self.pad_sizes = []
@@ -281,10 +284,14 @@ class ModelRunner:
         e = self.ecfg
         return 2 <= size <= min(e.max_num_batched_tokens, e.max_blocks_per_req * e.block_size)
 
-    def _mixed_rows(self, size):
-        """The request rows a mixed graph of `size` tokens was captured with:
-        attention's launch grid and loop bounds depend on the row count, so
-        it is fixed per graph and a step's unused rows hold no tokens."""
+    def _mixed_rows(self, size, num_reqs, num_tokens):
+        """The request rows attention runs a padded mixed step of `size`
+        tokens with. A full graph fixes them at capture (its launch grid and
+        loop bounds depend on them; a step's unused rows hold no tokens); a
+        piecewise one runs attention on the step's own requests and the
+        padding's dummy request."""
+        if self.graph_mode == "piecewise":
+            return num_reqs + (size > num_tokens)
         return min(size, self.ecfg.max_num_seqs)
 
     def _fill_mixed_padding(self, num_reqs, T, size, rows):
@@ -300,23 +307,13 @@ class ModelRunner:
         self.qsl_np[num_reqs:rows + 1] = size
         self.seq_lens_np[num_reqs:rows] = 1
 
-    def _capture(self, size, rows, max_q, stream):
+    def _capture(self, size, rows, max_q, stream, kind=FullGraph):
         """Captures the forward pass of `size` tokens in `rows` rows, from
         the inputs already in the device buffers."""
         meta = AttnMeta(rows, size, max_q, self.qsl[:rows + 1], self.seq_lens[:rows],
                         self.batch.block_table_gpu[:rows], self.slots[:size], self.qsl_np, self.seq_lens_np)
-        # Warm up on the capture stream (Triton JIT, cuBLAS handles and
-        # workspaces are created outside the capture).
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for _ in range(2):
-                self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache, self.v_cache)
-        torch.cuda.synchronize(self.device)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=self.graph_pool, stream=stream):
-            out = self.model.forward(self.input_ids[:size], self.positions[:size], meta, self.k_cache, self.v_cache)
-        torch.cuda.synchronize(self.device)
-        return g, out
+        return kind(self.model, meta, self.input_ids[:size], self.positions[:size], self.k_cache, self.v_cache,
+                    self.graph_pool, stream)
 
     def _capture_graphs(self, sizes):
         # Padding rows' block-table rows point at the scratch block.
@@ -336,13 +333,14 @@ class ModelRunner:
         graph replays."""
         if not sizes:
             return
+        kind = PiecewiseGraph if self.graph_mode == "piecewise" else FullGraph
         self.batch.block_table_gpu.fill_(self.num_blocks)
         for size in sorted(sizes, reverse=True):
-            rows = self._mixed_rows(size)
+            rows = self._mixed_rows(size, 0, 0)
             self.qsl_np[0] = 0
             self._fill_mixed_padding(0, 0, size, rows)
             self._copy_inputs(size, rows)
-            self.mixed_graphs[size] = self._capture(size, rows, size, self._stream)
+            self.mixed_graphs[size] = self._capture(size, rows, size, self._stream, kind)
         torch.cuda.synchronize(self.device)
         self.batch.block_table_gpu.zero_()
         self.batch.block_table_np[0] = 0
@@ -578,8 +576,8 @@ class ModelRunner:
                 self._fill_padding(num_reqs, size)
         else:
             for s in self.mixed_graph_sizes or self.pad_mixed_sizes:
-                if s >= T and num_reqs + (s > T) <= self._mixed_rows(s):
-                    size, rows = s, self._mixed_rows(s)
+                if s >= T and num_reqs + (s > T) <= min(s, self.ecfg.max_num_seqs):
+                    size, rows = s, self._mixed_rows(s, num_reqs, T)
                     break
             if size:
                 self._fill_mixed_padding(num_reqs, T, size, rows)
@@ -601,13 +599,12 @@ class ModelRunner:
         decode_only = T == num_reqs
         graphs = self.graphs if decode_only else self.mixed_graphs
         use_graph = size in graphs
+        n = size or T
+        meta = AttnMeta(rows, n, max_q, self.qsl[:rows + 1], self.seq_lens[:rows],
+                        self.batch.block_table_gpu[:rows], self.slots[:n], self.qsl_np, self.seq_lens_np)
         if use_graph:
-            g, hidden = graphs[size]
-            g.replay()
+            hidden = graphs[size].run(meta)
         else:
-            n = size or T
-            meta = AttnMeta(rows, n, max_q, self.qsl[:rows + 1], self.seq_lens[:rows],
-                            self.batch.block_table_gpu[:rows], self.slots[:n], self.qsl_np, self.seq_lens_np)
             hidden = self.model.forward(self.input_ids[:n], self.positions[:n], meta, self.k_cache, self.v_cache)
         if decode_only:
             hidden = hidden[:num_reqs]

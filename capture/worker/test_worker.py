@@ -345,6 +345,13 @@ def test_moe_layer_matches_per_token_experts():
     assert sorted(set(ids2.flatten().tolist())) == [0, 1]  # the tilt dominates the random router
 
 
+def test_cuda_graph_mode_is_checked():
+    assert EngineConfig(tiny_init()).cuda_graph_mode == "piecewise"
+    assert EngineConfig(tiny_init(cuda_graph_mode="full")).cuda_graph_mode == "full"
+    with pytest.raises(ConfigError, match="init.cuda_graph_mode must be piecewise or full"):
+        EngineConfig(tiny_init(cuda_graph_mode="eager"))
+
+
 def test_unrunnable_shapes_are_refused_naming_the_field():
     for field, what in [("kv_lora_rank", "MLA"), ("linear_attention", "linear attention"),
                         ("sliding_window", "sliding-window")]:
@@ -406,12 +413,15 @@ def test_graph_padding_matches_unpadded():
     assert r2.k_cache[:, r2.num_blocks].abs().sum() > 0
 
 
-def test_mixed_padding_matches_unpadded():
+@pytest.mark.parametrize("mode", ["piecewise", "full"])
+def test_mixed_padding_matches_unpadded(mode):
     """Prefill and mixed steps padded to a token size (one dummy request
-    on the scratch block, empty rows after it) sample and score as the
-    unpadded step does."""
+    on the scratch block; in the full-graph layout, empty rows after it)
+    sample and score as the unpadded step does. On the CPU no graph is
+    captured: the padded step runs eagerly in the layout its graphs would
+    replay with."""
     r1 = make_runner()
-    r2 = make_runner(pad_eager_sizes=[4, 8, 16])
+    r2 = make_runner(pad_eager_sizes=[4, 8, 16], cuda_graph_mode=mode)
     prompts = {"a": [1, 2, 3], "b": [4, 5, 6, 7, 8], "c": [9]}
     blocks = {"a": [0, 1], "b": [2, 3], "c": [4, 5]}
     new = [new_req(k, v, blocks[k]) for k, v in prompts.items()]
@@ -419,6 +429,8 @@ def test_mixed_padding_matches_unpadded():
     s1, t1 = r1.execute(step(0, new=new, sched=sched))
     s2, t2 = r2.execute(step(0, new=new, sched=sched))
     assert s1 == s2 and t1["padded_tokens"] == 9 and t2["padded_tokens"] == 16
+    # attention's rows: the three requests and the dummy, or every row of the size
+    assert r2._mixed_rows(16, 3, 9) == (4 if mode == "piecewise" else 8)
     assert torch.allclose(r1.last_logits, r2.last_logits, atol=1e-5)
     assert r2.k_cache[:, r2.num_blocks].abs().sum() > 0
     # a new prompt riding with three decodes: 4 + 3 tokens in a size of 8

@@ -70,13 +70,14 @@ def main():
                     "max_model_len": r.ecfg.max_model_len, "kv_bytes": r.kv_bytes,
                     "weight_bytes": r.weight_bytes, "cuda_graph_sizes": r.graph_sizes,
                     "mixed_cuda_graph_sizes": r.mixed_graph_sizes,
+                    "mixed_cuda_graph_mode": r.graph_mode if r.mixed_graph_sizes else "",
                     "build_ns": r.build_ns, "graph_capture_ns": r.graph_capture_ns, "warmup_ns": r.warmup_ns,
                     "memory": r.memory,
                 }
                 write_frame(fout, reply)
-                _log("ready: %s on %s, %d KV blocks, backend %s, graphs %s, prefill/mixed graphs %s"
+                _log("ready: %s on %s, %d KV blocks, backend %s, graphs %s, prefill/mixed graphs %s %s"
                      % (r.mcfg.preset, reply["gpu_name"], r.num_blocks, r.backend, r.graph_sizes,
-                        r.mixed_graph_sizes))
+                        reply["mixed_cuda_graph_mode"], r.mixed_graph_sizes))
             elif typ == "step":
                 if runner is None:
                     return fail("protocol error: step before init", 1)

@@ -77,13 +77,12 @@ func (f *captureFlags) run(cmd *cobra.Command, plan *sim.Plan, out string) (*sim
 }
 
 // cpuDefaults keeps a CPU capture small: the KV cache would otherwise take
-// most of the host's memory.
-func (f *captureFlags) edit(sc *sim.Scenario) {
+// most of the host's memory. They apply before the --set overrides.
+func (f *captureFlags) cpuDefaults(sc sim.Scenario) []string {
 	if f.device == "cpu" && sc.Engine.NumGPUBlocks == 0 {
-		sc.Engine.NumGPUBlocks = 1024
-		sc.Engine.MaxModelLen = 4096
-		sc.Engine.CUDAGraphSizes = nil
+		return []string{"engine.num_gpu_blocks=1024", "engine.max_model_len=4096", "engine.cuda_graph_sizes=null"}
 	}
+	return nil
 }
 
 func newCaptureCmd() *cobra.Command {
@@ -150,10 +149,8 @@ a mean, and mixed_* adds prefill chunks riding with decodes
 				return &exitError{code: 2, msg: fmt.Sprintf("capture bench: --policy %q: use admission_step, steady_state_second_step or both", policy)}
 			}
 			for _, pol := range policies {
-				plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, func(sc *sim.Scenario) {
-					sc.Workload.Kind = "benchmark"
-					sc.Workload.Benchmark.Policy = pol
-					f.edit(sc)
+				plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, func(sc sim.Scenario) []string {
+					return append([]string{"workload.kind=benchmark", "workload.benchmark.policy=" + pol}, f.cpuDefaults(sc)...)
 				})
 				if err != nil {
 					return err
@@ -197,7 +194,7 @@ production role.
 			if err := refuseExisting("capture traffic", f.out, f.force); err != nil {
 				return err
 			}
-			plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, f.edit)
+			plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, f.cpuDefaults)
 			if err != nil {
 				return err
 			}

@@ -28,15 +28,21 @@ const modulePath = "github.com/steplab/steplab"
 // kernel databases) on the catalogue; features (a steps row to FPM
 // features) and pricing (the one place a spec becomes models) stand on
 // those; fit and sim share the next floor and do not know each other;
-// capture and replay sit above sim; cmd is the top and nothing imports it.
+// capture, replay and workflow (stage graphs and the what-if scenarios
+// over them) sit above sim; the planner searches what-if placements, a
+// sweep runs scenarios and plans over a grid, the report renders all of
+// them; cmd is the top and nothing imports it.
 var floors = map[string]float64{
 	"internal": -1,
 	"datasets": 0, "catalog": 0,
 	"catalog/manifest": 0.5, "fpm": 0.5,
 	"features": 1, "pricing": 1,
 	"fit": 2, "sim": 2,
-	"capture": 3, "replay": 3,
-	"cmd": 4,
+	"capture": 3, "replay": 3, "workflow": 3,
+	"planner": 3.5,
+	"sweep":   4,
+	"report":  5,
+	"cmd":     6,
 }
 
 // part is the key of floors a package path (relative to the module)

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/replay/distsweep"
-	"github.com/steplab/steplab/replay/planner"
-	"github.com/steplab/steplab/replay/sweep"
-	"github.com/steplab/steplab/replay/whatif"
+	"github.com/steplab/steplab/planner"
+	"github.com/steplab/steplab/sweep"
+	"github.com/steplab/steplab/sweep/dist"
+	"github.com/steplab/steplab/workflow/whatif"
 )
 
 func init() { register(newPlanCmd) }
@@ -100,7 +100,7 @@ func (o *planOpts) run(cmd *cobra.Command, args []string) error {
 		if err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
-		if res, err = o.dist.runQueue(cmd, distsweep.SpecFromFile(args[0], b, o.sets, vs), n, o.out, o.force, o.asJSON); err != nil || o.asJSON {
+		if res, err = o.dist.runQueue(cmd, dist.SpecFromFile(args[0], b, o.sets, vs), n, o.out, o.force, o.asJSON); err != nil || o.asJSON {
 			return err
 		}
 	} else {

@@ -8,7 +8,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/replay/report"
+	"github.com/steplab/steplab/report"
 )
 
 func init() { register(newReportCmd) }

@@ -14,6 +14,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/jobs"
+	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -146,23 +147,32 @@ func isDir(path string) bool {
 	return err == nil && st.IsDir()
 }
 
-// loadPlan reads a scenario (or the default), applies --set overrides and
-// edits, and validates it; errors are usage errors (exit 2).
-func loadPlan(path string, sets []string, seedSet bool, seed uint64, edit func(*sim.Scenario)) (*cluster.Plan, error) {
-	sc := cluster.DefaultScenario()
+// loadPlan reads a scenario (or the default), applies the overrides pre
+// asks for (given the scenario as its file has it), then the --set
+// overrides, and validates it; errors are usage errors (exit 2).
+func loadPlan(path string, sets []string, seedSet bool, seed uint64, pre func(sim.Scenario) []string) (*cluster.Plan, error) {
+	d, err := yamldoc.Overrides()
 	if path != "" {
-		var err error
-		if sc, err = cluster.LoadScenario(path); err != nil {
-			return nil, &exitError{code: 2, msg: "scenario: " + err.Error()}
-		}
+		d, err = yamldoc.ReadFile(path)
 	}
-	if edit != nil {
-		edit(&sc.Scenario)
+	sc := cluster.DefaultScenario()
+	if err == nil {
+		err = d.Decode(&sc)
+	}
+	if err != nil {
+		return nil, &exitError{code: 2, msg: "scenario: " + err.Error()}
+	}
+	if pre != nil {
+		sets = append(pre(sc.Scenario), sets...)
 	}
 	for _, s := range sets {
-		if err := sc.Set(s); err != nil {
+		if err := d.Set(s); err != nil {
 			return nil, &exitError{code: 2, msg: err.Error()}
 		}
+	}
+	sc = cluster.DefaultScenario()
+	if err := d.Decode(&sc); err != nil {
+		return nil, &exitError{code: 2, msg: err.Error()}
 	}
 	if seedSet {
 		sc.Seed = seed
@@ -175,8 +185,8 @@ func loadPlan(path string, sets []string, seedSet bool, seed uint64, edit func(*
 }
 
 // loadEngine is loadPlan for a command that runs one engine (capture).
-func loadEngine(path string, sets []string, seedSet bool, seed uint64, edit func(*sim.Scenario)) (*sim.Plan, error) {
-	p, err := loadPlan(path, sets, seedSet, seed, edit)
+func loadEngine(path string, sets []string, seedSet bool, seed uint64, pre func(sim.Scenario) []string) (*sim.Plan, error) {
+	p, err := loadPlan(path, sets, seedSet, seed, pre)
 	if err != nil {
 		return nil, err
 	}

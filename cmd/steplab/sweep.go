@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/steplab/steplab/planner"
 	"github.com/steplab/steplab/replay"
-	"github.com/steplab/steplab/replay/planner"
-	"github.com/steplab/steplab/replay/sweep"
+	"github.com/steplab/steplab/sweep"
 )
 
 func init() { register(newSweepCmd) }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/steplab/steplab/replay/whatif"
+	"github.com/steplab/steplab/workflow/whatif"
 )
 
 func init() { register(newWhatifCmd) }
@@ -110,7 +110,7 @@ func compileScenario(path string, sets []string) (*whatif.Scenario, error) {
 	if err != nil {
 		return nil, err
 	}
-	sc, err := d.Compile()
+	sc, err := whatif.Compile(d)
 	if err != nil {
 		return nil, &exitError{code: 2, msg: "bad scenario:\n" + err.Error()}
 	}

@@ -19,8 +19,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/steplab/steplab/replay/distsweep"
-	"github.com/steplab/steplab/replay/sweep"
+	"github.com/steplab/steplab/sweep"
+	"github.com/steplab/steplab/sweep/dist"
 )
 
 func init() { register(newWorkerCmd) }
@@ -29,14 +29,14 @@ func init() { register(newWorkerCmd) }
 // server and NATS's own means of identity (no secret is an argument).
 type queueFlags struct {
 	url  string
-	auth distsweep.Auth
+	auth dist.Auth
 }
 
 func (q *queueFlags) flags(f *pflag.FlagSet, usage string) {
 	f.StringVar(&q.url, "queue", "", usage)
 	f.StringVar(&q.auth.Creds, "creds", "", "NATS credentials file (user JWT and nkey seed)")
 	f.StringVar(&q.auth.NkeySeed, "nkey", "", "file holding a NATS user nkey seed")
-	f.StringVar(&q.auth.User, "user", "", "NATS user (default $"+distsweep.EnvUser+"); the password from --password-file or $"+distsweep.EnvPassword)
+	f.StringVar(&q.auth.User, "user", "", "NATS user (default $"+dist.EnvUser+"); the password from --password-file or $"+dist.EnvPassword)
 	f.StringVar(&q.auth.PasswordFile, "password-file", "", "file holding the NATS user's password (one line)")
 	f.StringVar(&q.auth.TLSCA, "tls-ca", "", "CA certificate(s) that verify the NATS server (PEM)")
 	f.StringVar(&q.auth.TLSCert, "tls-cert", "", "client certificate for a server that verifies clients (PEM, with --tls-key)")
@@ -49,8 +49,8 @@ func (q *queueFlags) connect(name string) (*nats.Conn, jetstream.JetStream, erro
 	if _, err := q.auth.WithEnv().Options(); err != nil {
 		return nil, nil, &exitError{code: 2, msg: err.Error()}
 	}
-	nc, err := distsweep.Connect(q.url, name, q.auth)
-	if errors.Is(err, distsweep.ErrBadURL) {
+	nc, err := dist.Connect(q.url, name, q.auth)
+	if errors.Is(err, dist.ErrBadURL) {
 		return nil, nil, &exitError{code: 2, msg: err.Error()}
 	}
 	if err != nil {
@@ -77,11 +77,11 @@ func (l *limitFlags) flags(f *pflag.FlagSet, whose string) {
 	f.Int64Var(&l.memoryMiB, "limit-memory-mib", 0, whose+": the worker's Go memory limit while a point runs, failing it past this (0: no limit)")
 }
 
-func (l *limitFlags) limits() (distsweep.Limits, error) {
+func (l *limitFlags) limits() (dist.Limits, error) {
 	if l.requests < 0 || l.wall < 0 || l.memoryMiB < 0 {
-		return distsweep.Limits{}, &exitError{code: 2, msg: "--limit-requests, --limit-wall and --limit-memory-mib must not be negative"}
+		return dist.Limits{}, &exitError{code: 2, msg: "--limit-requests, --limit-wall and --limit-memory-mib must not be negative"}
 	}
-	return distsweep.Limits{MaxRequests: l.requests, WallTimeNs: int64(l.wall), MemoryBytes: l.memoryMiB << 20}, nil
+	return dist.Limits{MaxRequests: l.requests, WallTimeNs: int64(l.wall), MemoryBytes: l.memoryMiB << 20}, nil
 }
 
 func newWorkerCmd() *cobra.Command {
@@ -145,14 +145,14 @@ Examples:
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			w := cmd.OutOrStdout()
-			opts := distsweep.WorkerOptions{Results: results, Jobs: jobs, Name: name, MaxIdle: maxIdle, WaitQueue: waitQueue,
+			opts := dist.WorkerOptions{Results: results, Jobs: jobs, Name: name, MaxIdle: maxIdle, WaitQueue: waitQueue,
 				Limits: limits, Log: slog.Default()}
 			if asJSON {
 				enc := json.NewEncoder(w)
-				opts.OnTask = func(e distsweep.TaskEvent) { _ = enc.Encode(e) }
+				opts.OnTask = func(e dist.TaskEvent) { _ = enc.Encode(e) }
 				opts.Log = slog.New(slog.DiscardHandler)
 			}
-			stats, err := distsweep.RunWorker(ctx, js, opts)
+			stats, err := dist.RunWorker(ctx, js, opts)
 			if !asJSON {
 				fmt.Fprintf(w, "worker %s: %d done, %d retried, %d dead-lettered, %d refused, %d abandoned\n", name, stats.Done,
 					stats.Retried, stats.Dead, stats.Refused, stats.Abandoned)
@@ -198,8 +198,8 @@ func (d *sweepDist) flags(f *pflag.FlagSet) {
 	d.lim.flags(f, "with --queue")
 	f.StringVar(&d.results, "results", "", "with --queue: directory the workers write parts to (default OUT/parts); with --point: where the part goes")
 	f.DurationVar(&d.timeout, "timeout", time.Hour, "with --queue or --merge: give up waiting for the points after this long")
-	f.DurationVar(&d.ackWait, "ack-wait", distsweep.DefaultAckWait, "with --queue: redeliver a task whose worker went silent this long")
-	f.IntVar(&d.maxDeliver, "max-deliver", distsweep.DefaultMaxDeliver, "with --queue: deliveries of a point before it is dead-lettered")
+	f.DurationVar(&d.ackWait, "ack-wait", dist.DefaultAckWait, "with --queue: redeliver a task whose worker went silent this long")
+	f.IntVar(&d.maxDeliver, "max-deliver", dist.DefaultMaxDeliver, "with --queue: deliveries of a point before it is dead-lettered")
 	f.BoolVar(&d.resume, "resume", false, "with --queue: keep the parts of an earlier submission of the same sweep, run only the rest")
 	f.StringVar(&d.sweepID, "sweep-id", "", "name the sweep's tasks and parts (default: a hash of scenario, --set and --vary)")
 	f.StringVar(&d.emit, "emit", "", "print a manifest instead of running: k8s-indexed-job (one pod per point) or k8s-workers (a pool of steplab worker pods)")
@@ -223,7 +223,7 @@ func (d *sweepDist) active() bool {
 func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out string, force, asJSON bool) error {
 	w := cmd.OutOrStdout()
 	if d.sweepID != "" {
-		if err := distsweep.CheckID(d.sweepID); err != nil {
+		if err := dist.CheckID(d.sweepID); err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
 	}
@@ -244,7 +244,7 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
-	spec := distsweep.SpecFromFile(args[0], b, sets, vs)
+	spec := dist.SpecFromFile(args[0], b, sets, vs)
 	if d.pathsFrom != "" {
 		// The scenario's bytes from args[0], its relative paths from there.
 		abs, err := filepath.Abs(d.pathsFrom)
@@ -262,7 +262,7 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		if d.emit != "k8s-indexed-job" {
 			return &exitError{code: 2, msg: fmt.Sprintf("--emit %q: the manifests are k8s-indexed-job and k8s-workers", d.emit)}
 		}
-		if err := distsweep.EmitIndexedJob(w, spec, len(pts), d.sweepID, distsweep.K8sOptions{Image: d.image,
+		if err := dist.EmitIndexedJob(w, spec, len(pts), d.sweepID, dist.K8sOptions{Image: d.image,
 			Parallelism: d.parallelism, PVC: d.pvc, Namespace: d.namespace, DataPVC: d.dataPVC, DataRoot: "."}); err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
@@ -271,7 +271,7 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 		if d.results == "" {
 			return &exitError{code: 2, msg: "sweep --point N: give --results DIR"}
 		}
-		p, err := distsweep.RunPoint(spec, d.sweepID, d.point, d.results)
+		p, err := dist.RunPoint(spec, d.sweepID, d.point, d.results)
 		if err != nil {
 			return &exitError{code: 2, msg: err.Error()}
 		}
@@ -288,7 +288,7 @@ func (d *sweepDist) run(cmd *cobra.Command, args, sets, varies []string, out str
 
 // runQueue submits the sweep to the work queue, follows it and writes the
 // merged sweep, which it returns.
-func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int, out string, force, asJSON bool) (*sweep.Result, error) {
+func (d *sweepDist) runQueue(cmd *cobra.Command, spec dist.Spec, points int, out string, force, asJSON bool) (*sweep.Result, error) {
 	w := cmd.OutOrStdout()
 	// --queue; --resume goes on in the output of an earlier submission.
 	if !d.resume || out == "" {
@@ -310,16 +310,16 @@ func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int
 	defer nc.Close()
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := distsweep.SubmitOptions{SweepID: d.sweepID, Results: d.results, Timeout: d.timeout, Resume: d.resume, Limits: limits,
-		Queue: distsweep.QueueConfig{AckWait: d.ackWait, MaxDeliver: d.maxDeliver}}
+	opts := dist.SubmitOptions{SweepID: d.sweepID, Results: d.results, Timeout: d.timeout, Resume: d.resume, Limits: limits,
+		Queue: dist.QueueConfig{AckWait: d.ackWait, MaxDeliver: d.maxDeliver}}
 	var finish func()
 	if asJSON {
 		enc := json.NewEncoder(w)
-		opts.Events = func(e distsweep.Event) { _ = enc.Encode(e) }
+		opts.Events = func(e dist.Event) { _ = enc.Encode(e) }
 		finish = func() {}
 	} else {
 		bar := newProgress(cmd, int64(points), "sweep points (queue)")
-		opts.Events = func(e distsweep.Event) {
+		opts.Events = func(e dist.Event) {
 			bar.Set(e.Done + e.Dead)
 			if e.Event == "submitted" {
 				slog.Info("submitted the sweep", "sweep", e.SweepID, "points", e.Total, "queue", d.queue.url, "parts", d.results)
@@ -333,7 +333,7 @@ func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int
 		}
 		finish = func() { bar.Finish() }
 	}
-	res, o, err := distsweep.Run(ctx, js, spec, opts)
+	res, o, err := dist.Run(ctx, js, spec, opts)
 	finish()
 	if res != nil {
 		if werr := sweep.Write(out, res); werr != nil {
@@ -356,7 +356,7 @@ func (d *sweepDist) runQueue(cmd *cobra.Command, spec distsweep.Spec, points int
 	return res, nil
 }
 
-func printDead(w io.Writer, dead []distsweep.DeadLetter) {
+func printDead(w io.Writer, dead []dist.DeadLetter) {
 	fmt.Fprintf(w, "dead-lettered points (each failed every delivery; the table lacks them):\n")
 	for _, d := range dead {
 		fmt.Fprintf(w, "  %s  point %d (%s) after %d attempts: %s\n", d.TaskID, d.Index, strings.Join(d.Values, ", "), d.Attempts, d.Error)
@@ -386,7 +386,7 @@ func (d *sweepDist) runMerge(cmd *cobra.Command, args []string, out string, forc
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), max(d.timeout, time.Millisecond))
 	defer cancel()
-	m, err := distsweep.WaitParts(ctx, d.merge, d.sweepID, time.Second)
+	m, err := dist.WaitParts(ctx, d.merge, d.sweepID, time.Second)
 	if err != nil {
 		return &exitError{code: 2, msg: err.Error()}
 	}
@@ -410,7 +410,7 @@ func (d *sweepDist) emitWorkers(cmd *cobra.Command, args []string) error {
 	if err != nil {
 		return err
 	}
-	err = distsweep.EmitWorkerJob(cmd.OutOrStdout(), distsweep.WorkerJobOptions{Queue: d.queue.url, Image: d.image, Namespace: d.namespace,
+	err = dist.EmitWorkerJob(cmd.OutOrStdout(), dist.WorkerJobOptions{Queue: d.queue.url, Image: d.image, Namespace: d.namespace,
 		Workers: d.parallelism, PVC: d.pvc, Secret: d.natsSecret, Auth: d.workerAuth, User: d.workerUser,
 		TLSCA: d.queue.auth.TLSCA != "", TLSClient: d.queue.auth.TLSCert != "", Limits: limits})
 	if err != nil {

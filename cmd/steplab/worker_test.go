@@ -19,7 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/steplab/steplab/replay/distsweep"
+	"github.com/steplab/steplab/sweep/dist"
 )
 
 // authServer runs the server of examples/nats/steplab.conf (auth on) on a
@@ -238,14 +238,14 @@ func signalWhenHeld(t *testing.T, url string, victim *proc, name string, sig sys
 	require.NoError(t, err)
 	var held jetstream.KeyValue
 	require.Eventually(t, func() bool {
-		held, err = js.KeyValue(context.Background(), distsweep.HeldBucket)
+		held, err = js.KeyValue(context.Background(), dist.HeldBucket)
 		return err == nil
 	}, hangGuard, 20*time.Millisecond, "the sweep creates its buckets")
 	w, err := held.WatchAll(context.Background())
 	require.NoError(t, err)
 	defer w.Stop()
 	for e := range w.Updates() {
-		var h distsweep.Held
+		var h dist.Held
 		if e != nil && e.Operation() == jetstream.KeyValuePut && json.Unmarshal(e.Value(), &h) == nil && h.Worker == name {
 			require.NoError(t, victim.cmd.Process.Signal(sig))
 			return held, e.Key()

@@ -206,7 +206,8 @@ func (c *Cluster) newWorker(pl *pool, i int) (*worker, error) {
 		}
 		g := c.groups[len(c.groups)-1]
 		w.group, w.dp = g, int32(i%ep)
-		r := &rank{g: g, w: w}
+		e := pl.Engine
+		r := &rank{g: g, w: w, worker: sim.Worker{Payload: e.Payload, Host: e.Host, Graphs: e.Graphs}}
 		g.ranks = append(g.ranks, r)
 		b = sim.Backend{Exec: r, Clock: &sim.VirtualClock{}, Host: &sim.HostAdapter{M: pl.Engine.Host}, WorkerID: w.name, DPRank: w.dp}
 	}

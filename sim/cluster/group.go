@@ -3,8 +3,9 @@ package cluster
 import (
 	"fmt"
 
-	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+
+	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/sched"
 )
@@ -32,21 +33,19 @@ type group struct {
 	c       *Cluster
 	ranks   []*rank
 	fpModel fpm.FPM
-	payload fpm.PayloadModel
-	host    fpm.HostModel
-	graphs  []int
 	moe     *moePricer
 	dummyNs float64
-	// gpuFree is the end of the last wave formed; formAt the time of a
-	// pending formation event (-1: none).
-	gpuFree, formAt int64
-	idx             int32
-	u               *unit // its ranks' unit, stepping side by side
+	// gpus runs the waves (the ranks' CPUs are their own); formAt is the
+	// time of a pending formation event (-1: none).
+	gpus   sim.HostPipeline
+	formAt int64
+	idx    int32
+	u      *unit // its ranks' unit, stepping side by side
 }
 
 func newGroup(c *Cluster, idx int, p *PoolPlan) *group {
 	pl := p.Engine
-	g := &group{c: c, fpModel: pl.FPM, payload: pl.Payload, host: pl.Host, graphs: pl.Graphs, moe: p.moe, formAt: -1, idx: int32(idx)}
+	g := &group{c: c, fpModel: pl.FPM, moe: p.moe, formAt: -1, idx: int32(idx)}
 	g.dummyNs = g.fpModel.PredictNs(fpm.Features{DecodeRequests: 1, PaddedBatch: 1})
 	return g
 }
@@ -61,15 +60,15 @@ type pendingStep struct {
 }
 
 // rank is one engine's executor in a group: sim.Executor to its engine.
+// Its worker's CPU is its own; its GPU joins the group's waves.
 type rank struct {
-	g       *group
-	w       *worker
-	cpuFree int64
-	pend    []pendingStep
-	ph      int
-	done    []sim.StepResult
-	dh      int
-	perReq  []int64
+	g      *group
+	w      *worker
+	worker sim.Worker
+	pend   []pendingStep
+	ph     int
+	done   []sim.StepResult
+	dh     int
 }
 
 func (r *rank) hasPending() bool { return r.ph < len(r.pend) }
@@ -83,29 +82,18 @@ func (r *rank) Submit(out *sched.Output, now int64) (sim.Payload, error) {
 // SubmitComposed prices the step's payload and input preparation on the
 // rank's worker CPU and its own forward pass, and queues it for a wave.
 func (r *rank) SubmitComposed(out *sched.Output, c *sim.Composition, now int64) (sim.Payload, error) {
-	g := r.g
-	var p sim.Payload
-	p, r.perReq = sim.PayloadOf(g.payload, out, r.perReq)
 	f := c.Features
-	padded := int64(0)
-	if c.NumPrefill == 0 && len(g.graphs) > 0 && c.NumDecode <= g.graphs[len(g.graphs)-1] {
-		padded = int64(sim.PadBatch(c.NumDecode, g.graphs))
-		f.PaddedBatch = float64(padded)
-	}
-	recv := g.host.ShipNs(p.Total)
-	prep := g.host.PrepNs(out.NumScheduledReqs(), out.TotalScheduledTokens, int(f.NewRequests), int(f.NewReqTokens))
-	ready := max(now, r.cpuFree) + recv + prep
-	r.cpuFree = ready
-	dense := g.fpModel.PredictNs(f)
+	h := r.worker.Prepare(out, c, &f, now)
+	dense := r.g.fpModel.PredictNs(f)
 	if !(dense > 0) {
-		return p, fmt.Errorf("FPM predicted a non-positive device time (%g ns) for a %s step", dense, f.Kind())
+		return h.Payload, fmt.Errorf("FPM predicted a non-positive device time (%g ns) for a %s step", dense, f.Kind())
 	}
 	if r.ph > 64 && r.ph*2 > len(r.pend) {
 		n := copy(r.pend, r.pend[r.ph:])
 		r.pend, r.ph = r.pend[:n], 0
 	}
-	r.pend = append(r.pend, pendingStep{id: out.StepID, f: f, ready: ready, recv: recv, prep: prep, padded: padded, denseNs: dense})
-	return p, nil
+	r.pend = append(r.pend, pendingStep{id: out.StepID, f: f, ready: h.Ready, recv: h.RecvNs, prep: h.PrepNs, padded: h.Padded, denseNs: dense})
+	return h.Payload, nil
 }
 
 // Result implements sim.Executor: a step whose wave has not formed yet is
@@ -150,11 +138,11 @@ func (g *group) tryForm(now int64) {
 		if !real {
 			return
 		}
-		if quiet && now < g.gpuFree {
+		if quiet && now < g.gpus.GPUFree {
 			// A quiet rank's loop reaches its dummy step when the last
 			// wave ends; a request arriving before then still joins.
-			g.formAt = g.gpuFree
-			g.c.schedule(g.u, g.gpuFree, evForm, g.idx)
+			g.formAt = g.gpus.GPUFree
+			g.c.schedule(g.u, g.gpus.GPUFree, evForm, g.idx)
 			return
 		}
 		g.form()
@@ -164,14 +152,14 @@ func (g *group) tryForm(now int64) {
 // form makes the next wave of every rank's oldest pending step (or a
 // dummy) and wakes the ranks that wait for it.
 func (g *group) form() {
-	start := g.gpuFree
+	var ready int64
 	var dense, tokens, most float64
 	for _, r := range g.ranks {
 		t := 1.0 // a dummy step's token
 		d := g.dummyNs
 		if r.hasPending() {
 			p := &r.pend[r.ph]
-			start = max(start, p.ready)
+			ready = max(ready, p.ready)
 			t, d = stepTokens(&p.f), p.denseNs
 		}
 		dense = max(dense, d)
@@ -180,8 +168,7 @@ func (g *group) form() {
 	}
 	total := dense + g.moe.expertNs(tokens) + g.moe.a2aNs(most)
 	dev := int64(total + 0.5)
-	end := start + dev
-	g.gpuFree = end
+	start, end := g.gpus.Run(ready, dev)
 	if h := g.c.waveHook; h != nil {
 		ids := make([]int64, len(g.ranks))
 		for i, r := range g.ranks {

@@ -5,10 +5,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
 )
@@ -114,19 +113,19 @@ func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.Manif
 		return nil, full, nil, fmt.Errorf("model %s has %w: check its name or config.json", full.Name, errNoExperts)
 	}
 	warn = append(warn, pw...)
-	if !ep && spec.Engine.Kind == 0 && ps.Engine.Kind == 0 {
+	if !ep && spec.Engine.IsZero() && ps.Engine.IsZero() {
 		return sp, full, warn, nil
 	}
 	sc := sp.Scenario
 	for _, n := range []struct {
-		node yaml.Node
+		keys yamldoc.Partial[sim.EngineSpec]
 		at   string
 	}{{spec.Engine, "cluster.engine"}, {ps.Engine, "cluster.pools." + ps.Name + ".engine"}} {
-		if err := overrideEngine(&sc.Engine, n.node, n.at); err != nil {
-			return nil, full, nil, err
+		if err := n.keys.Over(&sc.Engine); err != nil {
+			return nil, full, nil, fmt.Errorf("%s: %v", n.at, err)
 		}
-		for i := 0; i+1 < len(n.node.Content); i += 2 {
-			warn = append(warn, fmt.Sprintf("engine.%s set to %s by the placement, over the manifest", n.node.Content[i].Value, n.node.Content[i+1].Value))
+		for _, kv := range n.keys.Keys() {
+			warn = append(warn, fmt.Sprintf("engine.%s set to %s by the placement, over the manifest", kv[0], kv[1]))
 		}
 	}
 	shape := full

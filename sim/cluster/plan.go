@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/catalog/manifest"
@@ -360,11 +357,11 @@ func (s Spec) pools() []PoolSpec {
 func (sc Scenario) planPool(ps PoolSpec, hw catalog.Hardware, s catalog.Shape, withWorkload bool) (*PoolPlan, error) {
 	at := "cluster.pools." + ps.Name
 	psc := sc.Scenario
-	if err := overrideEngine(&psc.Engine, sc.Cluster.Engine, "cluster.engine"); err != nil {
-		return nil, err
+	if err := sc.Cluster.Engine.Over(&psc.Engine); err != nil {
+		return nil, fmt.Errorf("cluster.engine: %v", err)
 	}
-	if err := overrideEngine(&psc.Engine, ps.Engine, at+".engine"); err != nil {
-		return nil, err
+	if err := ps.Engine.Over(&psc.Engine); err != nil {
+		return nil, fmt.Errorf("%s.engine: %v", at, err)
 	}
 	if ps.Hardware != "" {
 		h, err := catalog.LookupHardware(ps.Hardware)
@@ -395,21 +392,6 @@ func (sc Scenario) planPool(ps PoolSpec, hw catalog.Hardware, s catalog.Shape, w
 	}
 	scaling, n := scalingOf(ps, sc.SLO)
 	return &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: n, ExpertParallel: ps.ExpertParallel, Engine: sp, Scaling: scaling}, nil
-}
-
-// overrideEngine decodes the keys of node (if any) over e, refusing keys
-// an engine block does not have.
-func overrideEngine(e *sim.EngineSpec, node yaml.Node, at string) error {
-	if node.Kind == 0 {
-		return nil
-	}
-	if err := checkKeys(&node, reflect.TypeFor[sim.EngineSpec](), at); err != nil {
-		return err
-	}
-	if err := node.Decode(e); err != nil {
-		return fmt.Errorf("%s: %v", at, err)
-	}
-	return nil
 }
 
 func prefix(at string, named bool, err error) error {

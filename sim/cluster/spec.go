@@ -2,11 +2,10 @@ package cluster
 
 import (
 	"fmt"
-	"reflect"
-	"strings"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -55,7 +54,7 @@ type Spec struct {
 	// Engine sets engine keys (simulate's engine block) for every pool,
 	// before each pool's own engine keys: in a placement file, what a
 	// recorded run's manifest does not record.
-	Engine yaml.Node `yaml:"engine"`
+	Engine yamldoc.Partial[sim.EngineSpec] `yaml:"engine"`
 }
 
 // PoolSpec is a group of identical engines with one role.
@@ -77,7 +76,7 @@ type PoolSpec struct {
 	Hardware string `yaml:"hardware"`
 	// Engine overrides keys of the scenario's engine block for this pool
 	// (max_num_seqs, num_gpu_blocks, ...).
-	Engine yaml.Node `yaml:"engine"`
+	Engine yamldoc.Partial[sim.EngineSpec] `yaml:"engine"`
 	// Autoscale, when set, lets a planner change the pool's engines during
 	// the run (Replicas is then the count it starts with).
 	Autoscale *AutoscaleSpec `yaml:"autoscale"`
@@ -98,26 +97,16 @@ func (ps *Pools) UnmarshalYAML(n *yaml.Node) error {
 	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		if err := checkKeys(v, reflect.TypeFor[PoolSpec](), "cluster.pools."+k.Value); err != nil {
-			return err
-		}
-		if err := checkKeys(child(v, "autoscale"), reflect.TypeFor[AutoscaleSpec](), "cluster.pools."+k.Value+".autoscale"); err != nil {
-			return err
-		}
 		j := ps.index(k.Value)
 		if j < 0 {
 			*ps = append(*ps, PoolSpec{Name: k.Value})
 			j = len(*ps) - 1
 		}
 		p := &(*ps)[j]
-		prev := p.Engine
 		if err := v.Decode(p); err != nil {
 			return fmt.Errorf("cluster.pools.%s: %v", k.Value, err)
 		}
 		p.Name = k.Value
-		if e := child(v, "engine"); e != nil && prev.Kind == yaml.MappingNode {
-			p.Engine = mergeMaps(prev, *e)
-		}
 	}
 	return nil
 }
@@ -186,8 +175,7 @@ type LinkSpec struct {
 // the defaults. Unknown keys are refused with their line.
 func LoadScenario(path string) (Scenario, error) {
 	sc := DefaultScenario()
-	err := sim.DecodeYAMLFile(path, &sc)
-	return sc, err
+	return sc, decodeFile(path, &sc)
 }
 
 // LoadSpec reads a placement file: the keys of a scenario's cluster block
@@ -195,72 +183,27 @@ func LoadScenario(path string) (Scenario, error) {
 // line.
 func LoadSpec(path string) (Spec, error) {
 	var s Spec
-	err := sim.DecodeYAMLFile(path, &s)
-	return s, err
+	return s, decodeFile(path, &s)
+}
+
+func decodeFile(path string, dst any) error {
+	d, err := yamldoc.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return d.Decode(dst)
 }
 
 // DefaultScenario is simulate's default scenario with no cluster block:
 // one engine.
 func DefaultScenario() Scenario { return Scenario{Scenario: sim.DefaultScenario()} }
 
-// Set applies one override KEY=VALUE with a dotted YAML path; pools are
-// addressed by name (cluster.pools.decode.replicas=3).
-func (sc *Scenario) Set(kv string) error { return sim.SetYAML(sc, kv) }
-
-// checkKeys refuses keys of a mapping node that the struct type has no
-// yaml tag for, naming where.
-func checkKeys(n *yaml.Node, t reflect.Type, where string) error {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil
+// Set applies one override KEY=VALUE with a dotted YAML path over the
+// scenario; pools are addressed by name (cluster.pools.decode.replicas=3).
+func (sc *Scenario) Set(kv string) error {
+	d, err := yamldoc.Overrides(kv)
+	if err == nil {
+		err = d.Decode(sc)
 	}
-	var names []string
-	known := map[string]bool{}
-	for i := 0; i < t.NumField(); i++ {
-		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
-		if name != "" && name != "-" {
-			known[name] = true
-			names = append(names, name)
-		}
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i]; !known[k.Value] {
-			return fmt.Errorf("line %d: unknown key %q in %s: known keys are %s", k.Line, k.Value, where, strings.Join(names, ", "))
-		}
-	}
-	return nil
-}
-
-func child(m *yaml.Node, key string) *yaml.Node {
-	if m == nil || m.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		if m.Content[i].Value == key {
-			return m.Content[i+1]
-		}
-	}
-	return nil
-}
-
-// mergeMaps is a with b's keys set over it (b wins).
-func mergeMaps(a, b yaml.Node) yaml.Node {
-	if a.Kind != yaml.MappingNode || b.Kind != yaml.MappingNode {
-		return b
-	}
-	out := a
-	out.Content = append([]*yaml.Node(nil), a.Content...)
-	for i := 0; i+1 < len(b.Content); i += 2 {
-		k := b.Content[i].Value
-		replaced := false
-		for j := 0; j+1 < len(out.Content); j += 2 {
-			if out.Content[j].Value == k {
-				out.Content[j+1] = b.Content[i+1]
-				replaced = true
-			}
-		}
-		if !replaced {
-			out.Content = append(out.Content, b.Content[i], b.Content[i+1])
-		}
-	}
-	return out
+	return err
 }

@@ -2,7 +2,7 @@ package workload
 
 import (
 	"strconv"
-	"unsafe"
+	"strings"
 
 	"github.com/steplab/steplab/sim/rng"
 )
@@ -108,26 +108,27 @@ type Completer interface {
 }
 
 // idArena builds IDs "<prefix><n>" without one allocation per ID: digits are
-// appended to a shared chunk and each ID is a string view of its bytes.
-// Bytes are never rewritten once handed out, so the strings are immutable;
-// a chunk is freed when no ID referencing it is alive.
+// appended to a shared strings.Builder and each ID is a substring of what it
+// holds. A Builder never rewrites bytes it has handed out, so the strings are
+// immutable; a chunk is freed when no ID referencing it is alive.
 type idArena struct {
 	prefix string
-	chunk  []byte
+	chunk  strings.Builder
 }
 
 const idChunk = 16 << 10
 
 func (a *idArena) id(n int64) string {
 	need := len(a.prefix) + 20
-	if cap(a.chunk)-len(a.chunk) < need {
-		a.chunk = make([]byte, 0, max(idChunk, need))
+	if a.chunk.Cap()-a.chunk.Len() < need {
+		a.chunk = strings.Builder{}
+		a.chunk.Grow(max(idChunk, need))
 	}
-	start := len(a.chunk)
-	a.chunk = append(a.chunk, a.prefix...)
-	a.chunk = strconv.AppendInt(a.chunk, n, 10)
-	b := a.chunk[start:len(a.chunk):len(a.chunk)]
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	start := a.chunk.Len()
+	a.chunk.WriteString(a.prefix)
+	var digits [20]byte
+	a.chunk.Write(strconv.AppendInt(digits[:0], n, 10))
+	return a.chunk.String()[start:]
 }
 
 // chainHashes turns a list of per-block ids (Mooncake's hash_ids) into a hash
