@@ -568,7 +568,7 @@ func h200FitHost(t *testing.T) *h200HostFile {
 	}
 	def := fpm.DefaultHostModel()
 	out := &h200HostFile{
-		Comment: "model.HostModel fitted by fit/h200_test.go (TestH200HostModel) from the H200 captures; see docs/h200-ground-truth.md. " +
+		Comment: "fpm.HostModel fitted by fit/h200_test.go (TestH200HostModel) from the H200 captures; see docs/h200-ground-truth.md. " +
 			"Schedule and update are steplab's Go driver loop, not vLLM's Python scheduler; prep and ship are the Python worker and the msgpack pipe.",
 		Model: def, Default: def,
 	}

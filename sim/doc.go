@@ -12,7 +12,7 @@
 // loop must run next, keeping up to two steps in flight under async
 // scheduling (step_with_batch_queue) or one when synchronous. An Executor
 // runs the steps: SimExecutor prices each with the payload model, the
-// host-overhead model and a forward-pass model (package model) on a GPU
+// host-overhead model and a forward-pass model (package fpm) on a GPU
 // that runs one step at a time; capture.GPUExecutor ships it to a real
 // worker. A Clock is virtual (VirtualClock: host work advances it by its
 // modelled cost) or the wall clock of a capture.

@@ -48,7 +48,7 @@ Hold-outs: --holdout F keeps the last fraction F of each dataset's requests
 (by arrival) out of the fit and scores them after it, re-simulating the whole
 run; --holdout-dataset DIR scores whole runs that were not fitted.
 
-The artifact is a linear model (model.Save); the fitted host model is in its
+The artifact is a linear model (fpm.Save); the fitted host model is in its
 params.host, which replay and simulate-by-replay read back; the fit report
 is in its metrics.
 

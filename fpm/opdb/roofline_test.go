@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// The roofline's hand-set efficiencies (model/roofline.go) against what
+// The roofline's hand-set efficiencies (fpm/roofline.go) against what
 // the shipped H200 database measures for Llama-3.1-8B.
 func TestRooflineEfficiencyH200(t *testing.T) {
 	db, err := Open(h200)
