@@ -53,12 +53,14 @@ type Artifact struct {
 	Grid *Grid `json:"grid,omitempty"`
 	// Recipe form.
 	Recipe *Recipe `json:"recipe,omitempty"`
-	// Params holds form-specific parameters of forms registered with
-	// RegisterForm (e.g. the roofline's hardware and model shape).
+	// Params holds form-specific parameters: the roofline's hardware,
+	// shape and term multipliers, those of forms registered with
+	// RegisterForm (an ops prior's database, shape and engine), and what
+	// other packages keep beside a model (SetParam: a host model).
 	Params json.RawMessage `json:"params,omitempty"`
 
-	// Residuals drives prediction intervals (linear and registered forms;
-	// the grid keeps its own in Grid.Residuals).
+	// Residuals drives prediction intervals (linear, roofline and
+	// registered forms; the grid keeps its own in Grid.Residuals).
 	Residuals *ResidualQuantiles `json:"residuals,omitempty"`
 	Features  []FeatureDef       `json:"features,omitempty"`
 	Training  Training           `json:"training"`
@@ -161,7 +163,7 @@ var (
 func RegisterForm(form string, dec FormDecoder) {
 	formsMu.Lock()
 	defer formsMu.Unlock()
-	if form == FormLinear || form == FormGrid || form == FormRecipe {
+	if form == FormLinear || form == FormGrid || form == FormRecipe || form == FormRoofline {
 		panic("model: RegisterForm: " + form + " is built in")
 	}
 	if _, dup := forms[form]; dup {
@@ -173,12 +175,35 @@ func RegisterForm(form string, dec FormDecoder) {
 func knownForms() []string {
 	formsMu.RLock()
 	defer formsMu.RUnlock()
-	out := []string{FormLinear, FormGrid, FormRecipe}
+	out := []string{FormLinear, FormGrid, FormRecipe, FormRoofline}
 	for f := range forms {
 		out = append(out, f)
 	}
 	sort.Strings(out)
 	return out
+}
+
+// SetParam stores v under key in the artifact's params, keeping the
+// other keys: a form's own parameters and what other packages keep beside
+// them (a host model, expert-parallel scales).
+func (a *Artifact) SetParam(key string, v any) error {
+	m := map[string]json.RawMessage{}
+	if len(a.Params) > 0 {
+		if err := json.Unmarshal(a.Params, &m); err != nil {
+			return fmt.Errorf("model: artifact params: %w", err)
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	m[key] = b
+	out, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	a.Params = out
+	return nil
 }
 
 // LinearArtifact wraps a linear model into an artifact (training, metrics
@@ -268,6 +293,8 @@ func (a *Artifact) Model() (FPM, error) {
 			return nil, err
 		}
 		return a.Grid, nil
+	case FormRoofline:
+		return rooflineOf(a)
 	case FormRecipe:
 		if a.Recipe == nil {
 			return nil, fmt.Errorf("model: recipe artifact has no \"recipe\" object")

@@ -271,7 +271,7 @@ const BoundsMethod = "re-simulated with every step at the lower and at the upper
 // would average it away. The plan's FPM must be a model.IntervalFPM.
 func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
 	im, ok := p.FPM.(model.IntervalFPM)
-	if !ok {
+	if !ok || model.NoUncertainty(p.FPM, p.FPMName) != "" {
 		return nil, fmt.Errorf("bounds: fpm %s has no prediction intervals", p.FPMName)
 	}
 	return BoundsOf(level, func(upper bool) (Report, error) {

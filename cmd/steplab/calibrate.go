@@ -128,7 +128,8 @@ func manifestOptions(fpm, host, placement string) (cluster.ManifestOptions, erro
 }
 
 func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
-	fmt.Fprintf(w, "calibrated in %d replays (%s), objective %.4g; wrote %s\n", r.Evals, r.Status, r.Objective, out)
+	fmt.Fprintf(w, "calibrated %s in %d replays (%s), objective %.4g; wrote %s\n", r.Start, r.Evals, r.Status, r.Objective, out)
+	fmt.Fprintf(w, "%s: %s\n", r.Status, r.Reason)
 	if r.Uncertainty != "" {
 		fmt.Fprintf(w, "uncertainty: %s\n", r.Uncertainty)
 	}

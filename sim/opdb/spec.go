@@ -190,5 +190,11 @@ func decodeArtifact(a *model.Artifact) (model.FPM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops artifact: %w", err)
 	}
-	return o.WithEngine(p.Engine)
+	if o, err = o.WithEngine(p.Engine); err != nil {
+		return nil, err
+	}
+	if a.Residuals != nil {
+		return o.WithResiduals(a.Residuals), nil
+	}
+	return o, nil
 }
