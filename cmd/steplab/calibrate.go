@@ -48,7 +48,7 @@ Hold-outs: --holdout F keeps the last fraction F of each dataset's requests
 (by arrival) out of the fit and scores them after it, re-simulating the whole
 run; --holdout-dataset DIR scores whole runs that were not fitted.
 
-The artifact is a linear model (model.Save); the fitted host model is in its
+The artifact is a linear model (fpm.Save); the fitted host model is in its
 params.host, which replay and simulate-by-replay read back; the fit report
 is in its metrics.
 
@@ -128,7 +128,8 @@ func manifestOptions(fpModel, host, placement string) (cluster.ManifestOptions, 
 }
 
 func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
-	fmt.Fprintf(w, "calibrated in %d replays (%s), objective %.4g; wrote %s\n", r.Evals, r.Status, r.Objective, out)
+	fmt.Fprintf(w, "calibrated %s in %d replays (%s), objective %.4g; wrote %s\n", r.Start, r.Evals, r.Status, r.Objective, out)
+	fmt.Fprintf(w, "%s: %s\n", r.Status, r.Reason)
 	if r.Uncertainty != "" {
 		fmt.Fprintf(w, "uncertainty: %s\n", r.Uncertainty)
 	}
