@@ -53,11 +53,12 @@ type Artifact struct {
 	Grid *Grid `json:"grid,omitempty"`
 	// Recipe form.
 	Recipe *Recipe `json:"recipe,omitempty"`
-	// Params holds form-specific parameters (the ops prior's database and
-	// shape, a calibrated host model).
+	// Params holds form-specific parameters: the roofline's hardware,
+	// shape and term multipliers, the ops prior's database, shape and
+	// engine, and a calibrated host model.
 	Params json.RawMessage `json:"params,omitempty"`
 
-	// Residuals drives prediction intervals (linear and other forms;
+	// Residuals drives prediction intervals (linear, roofline and ops;
 	// the grid keeps its own in Grid.Residuals).
 	Residuals *ResidualQuantiles `json:"residuals,omitempty"`
 	Features  []FeatureDef       `json:"features,omitempty"`
@@ -148,7 +149,30 @@ type Sample struct {
 }
 
 // Forms are the forms an artifact can hold, in order.
-var Forms = []string{FormGrid, FormLinear, FormOps, FormRecipe}
+var Forms = []string{FormGrid, FormLinear, FormOps, FormRecipe, FormRoofline}
+
+// SetParam stores v under key in the artifact's params, keeping the
+// other keys: a form's own parameters and what other packages keep beside
+// them (a host model, expert-parallel scales).
+func (a *Artifact) SetParam(key string, v any) error {
+	m := map[string]json.RawMessage{}
+	if len(a.Params) > 0 {
+		if err := json.Unmarshal(a.Params, &m); err != nil {
+			return fmt.Errorf("model: artifact params: %w", err)
+		}
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	m[key] = b
+	out, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	a.Params = out
+	return nil
+}
 
 // LinearArtifact wraps a linear model into an artifact (training, metrics
 // and provenance are left for the caller to fill).
@@ -247,6 +271,8 @@ func (a *Artifact) Model() (FPM, error) {
 			return nil, err
 		}
 		return a.Grid, nil
+	case FormRoofline:
+		return rooflineOf(a)
 	case FormRecipe:
 		if a.Recipe == nil {
 			return nil, fmt.Errorf("model: recipe artifact has no \"recipe\" object")

@@ -179,6 +179,12 @@ type uncertain interface {
 	HasUncertainty() bool
 }
 
+// prior is a prior (PreparedRoofline, Ops) that calibration can scale:
+// until it does, a model fitted to nothing.
+type prior interface {
+	calibrated() bool
+}
+
 // NoUncertainty says why m's predictions carry no interval, naming m by
 // name ("" when they do): a model that is no IntervalFPM (a prior), or one
 // that records neither residuals nor a coefficient covariance (a calibrated
@@ -186,8 +192,12 @@ type uncertain interface {
 // interval of zero width.
 func NoUncertainty(m FPM, name string) string {
 	what := ""
+	p, isPrior := m.(prior)
 	if u, ok := m.(uncertain); ok && !u.HasUncertainty() {
 		what = "a model that records no residuals and no coefficient covariance"
+		if isPrior && !p.calibrated() {
+			what = "a prior with no prediction intervals"
+		}
 	} else if _, ok := m.(IntervalFPM); !ok {
 		what = "a prior with no prediction intervals"
 	}

@@ -21,6 +21,10 @@ import (
 type OpDB struct {
 	// Name identifies the database (e.g. "h200-sxm-vllm-0.24.0").
 	Name string `json:"name"`
+	// Source is where it was opened: the name of a database shipped with
+	// steplab or a directory ("" for one built in memory or assembled from
+	// a tree), what an artifact of a prior over it records.
+	Source string `json:"-"`
 	// Framework and Version are the serving framework the kernels were
 	// measured under (e.g. "vllm", "0.24.0").
 	Framework string `json:"framework"`

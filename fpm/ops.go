@@ -3,8 +3,9 @@ package fpm
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/steplab/steplab/catalog"
 	"math"
+
+	"github.com/steplab/steplab/catalog"
 )
 
 // Ops is the measured-operations prior: it prices a step by composing the
@@ -46,8 +47,12 @@ import (
 // The database prices its framework's kernels; an engine running other
 // kernels or other launch overheads is described by an OpsEngine.
 type Ops struct {
-	db      *opIndex
-	name    string
+	db   *opIndex
+	name string
+	// source is where the database was opened (OpDB.Source) and src the
+	// shape it was built for: what an artifact of the prior records.
+	source  string
+	src     catalog.Shape
 	shape   opsShape
 	engine  OpsEngine
 	gemmSol [nGEMMRoles]gemmCost
@@ -55,6 +60,9 @@ type Ops struct {
 	// graphMax is the largest CUDA graph the engine captures, in rows (0:
 	// not known, every step priced as the graph rows).
 	graphMax float64
+	// residuals, when set (a calibrated prior), give its predictions an
+	// interval.
+	residuals *ResidualQuantiles
 }
 
 // OpsEngine is how the engine that runs a model departs from the
@@ -120,7 +128,7 @@ func NewOps(db *OpDB, s catalog.Shape) (*Ops, error) {
 	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
 		return nil, fmt.Errorf("model: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
 	}
-	o := &Ops{db: x, name: db.Name, shape: sh}
+	o := &Ops{db: x, name: db.Name, source: db.Source, src: s, shape: sh}
 	for r := range o.gemmSol {
 		o.gemmSol[r] = gemmCost{flops: x.sys.BF16FLOPS, bandwidth: x.sys.MemBandwidth, bytes: sh.gemmBytes[r]}
 	}
@@ -174,6 +182,68 @@ func (o *Ops) WithGraphs(sizes []int) *Ops {
 
 // Engine is the engine the prior prices for.
 func (o *Ops) Engine() OpsEngine { return o.engine }
+
+// The operations prior's scalable terms (Scalable), in order: the engine
+// scales of its GEMMs, prefill and decode attention.
+var opsTerms = []string{PriorTermGEMM, PriorTermPrefillAttn, PriorTermDecodeAttn}
+
+// ScaleTerms implements Scalable: gemm, prefill_attn and decode_attn.
+func (o *Ops) ScaleTerms() []string { return append([]string(nil), opsTerms...) }
+
+// ScaleValues implements Scalable: the engine's GEMM, context- and
+// generation-attention scales.
+func (o *Ops) ScaleValues() []float64 {
+	e := &o.engine
+	return []float64{orOne(e.GEMMScale), orOne(e.ContextAttnScale), orOne(e.GenerationAttnScale)}
+}
+
+// Scaled implements Scalable: the prior for an engine whose GEMM and
+// attention scales are the present ones times mult.
+func (o *Ops) Scaled(mult []float64) (Scalable, error) {
+	if err := checkMult(opsTerms, mult); err != nil {
+		return nil, err
+	}
+	v := o.ScaleValues()
+	e := o.engine
+	e.GEMMScale, e.ContextAttnScale, e.GenerationAttnScale = v[0]*mult[0], v[1]*mult[1], v[2]*mult[2]
+	return o.WithEngine(e)
+}
+
+// WithResiduals implements Scalable.
+func (o *Ops) WithResiduals(q *ResidualQuantiles) Scalable {
+	c := *o
+	c.residuals = q
+	return &c
+}
+
+// Artifact implements Scalable: form ops, the database it was opened
+// from, the shape and the engine. A database read from memory or
+// assembled from an AIConfigurator tree has no place to point at, and is
+// refused.
+func (o *Ops) Artifact() (*Artifact, error) {
+	if o.source == "" {
+		return nil, fmt.Errorf("model: ops prior over %s: the database was not opened from a shipped name or a directory, so no artifact can point at it: write it as a database directory (docs/ops-prior.md) and use ops:DIR", o.name)
+	}
+	a, err := OpsArtifact(o.source, o.src, o.engine)
+	if err != nil {
+		return nil, err
+	}
+	a.Residuals = o.residuals
+	return a, nil
+}
+
+// PredictIntervalNs implements IntervalFPM: the residual quantiles'
+// spread around the prediction (none without residuals).
+func (o *Ops) PredictIntervalNs(f Features, coverage float64) (mid, lo, hi float64) {
+	mid = o.PredictNs(f)
+	lo, hi = o.residuals.Interval(mid, coverage)
+	return mid, lo, hi
+}
+
+// HasUncertainty reports whether the prior carries residuals.
+func (o *Ops) HasUncertainty() bool { return o.residuals != nil && len(o.residuals.P) > 0 }
+
+func (o *Ops) calibrated() bool { return o.engine != OpsEngine{} }
 
 // Database names the database the prior reads.
 func (o *Ops) Database() string { return o.name }

@@ -1,9 +1,11 @@
 package fpm
 
 import (
+	"encoding/json"
 	"fmt"
-	"github.com/steplab/steplab/catalog"
 	"math"
+
+	"github.com/steplab/steplab/catalog"
 )
 
 // Roofline is the prior forward-pass model (docs/architecture.md#forward-pass-model): a step's device
@@ -154,7 +156,21 @@ type rooflineConsts struct {
 	nonExpertBytes, expertBytes, moeLayers float64
 	tp                                     int
 	allReduceMsgPerToken, linkBps          float64
+	// scale multiplies the terms calibrate fits (rooflineTerms' order),
+	// 1 for the prior itself.
+	scale [nRooflineTerms]float64
 }
+
+// The roofline's scalable terms (Scalable), in order.
+var rooflineTerms = []string{PriorTermGEMM, PriorTermPrefillAttn, PriorTermDecodeAttn, PriorTermOverhead}
+
+const (
+	rtGEMM = iota
+	rtPrefillAttn
+	rtDecodeAttn
+	rtOverhead
+	nRooflineTerms
+)
 
 func (r Roofline) consts() rooflineConsts {
 	s := r.Shape
@@ -166,6 +182,7 @@ func (r Roofline) consts() rooflineConsts {
 		gemmParams: s.GEMMParamsPerGPU(), lmHeadParams: s.LMHeadParamsPerGPU(), tp: s.TPDegree(),
 		allReduceMsgPerToken: float64(s.Hidden) * catalog.DTypeBytes(s.DType),
 		linkBps:              link.GBsPerDirection * 1e9,
+		scale:                [nRooflineTerms]float64{1, 1, 1, 1},
 	}
 	c.decPair = c.pair
 	if s.IsMLA() {
@@ -233,7 +250,7 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 	}
 
 	var b RooflineBreakdown
-	b.FixedNs = c.fixed
+	b.FixedNs = c.fixed * c.scale[rtOverhead]
 	b.WeightStreamNs = c.weightStream
 	if c.moe {
 		m := r.Shape.MoE
@@ -241,8 +258,9 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 		bytes := c.nonExpertBytes + c.moeLayers*b.ExpertsPerLayer*c.expertBytes
 		b.WeightStreamNs = bytes / (c.bw * r.WeightBWEff.At(bytes)) * 1e9
 	}
+	b.WeightStreamNs *= c.scale[rtGEMM]
 	gemmFLOPs := 2 * (c.gemmParams*tokens + c.lmHeadParams*sampled)
-	b.GEMMComputeNs = gemmFLOPs / (c.gemmPeak * r.GEMMEff.At(tokens)) * 1e9
+	b.GEMMComputeNs = gemmFLOPs / (c.gemmPeak * r.GEMMEff.At(tokens)) * 1e9 * c.scale[rtGEMM]
 	b.GEMMNs, b.GEMMBound = b.WeightStreamNs, "memory"
 	if b.GEMMComputeNs > b.WeightStreamNs {
 		b.GEMMNs, b.GEMMBound = b.GEMMComputeNs, "compute"
@@ -258,7 +276,7 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 	if c.state > 0 && f.PrefillTokens > 0 {
 		kv += 2 * c.state * max(f.PrefillRequests, 1)
 	}
-	b.PrefillAttnNs = max(attn/(c.attnPeak*r.AttnEff.At(f.PrefillTokens)), kv/(c.bw*r.KVBWEff.At(kv))) * 1e9
+	b.PrefillAttnNs = max(attn/(c.attnPeak*r.AttnEff.At(f.PrefillTokens)), kv/(c.bw*r.KVBWEff.At(kv))) * 1e9 * c.scale[rtPrefillAttn]
 	attn, kv = c.decPair*f.DecodeKVTokens, f.DecodeKVTokens*c.kvTok
 	for _, w := range c.wins {
 		held := min(f.DecodeKVTokens, f.DecodeRequests*w.Window)
@@ -266,7 +284,7 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 		kv += w.KV * held
 	}
 	kv += 2 * c.state * f.DecodeRequests
-	b.DecodeAttnNs = max(kv/(c.bw*r.KVBWEff.At(kv)), attn/(c.attnPeak*r.AttnEff.At(f.DecodeRequests))) * 1e9
+	b.DecodeAttnNs = max(kv/(c.bw*r.KVBWEff.At(kv)), attn/(c.attnPeak*r.AttnEff.At(f.DecodeRequests))) * 1e9 * c.scale[rtDecodeAttn]
 
 	if c.tp > 1 && tokens > 0 {
 		msg := tokens * c.allReduceMsgPerToken
@@ -279,10 +297,13 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 
 // PreparedRoofline is a Roofline with its constants computed once: the
 // form a simulator prices millions of steps with. Build it with Prepare;
-// it predicts exactly what the Roofline does.
+// it predicts exactly what the Roofline does until Scaled moves its terms.
 type PreparedRoofline struct {
 	Roofline
-	c rooflineConsts
+	// Residuals, when set (a calibrated roofline), give its predictions
+	// an interval.
+	Residuals *ResidualQuantiles
+	c         rooflineConsts
 }
 
 // Prepare computes the roofline's constants once.
@@ -293,6 +314,58 @@ func (p *PreparedRoofline) PredictNs(f Features) float64 { return p.breakdown(&p
 
 // Breakdown prices a step by part.
 func (p *PreparedRoofline) Breakdown(f Features) RooflineBreakdown { return p.breakdown(&p.c, &f) }
+
+// PredictIntervalNs implements IntervalFPM: the residual quantiles'
+// spread around the prediction (none without residuals).
+func (p *PreparedRoofline) PredictIntervalNs(f Features, coverage float64) (mid, lo, hi float64) {
+	mid = p.PredictNs(f)
+	lo, hi = p.Residuals.Interval(mid, coverage)
+	return mid, lo, hi
+}
+
+// HasUncertainty reports whether the roofline carries residuals.
+func (p *PreparedRoofline) HasUncertainty() bool { return p.Residuals != nil && len(p.Residuals.P) > 0 }
+
+func (p *PreparedRoofline) calibrated() bool { return p.c.scale != [nRooflineTerms]float64{1, 1, 1, 1} }
+
+// ScaleTerms implements Scalable: gemm, prefill_attn, decode_attn and
+// overhead (the fixed per-step and per-layer costs).
+func (p *PreparedRoofline) ScaleTerms() []string { return append([]string(nil), rooflineTerms...) }
+
+// ScaleValues implements Scalable: the multipliers on the terms.
+func (p *PreparedRoofline) ScaleValues() []float64 { return append([]float64(nil), p.c.scale[:]...) }
+
+// Scaled implements Scalable.
+func (p *PreparedRoofline) Scaled(mult []float64) (Scalable, error) {
+	if err := checkMult(rooflineTerms, mult); err != nil {
+		return nil, err
+	}
+	c := *p
+	for i := range c.c.scale {
+		c.c.scale[i] *= mult[i]
+	}
+	return &c, nil
+}
+
+// WithResiduals implements Scalable.
+func (p *PreparedRoofline) WithResiduals(q *ResidualQuantiles) Scalable {
+	c := *p
+	c.Residuals = q
+	return &c
+}
+
+// Artifact implements Scalable: form roofline, its hardware, shape and
+// parameters with the multipliers on its terms.
+func (p *PreparedRoofline) Artifact() (*Artifact, error) {
+	s := p.c.scale
+	r := p.Roofline
+	b, err := json.Marshal(rooflineArtifactParams{Roofline: &r,
+		Scales: &TermScales{GEMM: s[rtGEMM], PrefillAttn: s[rtPrefillAttn], DecodeAttn: s[rtDecodeAttn], Overhead: s[rtOverhead]}})
+	if err != nil {
+		return nil, err
+	}
+	return &Artifact{ArtifactVersion: ArtifactVersion, Form: FormRoofline, Params: b, Residuals: p.Residuals}, nil
+}
 
 // PredictNs implements FPM: the step's device time in ns. Admission
 // features (NewRequests, NewReqTokens) are host work (HostModel), not

@@ -25,6 +25,12 @@ import (
 // hardware and model shape alone.
 const FPMRoofline = "roofline"
 
+// FPMPrior is the forward-pass model spec of a run's prior: the
+// measured-operations prior (ops) where a kernel database is shipped for
+// the run's GPU and prices its model, else the roofline. steplab calibrate
+// starts from it.
+const FPMPrior = "prior"
+
 // Spec names what prices an engine's steps: the GPU and the model it
 // runs (already looked up in the catalogue), a forward-pass model spec and
 // a host-overhead model spec.
@@ -32,8 +38,9 @@ type Spec struct {
 	Hardware catalog.Hardware
 	Shape    catalog.Shape
 	// FPM is "" or "roofline" (the roofline prior), an ops spec (the
-	// measured-operations prior: "ops", "ops:NAME" or "ops:DIR") or the
-	// path of a model artifact (steplab fit, steplab calibrate).
+	// measured-operations prior: "ops", "ops:NAME" or "ops:DIR"), "prior"
+	// (FPMPrior: ops where the GPU has a database, else the roofline) or
+	// the path of a model artifact (steplab fit, steplab calibrate).
 	FPM string
 	// Host is "" (the artifact's params.host when the FPM artifact carries
 	// one, else the default prior) or the path of a host-overhead model:
@@ -78,18 +85,18 @@ func Price(spec Spec) (*Pricing, error) {
 	p := &Pricing{HW: spec.Hardware, Shape: spec.Shape, Payload: fpm.DefaultPayloadModel(), Host: fpm.DefaultHostModel(),
 		HostName: spec.Host}
 	switch {
+	case spec.FPM == FPMPrior:
+		if err := p.prior(spec.EngineVersion); err != nil {
+			return nil, err
+		}
 	case spec.FPM == "" || spec.FPM == FPMRoofline:
-		r, err := p.Roofline()
-		if err != nil {
+		if err := p.roofline(); err != nil {
 			return nil, err
 		}
-		p.FPM, p.FPMName = r.Prepare(), FPMRoofline
-	case IsOps(spec.FPM):
-		o, notes, err := opdb.Prior(spec.FPM, opdb.Query{Hardware: p.HW, Shape: p.Shape, Version: spec.EngineVersion})
-		if err != nil {
+	case opdb.IsSpec(spec.FPM):
+		if err := p.ops(spec.FPM, spec.EngineVersion); err != nil {
 			return nil, err
 		}
-		p.FPM, p.FPMName, p.Notes = o, spec.FPM, append(p.Notes, notes...)
 	default:
 		f, a, err := Load(spec.FPM)
 		if err != nil {
@@ -127,6 +134,44 @@ func Price(spec Spec) (*Pricing, error) {
 	return p, nil
 }
 
+func (p *Pricing) roofline() error {
+	r, err := p.Roofline()
+	if err != nil {
+		return err
+	}
+	p.FPM, p.FPMName = r.Prepare(), FPMRoofline
+	return nil
+}
+
+func (p *Pricing) ops(spec, version string) error {
+	o, notes, err := opdb.Prior(spec, opdb.Query{Hardware: p.HW, Shape: p.Shape, Version: version})
+	if err != nil {
+		return err
+	}
+	p.FPM, p.FPMName, p.Notes = o, spec, append(p.Notes, notes...)
+	return nil
+}
+
+// prior prices with FPMPrior: the ops prior where a database is shipped
+// for the GPU and prices the shape, else the roofline, with a note saying
+// which and why.
+func (p *Pricing) prior(version string) error {
+	ok, err := opdb.Ships(p.HW, "vllm")
+	switch {
+	case err != nil:
+		return err
+	case !ok:
+		p.Notes = append(p.Notes, fmt.Sprintf("prior: the roofline: no kernel database is shipped for %s", p.HW.Name))
+		return p.roofline()
+	}
+	if err := p.ops(opdb.SpecPrefix, version); err != nil {
+		p.Notes = append(p.Notes, fmt.Sprintf("prior: the roofline: the kernel database of %s does not price %s (%v)", p.HW.Name, p.Shape.Name, err))
+		return p.roofline()
+	}
+	p.Notes = append(p.Notes, fmt.Sprintf("prior: ops, the kernels measured on %s", p.HW.Name))
+	return nil
+}
+
 // BundledHostModel is the host model fitted from the H200 captures, the one
 // to pass when no other was fitted for the machine.
 const BundledHostModel = "datasets/h200/models/host.json"
@@ -146,16 +191,18 @@ func (p *Pricing) HostNote() string {
 
 // IsPrior reports whether an FPM spec names a prior priced from the
 // hardware and shape alone (which both must then be known).
-func IsPrior(spec string) bool { return spec == "" || spec == FPMRoofline || IsOps(spec) }
+func IsPrior(spec string) bool {
+	return spec == "" || spec == FPMRoofline || spec == FPMPrior || IsOps(spec)
+}
 
 // IsOps reports whether an FPM spec names the measured-operations prior
 // (ops, ops:NAME, ops:DIR, ops:aic[:PATH]) rather than an artifact path.
 func IsOps(spec string) bool { return opdb.IsSpec(spec) }
 
-// Name names the FPM in reports: a prior with its hardware and shape, an
-// artifact by its path.
+// Name names the FPM in reports: a prior with its database or hardware
+// and its shape, an artifact by its path.
 func (p *Pricing) Name() string {
-	if o, ok := p.FPM.(*fpm.Ops); ok {
+	if o, ok := p.FPM.(*fpm.Ops); ok && p.Artifact == nil {
 		return fmt.Sprintf("ops(%s, %s)", o.Database(), p.Shape.Name)
 	}
 	if IsPrior(p.FPMName) {
@@ -195,15 +242,8 @@ func artifactHost(a *fpm.Artifact) (fpm.HostModel, bool, error) {
 }
 
 // WithHost stores a host model in an artifact's params.host, where Price
-// reads it back.
-func WithHost(a *fpm.Artifact, h fpm.HostModel) error {
-	b, err := json.Marshal(hostParams{Host: &h})
-	if err != nil {
-		return err
-	}
-	a.Params = b
-	return nil
-}
+// reads it back, beside the form's own params.
+func WithHost(a *fpm.Artifact, h fpm.HostModel) error { return a.SetParam("host", h) }
 
 // LoadHostModel reads a host-overhead model: a bare fpm.HostModel JSON
 // object, one wrapped under "model" with provenance beside it, or a model

@@ -53,14 +53,18 @@ type CalibSet struct {
 
 // CalibOptions tune Calibrate.
 type CalibOptions struct {
-	// Start is the linear FPM whose coefficients are scaled.
-	Start *fpm.Linear
+	// Start is the FPM whose terms are scaled: the run's prior (its parts,
+	// fpm.PriorTerm*) or a linear model (its coefficients).
+	Start fpm.Scalable
+	// StartName names Start in the report.
+	StartName string
 	// Fixed, when set, is the device model used as it is: only host
 	// parameters are fitted (Start and Terms are ignored).
 	Fixed fpm.FPM
 	// Host is the starting host model.
 	Host fpm.HostModel
-	// Terms are the FPM terms that get a multiplier (nil: every term of Start).
+	// Terms are the FPM terms that get a multiplier (nil: every term of
+	// Start, Start.ScaleTerms).
 	Terms []string
 	// HostParams are the host multipliers fitted (nil: HostSchedUpdate and
 	// HostPrep; empty non-nil: none).
@@ -117,16 +121,22 @@ func (m MetricErrors) MeanAbs() float64 {
 
 // CalibResult is what Calibrate returns.
 type CalibResult struct {
-	Params    []ParamValue    `json:"params"`
-	Linear    *fpm.Linear     `json:"-"` // nil when the device model was Fixed
-	Host      fpm.HostModel   `json:"host"`
-	MoE       *cluster.Scales `json:"moe,omitempty"`
-	Evals     int             `json:"evaluations"`
-	Objective float64         `json:"objective"`
-	Before    []MetricErrors  `json:"before"` // the start model on the fit data
-	Train     []MetricErrors  `json:"train"`
-	Holdout   []MetricErrors  `json:"holdout,omitempty"`
-	Status    string          `json:"status"`
+	// Start names the start model, whose replay is Before.
+	Start  string          `json:"start,omitempty"`
+	Params []ParamValue    `json:"params"`
+	Model  fpm.Scalable    `json:"-"` // the calibrated FPM; nil when the device model was Fixed
+	Host   fpm.HostModel   `json:"host"`
+	MoE    *cluster.Scales `json:"moe,omitempty"`
+	Evals  int             `json:"evaluations"`
+	// Objective is the fit's Σ log(pred/rec)² plus its ridge.
+	Objective float64        `json:"objective"`
+	Before    []MetricErrors `json:"before"` // the start model on the fit data
+	Train     []MetricErrors `json:"train"`
+	Holdout   []MetricErrors `json:"holdout,omitempty"`
+	// Status is StatusConverged or StatusEvalLimit; Reason says why the
+	// search stopped there.
+	Status string `json:"status"`
+	Reason string `json:"reason"`
 	// Uncertainty says how the calibrated model's step-time residuals
 	// were made ("" when too few fitted requests had an ITL).
 	Uncertainty string `json:"uncertainty,omitempty"`
@@ -158,29 +168,37 @@ func metricsOf(s *RequestSummary) (rec, pred map[string]float64) {
 
 type calibProblem struct {
 	opts      CalibOptions
-	terms     []int // indices into Start.Terms
+	terms     []int // indices into Start.ScaleTerms()
+	startTerm []string
 	hostNames []string
 	moeNames  []string
 }
 
-// model is one point of the search: the models and scales it prices with.
+// calibModel is one point of the search: the models and scales it prices
+// with.
 type calibModel struct {
 	fpModel fpm.FPM
-	lin     *fpm.Linear
+	scaled  fpm.Scalable // fpModel, when it is Start scaled
 	host    fpm.HostModel
 	scales  cluster.Scales
 }
 
-func (p *calibProblem) build(theta []float64) calibModel {
-	var l *fpm.Linear
+func (p *calibProblem) build(theta []float64) (calibModel, error) {
+	var sc fpm.Scalable
 	var fpModel fpm.FPM = p.opts.Fixed
 	if fpModel == nil {
-		coef := append([]float64(nil), p.opts.Start.Coef...)
-		for i, ti := range p.terms {
-			coef[ti] *= math.Exp(theta[i])
+		mult := make([]float64, len(p.startTerm))
+		for i := range mult {
+			mult[i] = 1
 		}
-		l, _ = fpm.NewLinear(p.opts.Start.Terms, coef)
-		fpModel = l
+		for i, ti := range p.terms {
+			mult[ti] = math.Exp(theta[i])
+		}
+		var err error
+		if sc, err = p.opts.Start.Scaled(mult); err != nil {
+			return calibModel{}, err
+		}
+		fpModel = sc
 	}
 	h := p.opts.Host
 	for j, name := range p.hostNames {
@@ -193,19 +211,19 @@ func (p *calibProblem) build(theta []float64) calibModel {
 			h.PrepFixedNs *= m
 		}
 	}
-	sc := cluster.Scales{ExpertCompute: 1, ExpertStream: 1, A2A: 1}
+	ms := cluster.Scales{ExpertCompute: 1, ExpertStream: 1, A2A: 1}
 	for j, name := range p.moeNames {
 		m := math.Exp(theta[len(p.terms)+len(p.hostNames)+j])
 		switch name {
 		case MoEExpertCompute:
-			sc.ExpertCompute = m
+			ms.ExpertCompute = m
 		case MoEExpertStream:
-			sc.ExpertStream = m
+			ms.ExpertStream = m
 		case MoEA2A:
-			sc.A2A = m
+			ms.A2A = m
 		}
 	}
-	return calibModel{fpModel: fpModel, lin: l, host: h, scales: sc}
+	return calibModel{fpModel: fpModel, scaled: sc, host: h, scales: ms}, nil
 }
 
 // withModels is the plan priced with another forward-pass and host model
@@ -255,15 +273,82 @@ func score(set CalibSet, tr *Trace, rec []datasets.Request, m calibModel, split 
 	return me, nil
 }
 
-// Calibrate fits multipliers on the start model's coefficients and on the
-// host model's fixed costs so that re-simulated request metrics (mean, p50
-// and p90 of TTFT and ITL, mean E2E) match the record: it minimises
-// Σ log(pred/rec)² over the metrics and runs, plus Prior·Σθ², over the
-// log-multipliers θ with Nelder-Mead (deterministic; at most MaxEvals
-// replays of every run). With Holdout > 0 the last fraction of each run's
-// requests is left out of the fit (the fit replays the first part only) and
-// scored after it by replaying the whole run.
+// Calibration statuses: where the search stopped.
+const (
+	StatusConverged = "converged"
+	StatusEvalLimit = "evaluation limit"
+)
+
+// calibTol is how closely the search pins the parameters: it has
+// converged when its simplex spans less than this in every
+// log-multiplier (0.1% on every multiplier), or when the objective is the
+// same at every vertex (a plateau: the request metrics do not tell the
+// points apart).
+const calibTol = 1e-3
+
+// Calibrate fits multipliers on the start model's terms (a prior's parts,
+// a linear model's coefficients), on the host model's fixed costs and, for
+// an expert-parallel run, on its expert parts, so that re-simulated request
+// metrics (mean, p50 and p90 of TTFT and ITL, mean E2E) match the record:
+// it minimises Σ log(pred/rec)² over the metrics and runs, plus
+// Prior·Σθ², over the log-multipliers θ (deterministic; at most MaxEvals
+// replays of every run). At θ = 0 the models are the start's, so Before is
+// the start's replay. With Holdout > 0 the last fraction of each run's
+// requests is left out of the fit and scored after it by replaying the
+// whole run.
 func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
+	p, err := newCalibProblem(sets, opts)
+	if err != nil {
+		return nil, err
+	}
+	dim := len(p.terms) + len(p.hostNames) + len(p.moeNames)
+	prior := opts.Prior
+	if prior == 0 {
+		prior = 1e-3
+	}
+	maxEvals := opts.MaxEvals
+	if maxEvals <= 0 {
+		maxEvals = max(300, 200*dim)
+	}
+	// The fit windows.
+	train := make([]fitWindow, len(sets))
+	for i, s := range sets {
+		k := HoldoutStart(len(s.Trace.Arrivals), opts.Holdout)
+		if k < 1 {
+			return nil, fmt.Errorf("calibrate: %s: holdout leaves no request to fit", s.Name)
+		}
+		train[i] = fitWindowOf(s.Trace, k)
+	}
+	res := &CalibResult{Start: opts.StartName}
+	m0, err := p.build(make([]float64, dim))
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: start model: %w", err)
+	}
+	for i, s := range sets {
+		me, err := score(s, train[i].replay, train[i].fit, m0, "train")
+		if err != nil {
+			return nil, fmt.Errorf("calibrate: %s: start model: %w", s.Name, err)
+		}
+		res.Before = append(res.Before, me)
+	}
+	evals := 0
+	objective := func(theta []float64) float64 {
+		evals++
+		obj := p.objective(sets, train, theta, prior)
+		if opts.Progress != nil {
+			opts.Progress(evals, obj)
+		}
+		return obj
+	}
+	theta, nm := search(objective, dim, maxEvals, &evals)
+	res.Status, res.Reason = nm.status(maxEvals)
+	res.Objective, res.Evals = nm.f, evals
+	return res, p.finish(res, sets, train, theta, opts)
+}
+
+// newCalibProblem checks the options against the runs and names the
+// parameters fitted.
+func newCalibProblem(sets []CalibSet, opts CalibOptions) (*calibProblem, error) {
 	if len(sets) == 0 {
 		return nil, errors.New("calibrate: no datasets")
 	}
@@ -277,19 +362,18 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	terms := opts.Terms
 	if opts.Fixed != nil {
 		terms = nil
-	} else if terms == nil {
-		terms = opts.Start.Terms
+	} else {
+		p.startTerm = opts.Start.ScaleTerms()
+		if terms == nil {
+			terms = p.startTerm
+		}
 	}
 	for _, t := range terms {
-		found := false
-		for i, n := range opts.Start.Terms {
-			if n == t {
-				p.terms, found = append(p.terms, i), true
-			}
+		i := slices.Index(p.startTerm, t)
+		if i < 0 {
+			return nil, fmt.Errorf("calibrate: term %q is not in the start model (%v)", t, p.startTerm)
 		}
-		if !found {
-			return nil, fmt.Errorf("calibrate: term %q is not in the start model (%v)", t, opts.Start.Terms)
-		}
+		p.terms = append(p.terms, i)
 	}
 	p.hostNames = opts.HostParams
 	if p.hostNames == nil {
@@ -312,76 +396,56 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 			return nil, fmt.Errorf("calibrate: %s: %s ran no expert-parallel instance", h, sets[0].Name)
 		}
 	}
-	dim := len(p.terms) + len(p.hostNames) + len(p.moeNames)
-	if dim == 0 {
+	if len(p.terms)+len(p.hostNames)+len(p.moeNames) == 0 {
 		return nil, errors.New("calibrate: no parameters to fit")
 	}
-	prior := opts.Prior
-	if prior == 0 {
-		prior = 1e-3
+	return p, nil
+}
+
+// objective is the fit's loss at theta: Σ over runs and metrics of
+// log(pred/rec)² on the fitted requests, plus the ridge prior·Σθ².
+func (p *calibProblem) objective(sets []CalibSet, train []fitWindow, theta []float64, prior float64) float64 {
+	m, err := p.build(theta)
+	if err != nil {
+		return 1e6
 	}
-	maxEvals := opts.MaxEvals
-	if maxEvals <= 0 {
-		maxEvals = max(150, 60*dim)
-	}
-	// The fit windows.
-	train := make([]fitWindow, len(sets))
+	var obj float64
 	for i, s := range sets {
-		n := len(s.Trace.Arrivals)
-		k := HoldoutStart(n, opts.Holdout)
-		if k < 1 {
-			return nil, fmt.Errorf("calibrate: %s: holdout leaves no request to fit", s.Name)
-		}
-		train[i] = fitWindowOf(s.Trace, k)
-	}
-	evals := 0
-	objective := func(theta []float64) float64 {
-		evals++
-		m := p.build(theta)
-		var obj float64
-		for i, s := range sets {
-			me, err := score(s, train[i].replay, train[i].fit, m, "train")
-			if err != nil {
-				return 1e6
-			}
-			for _, k := range calibMetrics {
-				rv, pv := me.Rec[k], me.Pred[k]
-				if rv > 0 && pv > 0 {
-					d := math.Log(pv / rv)
-					obj += d * d
-				}
-			}
-		}
-		for _, t := range theta {
-			obj += prior * t * t
-		}
-		if opts.Progress != nil {
-			opts.Progress(evals, obj)
-		}
-		return obj
-	}
-	res := &CalibResult{}
-	m0 := p.build(make([]float64, dim))
-	for i, s := range sets {
-		me, err := score(s, train[i].replay, train[i].fit, m0, "train")
+		me, err := score(s, train[i].replay, train[i].fit, m, "train")
 		if err != nil {
-			return nil, fmt.Errorf("calibrate: %s: start model: %w", s.Name, err)
+			return 1e6
 		}
-		res.Before = append(res.Before, me)
+		for _, k := range calibMetrics {
+			rv, pv := me.Rec[k], me.Pred[k]
+			if rv > 0 && pv > 0 {
+				d := math.Log(pv / rv)
+				obj += d * d
+			}
+		}
 	}
-	// TTFT metrics are rugged in the parameters (a small change moves an
-	// arrival across a step boundary), so a simplex alone stalls in local
-	// minima: first a coarse coordinate search (multipliers ¼..4 around
-	// the current value, 9 points per parameter), repeated with half the
-	// step while a pass improves and half the budget lasts (parameters
-	// couple: one moved in a late pass re-opens an earlier one), then
-	// Nelder-Mead from the best point, then a restart with a small simplex.
+	for _, t := range theta {
+		obj += prior * t * t
+	}
+	return obj
+}
+
+// search minimises f over dim log-multipliers from 0 within maxEvals
+// calls (counted in *evals). TTFT metrics are rugged in the parameters (a
+// small change moves an arrival across a step boundary), so a simplex
+// alone stalls in local minima: first a coarse coordinate search
+// (multipliers ¼..4 around the current value, 8 points per parameter),
+// repeated with half the step while a pass improves and half the budget
+// lasts (parameters couple: one moved in a late pass re-opens an earlier
+// one), then Nelder-Mead from the best point until it converges or uses
+// two thirds of what is left, then a restart with a small simplex, which
+// must converge where the first one did too.
+func search(f func([]float64) float64, dim, maxEvals int, evals *int) ([]float64, nmResult) {
 	theta := make([]float64, dim)
-	best := objective(theta)
+	best := f(theta)
 	step := math.Ln2 / 2
-	for pass := 0; pass < 4 && evals < maxEvals/2; pass++ {
+	for pass := 0; pass < 4 && *evals < maxEvals/2; pass++ {
 		start := best
-		for i := 0; i < dim && evals < maxEvals/2; i++ {
+		for i := 0; i < dim && *evals < maxEvals/2; i++ {
 			bi := theta[i]
 			for k := -4; k <= 4; k++ {
 				if k == 0 {
@@ -389,7 +453,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 				}
 				x := append([]float64(nil), theta...)
 				x[i] = theta[i] + float64(k)*step
-				if v := objective(x); v < best {
+				if v := f(x); v < best {
 					best, bi = v, x[i]
 				}
 			}
@@ -400,75 +464,93 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 		}
 		step /= 2
 	}
-	left := maxEvals - evals
-	theta, f, status := nelderMead(objective, theta, 0.2, evals+left*2/3, 1e-7, &evals)
-	if evals+dim+1 < maxEvals { // room for the restart's simplex and a move
-		theta, f, status = nelderMead(objective, theta, 0.03, maxEvals, 1e-9, &evals)
+	left := maxEvals - *evals
+	nm := nelderMead(f, theta, 0.2, *evals+left*2/3, calibTol, evals)
+	if *evals+dim+1 < maxEvals { // room for the restart's simplex and a move
+		nm = nelderMead(f, nm.x, 0.03, maxEvals, calibTol, evals)
 	}
-	res.Status = status
-	res.Objective, res.Evals = f, evals
-	fit := p.build(theta)
-	res.Linear, res.Host = fit.lin, fit.host
+	return nm.x, nm
+}
+
+// finish fills the result with the fitted models, their parameters and
+// their errors on the fitted, held-out requests and held-out runs.
+func (p *calibProblem) finish(res *CalibResult, sets []CalibSet, train []fitWindow, theta []float64, opts CalibOptions) error {
+	fit, err := p.build(theta)
+	if err != nil {
+		return fmt.Errorf("calibrate: fitted model: %w", err)
+	}
+	res.Model, res.Host = fit.scaled, fit.host
 	if len(p.moeNames) > 0 {
 		res.MoE = &fit.scales
 	}
-	for i, ti := range p.terms {
-		res.Params = append(res.Params, ParamValue{Name: "fpm." + opts.Start.Terms[ti], Multiplier: math.Exp(theta[i]),
-			Start: opts.Start.Coef[ti], Value: res.Linear.Coef[ti]})
-	}
-	for j, name := range p.hostNames {
-		pv := ParamValue{Name: name, Multiplier: math.Exp(theta[len(p.terms)+j])}
-		switch name {
-		case HostSchedUpdate:
-			pv.Start, pv.Value = opts.Host.ScheduleFixedNs+opts.Host.UpdateFixedNs, res.Host.ScheduleFixedNs+res.Host.UpdateFixedNs
-		case HostPrep:
-			pv.Start, pv.Value = opts.Host.PrepFixedNs, res.Host.PrepFixedNs
-		}
-		res.Params = append(res.Params, pv)
-	}
-	for j, name := range p.moeNames {
-		mult := math.Exp(theta[len(p.terms)+len(p.hostNames)+j])
-		res.Params = append(res.Params, ParamValue{Name: name, Multiplier: mult, Start: 1, Value: mult})
-	}
+	res.Params = p.params(theta, res)
 	for i, s := range sets {
 		me, err := score(s, train[i].replay, train[i].fit, fit, "train")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res.Train = append(res.Train, me)
 		if k := len(train[i].fit); k < len(s.Trace.Arrivals) {
 			me, err := score(s, s.Trace, s.Trace.Rec[k:], fit, "holdout-requests")
 			if err != nil {
-				return nil, err
+				return err
 			}
 			res.Holdout = append(res.Holdout, me)
 		}
 	}
 	if err := res.residuals(); err != nil {
-		return nil, err
+		return err
 	}
 	for _, s := range opts.HoldoutSets {
 		me, err := score(s, s.Trace, nil, fit, "holdout-run")
 		if err != nil {
-			return nil, err
+			return err
 		}
 		res.Holdout = append(res.Holdout, me)
 	}
-	return res, nil
+	return nil
+}
+
+// params reports each fitted parameter: its multiplier and the value it
+// moved (a prior's term multiplier, a linear coefficient, a host cost).
+func (p *calibProblem) params(theta []float64, res *CalibResult) []ParamValue {
+	var out []ParamValue
+	if len(p.terms) > 0 {
+		start, now := p.opts.Start.ScaleValues(), res.Model.ScaleValues()
+		for i, ti := range p.terms {
+			out = append(out, ParamValue{Name: "fpm." + p.startTerm[ti], Multiplier: math.Exp(theta[i]), Start: start[ti], Value: now[ti]})
+		}
+	}
+	h0 := p.opts.Host
+	for j, name := range p.hostNames {
+		pv := ParamValue{Name: name, Multiplier: math.Exp(theta[len(p.terms)+j])}
+		switch name {
+		case HostSchedUpdate:
+			pv.Start, pv.Value = h0.ScheduleFixedNs+h0.UpdateFixedNs, res.Host.ScheduleFixedNs+res.Host.UpdateFixedNs
+		case HostPrep:
+			pv.Start, pv.Value = h0.PrepFixedNs, res.Host.PrepFixedNs
+		}
+		out = append(out, pv)
+	}
+	for j, name := range p.moeNames {
+		mult := math.Exp(theta[len(p.terms)+len(p.hostNames)+j])
+		out = append(out, ParamValue{Name: name, Multiplier: mult, Start: 1, Value: mult})
+	}
+	return out
 }
 
 // HoldoutStart is the index of the first of n requests (by arrival) that a
 // hold-out fraction f leaves out of the fit: the last f of them.
 func HoldoutStart(n int, f float64) int { return n - int(math.Round(float64(n)*f)) }
 
-// residuals gives the calibrated linear model the residual quantiles of
+// residuals gives the calibrated model the residual quantiles of
 // the fitted requests' ITL: the decode step time a request saw, recorded
 // against re-simulated, so that the model's interval, re-simulated at its
 // edges (RequestIntervals), spreads latencies as the calibration's own fit
 // erred. They come from the fitted requests only; the held-out ones test
 // them (replay requests reports their coverage).
 func (r *CalibResult) residuals() error {
-	if r.Linear == nil {
+	if r.Model == nil {
 		return nil
 	}
 	var rs []float64
@@ -482,19 +564,25 @@ func (r *CalibResult) residuals() error {
 	if err != nil {
 		return err
 	}
-	r.Linear.Residuals = q
+	r.Model = r.Model.WithResiduals(q)
 	r.Uncertainty = fmt.Sprintf("%s (%d requests)", CalibResidualSource, len(rs))
 	return nil
 }
 
-// Artifact is the calibrated model as a linear artifact; params.host holds
-// the fitted host model (read back by pricing.Price).
+// Artifact is the calibrated model as an artifact of its start's form
+// (roofline or ops for a prior, linear for a linear start); params.host
+// holds the fitted host model (read back by pricing.Price), params.moe the
+// expert-parallel multipliers.
 func (r *CalibResult) Artifact(datasetsUsed []fpm.DatasetRef, fittedOn []catalog.FittedOn, command string) (*fpm.Artifact, error) {
-	if r.Linear == nil {
-		return nil, errors.New("calibrate: the device model was fixed: no linear model to save")
+	if r.Model == nil {
+		return nil, errors.New("calibrate: the device model was fixed: no model to save")
 	}
-	a := fpm.LinearArtifact(r.Linear)
-	a.Training = fpm.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)", Method: "calibrate: nelder-mead over log-multipliers, re-simulated requests",
+	a, err := r.Model.Artifact()
+	if err != nil {
+		return nil, fmt.Errorf("calibrate: %w", err)
+	}
+	a.Training = fpm.Training{Datasets: datasetsUsed, Target: "request metrics (ttft, itl, e2e)",
+		Method:   "calibrate: multipliers on the start model's terms and the host's fixed costs, coordinate search then nelder-mead over their logarithms, re-simulated requests",
 		FittedOn: fittedOn}
 	a.CreatedBy = command
 	if err := pricing.WithHost(a, r.Host); err != nil {
@@ -535,27 +623,46 @@ func fitWindowOf(t *Trace, k int) fitWindow {
 	return fitWindow{replay: t.Window(0, j), fit: t.Rec[:k]}
 }
 
-// nelderMead minimises f (which increments *counter per call) from x0 with the standard Nelder-Mead simplex
-// (reflection 1, expansion 2, contraction 0.5, shrink 0.5), an initial
-// simplex of x0 and x0 + step·e_i, stopping when *counter reaches maxEvals or
-// when the simplex's function values span less than tol. It is
-// deterministic. (gonum's optimize.NelderMead is the same method; its
-// package pulls a module this repository does not carry.)
-func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals int, tol float64, counter *int) ([]float64, float64, string) {
+// nmResult is where a Nelder-Mead search stopped: its best point and
+// value, whether it converged, and the simplex's width there (the largest
+// spread of a coordinate over its vertices) and the spread of its values.
+type nmResult struct {
+	x             []float64
+	f             float64
+	converged     bool
+	width, spread float64
+}
+
+// status says whether the search converged and why it stopped there.
+func (r nmResult) status(maxEvals int) (string, string) {
+	if r.converged && r.spread == 0 {
+		return StatusConverged, fmt.Sprintf("the objective is the same at every vertex of the simplex (%.2g wide in log-multiplier): the request metrics cannot tell those parameters apart", r.width)
+	}
+	if r.converged {
+		return StatusConverged, fmt.Sprintf("the simplex spans %.2g in every log-multiplier (under %.2g: each multiplier known to %.1f%%), the objective %.2g across it",
+			r.width, calibTol, 100*calibTol, r.spread)
+	}
+	return StatusEvalLimit, fmt.Sprintf("stopped at the evaluation limit (%d replays) with the simplex still %.2g wide in log-multiplier (%.1f%% on a multiplier; converged is under %.2g): raise --max-evals",
+		maxEvals, r.width, 100*(math.Exp(r.width)-1), calibTol)
+}
+
+// nelderMead minimises f (which increments *counter per call) from x0 with
+// the standard Nelder-Mead simplex (reflection 1, expansion 2, contraction
+// 0.5, shrink 0.5), an initial simplex of x0 and x0 + step·e_i, stopping
+// when *counter reaches maxEvals, or converged when the simplex spans less
+// than xtol in every coordinate or the function is the same at every
+// vertex. It is deterministic. (gonum's optimize.NelderMead is the same
+// method; its package pulls a module this repository does not carry.)
+func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals int, xtol float64, counter *int) nmResult {
 	n := len(x0)
 	pts := make([][]float64, n+1)
 	vals := make([]float64, n+1)
-	var own int
-	if counter == nil {
-		counter = &own
-	}
-	eval := func(x []float64) float64 { return f(x) }
 	for i := range pts {
 		pts[i] = append([]float64(nil), x0...)
 		if i > 0 {
 			pts[i][i-1] += step
 		}
-		vals[i] = eval(pts[i])
+		vals[i] = f(pts[i])
 	}
 	order := func() {
 		// insertion sort by value (stable: deterministic ties)
@@ -573,11 +680,12 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 		}
 		return x
 	}
-	status := "evaluation limit"
+	r := nmResult{}
 	for *counter+2 <= maxEvals { // an iteration evaluates up to twice before a shrink
 		order()
-		if vals[n]-vals[0] <= tol*(1+math.Abs(vals[0])) {
-			status = "converged"
+		r.width, r.spread = simplexWidth(pts), vals[n]-vals[0]
+		if r.width < xtol || r.spread == 0 {
+			r.converged = true
 			break
 		}
 		c := make([]float64, n)
@@ -587,11 +695,11 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 			}
 		}
 		xr := at(c, pts[n], -1)
-		fr := eval(xr)
+		fr := f(xr)
 		switch {
 		case fr < vals[0]:
 			xe := at(c, pts[n], -2)
-			if fe := eval(xe); fe < fr {
+			if fe := f(xe); fe < fr {
 				pts[n], vals[n] = xe, fe
 			} else {
 				pts[n], vals[n] = xr, fr
@@ -605,16 +713,34 @@ func nelderMead(f func([]float64) float64, x0 []float64, step float64, maxEvals 
 			} else {
 				xc = at(c, pts[n], 0.5)
 			}
-			if fc := eval(xc); fc < math.Min(fr, vals[n]) {
+			if fc := f(xc); fc < math.Min(fr, vals[n]) {
 				pts[n], vals[n] = xc, fc
 				continue
 			}
 			for k := 1; k <= n && *counter < maxEvals; k++ {
 				pts[k] = at(pts[0], pts[k], 0.5)
-				vals[k] = eval(pts[k])
+				vals[k] = f(pts[k])
 			}
 		}
 	}
 	order()
-	return pts[0], vals[0], status
+	if !r.converged {
+		r.width, r.spread = simplexWidth(pts), vals[n]-vals[0]
+		r.converged = r.width < xtol || r.spread == 0
+	}
+	r.x, r.f = pts[0], vals[0]
+	return r
+}
+
+// simplexWidth is the largest spread of one coordinate over the vertices.
+func simplexWidth(pts [][]float64) float64 {
+	var w float64
+	for i := range pts[0] {
+		lo, hi := pts[0][i], pts[0][i]
+		for _, p := range pts[1:] {
+			lo, hi = math.Min(lo, p[i]), math.Max(hi, p[i])
+		}
+		w = math.Max(w, hi-lo)
+	}
+	return w
 }

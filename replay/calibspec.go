@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -21,8 +23,9 @@ type CalibSpec struct {
 	// Holdout is the fraction of each dataset's requests, the last by
 	// arrival, held out and scored.
 	Holdout float64 `yaml:"holdout" json:"holdout,omitempty"`
-	// Start is a linear artifact to start from ("": the first dataset's
-	// roofline prior, linearised); HostModel the host model to start from.
+	// Start is an artifact to start from (linear, roofline or ops: an
+	// earlier calibration's, a fit's; "": the first dataset's prior,
+	// pricing.FPMPrior); HostModel the host model to start from.
 	Start     string `yaml:"start" json:"start,omitempty"`
 	HostModel string `yaml:"host_model" json:"host_model,omitempty"`
 	// Cluster is a placement file (cluster.LoadSpec): what the manifests
@@ -40,7 +43,7 @@ type CalibSpec struct {
 // of the document that holds it).
 func (s CalibSpec) Resolve(dir string) CalibSpec {
 	abs := func(p string) string {
-		if p == "" || p == "roofline" || filepath.IsAbs(p) {
+		if pricing.IsPrior(p) || filepath.IsAbs(p) {
 			return p
 		}
 		return filepath.Join(dir, p)
@@ -72,7 +75,8 @@ type CalibRun struct {
 
 // Setup reads the datasets, rebuilds their engines (cluster.PlanFromManifest,
 // on sim.PlanFromManifest and the catalogue) and picks the start model:
-// Start's linear model, else the first engine's roofline prior linearised.
+// Start's, else the first engine's prior (pricing.FPMPrior: what replay
+// requests prior DATASET prices the run with).
 // HostModel is the starting host model (pricing.LoadHostModel: a host model
 // file or an artifact's params.host); without it, Start's params.host, else
 // the prior.
@@ -83,7 +87,7 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 	if s.Holdout > 0 && len(s.HoldoutDatasets) > 0 {
 		return nil, errors.New("calibrate: use --holdout or --holdout-dataset, not both")
 	}
-	mo := cluster.ManifestOptions{FPM: s.Start, Host: s.HostModel}
+	mo := cluster.ManifestOptions{FPM: cmp.Or(s.Start, pricing.FPMPrior), Host: s.HostModel}
 	if s.Cluster != "" {
 		sp, err := cluster.LoadSpec(s.Cluster)
 		if err != nil {
@@ -106,24 +110,16 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 	}
 	p := run.Sets[0].Plan.Pools[0].Engine
 	o := CalibOptions{Host: p.Host, Holdout: s.Holdout, HoldoutSets: hsets, MaxEvals: s.MaxEvals, Terms: s.Terms,
-		HostParams: params(s.Host), MoEParams: params(s.MoE)}
-	if s.Start != "" {
-		lin, ok := p.FPM.(*fpm.Linear)
-		if !ok {
-			form := "a prior"
-			if p.Artifact != nil {
-				form = "form " + p.Artifact.Form
-			}
-			return nil, fmt.Errorf("calibrate: --start must be a linear artifact (steplab fit --form linear): %s is %s", s.Start, form)
+		HostParams: params(s.Host), MoEParams: params(s.MoE), StartName: p.Name()}
+	start, ok := p.FPM.(fpm.Scalable)
+	if !ok {
+		form := "a prior"
+		if p.Artifact != nil {
+			form = "form " + p.Artifact.Form
 		}
-		o.Start = lin
-	} else {
-		r, err := p.Roofline()
-		if err != nil {
-			return nil, fmt.Errorf("calibrate: no --start and no roofline prior for %s: %w", s.Datasets[0], err)
-		}
-		o.Start = r.Linear()
+		return nil, fmt.Errorf("calibrate: --start must be a linear, roofline or ops artifact (steplab fit --form linear, steplab calibrate): %s is %s", s.Start, form)
 	}
+	o.Start = start
 	run.Opts = o
 	return run, nil
 }

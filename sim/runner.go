@@ -271,7 +271,7 @@ const BoundsMethod = "re-simulated with every step at the lower and at the upper
 // would average it away. The plan's FPM must be a fpm.IntervalFPM.
 func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
 	im, ok := p.FPM.(fpm.IntervalFPM)
-	if !ok {
+	if !ok || fpm.NoUncertainty(p.FPM, p.FPMName) != "" {
 		return nil, fmt.Errorf("bounds: fpm %s has no prediction intervals", p.FPMName)
 	}
 	return BoundsOf(level, func(upper bool) (Report, error) {

@@ -25,8 +25,8 @@ func newCalibrateCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "calibrate DATASET... -o model.json",
 		Short: "Fit FPM and host-overhead multipliers so that re-simulated requests match the record",
-		Long: `calibrate fits a small parameter vector — a multiplier on each coefficient of a
-linear FPM and on the host model's fixed costs between steps (schedule() +
+		Long: `calibrate fits a small parameter vector — a multiplier on each term of the
+start model and on the host model's fixed costs between steps (schedule() +
 update_from_output(), worker input preparation) — so that the recorded
 requests, re-simulated on each dataset's engine (as replay requests does),
 match the record: mean, p50 and p90 of TTFT and ITL and mean E2E. It
@@ -34,9 +34,11 @@ minimises Σ log(predicted/recorded)² by a coarse coordinate search then
 Nelder-Mead over the log-multipliers: deterministic, a bounded number of
 replays (--max-evals).
 
-The start model is --start (a linear artifact), else the roofline prior of
-the first dataset's hardware and model shape linearised into const,
-prefill_tokens, prefill_attn, decode_requests and decode_kv_tokens.
+The start model is --start (a linear artifact: its coefficients are
+scaled), else the first dataset's prior (fpm: prior): the measured-operations
+prior where a kernel database is shipped for its GPU and prices its model
+(terms gemm, prefill_attn, decode_attn), else the roofline (the same and
+overhead).
 
 Each dataset is re-simulated on the engines its manifest records, the GPU
 and the model from the catalogue: a vLLM run with data_parallel_size and
@@ -48,7 +50,7 @@ Hold-outs: --holdout F keeps the last fraction F of each dataset's requests
 (by arrival) out of the fit and scores them after it, re-simulating the whole
 run; --holdout-dataset DIR scores whole runs that were not fitted.
 
-The artifact is a linear model (fpm.Save); the fitted host model is in its
+The artifact has the start's form (ops, roofline or linear); the fitted host model is in its
 params.host, which replay and simulate-by-replay read back; the fit report
 is in its metrics.
 
@@ -57,7 +59,7 @@ Examples, from the repository root:
   steplab calibrate out/cal-llama -o out/llama-cal.json --holdout 0.3
   steplab calibrate datasets/h200/traffic-azure-5rps -o out/h200-cal.json \
       --holdout-dataset datasets/h200/traffic-azure-12rps
-  steplab calibrate datasets/h200/traffic-azure-5rps -o out/h200-two.json --terms const,decode_kv_tokens --host host.prep_fixed
+  steplab calibrate datasets/h200/traffic-azure-5rps -o out/h200-two.json --terms gemm,decode_attn --host host.prep_fixed
   steplab replay requests out/llama-cal.json out/cal-llama -o out/cal-rr`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -103,7 +105,7 @@ Examples, from the repository root:
 	cmd.Flags().Float64Var(&holdout, "holdout", 0, "fraction of each dataset's requests (the last by arrival) held out and scored")
 	cmd.Flags().StringArrayVar(&holdoutDirs, "holdout-dataset", nil, "dataset scored after the fit, not fitted (repeatable)")
 	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model to start from (default: the start artifact's params.host, else the prior)")
-	cmd.Flags().StringVar(&start, "start", "", "linear model artifact to start from (default: the linearised roofline prior)")
+	cmd.Flags().StringVar(&start, "start", "", "linear model artifact to start from (default: the run's prior, ops where a database prices it, else the roofline)")
 	cmd.Flags().StringSliceVar(&terms, "terms", nil, "FPM terms that get a multiplier (default: every term of the start model)")
 	cmd.Flags().StringSliceVar(&hostParams, "host", []string{replay.HostSchedUpdate, replay.HostPrep}, "host multipliers fitted (none for none)")
 	cmd.Flags().StringSliceVar(&moeParams, "moe", replay.MoEParams, "expert-parallel multipliers fitted on a mixture of experts (none for none)")
@@ -128,7 +130,8 @@ func manifestOptions(fpModel, host, placement string) (cluster.ManifestOptions, 
 }
 
 func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
-	fmt.Fprintf(w, "calibrated in %d replays (%s), objective %.4g; wrote %s\n", r.Evals, r.Status, r.Objective, out)
+	fmt.Fprintf(w, "calibrated %s in %d replays (%s), objective %.4g; wrote %s\n", r.Start, r.Evals, r.Status, r.Objective, out)
+	fmt.Fprintf(w, "%s: %s\n", r.Status, r.Reason)
 	if r.Uncertainty != "" {
 		fmt.Fprintf(w, "uncertainty: %s\n", r.Uncertainty)
 	}

@@ -49,6 +49,10 @@ func LoadDir(dir string) (*fpm.OpDB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opdb: %s: %w", dir, err)
 	}
+	// An artifact of a prior over it points here from wherever it is read.
+	if db.Source, err = filepath.Abs(dir); err != nil {
+		return nil, fmt.Errorf("opdb: %w", err)
+	}
 	return db, nil
 }
 

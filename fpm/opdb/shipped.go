@@ -4,14 +4,15 @@ import (
 	"embed"
 	"errors"
 	"fmt"
-	"github.com/steplab/steplab/catalog"
-	"github.com/steplab/steplab/fpm"
 	"io/fs"
 	"os"
 	"path"
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
 )
 
 // The databases shipped inside the binary: one folder each under data/.
@@ -60,6 +61,7 @@ func openShipped(name string) (*fpm.OpDB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opdb: shipped database %s: %w", name, err)
 	}
+	db.Source = name
 	cache[name] = db
 	return db, nil
 }
@@ -74,19 +76,39 @@ func shippedFS(name string) fs.FS {
 // framework, at the version nearest version (the newest for ""). A
 // database's GPU is its system file's, resolved through the catalogue.
 func ForHardware(hw catalog.Hardware, framework, version string) (*fpm.OpDB, error) {
-	// Only the system and meta files are read to choose: a database's
-	// tables are read once it is the one.
+	byVersion, versions, err := shippedFor(hw, framework)
+	if err != nil {
+		return nil, err
+	}
+	if len(versions) == 0 {
+		return nil, fmt.Errorf("opdb: no %s database shipped with steplab was measured on %s (shipped: %s); point at one with ops:DIR or an AIConfigurator tree with ops:aic:PATH, or price it with the roofline",
+			framework, hw.Name, strings.Join(Names(), ", "))
+	}
+	return openShipped(byVersion[nearest(versions, version)])
+}
+
+// Ships reports whether a database measured on the GPU under the
+// framework is shipped with steplab.
+func Ships(hw catalog.Hardware, framework string) (bool, error) {
+	_, versions, err := shippedFor(hw, framework)
+	return len(versions) > 0, err
+}
+
+// shippedFor lists the shipped databases of a GPU and framework by
+// version. Only the system and meta files are read to choose: a
+// database's tables are read once it is the one.
+func shippedFor(hw catalog.Hardware, framework string) (map[string]string, []string, error) {
 	byVersion := map[string]string{}
 	var versions []string
 	for _, n := range Names() {
 		fsys := shippedFS(n)
 		sys, err := readSystem(fsys)
 		if err != nil {
-			return nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
+			return nil, nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
 		}
 		fw, v, err := readMeta(fsys, path.Dir(GEMMFile))
 		if err != nil {
-			return nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
+			return nil, nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
 		}
 		if gpu, err := catalog.LookupHardware(sys.GPU); err != nil || gpu.Name != hw.Name || fw != framework {
 			continue
@@ -96,11 +118,7 @@ func ForHardware(hw catalog.Hardware, framework, version string) (*fpm.OpDB, err
 			versions = append(versions, v)
 		}
 	}
-	if len(versions) == 0 {
-		return nil, fmt.Errorf("opdb: no %s database shipped with steplab was measured on %s (shipped: %s); point at one with ops:DIR or an AIConfigurator tree with ops:aic:PATH, or price it with the roofline",
-			framework, hw.Name, strings.Join(Names(), ", "))
-	}
-	return openShipped(byVersion[nearest(versions, version)])
+	return byVersion, versions, nil
 }
 
 // isShipped reports whether name is a database shipped inside the binary.

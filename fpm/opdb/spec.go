@@ -3,10 +3,11 @@ package opdb
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/steplab/steplab/catalog"
-	"github.com/steplab/steplab/fpm"
 	"path/filepath"
 	"strings"
+
+	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
 )
 
 // SpecPrefix starts a prior spec where a model artifact is accepted:
@@ -189,5 +190,11 @@ func FromArtifact(a *fpm.Artifact) (fpm.FPM, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ops artifact: %w", err)
 	}
-	return o.WithEngine(p.Engine)
+	if o, err = o.WithEngine(p.Engine); err != nil {
+		return nil, err
+	}
+	if a.Residuals != nil {
+		return o.WithResiduals(a.Residuals), nil
+	}
+	return o, nil
 }

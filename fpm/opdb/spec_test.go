@@ -10,6 +10,7 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/fpm"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -209,6 +210,61 @@ func TestArtifact(t *testing.T) {
 		_, err := FromArtifact(a)
 		require.ErrorContains(t, err, c.want, c.params)
 	}
+}
+
+// The ops prior's calibration terms are its engine's GEMM and attention
+// scales: ones leave it as it is, a scaled prior with residuals is saved
+// as an ops artifact that points at its database (shipped, or a
+// directory), and Load reads back the same predictions and intervals.
+func TestScaledArtifact(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "db")
+	require.NoError(t, os.CopyFS(dir, shippedFS(h200)))
+	fromDir, err := LoadDir(dir)
+	require.NoError(t, err)
+	steps := []fpm.Features{{DecodeRequests: 8, PaddedBatch: 8, DecodeKVTokens: 8 * 1000},
+		{PrefillTokens: 2048, PrefillRequests: 1, PrefillAttn: 2048 * 1024, DecodeRequests: 4, DecodeKVTokens: 4000}}
+	q := &fpm.ResidualQuantiles{Scale: fpm.ScaleRelative, P: []float64{0.05, 0.5, 0.95}, Values: []float64{-0.1, 0, 0.2}}
+	shipped, _, err := Prior("ops", Query{Hardware: h200HW, Shape: llama8B})
+	require.NoError(t, err)
+	viaDir, err := fpm.NewOps(fromDir, llama8B)
+	require.NoError(t, err)
+	for name, o := range map[string]*fpm.Ops{"shipped": shipped, "directory": viaDir} {
+		assert.Equal(t, []float64{1, 1, 1}, o.ScaleValues(), name)
+		ones, err := o.Scaled([]float64{1, 1, 1})
+		require.NoError(t, err)
+		for _, f := range steps {
+			assert.Equal(t, o.PredictNs(f), ones.PredictNs(f), "%s: ones are the prior", name)
+		}
+		s, err := o.Scaled([]float64{1.3, 0.7, 1.1})
+		require.NoError(t, err)
+		assert.Equal(t, []float64{1.3, 0.7, 1.1}, s.ScaleValues())
+		assert.Greater(t, s.PredictNs(steps[0]), o.PredictNs(steps[0]), name)
+		s = s.WithResiduals(q)
+		a, err := s.Artifact()
+		require.NoError(t, err)
+		path := filepath.Join(t.TempDir(), "cal.json")
+		require.NoError(t, a.Save(path))
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		ra, err := fpm.ParseArtifact(b)
+		require.NoError(t, err)
+		ra.Path = path
+		back, err := FromArtifact(ra)
+		require.NoError(t, err, name)
+		for _, f := range steps {
+			m, lo, hi := s.(fpm.IntervalFPM).PredictIntervalNs(f, 0.9)
+			bm, blo, bhi := back.(fpm.IntervalFPM).PredictIntervalNs(f, 0.9)
+			assert.Equal(t, []float64{m, lo, hi}, []float64{bm, blo, bhi}, name)
+			assert.Less(t, lo, hi)
+		}
+		assert.Empty(t, fpm.NoUncertainty(back, "cal.json"))
+	}
+	assert.Contains(t, fpm.NoUncertainty(shipped, "ops"), "a prior with no prediction intervals")
+	built, err := fpm.NewOps(&fpm.OpDB{Name: "mem", System: fromDir.System, GEMM: fromDir.GEMM, ContextAttention: fromDir.ContextAttention,
+		GenerationAttention: fromDir.GenerationAttention}, llama8B)
+	require.NoError(t, err)
+	_, err = built.Artifact()
+	require.ErrorContains(t, err, "no artifact can point at it")
 }
 
 const tinyShapeJSON = `{"name": "tiny", "layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "intermediate": 128, "vocab": 256, "dtype": "bf16", "tp": 1}`

@@ -121,8 +121,8 @@ func TestWriteDirRoundTrip(t *testing.T) {
 	out, err := LoadDir(dir)
 	require.NoError(t, err)
 	want := sortedTables(in)
-	want.Name = "my-db"
-	require.Equal(t, want, sortedTables(out))
+	want.Name, want.Source = "my-db", dir
+	require.Equal(t, want, sortedTables(out), "read back, and where from")
 	_, err = fpm.NewOps(out, llama8B)
 	require.NoError(t, err, "the prior indexes what WriteDir wrote")
 

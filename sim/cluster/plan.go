@@ -242,7 +242,7 @@ func (p *Plan) Bound(level float64, upper bool) (*Plan, error) {
 	q := p.clone()
 	for _, pp := range q.Pools {
 		im, ok := pp.Engine.FPM.(fpm.IntervalFPM)
-		if !ok {
+		if !ok || fpm.NoUncertainty(im, pp.Engine.FPMName) != "" {
 			return nil, fmt.Errorf("pool %s: fpm %s has no prediction intervals: use a recipe, linear or grid artifact", pp.Name, pp.Engine.FPMName)
 		}
 		e := *pp.Engine
@@ -474,22 +474,4 @@ func ScalesOf(a *fpm.Artifact) (Scales, bool, error) {
 
 // WithScalesParam stores s in an artifact's params.moe, keeping its other
 // params (pricing.WithHost's host).
-func WithScalesParam(a *fpm.Artifact, s Scales) error {
-	m := map[string]json.RawMessage{}
-	if len(a.Params) > 0 {
-		if err := json.Unmarshal(a.Params, &m); err != nil {
-			return fmt.Errorf("params: %w", err)
-		}
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return err
-	}
-	m[moeParamsKey] = b
-	out, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	a.Params = out
-	return nil
-}
+func WithScalesParam(a *fpm.Artifact, s Scales) error { return a.SetParam(moeParamsKey, s) }
