@@ -156,7 +156,7 @@ func TestDistributedSimulateAndCalibratePoints(t *testing.T) {
 		sweep.KindSimulate: {"seed: 3\nworkload: {kind: poisson, rate_rps: 30, requests: 80, prompt: {kind: fixed, value: 500}, output: {kind: fixed, value: 50}}\n" +
 			"cluster: {router: {name: least_requests}, pools: {sim: {replicas: 1}}}\n",
 			sweep.Vary{Key: "cluster.pools.sim.replicas", Values: []string{"1", "2", "3"}}},
-		sweep.KindCalibrate: {"datasets: [run]\nholdout: 0.3\nhost: [none]\nterms: [const]\nmax_evals: 12\n",
+		sweep.KindCalibrate: {"datasets: [run]\nholdout: 0.3\nhost: [none]\nterms: [gemm]\nmax_evals: 12\n",
 			sweep.Vary{Key: "holdout", Values: []string{"0.2", "0.4"}}},
 		// A plan's candidates: each a task, merged into the plan's files
 		// (plan.json, the frontier figures, the chosen launch settings).

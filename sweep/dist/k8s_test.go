@@ -77,7 +77,7 @@ func toStrings(xs []any) []string {
 // holding its datasets and resolve the scenario's paths there; without
 // one the manifest is refused.
 func TestEmitCalibrateIndexedJob(t *testing.T) {
-	body := []byte("datasets: [run]\nholdout: 0.3\nhost: [none]\nterms: [const]\nmax_evals: 12\n")
+	body := []byte("datasets: [run]\nholdout: 0.3\nhost: [none]\nterms: [gemm]\nmax_evals: 12\n")
 	root := t.TempDir()
 	spec := SpecFromFile(filepath.Join(root, "cal", "calib.yaml"), body, nil, []sweep.Vary{{Key: "holdout", Values: []string{"0.2", "0.4"}}})
 	err := EmitIndexedJob(&bytes.Buffer{}, spec, 2, "c1", K8sOptions{})
