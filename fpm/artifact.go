@@ -310,6 +310,21 @@ func ParseArtifact(b []byte) (*Artifact, error) {
 	return &a, nil
 }
 
+// ReadArtifact reads and parses the artifact at path, recording the path
+// (an ops artifact's relative database is found beside it).
+func ReadArtifact(path string) (*Artifact, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	a, err := ParseArtifact(b)
+	if err != nil {
+		return nil, err
+	}
+	a.Path = path
+	return a, nil
+}
+
 // Save writes the artifact as indented JSON atomically: to a temporary file
 // in the same directory (created if missing), synced, then renamed over
 // path. A zero ArtifactVersion is set to ArtifactVersion.

@@ -2,7 +2,6 @@ package fpm
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -63,9 +62,7 @@ func TestRooflineArtifactRoundTrip(t *testing.T) {
 	require.Equal(t, FormRoofline, a.Form)
 	path := filepath.Join(t.TempDir(), "roofline.json")
 	require.NoError(t, a.Save(path))
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	ra, err := ParseArtifact(b)
+	ra, err := ReadArtifact(path)
 	require.NoError(t, err)
 	back, err := ra.Model()
 	require.NoError(t, err)

@@ -1,8 +1,9 @@
 package pricing
 
 import (
+	"errors"
 	"fmt"
-	"os"
+	"io/fs"
 
 	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
@@ -25,15 +26,13 @@ func Model(a *fpm.Artifact) (fpm.FPM, error) {
 // Load reads a model artifact and builds its model. It refuses an artifact
 // of a newer version (naming both versions) and an unknown form.
 func Load(path string) (fpm.FPM, *fpm.Artifact, error) {
-	b, err := os.ReadFile(path)
+	a, err := fpm.ReadArtifact(path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("model: %w", err)
-	}
-	a, err := fpm.ParseArtifact(b)
-	if err != nil {
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			return nil, nil, fmt.Errorf("model: %w", err)
+		}
 		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)
 	}
-	a.Path = path
 	m, err := Model(a)
 	if err != nil {
 		return nil, nil, fmt.Errorf("model: load %s: %w", path, err)

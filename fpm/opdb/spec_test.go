@@ -188,11 +188,8 @@ func TestArtifact(t *testing.T) {
 		require.NoError(t, err)
 		path := filepath.Join(dir, "ops.json")
 		require.NoError(t, a.Save(path))
-		b, err := os.ReadFile(path)
+		got, err := fpm.ReadArtifact(path)
 		require.NoError(t, err)
-		got, err := fpm.ParseArtifact(b)
-		require.NoError(t, err)
-		got.Path = path
 		require.Equal(t, fpm.FormOps, got.Form)
 		m, err := FromArtifact(got)
 		require.NoError(t, err, database)
@@ -244,11 +241,8 @@ func TestScaledArtifact(t *testing.T) {
 		require.NoError(t, err)
 		path := filepath.Join(t.TempDir(), "cal.json")
 		require.NoError(t, a.Save(path))
-		b, err := os.ReadFile(path)
+		ra, err := fpm.ReadArtifact(path)
 		require.NoError(t, err)
-		ra, err := fpm.ParseArtifact(b)
-		require.NoError(t, err)
-		ra.Path = path
 		back, err := FromArtifact(ra)
 		require.NoError(t, err, name)
 		for _, f := range steps {
