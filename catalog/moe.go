@@ -1,6 +1,9 @@
 package catalog
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // ExpectedExperts is the expected number of distinct experts, out of
 // experts, that tokens tokens routed to topK experts each select in one
@@ -23,3 +26,96 @@ func ExpectedExperts(experts, topK int, tokens float64) float64 {
 	k := math.Min(float64(topK), e)
 	return e * (1 - math.Pow(1-k/e, tokens))
 }
+
+// Routing is how a router spreads a step's tokens over the experts of one
+// MoE layer: Experts experts, TopK picked per token, independently of the
+// other tokens. Skew tilts expert e's router logit by −Skew·ln(1+e) (the
+// GPU worker's routing_skew: a Zipf-like preference for the first
+// experts), on logits of standard deviation LogitStd; Skew 0 is uniform
+// routing, ExpectedExperts.
+type Routing struct {
+	Experts, TopK int
+	Skew          float64
+	LogitStd      float64
+}
+
+// MaxExperts bounds the experts of a routing a term prices (models ship
+// up to a few hundred): a larger count is a typo, not a model.
+const MaxExperts = 1 << 16
+
+// Validate refuses a routing that cannot be priced: no experts, top-k
+// outside 1..experts, a negative skew, or a skew without the logit
+// spread it is measured against.
+func (r Routing) Validate() error {
+	switch {
+	case r.Experts <= 0 || r.Experts > MaxExperts || r.TopK <= 0 || r.TopK > r.Experts:
+		return fmt.Errorf("routing: %d experts, top %d: want 1 <= top_k <= experts <= %d", r.Experts, r.TopK, MaxExperts)
+	case !(r.Skew >= 0) || math.IsInf(r.Skew, 0):
+		return fmt.Errorf("routing: skew %v: want a finite number >= 0", r.Skew)
+	case r.Skew > 0 && !(r.LogitStd > 0 && !math.IsInf(r.LogitStd, 0)):
+		return fmt.Errorf("routing: skew %v needs the router logits' standard deviation (logit_std %v): the tilt is in logit units", r.Skew, r.LogitStd)
+	}
+	return nil
+}
+
+// PickProbs is each expert's probability of being among one token's top
+// k: k/E each under uniform routing. With a skew the logits are taken as
+// independent normals N(−Skew·ln(1+e), LogitStd²) and a token picks the
+// experts above a threshold t where the expected picks Σ_e P(logit_e > t)
+// make k (a mean-field approximation of the top-k, exact for uniform
+// logits and within a few percent of sampled top-k at the worker's
+// scales; TestRoutingSkewSampled).
+func (r Routing) PickProbs() []float64 {
+	p := make([]float64, r.Experts)
+	if r.Skew == 0 {
+		for e := range p {
+			p[e] = float64(r.TopK) / float64(r.Experts)
+		}
+		return p
+	}
+	bias := func(e int) float64 { return -r.Skew * math.Log1p(float64(e)) }
+	picks := func(t float64) float64 {
+		s := 0.0
+		for e := range p {
+			s += normalSF((t - bias(e)) / r.LogitStd)
+		}
+		return s
+	}
+	lo, hi := bias(r.Experts-1)-12*r.LogitStd, 12*r.LogitStd
+	for range 200 { // picks falls in t: bisect to the float's resolution
+		mid := (lo + hi) / 2
+		if mid == lo || mid == hi {
+			break
+		}
+		if picks(mid) > float64(r.TopK) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	t := (lo + hi) / 2
+	for e := range p {
+		p[e] = normalSF((t - bias(e)) / r.LogitStd)
+	}
+	return p
+}
+
+// Reached is the expected number of distinct experts tokens tokens reach,
+// Σ_e 1 − (1 − p_e)^tokens over PickProbs p (ExpectedExperts when
+// uniform); probs may be PickProbs computed once.
+func (r Routing) Reached(probs []float64, tokens float64) float64 {
+	if !(tokens > 0) {
+		return 0
+	}
+	if r.Skew == 0 {
+		return ExpectedExperts(r.Experts, r.TopK, tokens)
+	}
+	n := 0.0
+	for _, p := range probs {
+		n += 1 - math.Pow(1-p, tokens)
+	}
+	return n
+}
+
+// normalSF is the standard normal's survival function P(Z > z).
+func normalSF(z float64) float64 { return math.Erfc(z/math.Sqrt2) / 2 }

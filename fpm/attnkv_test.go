@@ -43,9 +43,11 @@ func TestDecodeAttnKV(t *testing.T) {
 }
 
 // FuzzTermName: any name resolves or is refused, never panics; a resolved
-// decode attention term is written as DecodeAttnKV writes it.
+// decode attention term is written as DecodeAttnKV writes it (an experts
+// term: ExpertsReached, checked when it resolves).
 func FuzzTermName(f *testing.F) {
-	for _, s := range []string{DecodeAttnKV(132, 3, 8), "decode_attn_kv(sms=1,per_sm=1,kv_heads=1)", "const", "decode_attn_kv(", "decode_attn_kv(sms=99999999999999999999,per_sm=1,kv_heads=1)"} {
+	for _, s := range []string{DecodeAttnKV(132, 3, 8), "decode_attn_kv(sms=1,per_sm=1,kv_heads=1)", "const", "decode_attn_kv(", "decode_attn_kv(sms=99999999999999999999,per_sm=1,kv_heads=1)",
+		"experts_reached(experts=128,top_k=8)", "experts_reached(experts=16,top_k=4,skew=0.3,logit_std=0.32)", "experts_reached(experts=99999999,top_k=1)"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, name string) {

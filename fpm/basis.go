@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/steplab/steplab/catalog"
 )
 
 // Term names of the linear basis (docs/architecture.md#forward-pass-model). Each term is a function of
@@ -43,8 +46,15 @@ const (
 	// uniform batch it is decode_kv_tokens; on a ragged one the longest
 	// request sets it while the batch's programs fit in one wave.
 	TermDecodeAttnKV = "decode_attn_kv"
-	TermNewRequests  = "new_requests"   // requests admitted (scheduled_new_reqs)
-	TermNewReqTokens = "new_req_tokens" // prompt tokens those requests ship
+	// TermExpertsReached is the distinct routed experts a step's tokens
+	// (prefill tokens plus one a decode) reach in one MoE layer
+	// (catalog.Routing.Reached), written with the model's routing:
+	// experts_reached(experts=128,top_k=8), with skew=S,logit_std=L for a
+	// tilted router (ExpertsReached). The expert GEMMs read each reached
+	// expert's weights once: memory-bound in this count at small batches.
+	TermExpertsReached = "experts_reached"
+	TermNewRequests    = "new_requests"   // requests admitted (scheduled_new_reqs)
+	TermNewReqTokens   = "new_req_tokens" // prompt tokens those requests ship
 )
 
 // TermFunc computes one basis term from a step's features.
@@ -100,9 +110,13 @@ func Term(name string) (TermFunc, error) {
 	if rest, ok := strings.CutPrefix(name, TermDecodeAttnKV+"("); ok {
 		return decodeAttnKV(name, rest)
 	}
+	if rest, ok := strings.CutPrefix(name, TermExpertsReached+"("); ok {
+		return expertsReached(name, rest)
+	}
 	fn, ok := termFuncs[name]
 	if !ok {
-		return nil, fmt.Errorf("model: unknown term %q (known: %v, %s(sms=S,per_sm=P,kv_heads=H))", name, KnownTerms(), TermDecodeAttnKV)
+		return nil, fmt.Errorf("model: unknown term %q (known: %v, %s(sms=S,per_sm=P,kv_heads=H), %s(experts=E,top_k=K[,skew=S,logit_std=L]))",
+			name, KnownTerms(), TermDecodeAttnKV, TermExpertsReached)
 	}
 	return fn, nil
 }
@@ -130,6 +144,54 @@ func decodeAttnKV(name, rest string) (TermFunc, error) {
 		mean := f.DecodeKVTokens / f.DecodeRequests
 		return f.DecodeRequests * SplitKVLength(mean, f.DecodeMaxKVTokens, f.DecodeRequests, wave, float64(kvh))
 	}, nil
+}
+
+// ExpertsReached names the TermExpertsReached term of a routing (skew and
+// logit_std only when it is skewed).
+func ExpertsReached(r catalog.Routing) string {
+	if r.Skew == 0 {
+		return fmt.Sprintf("%s(experts=%d,top_k=%d)", TermExpertsReached, r.Experts, r.TopK)
+	}
+	return fmt.Sprintf("%s(experts=%d,top_k=%d,skew=%s,logit_std=%s)", TermExpertsReached, r.Experts, r.TopK,
+		strconv.FormatFloat(r.Skew, 'g', -1, 64), strconv.FormatFloat(r.LogitStd, 'g', -1, 64))
+}
+
+// expertsReached resolves experts_reached(experts=E,top_k=K[,skew=S,logit_std=L]),
+// rest the name after its opening parenthesis.
+func expertsReached(name, rest string) (TermFunc, error) {
+	bad := fmt.Errorf("model: term %q: want %s(experts=E,top_k=K) or %s(experts=E,top_k=K,skew=S,logit_std=L)", name, TermExpertsReached, TermExpertsReached)
+	body, ok := strings.CutSuffix(rest, ")")
+	if !ok {
+		return nil, bad
+	}
+	var r catalog.Routing
+	for i, kv := range strings.Split(body, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		var err error
+		switch {
+		case i == 0 && k == "experts":
+			r.Experts, err = strconv.Atoi(v)
+		case i == 1 && k == "top_k":
+			r.TopK, err = strconv.Atoi(v)
+		case i == 2 && k == "skew":
+			r.Skew, err = strconv.ParseFloat(v, 64)
+		case i == 3 && k == "logit_std":
+			r.LogitStd, err = strconv.ParseFloat(v, 64)
+		default:
+			return nil, bad
+		}
+		if err != nil {
+			return nil, bad
+		}
+	}
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("model: term %q: %w", name, err)
+	}
+	if ExpertsReached(r) != name {
+		return nil, bad
+	}
+	probs := r.PickProbs()
+	return func(f Features) float64 { return r.Reached(probs, f.PrefillTokens+f.DecodeRequests) }, nil
 }
 
 // Basis is an ordered list of resolved terms.
