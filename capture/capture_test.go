@@ -281,7 +281,7 @@ func TestCPUCaptureTiny(t *testing.T) {
 
 // TestCPUCaptureTinyMoE runs the worker's mixture-of-experts path on the
 // CPU: a Qwen3-MoE-shaped config.json (8 experts, top 2) through the
-// scheduler, its shape recorded in the manifest.
+// scheduler, its shape and routing recorded in the manifest.
 func TestCPUCaptureTinyMoE(t *testing.T) {
 	requirePython(t, "msgpack", "torch")
 	worker := WorkerOptions{Python: python, Script: "worker/worker.py", StartTimeout: patience, StepTimeout: patience}
@@ -296,7 +296,10 @@ func TestCPUCaptureTinyMoE(t *testing.T) {
 	m, err := datasets.ReadManifest(dir)
 	require.NoError(t, err)
 	require.NotNil(t, m.Model.MoE)
-	assert.Equal(t, datasets.ModelMoE{Experts: 8, TopK: 2, ExpertIntermediate: 32}, *m.Model.MoE)
+	// The routing is recorded (no tilt, on the random router's logit
+	// spread 0.02·√64) for the fit's experts-reached term.
+	noSkew := 0.0
+	assert.Equal(t, datasets.ModelMoE{Experts: 8, TopK: 2, ExpertIntermediate: 32, RoutingSkew: &noSkew, RouterLogitStd: 0.16}, *m.Model.MoE)
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
 	steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)

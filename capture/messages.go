@@ -64,6 +64,10 @@ type ReadyMsg struct {
 	KVBytes             int64       `msgpack:"kv_bytes"`
 	WeightBytes         int64       `msgpack:"weight_bytes"`
 	CUDAGraphSizes      []int       `msgpack:"cuda_graph_sizes"`
+	// RouterLogitStd is the MoE router's logit spread, the scale
+	// ModelConfig.RoutingSkew is measured against (0: dense, or a worker
+	// before it was reported).
+	RouterLogitStd float64 `msgpack:"router_logit_std"`
 	// MixedCUDAGraphSizes are the token sizes the worker captured for
 	// prefill and mixed steps (absent from workers before them).
 	MixedCUDAGraphSizes []int `msgpack:"mixed_cuda_graph_sizes"`

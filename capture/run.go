@@ -252,7 +252,9 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 		HeadDim: mc.HeadDim, Intermediate: mc.Intermediate, Vocab: mc.Vocab, DType: mc.DType, TensorParallel: 1,
 		TiedEmbeddings: mc.TieWordEmbeddings, QKVBias: mc.QKVBias}
 	if mc.Experts > 0 {
-		m.Model.MoE = &datasets.ModelMoE{Experts: mc.Experts, TopK: mc.TopK, ExpertIntermediate: mc.ExpertIntermediate}
+		skew := mc.RoutingSkew
+		m.Model.MoE = &datasets.ModelMoE{Experts: mc.Experts, TopK: mc.TopK, ExpertIntermediate: mc.ExpertIntermediate,
+			RoutingSkew: &skew, RouterLogitStd: r.RouterLogitStd}
 	}
 	if opts.Preset != "" {
 		m.Model.Name = opts.Preset

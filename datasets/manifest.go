@@ -217,6 +217,13 @@ type ModelMoE struct {
 	DType              string `json:"dtype,omitempty"`
 	// Latent is the width routed experts run at (0: the hidden size).
 	Latent int `json:"latent,omitempty"`
+	// RoutingSkew is how the capture's router was tilted (the GPU
+	// worker's routing_skew: −skew·ln(1+e) on expert e's logit, 0 for
+	// none), on logits of spread RouterLogitStd; nil where the source did
+	// not record it, and the experts a step reaches are then unknown
+	// beyond uniform routing (fit warns).
+	RoutingSkew    *float64 `json:"routing_skew,omitempty"`
+	RouterLogitStd float64  `json:"router_logit_std,omitempty"`
 }
 
 // EngineConfig holds the scheduler limits of docs/architecture.md#scheduler-semantics.

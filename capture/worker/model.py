@@ -9,6 +9,8 @@ real model of the shape costs without any checkpoint; activations stay
 finite because every block is pre-normalised.
 """
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -87,6 +89,13 @@ class LlamaModel:
         self.sin = freqs.sin().to(device=device, dtype=dt)
         self.scale = softmax_scale(d)
         self.triton_attn = triton_attn
+
+    def router_logit_std(self):
+        """The spread of a router's logits, the scale routing_skew's tilt is
+        measured against: a unit-RMS input (RMSNorm with unit weights)
+        against router rows of N(0, WEIGHT_STD^2) gives logits of standard
+        deviation WEIGHT_STD * sqrt(hidden). 0 for a dense model."""
+        return WEIGHT_STD * math.sqrt(self.cfg.hidden) if self.cfg.is_moe else 0.0
 
     def weight_bytes(self):
         tensors = [self.embed, self.final_norm] + ([] if self.lm_head is self.embed else [self.lm_head])

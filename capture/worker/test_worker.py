@@ -339,6 +339,11 @@ def test_moe_layer_matches_per_token_experts():
             ref[t] += w[t, j] * torch.nn.functional.linear(torch.nn.functional.silu(g) * u, moe.w2[e])
     assert torch.allclose(moe(x), ref, atol=1e-5)
     assert torch.allclose(w.sum(-1), torch.ones(x.shape[0]))
+    # The logit spread the tilt is measured against (the manifest records it).
+    xn = torch.randn(512, shape["hidden"], generator=torch.Generator().manual_seed(4))
+    xn = xn / xn.pow(2).mean(-1, keepdim=True).sqrt()
+    std = torch.nn.functional.linear(xn, moe.router).std().item()
+    assert abs(std / r.model.router_logit_std() - 1) < 0.1, std
     skewed = dict(shape, routing_skew=8.0)
     r2 = ModelRunner(EngineConfig(tiny_init(model=None, model_config=skewed)))
     _, ids2 = r2.model.layers[0].moe.route(x)

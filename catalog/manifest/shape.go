@@ -27,8 +27,9 @@ func ModelSection(s catalog.Shape) *datasets.ModelShape {
 		ms.MLA = &m
 	}
 	if s.MoE != (catalog.MoE{}) {
-		m := datasets.ModelMoE(s.MoE)
-		ms.MoE = &m
+		e := s.MoE
+		ms.MoE = &datasets.ModelMoE{Experts: e.Experts, TopK: e.TopK, ExpertIntermediate: e.ExpertIntermediate, SharedExperts: e.SharedExperts,
+			SharedIntermediate: e.SharedIntermediate, DenseLayers: e.DenseLayers, DType: e.DType, Latent: e.Latent}
 	}
 	for _, l := range s.Stack {
 		ms.Stack = append(ms.Stack, datasets.ModelLayer(l))
@@ -57,7 +58,10 @@ func Shape(ms *datasets.ModelShape) (catalog.Shape, error) {
 		s.MLA = catalog.MLA(*ms.MLA)
 	}
 	if ms.MoE != nil {
-		s.MoE = catalog.MoE(*ms.MoE)
+		// The routing a capture recorded is not part of the shape.
+		e := ms.MoE
+		s.MoE = catalog.MoE{Experts: e.Experts, TopK: e.TopK, ExpertIntermediate: e.ExpertIntermediate, SharedExperts: e.SharedExperts,
+			SharedIntermediate: e.SharedIntermediate, DenseLayers: e.DenseLayers, DType: e.DType, Latent: e.Latent}
 	}
 	for _, l := range ms.Stack {
 		s.Stack = append(s.Stack, catalog.Layer(l))
