@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/steplab/steplab/features"
@@ -32,11 +33,12 @@ func (r *Result) Artifact(training fpm.Training, metrics any, createdBy string) 
 }
 
 // finishArtifact fills an artifact's training record, the definitions of
-// the features it uses (by name), its metrics and its provenance.
+// the features it uses (by name; a term written with parameters, NAME(…),
+// by NAME), its metrics and its provenance.
 func finishArtifact(a *fpm.Artifact, training fpm.Training, metrics any, createdBy string, used []string) error {
 	a.Training = training
 	for _, f := range features.Definitions {
-		if slices.Contains(used, f.Name) {
+		if slices.ContainsFunc(used, func(u string) bool { return u == f.Name || strings.HasPrefix(u, f.Name+"(") }) {
 			a.Features = append(a.Features, f)
 		}
 	}

@@ -45,6 +45,13 @@ type Data struct {
 	// AttnPerSM is the hardware catalogue's decode attention programs per
 	// SM of that GPU (catalog.Hardware.AttnProgramsPerSM), 0 when it has none.
 	AttnPerSM int
+	// Experts is the experts-reached term of the model's mixture of
+	// experts (features.ExpertsTerm), when the datasets' manifests agree
+	// on it: what the recipe's fpm.TermExpertsReached is written with. ""
+	// for a dense model or where they disagree. ExpertsNotes are what it
+	// assumed or why it is missing, for the fit to warn with.
+	Experts      string
+	ExpertsNotes []string
 }
 
 // Len is the number of rows.
@@ -69,7 +76,7 @@ func (d *Data) StepID(i int) int64 {
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
 	out := &Data{Features: make([]fpm.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
-		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads, AttnPerSM: d.AttnPerSM}
+		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads, AttnPerSM: d.AttnPerSM, Experts: d.Experts, ExpertsNotes: d.ExpertsNotes}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
 	}

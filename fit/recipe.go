@@ -80,7 +80,13 @@ var RaggedDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDec
 // by its longest request where the batch's programs fit in one wave. The
 // ragged terms after it refine that where ragged points were measured; on
 // a uniform grid they are combinations of it and are dropped.
-var AttnDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
+//
+// For a mixture of experts the experts its tokens reach
+// (fpm.TermExpertsReached, written with the manifests' routing; left out
+// for a dense model) price the expert GEMMs, which read each reached
+// expert's weights once: concave in the batch (memory-bound in experts
+// reached), where padded_batch is the GEMM work in tokens.
+var AttnDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermExpertsReached, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 
 // RecipeOptions configures FitRecipe. Zero values take the defaults.
 type RecipeOptions struct {
@@ -214,11 +220,13 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	for i := range d.Y {
 		rows[d.Kind(i)] = append(rows[d.Kind(i)], i)
 	}
+	var notes []string
+	opt.Kinds, notes = resolveExperts(opt.Kinds, d)
 	perSM, perSMNote := attnPerSM(d, rows[datasets.KindDecode], opt)
 	kinds, unsplit := resolveAttnKV(opt.Kinds, d, perSM)
 	opt.Kinds = kinds
 	r := &fpm.Recipe{Level: opt.Level}
-	res := &RecipeResult{Model: r}
+	res := &RecipeResult{Model: r, Warnings: notes}
 	var compose *KindSpec
 	var firstErr error
 	seen := map[string]bool{}
@@ -453,6 +461,30 @@ func resolveAttnKV(kinds []KindSpec, d *Data, perSM int) ([]KindSpec, []string) 
 		out[i] = k
 	}
 	return out, unsplit
+}
+
+// resolveExperts writes each kind's fpm.TermExpertsReached with the
+// data's experts-reached term (Data.Experts), or leaves it out where there
+// is none (a dense model: the recipe is the one without it); it returns
+// the kinds, and the data's notes on the term where a kind asked for it.
+func resolveExperts(kinds []KindSpec, d *Data) ([]KindSpec, []string) {
+	out := slices.Clone(kinds)
+	var notes []string
+	for i, k := range out {
+		j := slices.Index(k.Terms, fpm.TermExpertsReached)
+		if j < 0 {
+			continue
+		}
+		notes = d.ExpertsNotes
+		k.Terms = slices.Clone(k.Terms)
+		if d.Experts != "" {
+			k.Terms[j] = d.Experts
+		} else {
+			k.Terms = slices.Delete(k.Terms, j, j+1)
+		}
+		out[i] = k
+	}
+	return out, slices.Clone(notes)
 }
 
 func hasKind(r *fpm.Recipe, kind string) bool {

@@ -117,9 +117,11 @@ func termUnit(t string) string {
 		return "ns/(token·KV)"
 	case fpm.TermPaddedBatch:
 		return "ns/slot"
-	default:
-		return "ns/request"
 	}
+	if strings.HasPrefix(t, fpm.TermExpertsReached+"(") {
+		return "ns/expert"
+	}
+	return "ns/request"
 }
 
 // num formats a number compactly (4 significant digits).

@@ -329,13 +329,16 @@ func loadSteps(d *datasets.Dataset, b *dataBuilder, l *Loaded, opt LoadOptions, 
 	return total, nil
 }
 
-// engineSettings gathers what the datasets' manifests say of the engine
-// and GPU the recipe prices with: the largest CUDA graph of each dataset
-// that records its sizes, and the decode attention's split regime
-// (manifest.KVSplit).
+// engineSettings gathers what the datasets' manifests say of the engine,
+// GPU and model the recipe prices with: the largest CUDA graph of each
+// dataset that records its sizes, the decode attention's split regime
+// (manifest.KVSplit), and the experts-reached term of a mixture of experts
+// (features.ExpertsTerm) with its notes.
 type engineSettings struct {
-	graphs []int
-	splits [][3]int
+	graphs  []int
+	splits  [][3]int
+	experts []string
+	notes   []string
 }
 
 func (e *engineSettings) add(m *datasets.Manifest) {
@@ -345,6 +348,13 @@ func (e *engineSettings) add(m *datasets.Manifest) {
 	sms, perSM, kvh := manifest.KVSplit(m)
 	if s := [3]int{sms, perSM, kvh}; !slices.Contains(e.splits, s) {
 		e.splits = append(e.splits, s)
+	}
+	term, note := features.ExpertsTerm(m)
+	if !slices.Contains(e.experts, term) {
+		e.experts = append(e.experts, term)
+	}
+	if note != "" && !slices.Contains(e.notes, note) {
+		e.notes = append(e.notes, note)
 	}
 }
 
@@ -356,6 +366,14 @@ func (e *engineSettings) apply(d *Data) {
 	}
 	if len(e.splits) == 1 {
 		d.SMs, d.AttnPerSM, d.KVHeads = e.splits[0][0], e.splits[0][1], e.splits[0][2]
+	}
+	d.ExpertsNotes = e.notes
+	switch {
+	case len(e.experts) == 1:
+		d.Experts = e.experts[0]
+	case slices.ContainsFunc(e.experts, func(t string) bool { return t != "" }):
+		d.ExpertsNotes = append(d.ExpertsNotes, fmt.Sprintf("%s left out: the datasets' manifests record different mixtures of experts or routings (%q)",
+			fpm.TermExpertsReached, e.experts))
 	}
 }
 
