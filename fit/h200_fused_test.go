@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
 )
@@ -128,6 +129,96 @@ func TestH200FusedShapes(t *testing.T) {
 			d, m := r.ByKind["decode"], r.ByKind["mixed"]
 			t.Logf("%-22s %-12s all MAPE %5.2f%% | decode MAPE %5.2f%% p90 %5.2f%% bias %+5.2f%% | mixed MAPE %5.2f%% p90 %5.2f%%",
 				sh.name, target, r.Overall.MAPE, d.MAPE, d.P90APE, d.MeanBias, m.MAPE, m.P90APE)
+		}
+	}
+}
+
+// withoutExperts are the default kinds without the experts-reached term:
+// the recipe before it.
+func withoutExperts() []KindSpec {
+	kinds := slices.Clone(DefaultKindSpecs)
+	for i := range kinds {
+		kinds[i].Terms = slices.DeleteFunc(slices.Clone(kinds[i].Terms), func(s string) bool { return s == fpm.TermExpertsReached })
+	}
+	return kinds
+}
+
+// TestH200FusedMoE: Qwen3-30B-A3B's recipe with and without the
+// experts-reached term, fitted on its grid, priced on its two traffic
+// runs; the fitted cost of an expert reached against the memory bound of
+// reading its weights; and the experts the traffic's decode steps imply
+// against uniform routing. checks.yaml's h200-fused-qwen3-30b-a3b-* gate
+// the figures with the term.
+func TestH200FusedMoE(t *testing.T) {
+	sh := h200FusedShapes[3]
+	require.True(t, sh.moe)
+	m, err := datasets.ReadManifest(filepath.Join(h200Dir, sh.bench))
+	require.NoError(t, err)
+	e, s := m.Model.MoE, m.Model
+	require.Nil(t, e.RoutingSkew, "these captures predate the recorded routing")
+	expertBytes := float64(s.Layers*3*s.Hidden*e.ExpertIntermediate) * 2 // bf16, every layer
+	physical := expertBytes / h200CopyBandwidth * 1e9
+	routing := catalog.Routing{Experts: e.Experts, TopK: e.TopK}
+	for _, target := range []string{TargetWall, TargetGPU} {
+		grid := h200Data(t, target, Selection{}, sh.bench).Data
+		traffic := h200Data(t, target, Selection{}, sh.traffic...).Data
+		require.Equal(t, fpm.ExpertsReached(routing), grid.Experts)
+		before, err := FitRecipe(grid, RecipeOptions{Bootstrap: 200, Seed: 1, Kinds: withoutExperts()})
+		require.NoError(t, err)
+		after, err := FitRecipe(grid, RecipeOptions{Bootstrap: 200, Seed: 1})
+		require.NoError(t, err)
+		require.Len(t, after.Warnings, 1)
+		require.Contains(t, after.Warnings[0], "records no moe.routing_skew")
+		rb, ra := Evaluate(before.Model, traffic, 0), Evaluate(after.Model, traffic, 0)
+		for _, r := range []struct {
+			name string
+			rep  Report
+		}{{"before", rb}, {"after", ra}} {
+			d, mx := r.rep.ByKind["decode"], r.rep.ByKind["mixed"]
+			t.Logf("%-12s %-6s decode MAPE %5.2f%% p90 %5.2f%% bias %+5.2f%% | mixed MAPE %5.2f%% p90 %5.2f%%",
+				target, r.name, d.MAPE, d.P90APE, d.MeanBias, mx.MAPE, mx.P90APE)
+		}
+		require.Less(t, ra.ByKind["decode"].MAPE, rb.ByKind["decode"].MAPE-1, "the term prices what the regimes' padded_batch could not")
+
+		k := after.Model.Kind(datasets.KindDecode)
+		probe := fpm.Features{DecodeRequests: 16, DecodeKVTokens: 16 * 1024, DecodeMaxKVTokens: 1024, PaddedBatch: 16}
+		lin := k.Linear(probe)
+		coef := lin.Coef[slices.Index(lin.Terms, grid.Experts)]
+		t.Logf("%-12s per expert reached (B=16 regime): fitted %.1f µs, weights read at the copy rate %.1f µs (%.2fx)", target, coef/1e3, physical/1e3, coef/physical)
+		require.Greater(t, coef, physical, "no faster than reading the expert's weights")
+		require.Less(t, coef, 2*physical)
+		if target == TargetGPU {
+			impliedExperts(t, traffic, lin, grid.Experts, routing)
+		}
+	}
+}
+
+// impliedExperts logs, per batch size of the traffic's decode steps, the
+// experts their measured time implies under the fitted decode form (the
+// form's other terms held, the rest put down to experts) against uniform
+// routing, and checks that batches of 8 to 64 reach fewer.
+func impliedExperts(t *testing.T, traffic *Data, lin *fpm.Linear, term string, r catalog.Routing) {
+	t.Helper()
+	j := slices.Index(lin.Terms, term)
+	byB := map[int][]float64{}
+	for i, f := range traffic.Features {
+		if traffic.Kind(i) != datasets.KindDecode {
+			continue
+		}
+		fn, err := fpm.Term(term)
+		require.NoError(t, err)
+		byB[int(f.DecodeRequests)] = append(byB[int(f.DecodeRequests)], (traffic.Y[i]-lin.PredictNs(f))/lin.Coef[j]+fn(f))
+	}
+	for _, b := range []int{4, 8, 16, 32, 64} { // at B ≤ 3 experts reached and padded_batch are collinear (≈ 8B)
+		v := byB[b]
+		if len(v) < 5 {
+			continue
+		}
+		slices.Sort(v)
+		med, uni := fpm.SortedQuantile(v, 0.5), r.Reached(nil, float64(b))
+		t.Logf("traffic decode B=%-3d %4d steps: experts implied %5.1f (median), uniform routing %5.1f", b, len(v), med, uni)
+		if b >= 8 {
+			require.Less(t, med, 0.85*uni, "B=%d: the traffic's tokens reach fewer experts than uniform routing", b)
 		}
 	}
 }
