@@ -102,13 +102,16 @@ func (r Routing) PickProbs() []float64 {
 
 // Reached is the expected number of distinct experts tokens tokens reach,
 // Σ_e 1 − (1 − p_e)^tokens over PickProbs p (ExpectedExperts when
-// uniform); probs may be PickProbs computed once.
+// uniform); probs is PickProbs computed once, or nil to compute it.
 func (r Routing) Reached(probs []float64, tokens float64) float64 {
 	if !(tokens > 0) {
 		return 0
 	}
 	if r.Skew == 0 {
 		return ExpectedExperts(r.Experts, r.TopK, tokens)
+	}
+	if probs == nil {
+		probs = r.PickProbs()
 	}
 	n := 0.0
 	for _, p := range probs {

@@ -80,3 +80,41 @@ func TestFitRecipeExpertsReached(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, string(wj), string(gj), "a dense model's recipe is the one without the term")
 }
+
+// TestEngineSettingsExperts: the datasets' manifests give the data its
+// experts-reached term when they agree, none (and a note saying why) when
+// they record different mixtures, and none for dense models.
+func TestEngineSettingsExperts(t *testing.T) {
+	none := 0.0
+	moe := func(experts int, skew *float64) *datasets.Manifest {
+		return &datasets.Manifest{Model: &datasets.ModelShape{Name: "M", MoE: &datasets.ModelMoE{Experts: experts, TopK: 8, RoutingSkew: skew, RouterLogitStd: 0.9}}}
+	}
+	dense := &datasets.Manifest{Model: &datasets.ModelShape{Name: "D"}}
+	tests := []struct {
+		name  string
+		ms    []*datasets.Manifest
+		term  string
+		notes []string
+	}{
+		{"dense", []*datasets.Manifest{dense, dense}, "", nil},
+		{"recorded routing", []*datasets.Manifest{moe(128, &none), moe(128, &none)}, "experts_reached(experts=128,top_k=8)", nil},
+		{"unrecorded routing: uniform, noted once", []*datasets.Manifest{moe(128, nil), moe(128, nil)}, "experts_reached(experts=128,top_k=8)", []string{"records no moe.routing_skew"}},
+		{"different mixtures: none", []*datasets.Manifest{moe(128, &none), moe(64, &none)}, "", []string{"record different mixtures of experts"}},
+		{"a mixture beside a dense model: none", []*datasets.Manifest{moe(128, &none), dense}, "", []string{"record different mixtures of experts"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var e engineSettings
+			for _, m := range tc.ms {
+				e.add(m)
+			}
+			var d Data
+			e.apply(&d)
+			require.Equal(t, tc.term, d.Experts)
+			require.Len(t, d.ExpertsNotes, len(tc.notes))
+			for i, n := range tc.notes {
+				require.Contains(t, d.ExpertsNotes[i], n)
+			}
+		})
+	}
+}
