@@ -153,7 +153,7 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded and the KV capacity cannot be estimated (%v): %d blocks (no KV pressure)",
 				r.Err(), e.NumGPUBlocks))
 		} else {
-			n, err := catalog.KVBlocks(r.HW, r.Shape, e.BlockSize, e.GPUMemoryUtilization)
+			n, err := catalog.KVBlocks(r.HW, r.Shape, e.BlockSize, e.GPUMemoryUtilization, 0)
 			if err != nil {
 				return nil, warn, err
 			}

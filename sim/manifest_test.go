@@ -99,7 +99,7 @@ func TestPlanFromManifestPartial(t *testing.T) {
 	m.Engine.NumGPUBlocks = 0
 	p, warn, err := PlanFromManifest(m, ManifestOptions{})
 	require.NoError(t, err)
-	est, err := catalog.KVBlocks(p.HW, p.Shape, p.Sched.BlockSize, 0.9)
+	est, err := catalog.KVBlocks(p.HW, p.Shape, p.Sched.BlockSize, 0.9, 0)
 	require.NoError(t, err)
 	assert.Equal(t, est, p.Sched.NumGPUBlocks)
 	assert.Contains(t, warn[0], "num_gpu_blocks not recorded")

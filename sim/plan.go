@@ -137,7 +137,7 @@ func (sc Scenario) planOn(r manifest.Resolved) (*Plan, error) {
 	if blocks == 0 {
 		var err error
 		// The refusal names the model, the GPU and what to change.
-		if blocks, err = catalog.KVBlocks(r.HW, r.Shape, e.BlockSize, e.GPUMemoryUtilization); err != nil {
+		if blocks, err = catalog.KVBlocks(r.HW, r.Shape, e.BlockSize, e.GPUMemoryUtilization, 0); err != nil {
 			return nil, err
 		}
 	}

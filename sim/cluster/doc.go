@@ -43,7 +43,7 @@
 //     instances (expert_parallel engines each, one data-parallel rank
 //     apiece, vLLM's DP + EP): every rank joins every wave, a quiet rank
 //     with a dummy step, and a wave lasts the slowest rank's own forward
-//     pass (DenseShape, the model without its routed experts, priced by
+//     pass (catalog.DenseShape, the model without its routed experts, priced by
 //     the pool's FPM) plus the experts of all ranks' tokens on the busiest
 //     GPU and the all-to-all (moePricer states the formulas). Links left
 //     out are the GPU's own interconnect (DefaultLink).

@@ -130,7 +130,7 @@ func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.Manif
 	}
 	shape := full
 	if ep {
-		shape = DenseShape(full)
+		shape = catalog.DenseShape(full)
 	}
 	sp, err = sc.EnginePlanOn(sp.HW, shape)
 	return sp, full, warn, err
@@ -155,7 +155,7 @@ func expertKVBlocks(pm *datasets.Manifest, ps PoolSpec) (int, string, error) {
 		bs = e.BlockSize
 	}
 	gpus := ps.ExpertParallel * max(1, pr.Shape.TP)
-	n, err := moeKVBlocks(pr.Shape, pr.HW, gpus, bs, util)
+	n, err := catalog.KVBlocks(pr.HW, pr.Shape, bs, util, ps.ExpertParallel)
 	if err != nil {
 		return 0, "", err
 	}

@@ -88,7 +88,7 @@ func TestPlanFromManifestDataParallel(t *testing.T) {
 	assert.Equal(t, RouterKV, back.Router.Name, "the placement names the router")
 	assert.Equal(t, 8, back.Shape.MoE.Experts, "the experts from the manifest's model section")
 	assert.Zero(t, back.Pools[0].Engine.Shape.MoE, "the engines price the dense part")
-	want, err := moeKVBlocks(back.Shape, back.Pools[0].Engine.HW, 2, 16, 0.9)
+	want, err := catalog.KVBlocks(back.Pools[0].Engine.HW, back.Shape, 16, 0.9, 2)
 	require.NoError(t, err)
 	assert.Equal(t, want, back.Pools[0].Engine.Sched.NumGPUBlocks, "the KV beside half the experts")
 	assert.Contains(t, warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from H200-SXM memory, the dense weights, the 8 experts' share over 2 GPUs and gpu_memory_utilization 0.9", want))

@@ -372,13 +372,13 @@ func (sc Scenario) planPool(ps PoolSpec, hw catalog.Hardware, s catalog.Shape, w
 	}
 	if ps.ExpertParallel > 1 {
 		if psc.Engine.NumGPUBlocks == 0 {
-			n, err := moeKVBlocks(s, hw, ps.ExpertParallel*max(1, s.TP), psc.Engine.BlockSize, psc.Engine.GPUMemoryUtilization)
+			n, err := catalog.KVBlocks(hw, s, psc.Engine.BlockSize, psc.Engine.GPUMemoryUtilization, ps.ExpertParallel)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", at, err)
 			}
 			psc.Engine.NumGPUBlocks = n
 		}
-		s = DenseShape(s)
+		s = catalog.DenseShape(s)
 	}
 	var sp *sim.Plan
 	var err error
