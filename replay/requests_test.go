@@ -11,8 +11,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 // Request replay of a simulated run with its own model and the manifest's
@@ -26,11 +25,11 @@ func TestReplayRequestsReproducesSimulation(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			// The engine comes back from the manifest alone: Plan.Manifest and
 			// PlanFromManifest are inverses.
-			back, warn, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{})
+			back, warn, err := scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{})
 			require.NoError(t, err)
 			assert.Empty(t, warn)
-			assert.Equal(t, p.Sched, back.Sched)
-			sum, err := RunRequests(d, RequestOptions{Plan: cluster.Of(back)}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
+			assert.Equal(t, p.Engine().Sched, back.Engine().Sched)
+			sum, err := RunRequests(d, RequestOptions{Plan: back.Plan}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
 			require.NoError(t, err)
 			assert.Equal(t, sum.Requests, sum.Compared)
 			for _, dc := range []DistCompare{sum.TTFT, sum.ITL, sum.E2E} {
@@ -61,7 +60,7 @@ func TestReplayRequestsSlowerModel(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)
 	require.NoError(t, err)
-	reqs, _, err := Simulate(tr, cluster.Of(p).WithModels(scaled{p.FPM, 1.3}, p.Host))
+	reqs, _, err := Simulate(tr, p.Plan.WithModels(scaled{p.Engine().FPM, 1.3}, p.Engine().Host))
 	require.NoError(t, err)
 	sum, err := CompareRequests(tr.Rec, reqs, nil)
 	require.NoError(t, err)
@@ -79,10 +78,10 @@ func (s scaled) PredictNs(f fpm.Features) float64 { return s.k * s.f.PredictNs(f
 // Manifest without an engine section: defaults with warnings.
 func TestPlanFromManifestDefaults(t *testing.T) {
 	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "H200"}, Model: &datasets.ModelShape{Name: "Llama-3.1-8B"}}
-	p, warn, err := sim.PlanFromManifest(m, sim.ManifestOptions{})
+	p, warn, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	assert.NotEmpty(t, warn)
-	assert.Equal(t, 256, p.Sched.MaxNumSeqs)
+	assert.Equal(t, 256, p.Engine().Sched.MaxNumSeqs)
 }
 
 // A trace without recorded latencies (an imported arrival trace) has

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
@@ -28,8 +29,9 @@ const modulePath = "github.com/steplab/steplab"
 // kernel databases) on the catalogue; features (a steps row to FPM
 // features) and pricing (the one place a spec becomes models) stand on
 // those; fit and sim share the next floor and do not know each other;
-// capture, replay and workflow (stage graphs and the what-if scenarios
-// over them) sit above sim; the planner searches what-if placements, a
+// scenario (a YAML document or a manifest to a plan and a run) stands on
+// sim; capture, replay and workflow (stage graphs and the what-if
+// scenarios over them) sit above it; the planner searches what-if placements, a
 // sweep runs scenarios and plans over a grid, the report renders all of
 // them; cmd is the top and nothing imports it.
 var floors = map[string]float64{
@@ -38,7 +40,8 @@ var floors = map[string]float64{
 	"catalog/manifest": 0.5, "fpm": 0.5,
 	"features": 1, "pricing": 1,
 	"fit": 2, "sim": 2,
-	"capture": 3, "replay": 3, "workflow": 3,
+	"scenario": 2.5,
+	"capture":  3, "replay": 3, "workflow": 3,
 	"planner": 3.5,
 	"sweep":   4,
 	"report":  5,
@@ -103,4 +106,62 @@ func TestImportsPointDown(t *testing.T) {
 	assert.Greater(t, seen, 100, "the walk found the repository's Go files")
 	_, err = os.Stat(filepath.Join(root, "go.mod"))
 	require.NoError(t, err, "the walk started at the module root")
+}
+
+// documentReaders are the packages that read a document or a manifest:
+// sim and sim/cluster are built from plain plans (package scenario makes
+// them) and import none of them.
+var documentReaders = []string{
+	modulePath + "/internal/yamldoc", // YAML documents
+	"go.yaml.in/yaml/v3",
+	modulePath + "/catalog/manifest", // a manifest's sections to models
+}
+
+// The engine and the cluster never read a YAML document, a manifest or a
+// spec string: no import of a document reader, no datasets.ReadManifest,
+// and of package pricing (where an FPM or host spec becomes models) only
+// the Pricing type a plan carries, none of its functions.
+func TestSimReadsNoDocuments(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	for _, dir := range []string{"sim", "sim/cluster"} {
+		files, err := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
+		require.NoError(t, err)
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			require.NoError(t, err)
+			seen++
+			names := map[string]string{} // local name → import path
+			for _, imp := range f.Imports {
+				p, _ := strconv.Unquote(imp.Path.Value)
+				assert.NotContains(t, documentReaders, p, "%s imports %s", path, p)
+				name := p[strings.LastIndex(p, "/")+1:]
+				if imp.Name != nil {
+					name = imp.Name.Name
+				}
+				names[name] = p
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				x, ok := sel.X.(*ast.Ident)
+				if !ok {
+					return true
+				}
+				switch names[x.Name] {
+				case modulePath + "/pricing":
+					assert.Equal(t, "Pricing", sel.Sel.Name, "%s uses pricing.%s: specs are priced in package scenario", fset.Position(sel.Pos()), sel.Sel.Name)
+				case modulePath + "/datasets":
+					assert.NotEqual(t, "ReadManifest", sel.Sel.Name, "%s reads a manifest: package scenario does", fset.Position(sel.Pos()))
+				}
+				return true
+			})
+		}
+	}
+	assert.Greater(t, seen, 20, "the walk found sim's and sim/cluster's files")
 }
