@@ -117,51 +117,60 @@ var documentReaders = []string{
 	modulePath + "/catalog/manifest", // a manifest's sections to models
 }
 
-// The engine and the cluster never read a YAML document, a manifest or a
-// spec string: no import of a document reader, no datasets.ReadManifest,
+// The engine, the cluster and the rest of sim/ never read a YAML
+// document, a manifest or a spec string: no import of a document reader, no datasets.ReadManifest,
 // and of package pricing (where an FPM or host spec becomes models) only
 // the Pricing type a plan carries, none of its functions.
 func TestSimReadsNoDocuments(t *testing.T) {
 	fset := token.NewFileSet()
 	seen := 0
-	for _, dir := range []string{"sim", "sim/cluster"} {
-		files, err := filepath.Glob(filepath.Join("..", "..", dir, "*.go"))
-		require.NoError(t, err)
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
-			require.NoError(t, err)
-			seen++
-			names := map[string]string{} // local name → import path
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				assert.NotContains(t, documentReaders, p, "%s imports %s", path, p)
-				name := p[strings.LastIndex(p, "/")+1:]
-				if imp.Name != nil {
-					name = imp.Name.Name
-				}
-				names[name] = p
-			}
-			ast.Inspect(f, func(n ast.Node) bool {
-				sel, ok := n.(*ast.SelectorExpr)
-				if !ok {
-					return true
-				}
-				x, ok := sel.X.(*ast.Ident)
-				if !ok {
-					return true
-				}
-				switch names[x.Name] {
-				case modulePath + "/pricing":
-					assert.Equal(t, "Pricing", sel.Sel.Name, "%s uses pricing.%s: specs are priced in package scenario", fset.Position(sel.Pos()), sel.Sel.Name)
-				case modulePath + "/datasets":
-					assert.NotEqual(t, "ReadManifest", sel.Sel.Name, "%s reads a manifest: package scenario does", fset.Position(sel.Pos()))
-				}
-				return true
-			})
+	err := filepath.WalkDir(filepath.Join("..", "..", "sim"), func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "testdata":
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
 		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		seen++
+		names := map[string]string{} // local name → import path
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			assert.NotContains(t, documentReaders, p, "%s imports %s", path, p)
+			name := p[strings.LastIndex(p, "/")+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			names[name] = p
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok {
+				checkSimSelector(t, fset, names[x.Name], sel)
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, seen, 40, "the walk found sim's files, sim/cluster's among them")
+}
+
+// checkSimSelector refuses, in sim/, a use of package pricing other than
+// its Pricing type and a read of a manifest.
+func checkSimSelector(t *testing.T, fset *token.FileSet, pkg string, sel *ast.SelectorExpr) {
+	switch pkg {
+	case modulePath + "/pricing":
+		assert.Equal(t, "Pricing", sel.Sel.Name, "%s uses pricing.%s: specs are priced in package scenario", fset.Position(sel.Pos()), sel.Sel.Name)
+	case modulePath + "/datasets":
+		assert.NotEqual(t, "ReadManifest", sel.Sel.Name, "%s reads a manifest: package scenario does", fset.Position(sel.Pos()))
 	}
-	assert.Greater(t, seen, 20, "the walk found sim's and sim/cluster's files")
 }
