@@ -637,7 +637,7 @@ func checkPageCRC(r io.ReaderAt, body int64, h *format.PageHeader, cc chunkCheck
 }
 
 // CheckPages checks every page header of every column chunk of pf (open
-// as f, size bytes) as the dataset scanner does before it decodes a page,
+// as f, size bytes) as Reader does before it decodes a page,
 // and the pages' CRC-32s: for readers that decode with parquet-go, which
 // allocates what a header claims and does not check a dictionary page's
 // CRC. The error names the file.
