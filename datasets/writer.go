@@ -343,6 +343,7 @@ type TableWriter[T any] struct {
 	partRows int64
 	prior    int64 // rows in the parts before the open one
 	pending  []T   // rows batched by Append
+	one      []T   // WriteRow's copy of a row Next did not lend
 	err      error
 	// spares are finished parts' buffers and column writers, for the next.
 	spares chan *partFile
@@ -607,12 +608,17 @@ func (t *TableWriter[T]) Next(n int) []T {
 	return (*buf)[l : l+n : l+n]
 }
 
+// lent is the buffer Next lends rows of.
+func (t *TableWriter[T]) lent() *[]T {
+	if t.pipelined {
+		return &t.rows
+	}
+	return &t.pending
+}
+
 // keepLent keeps rows in place when they are the rows Next lent.
 func (t *TableWriter[T]) keepLent(rows []T) bool {
-	buf := &t.pending
-	if t.pipelined {
-		buf = &t.rows
-	}
+	buf := t.lent()
 	l := len(*buf)
 	if len(rows) == 0 || t.err != nil || l+len(rows) > cap(*buf) || &rows[0] != &(*buf)[:l+1][l] ||
 		t.pipelined && t.partRows+int64(len(rows)) > t.opts.PartRows {
@@ -656,16 +662,17 @@ func (t *TableWriter[T]) Write(rows []T) error {
 }
 
 // WriteRow is Write of the one row at row: the row Next lent is kept in
-// place, any other is copied.
+// place, any other goes through a one-row buffer (Write keeps no row it is
+// given but those Next lent).
 func (t *TableWriter[T]) WriteRow(row *T) error {
-	buf := &t.pending
-	if t.pipelined {
-		buf = &t.rows
-	}
+	buf := t.lent()
 	if l := len(*buf); l < cap(*buf) && row == &(*buf)[:l+1][l] {
 		return t.Write((*buf)[l : l+1])
 	}
-	return t.Write([]T{*row})
+	t.one = append(t.one[:0], *row)
+	err := t.Write(t.one)
+	clear(t.one) // hold no strings or slices of the caller's
+	return err
 }
 
 func (t *TableWriter[T]) write(rows []T) error {
