@@ -22,14 +22,6 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 )
 
-// Writer writes one Parquet file from rows of a flat struct (see
-// Codec), column by column through field offsets. It produces plain
-// Parquet: data pages v1, zstd, DELTA_BINARY_PACKED for int columns tagged
-// delta, dictionary encoding for string columns tagged dict, PLAIN
-// otherwise, min/max statistics and page indexes (pageindex.go), no
-// extension types and no timestamps, so equal rows give byte-identical
-// files.
-
 const (
 	// PageRows is the number of rows per data page.
 	PageRows = 32768
@@ -38,6 +30,14 @@ const (
 	GatherRows = 256
 )
 
+// Writer writes one Parquet file from rows of a flat struct (see
+// Codec), column by column through field offsets. It produces plain
+// Parquet: data pages v1, zstd, DELTA_BINARY_PACKED for int columns tagged
+// delta, dictionary encoding for string columns tagged dict, PLAIN
+// otherwise, min/max statistics and page indexes (pageindex.go), no
+// extension types and no timestamps, so equal rows give byte-identical
+// files. A Writer is not safe for concurrent use; Reset
+// starts the next file with its buffers.
 type Writer struct {
 	createdBy string
 	out       io.Writer
@@ -125,7 +125,7 @@ func pageEncoder() *kzstd.Encoder {
 
 // WriterOptions say what a Writer puts into every file it writes.
 type WriterOptions struct {
-	RowGroupRows int
+	RowGroupRows int // rows per row group
 	// CreatedBy is the footer's created_by; a file whose created_by
 	// starts with "steplab " must carry a CRC-32 on every page (this
 	// writer's files do), which readers then demand.
@@ -135,8 +135,8 @@ type WriterOptions struct {
 
 // NewWriter starts a file of rows of c's struct on out.
 func (c *Codec) NewWriter(out io.Writer, o WriterOptions) (*Writer, error) {
-	w := &Writer{createdBy: o.CreatedBy, out: out, codec: c, rgMax: o.RowGroupRows, kv: o.Metadata, zstd: pageEncoder()}
 	rowGroupRows := o.RowGroupRows
+	w := &Writer{createdBy: o.CreatedBy, out: out, codec: c, rgMax: rowGroupRows, kv: o.Metadata, zstd: pageEncoder()}
 	w.enc = thrift.NewEncoder(new(thrift.CompactProtocol).NewWriter(&w.hdr))
 	for i := range c.fields {
 		f := &c.fields[i]
