@@ -551,6 +551,8 @@ func (t *TableWriter[T]) openPart() error {
 // createdBy is the created_by of the parts the columnar writer writes.
 var createdBy = "steplab datasets (schema version " + strconv.Itoa(SchemaVersion) + ")"
 
+// zstdCodec compresses the pages of row types parquet-go's generic writer
+// writes (the columnar codec has its own encoder).
 var zstdCodec = &zstd.Codec{Level: zstd.SpeedFastest, Concurrency: 1}
 
 // Parquet key-value metadata keys every part carries.

@@ -37,7 +37,8 @@ type Reader struct {
 // (partitions), or its default; names gives a field's column name in the
 // file where it is not the field's own. A file that lacks a column with
 // neither gets one MissingColumnsError naming all of them; a column that
-// does not convert, a ColumnTypeError.
+// does not convert, a ColumnTypeError. A reader that only checks the
+// columns (Defaulted) may have no r.
 func (c *Codec) NewReader(path string, r io.ReaderAt, size int64, pf *parquet.File, partitions, names map[string]string) (*Reader, error) {
 	cols, err := bindColumns(path, pf, c, partitions, names)
 	if err != nil {
