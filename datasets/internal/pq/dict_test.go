@@ -1,7 +1,6 @@
-package datasets
+package pq
 
 import (
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -43,9 +42,7 @@ func TestDictPointerCache(t *testing.T) {
 			rows[i].S = names[r.IntN(len(names))]
 		}
 	}
-	dir := filepath.Join(t.TempDir(), "ds")
-	writeTable(t, dir, "t", rows, TableOptions{RowGroupRows: 30_000}, false)
-	got := readTable[dictRow](t, dir, "t")
+	got := readFile[dictRow](t, writeFile(t, rows, 30_000))
 	require.Len(t, got, len(rows))
 	for i := range rows { // row by row: a diff of the whole tables takes minutes
 		require.Equal(t, rows[i].S, got[i].S, "row %d", i)

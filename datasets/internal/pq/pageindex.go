@@ -1,7 +1,8 @@
-package datasets
+package pq
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"math"
 
@@ -131,9 +132,9 @@ func (c *colEnc) noteDictValue(s string) {
 func compareBounds(k fieldKind, a, b []byte) int {
 	switch k {
 	case kindInt64, kindInt64List:
-		return cmpOrdered(int64(binary.LittleEndian.Uint64(a)), int64(binary.LittleEndian.Uint64(b)))
+		return cmp.Compare(int64(binary.LittleEndian.Uint64(a)), int64(binary.LittleEndian.Uint64(b)))
 	case kindInt32:
-		return cmpOrdered(int32(binary.LittleEndian.Uint32(a)), int32(binary.LittleEndian.Uint32(b)))
+		return cmp.Compare(int32(binary.LittleEndian.Uint32(a)), int32(binary.LittleEndian.Uint32(b)))
 	case kindFloat64:
 		x, y := math.Float64frombits(binary.LittleEndian.Uint64(a)), math.Float64frombits(binary.LittleEndian.Uint64(b))
 		switch {
@@ -145,16 +146,6 @@ func compareBounds(k fieldKind, a, b []byte) int {
 		return 0
 	}
 	return bytes.Compare(a, b) // bool (one byte) and strings: unsigned bytewise
-}
-
-func cmpOrdered[T int32 | int64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // statistics is the column chunk's Statistics from its pages.
@@ -228,7 +219,7 @@ func (ci *chunkIndex) offsetIndex() format.OffsetIndex {
 // writePageIndexes writes the column indexes of every chunk, then their
 // offset indexes (the layout parquet-mr and Arrow use), and points the
 // footer's column chunks at them.
-func (w *colFileWriter) writePageIndexes() error {
+func (w *Writer) writePageIndexes() error {
 	proto := new(thrift.CompactProtocol)
 	for r := range w.rowGroups {
 		for c := range w.rowGroups[r].Columns {

@@ -1,7 +1,6 @@
-package datasets
+package pq
 
 import (
-	"path/filepath"
 	"testing"
 
 	"github.com/parquet-go/parquet-go/encoding/delta"
@@ -21,7 +20,7 @@ func TestDeltaInt32PathSameBytes(t *testing.T) {
 		"constant": func(int) int64 { return -1 },
 	}
 	for name, gen := range gens {
-		for _, n := range []int{0, 1, 2, 127, 128, 129, 1000, pageRows} {
+		for _, n := range []int{0, 1, 2, 127, 128, 129, 1000, PageRows} {
 			values := make([]int64, n)
 			narrow := make([]int32, n)
 			for i := range values {
@@ -47,20 +46,18 @@ type deltaRow struct {
 // and reads every value back.
 func TestNarrowPagesRoundTrip(t *testing.T) {
 	r := seededRand(t)
-	rows := make([]deltaRow, 3*pageRows+77)
+	rows := make([]deltaRow, 3*PageRows+77)
 	for i := range rows {
 		switch {
-		case i%pageRows == pageRows/2: // one wide value mid-page
+		case i%PageRows == PageRows/2: // one wide value mid-page
 			rows[i].V = narrowBound + r.Int64N(1<<40)
-		case i/pageRows == 1 && i%pageRows > pageRows/2: // the rest of that page wide too
+		case i/PageRows == 1 && i%PageRows > PageRows/2: // the rest of that page wide too
 			rows[i].V = -narrowBound - 1 - r.Int64N(1<<20)
 		default:
 			rows[i].V = r.Int64N(2*narrowBound) - narrowBound
 		}
 	}
-	dir := filepath.Join(t.TempDir(), "ds")
-	// Batches (writeTable's 100 rows) do not align with pages, so a page
+	// Batches (writeFile's 100 rows) do not align with pages, so a page
 	// turns wide inside one.
-	writeTable(t, dir, "t", rows, TableOptions{RowGroupRows: 2 * pageRows}, false)
-	require.Equal(t, rows, readTable[deltaRow](t, dir, "t"))
+	require.Equal(t, rows, readFile[deltaRow](t, writeFile(t, rows, 2*PageRows)))
 }

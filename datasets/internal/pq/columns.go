@@ -1,4 +1,4 @@
-package datasets
+package pq
 
 import (
 	"fmt"
@@ -85,6 +85,17 @@ func missingColumnsError(path string, pf *parquet.File, missing []missingColumn,
 		e.Similar = append(e.Similar, SimilarColumns(m.name, have))
 	}
 	return e
+}
+
+// MissingColumns is the MissingColumnsError of the file at path (pf) for
+// the columns missing, which it lacks outright; reads are the columns the
+// row type reads, not suggested for another.
+func MissingColumns(path string, pf *parquet.File, missing []string, reads map[string]bool) error {
+	ms := make([]missingColumn, len(missing))
+	for i, m := range missing {
+		ms[i].name = m
+	}
+	return missingColumnsError(path, pf, ms, reads)
 }
 
 // SimilarColumns returns the names in have that look like name once case,
