@@ -21,7 +21,8 @@ func newCalibrateCmd() *cobra.Command {
 	var holdoutDirs, terms, hostParams, moeParams []string
 	var holdout float64
 	var maxEvals int
-	var asJSON, force bool
+	var asJSON, force, noStepFit bool
+	var ridge float64
 	cmd := &cobra.Command{
 		Use:   "calibrate DATASET... -o model.json",
 		Short: "Fit FPM and host-overhead multipliers so that re-simulated requests match the record",
@@ -67,7 +68,8 @@ Examples, from the repository root:
 				return err
 			}
 			spec := replay.CalibSpec{Datasets: args, HoldoutDatasets: holdoutDirs, Holdout: holdout, Start: start,
-				HostModel: host, Cluster: placement, Terms: terms, MaxEvals: maxEvals}
+				HostModel: host, Cluster: placement, Terms: terms, MaxEvals: maxEvals,
+				NoStepFit: noStepFit, Ridge: ridge}
 			if cmd.Flags().Changed("host") {
 				spec.Host = append([]string{}, hostParams...)
 			}
@@ -111,6 +113,8 @@ Examples, from the repository root:
 	cmd.Flags().StringSliceVar(&moeParams, "moe", replay.MoEParams, "expert-parallel multipliers fitted on a mixture of experts (none for none)")
 	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	cmd.Flags().IntVar(&maxEvals, "max-evals", 0, "most replays of the datasets (default 60 per parameter, at least 150)")
+	cmd.Flags().BoolVar(&noStepFit, "no-step-fit", false, "do not fit the FPM terms on the recorded steps first")
+	cmd.Flags().Float64Var(&ridge, "ridge", 0, "weight of the ridge pulling the FPM terms' log-multipliers toward the step fit, else the start (default 1 with a step fit, 1e-3 without)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration report as JSON")
 	return cmd
 }
@@ -132,13 +136,20 @@ func manifestOptions(fpModel, host, placement string) (cluster.ManifestOptions, 
 func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
 	fmt.Fprintf(w, "calibrated %s in %d replays (%s), objective %.4g; wrote %s\n", r.Start, r.Evals, r.Status, r.Objective, out)
 	fmt.Fprintf(w, "%s: %s\n", r.Status, r.Reason)
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
 	if r.Uncertainty != "" {
 		fmt.Fprintf(w, "uncertainty: %s\n", r.Uncertainty)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "parameter\tmultiplier\tstart\tfitted\t")
+	fmt.Fprintln(tw, "parameter\tstep fit\tmultiplier\tstart\tfitted\t")
 	for _, p := range r.Params {
-		fmt.Fprintf(tw, "%s\t%.3f\t%.4g\t%.4g\t\n", p.Name, p.Multiplier, p.Start, p.Value)
+		step := "-"
+		if p.StepFit > 0 {
+			step = fmt.Sprintf("%.3f", p.StepFit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.4g\t%.4g\t\n", p.Name, step, p.Multiplier, p.Start, p.Value)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -149,7 +160,7 @@ func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
 		fmt.Fprintf(tw, "%s\t", m)
 	}
 	fmt.Fprintln(tw)
-	rows := append(append(label(r.Before, "start"), r.Train...), r.Holdout...)
+	rows := append(append(append(label(r.Before, "start"), label(r.StepFitted, "step-fit")...), r.Train...), r.Holdout...)
 	for _, e := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t", shortName(e.Dataset), e.Split, e.Requests)
 		for _, m := range metrics {
@@ -159,7 +170,7 @@ func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
 	}
 	tw.Flush()
 	sort.Strings(warn)
-	for _, m := range warn {
+	for _, m := range append(warn, r.Warnings...) {
 		fmt.Fprintln(w, "warning:", m)
 	}
 }
