@@ -183,7 +183,7 @@ var PlausibleBand = [2]float64{0.5, 2}
 // (the start) and the weight is the one the request-only calibrations of
 // docs/replay.md were validated with.
 const (
-	RidgeStepFit = 1.0
+	RidgeStepFit = 0.1
 	RidgeStart   = 1e-3
 )
 
