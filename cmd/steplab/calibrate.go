@@ -114,7 +114,7 @@ Examples, from the repository root:
 	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	cmd.Flags().IntVar(&maxEvals, "max-evals", 0, "most replays of the datasets (default 60 per parameter, at least 150)")
 	cmd.Flags().BoolVar(&noStepFit, "no-step-fit", false, "do not fit the FPM terms on the recorded steps first")
-	cmd.Flags().Float64Var(&ridge, "ridge", 0, "weight of the ridge pulling the FPM terms' log-multipliers toward the step fit, else the start (default 1 with a step fit, 1e-3 without)")
+	cmd.Flags().Float64Var(&ridge, "ridge", 0, "weight of the ridge pulling the FPM terms' log-multipliers toward the step fit, else the start (default 0.1)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration report as JSON")
 	return cmd
 }
