@@ -44,7 +44,7 @@ func TestStepFitRecoversParts(t *testing.T) {
 				CalibOptions{Start: start, Host: p.Host, HostParams: []string{}, MaxEvals: 60})
 			require.NoError(t, err)
 			require.NotNil(t, res.StepFit)
-			assert.Equal(t, DefaultRidge, res.Ridge)
+			assert.Equal(t, RidgeStepFit, res.Ridge)
 			require.Len(t, res.StepFitted, 1)
 			assert.Less(t, res.StepFitted[0].MeanAbs(), 0.02, "the step fit alone reproduces the requests")
 			for i, pv := range res.Params {
@@ -82,7 +82,7 @@ func TestCalibrateWithoutSteps(t *testing.T) {
 			res, err := Calibrate([]CalibSet{c.set}, o)
 			require.NoError(t, err)
 			assert.Nil(t, res.StepFit)
-			assert.Equal(t, DefaultRidge, res.Ridge)
+			assert.Equal(t, RidgeStart, res.Ridge)
 			require.NotEmpty(t, res.Notes)
 			assert.Contains(t, res.Notes[0], c.why)
 			assert.Contains(t, res.Warnings, "4 FPM terms fitted to request metrics alone, which do not separate them: their split is what the ridge left, not a measurement")

@@ -41,6 +41,18 @@ prior where a kernel database is shipped for its GPU and prices its model
 (terms gemm, prefill_attn, decode_attn), else the roofline (the same and
 overhead).
 
+Where the datasets record step times (a steps table with gpu_time_ns, as
+steplab's captures do), the FPM terms are first fitted on the steps
+(non-negative least squares in relative error on each step's part times;
+the ops prior's per-step engine costs beside them), which separate the
+parts that request metrics cannot. The request search starts there, a
+ridge on the terms' log-multipliers (--ridge) pulling them back: by
+default so strongly toward a step fit that the search moves the host
+costs alone, with weight 0.1 toward the start where no step is timed
+(--no-step-fit skips the step fit). Warnings name a multiplier outside
+[0.5, 2], parts the steps do not separate, and a search stopped at
+--max-evals.
+
 Each dataset is re-simulated on the engines its manifest records, the GPU
 and the model from the catalogue: a vLLM run with data_parallel_size and
 enable_expert_parallel becomes that many ranks of one expert-parallel
@@ -114,7 +126,7 @@ Examples, from the repository root:
 	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	cmd.Flags().IntVar(&maxEvals, "max-evals", 0, "most replays of the datasets (default 60 per parameter, at least 150)")
 	cmd.Flags().BoolVar(&noStepFit, "no-step-fit", false, "do not fit the FPM terms on the recorded steps first")
-	cmd.Flags().Float64Var(&ridge, "ridge", 0, "weight of the ridge pulling the FPM terms' log-multipliers toward the step fit, else the start (default 0.1)")
+	cmd.Flags().Float64Var(&ridge, "ridge", 0, "weight of the ridge pulling the FPM terms' log-multipliers toward the step fit, else the start (default 1e6 toward a step fit: it holds the terms; 0.1 toward the start)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration report as JSON")
 	return cmd
 }
