@@ -185,12 +185,13 @@ var PlausibleBand = [2]float64{0.5, 2}
 //
 //   - RidgeStepFit, toward the step fit: on the Mistral-Nemo and
 //     Qwen2.5-7B H200 captures, fitted at 5 req/s and scored on their
-//     12 req/s runs, among 0.1 to 1e6. Every weaker weight let the terms
-//     chase the fitted run's request metrics (its ITL, which the step fit
-//     leaves 8-9% short: per-step time that neither the device time nor
-//     the simulator's hidden host phases carry) and the other rate came
-//     out worse; so the step fit holds the terms and the request search
-//     moves the host costs.
+//     12 req/s runs, among 0.1 to 1e6 (the two shapes' summed error
+//     lowest at 1e6). Weaker weights let the terms chase the fitted run's
+//     request metrics (its ITL, which the step fit leaves 8-9% short:
+//     per-step time that neither the device time nor the simulator's
+//     hidden host phases carry) and the other rate came out worse; so the
+//     step fit holds the terms and the request search moves the host
+//     costs.
 //   - RidgeStart, toward the start where no step is timed: on the last
 //     30% of LLMServingSim's Llama run on the RTX PRO 6000, among 1e-4
 //     to 0.1 (0.01 and 0.1 tied; the stronger kept).
