@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -72,7 +71,7 @@ func fitSteps(dirs []string, start fpm.Scalable, terms []int) (*StepFit, string,
 	}
 	l, err := fit.LoadDatasets(timed, fit.LoadOptions{Target: fit.TargetGPU})
 	if err != nil {
-		return nil, "", fmt.Errorf("calibrate: step fit: %w", err)
+		return nil, "", fmt.Errorf("calibrate: step fit: %w (--no-step-fit calibrates on the requests alone)", err)
 	}
 	names := start.ScaleTerms()
 	sf := &StepFit{Datasets: timed, Steps: l.Data.Len()}
@@ -115,7 +114,8 @@ func fitSteps(dirs []string, start fpm.Scalable, terms []int) (*StepFit, string,
 	return sf, "", nil
 }
 
-// stepTimed says whether a dataset records its steps' device time.
+// stepTimed says whether a dataset records its steps' device time (on
+// any of its first rows: a source records it on every row or on none).
 func stepTimed(d *datasets.Dataset) bool {
 	if !d.Has(datasets.TableSteps) {
 		return false
@@ -211,12 +211,7 @@ func solveSteps(ds *fit.Design, sf *StepFit) (coef []float64, used []bool) {
 	coef = make([]float64, p)
 	c, err := fit.NNLS(keep)
 	if err != nil {
-		var de *fit.DataError
-		if errors.As(err, &de) {
-			sf.Warnings = append(sf.Warnings, "step fit: "+err.Error()+": every term keeps the start's value")
-		} else {
-			sf.Warnings = append(sf.Warnings, "step fit: "+err.Error())
-		}
+		sf.Warnings = append(sf.Warnings, "step fit: "+err.Error()+": every term keeps the start's value")
 		return coef, make([]bool, p)
 	}
 	for k, j := range idx {
