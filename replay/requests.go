@@ -10,6 +10,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -86,7 +87,10 @@ type Composition struct {
 	MeanBatchSize float64          `json:"mean_batch_size"`
 	MeanTokens    float64          `json:"mean_tokens_per_step"`
 	Preemptions   int64            `json:"preemptions"`
-	sumB, sumT    float64
+	// ExtrapolatedOps counts the operations the FPM priced past its
+	// measured range, summed over the engines (sim.Stats).
+	ExtrapolatedOps int64 `json:"extrapolated_ops"`
+	sumB, sumT      float64
 }
 
 func (c *Composition) add(kind string, batch, tokens int64, preempted int32) {
@@ -181,6 +185,7 @@ func simulate(t *Trace, p *cluster.Plan, onStep func(*datasets.Step)) (map[strin
 		return nil, nil, err
 	}
 	sink.comp.finish()
+	sink.comp.ExtrapolatedOps = c.Stats().ExtrapolatedOps
 	return sink.reqs, &sink.comp, nil
 }
 
@@ -586,6 +591,9 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	sum.Engine = engineSummary(e)
 	sum.Warnings = append(sum.Warnings, opts.Warnings...)
 	sum.RecordedSteps, sum.SimulatedSteps = t.Steps, comp
+	if n := sim.ExtrapolatedNote(comp.ExtrapolatedOps); n != "" {
+		sum.Warnings = append(sum.Warnings, n)
+	}
 	if err := writeJSONFile(filepath.Join(out.Dir, "summary.json"), sum); err != nil {
 		return nil, err
 	}

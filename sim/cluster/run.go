@@ -170,7 +170,7 @@ func simulate(p *Plan, job sim.Job, out Sink, opts sim.RunOptions, n side) (*sim
 		return nil, err
 	}
 	st := c.Stats()
-	res := &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}
+	res := &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate(), ExtrapolatedOps: st.ExtrapolatedOps}
 	if slo != nil || p.Elastic() {
 		// The GPUs are held until the last engine's end, not the planner's
 		// last decision.
