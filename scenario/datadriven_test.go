@@ -19,8 +19,9 @@ import (
 //	plan            the input is a YAML scenario over the defaults; the
 //	                output is the plan (engines, router, each pool's GPU,
 //	                model and limits) or the refusal, one line
-//	set KEY=VALUE   the input's --set overrides, one a line, over the
-//	                defaults; output as for plan
+//	set             the input is --set overrides (KEY=VALUE), one a line,
+//	                over the defaults (LoadWith, as the CLI reads them);
+//	                output as for plan
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, filepath.Join("testdata", "plans"), func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
@@ -35,11 +36,9 @@ func TestDataDriven(t *testing.T) {
 					return "error: " + strings.ReplaceAll(err.Error(), f, "scenario.yaml") + "\n"
 				}
 			case "set":
-				sc = scenario.Default()
-				for _, kv := range strings.Split(strings.TrimSpace(td.Input), "\n") {
-					if err := sc.Set(kv); err != nil {
-						return "error: " + err.Error() + "\n"
-					}
+				sc, err = scenario.LoadWith("", strings.Split(strings.TrimSpace(td.Input), "\n"), nil)
+				if err != nil {
+					return "error: " + err.Error() + "\n"
 				}
 			default:
 				t.Fatalf("unknown command %q", td.Cmd)

@@ -204,6 +204,36 @@ func LoadSpec(path string) (Spec, error) {
 	return s, decodeFile(path, &s)
 }
 
+// LoadWith reads the scenario at path (the defaults for "") with
+// overrides applied to its document, as one document: first those pre
+// asks for given the scenario as the file has it (nil: none), then sets
+// (--set KEY=VALUE, dotted paths), so a later key wins. A file that does
+// not read or decode is refused as "scenario: ..."; an override, with its
+// own message.
+func LoadWith(path string, sets []string, pre func(Scenario) []string) (Scenario, error) {
+	d, err := yamldoc.Overrides()
+	if path != "" {
+		d, err = yamldoc.ReadFile(path)
+	}
+	sc := Default()
+	if err == nil {
+		err = d.Decode(&sc)
+	}
+	if err != nil {
+		return sc, fmt.Errorf("scenario: %w", err)
+	}
+	if pre != nil {
+		sets = append(pre(sc), sets...)
+	}
+	for _, s := range sets {
+		if err := d.Set(s); err != nil {
+			return sc, err
+		}
+	}
+	sc = Default()
+	return sc, d.Decode(&sc)
+}
+
 func decodeFile(path string, dst any) error {
 	d, err := yamldoc.ReadFile(path)
 	if err != nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/jobs"
-	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 )
@@ -151,27 +150,8 @@ func isDir(path string) bool {
 // asks for (given the scenario as its file has it), then the --set
 // overrides, and validates it; errors are usage errors (exit 2).
 func loadPlan(path string, sets []string, seedSet bool, seed uint64, pre func(scenario.Scenario) []string) (*scenario.Plan, error) {
-	d, err := yamldoc.Overrides()
-	if path != "" {
-		d, err = yamldoc.ReadFile(path)
-	}
-	sc := scenario.Default()
-	if err == nil {
-		err = d.Decode(&sc)
-	}
+	sc, err := scenario.LoadWith(path, sets, pre)
 	if err != nil {
-		return nil, &exitError{code: 2, msg: "scenario: " + err.Error()}
-	}
-	if pre != nil {
-		sets = append(pre(sc), sets...)
-	}
-	for _, s := range sets {
-		if err := d.Set(s); err != nil {
-			return nil, &exitError{code: 2, msg: err.Error()}
-		}
-	}
-	sc = scenario.Default()
-	if err := d.Decode(&sc); err != nil {
 		return nil, &exitError{code: 2, msg: err.Error()}
 	}
 	if seedSet {
