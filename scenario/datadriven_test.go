@@ -1,6 +1,7 @@
 package scenario_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/scenario"
 )
 
@@ -22,6 +24,9 @@ import (
 //	set             the input is --set overrides (KEY=VALUE), one a line,
 //	                over the defaults (LoadWith, as the CLI reads them);
 //	                output as for plan
+//	manifest        the input is a dataset manifest (JSON); the output is
+//	                the plan PlanFromManifest rebuilds and its warnings,
+//	                or the refusal
 func TestDataDriven(t *testing.T) {
 	datadriven.Walk(t, filepath.Join("testdata", "plans"), func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
@@ -40,6 +45,18 @@ func TestDataDriven(t *testing.T) {
 				if err != nil {
 					return "error: " + err.Error() + "\n"
 				}
+			case "manifest":
+				var m datasets.Manifest
+				require.NoError(t, json.Unmarshal([]byte(td.Input), &m))
+				p, warn, err := scenario.PlanFromManifest(&m, scenario.ManifestOptions{})
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				out := describe(p)
+				for _, w := range warn {
+					out += "warning: " + w + "\n"
+				}
+				return out
 			default:
 				t.Fatalf("unknown command %q", td.Cmd)
 			}
