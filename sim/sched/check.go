@@ -213,11 +213,11 @@ func (p *blockPool) check() error {
 }
 
 // auditBlocks sets how often checkStep audits the whole scheduler
-// (CheckInvariants, O(blocks + requests)): every ⌈blocks/auditBlocks⌉-th
+// (CheckInvariants, O(blocks + requests)): every ⌊blocks/auditBlocks⌋-th
 // call, so that the audit costs about auditBlocks block visits a call
 // whatever the pool's size, and every call on a pool of at most
 // auditBlocks blocks.
-const auditBlocks = 256
+const auditBlocks = 64
 
 // checkStep panics, under the invariants build tag, when the scheduler is
 // inconsistent after a Schedule or Update call. Every call checks what

@@ -24,7 +24,7 @@ func TestInvariantsTrip(t *testing.T) {
 		want   string
 	}{
 		{name: "evictable beyond free", blocks: large, breaks: func(s *Scheduler, _ *Output) { s.pool.numEvict = s.pool.numFree + 1 },
-			call: "Update", want: "KV blocks: 2045 evictable, 2044 free, 2048 usable"},
+			call: "Update", want: "KV blocks: 509 evictable, 508 free, 512 usable"},
 		{name: "running and waiting", blocks: large, breaks: func(s *Scheduler, _ *Output) { s.waiting.pushBack(s.running[0]) },
 			call: "Update", want: "2 live requests, 2 running + 1 waiting"},
 		{name: "blocks short of computed tokens", blocks: large, breaks: func(s *Scheduler, _ *Output) { s.running[1].blocks = s.running[1].blocks[:1] },
