@@ -92,18 +92,18 @@ func HashBlockSize(d *datasets.Dataset, configured int) (int, error) {
 		return configured, nil
 	}
 	n, err := d.Manifest.HashBlockSize()
-	if err != nil || n > 0 {
-		if err != nil {
-			err = fmt.Errorf("workload: trace: %s: %w", d.Dir, err)
-		}
-		return n, err
+	if err != nil {
+		return 0, fmt.Errorf("workload: trace: %s: %w", d.Dir, err)
+	}
+	if n > 0 {
+		return n, nil
 	}
 	has, err := hasPrefixHashes(d)
 	if err != nil {
 		return 0, fmt.Errorf("workload: trace: %w", err)
 	}
 	if has {
-		return 0, fmt.Errorf("workload: trace: %s: requests carry prefix_hash_ids but the manifest records no workload.params.%s (the prompt tokens behind each id): set the trace's hash block size (the scenario's workload.hash_block_size; Mooncake traces: 512)",
+		return 0, fmt.Errorf("workload: trace: %s: requests carry prefix_hash_ids but the manifest records no workload.params.%s (the prompt tokens behind each id; Mooncake traces: 512): record it there, or give it to simulate as workload.hash_block_size",
 			d.Dir, datasets.ParamHashBlockSize)
 	}
 	return 0, nil
