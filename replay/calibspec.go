@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"math"
 	"path/filepath"
 
 	"github.com/steplab/steplab/catalog"
@@ -37,6 +38,9 @@ type CalibSpec struct {
 	Host     []string `yaml:"host" json:"host,omitempty"`
 	MoE      []string `yaml:"moe" json:"moe,omitempty"`
 	MaxEvals int      `yaml:"max_evals" json:"max_evals,omitempty"`
+	// NoStepFit and Ridge: CalibOptions.NoStepFit and Ridge.
+	NoStepFit bool    `yaml:"no_step_fit" json:"no_step_fit,omitempty"`
+	Ridge     float64 `yaml:"ridge" json:"ridge,omitempty"`
 }
 
 // Resolve makes the spec's relative paths relative to dir (the directory
@@ -110,7 +114,10 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 	}
 	p := run.Sets[0].Plan.Pools[0].Engine
 	o := CalibOptions{Host: p.Host, Holdout: s.Holdout, HoldoutSets: hsets, MaxEvals: s.MaxEvals, Terms: s.Terms,
-		HostParams: params(s.Host), MoEParams: params(s.MoE), StartName: p.Name()}
+		HostParams: params(s.Host), MoEParams: params(s.MoE), StartName: p.Name(), NoStepFit: s.NoStepFit, Ridge: s.Ridge}
+	if s.Ridge < 0 || math.IsNaN(s.Ridge) || math.IsInf(s.Ridge, 0) {
+		return nil, fmt.Errorf("calibrate: ridge %v: want a finite weight >= 0", s.Ridge)
+	}
 	start, ok := p.FPM.(fpm.Scalable)
 	if !ok {
 		form := "a prior"
@@ -161,7 +168,7 @@ func LoadCalibSets(dirs []string, o cluster.ManifestOptions) ([]CalibSet, []fpm.
 		for _, w := range pw {
 			warn = append(warn, dir+": "+w)
 		}
-		sets = append(sets, CalibSet{Name: dir, Trace: tr, Plan: p, FittedOn: manifest.FittedOn(d.Manifest)})
+		sets = append(sets, CalibSet{Name: dir, Dir: dir, Trace: tr, Plan: p, FittedOn: manifest.FittedOn(d.Manifest)})
 		ref := fpm.DatasetRef{ID: dir, Path: dir, Rows: int64(len(tr.Rec))}
 		if d.Manifest != nil {
 			ref.SHA256 = d.Manifest.Source.SHA256

@@ -11,6 +11,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -114,6 +115,9 @@ type Composition struct {
 	MeanBatchSize float64          `json:"mean_batch_size"`
 	MeanTokens    float64          `json:"mean_tokens_per_step"`
 	Preemptions   int64            `json:"preemptions"`
+	// ExtrapolatedOps counts the operations the FPM priced past its
+	// measured range, summed over the engines (sim.Stats).
+	ExtrapolatedOps int64 `json:"extrapolated_ops"`
 	// PrefixHitTokens are the prompt tokens a re-simulation found in the
 	// prefix cache (a recorded step table does not say).
 	PrefixHitTokens int64 `json:"prefix_hit_tokens,omitempty"`
@@ -212,8 +216,9 @@ func simulate(t *Trace, p *cluster.Plan, onStep func(*datasets.Step)) (map[strin
 	if err := c.Finish(end); err != nil {
 		return nil, nil, err
 	}
-	sink.comp.PrefixHitTokens = c.Stats().PrefixHitTokens
+	st := c.Stats()
 	sink.comp.finish()
+	sink.comp.ExtrapolatedOps, sink.comp.PrefixHitTokens = st.ExtrapolatedOps, st.PrefixHitTokens
 	return sink.reqs, &sink.comp, nil
 }
 
@@ -619,6 +624,9 @@ func RunRequests(d *datasets.Dataset, opts RequestOptions, out Output) (*Request
 	sum.Engine = engineSummary(e)
 	sum.Warnings = append(sum.Warnings, opts.Warnings...)
 	sum.RecordedSteps, sum.SimulatedSteps = t.Steps, comp
+	if n := sim.ExtrapolatedNote(comp.ExtrapolatedOps); n != "" {
+		sum.Warnings = append(sum.Warnings, n)
+	}
 	if err := writeJSONFile(filepath.Join(out.Dir, "summary.json"), sum); err != nil {
 		return nil, err
 	}

@@ -268,3 +268,24 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
+
+// onePerStep prices as its FPM and says every step left its measured
+// range in one operation.
+type onePerStep struct{ fpm.FPM }
+
+func (e onePerStep) PredictExtNs(f fpm.Features) (float64, int) { return e.PredictNs(f), 1 }
+
+// A step replay counts the lookups the model priced past its measured
+// range, and says so in a note; a model that does not say counts none.
+func TestReplayStepsExtrapolatedOps(t *testing.T) {
+	dir, p := simulated(t, "async")
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	sum, err := ReplaySteps(d, StepOptions{FPM: onePerStep{p.FPM}, Host: p.Host})
+	require.NoError(t, err)
+	assert.Equal(t, sum.Steps, sum.ExtrapolatedOps)
+	assert.Contains(t, sum.Notes, sim.ExtrapolatedNote(sum.Steps))
+	sum, err = ReplaySteps(d, StepOptions{FPM: p.FPM, Host: p.Host})
+	require.NoError(t, err)
+	assert.Zero(t, sum.ExtrapolatedOps)
+}

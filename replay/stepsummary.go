@@ -122,10 +122,13 @@ type StepSummary struct {
 	Top          []TopStep    `json:"top_steps"`
 	// Intervals is the coverage of the model's prediction intervals (nil
 	// when the model has none).
-	Intervals *StepIntervals                    `json:"intervals,omitempty"`
-	Notes     []string                          `json:"notes,omitempty"`
-	Series    *Series                           `json:"-"`
-	cdf       map[string]*hist.Hist[hist.Ratio] // kind → |rel err| of the primary field
+	Intervals *StepIntervals `json:"intervals,omitempty"`
+	// ExtrapolatedOps counts the operations the model priced past its
+	// measured range (fpm.Extrapolating).
+	ExtrapolatedOps int64                             `json:"extrapolated_ops"`
+	Notes           []string                          `json:"notes,omitempty"`
+	Series          *Series                           `json:"-"`
+	cdf             map[string]*hist.Hist[hist.Ratio] // kind → |rel err| of the primary field
 }
 
 // StepIntervals is the empirical coverage of the replayed model's

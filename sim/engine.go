@@ -199,6 +199,9 @@ type Stats struct {
 	// PrefixHitTokens those of them found in the prefix cache at their
 	// first admission.
 	PromptTokens, PrefixHitTokens int64
+	// ExtrapolatedOps counts the operations the FPM priced past its
+	// measured range (an executor that says: SimExecutor.ExtrapolatedOps).
+	ExtrapolatedOps int64
 }
 
 // PrefixHitRate is PrefixHitTokens / PromptTokens (0 before any
@@ -211,7 +214,13 @@ func (s Stats) PrefixHitRate() float64 {
 }
 
 // Stats reports counts so far.
-func (e *Engine) Stats() Stats { return e.stats }
+func (e *Engine) Stats() Stats {
+	s := e.stats
+	if x, ok := e.exec.(interface{ ExtrapolatedOps() int64 }); ok {
+		s.ExtrapolatedOps = x.ExtrapolatedOps()
+	}
+	return s
+}
 
 // Add queues an arrival. Arrivals must come in non-decreasing AtNs.
 func (e *Engine) Add(a Arrival) error {

@@ -43,7 +43,19 @@ type Result struct {
 	// Service is a cluster run's GPU time and service level, when its
 	// scenario states an slo or autoscales a pool.
 	Service *Service `json:"service,omitempty"`
-	Engine  Stats    `json:"-"`
+	// ExtrapolatedOps counts the operations the FPM priced past its
+	// measured range, summed over the engines (Stats.ExtrapolatedOps).
+	ExtrapolatedOps int64 `json:"extrapolated_ops"`
+	Engine          Stats `json:"-"`
+}
+
+// ExtrapolatedNote is the manifest note of a run whose FPM priced n
+// operations past its measured range ("" when none).
+func ExtrapolatedNote(n int64) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf("extrapolated_ops: %d operation lookups priced past the FPM's measured range (the ops prior's kernel tables): those step times rest on its speed-of-light scaling", n)
 }
 
 // Service is what a run held of its GPUs and how many requests met the
@@ -137,10 +149,13 @@ func WriteDataset(dir string, m datasets.Manifest, overwrite bool, fill func(*da
 		return nil, err
 	}
 	res, err := fill(w)
-	if err == nil && len(res.Overload) > 0 {
+	if err == nil && (len(res.Overload) > 0 || res.ExtrapolatedOps > 0) {
 		err = w.UpdateManifest(func(m *datasets.Manifest) {
 			for _, n := range res.Overload {
 				m.Notes = append(m.Notes, "overloaded: "+n)
+			}
+			if n := ExtrapolatedNote(res.ExtrapolatedOps); n != "" {
+				m.Notes = append(m.Notes, n)
 			}
 		})
 	}
@@ -213,7 +228,7 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 		return nil, err
 	}
 	st := eng.Stats()
-	return &Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}, nil
+	return &Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate(), ExtrapolatedOps: st.ExtrapolatedOps}, nil
 }
 
 // runEngine drives the engine through the workload (or the benchmark

@@ -239,6 +239,9 @@ func printReport(w io.Writer, r *sim.Result) {
 	for _, n := range r.Overload {
 		fmt.Fprintln(w, "warning: overloaded:", n)
 	}
+	if n := sim.ExtrapolatedNote(r.ExtrapolatedOps); n != "" {
+		fmt.Fprintln(w, "warning:", n)
+	}
 }
 
 // printService prints a cluster run's GPU-hours, its SLO attainment and

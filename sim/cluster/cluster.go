@@ -248,6 +248,7 @@ func (c *Cluster) Stats() sim.Stats {
 		s.MixedSteps += e.MixedSteps
 		s.Preemptions += e.Preemptions
 		s.Rejected += e.Rejected
+		s.ExtrapolatedOps += e.ExtrapolatedOps
 		if w.pool.Role != RolePrefill {
 			s.Finished += e.Finished
 		}

@@ -180,7 +180,7 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 		return nil, err
 	}
 	st := c.Stats()
-	res := &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate()}
+	res := &sim.Result{Report: metrics.Report(), Engine: st, PrefixCacheHitRate: st.PrefixHitRate(), ExtrapolatedOps: st.ExtrapolatedOps}
 	if slo != nil || p.Elastic() {
 		// The GPUs are held until the last engine's end, not the planner's
 		// last decision.

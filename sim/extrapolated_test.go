@@ -1,0 +1,57 @@
+package sim
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fpm"
+)
+
+// extrapolating prices as its FPM and says that every step with more
+// than four decode requests left its measured range in two operations.
+type extrapolating struct{ fpm.FPM }
+
+func (e extrapolating) PredictExtNs(f fpm.Features) (float64, int) {
+	if f.DecodeRequests > 4 {
+		return e.PredictNs(f), 2
+	}
+	return e.PredictNs(f), 0
+}
+
+// A run counts its FPM's extrapolated lookups on its own executor: the
+// result and the manifest's notes carry the count, which is twice the
+// steps of more than four decode requests, and a run whose FPM does not
+// say counts none.
+func TestExtrapolatedOpsCounted(t *testing.T) {
+	sc := poissonScenario(3)
+	sc.Workload.Requests = 60
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	plain := *p
+	p.FPM = extrapolating{p.FPM}
+	dir := filepath.Join(t.TempDir(), "ds")
+	res, err := Run(p, dir, RunOptions{})
+	require.NoError(t, err)
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+	require.NoError(t, err)
+	var want int64
+	for _, st := range steps {
+		if st.NumDecodeRequests > 4 {
+			want += 2
+		}
+	}
+	require.Positive(t, want, "the scenario has steps of more than four decode requests")
+	assert.Equal(t, want, res.ExtrapolatedOps)
+	assert.Contains(t, d.Manifest.Notes, ExtrapolatedNote(want))
+
+	res, err = Run(&plain, filepath.Join(t.TempDir(), "plain"), RunOptions{})
+	require.NoError(t, err)
+	assert.Zero(t, res.ExtrapolatedOps)
+	assert.Empty(t, ExtrapolatedNote(0))
+}
