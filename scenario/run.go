@@ -1,8 +1,6 @@
 package scenario
 
 import (
-	"errors"
-
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -53,10 +51,7 @@ func Simulate(p *Plan) (*sim.Result, error) {
 		return nil, err
 	}
 	defer cleanup()
-	if src == nil {
-		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
-	}
-	return cluster.Simulate(p.Plan, sim.Job{Source: src})
+	return cluster.Simulate(p.Plan, sim.Job{Source: src}) // a benchmark grid is refused there
 }
 
 // Bounds re-simulates the plan's workload at the lower and the upper edge
