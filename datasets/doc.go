@@ -84,8 +84,10 @@
 // and tries compression again every few pages. Pages carry a CRC-32. The
 // bounds of each page are taken from the values it gathered (dictionary
 // strings take the row group's dictionary bounds, which the format allows)
-// and written after the last row group (see pageindex.go).
-// Other row types go through parquet-go's generic writer.
+// and written after the last row group. The codec is internal/pq, the one
+// package of the module that imports unsafe: this package holds the data
+// contract and hands rows to it. Other row types go through parquet-go's
+// generic writer.
 //
 // # Reading
 //

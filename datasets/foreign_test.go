@@ -2,14 +2,11 @@ package datasets
 
 import (
 	"cmp"
-	"encoding/binary"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/parquet-go/parquet-go"
-	"github.com/parquet-go/parquet-go/format"
 	"github.com/stretchr/testify/require"
 )
 
@@ -226,50 +223,4 @@ func TestSimilarColumns(t *testing.T) {
 	} {
 		require.Equal(t, tc.want, SimilarColumns(tc.name, have), tc.name)
 	}
-}
-
-// The LZ4 decoders: raw blocks (LZ4_RAW), Hadoop's framing of blocks (the
-// deprecated LZ4 codec), and a bare block under the LZ4 codec; damage is
-// an error, never more output than the page header declares.
-func TestLZ4(t *testing.T) {
-	var src []byte
-	for i := range 5000 {
-		src = append(src, byte(i%7), byte(i%251), 'x', 'y', 'x', 'y')
-	}
-	block, err := parquet.LookupCompressionCodec(format.Lz4Raw).Encode(nil, src)
-	require.NoError(t, err)
-	require.Less(t, len(block), len(src)/3, "a compressible input")
-
-	got, err := lz4Block(nil, block, len(src))
-	require.NoError(t, err)
-	require.Equal(t, src, got)
-
-	var framed []byte
-	half := len(src) / 2
-	for _, part := range [][]byte{src[:half], src[half:]} {
-		b, err := parquet.LookupCompressionCodec(format.Lz4Raw).Encode(nil, part)
-		require.NoError(t, err)
-		framed = binary.BigEndian.AppendUint32(framed, uint32(len(part)))
-		framed = binary.BigEndian.AppendUint32(framed, uint32(len(b)))
-		framed = append(framed, b...)
-	}
-	var tmp []byte
-	got, err = hadoopLZ4(nil, framed, len(src), &tmp)
-	require.NoError(t, err)
-	require.Equal(t, src, got, "Hadoop framing")
-	got, err = hadoopLZ4(nil, block, len(src), &tmp)
-	require.NoError(t, err)
-	require.Equal(t, src, got, "a bare block under the LZ4 codec")
-
-	_, err = lz4Block(nil, block, len(src)-1)
-	require.Error(t, err, "more output than declared")
-	damaged := append([]byte(nil), block...)
-	for i := 20; i < 40; i++ {
-		damaged[i] = 0xff
-	}
-	if out, err := lz4Block(nil, damaged, len(src)); err == nil {
-		require.Len(t, out, len(src))
-	}
-	_, err = lz4Block(nil, []byte{0x0f, 1, 0}, 100)
-	require.ErrorContains(t, err, "corrupt LZ4 block", "a match before any output")
 }

@@ -201,7 +201,10 @@ func TestNextKeepsLentRows(t *testing.T) {
 			require.NoError(t, tw.Write(a))
 			b := tw.Next(2)
 			assert.Equal(t, unsafe.Add(unsafe.Pointer(&a[0]), 3*unsafe.Sizeof(a[0])), unsafe.Pointer(&b[0]), "kept in place")
-			require.NoError(t, tw.Write(want[3:5])) // not the lent rows: copied
+			r := want[3]
+			require.NoError(t, tw.WriteRow(&r))     // not a lent row: copied
+			r = StepRequest{}                       // the caller's to reuse at once
+			require.NoError(t, tw.Write(want[4:5])) // not the lent rows: copied
 			c := tw.Next(5)
 			copy(c, want[5:])
 			require.NoError(t, tw.WriteRow(&c[0]))

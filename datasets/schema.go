@@ -1,14 +1,9 @@
 package datasets
 
 import (
-	"errors"
-	"fmt"
 	"reflect"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"unsafe"
+
+	"github.com/steplab/steplab/datasets/internal/pq"
 )
 
 // SchemaVersion is the version of the data contract this build writes.
@@ -249,9 +244,9 @@ func DefaultedColumns(table string) []ColumnDefault {
 		return nil
 	}
 	var out []ColumnDefault
-	for _, f := range c.fields {
-		if f.hasDefault {
-			out = append(out, ColumnDefault{Column: f.name, Default: f.defText})
+	for _, col := range c.Columns() {
+		if col.HasDefault {
+			out = append(out, ColumnDefault{Column: col.Name, Default: col.Default})
 		}
 	}
 	return out
@@ -259,64 +254,31 @@ func DefaultedColumns(table string) []ColumnDefault {
 
 // schemaCodec is the codec of a table's row type, or nil for a table the
 // schema does not know.
-func schemaCodec(table string) *rowCodec {
-	var c *rowCodec
+func schemaCodec(table string) *pq.Codec {
+	var c *pq.Codec
 	switch table {
 	case TableSteps:
-		c, _ = codecFor(reflect.TypeFor[Step]())
+		c, _ = pq.CodecFor(reflect.TypeFor[Step]())
 	case TableStepRequests:
-		c, _ = codecFor(reflect.TypeFor[StepRequest]())
+		c, _ = pq.CodecFor(reflect.TypeFor[StepRequest]())
 	case TableRequests:
-		c, _ = codecFor(reflect.TypeFor[Request]())
+		c, _ = pq.CodecFor(reflect.TypeFor[Request]())
 	case TableGPUSamples:
-		c, _ = codecFor(reflect.TypeFor[GPUSample]())
+		c, _ = pq.CodecFor(reflect.TypeFor[GPUSample]())
 	case TableEngineSamples:
-		c, _ = codecFor(reflect.TypeFor[EngineSample]())
+		c, _ = pq.CodecFor(reflect.TypeFor[EngineSample]())
 	}
 	return c
-}
-
-var tableDefaultsCache sync.Map // tableCodecKey -> *rowCodec
-
-type tableCodecKey struct {
-	c     *rowCodec
-	table string
 }
 
 // withTableDefaults returns c with the default the schema declares for
 // table given to each field of c that declares none (a projection type),
 // when the default converts to the field's kind.
-func withTableDefaults(c *rowCodec, table string) *rowCodec {
-	key := tableCodecKey{c, table}
-	if v, ok := tableDefaultsCache.Load(key); ok {
-		return v.(*rowCodec)
-	}
-	out := c
+func withTableDefaults(c *pq.Codec, table string) *pq.Codec {
 	if sc := schemaCodec(table); sc != nil {
-		for i := range c.fields {
-			f := &c.fields[i]
-			if f.hasDefault {
-				continue
-			}
-			for _, sf := range sc.fields {
-				if sf.name != f.name || !sf.hasDefault {
-					continue
-				}
-				nf := *f
-				if nf.setDefault(sf.defText) != nil {
-					break
-				}
-				if out == c {
-					cp := *c
-					cp.fields = slices.Clone(c.fields)
-					out = &cp
-				}
-				out.fields[i] = nf
-			}
-		}
+		return c.WithDefaults(sc)
 	}
-	tableDefaultsCache.Store(key, out)
-	return out
+	return c
 }
 
 // TableColumns lists the columns of a table of the schema, in order.
@@ -325,264 +287,18 @@ func TableColumns(table string) []string {
 	if c == nil {
 		return nil
 	}
-	out := make([]string, len(c.fields))
-	for i, f := range c.fields {
-		out[i] = f.name
+	var out []string
+	for _, col := range c.Columns() {
+		out = append(out, col.Name)
 	}
 	return out
-}
-
-// fieldKind is the Go type of a field the columnar codec handles.
-type fieldKind uint8
-
-const (
-	kindInt32 fieldKind = iota + 1
-	kindInt64
-	kindFloat64
-	kindBool
-	kindString
-	kindInt64List
-)
-
-func (k fieldKind) String() string {
-	switch k {
-	case kindInt32:
-		return "int32"
-	case kindInt64:
-		return "int64"
-	case kindFloat64:
-		return "float64"
-	case kindBool:
-		return "bool"
-	case kindString:
-		return "string"
-	case kindInt64List:
-		return "list<int64>"
-	}
-	return "?"
-}
-
-// codecField is one struct field mapped to one top-level column.
-type codecField struct {
-	name   string
-	kind   fieldKind
-	offset uintptr
-
-	delta, dict, split bool // encodings asked by the parquet tag
-	timestamp          bool // an instant: TIMESTAMP columns read into it (the timestamp tag)
-
-	hasDefault bool
-	defText    string
-	defInt     int64
-	defFloat   float64
-	defBool    bool
-	defString  string
-}
-
-// rowCodec describes a flat struct (int32, int64, float64, bool, string and
-// []int64 list fields) that the columnar fast paths read and write through
-// field offsets, with no per-value reflection. Other structs go through
-// parquet-go's generic reader and writer.
-type rowCodec struct {
-	typ     reflect.Type
-	size    uintptr
-	fields  []codecField
-	hasList bool
-}
-
-var codecCache sync.Map // reflect.Type -> codecResult
-
-type codecResult struct {
-	c   *rowCodec
-	err error
-}
-
-// codecFor returns the columnar codec of t, or an error saying why t needs
-// the generic path.
-func codecFor(t reflect.Type) (*rowCodec, error) {
-	if v, ok := codecCache.Load(t); ok {
-		r := v.(codecResult)
-		return r.c, r.err
-	}
-	c, err := buildCodec(t)
-	codecCache.Store(t, codecResult{c, err})
-	return c, err
-}
-
-func buildCodec(t reflect.Type) (*rowCodec, error) {
-	if t.Kind() != reflect.Struct {
-		return nil, fmt.Errorf("%s is not a struct", t)
-	}
-	c := &rowCodec{typ: t, size: t.Size()}
-	if err := c.addFields(t, 0, map[string]bool{}); err != nil {
-		return nil, err
-	}
-	if len(c.fields) == 0 {
-		return nil, fmt.Errorf("%s has no columns", t)
-	}
-	return c, nil
-}
-
-// addFields adds the fields of struct t, found at offset base of the row;
-// an embedded struct without a parquet tag contributes its own fields, as
-// in parquet-go.
-func (c *rowCodec) addFields(t reflect.Type, base uintptr, seen map[string]bool) error {
-	for i := 0; i < t.NumField(); i++ {
-		sf := t.Field(i)
-		tag, hasTag := sf.Tag.Lookup("parquet")
-		if sf.Anonymous && !hasTag && sf.Type.Kind() == reflect.Struct {
-			if err := c.addFields(sf.Type, base+sf.Offset, seen); err != nil {
-				return err
-			}
-			continue
-		}
-		if !sf.IsExported() {
-			continue
-		}
-		parts := strings.Split(tag, ",")
-		name := parts[0]
-		if name == "-" {
-			continue
-		}
-		if !hasTag || name == "" {
-			name = sf.Name
-		}
-		f := codecField{name: name, offset: base + sf.Offset}
-		if err := f.parseTags(sf, parts[1:]); err != nil {
-			return err
-		}
-		if f.kind == kindInt64List {
-			c.hasList = true
-		}
-		if seen[name] {
-			return fmt.Errorf("column %s twice", name)
-		}
-		seen[name] = true
-		c.fields = append(c.fields, f)
-	}
-	return nil
-}
-
-// parseTags sets the kind, encodings, default and timestamp flag of f from
-// the struct field and its parquet tag options.
-func (f *codecField) parseTags(sf reflect.StructField, opts []string) error {
-	list := false
-	for _, opt := range opts {
-		switch opt {
-		case "delta":
-			f.delta = true
-		case "dict":
-			f.dict = true
-		case "split":
-			f.split = true
-		case "plain", "zstd", "":
-		case "list":
-			list = true
-		default:
-			return fmt.Errorf("field %s: tag option %q", sf.Name, opt)
-		}
-	}
-	switch sf.Type {
-	case reflect.TypeFor[int32]():
-		f.kind = kindInt32
-	case reflect.TypeFor[int64]():
-		f.kind = kindInt64
-	case reflect.TypeFor[float64]():
-		f.kind = kindFloat64
-	case reflect.TypeFor[bool]():
-		f.kind = kindBool
-	case reflect.TypeFor[string]():
-		f.kind = kindString
-	case reflect.TypeFor[[]int64]():
-		if !list {
-			return fmt.Errorf("field %s: []int64 without the list tag", sf.Name)
-		}
-		f.kind = kindInt64List
-	default:
-		return fmt.Errorf("field %s: type %s", sf.Name, sf.Type)
-	}
-	if list && f.kind != kindInt64List {
-		return fmt.Errorf("field %s: list tag on %s", sf.Name, sf.Type)
-	}
-	if (f.delta && f.kind != kindInt32 && f.kind != kindInt64) || (f.split && f.kind != kindFloat64) || (f.dict && f.kind != kindString) {
-		return fmt.Errorf("field %s: encoding not supported by the columnar path", sf.Name)
-	}
-	if ts, ok := sf.Tag.Lookup("timestamp"); ok {
-		if ts != "ns" || f.kind != kindInt64 {
-			return fmt.Errorf("field %s: the timestamp tag is \"ns\" on an int64 field", sf.Name)
-		}
-		f.timestamp = true
-	}
-	if d, ok := sf.Tag.Lookup("default"); ok {
-		if err := f.setDefault(d); err != nil {
-			return fmt.Errorf("field %s: %w", sf.Name, err)
-		}
-	}
-	return nil
-}
-
-func (f *codecField) setDefault(d string) error {
-	f.hasDefault, f.defText = true, d
-	var err error
-	switch f.kind {
-	case kindInt32:
-		f.defInt, err = strconv.ParseInt(d, 10, 32)
-	case kindInt64:
-		f.defInt, err = strconv.ParseInt(d, 10, 64)
-	case kindFloat64:
-		f.defFloat, err = strconv.ParseFloat(d, 64)
-	case kindBool:
-		f.defBool, err = strconv.ParseBool(d)
-	case kindString:
-		f.defString = d
-	case kindInt64List:
-		if d != "" {
-			err = errors.New("a list default must be empty")
-		}
-	}
-	if err != nil {
-		return fmt.Errorf("bad default %q: %w", d, err)
-	}
-	return nil
-}
-
-// fillDefault sets field f of n rows starting at base to its default (or
-// zero value).
-func (f *codecField) fillDefault(base unsafe.Pointer, stride uintptr, n int) {
-	p := unsafe.Add(base, f.offset)
-	switch f.kind {
-	case kindInt32:
-		for i := 0; i < n; i++ {
-			*(*int32)(unsafe.Add(p, uintptr(i)*stride)) = int32(f.defInt)
-		}
-	case kindInt64:
-		for i := 0; i < n; i++ {
-			*(*int64)(unsafe.Add(p, uintptr(i)*stride)) = f.defInt
-		}
-	case kindFloat64:
-		for i := 0; i < n; i++ {
-			*(*float64)(unsafe.Add(p, uintptr(i)*stride)) = f.defFloat
-		}
-	case kindBool:
-		for i := 0; i < n; i++ {
-			*(*bool)(unsafe.Add(p, uintptr(i)*stride)) = f.defBool
-		}
-	case kindString:
-		for i := 0; i < n; i++ {
-			*(*string)(unsafe.Add(p, uintptr(i)*stride)) = f.defString
-		}
-	case kindInt64List:
-		for i := 0; i < n; i++ {
-			*(*[]int64)(unsafe.Add(p, uintptr(i)*stride)) = nil
-		}
-	}
 }
 
 // EarliestInstant is the smallest known instant (a field with the
 // timestamp tag, not Unknown) of rows; ok is false when there is none.
 // Rows of a type the columnar codec does not handle have none.
 func EarliestInstant[T any](rows []T) (earliest int64, ok bool) {
-	forInstants(rows, func(p *int64) {
+	pq.Instants(rows, func(p *int64) {
 		if !ok || *p < earliest {
 			earliest, ok = *p, true
 		}
@@ -593,24 +309,5 @@ func EarliestInstant[T any](rows []T) (earliest int64, ok bool) {
 // ShiftInstants subtracts by from every known instant of rows, moving
 // their clock's origin (Unknown stays Unknown).
 func ShiftInstants[T any](rows []T, by int64) {
-	forInstants(rows, func(p *int64) { *p -= by })
-}
-
-// forInstants calls f on every known instant of rows.
-func forInstants[T any](rows []T, f func(*int64)) {
-	c, err := codecFor(reflect.TypeFor[T]())
-	if err != nil || len(rows) == 0 {
-		return
-	}
-	base := unsafe.Pointer(unsafe.SliceData(rows))
-	for i := range c.fields {
-		if !c.fields[i].timestamp {
-			continue
-		}
-		for r := range rows {
-			if p := (*int64)(unsafe.Add(base, uintptr(r)*c.size+c.fields[i].offset)); *p >= 0 {
-				f(p)
-			}
-		}
-	}
+	pq.Instants(rows, func(p *int64) { *p -= by })
 }

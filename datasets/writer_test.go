@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -18,6 +19,8 @@ import (
 	"github.com/parquet-go/parquet-go/format"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/datasets/internal/pq"
 )
 
 func TestCreateRefuses(t *testing.T) {
@@ -266,25 +269,6 @@ func TestCheckReportsDamage(t *testing.T) {
 	assert.Contains(t, string(j), `"state":"missing"`)
 }
 
-// Raw zstd frames (stored pages of incompressible columns) decode with a
-// standard zstd decoder, at every frame-content-size width and across the
-// 128 KiB block limit.
-func TestZstdRawFrames(t *testing.T) {
-	for _, n := range []int{0, 1, 255, 256, 300, 65791, 65792, 65793, 128 << 10, 300_000} {
-		src := make([]byte, n)
-		for i := range src {
-			src[i] = byte(i*7 + i/300)
-		}
-		frame := appendZstdRaw(nil, src)
-		fcs, ok := zstdContentSize(frame)
-		require.True(t, ok, "size %d", n)
-		require.Equal(t, uint64(n), fcs)
-		got, err := zstdCodec.Decode(nil, frame)
-		require.NoError(t, err, "size %d", n)
-		require.Equal(t, src, got, "size %d", n)
-	}
-}
-
 // Writing streams: the live heap after many parts is no larger than after
 // the first, whatever the table's length.
 func TestWriterMemoryBounded(t *testing.T) {
@@ -331,7 +315,7 @@ func TestColumnStatistics(t *testing.T) {
 		rows[i].StepID = int64(i)
 		// Only the first row group's second page is valid: pages of one
 		// flag have bounds other than false..true.
-		rows[i].Valid = i >= pageRows && i < 40000
+		rows[i].Valid = i >= pq.PageRows && i < 40000
 	}
 	dir := filepath.Join(t.TempDir(), "ds")
 	writeTable(t, dir, TableSteps, rows, TableOptions{RowGroupRows: 40000}, false)
@@ -347,33 +331,42 @@ func TestColumnStatistics(t *testing.T) {
 
 	type col struct {
 		name string
-		kind fieldKind
-		val  func(s *Step) []byte // plain encoding
+		cmp  func(a, b []byte) int // orders plain values as the column's type
+		val  func(s *Step) []byte  // plain encoding
 	}
 	i64 := func(v int64) []byte { return binary.LittleEndian.AppendUint64(nil, uint64(v)) }
+	cmpI64 := func(a, b []byte) int {
+		return cmp.Compare(int64(binary.LittleEndian.Uint64(a)), int64(binary.LittleEndian.Uint64(b)))
+	}
+	cmpI32 := func(a, b []byte) int {
+		return cmp.Compare(int32(binary.LittleEndian.Uint32(a)), int32(binary.LittleEndian.Uint32(b)))
+	}
+	cmpF64 := func(a, b []byte) int {
+		return cmp.Compare(math.Float64frombits(binary.LittleEndian.Uint64(a)), math.Float64frombits(binary.LittleEndian.Uint64(b)))
+	}
 	cols := []col{
-		{"step_id", kindInt64, func(s *Step) []byte { return i64(s.StepID) }},
-		{"wall_time_ns", kindInt64, func(s *Step) []byte { return i64(s.WallTimeNs) }},
-		{"t_output", kindInt64, func(s *Step) []byte { return i64(s.TOutput) }},
-		{"num_decode_requests", kindInt32, func(s *Step) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(s.NumDecodeRequests)) }},
-		{"var_decode_kv_tokens", kindFloat64, func(s *Step) []byte {
+		{"step_id", cmpI64, func(s *Step) []byte { return i64(s.StepID) }},
+		{"wall_time_ns", cmpI64, func(s *Step) []byte { return i64(s.WallTimeNs) }},
+		{"t_output", cmpI64, func(s *Step) []byte { return i64(s.TOutput) }},
+		{"num_decode_requests", cmpI32, func(s *Step) []byte { return binary.LittleEndian.AppendUint32(nil, uint32(s.NumDecodeRequests)) }},
+		{"var_decode_kv_tokens", cmpF64, func(s *Step) []byte {
 			return binary.LittleEndian.AppendUint64(nil, math.Float64bits(s.VarDecodeKVTokens))
 		}},
-		{"valid", kindBool, func(s *Step) []byte {
+		{"valid", bytes.Compare, func(s *Step) []byte {
 			if s.Valid {
 				return []byte{1}
 			}
 			return []byte{0}
 		}},
-		{"kind", kindString, func(s *Step) []byte { return []byte(s.Kind) }},
+		{"kind", bytes.Compare, func(s *Step) []byte { return []byte(s.Kind) }},
 	}
 	bounds := func(c col, rs []Step) (lo, hi []byte) {
 		for i := range rs {
 			v := c.val(&rs[i])
-			if lo == nil || compareBounds(c.kind, v, lo) < 0 {
+			if lo == nil || c.cmp(v, lo) < 0 {
 				lo = v
 			}
-			if hi == nil || compareBounds(c.kind, v, hi) > 0 {
+			if hi == nil || c.cmp(v, hi) > 0 {
 				hi = v
 			}
 		}
@@ -397,24 +390,24 @@ func TestColumnStatistics(t *testing.T) {
 			var ix format.ColumnIndex
 			require.NoError(t, thrift.Unmarshal(new(thrift.CompactProtocol), b[cc.ColumnIndexOffset:cc.ColumnIndexOffset+int64(cc.ColumnIndexLength)], &ix))
 			require.Len(t, ix.MinValues, len(oi.PageLocations))
-			require.Equal(t, (len(rgRows)+pageRows-1)/pageRows, len(oi.PageLocations), "pages of %d rows", pageRows)
+			require.Equal(t, (len(rgRows)+pq.PageRows-1)/pq.PageRows, len(oi.PageLocations), "pages of %d rows", pq.PageRows)
 			if c.name == "step_id" {
 				require.Equal(t, format.Ascending, ix.BoundaryOrder)
 			}
 			for p, loc := range oi.PageLocations {
-				require.Equal(t, int64(p*pageRows), loc.FirstRowIndex)
+				require.Equal(t, int64(p*pq.PageRows), loc.FirstRowIndex)
 				var h format.PageHeader
 				rd := bytes.NewReader(b[loc.Offset : loc.Offset+int64(loc.CompressedPageSize)])
 				require.NoError(t, thrift.NewDecoder(new(thrift.CompactProtocol).NewReader(rd)).Decode(&h))
 				require.Equal(t, format.DataPage, h.Type, "the offset index points at a data page header")
 				require.Equal(t, int(h.CompressedPageSize), rd.Len(), "header and body fill the location")
-				pageRowsOf := rgRows[p*pageRows : min((p+1)*pageRows, len(rgRows))]
+				pageRowsOf := rgRows[p*pq.PageRows : min((p+1)*pq.PageRows, len(rgRows))]
 				require.Equal(t, int32(len(pageRowsOf)), h.DataPageHeader.V.NumValues)
 				plo, phi := bounds(c, pageRowsOf)
-				if c.kind == kindString {
+				if c.name == "kind" {
 					// dictionary pages take the dictionary's bounds so far
-					require.LessOrEqual(t, compareBounds(c.kind, ix.MinValues[p], plo), 0)
-					require.GreaterOrEqual(t, compareBounds(c.kind, ix.MaxValues[p], phi), 0)
+					require.LessOrEqual(t, c.cmp(ix.MinValues[p], plo), 0)
+					require.GreaterOrEqual(t, c.cmp(ix.MaxValues[p], phi), 0)
 				} else {
 					require.Equal(t, plo, ix.MinValues[p], "page %d %s", p, c.name)
 					require.Equal(t, phi, ix.MaxValues[p], "page %d %s", p, c.name)

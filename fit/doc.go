@@ -93,9 +93,10 @@
 // into regimes along a coordinate where held-out error on the kind's rows
 // says so (KindSpec.Regimes, RegimeZ: the decode kind by batch size); mixed
 // steps composed from prefill and decode unless measured mixed steps are
-// priced better by a form of their own. A mixture of experts' decode form
-// adds the experts its tokens reach (fpm.TermExpertsReached, written with
-// the manifests' routing: Data.Experts), which a dense model's leaves out:
+// priced better by a form of their own. ExpertsKindSpecs add to the decode
+// form the experts a mixture of experts' tokens reach
+// (fpm.TermExpertsReached, written with the manifests' routing:
+// Data.Experts), which a dense model's leaves out:
 //
 //	res, _ := fit.FitRecipe(data, fit.RecipeOptions{Bootstrap: 200, Seed: 1})
 //	p := res.Model.Price(features, 0.9) // p.Ns, p.Lo, p.Hi, p.Kind, p.Region

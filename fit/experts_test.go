@@ -47,7 +47,7 @@ func moeGrid(seed uint64) []datasets.Step {
 func TestFitRecipeExpertsReached(t *testing.T) {
 	d := decodeData(t, moeGrid(1))
 	d.Experts, d.ExpertsNotes = fpm.ExpertsReached(moeRouting), []string{"uniform routing assumed"}
-	res, err := FitRecipe(d, RecipeOptions{Seed: 1})
+	res, err := FitRecipe(d, RecipeOptions{Seed: 1, Kinds: ExpertsKindSpecs()})
 	require.NoError(t, err)
 	require.Equal(t, []string{"uniform routing assumed"}, res.Warnings)
 	k := res.Model.Kind(datasets.KindDecode)
@@ -65,14 +65,10 @@ func TestFitRecipeExpertsReached(t *testing.T) {
 
 	dense := *d
 	dense.Experts, dense.ExpertsNotes = "", nil
-	got, err := FitRecipe(&dense, RecipeOptions{Seed: 1})
+	got, err := FitRecipe(&dense, RecipeOptions{Seed: 1, Kinds: ExpertsKindSpecs()})
 	require.NoError(t, err)
 	require.Empty(t, got.Warnings)
-	kinds := slices.Clone(DefaultKindSpecs)
-	for i := range kinds {
-		kinds[i].Terms = slices.DeleteFunc(slices.Clone(kinds[i].Terms), func(s string) bool { return s == fpm.TermExpertsReached })
-	}
-	want, err := FitRecipe(&dense, RecipeOptions{Seed: 1, Kinds: kinds})
+	want, err := FitRecipe(&dense, RecipeOptions{Seed: 1})
 	require.NoError(t, err)
 	gj, err := json.Marshal(got.Model)
 	require.NoError(t, err)

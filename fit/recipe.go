@@ -80,13 +80,28 @@ var RaggedDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDec
 // by its longest request where the batch's programs fit in one wave. The
 // ragged terms after it refine that where ragged points were measured; on
 // a uniform grid they are combinations of it and are dropped.
-//
-// For a mixture of experts the experts its tokens reach
-// (fpm.TermExpertsReached, written with the manifests' routing; left out
-// for a dense model) price the expert GEMMs, which read each reached
-// expert's weights once: concave in the batch (memory-bound in experts
-// reached), where padded_batch is the GEMM work in tokens.
-var AttnDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermExpertsReached, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
+var AttnDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
+
+// ExpertsDecodeTerms are AttnDecodeTerms with the experts a mixture of
+// experts' tokens reach (fpm.TermExpertsReached, written with the
+// manifests' routing; left out for a dense model), which price the expert
+// GEMMs' weight reads: concave in the batch, where padded_batch is linear.
+// Not the default: on the H200 captures it prices one generation's MoE
+// traffic better and the next one's worse (docs/fitting.md#mixtures-of-experts);
+// a recipe takes it through RecipeOptions.Kinds (ExpertsKindSpecs).
+var ExpertsDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermExpertsReached, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
+
+// ExpertsKindSpecs are DefaultKindSpecs with the decode kind's terms
+// ExpertsDecodeTerms.
+func ExpertsKindSpecs() []KindSpec {
+	kinds := slices.Clone(DefaultKindSpecs)
+	for i := range kinds {
+		if kinds[i].Kind == datasets.KindDecode {
+			kinds[i].Terms = ExpertsDecodeTerms
+		}
+	}
+	return kinds
+}
 
 // RecipeOptions configures FitRecipe. Zero values take the defaults.
 type RecipeOptions struct {

@@ -235,3 +235,14 @@ func (r *Recipe) HasUncertainty() bool {
 	}
 	return false
 }
+
+// Extrapolating is an FPM that knows when it prices a step past what it
+// measured (the ops prior past its kernel tables' grid): simulators count
+// such lookups per engine (sim.Stats.ExtrapolatedOps) so a run says how
+// much of it rests on extrapolation.
+type Extrapolating interface {
+	FPM
+	// PredictExtNs is PredictNs and the number of the step's operations
+	// priced past the measured range.
+	PredictExtNs(f Features) (ns float64, extrapolated int)
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/bits"
 
 	"github.com/steplab/steplab/catalog"
 )
@@ -287,6 +288,14 @@ func (o *Ops) PredictNs(f Features) float64 {
 	var b OpsBreakdown
 	o.price(&f, &b)
 	return b.TotalNs
+}
+
+// PredictExtNs implements Extrapolating: the step's device time and how
+// many of its operations were priced past the measured grid.
+func (o *Ops) PredictExtNs(f Features) (float64, int) {
+	var b OpsBreakdown
+	ext := o.price(&f, &b)
+	return b.TotalNs, bits.OnesCount(uint(ext))
 }
 
 // Breakdown prices a step by operation.

@@ -178,8 +178,40 @@ func TestOpsExtrapolated(t *testing.T) {
 	require.Equal(t, []string{OpTableGenerationAttention}, b.Extrapolated)
 	inside := o.Breakdown(Features{DecodeRequests: 4, PaddedBatch: 4, DecodeKVTokens: 4 * 1000}).GenerationAttnNs
 	require.Greater(t, b.GenerationAttnNs, inside, "longer contexts cost more past the grid too")
-	b = o.Breakdown(Features{DecodeRequests: 512, PaddedBatch: 512, DecodeKVTokens: 512 * 100})
+	f := Features{DecodeRequests: 512, PaddedBatch: 512, DecodeKVTokens: 512 * 100}
+	b = o.Breakdown(f)
 	require.ElementsMatch(t, []string{OpTableGEMM, "lm_head", OpTableGenerationAttention}, b.Extrapolated)
+	// PredictExtNs counts what Breakdown names, at PredictNs's price.
+	ns, n := o.PredictExtNs(f)
+	require.Equal(t, 3, n)
+	require.Equal(t, o.PredictNs(f), ns)
+	_, n = o.PredictExtNs(Features{DecodeRequests: 4, PaddedBatch: 4, DecodeKVTokens: 4 * 1000})
+	require.Zero(t, n)
+}
+
+// TermTimes prices each part on its own: the ops prior's GEMMs (LM head
+// included), context and generation attention, as Breakdown prices them;
+// AddStepCosts adds the engine's per-step times.
+func TestOpsTermTimes(t *testing.T) {
+	o := tinyOps(t, tiny)
+	f := Features{PrefillTokens: 64, PrefillKVTokens: 64, PrefillRequests: 1, PrefillAttn: 64 * 96, DecodeRequests: 4, PaddedBatch: 8, DecodeKVTokens: 400}
+	tt, err := NewTermTimes(o, []int{0, 1, 2})
+	require.NoError(t, err)
+	parts := make([]float64, 3)
+	total := tt.Of(f, parts)
+	b := o.Breakdown(f)
+	require.Equal(t, b.TotalNs, total)
+	require.InDelta(t, b.GEMMNs+b.LMHeadNs, parts[0], 1e-6*b.GEMMNs)
+	require.InDelta(t, b.ContextAttnNs, parts[1], 1e-6*b.ContextAttnNs)
+	require.InDelta(t, b.GenerationAttnNs, parts[2], 1e-6*b.GenerationAttnNs)
+	_, err = NewTermTimes(o, []int{3})
+	require.Error(t, err)
+
+	c, err := o.AddStepCosts(1e6, 2e6)
+	require.NoError(t, err)
+	require.InDelta(t, o.PredictNs(f)+2e6, c.PredictNs(f), 1e-6, "a step with prefill work takes the eager step's cost")
+	d := Features{DecodeRequests: 4, PaddedBatch: 4, DecodeKVTokens: 400}
+	require.InDelta(t, o.PredictNs(d)+1e6, c.PredictNs(d), 1e-6, "a decode-only step the graph step's")
 }
 
 // TP=2 halves the heads and the MLP per GPU and adds two all-reduces of

@@ -135,3 +135,65 @@ func rooflineOf(a *Artifact) (FPM, error) {
 	r.Residuals = a.Residuals
 	return r, nil
 }
+
+// StepCoster is a Scalable with per-step costs its terms do not carry:
+// the ops prior's engine step times (OpsEngine.GraphStepNs, EagerStepNs),
+// which a multiplier cannot move from zero. A fit on recorded steps sets
+// them beside the multipliers.
+type StepCoster interface {
+	Scalable
+	// AddStepCosts is the model with decodeNs added to every decode-only
+	// step and prefillNs to every step with prefill work.
+	AddStepCosts(decodeNs, prefillNs float64) (Scalable, error)
+}
+
+// AddStepCosts implements StepCoster: the engine's graph and eager step
+// times grown by decodeNs and prefillNs.
+func (o *Ops) AddStepCosts(decodeNs, prefillNs float64) (Scalable, error) {
+	e := o.engine
+	e.GraphStepNs += decodeNs
+	e.EagerStepNs += prefillNs
+	return o.WithEngine(e)
+}
+
+// TermTimes prices each of a Scalable's terms in a step on its own: the
+// time that doubling the term's multiplier adds, which is the term's time
+// wherever the model is linear in its multipliers (a linear model, the
+// roofline; the ops prior but for an eager step's host wait).
+type TermTimes struct {
+	base    Scalable
+	doubled []Scalable
+}
+
+// NewTermTimes prices the terms of m at the indices terms (ScaleTerms'
+// order).
+func NewTermTimes(m Scalable, terms []int) (*TermTimes, error) {
+	t := &TermTimes{base: m}
+	n := len(m.ScaleTerms())
+	for _, i := range terms {
+		if i < 0 || i >= n {
+			return nil, fmt.Errorf("model: term index %d of %d terms", i, n)
+		}
+		mult := make([]float64, n)
+		for k := range mult {
+			mult[k] = 1
+		}
+		mult[i] = 2
+		d, err := m.Scaled(mult)
+		if err != nil {
+			return nil, err
+		}
+		t.doubled = append(t.doubled, d)
+	}
+	return t, nil
+}
+
+// Of fills out (one per term) with each term's time in the step f, in
+// ns, and returns the model's prediction.
+func (t *TermTimes) Of(f Features, out []float64) float64 {
+	total := t.base.PredictNs(f)
+	for i, d := range t.doubled {
+		out[i] = d.PredictNs(f) - total
+	}
+	return total
+}

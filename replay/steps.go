@@ -205,6 +205,9 @@ type StepReplayer struct {
 	pipes  []pipeState
 	last   int
 	approx int64 // steps priced without every feature column
+	// extrapolated counts the operations priced past the model's measured
+	// range (fpm.Extrapolating).
+	extrapolated int64
 }
 
 // pipeState is a worker's recorded pipeline: the simulated executor's
@@ -254,6 +257,10 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 	if im, ok := r.FPM.(fpm.IntervalFPM); ok && r.Level > 0 {
 		mid, l, h := im.PredictIntervalNs(f, r.Level)
 		dev, lo, hi = int64(mid+0.5), int64(l+0.5), int64(h+0.5)
+	} else if e, ok := r.FPM.(fpm.Extrapolating); ok {
+		ns, n := e.PredictExtNs(f)
+		dev = int64(ns + 0.5)
+		r.extrapolated += int64(n)
 	} else {
 		dev = int64(r.FPM.PredictNs(f) + 0.5)
 	}
@@ -408,6 +415,10 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 	}
 	if unknown != nil {
 		sum.Notes = append(sum.Notes, fmt.Sprintf("features not recorded: %v (unused by the model)", unknown))
+	}
+	sum.ExtrapolatedOps = r.extrapolated
+	if n := sim.ExtrapolatedNote(r.extrapolated); n != "" {
+		sum.Notes = append(sum.Notes, n)
 	}
 	return sum, nil
 }

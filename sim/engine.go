@@ -113,8 +113,9 @@ type Engine struct {
 	scheduled int64 // steps handed to the executor
 
 	lastUpdateEnd int64
-	idle          bool // nothing ran since the last step's update: the next step follows idle
-	waiting       bool // blocked on the oldest in-flight step
+	lastStepID    int64 // the last step recorded (checkStep)
+	idle          bool  // nothing ran since the last step's update: the next step follows idle
+	waiting       bool  // blocked on the oldest in-flight step
 	stats         Stats
 
 	rowBuf []datasets.StepRequest
@@ -186,7 +187,7 @@ func NewEngine(cfg EngineConfig, exec Executor, clock Clock, host HostCosts, sin
 	}
 	composed, _ := exec.(composedSubmitter)
 	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, lender: lenderOf(sink), depth: depth,
-		reqs: map[string]*reqState{}, lastUpdateEnd: -1, idle: true}, nil
+		reqs: map[string]*reqState{}, lastUpdateEnd: -1, lastStepID: -1, idle: true}, nil
 }
 
 // Stats counts what the engine did.
@@ -198,6 +199,9 @@ type Stats struct {
 	// PrefixHitTokens those of them found in the prefix cache at their
 	// first admission.
 	PromptTokens, PrefixHitTokens int64
+	// ExtrapolatedOps counts the operations the FPM priced past its
+	// measured range (an executor that says: SimExecutor.ExtrapolatedOps).
+	ExtrapolatedOps int64
 }
 
 // PrefixHitRate is PrefixHitTokens / PromptTokens (0 before any
@@ -210,7 +214,13 @@ func (s Stats) PrefixHitRate() float64 {
 }
 
 // Stats reports counts so far.
-func (e *Engine) Stats() Stats { return e.stats }
+func (e *Engine) Stats() Stats {
+	s := e.stats
+	if x, ok := e.exec.(interface{ ExtrapolatedOps() int64 }); ok {
+		s.ExtrapolatedOps = x.ExtrapolatedOps()
+	}
+	return s
+}
 
 // Add queues an arrival. Arrivals must come in non-decreasing AtNs.
 func (e *Engine) Add(a Arrival) error {

@@ -23,7 +23,15 @@ type SimExecutor struct {
 
 	results []StepResult
 	head    int
+	// extrapolated counts the operations the FPM priced past its measured
+	// range (fpm.Extrapolating), this executor's own: engines that step
+	// side by side never share it.
+	extrapolated int64
 }
+
+// ExtrapolatedOps is how many operations the FPM priced past its measured
+// range so far (0 for an FPM that does not say).
+func (x *SimExecutor) ExtrapolatedOps() int64 { return x.extrapolated }
 
 // OutputReturnNs is the default time from the end of a forward pass until
 // its sampled tokens reach the scheduler (the device-to-host copy and the
@@ -83,7 +91,15 @@ func (x *SimExecutor) Submit(out *sched.Output, now int64) (Payload, error) {
 func (x *SimExecutor) SubmitComposed(out *sched.Output, c *Composition, now int64) (Payload, error) {
 	f := c.Features
 	h := x.Prepare(out, c, &f, now)
-	dev := int64(x.FPM.PredictNs(f) + 0.5)
+	var ns float64
+	if e, ok := x.FPM.(fpm.Extrapolating); ok {
+		var n int
+		ns, n = e.PredictExtNs(f)
+		x.extrapolated += int64(n)
+	} else {
+		ns = x.FPM.PredictNs(f)
+	}
+	dev := int64(ns + 0.5)
 	if dev <= 0 {
 		return h.Payload, fmt.Errorf("FPM predicted a non-positive device time (%d ns) for a %s step", dev, f.Kind())
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/replay"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 func init() { register(newCalibrateCmd) }
@@ -21,7 +21,8 @@ func newCalibrateCmd() *cobra.Command {
 	var holdoutDirs, terms, hostParams, moeParams []string
 	var holdout float64
 	var maxEvals int
-	var asJSON, force bool
+	var asJSON, force, noStepFit bool
+	var ridge float64
 	cmd := &cobra.Command{
 		Use:   "calibrate DATASET... -o model.json",
 		Short: "Fit FPM and host-overhead multipliers so that re-simulated requests match the record",
@@ -39,6 +40,18 @@ scaled), else the first dataset's prior (fpm: prior): the measured-operations
 prior where a kernel database is shipped for its GPU and prices its model
 (terms gemm, prefill_attn, decode_attn), else the roofline (the same and
 overhead).
+
+Where the datasets record step times (a steps table with gpu_time_ns, as
+steplab's captures do), the FPM terms are first fitted on the steps
+(non-negative least squares in relative error on each step's part times;
+the ops prior's per-step engine costs beside them), which separate the
+parts that request metrics cannot. The request search starts there, a
+ridge on the terms' log-multipliers (--ridge) pulling them back: by
+default so strongly toward a step fit that the search moves the host
+costs alone, with weight 0.1 toward the start where no step is timed
+(--no-step-fit skips the step fit). Warnings name a multiplier outside
+[0.5, 2], parts the steps do not separate, and a search stopped at
+--max-evals.
 
 Each dataset is re-simulated on the engines its manifest records, the GPU
 and the model from the catalogue: a vLLM run with data_parallel_size and
@@ -67,7 +80,8 @@ Examples, from the repository root:
 				return err
 			}
 			spec := replay.CalibSpec{Datasets: args, HoldoutDatasets: holdoutDirs, Holdout: holdout, Start: start,
-				HostModel: host, Cluster: placement, Terms: terms, MaxEvals: maxEvals}
+				HostModel: host, Cluster: placement, Terms: terms, MaxEvals: maxEvals,
+				NoStepFit: noStepFit, Ridge: ridge}
 			if cmd.Flags().Changed("host") {
 				spec.Host = append([]string{}, hostParams...)
 			}
@@ -111,16 +125,18 @@ Examples, from the repository root:
 	cmd.Flags().StringSliceVar(&moeParams, "moe", replay.MoEParams, "expert-parallel multipliers fitted on a mixture of experts (none for none)")
 	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")
 	cmd.Flags().IntVar(&maxEvals, "max-evals", 0, "most replays of the datasets (default 60 per parameter, at least 150)")
+	cmd.Flags().BoolVar(&noStepFit, "no-step-fit", false, "do not fit the FPM terms on the recorded steps first")
+	cmd.Flags().Float64Var(&ridge, "ridge", 0, "weight of the ridge pulling the FPM terms' log-multipliers toward the step fit, else the start (default 1e6 toward a step fit: it holds the terms; 0.1 toward the start)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the calibration report as JSON")
 	return cmd
 }
 
 // manifestOptions are the models and placement a recorded run is rebuilt
 // with (usage errors exit 2).
-func manifestOptions(fpModel, host, placement string) (cluster.ManifestOptions, error) {
-	o := cluster.ManifestOptions{FPM: fpModel, Host: host}
+func manifestOptions(fpModel, host, placement string) (scenario.ManifestOptions, error) {
+	o := scenario.ManifestOptions{FPM: fpModel, Host: host}
 	if placement != "" {
-		s, err := cluster.LoadSpec(placement)
+		s, err := scenario.LoadSpec(placement)
 		if err != nil {
 			return o, &exitError{code: 2, msg: "--cluster: " + err.Error()}
 		}
@@ -132,13 +148,20 @@ func manifestOptions(fpModel, host, placement string) (cluster.ManifestOptions, 
 func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
 	fmt.Fprintf(w, "calibrated %s in %d replays (%s), objective %.4g; wrote %s\n", r.Start, r.Evals, r.Status, r.Objective, out)
 	fmt.Fprintf(w, "%s: %s\n", r.Status, r.Reason)
+	for _, n := range r.Notes {
+		fmt.Fprintln(w, "note:", n)
+	}
 	if r.Uncertainty != "" {
 		fmt.Fprintf(w, "uncertainty: %s\n", r.Uncertainty)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "parameter\tmultiplier\tstart\tfitted\t")
+	fmt.Fprintln(tw, "parameter\tstep fit\tmultiplier\tstart\tfitted\t")
 	for _, p := range r.Params {
-		fmt.Fprintf(tw, "%s\t%.3f\t%.4g\t%.4g\t\n", p.Name, p.Multiplier, p.Start, p.Value)
+		step := "-"
+		if p.StepFit > 0 {
+			step = fmt.Sprintf("%.3f", p.StepFit)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.4g\t%.4g\t\n", p.Name, step, p.Multiplier, p.Start, p.Value)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -149,7 +172,7 @@ func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
 		fmt.Fprintf(tw, "%s\t", m)
 	}
 	fmt.Fprintln(tw)
-	rows := append(append(label(r.Before, "start"), r.Train...), r.Holdout...)
+	rows := append(append(append(label(r.Before, "start"), label(r.StepFitted, "step-fit")...), r.Train...), r.Holdout...)
 	for _, e := range rows {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t", shortName(e.Dataset), e.Split, e.Requests)
 		for _, m := range metrics {
@@ -159,7 +182,7 @@ func printCalib(w io.Writer, r *replay.CalibResult, out string, warn []string) {
 	}
 	tw.Flush()
 	sort.Strings(warn)
-	for _, m := range warn {
+	for _, m := range append(warn, r.Warnings...) {
 		fmt.Fprintln(w, "warning:", m)
 	}
 }

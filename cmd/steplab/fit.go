@@ -47,7 +47,7 @@ func newFitCmd() *cobra.Command {
 	var level float64
 	var relative, asJSON, force bool
 	cmd := &cobra.Command{
-		Use:   "fit DATASET... -o MODEL.json",
+		Use:   "fit DATASET... -o FPM.json",
 		Short: "Fit a forward-pass model to steps and say how good it is",
 		Long: `fit reads the steps tables of one or more datasets, keeps the rows worth
 fitting (roles measured and production, valid rows, never scaffolding),

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -28,8 +30,9 @@ const modulePath = "github.com/steplab/steplab"
 // kernel databases) on the catalogue; features (a steps row to FPM
 // features) and pricing (the one place a spec becomes models) stand on
 // those; fit and sim share the next floor and do not know each other;
-// capture, replay and workflow (stage graphs and the what-if scenarios
-// over them) sit above sim; the planner searches what-if placements, a
+// scenario (a YAML document or a manifest to a plan and a run) stands on
+// sim; capture, replay and workflow (stage graphs and the what-if
+// scenarios over them) sit above it; the planner searches what-if placements, a
 // sweep runs scenarios and plans over a grid, the report renders all of
 // them; cmd is the top and nothing imports it.
 var floors = map[string]float64{
@@ -38,7 +41,8 @@ var floors = map[string]float64{
 	"catalog/manifest": 0.5, "fpm": 0.5,
 	"features": 1, "pricing": 1,
 	"fit": 2, "sim": 2,
-	"capture": 3, "replay": 3, "workflow": 3,
+	"scenario": 2.5,
+	"capture":  3, "replay": 3, "workflow": 3,
 	"planner": 3.5,
 	"sweep":   4,
 	"report":  5,
@@ -57,9 +61,10 @@ func part(rel string) (string, bool) {
 	return best, best != ""
 }
 
-// The import graph has no back arrows: every import of every non-test Go
-// file in the repository points down a floor or stays in its folder.
-func TestImportsPointDown(t *testing.T) {
+// walkGoFiles calls visit with the path (relative to the module root) and
+// the imports of every non-test Go file in the repository, and checks that
+// the walk saw the repository.
+func walkGoFiles(t *testing.T, visit func(rel string, f *ast.File)) {
 	root := filepath.Join("..", "..")
 	fset := token.NewFileSet()
 	seen := 0
@@ -77,16 +82,29 @@ func TestImportsPointDown(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		from, ok := part(filepath.ToSlash(filepath.Dir(rel)))
-		if !ok {
-			t.Errorf("%s: Go code outside the architecture's folders", rel)
-			return nil
-		}
 		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
 		if err != nil {
 			return err
 		}
 		seen++
+		visit(filepath.ToSlash(rel), f)
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, seen, 100, "the walk found the repository's Go files")
+	_, err = os.Stat(filepath.Join(root, "go.mod"))
+	require.NoError(t, err, "the walk started at the module root")
+}
+
+// The import graph has no back arrows: every import of every non-test Go
+// file in the repository points down a floor or stays in its folder.
+func TestImportsPointDown(t *testing.T) {
+	walkGoFiles(t, func(rel string, f *ast.File) {
+		from, ok := part(path.Dir(rel))
+		if !ok {
+			t.Errorf("%s: Go code outside the architecture's folders", rel)
+			return
+		}
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			if !strings.HasPrefix(p, modulePath+"/") {
@@ -97,10 +115,96 @@ func TestImportsPointDown(t *testing.T) {
 				t.Errorf("%s imports %s: %s (floor %g) may not import %s (floor %g)", rel, p, from, floors[from], to, floors[to])
 			}
 		}
+	})
+}
+
+// unsafeHome is the one package whose code may import unsafe: the
+// columnar Parquet codec, which reads and writes rows through field
+// offsets. Anywhere else a pointer trick would be a second, unreviewed
+// home of memory-unsafe code.
+const unsafeHome = "datasets/internal/pq"
+
+// Only the Parquet codec imports unsafe.
+func TestUnsafeOnlyInCodec(t *testing.T) {
+	homes := 0
+	walkGoFiles(t, func(rel string, f *ast.File) {
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); p != "unsafe" {
+				continue
+			}
+			if path.Dir(rel) != unsafeHome {
+				t.Errorf("%s imports unsafe: only %s may (move the code there, behind its API)", rel, unsafeHome)
+				continue
+			}
+			homes++
+		}
+	})
+	assert.Positive(t, homes, "the codec itself imports unsafe (the walk reads imports)")
+}
+
+// documentReaders are the packages that read a document or a manifest:
+// sim and sim/cluster are built from plain plans (package scenario makes
+// them) and import none of them.
+var documentReaders = []string{
+	modulePath + "/internal/yamldoc", // YAML documents
+	"go.yaml.in/yaml/v3",
+	modulePath + "/catalog/manifest", // a manifest's sections to models
+}
+
+// The engine, the cluster and the rest of sim/ never read a YAML
+// document, a manifest or a spec string: no import of a document reader, no datasets.ReadManifest,
+// and of package pricing (where an FPM or host spec becomes models) only
+// the Pricing type a plan carries, none of its functions.
+func TestSimReadsNoDocuments(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	err := filepath.WalkDir(filepath.Join("..", "..", "sim"), func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "testdata":
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		seen++
+		names := map[string]string{} // local name → import path
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			assert.NotContains(t, documentReaders, p, "%s imports %s", path, p)
+			name := p[strings.LastIndex(p, "/")+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			names[name] = p
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok {
+				checkSimSelector(t, fset, names[x.Name], sel)
+			}
+			return true
+		})
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Greater(t, seen, 100, "the walk found the repository's Go files")
-	_, err = os.Stat(filepath.Join(root, "go.mod"))
-	require.NoError(t, err, "the walk started at the module root")
+	assert.Greater(t, seen, 40, "the walk found sim's files, sim/cluster's among them")
+}
+
+// checkSimSelector refuses, in sim/, a use of package pricing other than
+// its Pricing type and a read of a manifest.
+func checkSimSelector(t *testing.T, fset *token.FileSet, pkg string, sel *ast.SelectorExpr) {
+	switch pkg {
+	case modulePath + "/pricing":
+		assert.Equal(t, "Pricing", sel.Sel.Name, "%s uses pricing.%s: specs are priced in package scenario", fset.Position(sel.Pos()), sel.Sel.Name)
+	case modulePath + "/datasets":
+		assert.NotEqual(t, "ReadManifest", sel.Sel.Name, "%s reads a manifest: package scenario does", fset.Position(sel.Pos()))
+	}
 }

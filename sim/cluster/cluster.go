@@ -148,10 +148,13 @@ type xfer struct {
 // out. Each pool's router draws from its own stream derived from r (nil:
 // from the scenario's seed).
 func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
+	if p.MaxSteps > 0 {
+		out = Tee{out, &stepLimit{max: p.MaxSteps}}
+	}
 	c := &Cluster{plan: p, out: out}
 	root := r
 	if root == nil {
-		root = rng.New(p.Scenario.Seed, "cluster")
+		root = rng.New(p.Seed, "cluster")
 	}
 	track := false
 	for _, pp := range p.Pools {
@@ -248,6 +251,7 @@ func (c *Cluster) Stats() sim.Stats {
 		s.MixedSteps += e.MixedSteps
 		s.Preemptions += e.Preemptions
 		s.Rejected += e.Rejected
+		s.ExtrapolatedOps += e.ExtrapolatedOps
 		if w.pool.Role != RolePrefill {
 			s.Finished += e.Finished
 		}
