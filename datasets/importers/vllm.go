@@ -93,20 +93,14 @@ func runVLLMRequests(in *input, s *sink) error {
 	if err != nil {
 		return err
 	}
-	sortRequests(rows, func(rw vllmRow) int64 { return rw.r.ArrivalNs }, s, "arrival order differs from the file's: data-parallel engines queue independently")
-	unfinished := 0
-	for _, rw := range rows {
-		if rw.r.Status != datasets.StatusFinished {
-			unfinished++
-		}
-		if err := s.addRequest(rw.r); err != nil {
-			return err
-		}
+	if err := addSortedRequests(rows, func(rw vllmRow) int64 { return rw.r.ArrivalNs }, func(rw vllmRow) datasets.Request { return rw.r }, s,
+		"arrival order differs from the file's: data-parallel engines queue independently"); err != nil {
+		return err
 	}
 	if err := readVLLMTimeseries(in, s, queued, meta); err != nil {
 		return err
 	}
-	vllmRequestsProvenance(s, meta, clk, len(rows), unfinished)
+	vllmRequestsProvenance(s, meta, clk, rows)
 	return nil
 }
 
@@ -288,7 +282,13 @@ func placeVLLMRows(in *input, rows []vllmRow) (vllmClock, []datasets.Request, er
 
 // vllmRequestsProvenance records the clock mapping and the workload in the
 // manifest and notes what the rows lack.
-func vllmRequestsProvenance(s *sink, meta *vllmMeta, clk vllmClock, requests, unfinished int) {
+func vllmRequestsProvenance(s *sink, meta *vllmMeta, clk vllmClock, rows []vllmRow) {
+	requests, unfinished := len(rows), 0
+	for _, rw := range rows {
+		if rw.r.Status != datasets.StatusFinished {
+			unfinished++
+		}
+	}
 	s.detail("t0_monotonic_s", strconv.FormatFloat(clk.t0, 'f', 9, 64))
 	s.note("vllm-requests: first_scheduled_ns = scheduled_ts; first_token_ns = first_token_ts; finish_ns = last_token_ts; on the engine's monotonic clock relative to the earliest arrival; num_preemptions not recorded (-1)")
 	switch {
