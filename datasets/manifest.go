@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -336,6 +337,29 @@ type Workload struct {
 	Params      map[string]string `json:"params,omitempty"`
 	Seed        uint64            `json:"seed"`
 	InputSHA256 string            `json:"input_sha256,omitempty"`
+}
+
+// ParamHashBlockSize is the workload.params key under which an importer
+// records the prompt tokens behind each prefix_hash_ids entry of its
+// requests (Mooncake: 512, BLIS prefix groups: 16).
+const ParamHashBlockSize = "hash_block_size"
+
+// HashBlockSize is the tokens behind each prefix_hash_ids entry the
+// manifest records (workload.params.hash_block_size); 0 when it records
+// none.
+func (m *Manifest) HashBlockSize() (int, error) {
+	if m == nil || m.Workload == nil {
+		return 0, nil
+	}
+	v, ok := m.Workload.Params[ParamHashBlockSize]
+	if !ok {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("manifest workload.params.%s=%q: must be a token count >= 1", ParamHashBlockSize, v)
+	}
+	return n, nil
 }
 
 // MeasurementPolicy says how benchmark points were measured: a decode point

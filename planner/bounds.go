@@ -2,12 +2,12 @@ package planner
 
 import (
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/internal/hist"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -108,8 +108,7 @@ func zeroLoadPrefillNs(fpModel fpm.FPM, prompt, budget int64) float64 {
 func percentile(xs []float64, q int) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	i := int(math.Ceil(float64(q)/100*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
+	return hist.NearestRank(s, float64(q))
 }
 
 // bounds prices the candidate's analytic bounds.

@@ -83,26 +83,27 @@ func StepFigures(s *StepSummary, dir string) ([]string, error) {
 		sort.Strings(kinds)
 		xmax := 0.0
 		for _, k := range kinds {
-			xmax = max(xmax, 100*s.cdf[k].quantile(0.99))
+			xmax = max(xmax, 100*s.cdf[k].Bucket(0.99))
 		}
 		if xmax == 0 {
 			xmax = 1
 		}
 		for _, k := range kinds {
 			h := s.cdf[k]
-			if h.n == 0 {
+			n := h.Count()
+			if n == 0 {
 				continue
 			}
-			var xy plotter.XYs
+			// From the share of exact predictions at 0, one point a bucket.
+			xy := plotter.XYs{{X: 0, Y: 0}}
 			var c uint64
-			xy = append(xy, plotter.XY{X: 0, Y: float64(h.c[0]) / float64(h.n)})
-			for b := 1; b < len(h.c); b++ {
-				if h.c[b] == 0 {
+			for x, k := range h.Buckets() {
+				c += k
+				if x == 0 {
+					xy[0].Y = float64(c) / float64(n)
 					continue
 				}
-				c += h.c[b]
-				x := 100 * relBucketMid(b)
-				xy = append(xy, plotter.XY{X: min(x, xmax), Y: float64(c+h.c[0]) / float64(h.n)})
+				xy = append(xy, plotter.XY{X: min(100*x, xmax), Y: float64(c) / float64(n)})
 			}
 			if len(xy) == 1 {
 				xy = append(xy, plotter.XY{X: xmax, Y: 1})
@@ -114,7 +115,7 @@ func StepFigures(s *StepSummary, dir string) ([]string, error) {
 			l.Color = plotstyle.Kind(k)
 			l.Width = vg.Points(1.2)
 			p.Add(l)
-			p.AddLegend(fmt.Sprintf("%s (%d steps)", k, h.n), l)
+			p.AddLegend(fmt.Sprintf("%s (%d steps)", k, n), l)
 		}
 		p.X.Min, p.X.Max = 0, xmax
 		p.Y.Min, p.Y.Max = 0, 1

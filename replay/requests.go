@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"path/filepath"
+	"slices"
 	"sort"
 
 	"github.com/steplab/steplab/datasets"
@@ -18,17 +19,29 @@ import (
 // Trace is a recorded run's requests, loaded once: arrivals for the engine
 // and the recorded latencies to compare with.
 type Trace struct {
-	Dir      string
+	Dir string
+	// Arrivals are the requests as workload.TraceArrival converts them (the
+	// conversion simulate's trace workload uses): their prefix_hash_ids a
+	// hash chain over blocks of HashBlock tokens.
 	Arrivals []workload.Arrival
 	Rec      []datasets.Request // same order as Arrivals (by arrival time, then id)
+	// HashBlock is the prompt tokens behind each prefix hash
+	// (workload.HashBlockSize); 0 when the requests carry none.
+	HashBlock int
 	// Steps is the recorded step composition, when the dataset has steps.
 	Steps *Composition
 }
 
 // LoadTrace reads a dataset's requests (and its step composition when
 // present). Requests without a positive prompt or output length are
-// skipped.
+// skipped. Prefix hashes are kept where the manifest records their block
+// size; a dataset with prefix hashes and no block size is refused
+// (workload.HashBlockSize).
 func LoadTrace(d *datasets.Dataset) (*Trace, error) {
+	block, err := workload.HashBlockSize(d, 0)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := datasets.ReadAll[datasets.Request](d, datasets.TableRequests)
 	if err != nil {
 		return nil, err
@@ -39,13 +52,12 @@ func LoadTrace(d *datasets.Dataset) (*Trace, error) {
 		}
 		return rows[i].ReqID < rows[j].ReqID
 	})
-	t := &Trace{Dir: d.Dir}
+	t := &Trace{Dir: d.Dir, HashBlock: block}
 	for _, r := range rows {
 		if r.PromptTokens < 1 || r.OutputTokens < 1 || r.Status == datasets.StatusAborted {
 			continue
 		}
-		t.Arrivals = append(t.Arrivals, workload.Arrival{ID: r.ReqID, AtNs: r.ArrivalNs, PromptTokens: int(r.PromptTokens),
-			OutputTokens: int(r.OutputTokens)})
+		t.Arrivals = append(t.Arrivals, workload.TraceArrival(&r))
 		r.PrefixHashIDs = nil
 		t.Rec = append(t.Rec, r)
 	}
@@ -77,7 +89,23 @@ func (t *Trace) timed() bool {
 
 // Window returns the trace restricted to requests [lo, hi) by arrival order.
 func (t *Trace) Window(lo, hi int) *Trace {
-	return &Trace{Dir: t.Dir, Arrivals: t.Arrivals[lo:hi], Rec: t.Rec[lo:hi]}
+	return &Trace{Dir: t.Dir, Arrivals: t.Arrivals[lo:hi], Rec: t.Rec[lo:hi], HashBlock: t.HashBlock}
+}
+
+// engineArrivals are the arrivals with their prefix hash chains re-blocked
+// to an engine's block of engineBlock tokens, as simulate's trace workload
+// maps them (workload.EngineBlockHashes).
+func (t *Trace) engineArrivals(engineBlock int) []workload.Arrival {
+	if t.HashBlock == 0 {
+		return t.Arrivals
+	}
+	out := slices.Clone(t.Arrivals)
+	for i := range out {
+		if a := &out[i]; len(a.PrefixHashes) > 0 {
+			a.PrefixHashes = workload.EngineBlockHashes(a.PrefixHashes, t.HashBlock, engineBlock, a.PromptTokens, nil)
+		}
+	}
+	return out
 }
 
 // Composition is the step composition of a run.
@@ -90,6 +118,9 @@ type Composition struct {
 	// ExtrapolatedOps counts the operations the FPM priced past its
 	// measured range, summed over the engines (sim.Stats).
 	ExtrapolatedOps int64 `json:"extrapolated_ops"`
+	// PrefixHitTokens are the prompt tokens a re-simulation found in the
+	// prefix cache (a recorded step table does not say).
+	PrefixHitTokens int64 `json:"prefix_hit_tokens,omitempty"`
 	sumB, sumT      float64
 }
 
@@ -177,15 +208,17 @@ func simulate(t *Trace, p *cluster.Plan, onStep func(*datasets.Step)) (map[strin
 	if err != nil {
 		return nil, nil, err
 	}
-	end, err := cluster.Drive(c, workload.NewSlice(t.Arrivals))
+	// The pools share one block size (cluster.Plan checks it).
+	end, err := cluster.Drive(c, workload.NewSlice(t.engineArrivals(p.Pools[0].Engine.Sched.BlockSize)))
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := c.Finish(end); err != nil {
 		return nil, nil, err
 	}
+	st := c.Stats()
 	sink.comp.finish()
-	sink.comp.ExtrapolatedOps = c.Stats().ExtrapolatedOps
+	sink.comp.ExtrapolatedOps, sink.comp.PrefixHitTokens = st.ExtrapolatedOps, st.PrefixHitTokens
 	return sink.reqs, &sink.comp, nil
 }
 

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -104,4 +105,94 @@ func TestLoadTraceWithoutLatencies(t *testing.T) {
 	_, err = LoadTrace(d)
 	assert.ErrorContains(t, err, "records no request latencies")
 	assert.ErrorContains(t, err, "steplab simulate --set workload.trace="+dir)
+}
+
+// A recorded run whose requests share prefixes replays with the prefix
+// hits of the simulate of the same trace: LoadTrace converts the requests
+// as simulate's trace workload does (workload.TraceArrival and
+// EngineBlockHashes), keeping the hash chain.
+func TestReplayRequestsSharesPrefixes(t *testing.T) {
+	const hashBlock = 64
+	rows := make([]datasets.Request, 60)
+	for i := range rows {
+		// Three prefix groups of 8 blocks (512 tokens) ahead of a
+		// 100-token suffix of the request's own.
+		g := int64(i % 3)
+		ids := make([]int64, 0, 9)
+		for k := range int64(8) {
+			ids = append(ids, g<<20|k)
+		}
+		rows[i] = datasets.Request{ReqID: fmt.Sprintf("r%02d", i), ArrivalNs: int64(i) * 20e6, PromptTokens: 612, OutputTokens: 40,
+			PrefixHashIDs: append(ids, 1<<40|int64(i)), FirstScheduledNs: -1, FirstTokenNs: -1, FinishNs: -1, Status: datasets.StatusNotRun}
+	}
+	params := map[string]string{datasets.ParamHashBlockSize: fmt.Sprint(hashBlock)}
+	traceDir := writeRequests(t, "trace", datasets.Manifest{Source: datasets.Source{Kind: "import", Format: "test"},
+		Workload: &datasets.Workload{Kind: "trace", Params: params}}, rows)
+
+	sc := sim.DefaultScenario()
+	sc.Workload = sim.WorkloadSpec{Kind: "trace", Trace: traceDir}
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	require.True(t, p.Sched.PrefixCaching)
+	runDir := filepath.Join(t.TempDir(), "run")
+	res, err := sim.Run(p, runDir, sim.RunOptions{})
+	require.NoError(t, err)
+	require.Positive(t, res.Engine.PrefixHitTokens, "the simulate shares prefixes")
+
+	// The recorded run: the simulate's requests with the trace's prefix
+	// hashes, and its manifest with their block size (what a capture of
+	// the trace records).
+	run, err := datasets.Open(runDir)
+	require.NoError(t, err)
+	simReqs, err := datasets.ReadAll[datasets.Request](run, datasets.TableRequests)
+	require.NoError(t, err)
+	byID := map[string][]int64{}
+	for _, r := range rows {
+		byID[r.ReqID] = r.PrefixHashIDs
+	}
+	for i := range simReqs {
+		simReqs[i].PrefixHashIDs = byID[simReqs[i].ReqID]
+	}
+	m := *run.Manifest
+	m.Workload = &datasets.Workload{Kind: "trace", Params: params}
+	rec, err := datasets.Open(writeRequests(t, "recorded", m, simReqs))
+	require.NoError(t, err)
+
+	tr, err := LoadTrace(rec)
+	require.NoError(t, err)
+	assert.Equal(t, hashBlock, tr.HashBlock)
+	back, _, err := sim.PlanFromManifest(rec.Manifest, sim.ManifestOptions{})
+	require.NoError(t, err)
+	reqs, comp, err := Simulate(tr, cluster.Of(back))
+	require.NoError(t, err)
+	assert.Equal(t, res.Engine.PrefixHitTokens, comp.PrefixHitTokens, "replay and simulate find the same prefix hits")
+	sum, err := CompareRequests(tr.Rec, reqs, nil)
+	require.NoError(t, err)
+	assert.Equal(t, len(rows), sum.Compared)
+	assert.Zero(t, sum.E2E.MAPE, "the replay reproduces the simulate's latencies")
+}
+
+// writeRequests writes a dataset of requests alone under a test directory.
+func writeRequests(t *testing.T, name string, m datasets.Manifest, rows []datasets.Request) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	w, err := datasets.Create(dir, m, datasets.CreateOptions{})
+	require.NoError(t, err)
+	tw, err := datasets.NewTableWriter[datasets.Request](w, datasets.TableRequests, datasets.DefaultTableOptions)
+	require.NoError(t, err)
+	require.NoError(t, tw.Write(rows))
+	require.NoError(t, tw.Close())
+	require.NoError(t, w.Close())
+	return dir
+}
+
+// Prefix hashes without a recorded block size are refused, not guessed.
+func TestLoadTraceHashBlockUnknown(t *testing.T) {
+	dir := writeRequests(t, "trace", datasets.Manifest{Source: datasets.Source{Kind: "import", Format: "test"}}, []datasets.Request{
+		{ReqID: "a", PromptTokens: 10, OutputTokens: 5, PrefixHashIDs: []int64{1}, FirstScheduledNs: 1, FirstTokenNs: 2, FinishNs: 3, Status: datasets.StatusFinished},
+	})
+	d, err := datasets.Open(dir)
+	require.NoError(t, err)
+	_, err = LoadTrace(d)
+	assert.ErrorContains(t, err, "requests carry prefix_hash_ids but the manifest records no workload.params.hash_block_size")
 }

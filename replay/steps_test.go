@@ -261,18 +261,6 @@ func TestBatchBucket(t *testing.T) {
 	}
 }
 
-func TestRelHistQuantile(t *testing.T) {
-	var h relHist
-	for i := 1; i <= 1000; i++ {
-		h.add(float64(i) / 1000)
-	}
-	assert.InEpsilon(t, 0.5, h.quantile(0.5), 0.07)
-	assert.InEpsilon(t, 0.9, h.quantile(0.9), 0.07)
-	var z relHist
-	z.add(0)
-	assert.Zero(t, z.quantile(0.99))
-}
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if tmpDir != "" {

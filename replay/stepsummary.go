@@ -12,6 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/internal/hist"
 )
 
 // ErrStats is the error of one timing field over a group of steps. Times in
@@ -30,7 +31,8 @@ type ErrStats struct {
 	// RelErrOfMean is (mean pred − mean rec) / mean rec: the error of the
 	// total time.
 	RelErrOfMean float64 `json:"rel_err_of_mean"`
-	// AbsRel* are quantiles of |pred − rec| / rec (within ~9%).
+	// AbsRel* are quantiles of |pred − rec| / rec: the middles of their
+	// hist.Ratio buckets (within 6.3%).
 	AbsRelP50 float64 `json:"abs_rel_err_p50"`
 	AbsRelP90 float64 `json:"abs_rel_err_p90"`
 	AbsRelP99 float64 `json:"abs_rel_err_p99"`
@@ -123,10 +125,10 @@ type StepSummary struct {
 	Intervals *StepIntervals `json:"intervals,omitempty"`
 	// ExtrapolatedOps counts the operations the model priced past its
 	// measured range (fpm.Extrapolating).
-	ExtrapolatedOps int64               `json:"extrapolated_ops"`
-	Notes           []string            `json:"notes,omitempty"`
-	Series          *Series             `json:"-"`
-	cdf             map[string]*relHist // kind → |rel err| of the primary field
+	ExtrapolatedOps int64                             `json:"extrapolated_ops"`
+	Notes           []string                          `json:"notes,omitempty"`
+	Series          *Series                           `json:"-"`
+	cdf             map[string]*hist.Hist[hist.Ratio] // kind → |rel err| of the primary field
 }
 
 // StepIntervals is the empirical coverage of the replayed model's
@@ -155,58 +157,10 @@ type Series struct {
 
 // ---- accumulation --------------------------------------------------------
 
-// relHist is a histogram of |relative error| with 8 buckets per octave
-// from 2^-30 to 2^12 (9% resolution) and one bucket for exact zeros.
-type relHist struct {
-	c [2 + 43*8]uint64
-	n uint64
-}
-
-func relBucket(x float64) int {
-	if x == 0 {
-		return 0
-	}
-	b := math.Float64bits(x)
-	e := int(b>>52&0x7ff) - 1023
-	if e < -30 {
-		return 1
-	}
-	if e > 12 {
-		return len(relHist{}.c) - 1
-	}
-	return 1 + (e+30)*8 + int(b>>49&7)
-}
-
-func relBucketMid(i int) float64 {
-	if i == 0 {
-		return 0
-	}
-	i--
-	e, m := i/8-30, i%8
-	return math.Ldexp(1+(float64(m)+0.5)/8, e)
-}
-
-func (h *relHist) add(x float64) { h.c[relBucket(x)]++; h.n++ }
-
-func (h *relHist) quantile(q float64) float64 {
-	if h.n == 0 {
-		return 0
-	}
-	rank := uint64(q*float64(h.n-1)) + 1
-	var c uint64
-	for i, k := range h.c {
-		c += k
-		if c >= rank {
-			return relBucketMid(i)
-		}
-	}
-	return relBucketMid(len(h.c) - 1)
-}
-
 type errAcc struct {
-	n, nRel, exact          int64
-	rec, pred, abs, sq, rel float64
-	h                       relHist
+	n, exact           int64
+	rec, pred, abs, sq float64
+	rel                hist.Hist[hist.Ratio] // |relative error| where rec > 0
 }
 
 type groupAcc struct {
@@ -240,9 +194,7 @@ func (g *groupAcc) add(row *StepRow, rels *[nFields]float64) {
 			a.exact++
 		}
 		if rec > 0 {
-			a.nRel++
-			a.rel += rels[i]
-			a.h.add(rels[i])
+			a.rel.Add(rels[i])
 		}
 	}
 }
@@ -260,9 +212,9 @@ func (g *groupAcc) stats(name string) GroupStats {
 		if a.rec > 0 {
 			s.RelErrOfMean = (a.pred - a.rec) / a.rec
 		}
-		if a.nRel > 0 {
-			s.MAPE = a.rel / float64(a.nRel)
-			s.AbsRelP50, s.AbsRelP90, s.AbsRelP99 = a.h.quantile(0.5), a.h.quantile(0.9), a.h.quantile(0.99)
+		if a.rel.Count() > 0 {
+			s.MAPE = a.rel.Mean()
+			s.AbsRelP50, s.AbsRelP90, s.AbsRelP99 = a.rel.Bucket(0.5), a.rel.Bucket(0.9), a.rel.Bucket(0.99)
 		}
 		out.Fields[fld] = s
 	}
@@ -479,7 +431,7 @@ func (a *stepAcc) add(st *stepCols, row *StepRow, f *fpm.Features) {
 }
 
 func (a *stepAcc) summary() *StepSummary {
-	s := &StepSummary{Steps: a.all.steps, Fields: Fields, Overall: a.all.stats("all"), cdf: map[string]*relHist{}}
+	s := &StepSummary{Steps: a.all.steps, Fields: Fields, Overall: a.all.stats("all"), cdf: map[string]*hist.Hist[hist.Ratio]{}}
 	if a.primary >= 0 {
 		s.PrimaryField = Fields[a.primary]
 	}
@@ -487,8 +439,7 @@ func (a *stepAcc) summary() *StepSummary {
 		if g.steps > 0 {
 			s.ByKind = append(s.ByKind, g.stats(kindNames[i]))
 			if a.primary >= 0 {
-				h := a.kind[i].f[a.primary].h
-				s.cdf[kindNames[i]] = &h
+				s.cdf[kindNames[i]] = &a.kind[i].f[a.primary].rel
 			}
 		}
 	}

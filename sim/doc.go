@@ -56,7 +56,7 @@
 // The same plan and seed give a byte-identical dataset: nothing in this
 // package reads the wall clock, uses global random state or lets map order
 // reach an output. Memory is flat in trace length: rows stream to the
-// dataset writer and latency percentiles come from bounded histograms (Hist).
+// dataset writer and latency percentiles come from bounded histograms (internal/hist).
 //
 // Several engines (replicas behind a router, prefill and decode pools,
 // expert-parallel instances) are package sim/cluster's: it builds each

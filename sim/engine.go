@@ -113,8 +113,9 @@ type Engine struct {
 	scheduled int64 // steps handed to the executor
 
 	lastUpdateEnd int64
-	idle          bool // nothing ran since the last step's update: the next step follows idle
-	waiting       bool // blocked on the oldest in-flight step
+	lastStepID    int64 // the last step recorded (checkStep)
+	idle          bool  // nothing ran since the last step's update: the next step follows idle
+	waiting       bool  // blocked on the oldest in-flight step
 	stats         Stats
 
 	rowBuf []datasets.StepRequest
@@ -186,7 +187,7 @@ func NewEngine(cfg EngineConfig, exec Executor, clock Clock, host HostCosts, sin
 	}
 	composed, _ := exec.(composedSubmitter)
 	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, lender: lenderOf(sink), depth: depth,
-		reqs: map[string]*reqState{}, lastUpdateEnd: -1, idle: true}, nil
+		reqs: map[string]*reqState{}, lastUpdateEnd: -1, lastStepID: -1, idle: true}, nil
 }
 
 // Stats counts what the engine did.

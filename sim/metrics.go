@@ -1,78 +1,9 @@
 package sim
 
 import (
-	"math/bits"
-
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/hist"
 )
-
-// Hist is a streaming histogram of non-negative int64 values (ns) with
-// bounded memory and relative error under 1%: a value's bucket is its
-// binary exponent and its next 7 bits. Percentiles of a trace of any length
-// cost the same memory.
-type Hist struct {
-	counts [64 << 7]uint64
-	n      uint64
-	sum    float64
-	max    int64
-}
-
-func bucketOf(v int64) int {
-	if v < 128 {
-		return int(v)
-	}
-	e := bits.Len64(uint64(v)) - 8 // shift that leaves 8 significant bits
-	m := int(uint64(v)>>uint(e)) & 127
-	return (e+1)<<7 | m
-}
-
-func bucketMid(b int) float64 {
-	if b < 128 {
-		return float64(b)
-	}
-	e := b>>7 - 1
-	m := b & 127
-	lo := uint64(128|m) << uint(e)
-	return float64(lo) + float64(uint64(1)<<uint(e))/2
-}
-
-// Add records v; negative values are ignored.
-func (h *Hist) Add(v int64) {
-	if v < 0 {
-		return
-	}
-	h.counts[bucketOf(v)]++
-	h.n++
-	h.sum += float64(v)
-	h.max = max(h.max, v)
-}
-
-// Count is the number of values recorded.
-func (h *Hist) Count() uint64 { return h.n }
-
-// Mean of the values recorded.
-func (h *Hist) Mean() float64 {
-	if h.n == 0 {
-		return 0
-	}
-	return h.sum / float64(h.n)
-}
-
-// Quantile returns the q-quantile (0..1), within 1% relative error.
-func (h *Hist) Quantile(q float64) float64 {
-	if h.n == 0 {
-		return 0
-	}
-	rank := uint64(q*float64(h.n-1)) + 1
-	var c uint64
-	for b, k := range h.counts {
-		c += k
-		if c >= rank {
-			return min(bucketMid(b), float64(h.max))
-		}
-	}
-	return float64(h.max)
-}
 
 // Summary is the distribution of one latency, in milliseconds.
 type Summary struct {
@@ -84,18 +15,18 @@ type Summary struct {
 	Max   float64 `json:"max_ms"`
 }
 
-// Summary in milliseconds.
-func (h *Hist) Summary() Summary {
+// summarize is a latency histogram (ns) in milliseconds.
+func summarize(h *hist.Hist[hist.Nanos]) Summary {
 	const ms = 1e6
-	return Summary{Count: h.n, Mean: h.Mean() / ms, P50: h.Quantile(0.5) / ms, P90: h.Quantile(0.9) / ms,
-		P99: h.Quantile(0.99) / ms, Max: float64(h.max) / ms}
+	return Summary{Count: h.Count(), Mean: h.Mean() / ms, P50: h.Quantile(0.5) / ms, P90: h.Quantile(0.9) / ms,
+		P99: h.Quantile(0.99) / ms, Max: h.Max() / ms}
 }
 
 // RunMetrics accumulates the request metrics of a run: TTFT, inter-token
 // latency (per request: (finish − first token)/(outputs − 1)), end-to-end
 // latency, throughput, and step counts.
 type RunMetrics struct {
-	TTFT, ITL, E2E Hist
+	TTFT, ITL, E2E hist.Hist[hist.Nanos] // ns
 
 	Requests, Finished, Unfinished, Aborted int64
 	OutputTokens                            int64
@@ -146,13 +77,13 @@ func (m *RunMetrics) Request(r *datasets.Request) error {
 		m.OutputTokens += r.OutputTokens
 		m.LastFinish = max(m.LastFinish, r.FinishNs)
 		if r.FirstTokenNs >= 0 {
-			m.TTFT.Add(r.FirstTokenNs - r.ArrivalNs)
+			m.TTFT.Add(float64(r.FirstTokenNs - r.ArrivalNs))
 			m.ttfts = append(m.ttfts, arrivalTTFT{r.ArrivalNs, r.FirstTokenNs - r.ArrivalNs})
 			if r.OutputTokens > 1 {
-				m.ITL.Add((r.FinishNs - r.FirstTokenNs) / (r.OutputTokens - 1))
+				m.ITL.Add(float64((r.FinishNs - r.FirstTokenNs) / (r.OutputTokens - 1)))
 			}
 		}
-		m.E2E.Add(r.FinishNs - r.ArrivalNs)
+		m.E2E.Add(float64(r.FinishNs - r.ArrivalNs))
 	case datasets.StatusAborted:
 		m.Aborted++
 	default:
@@ -183,7 +114,7 @@ type Report struct {
 // Report summarises the run.
 func (m *RunMetrics) Report() Report {
 	r := Report{Requests: m.Requests, Finished: m.Finished, Unfinished: m.Unfinished, Rejected: m.Aborted,
-		Preemptions: m.Preemptions, TTFT: m.TTFT.Summary(), ITL: m.ITL.Summary(), E2E: m.E2E.Summary(),
+		Preemptions: m.Preemptions, TTFT: summarize(&m.TTFT), ITL: summarize(&m.ITL), E2E: summarize(&m.E2E),
 		Steps: make(map[string]int64, len(m.kinds))}
 	for i, k := range m.kinds {
 		r.Steps[k] = m.kindSteps[i]

@@ -6,6 +6,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/internal/invariants"
 	"github.com/steplab/steplab/sim/sched"
 )
 
@@ -133,6 +134,9 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	if e.Tag != nil {
 		e.Tag(s, rows, out)
 	}
+	if invariants.Enabled {
+		e.checkStep(s, rows)
+	}
 	if err := e.sink.Step(s, rows); err != nil {
 		return err
 	}
@@ -140,6 +144,9 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 		if err := e.finish(id, r.TOutput, datasets.StatusFinished); err != nil {
 			return err
 		}
+	}
+	if invariants.Enabled {
+		e.checkLive(out.StepID)
 	}
 	return nil
 }

@@ -69,7 +69,7 @@ type WorkloadSpec struct {
 	Limit     int     `yaml:"limit"`
 	StartS    float64 `yaml:"start_s"`
 	EndS      float64 `yaml:"end_s"`
-	BlockSize int     `yaml:"hash_block_size"` // tokens per prefix hash of the trace (Mooncake: 512)
+	BlockSize int     `yaml:"hash_block_size"` // tokens per prefix hash of the trace (0: the manifest's, workload.HashBlockSize)
 	// Open and closed loop.
 	RateRPS float64 `yaml:"rate_rps"` // trace: rescale to this rate (0 = as recorded)
 	// RateCurve (poisson, constant, gamma; rate_rps 0) varies the rate

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/invariants"
 )
 
 // DatasetSink writes what an engine records into a dataset. It lends the
@@ -26,6 +27,8 @@ type DatasetSink struct {
 	sinceCheckpoint int
 	// rows given to each table since the last commit
 	openSteps, openStepReqs, openReqs int
+	// rows given to each table in all (checkRows)
+	stepRows, stepReqRows, reqRows int64
 }
 
 // NewDatasetSink opens the steps, step_requests (unless withStepRequests
@@ -69,9 +72,31 @@ func (s *DatasetSink) Step(st *datasets.Step, rs []datasets.StepRequest) error {
 		return err
 	}
 	if s.stepReqs != nil {
-		return s.stepReqs.Write(rs)
+		if err := s.stepReqs.Write(rs); err != nil {
+			return err
+		}
+	}
+	if invariants.Enabled {
+		s.stepRows++
+		s.stepReqRows += int64(len(rs))
+		s.checkRows(st.StepID)
 	}
 	return nil
+}
+
+// checkRows panics, under the invariants build tag, when a table writer
+// holds another number of rows than the sink has given it.
+func (s *DatasetSink) checkRows(stepID int64) {
+	n := [3]int64{s.steps.Rows(), 0, s.reqs.Rows()}
+	if s.stepReqs != nil {
+		n[1] = s.stepReqs.Rows()
+	} else {
+		s.stepReqRows = 0
+	}
+	if n != [3]int64{s.stepRows, s.stepReqRows, s.reqRows} {
+		invariants.Failf("dataset sink: after step %d: steps, step_requests and requests hold %v rows, %v were written",
+			stepID, n, [3]int64{s.stepRows, s.stepReqRows, s.reqRows})
+	}
 }
 
 // nextStep lends the engine the steps writer's next row.
@@ -95,6 +120,9 @@ func (s *DatasetSink) nextRows(n int) []datasets.StepRequest {
 // (which gathers the columns once a batch is full), not gathered alone.
 func (s *DatasetSink) Request(r *datasets.Request) error {
 	s.openReqs++
+	if invariants.Enabled {
+		s.reqRows++
+	}
 	if row := s.reqs.Next(1); row != nil {
 		row[0] = *r
 		return s.reqs.Write(row)

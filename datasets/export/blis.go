@@ -67,10 +67,10 @@ func BLISTrace(dir, prefix string) (*BLISResult, error) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].ArrivalNs < rows[j].ArrivalNs })
 	m := d.Manifest
 	block := int64(importers.BLISHashBlockTokens)
-	if m != nil && m.Workload != nil {
-		if v, err := strconv.ParseInt(m.Workload.Params["hash_block_size"], 10, 64); err == nil && v > 0 {
-			block = v
-		}
+	if v, err := m.HashBlockSize(); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	} else if v > 0 {
+		block = int64(v)
 	}
 	groups := blisGroups(rows, block)
 

@@ -130,7 +130,7 @@ func runBLIS(in *input, s *sink) error {
 	}
 	params := map[string]string{"format": "blis", "requests": strconv.Itoa(len(rows)), "mode": hdr.Mode}
 	if len(groups) > 0 {
-		params["hash_block_size"] = strconv.Itoa(BLISHashBlockTokens)
+		params[datasets.ParamHashBlockSize] = strconv.Itoa(BLISHashBlockTokens)
 		params["prefix_groups"] = strconv.Itoa(len(groups))
 	}
 	s.m.Workload = &datasets.Workload{Kind: "trace", Params: params}

@@ -89,7 +89,7 @@ func runMooncake(in *input, s *sink) error {
 	s.detail("hash_block_size", strconv.Itoa(MooncakeBlockTokens))
 	s.detail("hash_ids", "one id per 512-token prompt block; equal leading ids mean a shared prefix")
 	s.m.Workload = &datasets.Workload{Kind: "trace", Params: map[string]string{"format": "mooncake", "requests": strconv.Itoa(n),
-		"hash_block_size": strconv.Itoa(MooncakeBlockTokens)}}
+		datasets.ParamHashBlockSize: strconv.Itoa(MooncakeBlockTokens)}}
 	s.note("mooncake trace: arrival_ns is timestamp (ms) relative to the first line; prefix_hash_ids are the hash_ids (block size %d tokens); req_id is the zero-based line index; no event times (status not_run)", MooncakeBlockTokens)
 	if mismatched > 0 {
 		s.note("%d of %d requests have a hash_ids count other than ceil(input_length/%d)", mismatched, n, MooncakeBlockTokens)

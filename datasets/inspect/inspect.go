@@ -11,6 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/hist"
 )
 
 // Summary describes a dataset directory.
@@ -397,23 +398,11 @@ func dist(v []int64, scale float64) Dist {
 	return Dist{
 		Count: int64(len(v)),
 		Mean:  sum / float64(len(v)) * scale,
-		P50:   float64(Percentile(v, 50)) * scale,
-		P90:   float64(Percentile(v, 90)) * scale,
-		P99:   float64(Percentile(v, 99)) * scale,
+		P50:   float64(hist.NearestRank(v, 50)) * scale,
+		P90:   float64(hist.NearestRank(v, 90)) * scale,
+		P99:   float64(hist.NearestRank(v, 99)) * scale,
 		Max:   float64(v[len(v)-1]) * scale,
 	}
-}
-
-// Percentile is the nearest-rank p-th percentile of sorted (non-empty) v.
-func Percentile(sorted []int64, p float64) int64 {
-	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
-	if rank < 1 {
-		rank = 1
-	}
-	if rank > len(sorted) {
-		rank = len(sorted)
-	}
-	return sorted[rank-1]
 }
 
 // FileInfo describes one Parquet file.

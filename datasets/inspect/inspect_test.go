@@ -110,13 +110,6 @@ func TestBatchBucket(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	v := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
-	for p, want := range map[float64]int64{0: 1, 10: 1, 11: 2, 50: 5, 90: 9, 99: 10, 100: 10} {
-		require.Equal(t, want, Percentile(v, p), "p%v", p)
-	}
-}
-
 type sparseStep struct {
 	StepID int64 `parquet:"step_id"`
 }

@@ -323,3 +323,21 @@ func TestShippedMoE(t *testing.T) {
 	require.Greater(t, b.GEMMNs, moe)
 	require.Greater(t, moe, 0.5*b.GEMMNs)
 }
+
+// Every shipped vLLM database carries its GPU's fused-MoE table, and the
+// H200's prices the routed experts of a Qwen3-30B-A3B decode step from it
+// rather than from expert GEMMs.
+func TestShippedMoETables(t *testing.T) {
+	for _, name := range Names() {
+		if !strings.Contains(name, "-vllm-") {
+			continue // the worker's own database measures no MoE kernel
+		}
+		db, err := Open(name)
+		require.NoError(t, err, name)
+		require.NotEmpty(t, db.MoE, "%s ships its fused-MoE table", name)
+	}
+	s := must(catalog.LookupModel("Qwen3-30B-A3B"))
+	_, notes, err := Prior("ops", Query{Hardware: must(catalog.LookupHardware("H200")), Shape: s})
+	require.NoError(t, err)
+	require.Contains(t, strings.Join(notes, "\n"), "fused MoE table (bfloat16, 128 experts, top-8, TP 1)")
+}

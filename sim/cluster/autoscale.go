@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/hist"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -227,7 +228,7 @@ type scaler struct {
 	since               int64
 	inFlight            int
 	inFlightA, servingA float64
-	ttft, itl           sim.Hist
+	ttft, itl           hist.Hist[hist.Nanos]
 }
 
 // startScaler records the pool's first engines (routable from 0: loaded
@@ -309,7 +310,7 @@ func (c *Cluster) tick(pl *pool, now int64) {
 		c.scaleDown(pl, min(held-want, held/2), now)
 	}
 	s.inFlightA, s.servingA = 0, 0
-	s.ttft, s.itl = sim.Hist{}, sim.Hist{}
+	s.ttft, s.itl = hist.Hist[hist.Nanos]{}, hist.Hist[hist.Nanos]{}
 	// Decide again while anything can still happen: events queued or
 	// arrivals to come (Drive says). Otherwise the planner sleeps, so the
 	// run can end (or its driver report why it stalled), until a request
@@ -434,9 +435,9 @@ func (s *scaler) measured(r *datasets.Request) {
 	if r.Status != datasets.StatusFinished || r.FirstTokenNs < 0 {
 		return
 	}
-	s.ttft.Add(r.FirstTokenNs - r.ArrivalNs)
+	s.ttft.Add(float64(r.FirstTokenNs - r.ArrivalNs))
 	if r.OutputTokens > 1 {
-		s.itl.Add((r.FinishNs - r.FirstTokenNs) / (r.OutputTokens - 1))
+		s.itl.Add(float64((r.FinishNs - r.FirstTokenNs) / (r.OutputTokens - 1)))
 	}
 }
 

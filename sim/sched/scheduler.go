@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/bits"
 
+	"github.com/steplab/steplab/internal/invariants"
 	"github.com/steplab/steplab/internal/slab"
 )
 
@@ -36,6 +37,7 @@ type Scheduler struct {
 	hitBuf          []int
 	spare           [32][][]int32 // recycled block tables and own[] indexes, by log2 capacity
 	bsShift         uint          // log2(BlockSize)
+	checks          int           // checkStep calls (invariants build)
 }
 
 // New returns an empty scheduler, or the error of cfg.Validate.
@@ -320,6 +322,9 @@ func (s *Scheduler) Schedule() *Output {
 		out.StepID = s.nextStep
 		s.nextStep++
 	}
+	if invariants.Enabled {
+		s.checkStep("Schedule", out)
+	}
 	return out
 }
 
@@ -496,6 +501,9 @@ func (s *Scheduler) Update(out *Output) *UpdateResult {
 		}
 		clear(s.running[k:])
 		s.running = s.running[:k]
+	}
+	if invariants.Enabled {
+		s.checkStep("Update", out)
 	}
 	s.free = append(s.free, out)
 	return res

@@ -13,9 +13,10 @@
 //   - NewTrace replays the requests table of a dataset (arrival_ns,
 //     prompt_tokens, output_tokens, prefix_hash_ids), as recorded or rescaled
 //     to a target mean rate, optionally windowed, limited and rebased.
-//     Prefix hash ids become a hash chain (Arrival.PrefixHashes); Mooncake's
-//     ids stand for 512-token blocks (TraceSource.BlockSize), and
-//     EngineBlockHashes re-blocks the chain to the engine's block size.
+//     Prefix hash ids become a hash chain (Arrival.PrefixHashes, the one
+//     conversion TraceArrival); each id stands for HashBlockSize tokens (the
+//     manifest's, e.g. 512 for Mooncake), and EngineBlockHashes re-blocks
+//     the chain to the engine's block size.
 //   - NewOpenLoop generates constant, Poisson or gamma (coefficient of
 //     variation CV; CV 1 is exactly the Poisson stream) arrivals at RateRPS,
 //     for N requests or a duration, with warm-up requests marked.

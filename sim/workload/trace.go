@@ -11,11 +11,6 @@ import (
 	"github.com/steplab/steplab/datasets"
 )
 
-// MooncakeBlockSize is the number of prompt tokens each prefix hash id of a
-// Mooncake trace stands for (its hash_ids are per 512-token block), the
-// default TraceConfig.BlockSize.
-const MooncakeBlockSize = 512
-
 // TraceConfig configures a trace replayed from the requests table of a
 // dataset (an imported trace, or the requests of a capture or simulation).
 type TraceConfig struct {
@@ -33,8 +28,9 @@ type TraceConfig struct {
 	// Rebase shifts the window so that its first arrival is at 0.
 	Rebase bool
 	// BlockSize is the number of prompt tokens behind each prefix_hash_ids
-	// entry (default MooncakeBlockSize). Arrival.PrefixHashes is a chain of
-	// those blocks; EngineBlockHashes maps it to the engine's block size.
+	// entry (0: what the manifest records, HashBlockSize). Arrival.PrefixHashes
+	// is a chain of those blocks; EngineBlockHashes maps it to the engine's
+	// block size.
 	BlockSize int
 	// WarmupRequests marks the first arrivals of the window Warmup.
 	WarmupRequests int
@@ -59,7 +55,7 @@ func (c TraceConfig) Validate() error {
 		return fmt.Errorf("workload: trace: window [StartNs=%d, EndNs=%d) is empty: set EndNs > StartNs, or 0 for no end", c.StartNs, c.EndNs)
 	}
 	if c.BlockSize < 0 {
-		return fmt.Errorf("workload: trace: BlockSize=%d: must be >= 1 token (0 = %d, Mooncake)", c.BlockSize, MooncakeBlockSize)
+		return fmt.Errorf("workload: trace: BlockSize=%d: must be >= 1 token (0 = the manifest's workload.params.%s)", c.BlockSize, datasets.ParamHashBlockSize)
 	}
 	if c.WarmupRequests < 0 {
 		return fmt.Errorf("workload: trace: WarmupRequests=%d: must be >= 0", c.WarmupRequests)
@@ -69,6 +65,75 @@ func (c TraceConfig) Validate() error {
 
 func (c TraceConfig) inWindow(t int64) bool {
 	return t >= c.StartNs && (c.EndNs == 0 || t < c.EndNs)
+}
+
+// TraceArrival is the arrival a requests row replays as, the one conversion
+// of every trace replay (TraceSource, and a request replay of a recorded
+// run): its id, recorded arrival time and lengths, and its prefix_hash_ids
+// as a hash chain (Arrival.PrefixHashes, nil without ids) over blocks of the
+// trace's HashBlockSize, which EngineBlockHashes re-blocks for an engine.
+func TraceArrival(r *datasets.Request) Arrival {
+	a := Arrival{ID: r.ReqID, AtNs: r.ArrivalNs, PromptTokens: int(r.PromptTokens), OutputTokens: int(r.OutputTokens)}
+	if len(r.PrefixHashIDs) > 0 {
+		a.PrefixHashes = chainHashes(r.PrefixHashIDs, make([]uint64, 0, len(r.PrefixHashIDs)))
+	}
+	return a
+}
+
+// HashBlockSize is the number of prompt tokens behind each prefix_hash_ids
+// entry of the dataset's requests: configured when > 0, else what its
+// manifest records (workload.params.hash_block_size, written by the
+// importers of traces with prefix hashes). A dataset whose requests carry
+// prefix_hash_ids with neither is refused: the ids cannot be mapped to
+// engine blocks without it, and a guess would invent or lose prefix hits.
+// 0 for a dataset without prefix hashes.
+func HashBlockSize(d *datasets.Dataset, configured int) (int, error) {
+	if configured > 0 {
+		return configured, nil
+	}
+	n, err := d.Manifest.HashBlockSize()
+	if err != nil {
+		return 0, fmt.Errorf("workload: trace: %s: %w", d.Dir, err)
+	}
+	if n > 0 {
+		return n, nil
+	}
+	has, err := hasPrefixHashes(d)
+	if err != nil {
+		return 0, fmt.Errorf("workload: trace: %w", err)
+	}
+	if has {
+		return 0, fmt.Errorf("workload: trace: %s: requests carry prefix_hash_ids but the manifest records no workload.params.%s (the prompt tokens behind each id; Mooncake traces: 512): record it there, or give it to simulate as workload.hash_block_size",
+			d.Dir, datasets.ParamHashBlockSize)
+	}
+	return 0, nil
+}
+
+// hasPrefixHashes reports whether any request carries prefix_hash_ids.
+func hasPrefixHashes(d *datasets.Dataset) (bool, error) {
+	type hashes struct {
+		IDs []int64 `parquet:"prefix_hash_ids,list"`
+	}
+	sc, err := datasets.Scan[hashes](d, datasets.TableRequests)
+	if err != nil {
+		return false, err
+	}
+	defer sc.Close()
+	buf := make([]hashes, 1024)
+	for {
+		n, err := sc.Read(buf)
+		for _, r := range buf[:n] {
+			if len(r.IDs) > 0 {
+				return true, nil
+			}
+		}
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	}
 }
 
 // traceIndex is the pre-pass projection: no prefix hashes are read.
@@ -121,14 +186,15 @@ func NewTrace(cfg TraceConfig) (*TraceSource, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.BlockSize == 0 {
-		cfg.BlockSize = MooncakeBlockSize
-	}
 	d, err := datasets.Open(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("workload: trace: %w", err)
 	}
-	t := &TraceSource{cfg: cfg, blockSize: cfg.BlockSize, scale: 1}
+	block, err := HashBlockSize(d, cfg.BlockSize)
+	if err != nil {
+		return nil, err
+	}
+	t := &TraceSource{cfg: cfg, blockSize: block, scale: 1}
 	sorted, err := t.prepass(d)
 	if err != nil {
 		return nil, err
@@ -262,7 +328,7 @@ func (t *TraceSource) measure(r traceIndex) {
 }
 
 // BlockSize is the number of prompt tokens behind each source prefix hash
-// (TraceConfig.BlockSize, default 512).
+// (HashBlockSize of TraceConfig.BlockSize; 0 for a trace without hashes).
 func (t *TraceSource) BlockSize() int { return t.blockSize }
 
 // Len is the number of arrivals the source produces.
@@ -328,20 +394,12 @@ func (t *TraceSource) fill() {
 		}
 		return
 	}
-	id := r.ReqID
-	if id == "" {
-		id = "trace-" + strconv.Itoa(t.emitted)
+	t.next = TraceArrival(r)
+	if t.next.ID == "" {
+		t.next.ID = "trace-" + strconv.Itoa(t.emitted)
 	}
-	t.next = Arrival{
-		ID:           id,
-		AtNs:         t.mapTime(r.ArrivalNs),
-		PromptTokens: int(r.PromptTokens),
-		OutputTokens: int(r.OutputTokens),
-		Warmup:       t.emitted < t.cfg.WarmupRequests,
-	}
-	if len(r.PrefixHashIDs) > 0 {
-		t.next.PrefixHashes = chainHashes(r.PrefixHashIDs, make([]uint64, 0, len(r.PrefixHashIDs)))
-	}
+	t.next.AtNs = t.mapTime(r.ArrivalNs)
+	t.next.Warmup = t.emitted < t.cfg.WarmupRequests
 	t.emitted++
 	t.have = true
 }

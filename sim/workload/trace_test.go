@@ -9,12 +9,22 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// writeTrace writes a requests-only dataset (as an importer would) with
-// small parts so that streaming crosses part boundaries.
+// writeTrace writes a requests-only dataset (as an importer would, with
+// 512-token prefix hash blocks) with small parts so that streaming crosses
+// part boundaries.
 func writeTrace(t *testing.T, rows []datasets.Request) string {
+	return writeTraceParams(t, rows, map[string]string{datasets.ParamHashBlockSize: "512"})
+}
+
+// writeTraceParams is writeTrace with the manifest's workload.params.
+func writeTraceParams(t *testing.T, rows []datasets.Request, params map[string]string) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "trace")
-	w, err := datasets.Create(dir, datasets.Manifest{Source: datasets.Source{Kind: "import", Format: "test"}}, datasets.CreateOptions{})
+	m := datasets.Manifest{Source: datasets.Source{Kind: "import", Format: "test"}}
+	if params != nil {
+		m.Workload = &datasets.Workload{Kind: "trace", Params: params}
+	}
+	w, err := datasets.Create(dir, m, datasets.CreateOptions{})
 	require.NoError(t, err)
 	tw, err := datasets.NewTableWriter[datasets.Request](w, datasets.TableRequests, datasets.TableOptions{RowGroupRows: 3, PartRows: 4})
 	require.NoError(t, err)
@@ -53,7 +63,7 @@ func TestTraceAsRecorded(t *testing.T) {
 	s := trace(t, TraceConfig{Dir: dir, WarmupRequests: 2})
 	assert.False(t, s.InMemory())
 	assert.Equal(t, 10, s.Len())
-	assert.Equal(t, MooncakeBlockSize, s.BlockSize())
+	assert.Equal(t, 512, s.BlockSize(), "the manifest's hash block size")
 	arr := drain(t, s)
 	require.Len(t, arr, 10)
 	for i, a := range arr {
@@ -74,6 +84,39 @@ func TestTraceAsRecorded(t *testing.T) {
 	_, st := s.NextAt()
 	assert.Equal(t, Exhausted, st)
 	assert.NoError(t, s.Complete("r0", 0))
+}
+
+// The hash block size is the configured one, else the manifest's; a trace
+// with prefix hashes and neither is refused rather than given a guess.
+func TestTraceHashBlockSize(t *testing.T) {
+	plain := traceRows(4)
+	for i := range plain {
+		plain[i].PrefixHashIDs = nil
+	}
+	for _, tc := range []struct {
+		name       string
+		rows       []datasets.Request
+		params     map[string]string
+		configured int
+		want       int
+		err        string
+	}{
+		{name: "configured wins", rows: traceRows(4), params: map[string]string{datasets.ParamHashBlockSize: "512"}, configured: 16, want: 16},
+		{name: "manifest", rows: traceRows(4), params: map[string]string{datasets.ParamHashBlockSize: "16"}, want: 16},
+		{name: "unknown", rows: traceRows(4), err: "requests carry prefix_hash_ids but the manifest records no workload.params.hash_block_size"},
+		{name: "bad manifest", rows: traceRows(4), params: map[string]string{datasets.ParamHashBlockSize: "0"}, err: `workload.params.hash_block_size="0": must be a token count >= 1`},
+		{name: "no hashes", rows: plain, want: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := NewTrace(TraceConfig{Dir: writeTraceParams(t, tc.rows, tc.params), BlockSize: tc.configured})
+			if tc.err != "" {
+				require.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, s.BlockSize())
+		})
+	}
 }
 
 func TestTraceWindowLimitRebase(t *testing.T) {

@@ -1,0 +1,6 @@
+//go:build invariants
+
+package invariants
+
+// Enabled: built with -tags invariants, the checks run.
+const Enabled = true
