@@ -119,7 +119,8 @@ func runDynamoArtifact(in *input, s *sink) error {
 	if err != nil {
 		return err
 	}
-	artifactProvenance(a, s)
+	artifactDetails(a, s)
+	artifactEngine(a, s)
 	artifactNotes(a, reason, counts, s)
 	return nil
 }
@@ -251,10 +252,10 @@ func addArtifactSteps(in *input, a *artifact, artifactReason string, s *sink) (m
 	return counts, nil
 }
 
-// artifactProvenance records the artifact's identity, timing, CUDA-graph
-// and limits in the manifest: details, created, engine, measurement policy
-// and workload.
-func artifactProvenance(a *artifact, s *sink) {
+// artifactDetails records the artifact's identity, verdicts, data-parallel
+// rank, timing, CUDA-graph settings and batch-size limits in the source
+// details, and its start time and capture sizes in the manifest.
+func artifactDetails(a *artifact, s *sink) {
 	m := &s.m
 	det := func(k string, v string) {
 		if v != "" {
@@ -309,6 +310,21 @@ func artifactProvenance(a *artifact, s *sink) {
 		}
 	}
 	if l := a.Limits; l != nil {
+		if l.FeasibleMaxBatchSize != nil {
+			det("feasible_max_batch_size", strconv.FormatInt(*l.FeasibleMaxBatchSize, 10))
+		}
+		if l.ConfiguredMaxBatchSize != nil {
+			det("configured_max_batch_size", strconv.FormatInt(*l.ConfiguredMaxBatchSize, 10))
+		}
+	}
+}
+
+// artifactEngine records the engine of the artifact's limits, its
+// measurement policy (the pre-steady-state one when absent, noted) and the
+// workload in the manifest.
+func artifactEngine(a *artifact, s *sink) {
+	m := &s.m
+	if l := a.Limits; l != nil {
 		eng := &datasets.EngineConfig{}
 		set := func(dst *int, v *int64) {
 			if v != nil && *v >= 0 && *v <= math.MaxInt32 {
@@ -321,12 +337,6 @@ func artifactProvenance(a *artifact, s *sink) {
 		set(&eng.BlockSize, l.BlockSize)
 		set(&eng.NumGPUBlocks, l.NumGPUBlocks)
 		m.Engine = eng
-		if l.FeasibleMaxBatchSize != nil {
-			det("feasible_max_batch_size", strconv.FormatInt(*l.FeasibleMaxBatchSize, 10))
-		}
-		if l.ConfiguredMaxBatchSize != nil {
-			det("configured_max_batch_size", strconv.FormatInt(*l.ConfiguredMaxBatchSize, 10))
-		}
 		s.note("engine: from the artifact's limits (max_num_seqs = max_num_running_reqs, max_num_batched_tokens = max_num_scheduled_tokens); prefix caching, chunked prefill and async scheduling are not recorded there")
 	}
 	if mp := a.MeasurementPolicy; mp != nil {
