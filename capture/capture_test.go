@@ -17,7 +17,7 @@ import (
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/scenario"
 )
 
 // python is the interpreter the tests use: Debian's, which has msgpack and
@@ -49,8 +49,8 @@ func requirePython(t *testing.T, modules ...string) {
 
 // tinyScenario is a CPU-sized engine driving the first requests of the
 // bundled Azure conversation trace at a high rate.
-func tinyScenario(requests int) sim.Scenario {
-	sc := sim.DefaultScenario()
+func tinyScenario(requests int) scenario.Scenario {
+	sc := scenario.Default()
 	sc.Name = "cpu-tiny"
 	sc.Engine.NumGPUBlocks = 1024
 	sc.Engine.MaxModelLen = 4096
@@ -60,7 +60,7 @@ func tinyScenario(requests int) sim.Scenario {
 	return sc
 }
 
-func plan(t *testing.T, sc sim.Scenario) *sim.Plan {
+func plan(t *testing.T, sc scenario.Scenario) *scenario.Plan {
 	t.Helper()
 	p, err := sc.Plan()
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestCPUCaptureTiny(t *testing.T) {
 	t.Run("bench steady", func(t *testing.T) {
 		sc := tinyScenario(0)
 		sc.Workload.Kind = "benchmark"
-		sc.Workload.Benchmark = sim.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
+		sc.Workload.Benchmark = scenario.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
 			DecodeBatchSizes: []int{1, 4}, DecodeContexts: []int{16, 64}, PrefillTokens: []int{32, 128}}
 		dir := filepath.Join(base, "bench")
 		_, err := Capture(plan(t, sc), dir, Options{Worker: worker, Device: "cpu", Preset: "tiny", CheckpointSteps: 16})
@@ -242,9 +242,9 @@ func TestCPUCaptureTiny(t *testing.T) {
 		sc := tinyScenario(0)
 		sc.Model = "tiny"
 		sc.Workload.Kind = "benchmark"
-		sc.Workload.Benchmark = sim.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
+		sc.Workload.Benchmark = scenario.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
 			DecodeBatchSizes: []int{2}, DecodeContexts: []int{16}, PrefillTokens: []int{32},
-			RaggedBatchSizes: []int{6}, RaggedContexts: []int{40}, RaggedSpreads: []sim.SpreadSpec{{Shape: "tail", MaxRatio: 3}},
+			RaggedBatchSizes: []int{6}, RaggedContexts: []int{40}, RaggedSpreads: []scenario.SpreadSpec{{Shape: "tail", MaxRatio: 3}},
 			MixedPrefillTokens: []int{24}, MixedPrefillContexts: []int{0, 50}, MixedDecodeBatchSizes: []int{3}, MixedDecodeContexts: []int{30}}
 		dir := filepath.Join(base, "hetero")
 		_, err := Capture(plan(t, sc), dir, Options{Worker: worker, Device: "cpu", CheckpointSteps: 16})
@@ -288,7 +288,7 @@ func TestCPUCaptureTinyMoE(t *testing.T) {
 	sc := tinyScenario(0)
 	sc.Model = filepath.Join("testdata", "tiny-moe", "config.json")
 	sc.Workload.Kind = "benchmark"
-	sc.Workload.Benchmark = sim.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
+	sc.Workload.Benchmark = scenario.BenchmarkSpec{Mode: "agg", Policy: datasets.PolicySteadyStateSecondStep,
 		DecodeBatchSizes: []int{1, 3}, DecodeContexts: []int{16}, PrefillTokens: []int{32}}
 	dir := filepath.Join(t.TempDir(), "moe")
 	_, err := Capture(plan(t, sc), dir, Options{Worker: worker, Device: "cpu", CheckpointSteps: 16})

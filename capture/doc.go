@@ -4,7 +4,7 @@
 //
 // # A GPU worker driven by the simulator's scheduler
 //
-// Capture runs a sim.Plan (a trace or generator workload, or a benchmark
+// Capture runs a scenario.Plan of one engine (a trace or generator workload, or a benchmark
 // grid under a measurement policy) through the same scheduler the
 // simulator runs, but with the real executor: GPUExecutor serializes each
 // scheduler output as the worker protocol's step message (mirroring vLLM's
@@ -15,7 +15,7 @@
 // Llama-architecture decoder with a paged KV cache, ragged attention and
 // CUDA graphs, and reports its own timings.
 //
-//	plan, _ := sim.DefaultScenario().Plan()
+//	plan, _ := scenario.Default().Plan()
 //	res, err := capture.Capture(plan, "datasets/run", capture.Options{
 //		Worker: capture.WorkerOptions{Python: "python3"},
 //		Device: "cuda", CheckpointSteps: 256,

@@ -12,6 +12,7 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -48,7 +49,7 @@ type Options struct {
 // garbage ends the capture with an error carrying its last stderr lines,
 // and the dataset keeps every completed part with a manifest that says it
 // is partial.
-func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
+func Capture(p *scenario.Plan, dir string, opts Options) (*sim.Result, error) {
 	if opts.CheckpointSteps == 0 {
 		opts.CheckpointSteps = 256
 	}
@@ -68,9 +69,10 @@ func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
 	}
 	// The worker decides how many KV blocks exist and which CUDA graphs it
 	// captured; the scheduler must agree with it.
-	p.Sched.NumGPUBlocks = ready.NumGPUBlocks
-	p.Graphs = ready.CUDAGraphSizes
-	if err := p.Sched.Validate(); err != nil {
+	e := p.Engine()
+	e.Sched.NumGPUBlocks = ready.NumGPUBlocks
+	e.Graphs = ready.CUDAGraphSizes
+	if err := e.Sched.Validate(); err != nil {
 		proc.Kill()
 		return nil, fmt.Errorf("the worker's KV cache cannot hold this engine config: %w", err)
 	}
@@ -110,7 +112,7 @@ func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
 			return sampler.Stop()
 		},
 	}
-	res, err := sim.Execute(p, dir, b, opts.Run)
+	res, err := scenario.Execute(p, dir, b, opts.Run)
 	if err != nil {
 		proc.Kill()
 		return nil, err
@@ -124,11 +126,12 @@ func Capture(p *sim.Plan, dir string, opts Options) (*sim.Result, error) {
 // Start launches the worker and initialises it with the plan's model and
 // engine limits. A config that cannot fit on the GPU is refused by the
 // worker before it builds anything.
-func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
+func Start(p *scenario.Plan, opts Options) (*Process, *ReadyMsg, error) {
+	e, block := p.Engine(), p.EngineBlocks[0]
 	var mc *ModelConfig
 	if opts.Preset == "" {
 		var err error
-		if mc, err = WorkerShape(p.Shape); err != nil {
+		if mc, err = WorkerShape(e.Shape); err != nil {
 			return nil, nil, err
 		}
 	}
@@ -137,11 +140,11 @@ func Start(p *sim.Plan, opts Options) (*Process, *ReadyMsg, error) {
 		return nil, nil, err
 	}
 	init := InitMsg{Type: "init", ProtocolVersion: 1, Seed: opts.Seed, Device: orDefault(opts.Device, "cuda"),
-		NumGPUBlocks: 0, GPUMemoryUtilization: p.Scenario.Engine.GPUMemoryUtilization, BlockSize: p.Sched.BlockSize,
-		MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens, MaxModelLen: p.Sched.MaxModelLen,
-		CUDAGraphSizes: p.Graphs, AttentionBackend: orDefault(opts.AttentionBackend, "auto")}
-	if p.Scenario.Engine.NumGPUBlocks > 0 {
-		init.NumGPUBlocks = p.Scenario.Engine.NumGPUBlocks
+		NumGPUBlocks: 0, GPUMemoryUtilization: block.GPUMemoryUtilization, BlockSize: e.Sched.BlockSize,
+		MaxNumSeqs: e.Sched.MaxNumSeqs, MaxNumBatchedTokens: e.Sched.MaxNumBatchedTokens, MaxModelLen: e.Sched.MaxModelLen,
+		CUDAGraphSizes: e.Graphs, AttentionBackend: orDefault(opts.AttentionBackend, "auto")}
+	if block.NumGPUBlocks > 0 {
+		init.NumGPUBlocks = block.NumGPUBlocks
 	}
 	init.Model, init.ModelConfig = opts.Preset, mc
 	b, err := Frame(&init)

@@ -61,7 +61,7 @@ func TestAIConfiguratorConfigs(t *testing.T) {
 func firstFittingTP(hw Hardware, s Shape) int {
 	for _, tp := range []int{1, 2, 4, 8} {
 		if sh := s.WithTP(tp); sh.Validate() == nil {
-			if _, err := KVBlocks(hw, sh, 16, 0.9); err == nil {
+			if _, err := KVBlocks(hw, sh, 16, 0.9, 0); err == nil {
 				return tp
 			}
 		}

@@ -292,7 +292,7 @@ func TestCatalogAddGPUAsDataFile(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, llama8B.ParamCount(), shape.ParamCount())
 
-	n, err := KVBlocks(byName, shape, 16, 0.9)
+	n, err := KVBlocks(byName, shape, 16, 0.9, 0)
 	require.NoError(t, err)
 	assert.Positive(t, n)
 }

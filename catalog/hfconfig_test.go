@@ -107,7 +107,7 @@ func TestHFConfigFamilies(t *testing.T) {
 		// The KV capacity sets aside 256 requests' states.
 		b200, _ := LookupHardware("B200")
 		tp4 := s.WithTP(4)
-		blocks, err := KVBlocks(b200, tp4, 16, 0.9)
+		blocks, err := KVBlocks(b200, tp4, 16, 0.9, 0)
 		require.NoError(t, err)
 		free := 0.9*b200.MemBytes() - float64(tp4.WeightBytes()+ActivationReserveBytes(tp4)) - 256*float64(tp4.StateBytesPerRequest())
 		assert.Equal(t, int(free/float64(16*tp4.KVBytesPerToken())), blocks)

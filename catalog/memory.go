@@ -83,7 +83,41 @@ func ActivationReserveBytes(s Shape) int64 {
 // alone do not fit (with the smallest tensor-parallel degree that would
 // fit), when nothing is left for the KV cache, or when the arguments are
 // out of range. The simulator uses it to refuse impossible scenarios.
-func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, error) {
+//
+// expertParallel > 1 is one GPU of an expert-parallel instance of that
+// many engines (vLLM enable_expert_parallel): the routed experts of a
+// mixture of experts are spread over expertParallel × TP GPUs, so the GPU
+// holds the dense part (DenseShape) whole and its share of the experts,
+// and the wider activations of the routed MLP (the whole shape's reserve
+// over the dense part's) come out of the budget too. 0 or 1, or a shape
+// without routed experts: every engine holds the whole model.
+func KVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64, expertParallel int) (int, error) {
+	if expertParallel > 1 && s.MoE.Experts > 0 {
+		return expertKVBlocks(hw, s, expertParallel*max(1, s.TP), blockSize, gpuMemUtil)
+	}
+	return denseKVBlocks(hw, s, blockSize, gpuMemUtil)
+}
+
+// expertKVBlocks is KVBlocks of one GPU of an expert-parallel instance of
+// gpus GPUs.
+func expertKVBlocks(hw Hardware, s Shape, gpus, blockSize int, util float64) (int, error) {
+	if util <= 0 || util > 1 {
+		return 0, fmt.Errorf("engine.gpu_memory_utilization is %g: use a fraction in (0, 1]", util)
+	}
+	dense := DenseShape(s)
+	experts := float64(s.MoE.Experts) / float64(max(1, gpus)) * float64(s.MoELayers()) * s.ExpertBytes()
+	if experts >= util*hw.MemBytes() {
+		return 0, fmt.Errorf("the experts need %.0f GB per GPU over %d GPUs but %s offers %.0f GB at gpu_memory_utilization %g: spread them over more GPUs (expert_parallel)",
+			experts/1e9, gpus, hw.Name, util*hw.MemBytes()/1e9, util)
+	}
+	extra := experts + float64(ActivationReserveBytes(s)-ActivationReserveBytes(dense))
+	kv := hw
+	kv.MemGB -= extra / util / (1 << 30)
+	return denseKVBlocks(kv, dense, blockSize, util)
+}
+
+// denseKVBlocks is KVBlocks of a GPU that holds the whole model.
+func denseKVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int, error) {
 	if err := hw.Validate(); err != nil {
 		return 0, err
 	}

@@ -25,7 +25,7 @@ func TestKVBlocksFits(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.hw.Name+"/"+tc.s.Name, func(t *testing.T) {
-			n, err := KVBlocks(tc.hw, tc.s, 16, 0.9)
+			n, err := KVBlocks(tc.hw, tc.s, 16, 0.9, 0)
 			require.NoError(t, err)
 			assert.GreaterOrEqual(t, n*16, tc.minTok)
 			assert.LessOrEqual(t, n*16, tc.maxTok)
@@ -39,16 +39,16 @@ func TestKVBlocksFits(t *testing.T) {
 func TestKVBlocksMonotone(t *testing.T) {
 	prev := 0
 	for _, u := range []float64{0.5, 0.7, 0.9, 0.95} {
-		n, err := KVBlocks(h200, llama8B, 16, u)
+		n, err := KVBlocks(h200, llama8B, 16, u, 0)
 		require.NoError(t, err)
 		assert.Greater(t, n, prev, "more memory utilization, more blocks")
 		prev = n
 	}
-	n16, _ := KVBlocks(h200, llama8B, 16, 0.9)
-	n32, _ := KVBlocks(h200, llama8B, 32, 0.9)
+	n16, _ := KVBlocks(h200, llama8B, 16, 0.9, 0)
+	n32, _ := KVBlocks(h200, llama8B, 32, 0.9, 0)
 	assert.InDelta(t, n16/2, n32, 1, "blocks twice as large: half as many")
-	n4, _ := KVBlocks(h200, llama70B.WithTP(4), 16, 0.9)
-	n8, _ := KVBlocks(h200, llama70B.WithTP(8), 16, 0.9)
+	n4, _ := KVBlocks(h200, llama70B.WithTP(4), 16, 0.9, 0)
+	n8, _ := KVBlocks(h200, llama70B.WithTP(8), 16, 0.9, 0)
 	assert.Greater(t, n8, n4, "more tensor parallelism, more KV room per GPU")
 }
 
@@ -79,7 +79,7 @@ func TestKVBlocksRefusals(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := KVBlocks(tc.hw, tc.s, tc.block, tc.util)
+			n, err := KVBlocks(tc.hw, tc.s, tc.block, tc.util, 0)
 			require.Error(t, err)
 			assert.Zero(t, n)
 			for _, w := range tc.want {
@@ -103,7 +103,7 @@ func TestKVBlocksSuggestionsFit(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			n, err := KVBlocks(h100, tc.s, 16, tc.util)
+			n, err := KVBlocks(h100, tc.s, 16, tc.util, 0)
 			require.NoError(t, err)
 			assert.Positive(t, n)
 		})

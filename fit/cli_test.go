@@ -15,7 +15,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/scenario"
 )
 
 // truth is the decode model the synthetic datasets are drawn from.
@@ -302,16 +302,16 @@ func TestDegenerateInputThroughLoad(t *testing.T) {
 // a simulated production trace (the simulator prices payload and host
 // windows with fpm.DefaultPayloadModel and fpm.DefaultHostModel).
 func TestFitOverheadsRecoversSimulatorPriors(t *testing.T) {
-	sc := sim.DefaultScenario()
+	sc := scenario.Default()
 	// A small token budget chunks long prompts, so scheduled tokens and
 	// admitted prompt tokens vary apart (with every prompt admitted whole,
 	// total_scheduled_tokens = prompt tokens + decode requests, and the
 	// fit rightly refuses prep_per_token_ns and prep_per_new_token_ns as
 	// collinear).
 	sc.Engine.MaxNumBatchedTokens = 2048
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 20, Requests: 600,
-		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 1200, Sigma: 0.8, Min: 16, Max: 8000},
-		Output: sim.LengthSpec{Kind: "lognormal", Mean: 200, Sigma: 0.8, Min: 4, Max: 1000}}
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 20, Requests: 600,
+		Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 1200, Sigma: 0.8, Min: 16, Max: 8000},
+		Output: scenario.LengthSpec{Kind: "lognormal", Mean: 200, Sigma: 0.8, Min: 4, Max: 1000}}
 	dir := simulateTo(t, filepath.Join(t.TempDir(), "prod"), sc)
 	// A deliberately wrong prior: the fit must move away from it.
 	pp := fpm.DefaultPayloadModel()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -162,34 +163,34 @@ func TestR3LlamaKVRatio(t *testing.T) {
 	require.Greater(t, ratio, 1.5)
 }
 
-func gridScenario(mdl, policy string, batches, contexts []int) sim.Scenario {
-	sc := sim.DefaultScenario()
+func gridScenario(mdl, policy string, batches, contexts []int) scenario.Scenario {
+	sc := scenario.Default()
 	sc.Model = mdl
 	sc.Engine.MaxNumSeqs = 1024
 	sc.Engine.MaxNumBatchedTokens = 16384
 	sc.Engine.NumGPUBlocks = 200_000
-	sc.Workload = sim.WorkloadSpec{Kind: "benchmark", Benchmark: sim.BenchmarkSpec{
+	sc.Workload = scenario.WorkloadSpec{Kind: "benchmark", Benchmark: scenario.BenchmarkSpec{
 		Mode: "decode", Policy: policy, DecodeBatchSizes: batches, DecodeContexts: contexts, Warmups: new(int)}}
 	return sc
 }
 
 // productionScenario is 3,000 Poisson requests at 30 req/s with lognormal
 // prompts (mean 1,500) and outputs (mean 300) on the default engine.
-func productionScenario(mdl string, seed uint64) sim.Scenario {
-	sc := sim.DefaultScenario()
+func productionScenario(mdl string, seed uint64) scenario.Scenario {
+	sc := scenario.Default()
 	sc.Model = mdl
 	sc.Seed = seed
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 3000,
-		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 1500, Sigma: 0.8, Min: 32, Max: 8000},
-		Output: sim.LengthSpec{Kind: "lognormal", Mean: 300, Sigma: 0.8, Min: 8, Max: 2000}}
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 3000,
+		Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 1500, Sigma: 0.8, Min: 32, Max: 8000},
+		Output: scenario.LengthSpec{Kind: "lognormal", Mean: 300, Sigma: 0.8, Min: 8, Max: 2000}}
 	return sc
 }
 
-func simulateTo(t *testing.T, dir string, sc sim.Scenario) string {
+func simulateTo(t *testing.T, dir string, sc scenario.Scenario) string {
 	t.Helper()
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	_, err = sim.Run(p, dir, sim.RunOptions{Command: []string{"r3_test"}})
+	_, err = scenario.Run(p, dir, sim.RunOptions{Command: []string{"r3_test"}})
 	require.NoError(t, err)
 	return dir
 }

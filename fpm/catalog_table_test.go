@@ -54,7 +54,7 @@ func TestCatalogDecodeTable(t *testing.T) {
 			row = append(row, fmt.Sprintf("%.2f", pred), fmt.Sprintf("%.2f %s", bound, by))
 		}
 		kv := "does not fit"
-		if n, err := catalog.KVBlocks(hw, llama8B, 16, 0.9); err == nil {
+		if n, err := catalog.KVBlocks(hw, llama8B, 16, 0.9, 0); err == nil {
 			kv = fmt.Sprintf("%d", n*16)
 			if n*16 < 256*ctx {
 				kv += " (< B=256×1024)"

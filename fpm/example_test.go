@@ -68,9 +68,9 @@ func ExampleKVBlocks() {
 	h100, _ := catalog.LookupHardware("H100")
 	llama8B, _ := catalog.LookupModel("Llama-3.1-8B")
 	llama70B, _ := catalog.LookupModel("Llama-3.1-70B")
-	n, _ := catalog.KVBlocks(h200, llama8B, 16, 0.9)
+	n, _ := catalog.KVBlocks(h200, llama8B, 16, 0.9, 0)
 	fmt.Printf("Llama-3.1-8B on H200: %d blocks of 16 tokens\n", n)
-	_, err := catalog.KVBlocks(h100, llama70B, 16, 0.9)
+	_, err := catalog.KVBlocks(h100, llama70B, 16, 0.9, 0)
 	fmt.Println(err)
 	// Output:
 	// Llama-3.1-8B on H200: 56387 blocks of 16 tokens

@@ -47,7 +47,7 @@ func TestRooflineMoE(t *testing.T) {
 
 	// The memory model keeps every expert resident: 61 GB of bf16.
 	assert.InDelta(t, 61.06e9, float64(s.WeightBytes()), 0.05e9)
-	n, err := catalog.KVBlocks(h200, s, 16, 0.9)
+	n, err := catalog.KVBlocks(h200, s, 16, 0.9, 0)
 	require.NoError(t, err)
 	used := float64(n)*16*float64(s.KVBytesPerToken()) + float64(s.WeightBytes()+catalog.ActivationReserveBytes(s))
 	assert.LessOrEqual(t, used, 0.9*h200.MemBytes())

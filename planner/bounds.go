@@ -8,6 +8,7 @@ import (
 	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/hist"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -36,7 +37,7 @@ type lengths struct {
 
 // workloadLengths reads the plan's workload once (the lengths do not
 // depend on the rate).
-func workloadLengths(p *cluster.Plan) (lengths, error) {
+func workloadLengths(p *scenario.Plan) (lengths, error) {
 	var l lengths
 	src, _, cleanup, err := p.Source()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/workflow/whatif"
@@ -131,7 +132,7 @@ func Evaluate(d *whatif.Doc, pd *Doc) (*Candidate, error) {
 		return nil, err
 	}
 	slo, target := pd.Plan.SLO, pd.Plan.TargetRPS
-	b := bounds(p, l, slo)
+	b := bounds(p.Plan, l, slo)
 	c.Bounds = &b
 	pct := slo.Percentile
 	switch {
@@ -175,12 +176,12 @@ func (p Spec) MaxSimulations() int { return 1 + maxDoublings + p.RateSteps }
 // search bisects the offered rate between 0 and the prior's bound
 // (doubling it, at most maxDoublings times, while it still meets the SLO)
 // for the highest rate that meets the SLO.
-func (c *Candidate) search(p *cluster.Plan, spec Spec, hi, meanOutput float64) error {
+func (c *Candidate) search(p *scenario.Plan, spec Spec, hi, meanOutput float64) error {
 	var best *sim.Report
 	lo, miss := 0.0, ""
 	try := func(rate float64) (bool, error) {
 		c.Simulations++
-		res, err := cluster.Simulate(withRate(p, rate))
+		res, err := scenario.Simulate(withRate(p, rate))
 		if err != nil {
 			return false, fmt.Errorf("at %.4g req/s: %w", rate, err)
 		}
@@ -259,17 +260,9 @@ func at(s sim.Summary, pct int) float64 {
 
 // withRate is the plan with its workload offered at rate: the same
 // engines, a new workload spec.
-func withRate(p *cluster.Plan, rate float64) *cluster.Plan {
+func withRate(p *scenario.Plan, rate float64) *scenario.Plan {
 	q := *p
 	q.Scenario.Workload.RateRPS = rate
-	q.Pools = make([]*cluster.PoolPlan, len(p.Pools))
-	for i, pp := range p.Pools {
-		c := *pp
-		e := *pp.Engine
-		e.Scenario.Workload.RateRPS = rate
-		c.Engine = &e
-		q.Pools[i] = &c
-	}
 	return &q
 }
 

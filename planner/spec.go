@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/workflow/whatif"
 )
@@ -66,14 +67,14 @@ type Space struct {
 // Doc is a plan file: a simulate scenario (its cluster block's router and
 // links, its engine, model and workload) and the plan block.
 type Doc struct {
-	cluster.Scenario `yaml:",inline"`
-	Plan             Spec `yaml:"plan"`
+	scenario.Scenario `yaml:",inline"`
+	Plan              Spec `yaml:"plan"`
 }
 
 // Decode reads a plan document (a sweep point's, its values set) over
 // simulate's defaults and checks its plan block.
 func Decode(d *whatif.Doc) (*Doc, error) {
-	pd := &Doc{Scenario: cluster.DefaultScenario()}
+	pd := &Doc{Scenario: scenario.Default()}
 	if err := d.Decode(pd); err != nil {
 		return nil, err
 	}

@@ -6,11 +6,11 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/scenario"
 )
 
 // benchDataset is a simulated run of ~100k steps.
-func benchDataset(b *testing.B) (*datasets.Dataset, *sim.Plan) {
+func benchDataset(b *testing.B) (*datasets.Dataset, *scenario.Plan) {
 	dir, p := simulated(b, "bench")
 	d, err := datasets.Open(dir)
 	if err != nil {
@@ -22,13 +22,13 @@ func benchDataset(b *testing.B) (*datasets.Dataset, *sim.Plan) {
 func benchReplay(b *testing.B, noJoin bool, fpModel fpm.FPM) {
 	d, p := benchDataset(b)
 	if fpModel == nil {
-		fpModel = p.FPM
+		fpModel = p.Engine().FPM
 	}
 	var steps int64
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s, err := ReplaySteps(d, StepOptions{FPM: fpModel, Host: p.Host, NoJoin: noJoin})
+		s, err := ReplaySteps(d, StepOptions{FPM: fpModel, Host: p.Engine().Host, NoJoin: noJoin})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -44,7 +44,7 @@ var MoEParams = []string{MoEExpertCompute, MoEExpertStream, MoEA2A}
 type CalibSet struct {
 	Name  string
 	Trace *Trace
-	// Plan is the run's engines (cluster.PlanFromManifest); calibration
+	// Plan is the run's engines (scenario.PlanFromManifest); calibration
 	// replaces their forward-pass and host models and, for a mixture of
 	// experts, scales their expert-parallel parts.
 	Plan *cluster.Plan

@@ -12,7 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
 	"github.com/steplab/steplab/pricing"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 // The bundled vLLM runs calibrate validates on (docs/replay.md): Llama and
@@ -49,9 +49,9 @@ func TestCalibrateStartIsThePrior(t *testing.T) {
 			dir := bundled(t, r.name, r.source)
 			d, err := datasets.Open(dir)
 			require.NoError(t, err)
-			p, _, err := cluster.PlanFromManifest(d.Manifest, cluster.ManifestOptions{FPM: pricing.FPMPrior})
+			p, _, err := scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{FPM: pricing.FPMPrior})
 			require.NoError(t, err)
-			sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: filepath.Join(t.TempDir(), "rr"), NoFigures: true})
+			sum, err := RunRequests(d, RequestOptions{Plan: p.Plan}, Output{Dir: filepath.Join(t.TempDir(), "rr"), NoFigures: true})
 			require.NoError(t, err)
 
 			run, err := CalibSpec{Datasets: []string{dir}, MaxEvals: 1}.Setup()

@@ -10,8 +10,8 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/cluster"
 )
 
 // Runs simulated with a known, perturbed host overhead under synchronous
@@ -43,7 +43,7 @@ func TestCalibrateRecoversHostOverhead(t *testing.T) {
 			require.NoError(t, err)
 			tr, err := LoadTrace(d)
 			require.NoError(t, err)
-			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: cluster.Of(p)}}, CalibOptions{Fixed: p.FPM, Host: fpm.DefaultHostModel(),
+			res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: p.Plan}}, CalibOptions{Fixed: p.Engine().FPM, Host: fpm.DefaultHostModel(),
 				HostParams: []string{c.param}, MaxEvals: 100, Prior: 1e-9})
 			require.NoError(t, err)
 			require.Len(t, res.Params, 1)
@@ -54,23 +54,23 @@ func TestCalibrateRecoversHostOverhead(t *testing.T) {
 	}
 }
 
-func simulateHost(t *testing.T, name string, host fpm.HostModel) (string, *sim.Plan) {
+func simulateHost(t *testing.T, name string, host fpm.HostModel) (string, *scenario.Plan) {
 	t.Helper()
 	if v, ok := simCache.Load(name); ok {
 		o := v.(*simOut)
 		return o.dir, o.plan
 	}
-	sc := sim.DefaultScenario()
+	sc := scenario.Default()
 	sc.Seed = 7
 	sc.Engine.AsyncScheduling = false
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 4, Requests: 150,
-		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
-		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 4, Requests: 150,
+		Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+		Output: scenario.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	p.Host = host
+	p.Engine().Host = host
 	dir := sharedTmp(t) + "/" + name
-	_, err = sim.Run(p, dir, sim.RunOptions{Overwrite: true})
+	_, err = scenario.Run(p, dir, sim.RunOptions{Overwrite: true})
 	require.NoError(t, err)
 	simCache.Store(name, &simOut{dir: dir, plan: p})
 	return dir, p
@@ -86,11 +86,11 @@ func TestCalibratePriorWithHoldout(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)
 	require.NoError(t, err)
-	prior, ok := p.FPM.(fpm.Scalable)
+	prior, ok := p.Engine().FPM.(fpm.Scalable)
 	require.True(t, ok, "the roofline prior is scalable")
 	start, err := prior.Scaled([]float64{1.4, 1.4, 1.4, 1.4})
 	require.NoError(t, err)
-	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: cluster.Of(p)}}, CalibOptions{Start: start, Host: p.Host,
+	res, err := Calibrate([]CalibSet{{Name: "sim", Trace: tr, Plan: p.Plan}}, CalibOptions{Start: start, Host: p.Engine().Host,
 		Terms: []string{fpm.PriorTermGEMM, fpm.PriorTermDecodeAttn, fpm.PriorTermPrefillAttn}, HostParams: []string{}, Holdout: 0.3, MaxEvals: 120})
 	require.NoError(t, err)
 	require.Len(t, res.Holdout, 1)

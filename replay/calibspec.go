@@ -12,7 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/pricing"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 // CalibSpec is one calibration, as steplab calibrate's flags state it and
@@ -29,7 +29,7 @@ type CalibSpec struct {
 	// pricing.FPMPrior); HostModel the host model to start from.
 	Start     string `yaml:"start" json:"start,omitempty"`
 	HostModel string `yaml:"host_model" json:"host_model,omitempty"`
-	// Cluster is a placement file (cluster.LoadSpec): what the manifests
+	// Cluster is a placement file (scenario.LoadSpec): what the manifests
 	// do not record (router, links, engine keys), or a what-if placement.
 	Cluster string `yaml:"cluster" json:"cluster,omitempty"`
 	// Terms, Host and MoE name the parameters fitted (nil: the defaults;
@@ -77,8 +77,8 @@ type CalibRun struct {
 	FittedOn []catalog.FittedOn
 }
 
-// Setup reads the datasets, rebuilds their engines (cluster.PlanFromManifest,
-// on sim.PlanFromManifest and the catalogue) and picks the start model:
+// Setup reads the datasets, rebuilds their engines (scenario.PlanFromManifest
+// and the catalogue) and picks the start model:
 // Start's, else the first engine's prior (pricing.FPMPrior: what replay
 // requests prior DATASET prices the run with).
 // HostModel is the starting host model (pricing.LoadHostModel: a host model
@@ -91,9 +91,9 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 	if s.Holdout > 0 && len(s.HoldoutDatasets) > 0 {
 		return nil, errors.New("calibrate: use --holdout or --holdout-dataset, not both")
 	}
-	mo := cluster.ManifestOptions{FPM: cmp.Or(s.Start, pricing.FPMPrior), Host: s.HostModel}
+	mo := scenario.ManifestOptions{FPM: cmp.Or(s.Start, pricing.FPMPrior), Host: s.HostModel}
 	if s.Cluster != "" {
-		sp, err := cluster.LoadSpec(s.Cluster)
+		sp, err := scenario.LoadSpec(s.Cluster)
 		if err != nil {
 			return nil, fmt.Errorf("--cluster: %w", err)
 		}
@@ -148,7 +148,7 @@ func params(ps []string) []string {
 
 // LoadCalibSets reads each dataset's requests and rebuilds the engines it
 // ran on.
-func LoadCalibSets(dirs []string, o cluster.ManifestOptions) ([]CalibSet, []fpm.DatasetRef, []string, error) {
+func LoadCalibSets(dirs []string, o scenario.ManifestOptions) ([]CalibSet, []fpm.DatasetRef, []string, error) {
 	var sets []CalibSet
 	var refs []fpm.DatasetRef
 	var warn []string
@@ -161,14 +161,14 @@ func LoadCalibSets(dirs []string, o cluster.ManifestOptions) ([]CalibSet, []fpm.
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		p, pw, err := cluster.PlanFromManifest(d.Manifest, o)
+		p, pw, err := scenario.PlanFromManifest(d.Manifest, o)
 		if err != nil {
 			return nil, nil, nil, fmt.Errorf("%s: %w", dir, err)
 		}
 		for _, w := range pw {
 			warn = append(warn, dir+": "+w)
 		}
-		sets = append(sets, CalibSet{Name: dir, Dir: dir, Trace: tr, Plan: p, FittedOn: manifest.FittedOn(d.Manifest)})
+		sets = append(sets, CalibSet{Name: dir, Dir: dir, Trace: tr, Plan: p.Plan, FittedOn: manifest.FittedOn(d.Manifest)})
 		ref := fpm.DatasetRef{ID: dir, Path: dir, Rows: int64(len(tr.Rec))}
 		if d.Manifest != nil {
 			ref.SHA256 = d.Manifest.Source.SHA256

@@ -10,8 +10,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
-	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 // withEngineSamples copies the requests of a simulated run into a new
@@ -69,7 +68,7 @@ func TestReplayRequestsEngineCurves(t *testing.T) {
 			d, err := datasets.Open(dir)
 			require.NoError(t, err)
 			out := filepath.Join(t.TempDir(), "out")
-			sum, err := RunRequests(d, RequestOptions{Plan: cluster.Of(p)}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
+			sum, err := RunRequests(d, RequestOptions{Plan: p.Plan}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
 			require.NoError(t, err)
 			c := sum.EngineCurves
 			require.NotNil(t, c)
@@ -129,14 +128,14 @@ func TestPlanFromManifestImportedVLLMRun(t *testing.T) {
 	require.NoError(t, err)
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
-	e, warn, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{})
+	e, warn, err := scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, 2588, e.Sched.NumGPUBlocks)
-	assert.Equal(t, 256, e.Sched.MaxNumSeqs)
-	assert.Equal(t, 32768, e.Sched.MaxModelLen)
-	assert.True(t, e.Async)
-	assert.Len(t, e.Graphs, 51)
-	assert.Equal(t, "RTX-4090", e.HW.Name, "the catalogue knows the GPU vLLM ran on")
+	assert.Equal(t, 2588, e.Engine().Sched.NumGPUBlocks)
+	assert.Equal(t, 256, e.Engine().Sched.MaxNumSeqs)
+	assert.Equal(t, 32768, e.Engine().Sched.MaxModelLen)
+	assert.True(t, e.Engine().Async)
+	assert.Len(t, e.Engine().Graphs, 51)
+	assert.Equal(t, "RTX-4090", e.Engine().HW.Name, "the catalogue knows the GPU vLLM ran on")
 	assert.Empty(t, warn, "everything the engine needs is recorded")
 }
 

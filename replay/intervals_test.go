@@ -10,7 +10,7 @@ import (
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 // intervalModel is the generating model of the "linear-gen" run with
@@ -90,15 +90,15 @@ func TestReplayRequestsIntervals(t *testing.T) {
 	require.NoError(t, err)
 	for _, c := range []struct {
 		name      string
-		placement *cluster.Spec
-	}{{"one engine", nil}, {"two replicas", &cluster.Spec{Pools: cluster.Pools{{Name: "r", Replicas: 2}}}}} {
+		placement *scenario.Spec
+	}{{"one engine", nil}, {"two replicas", &scenario.Spec{Pools: scenario.Pools{{Name: "r", Replicas: 2}}}}} {
 		t.Run(c.name, func(t *testing.T) {
-			p, _, err := cluster.PlanFromManifest(d.Manifest, cluster.ManifestOptions{Spec: c.placement})
+			p, _, err := scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{Spec: c.placement})
 			require.NoError(t, err)
-			p = p.WithModels(intervalModel(t, 1, 0.1), fpm.DefaultHostModel())
+			p.Plan = p.WithModels(intervalModel(t, 1, 0.1), fpm.DefaultHostModel())
 			run := func() *RequestSummary {
 				out := filepath.Join(t.TempDir(), "out")
-				sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: out, DatasetDir: dir, ModelName: "linear"})
+				sum, err := RunRequests(d, RequestOptions{Plan: p.Plan}, Output{Dir: out, DatasetDir: dir, ModelName: "linear"})
 				require.NoError(t, err)
 				o, err := datasets.Open(out)
 				require.NoError(t, err)
@@ -137,9 +137,9 @@ func TestReplayRequestsIntervals(t *testing.T) {
 		})
 	}
 	// A model without intervals is re-simulated once.
-	p, _, err := cluster.PlanFromManifest(d.Manifest, cluster.ManifestOptions{})
+	p, _, err := scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{})
 	require.NoError(t, err)
-	sum, err := RunRequests(d, RequestOptions{Plan: p}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "roofline"})
+	sum, err := RunRequests(d, RequestOptions{Plan: p.Plan}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "roofline"})
 	require.NoError(t, err)
 	assert.Nil(t, sum.Intervals)
 	assert.Contains(t, sum.NoUncertainty, "no uncertainty recorded: the model roofline is a prior")
@@ -149,12 +149,12 @@ func TestReplayRequestsIntervals(t *testing.T) {
 	// summary says why instead.
 	flat := intervalModel(t, 1, 0)
 	flat.Residuals = nil
-	p = p.WithModels(flat, fpm.DefaultHostModel())
-	sum, err = RunRequests(d, RequestOptions{Plan: p}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "cal.json"})
+	p.Plan = p.WithModels(flat, fpm.DefaultHostModel())
+	sum, err = RunRequests(d, RequestOptions{Plan: p.Plan}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "cal.json"})
 	require.NoError(t, err)
 	assert.Nil(t, sum.Intervals, "a zero-width interval is never reported")
 	assert.Contains(t, sum.NoUncertainty, "the model cal.json is a model that records no residuals")
-	sum, err = RunRequests(d, RequestOptions{Plan: p, Level: -1}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "cal.json"})
+	sum, err = RunRequests(d, RequestOptions{Plan: p.Plan, Level: -1}, Output{Dir: filepath.Join(t.TempDir(), "out"), DatasetDir: dir, ModelName: "cal.json"})
 	require.NoError(t, err)
 	assert.Empty(t, sum.NoUncertainty, "no interval asked for: nothing to say")
 }

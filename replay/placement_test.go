@@ -10,6 +10,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim/cluster"
 )
 
@@ -61,6 +62,6 @@ func TestExpertParallelDenseModelRefused(t *testing.T) {
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
 	d.Manifest.Model.Name = "Qwen/Qwen3-32B"
-	_, _, err = cluster.PlanFromManifest(d.Manifest, cluster.ManifestOptions{})
+	_, _, err = scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{})
 	require.ErrorContains(t, err, "the manifest records data_parallel_size 2 with expert parallelism, but model Qwen3-32B has no routed experts")
 }

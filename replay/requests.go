@@ -457,7 +457,7 @@ func CompareRequests(rec []datasets.Request, simReqs map[string]datasets.Request
 // RequestOptions tune RunRequests.
 type RequestOptions struct {
 	// Plan is the engines and models the requests are re-simulated with
-	// (cluster.PlanFromManifest of the dataset, usually).
+	// (scenario.PlanFromManifest of the dataset, usually).
 	Plan *cluster.Plan
 	// Warnings say what the plan assumed; they are carried into the
 	// summary.

@@ -12,8 +12,8 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/cluster"
 )
 
 // Request replay of a simulated run with its own model and the manifest's
@@ -27,11 +27,11 @@ func TestReplayRequestsReproducesSimulation(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "out")
 			// The engine comes back from the manifest alone: Plan.Manifest and
 			// PlanFromManifest are inverses.
-			back, warn, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{})
+			back, warn, err := scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{})
 			require.NoError(t, err)
 			assert.Empty(t, warn)
-			assert.Equal(t, p.Sched, back.Sched)
-			sum, err := RunRequests(d, RequestOptions{Plan: cluster.Of(back)}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
+			assert.Equal(t, p.Engine().Sched, back.Engine().Sched)
+			sum, err := RunRequests(d, RequestOptions{Plan: back.Plan}, Output{Dir: out, DatasetDir: dir, ModelName: "roofline"})
 			require.NoError(t, err)
 			assert.Equal(t, sum.Requests, sum.Compared)
 			for _, dc := range []DistCompare{sum.TTFT, sum.ITL, sum.E2E} {
@@ -62,7 +62,7 @@ func TestReplayRequestsSlowerModel(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)
 	require.NoError(t, err)
-	reqs, _, err := Simulate(tr, cluster.Of(p).WithModels(scaled{p.FPM, 1.3}, p.Host))
+	reqs, _, err := Simulate(tr, p.Plan.WithModels(scaled{p.Engine().FPM, 1.3}, p.Engine().Host))
 	require.NoError(t, err)
 	sum, err := CompareRequests(tr.Rec, reqs, nil)
 	require.NoError(t, err)
@@ -80,10 +80,10 @@ func (s scaled) PredictNs(f fpm.Features) float64 { return s.k * s.f.PredictNs(f
 // Manifest without an engine section: defaults with warnings.
 func TestPlanFromManifestDefaults(t *testing.T) {
 	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "H200"}, Model: &datasets.ModelShape{Name: "Llama-3.1-8B"}}
-	p, warn, err := sim.PlanFromManifest(m, sim.ManifestOptions{})
+	p, warn, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	assert.NotEmpty(t, warn)
-	assert.Equal(t, 256, p.Sched.MaxNumSeqs)
+	assert.Equal(t, 256, p.Engine().Sched.MaxNumSeqs)
 }
 
 // A trace without recorded latencies (an imported arrival trace) has
@@ -129,13 +129,13 @@ func TestReplayRequestsSharesPrefixes(t *testing.T) {
 	traceDir := writeRequests(t, "trace", datasets.Manifest{Source: datasets.Source{Kind: "import", Format: "test"},
 		Workload: &datasets.Workload{Kind: "trace", Params: params}}, rows)
 
-	sc := sim.DefaultScenario()
-	sc.Workload = sim.WorkloadSpec{Kind: "trace", Trace: traceDir}
+	sc := scenario.Default()
+	sc.Workload = scenario.WorkloadSpec{Kind: "trace", Trace: traceDir}
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	require.True(t, p.Sched.PrefixCaching)
+	require.True(t, p.Engine().Sched.PrefixCaching)
 	runDir := filepath.Join(t.TempDir(), "run")
-	res, err := sim.Run(p, runDir, sim.RunOptions{})
+	res, err := scenario.Run(p, runDir, sim.RunOptions{})
 	require.NoError(t, err)
 	require.Positive(t, res.Engine.PrefixHitTokens, "the simulate shares prefixes")
 
@@ -161,9 +161,9 @@ func TestReplayRequestsSharesPrefixes(t *testing.T) {
 	tr, err := LoadTrace(rec)
 	require.NoError(t, err)
 	assert.Equal(t, hashBlock, tr.HashBlock)
-	back, _, err := sim.PlanFromManifest(rec.Manifest, sim.ManifestOptions{})
+	back, _, err := scenario.PlanFromManifest(rec.Manifest, scenario.ManifestOptions{})
 	require.NoError(t, err)
-	reqs, comp, err := Simulate(tr, cluster.Of(back))
+	reqs, comp, err := Simulate(tr, back.Plan)
 	require.NoError(t, err)
 	assert.Equal(t, res.Engine.PrefixHitTokens, comp.PrefixHitTokens, "replay and simulate find the same prefix hits")
 	sum, err := CompareRequests(tr.Rec, reqs, nil)

@@ -12,7 +12,6 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim/cluster"
 )
 
 // A run simulated with its roofline prior, whose parts are known: started
@@ -26,7 +25,7 @@ func TestStepFitRecoversParts(t *testing.T) {
 	require.NoError(t, err)
 	tr, err := LoadTrace(d)
 	require.NoError(t, err)
-	prior, ok := p.FPM.(fpm.Scalable)
+	prior, ok := p.Engine().FPM.(fpm.Scalable)
 	require.True(t, ok)
 	require.Equal(t, []string{fpm.PriorTermGEMM, fpm.PriorTermPrefillAttn, fpm.PriorTermDecodeAttn, fpm.PriorTermOverhead}, prior.ScaleTerms())
 	for _, off := range [][]float64{{1.5, 0.6, 1.8, 0.7}, {0.6, 2.5, 0.8, 1.4}} {
@@ -42,8 +41,8 @@ func TestStepFitRecoversParts(t *testing.T) {
 			assert.Less(t, sf.MAPEAfter, 0.5, "the step-fitted model is the one that generated the run")
 			assert.Greater(t, sf.MAPEBefore, 10.0)
 
-			res, err := Calibrate([]CalibSet{{Name: "sim", Dir: dir, Trace: tr, Plan: cluster.Of(p)}},
-				CalibOptions{Start: start, Host: p.Host, HostParams: []string{}, MaxEvals: 60})
+			res, err := Calibrate([]CalibSet{{Name: "sim", Dir: dir, Trace: tr, Plan: p.Plan}},
+				CalibOptions{Start: start, Host: p.Engine().Host, HostParams: []string{}, MaxEvals: 60})
 			require.NoError(t, err)
 			require.NotNil(t, res.StepFit)
 			assert.Equal(t, RidgeStepFit, res.Ridge)
@@ -75,12 +74,12 @@ func TestCalibrateWithoutSteps(t *testing.T) {
 		opts CalibOptions
 		why  string
 	}{
-		{"no dir", CalibSet{Name: "sim", Trace: tr, Plan: cluster.Of(p)}, CalibOptions{}, "no fitted run is a dataset directory"},
-		{"not asked", CalibSet{Name: "sim", Dir: dir, Trace: tr, Plan: cluster.Of(p)}, CalibOptions{NoStepFit: true}, "not asked for"},
+		{"no dir", CalibSet{Name: "sim", Trace: tr, Plan: p.Plan}, CalibOptions{}, "no fitted run is a dataset directory"},
+		{"not asked", CalibSet{Name: "sim", Dir: dir, Trace: tr, Plan: p.Plan}, CalibOptions{NoStepFit: true}, "not asked for"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := c.opts
-			o.Start, o.Host, o.HostParams, o.MaxEvals = p.FPM.(fpm.Scalable), p.Host, []string{}, 1
+			o.Start, o.Host, o.HostParams, o.MaxEvals = p.Engine().FPM.(fpm.Scalable), p.Engine().Host, []string{}, 1
 			res, err := Calibrate([]CalibSet{c.set}, o)
 			require.NoError(t, err)
 			assert.Nil(t, res.StepFit)

@@ -12,6 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/pricing"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -21,27 +22,27 @@ var simCache sync.Map
 
 type simOut struct {
 	dir  string
-	plan *sim.Plan
+	plan *scenario.Plan
 	err  error
 }
 
 // scenarios are the simulated runs the tests replay, by name: one scenario
 // per name, so the cache of simulated below can never hand one test
 // another's run.
-var scenarios = map[string]func(*sim.Scenario){
-	"async":                  func(*sim.Scenario) {},
-	"sync":                   func(sc *sim.Scenario) { sc.Engine.AsyncScheduling = false },
-	"preempting":             func(sc *sim.Scenario) { sc.Engine.NumGPUBlocks = 1500; sc.Engine.MaxModelLen = 16384 },
-	"no-graphs-small-budget": func(sc *sim.Scenario) { sc.Engine.CUDAGraphSizes = nil; sc.Engine.MaxNumBatchedTokens = 1024 },
+var scenarios = map[string]func(*scenario.Scenario){
+	"async":                  func(*scenario.Scenario) {},
+	"sync":                   func(sc *scenario.Scenario) { sc.Engine.AsyncScheduling = false },
+	"preempting":             func(sc *scenario.Scenario) { sc.Engine.NumGPUBlocks = 1500; sc.Engine.MaxModelLen = 16384 },
+	"no-graphs-small-budget": func(sc *scenario.Scenario) { sc.Engine.CUDAGraphSizes = nil; sc.Engine.MaxNumBatchedTokens = 1024 },
 	// bench is a run of ~100k steps (benchmarks).
-	"bench": func(sc *sim.Scenario) {
-		sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 10, Requests: 5000,
-			Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
-			Output: sim.LengthSpec{Kind: "lognormal", Mean: 250, Sigma: 0.7, Max: 2000}}
+	"bench": func(sc *scenario.Scenario) {
+		sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 10, Requests: 5000,
+			Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+			Output: scenario.LengthSpec{Kind: "lognormal", Mean: 250, Sigma: 0.7, Max: 2000}}
 	},
 }
 
-func simulated(t testing.TB, name string) (string, *sim.Plan) {
+func simulated(t testing.TB, name string) (string, *scenario.Plan) {
 	t.Helper()
 	mod, ok := scenarios[name]
 	require.True(t, ok, "no scenario %q", name)
@@ -50,16 +51,16 @@ func simulated(t testing.TB, name string) (string, *sim.Plan) {
 		require.NoError(t, o.err)
 		return o.dir, o.plan
 	}
-	sc := sim.DefaultScenario()
+	sc := scenario.Default()
 	sc.Seed = 7
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
-		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
-		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
+		Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+		Output: scenario.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
 	mod(&sc)
 	p, err := sc.Plan()
 	require.NoError(t, err)
 	dir := filepath.Join(sharedTmp(t), name)
-	_, err = sim.Run(p, dir, sim.RunOptions{Overwrite: true})
+	_, err = scenario.Run(p, dir, sim.RunOptions{Overwrite: true})
 	simCache.Store(name, &simOut{dir: dir, plan: p, err: err})
 	require.NoError(t, err)
 	return dir, p
@@ -98,7 +99,7 @@ func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
 	for _, name := range []string{"async", "sync", "preempting", "no-graphs-small-budget"} {
 		t.Run(name, func(t *testing.T) {
 			dir, p := simulated(t, name)
-			sum, rows := replayAll(t, dir, StepOptions{FPM: p.FPM, Host: p.Host})
+			sum, rows := replayAll(t, dir, StepOptions{FPM: p.Engine().FPM, Host: p.Engine().Host})
 			require.NotEmpty(t, rows)
 			assert.True(t, sum.UsedStepRequests)
 			for _, r := range rows {
@@ -133,7 +134,7 @@ func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
 // give is an error naming the column.
 func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	dir, p := simulated(t, "async")
-	sum, _ := replayAll(t, dir, StepOptions{FPM: p.FPM, Host: p.Host, NoJoin: true})
+	sum, _ := replayAll(t, dir, StepOptions{FPM: p.Engine().FPM, Host: p.Engine().Host, NoJoin: true})
 	assert.False(t, sum.UsedStepRequests)
 	assert.Empty(t, sum.Notes)
 	g := sum.Overall.Fields[FieldGPU]
@@ -142,7 +143,7 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	grid := filepath.Join("..", "datasets", "h200", "bench-steady")
 	fpModel, _, err := pricing.Load(filepath.Join("..", "datasets", "h200", "models", "steady-gpu.json"))
 	require.NoError(t, err)
-	joined, _ := replayAll(t, grid, StepOptions{FPM: fpModel, Host: p.Host})
+	joined, _ := replayAll(t, grid, StepOptions{FPM: fpModel, Host: p.Engine().Host})
 	assert.True(t, joined.UsedStepRequests)
 	assert.Empty(t, joined.Notes)
 
@@ -152,7 +153,7 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(bare, "manifest.json"), []byte(`{"schema_version": 1,
   "hardware": {"gpu_name": "H200"}, "model": {"name": "Llama-3.1-8B"},
   "measurement_policy": {"decode": "steady_state_second_step", "prefill": "single_step"}}`), 0o644))
-	alone, _ := replayAll(t, bare, StepOptions{FPM: fpModel, Host: p.Host})
+	alone, _ := replayAll(t, bare, StepOptions{FPM: fpModel, Host: p.Engine().Host})
 	assert.False(t, alone.UsedStepRequests)
 	require.Len(t, alone.Notes, 1)
 	assert.Contains(t, alone.Notes[0], "no step_requests table")
@@ -164,12 +165,12 @@ func TestReplayStepsWithoutStepRequests(t *testing.T) {
 	traffic := filepath.Join("..", "datasets", "h200", "traffic-azure-12rps")
 	needs, err := fpm.NewLinear([]string{fpm.TermConst, fpm.TermDecodeMaxKV}, []float64{1e6, 10})
 	require.NoError(t, err)
-	sum, _ = replayAll(t, traffic, StepOptions{FPM: needs, Host: p.Host})
+	sum, _ = replayAll(t, traffic, StepOptions{FPM: needs, Host: p.Engine().Host})
 	assert.True(t, sum.UsedStepRequests)
 	assert.Empty(t, sum.Notes)
 	d, err := datasets.Open(traffic)
 	require.NoError(t, err)
-	_, err = ReplaySteps(d, StepOptions{FPM: needs, Host: p.Host, NoJoin: true})
+	_, err = ReplaySteps(d, StepOptions{FPM: needs, Host: p.Engine().Host, NoJoin: true})
 	require.ErrorContains(t, err, "max_decode_kv_tokens")
 }
 
@@ -239,16 +240,16 @@ func simulateWith(t *testing.T, name string, fpModel fpm.FPM) string {
 	if v, ok := simCache.Load(name); ok {
 		return v.(*simOut).dir
 	}
-	sc := sim.DefaultScenario()
+	sc := scenario.Default()
 	sc.Seed = 11
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
-		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
-		Output: sim.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
+		Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 6000},
+		Output: scenario.LengthSpec{Kind: "lognormal", Mean: 120, Sigma: 0.7, Max: 1000}}
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	p.FPM, p.FPMName = fpModel, "test-linear"
+	p.Engine().FPM, p.Engine().FPMName = fpModel, "test-linear"
 	dir := filepath.Join(sharedTmp(t), name)
-	_, err = sim.Run(p, dir, sim.RunOptions{Overwrite: true})
+	_, err = scenario.Run(p, dir, sim.RunOptions{Overwrite: true})
 	require.NoError(t, err)
 	simCache.Store(name, &simOut{dir: dir, plan: p})
 	return dir
@@ -281,11 +282,11 @@ func TestReplayStepsExtrapolatedOps(t *testing.T) {
 	dir, p := simulated(t, "async")
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
-	sum, err := ReplaySteps(d, StepOptions{FPM: onePerStep{p.FPM}, Host: p.Host})
+	sum, err := ReplaySteps(d, StepOptions{FPM: onePerStep{p.Engine().FPM}, Host: p.Engine().Host})
 	require.NoError(t, err)
 	assert.Equal(t, sum.Steps, sum.ExtrapolatedOps)
 	assert.Contains(t, sum.Notes, sim.ExtrapolatedNote(sum.Steps))
-	sum, err = ReplaySteps(d, StepOptions{FPM: p.FPM, Host: p.Host})
+	sum, err = ReplaySteps(d, StepOptions{FPM: p.Engine().FPM, Host: p.Engine().Host})
 	require.NoError(t, err)
 	assert.Zero(t, sum.ExtrapolatedOps)
 }

@@ -1,10 +1,12 @@
-package sim
+package sim_test
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,10 +26,10 @@ func TestAIConfiguratorModelsSimulate(t *testing.T) {
 		}
 		n++
 		name := strings.TrimSuffix(filepath.Base(f), "_config.json")
-		sc := DefaultScenario()
+		sc := scenario.Default()
 		sc.Hardware, sc.Model = "B200", f
-		sc.Workload = WorkloadSpec{Kind: "poisson", RateRPS: 20, Requests: 16,
-			Prompt: LengthSpec{Kind: "fixed", Value: 512}, Output: LengthSpec{Kind: "fixed", Value: 16}}
+		sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 20, Requests: 16,
+			Prompt: scenario.LengthSpec{Kind: "fixed", Value: 512}, Output: scenario.LengthSpec{Kind: "fixed", Value: 16}}
 		var planErr error
 		for _, tp := range []int{1, 2, 4, 8} {
 			sc.TensorParallel = tp
@@ -35,7 +37,7 @@ func TestAIConfiguratorModelsSimulate(t *testing.T) {
 			if planErr = err; err != nil {
 				continue
 			}
-			res, err := Run(p, filepath.Join(t.TempDir(), "ds"), RunOptions{Command: []string{"steplab", "simulate"}})
+			res, err := scenario.Run(p, filepath.Join(t.TempDir(), "ds"), sim.RunOptions{Command: []string{"steplab", "simulate"}})
 			if !assert.NoError(t, err, name) {
 				break
 			}
@@ -57,15 +59,15 @@ func TestAIConfiguratorModelsSimulate(t *testing.T) {
 func TestHybridManifestInverse(t *testing.T) {
 	for _, name := range []string{"nvidia--NVIDIA-Nemotron-3-Super-120B-A12B-NVFP4", "nvidia--Qwen3.6-35B-A3B-NVFP4",
 		"nvidia--GLM-5-NVFP4", "nvidia--MiniMax-M2.7-NVFP4", "google--gemma-4-26B-A4B"} {
-		sc := DefaultScenario()
+		sc := scenario.Default()
 		sc.Hardware, sc.Model, sc.TensorParallel = "B200", "../catalog/testdata/aiconfigurator/"+name+"_config.json", 4
 		p, err := sc.EnginePlan()
 		require.NoError(t, err, name)
 		m := p.Manifest(nil, "")
-		back, warn, err := PlanFromManifest(&m, ManifestOptions{FPM: p.FPMName})
+		back, warn, err := scenario.PlanFromManifest(&m, scenario.ManifestOptions{FPM: p.Engine().FPMName})
 		require.NoError(t, err, name)
 		assert.Empty(t, warn, name)
 		assert.Equal(t, p.Shape, back.Shape, name)
-		assert.Equal(t, p.Sched, back.Sched, name)
+		assert.Equal(t, p.Engine().Sched, back.Engine().Sched, name)
 	}
 }

@@ -1,10 +1,14 @@
-package sim
+package sim_test
 
 import (
 	"path/filepath"
 	"testing"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/datasets/embedded"
+	"github.com/steplab/steplab/datasets/importers"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,11 +21,13 @@ var tableSets = []struct {
 
 // azurePlan plans the default scenario on the embedded Azure conversation
 // trace, imported once for the benchmark.
-func azurePlan(b *testing.B, stepReqs bool) *Plan {
-	dir, _, cleanup, err := traceDataset(DefaultTrace)
+func azurePlan(b *testing.B, stepReqs bool) *scenario.Plan {
+	e, err := embedded.Lookup(scenario.DefaultTrace)
 	require.NoError(b, err)
-	b.Cleanup(cleanup)
-	sc := DefaultScenario()
+	dir := filepath.Join(b.TempDir(), e.Name)
+	_, err = importers.Import(e.Format, scenario.DefaultTrace, dir, importers.Options{})
+	require.NoError(b, err)
+	sc := scenario.Default()
 	sc.Workload.Trace = dir
 	sc.Output.StepRequests = stepReqs
 	p, err := sc.Plan()
@@ -30,13 +36,13 @@ func azurePlan(b *testing.B, stepReqs bool) *Plan {
 }
 
 // driveInto runs p's workload on a simulated engine recording into sink.
-func driveInto(b *testing.B, p *Plan, sink Sink) *Engine {
+func driveInto(b *testing.B, p *scenario.Plan, sink sim.Sink) *sim.Engine {
 	src, _, done, err := p.Source()
 	require.NoError(b, err)
 	defer done()
-	eng, err := p.NewEngine(Backend{}, sink)
+	eng, err := p.Engine().NewEngine(sim.Backend{}, sink)
 	require.NoError(b, err)
-	_, err = Drive(eng, src)
+	_, err = sim.Drive(eng, src)
 	require.NoError(b, err)
 	return eng
 }
@@ -51,7 +57,7 @@ func BenchmarkSimulateAzureConv(b *testing.B) {
 			out := filepath.Join(b.TempDir(), "ds")
 			var steps int64
 			for b.Loop() {
-				res, err := Run(p, out, RunOptions{Overwrite: true})
+				res, err := scenario.Run(p, out, sim.RunOptions{Overwrite: true})
 				require.NoError(b, err)
 				steps = res.Engine.Steps
 			}
@@ -98,7 +104,7 @@ func (r *recorder) Request(q *datasets.Request) error {
 
 // replayRows writes rec's rows through s (require.NoError per row would
 // cost more than the writing: it walks the stack).
-func replayRows(s *DatasetSink, rec *recorder) error {
+func replayRows(s *sim.DatasetSink, rec *recorder) error {
 	off := 0
 	for i := range rec.steps {
 		n := int(rec.perStep[i])
@@ -131,7 +137,7 @@ func BenchmarkDatasetSink(b *testing.B) {
 			for b.Loop() {
 				w, err := datasets.Create(out, datasets.Manifest{}, datasets.CreateOptions{Overwrite: true})
 				require.NoError(b, err)
-				s, err := NewDatasetSink(w, ts.stepReqs)
+				s, err := sim.NewDatasetSink(w, ts.stepReqs)
 				require.NoError(b, err)
 				if err := replayRows(s, &rec); err != nil {
 					b.Fatal(err)

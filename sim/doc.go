@@ -1,7 +1,6 @@
 // Package sim is steplab's deterministic model of a vLLM-style engine: a
 // discrete-event host loop around one scheduler (package sim/sched), two
-// executors behind one interface, workloads (package sim/workload) and
-// scenarios.
+// executors behind one interface and workloads (package sim/workload).
 //
 // # The pieces
 //
@@ -29,29 +28,17 @@
 //
 // # Use
 //
-// A Scenario (YAML, or DefaultScenario) names the hardware, model shape,
-// forward-pass model, engine limits and workload; Plan validates it,
-// refusing what cannot run with a message that says what to change; Run
-// simulates it into a dataset:
-//
-//	sc := sim.DefaultScenario() // the embedded Azure conversation trace, Llama-3.1-8B on H200
-//	sc.Workload.Limit = 2000
-//	plan, err := sc.Plan()
-//	if err != nil { ... }
-//	res, err := sim.Run(plan, "out/azure", sim.RunOptions{})
-//	fmt.Println(res.TTFT.P90, res.ITL.P50, res.Steps)
-//
-// One plan, one engine. Price is the one place a hardware, a model shape,
-// an FPM spec ("roofline" or an artifact path) and a host spec become the
-// models that price steps; Scenario.EnginePlan resolves the engine limits
-// and KV capacity around them; Plan.NewEngine is the one engine
+// A Plan is one engine, as plain data: the priced models (pricing.Pricing),
+// the scheduler limits, the async mode and the CUDA-graph sizes. Package
+// scenario builds it from a YAML scenario or a recorded run's manifest;
+// this package reads no document. Plan.NewEngine is the one engine
 // constructor (simulate, capture, request replay, calibration, what-if
-// stages and sweeps all call it). Plan.Manifest records a plan in its
-// dataset and PlanFromManifest reads it back, so a recorded run is
-// re-simulated on the engine it ran on:
+// stages and sweeps all call it); Drive runs an engine over a workload;
+// Execute runs a Job (the workload's arrivals or a benchmark grid, and
+// the manifest of the dataset it writes) on a backend:
 //
-//	p, warnings, err := sim.PlanFromManifest(d.Manifest, sim.ManifestOptions{FPM: "model.json"})
 //	eng, err := p.NewEngine(sim.Backend{}, sink) // simulated executor, virtual clock
+//	end, err := sim.Drive(eng, src)
 //
 // The same plan and seed give a byte-identical dataset: nothing in this
 // package reads the wall clock, uses global random state or lets map order

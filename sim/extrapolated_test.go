@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"path/filepath"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 )
 
 // extrapolating prices as its FPM and says that every step with more
@@ -31,10 +33,11 @@ func TestExtrapolatedOpsCounted(t *testing.T) {
 	sc.Workload.Requests = 60
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	plain := *p
-	p.FPM = extrapolating{p.FPM}
+	e := p.Engine()
+	plain := *e
+	e.FPM = extrapolating{e.FPM}
 	dir := filepath.Join(t.TempDir(), "ds")
-	res, err := Run(p, dir, RunOptions{})
+	res, err := scenario.Run(p, dir, sim.RunOptions{})
 	require.NoError(t, err)
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)
@@ -48,10 +51,11 @@ func TestExtrapolatedOpsCounted(t *testing.T) {
 	}
 	require.Positive(t, want, "the scenario has steps of more than four decode requests")
 	assert.Equal(t, want, res.ExtrapolatedOps)
-	assert.Contains(t, d.Manifest.Notes, ExtrapolatedNote(want))
+	assert.Contains(t, d.Manifest.Notes, sim.ExtrapolatedNote(want))
 
-	res, err = Run(&plain, filepath.Join(t.TempDir(), "plain"), RunOptions{})
+	p.Pools[0].Engine = &plain
+	res, err = scenario.Run(p, filepath.Join(t.TempDir(), "plain"), sim.RunOptions{})
 	require.NoError(t, err)
 	assert.Zero(t, res.ExtrapolatedOps)
-	assert.Empty(t, ExtrapolatedNote(0))
+	assert.Empty(t, sim.ExtrapolatedNote(0))
 }

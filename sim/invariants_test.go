@@ -10,6 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/pricing"
+	"github.com/steplab/steplab/sim/sched"
 )
 
 // panicOf is what f panics with (nil: it returned).
@@ -22,8 +25,13 @@ func panicOf(f func()) (msg any) {
 // Under the invariants tag a step that breaks the engine's rules, or a
 // sink whose tables lost a row, panics naming what broke.
 func TestEngineInvariantsTrip(t *testing.T) {
-	p, err := DefaultScenario().Plan()
+	// An engine under the default limits (package scenario plans them; an
+	// internal test cannot import it), its steps priced at a constant.
+	steps, err := fpm.NewLinear([]string{fpm.TermConst}, []float64{1e6})
 	require.NoError(t, err)
+	p := &Plan{Pricing: pricing.Pricing{FPM: steps, Host: fpm.DefaultHostModel(), Payload: fpm.DefaultPayloadModel()},
+		Sched: sched.Config{MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, BlockSize: 16, NumGPUBlocks: 4000, MaxModelLen: 32768,
+			ChunkedPrefill: true, PrefixCaching: true}, Async: true}
 	good := func() (*datasets.Step, []datasets.StepRequest) {
 		return &datasets.Step{StepID: 7, TScheduleStart: 1, TScheduleEnd: 2, TDispatch: 3, TOutput: 4, TUpdateEnd: 5,
 				NumNewReqs: 1, TotalScheduledTokens: 30, KVBlocksUsed: 2, KVBlocksTotal: 10},

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"flag"
@@ -16,6 +16,8 @@ import (
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 )
 
 var manifestSeed = flag.Uint64("sim.manifest-seed", 0, "seed of TestPlanFromManifestInverse (0: from the clock)")
@@ -36,7 +38,7 @@ func TestPlanFromManifestInverse(t *testing.T) {
 	require.NoError(t, err)
 	hws, models := cat.Hardware(), cat.Models()
 	for i, planned := 0, 0; planned < 60 && i < 1000; i++ {
-		sc := DefaultScenario()
+		sc := scenario.Default()
 		sc.Hardware = hws[r.IntN(len(hws))].Name
 		sc.Model = models[r.IntN(len(models))].Name
 		sc.KVCacheDType = []string{"", "fp8"}[r.IntN(2)]
@@ -53,7 +55,7 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		sc.Engine.PrefixCaching = r.IntN(2) == 0
 		sc.Engine.AsyncScheduling = r.IntN(2) == 0
 		sc.Engine.LongPrefillTokenThreshold = r.IntN(2) * 512
-		sc.Engine.CUDAGraphSizes = DefaultCUDAGraphSizes(8 << r.IntN(6))
+		sc.Engine.CUDAGraphSizes = scenario.DefaultCUDAGraphSizes(8 << r.IntN(6))
 		if !sc.Engine.ChunkedPrefill {
 			sc.Engine.MaxNumBatchedTokens = max(sc.Engine.MaxNumBatchedTokens, sc.Engine.MaxModelLen)
 		}
@@ -66,16 +68,16 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		require.NoError(t, err, name)
 		planned++
 		m := p.Manifest(nil, "")
-		back, warn, err := PlanFromManifest(&m, ManifestOptions{FPM: p.FPMName, Host: p.HostName})
+		back, warn, err := scenario.PlanFromManifest(&m, scenario.ManifestOptions{FPM: p.Engine().FPMName, Host: p.Engine().HostName})
 		require.NoError(t, err, name)
 		assert.Empty(t, warn, name)
-		assert.Equal(t, p.Sched, back.Sched, name)
-		assert.Equal(t, p.Async, back.Async, name)
-		assert.Equal(t, p.Graphs, back.Graphs, name)
-		assert.Equal(t, p.HW, back.HW, name)
+		assert.Equal(t, p.Engine().Sched, back.Engine().Sched, name)
+		assert.Equal(t, p.Engine().Async, back.Engine().Async, name)
+		assert.Equal(t, p.Engine().Graphs, back.Engine().Graphs, name)
+		assert.Equal(t, p.Engine().HW, back.Engine().HW, name)
 		assert.Equal(t, p.Shape, back.Shape, name)
-		assert.Equal(t, p.Host, back.Host, name)
-		assert.Equal(t, p.FPM, back.FPM, name)
+		assert.Equal(t, p.Engine().Host, back.Engine().Host, name)
+		assert.Equal(t, p.Engine().FPM, back.Engine().FPM, name)
 	}
 }
 
@@ -84,46 +86,46 @@ func TestPlanFromManifestInverse(t *testing.T) {
 // needed.
 func TestPlanFromManifestPartial(t *testing.T) {
 	full := func() *datasets.Manifest {
-		p, err := DefaultScenario().EnginePlan()
+		p, err := scenario.Default().EnginePlan()
 		require.NoError(t, err)
 		m := p.Manifest(nil, "")
 		return &m
 	}
 	m := full()
 	m.Engine.NumGPUBlocks = 777
-	p, _, err := PlanFromManifest(m, ManifestOptions{})
+	p, _, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
-	assert.Equal(t, 777, p.Sched.NumGPUBlocks, "recorded capacity wins")
+	assert.Equal(t, 777, p.Engine().Sched.NumGPUBlocks, "recorded capacity wins")
 
 	m = full()
 	m.Engine.NumGPUBlocks = 0
-	p, warn, err := PlanFromManifest(m, ManifestOptions{})
+	p, warn, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
-	est, err := catalog.KVBlocks(p.HW, p.Shape, p.Sched.BlockSize, 0.9)
+	est, err := catalog.KVBlocks(p.Engine().HW, p.Shape, p.Engine().Sched.BlockSize, 0.9, 0)
 	require.NoError(t, err)
-	assert.Equal(t, est, p.Sched.NumGPUBlocks)
+	assert.Equal(t, est, p.Engine().Sched.NumGPUBlocks)
 	assert.Contains(t, warn[0], "num_gpu_blocks not recorded")
 
 	m = full()
 	m.Hardware.GPUName = "Imaginary GPU 9000"
-	_, _, err = PlanFromManifest(m, ManifestOptions{})
+	_, _, err = scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	assert.ErrorContains(t, err, "Imaginary GPU 9000", "the roofline needs the hardware")
 	art := filepath.Join(t.TempDir(), "lin.json")
 	l, err := fpm.NewLinear([]string{fpm.TermConst}, []float64{1e6})
 	require.NoError(t, err)
 	require.NoError(t, fpm.LinearArtifact(l).Save(art))
-	p, _, err = PlanFromManifest(m, ManifestOptions{FPM: art})
+	p, _, err = scenario.PlanFromManifest(m, scenario.ManifestOptions{FPM: art})
 	require.NoError(t, err, "a fitted model and a recorded capacity need no hardware")
-	assert.Equal(t, m.Engine.NumGPUBlocks, p.Sched.NumGPUBlocks)
+	assert.Equal(t, m.Engine.NumGPUBlocks, p.Engine().Sched.NumGPUBlocks)
 	m.Engine.NumGPUBlocks = 0
-	_, warn, err = PlanFromManifest(m, ManifestOptions{FPM: art})
+	_, warn, err = scenario.PlanFromManifest(m, scenario.ManifestOptions{FPM: art})
 	require.NoError(t, err)
 	assert.Contains(t, warn[0], "no KV pressure")
 
 	m = full()
 	m.Engine = nil
 	m.CUDAGraphSizes = nil
-	_, warn, err = PlanFromManifest(m, ManifestOptions{})
+	_, warn, err = scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	assert.Len(t, warn, 3, "no engine, no graphs, capacity estimated: %v", warn)
 }
@@ -149,27 +151,27 @@ roofline: generic
   "hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
   "num_key_value_heads": 4, "vocab_size": 32000, "torch_dtype": "bfloat16", "tie_word_embeddings": false}`), 0o644))
 
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Hardware, sc.Model = gpu, cfg
 	sc.Workload.Limit = 200
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	assert.Equal(t, "Imaginary-GPU-48G", p.HW.Name)
+	assert.Equal(t, "Imaginary-GPU-48G", p.Engine().HW.Name)
 	assert.Equal(t, 22, p.Shape.Layers)
 	out := filepath.Join(dir, "ds")
-	res, err := Run(p, out, RunOptions{})
+	res, err := scenario.Run(p, out, sim.RunOptions{})
 	require.NoError(t, err)
 	assert.NotEmpty(t, res.Report.Steps)
 
 	d, err := datasets.Open(out)
 	require.NoError(t, err)
 	assert.Equal(t, gpu, d.Manifest.Hardware.Spec)
-	back, warn, err := PlanFromManifest(d.Manifest, ManifestOptions{})
+	back, warn, err := scenario.PlanFromManifest(d.Manifest, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	assert.Empty(t, warn)
-	assert.Equal(t, p.HW, back.HW)
+	assert.Equal(t, p.Engine().HW, back.Engine().HW)
 	assert.Equal(t, p.Shape, back.Shape)
-	assert.Equal(t, p.Sched, back.Sched)
+	assert.Equal(t, p.Engine().Sched, back.Engine().Sched)
 }
 
 // The bundled real vLLM runs name their GPU and model as their tools wrote
@@ -178,14 +180,14 @@ func TestPlanFromManifestForeignNames(t *testing.T) {
 	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "RTXPRO6000"},
 		Model:  &datasets.ModelShape{Name: "Qwen/Qwen3-30B-A3B-Instruct-2507"},
 		Engine: &datasets.EngineConfig{MaxNumSeqs: 128, MaxNumBatchedTokens: 2048, BlockSize: 16, NumGPUBlocks: 20000, MaxModelLen: 4096, ChunkedPrefill: true}}
-	p, _, err := PlanFromManifest(m, ManifestOptions{})
+	p, _, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
-	assert.Contains(t, p.HW.Name, "RTX-PRO-6000")
+	assert.Contains(t, p.Engine().HW.Name, "RTX-PRO-6000")
 	assert.Equal(t, 128, p.Shape.MoE.Experts, "the MoE shape, not a dense proxy")
-	assert.Equal(t, 20000, p.Sched.NumGPUBlocks)
+	assert.Equal(t, 20000, p.Engine().Sched.NumGPUBlocks)
 
 	m.Hardware.GPUName = "MI250X"
-	_, _, err = PlanFromManifest(m, ManifestOptions{})
+	_, _, err = scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	assert.ErrorContains(t, err, "MI250X")
 	assert.ErrorContains(t, err, "nearest known")
 }

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"flag"
@@ -9,6 +9,8 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 )
 
 var (
@@ -20,8 +22,8 @@ var (
 // benchmark workload on a random engine (block size, batch limits, a KV
 // cache tight enough to preempt, chunked prefill and prefix caching on or
 // off).
-func randomScenario(rng *rand.Rand, seed int64) Scenario {
-	sc := DefaultScenario()
+func randomScenario(rng *rand.Rand, seed int64) scenario.Scenario {
+	sc := scenario.Default()
 	sc.Seed = uint64(seed)
 	e := &sc.Engine
 	e.BlockSize = 8 << rng.IntN(3)
@@ -34,24 +36,24 @@ func randomScenario(rng *rand.Rand, seed int64) Scenario {
 	}
 	e.PrefixCaching = rng.IntN(2) == 0
 	e.NumGPUBlocks = e.MaxModelLen/e.BlockSize + rng.IntN(2000)
-	length := func(mean float64, max int) LengthSpec {
-		return LengthSpec{Kind: "lognormal", Mean: mean, Sigma: 0.3 + rng.Float64(), Min: 1, Max: max}
+	length := func(mean float64, max int) scenario.LengthSpec {
+		return scenario.LengthSpec{Kind: "lognormal", Mean: mean, Sigma: 0.3 + rng.Float64(), Min: 1, Max: max}
 	}
 	n := 20 + rng.IntN(100)
 	switch rng.IntN(4) {
 	case 0:
-		sc.Workload = WorkloadSpec{Kind: "poisson", RateRPS: 1 + 80*rng.Float64(), Requests: n,
+		sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 1 + 80*rng.Float64(), Requests: n,
 			Prompt: length(50+1500*rng.Float64(), 3000), Output: length(5+200*rng.Float64(), 900)}
 	case 1:
-		sc.Workload = WorkloadSpec{Kind: "gamma", RateRPS: 1 + 80*rng.Float64(), CV: 0.5 + 3*rng.Float64(), Requests: n,
+		sc.Workload = scenario.WorkloadSpec{Kind: "gamma", RateRPS: 1 + 80*rng.Float64(), CV: 0.5 + 3*rng.Float64(), Requests: n,
 			Prompt: length(50+1500*rng.Float64(), 3000), Output: length(5+200*rng.Float64(), 900)}
 	case 2:
-		sc.Workload = WorkloadSpec{Kind: "closed", Users: 1 + rng.IntN(32), Requests: n, ThinkS: rng.Float64(), Think: "exponential",
+		sc.Workload = scenario.WorkloadSpec{Kind: "closed", Users: 1 + rng.IntN(32), Requests: n, ThinkS: rng.Float64(), Think: "exponential",
 			Prompt: length(50+1500*rng.Float64(), 3000), Output: length(5+200*rng.Float64(), 900)}
 	default:
 		policies := []string{datasets.PolicySteadyStateSecondStep, datasets.PolicyAdmissionStep}
 		e.MaxNumSeqs = 64
-		sc.Workload = WorkloadSpec{Kind: "benchmark", Benchmark: BenchmarkSpec{Mode: "agg", Policy: policies[rng.IntN(2)],
+		sc.Workload = scenario.WorkloadSpec{Kind: "benchmark", Benchmark: scenario.BenchmarkSpec{Mode: "agg", Policy: policies[rng.IntN(2)],
 			DecodeBatchSizes: []int{1 + rng.IntN(8), 9 + rng.IntN(56)}, DecodeContexts: []int{16 + rng.IntN(500), 600 + rng.IntN(1500)},
 			PrefillTokens: []int{64 + rng.IntN(e.MaxNumBatchedTokens-64)}}}
 	}
@@ -87,13 +89,13 @@ func TestPayloadSharesAddUp(t *testing.T) {
 	t.Logf("%d steps checked", checked)
 }
 
-func payloadSharesAddUp(t *testing.T, sc Scenario) (int, error) {
+func payloadSharesAddUp(t *testing.T, sc scenario.Scenario) (int, error) {
 	p, err := sc.Plan()
 	if err != nil {
 		return 0, err
 	}
 	dir := filepath.Join(t.TempDir(), "ds")
-	if _, err := Run(p, dir, RunOptions{Command: []string{"test"}}); err != nil {
+	if _, err := scenario.Run(p, dir, sim.RunOptions{Command: []string{"test"}}); err != nil {
 		return 0, err
 	}
 	d, err := datasets.Open(dir)

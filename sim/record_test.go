@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"path/filepath"
@@ -10,6 +10,8 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 )
 
 // recordingFPM keeps the features of every step it prices, in step order.
@@ -32,36 +34,36 @@ func (r *recordingFPM) PredictNs(f fpm.Features) float64 {
 func TestRecordedFeaturesRoundTrip(t *testing.T) {
 	cases := []struct {
 		name string
-		mod  func(*Scenario)
+		mod  func(*scenario.Scenario)
 	}{
-		{"trace", func(sc *Scenario) { sc.Workload.Limit = 300 }},
-		{"preempting", func(sc *Scenario) {
-			sc.Workload = WorkloadSpec{Kind: "poisson", RateRPS: 40, Requests: 300,
-				Prompt: LengthSpec{Kind: "lognormal", Mean: 1500, Sigma: 0.8, Max: 8000},
-				Output: LengthSpec{Kind: "lognormal", Mean: 300, Sigma: 0.7, Max: 2000}}
+		{"trace", func(sc *scenario.Scenario) { sc.Workload.Limit = 300 }},
+		{"preempting", func(sc *scenario.Scenario) {
+			sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 40, Requests: 300,
+				Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 1500, Sigma: 0.8, Max: 8000},
+				Output: scenario.LengthSpec{Kind: "lognormal", Mean: 300, Sigma: 0.7, Max: 2000}}
 			sc.Engine.NumGPUBlocks, sc.Engine.MaxModelLen = 1500, 16384
 		}},
-		{"eager", func(sc *Scenario) {
+		{"eager", func(sc *scenario.Scenario) {
 			sc.Workload.Limit = 200
 			sc.Engine.CUDAGraphSizes, sc.Engine.MaxNumBatchedTokens = nil, 1024
 		}},
-		{"grid", func(sc *Scenario) {
+		{"grid", func(sc *scenario.Scenario) {
 			sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicySteadyStateSecondStep)
 		}},
-		{"grid-admission", func(sc *Scenario) {
+		{"grid-admission", func(sc *scenario.Scenario) {
 			sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(datasets.PolicyAdmissionStep)
 		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sc := DefaultScenario()
+			sc := scenario.Default()
 			c.mod(&sc)
 			p, err := sc.Plan()
 			require.NoError(t, err)
-			rec := &recordingFPM{FPM: p.FPM}
-			p.FPM = rec
+			rec := &recordingFPM{FPM: p.Engine().FPM}
+			p.Engine().FPM = rec
 			dir := filepath.Join(t.TempDir(), "ds")
-			_, err = Run(p, dir, RunOptions{})
+			_, err = scenario.Run(p, dir, sim.RunOptions{})
 			require.NoError(t, err)
 			d, err := datasets.Open(dir)
 			require.NoError(t, err)
@@ -107,10 +109,10 @@ func TestRecordedFeaturesRoundTrip(t *testing.T) {
 
 // heteroWorkload is a small grid with every kind of point: uniform decode,
 // prefill, ragged decode, mixed and a prefill chunk at a context.
-func heteroWorkload(policy string) WorkloadSpec {
-	return WorkloadSpec{Kind: "benchmark", Benchmark: BenchmarkSpec{Mode: "agg", Policy: policy,
+func heteroWorkload(policy string) scenario.WorkloadSpec {
+	return scenario.WorkloadSpec{Kind: "benchmark", Benchmark: scenario.BenchmarkSpec{Mode: "agg", Policy: policy,
 		DecodeBatchSizes: []int{1, 7, 32}, DecodeContexts: []int{64, 1000}, PrefillTokens: []int{300, 2000},
-		RaggedBatchSizes: []int{5, 40}, RaggedContexts: []int{800}, RaggedSpreads: []SpreadSpec{{"ramp", 1.8}, {"tail", 4}},
+		RaggedBatchSizes: []int{5, 40}, RaggedContexts: []int{800}, RaggedSpreads: []scenario.SpreadSpec{{Shape: "ramp", MaxRatio: 1.8}, {Shape: "tail", MaxRatio: 4}},
 		MixedPrefillTokens: []int{700}, MixedPrefillContexts: []int{0, 3000}, MixedDecodeBatchSizes: []int{0, 24}, MixedDecodeContexts: []int{1500}}}
 }
 
@@ -122,7 +124,7 @@ func heteroWorkload(policy string) WorkloadSpec {
 func TestBenchmarkHeteroRows(t *testing.T) {
 	for _, policy := range []string{datasets.PolicySteadyStateSecondStep, datasets.PolicyAdmissionStep} {
 		t.Run(policy, func(t *testing.T) {
-			sc := DefaultScenario()
+			sc := scenario.Default()
 			sc.Engine.NumGPUBlocks, sc.Workload = 20000, heteroWorkload(policy)
 			var ragged, mixed, atContext int
 			for _, st := range runSteps(t, sc) {

@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"fmt"
@@ -8,28 +8,30 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 )
 
 // benchScenario is a self-benchmark on Llama-3.1-8B / H200 with the given
 // decode grid. NumGPUBlocks is set explicitly so that B=513 at ~4K context
 // fits, as the 4×B200 deployment of the published self-benchmark measurement did.
-func benchScenario(policy string, batches, contexts []int) Scenario {
-	sc := DefaultScenario()
+func benchScenario(policy string, batches, contexts []int) scenario.Scenario {
+	sc := scenario.Default()
 	sc.Engine.MaxNumSeqs = 1024
 	sc.Engine.MaxNumBatchedTokens = 16384
 	sc.Engine.NumGPUBlocks = 200_000
-	sc.Workload = WorkloadSpec{Kind: "benchmark", Benchmark: BenchmarkSpec{
+	sc.Workload = scenario.WorkloadSpec{Kind: "benchmark", Benchmark: scenario.BenchmarkSpec{
 		Mode: "decode", Policy: policy, DecodeBatchSizes: batches, DecodeContexts: contexts, Warmups: new(int)}}
 	return sc
 }
 
 // runSteps simulates sc and returns its steps.
-func runSteps(t *testing.T, sc Scenario) []datasets.Step {
+func runSteps(t *testing.T, sc scenario.Scenario) []datasets.Step {
 	t.Helper()
 	p, err := sc.Plan()
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "ds")
-	_, err = Run(p, dir, RunOptions{Command: []string{"test"}})
+	_, err = scenario.Run(p, dir, sim.RunOptions{Command: []string{"test"}})
 	require.NoError(t, err)
 	d, err := datasets.Open(dir)
 	require.NoError(t, err)

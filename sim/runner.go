@@ -2,17 +2,12 @@ package sim
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 
 	"github.com/steplab/steplab/datasets"
-	"github.com/steplab/steplab/datasets/embedded"
-	"github.com/steplab/steplab/datasets/importers"
 	"github.com/steplab/steplab/features"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -80,11 +75,21 @@ type SLOAttainment struct {
 	Attainment float64 `json:"attainment"`
 }
 
-// Run simulates the plan and writes its dataset to dir (steps,
-// step_requests unless disabled, requests). The same plan and seed give a
-// byte-identical dataset.
-func Run(p *Plan, dir string, opts RunOptions) (*Result, error) {
-	return Execute(p, dir, Backend{}, opts)
+// Job is one run's input and record: the workload's arrivals (Source)
+// or, when Source is nil, a self-benchmark grid (Bench) run point by
+// point; the dataset's manifest, and whether it holds step_requests.
+// Package scenario makes it from a scenario's workload and output blocks.
+type Job struct {
+	Source       workload.Peeker
+	Bench        Bench
+	Manifest     datasets.Manifest
+	StepRequests bool
+}
+
+// Bench is a self-benchmark grid and the idle time between its points.
+type Bench struct {
+	Grid  workload.GridConfig
+	GapNs int64
 }
 
 // Backend is what runs the steps: the plan's simulated executor on a
@@ -110,15 +115,12 @@ type Backend struct {
 	Stopping func() error
 }
 
-// Execute runs the plan's workload on the backend and writes the dataset.
-// On failure the dataset is left partial with every completed part.
-func Execute(p *Plan, dir string, b Backend, opts RunOptions) (*Result, error) {
-	src, inputSHA, cleanup, err := p.Source()
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	m := p.Manifest(opts.Command, inputSHA)
+// Execute runs the job on the plan's engine and the backend and writes
+// the dataset to dir (steps, step_requests when the job asks, requests).
+// The same plan and job give a byte-identical dataset; on failure the
+// dataset is left partial with every completed part.
+func Execute(p *Plan, job Job, dir string, b Backend, opts RunOptions) (*Result, error) {
+	m := job.Manifest
 	if b.Manifest != nil {
 		b.Manifest(&m)
 	}
@@ -128,7 +130,7 @@ func Execute(p *Plan, dir string, b Backend, opts RunOptions) (*Result, error) {
 				return nil, err
 			}
 		}
-		res, err := runInto(p, w, src, b, opts)
+		res, err := runInto(p, w, job, b, opts)
 		if b.Stopping != nil {
 			if serr := b.Stopping(); err == nil && serr != nil {
 				err = serr
@@ -170,43 +172,8 @@ func WriteDataset(dir string, m datasets.Manifest, overwrite bool, fill func(*da
 	return res, nil
 }
 
-// Source builds the plan's workload; nil for a benchmark grid, which the
-// runner injects point by point. cleanup removes temporary imports.
-func (p *Plan) Source() (src workload.Peeker, inputSHA string, cleanup func(), err error) {
-	sc := p.Scenario
-	cleanup = func() {}
-	switch sc.Workload.Kind {
-	case "trace":
-		return OpenTrace(sc.Workload, p.Sched.BlockSize, p.Sched.MaxModelLen)
-	case "benchmark":
-		return nil, "", cleanup, nil
-	default:
-		s, err := generator(sc)
-		return s, "", cleanup, err
-	}
-}
-
-// OpenTrace opens a trace workload (kind trace: a dataset directory or an
-// embedded trace, imported into a temporary directory that cleanup
-// removes), its prefix hashes mapped to an engine block of engineBlock
-// tokens. inputSHA is the trace's source SHA-256.
-func OpenTrace(w WorkloadSpec, engineBlock, maxModelLen int) (src workload.Peeker, inputSHA string, cleanup func(), err error) {
-	d, sha, done, err := traceDataset(w.Trace)
-	if err != nil {
-		return nil, "", func() {}, err
-	}
-	ts, err := workload.NewTrace(workload.TraceConfig{Dir: d, Limit: w.Limit, RateRPS: w.RateRPS,
-		StartNs: int64(w.StartS * 1e9), EndNs: int64(w.EndS * 1e9), Rebase: true, BlockSize: w.BlockSize,
-		WarmupRequests: w.Warmup, MaxModelLen: maxModelLen})
-	if err != nil {
-		done()
-		return nil, "", func() {}, err
-	}
-	return &rehash{TraceSource: ts, engineBlock: engineBlock}, sha, func() { ts.Close(); done() }, nil
-}
-
-func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts RunOptions) (*Result, error) {
-	sink, err := NewDatasetSink(w, p.Scenario.Output.StepRequests)
+func runInto(p *Plan, w *datasets.Writer, job Job, b Backend, opts RunOptions) (*Result, error) {
+	sink, err := NewDatasetSink(w, job.StepRequests)
 	if err != nil {
 		return nil, err
 	}
@@ -220,7 +187,7 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 	if err != nil {
 		return nil, err
 	}
-	err = runEngine(eng, p, src, opts.Stop)
+	err = runEngine(eng, job, opts.Stop)
 	if cerr := sink.Close(); err == nil {
 		err = cerr
 	}
@@ -236,12 +203,12 @@ func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, b Backend, opts R
 // unfinished: after a failure too, what was measured stays, and the
 // step_requests rows of the last steps name requests the requests table
 // has.
-func runEngine(eng *Engine, p *Plan, src workload.Peeker, stop <-chan struct{}) error {
+func runEngine(eng *Engine, job Job, stop <-chan struct{}) error {
 	var err error
-	if src != nil {
-		_, err = DriveUntil(eng, src, stop)
+	if job.Source != nil {
+		_, err = DriveUntil(eng, job.Source, stop)
 	} else {
-		err = RunBenchmark(eng, p, stop)
+		err = RunBenchmark(eng, job.Bench, stop)
 	}
 	if ferr := eng.Finish(eng.Now()); err == nil {
 		err = ferr
@@ -280,17 +247,18 @@ const BoundsMethod = "re-simulated with every step at the lower and at the upper
 
 // Bounds re-simulates the plan's workload with every step at the lower
 // edge of its FPM's interval at level, then at the upper edge
-// (fpm.Bound), writing nothing, and returns the latencies of both. The
-// two runs are deterministic. They bound the systematic error of the
-// model, which compounds through queueing; independent per-step draws
-// would average it away. The plan's FPM must be a fpm.IntervalFPM.
-func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
+// (fpm.Bound), writing nothing, and returns the latencies of both; open
+// makes each run's job afresh (and what to clean up after it). The two
+// runs are deterministic. They bound the systematic error of the model,
+// which compounds through queueing; independent per-step draws would
+// average it away. The plan's FPM must be a fpm.IntervalFPM.
+func Bounds(p *Plan, level float64, open func() (Job, func(), error)) (*LatencyInterval, error) {
 	im, ok := p.FPM.(fpm.IntervalFPM)
 	if !ok || fpm.NoUncertainty(p.FPM, p.FPMName) != "" {
 		return nil, fmt.Errorf("bounds: fpm %s has no prediction intervals", p.FPMName)
 	}
 	return BoundsOf(level, func(upper bool) (Report, error) {
-		src, _, cleanup, err := p.Source()
+		job, cleanup, err := open()
 		if err != nil {
 			return Report{}, err
 		}
@@ -300,7 +268,7 @@ func Bounds(p *Plan, level float64) (*LatencyInterval, error) {
 		edge.FPM = fpm.Bound{M: im, Level: level, Upper: upper}
 		eng, err := edge.NewEngine(Backend{}, metrics)
 		if err == nil {
-			err = runEngine(eng, p, src, nil)
+			err = runEngine(eng, job, nil)
 		}
 		return metrics.Report(), err
 	})
@@ -341,105 +309,6 @@ func (p *progressSink) Request(*datasets.Request) error {
 	return nil
 }
 
-// traceDataset resolves a trace reference to a dataset directory: a
-// directory as it is, or an embedded trace imported into a temporary one.
-func traceDataset(ref string) (dir, sha string, cleanup func(), err error) {
-	if !strings.HasPrefix(ref, embedded.Prefix) {
-		if _, err := datasets.Open(ref); err != nil {
-			return "", "", nil, fmt.Errorf("workload.trace: %w", err)
-		}
-		sha := ""
-		if d, _ := datasets.Open(ref); d != nil && d.Manifest != nil {
-			sha = d.Manifest.Source.SHA256
-		}
-		return ref, sha, func() {}, nil
-	}
-	e, err := embedded.Lookup(ref)
-	if err != nil {
-		return "", "", nil, fmt.Errorf("workload.trace: %w", err)
-	}
-	tmp, err := os.MkdirTemp("", "steplab-trace-*")
-	if err != nil {
-		return "", "", nil, err
-	}
-	out := filepath.Join(tmp, e.Name)
-	res, err := importers.Import(e.Format, ref, out, importers.Options{})
-	if err != nil {
-		os.RemoveAll(tmp)
-		return "", "", nil, err
-	}
-	return out, res.SHA256, func() { os.RemoveAll(tmp) }, nil
-}
-
-// rehash maps a trace's prefix hash chain to the engine's block size.
-type rehash struct {
-	*workload.TraceSource
-	engineBlock int
-}
-
-func (r *rehash) Next() (workload.Arrival, bool) {
-	a, ok := r.TraceSource.Next()
-	if ok && len(a.PrefixHashes) > 0 {
-		a.PrefixHashes = workload.EngineBlockHashes(a.PrefixHashes, r.BlockSize(), r.engineBlock, a.PromptTokens, nil)
-	}
-	return a, ok
-}
-
-func generator(sc Scenario) (workload.Peeker, error) {
-	w := sc.Workload
-	var lengths workload.Lengths
-	if w.LengthsFrom != "" {
-		e, err := workload.LoadEmpirical(w.LengthsFrom)
-		if err != nil {
-			return nil, err
-		}
-		lengths.Joint = e
-	} else {
-		var err error
-		if lengths.Prompt, err = w.Prompt.dist("workload.prompt"); err != nil {
-			return nil, err
-		}
-		if lengths.Output, err = w.Output.dist("workload.output"); err != nil {
-			return nil, err
-		}
-	}
-	root := rng.New(sc.Seed, "workload")
-	switch w.Kind {
-	case "closed":
-		think := w.Think
-		if think == "" {
-			think = "fixed"
-		}
-		return workload.NewClosedLoop(workload.ClosedLoopConfig{Users: w.Users, Think: think, ThinkNs: int64(w.ThinkS * 1e9),
-			Requests: w.Requests, WarmupRequests: w.Warmup, DurationNs: int64(w.DurationS * 1e9), Lengths: lengths, Rand: root})
-	default:
-		return workload.NewOpenLoop(workload.OpenLoopConfig{Process: w.Kind, RateRPS: w.RateRPS, RateCurve: w.rateCurve(), CV: w.CV, Requests: w.Requests,
-			DurationNs: int64(w.DurationS * 1e9), WarmupRequests: w.Warmup, Lengths: lengths, Rand: root})
-	}
-}
-
-// GridConfig turns the benchmark spec into a grid over the plan's limits.
-func (p *Plan) GridConfig() workload.GridConfig {
-	b := p.Scenario.Workload.Benchmark
-	g := workload.GridConfig{Mode: b.Mode, Policy: b.Policy, DecodeBatchSizes: b.DecodeBatchSizes, DecodeContexts: b.DecodeContexts,
-		PrefillTokens: b.PrefillTokens, PrefillBatchSizes: b.PrefillBatchSizes, Warmups: 5,
-		MaxModelLen: p.Sched.MaxModelLen, MaxNumSeqs: p.Sched.MaxNumSeqs, MaxNumBatchedTokens: p.Sched.MaxNumBatchedTokens,
-		BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks - 1, CaptureSizes: p.Graphs} // block 0 is the null block
-	if b.Warmups != nil {
-		g.Warmups = *b.Warmups
-	}
-	g.Ragged = workload.RaggedPoints{BatchSizes: b.RaggedBatchSizes, Contexts: b.RaggedContexts}
-	for _, s := range b.RaggedSpreads {
-		g.Ragged.Spreads = append(g.Ragged.Spreads, workload.Spread{Shape: s.Shape, MaxRatio: s.MaxRatio})
-	}
-	g.Mixed = workload.MixedPoints{PrefillTokens: b.MixedPrefillTokens, PrefillContexts: b.MixedPrefillContexts,
-		DecodeBatchSizes: b.MixedDecodeBatchSizes, DecodeContexts: b.MixedDecodeContexts}
-	if g.Policy == "" {
-		g.Policy = workload.PolicySteadyStateSecondStep
-	}
-	return g
-}
-
 // asDecode records the decode requests of a benchmark step at their
 // coordinate: each computes one token over its KV context. On the
 // admission step those requests are new, so vLLM's classification (and
@@ -465,16 +334,17 @@ func asDecode(s *datasets.Step, rows []datasets.StepRequest, isDecode func(*data
 	s.Kind = features.Of(s).Kind()
 }
 
-// RunBenchmark runs the plan's self-benchmark grid on the engine, one point
-// at a time with the engine idle in between, tagging each step: the step
-// the policy measures is "measured", the others "scaffolding". It ends with
-// ErrInterrupted once stop is closed (nil never closes).
-func RunBenchmark(e *Engine, p *Plan, stop <-chan struct{}) error {
-	points, err := workload.BuildGrid(p.GridConfig())
+// RunBenchmark runs a self-benchmark grid on the engine, one point at a
+// time with the engine idle for the gap in between (1 ms when none),
+// tagging each step: the step the policy measures is "measured", the
+// others "scaffolding". It ends with ErrInterrupted once stop is closed
+// (nil never closes).
+func RunBenchmark(e *Engine, b Bench, stop <-chan struct{}) error {
+	points, err := workload.BuildGrid(b.Grid)
 	if err != nil {
 		return fmt.Errorf("benchmark: %w", err)
 	}
-	gap := int64(p.Scenario.Workload.Benchmark.GapS * 1e9)
+	gap := b.GapNs
 	if gap <= 0 {
 		gap = 1_000_000
 	}

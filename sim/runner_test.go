@@ -1,4 +1,4 @@
-package sim
+package sim_test
 
 import (
 	"os"
@@ -11,26 +11,28 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim"
 )
 
 // A run stopped midway (a signal in the CLI) ends with ErrInterrupted and
 // leaves a valid partial dataset: every table closed, no temporary file,
 // every request it started recorded.
 func TestRunInterruptedLeavesPartialDataset(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Workload.Limit = 3000
 	p, err := sc.Plan()
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "ds")
 	stop := make(chan struct{})
-	_, err = Run(p, dir, RunOptions{Stop: stop, Progress: func(done int64) {
+	_, err = scenario.Run(p, dir, sim.RunOptions{Stop: stop, Progress: func(done int64) {
 		select {
 		case <-stop:
 		default:
 			close(stop)
 		}
 	}})
-	require.ErrorIs(t, err, ErrInterrupted)
+	require.ErrorIs(t, err, sim.ErrInterrupted)
 
 	rep, err := validate.Dataset(dir, validate.Options{})
 	require.NoError(t, err)

@@ -1,10 +1,11 @@
-package sim
+package sim_test
 
 import (
 	"path/filepath"
 	"testing"
 
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
 	"github.com/stretchr/testify/require"
 )
 
@@ -17,10 +18,10 @@ func TestScenarioOpsPrior(t *testing.T) {
 	sc.FPM = "ops"
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	o, ok := p.FPM.(*fpm.Ops)
-	require.True(t, ok, "%T", p.FPM)
+	o, ok := p.Engine().FPM.(*fpm.Ops)
+	require.True(t, ok, "%T", p.Engine().FPM)
 	require.Equal(t, "h200-sxm-vllm-0.24.0", o.Database())
-	require.Equal(t, "ops", p.FPMName)
+	require.Equal(t, "ops", p.Engine().FPMName)
 	a, _ := simulateSHA(t, sc)
 	b, _ := simulateSHA(t, sc)
 	require.Equal(t, a, b)
@@ -29,14 +30,14 @@ func TestScenarioOpsPrior(t *testing.T) {
 	_, err = sc.Plan()
 	require.NoError(t, err, "TP=4 prices its all-reduces from the comm table")
 
-	sc = DefaultScenario()
+	sc = scenario.Default()
 	sc.FPM = filepath.Join("..", "datasets", "h200", "models", "ops-worker.json")
 	p, err = sc.Plan()
 	require.NoError(t, err)
-	require.Equal(t, "steplab-worker", p.FPM.(*fpm.Ops).Engine().Name)
+	require.Equal(t, "steplab-worker", p.Engine().FPM.(*fpm.Ops).Engine().Name)
 
 	for fpModel, want := range map[string]string{"ops:nope": `"nope" is neither`, "ops": "no vllm database shipped with steplab was measured on RTX-4090"} {
-		sc := DefaultScenario()
+		sc := scenario.Default()
 		sc.FPM, sc.Hardware = fpModel, "H200"
 		if fpModel == "ops" {
 			sc.Hardware = "RTX-4090"

@@ -7,8 +7,8 @@ import (
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/planner"
 	"github.com/steplab/steplab/replay"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/workflow/whatif"
 )
 
@@ -51,7 +51,7 @@ type SimPoint struct {
 	GPUs               int     `json:"gpus"`
 	Engines            int     `json:"engines"`
 	// Interval is the latencies at the edges of the FPM's prediction
-	// interval (cluster.Bounds); NoUncertainty, instead, says why there is
+	// interval (scenario.Bounds); NoUncertainty, instead, says why there is
 	// none (fpm.NoUncertainty).
 	Interval      *sim.LatencyInterval `json:"interval,omitempty"`
 	NoUncertainty string               `json:"no_uncertainty,omitempty"`
@@ -61,7 +61,7 @@ type SimPoint struct {
 type compiled struct {
 	kind string
 	wi   *whatif.Scenario
-	sim  *cluster.Plan
+	sim  *scenario.Plan
 	cal  *replay.CalibSpec
 	plan *planner.Doc
 	doc  *whatif.Doc
@@ -73,7 +73,7 @@ type compiled struct {
 func compileKind(d *whatif.Doc, i int) (compiled, error) {
 	switch k := KindOf(d); k {
 	case KindSimulate:
-		sc := cluster.DefaultScenario()
+		sc := scenario.Default()
 		if err := d.Decode(&sc); err != nil {
 			return compiled{}, err
 		}
@@ -115,14 +115,14 @@ func (c compiled) run() (PointResult, error) {
 	var pr PointResult
 	switch c.kind {
 	case KindSimulate:
-		res, err := cluster.Simulate(c.sim)
+		res, err := scenario.Simulate(c.sim)
 		if err != nil {
 			return pr, err
 		}
 		pr.Simulate = &SimPoint{Report: res.Report, PrefixCacheHitRate: res.PrefixCacheHitRate, GPUs: c.sim.GPUs(),
 			Engines: c.sim.Engines()}
 		if l := c.sim.IntervalLevel(0); l > 0 {
-			if pr.Simulate.Interval, err = cluster.Bounds(c.sim, l); err != nil {
+			if pr.Simulate.Interval, err = scenario.Bounds(c.sim, l); err != nil {
 				return pr, err
 			}
 		} else {

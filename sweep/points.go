@@ -9,7 +9,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/compress/zstd"
 
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/workflow/whatif"
 )
 
@@ -134,7 +134,7 @@ func Requests(doc *whatif.Doc, vary []Vary, i int, vals []string) (int, error) {
 
 // workloadRequests is the number of requests a simulate workload sends (0
 // when that is not known before the run: a trace without a limit).
-func workloadRequests(w sim.WorkloadSpec) int {
+func workloadRequests(w scenario.WorkloadSpec) int {
 	switch {
 	case w.Kind == "trace":
 		return w.Limit

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/des"
@@ -44,10 +45,10 @@ type Load struct {
 	// Lengths draws each request's prompt and output tokens.
 	Lengths workload.Lengths
 	// Trace, for Kind trace, is the recorded workload replayed instead:
-	// its arrivals, lengths and prefix hashes (sim.OpenTrace), mapped to
+	// its arrivals, lengths and prefix hashes (scenario.OpenTrace), mapped to
 	// engine blocks of BlockSize tokens; a request longer than MaxModelLen
 	// (> 0) refuses the trace, as simulate does.
-	Trace                  *sim.WorkloadSpec
+	Trace                  *scenario.WorkloadSpec
 	BlockSize, MaxModelLen int
 }
 
@@ -199,7 +200,7 @@ func newSource(l Load, r *rng.Stream) (workload.Peeker, func(), error) {
 		if l.Trace == nil {
 			return nil, none, fmt.Errorf("load kind trace without a trace")
 		}
-		s, _, done, err := sim.OpenTrace(*l.Trace, l.BlockSize, l.MaxModelLen)
+		s, _, done, err := scenario.OpenTrace(*l.Trace, l.BlockSize, l.MaxModelLen)
 		if err != nil {
 			return nil, none, err
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/rng"
 	"github.com/steplab/steplab/sim/workload"
@@ -150,14 +151,14 @@ func TestLognormalAndPerTokenServiceTimes(t *testing.T) {
 
 func enginePlan(t testing.TB, sets ...string) *cluster.Plan {
 	t.Helper()
-	sc := cluster.DefaultScenario()
+	sc := scenario.Default()
 	sc.Hardware, sc.Model = "H100", "Qwen2.5-7B"
 	for _, s := range sets {
 		require.NoError(t, sc.Set(s))
 	}
 	p, err := sc.EnginePlan()
 	require.NoError(t, err)
-	return p
+	return p.Plan
 }
 
 func TestEngineStage(t *testing.T) {

@@ -67,7 +67,7 @@ func (c *checker) check(m *datasets.Manifest) {
 		case !shapeOK || !hwOK:
 			c.add(validate.Warning, "engine.num_gpu_blocks", "not checked against the GPU's memory: the GPU or the model above could not be used")
 		default:
-			if most, err := catalog.KVBlocks(hw, shape, e.BlockSize, 1); err != nil {
+			if most, err := catalog.KVBlocks(hw, shape, e.BlockSize, 1, 0); err != nil {
 				c.add(validate.Warning, "engine.num_gpu_blocks", "not checked against the GPU's memory: %v", err)
 			} else if e.NumGPUBlocks > most {
 				c.add(validate.Error, "engine.num_gpu_blocks",

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/steplab/steplab/replay"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 func init() { register(newCalibrateCmd) }
@@ -133,10 +133,10 @@ Examples, from the repository root:
 
 // manifestOptions are the models and placement a recorded run is rebuilt
 // with (usage errors exit 2).
-func manifestOptions(fpModel, host, placement string) (cluster.ManifestOptions, error) {
-	o := cluster.ManifestOptions{FPM: fpModel, Host: host}
+func manifestOptions(fpModel, host, placement string) (scenario.ManifestOptions, error) {
+	o := scenario.ManifestOptions{FPM: fpModel, Host: host}
 	if placement != "" {
-		s, err := cluster.LoadSpec(placement)
+		s, err := scenario.LoadSpec(placement)
 		if err != nil {
 			return o, &exitError{code: 2, msg: "--cluster: " + err.Error()}
 		}

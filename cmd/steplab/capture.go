@@ -10,6 +10,7 @@ import (
 
 	"github.com/steplab/steplab/capture"
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -42,7 +43,7 @@ func (f *captureFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.verbose, "worker-log", false, "copy the worker's stderr to ours")
 }
 
-func (f *captureFlags) run(cmd *cobra.Command, plan *sim.Plan, out string) (*sim.Result, error) {
+func (f *captureFlags) run(cmd *cobra.Command, plan *scenario.Plan, out string) (*sim.Result, error) {
 	bar := newProgress(cmd, -1, "capturing "+out)
 	opts := capture.Options{
 		Worker: capture.WorkerOptions{Python: f.python, Script: f.workerScript},
@@ -78,7 +79,7 @@ func (f *captureFlags) run(cmd *cobra.Command, plan *sim.Plan, out string) (*sim
 
 // cpuDefaults keeps a CPU capture small: the KV cache would otherwise take
 // most of the host's memory. They apply before the --set overrides.
-func (f *captureFlags) cpuDefaults(sc sim.Scenario) []string {
+func (f *captureFlags) cpuDefaults(sc scenario.Scenario) []string {
 	if f.device == "cpu" && sc.Engine.NumGPUBlocks == 0 {
 		return []string{"engine.num_gpu_blocks=1024", "engine.max_model_len=4096", "engine.cuda_graph_sizes=null"}
 	}
@@ -149,7 +150,7 @@ a mean, and mixed_* adds prefill chunks riding with decodes
 				return &exitError{code: 2, msg: fmt.Sprintf("capture bench: --policy %q: use admission_step, steady_state_second_step or both", policy)}
 			}
 			for _, pol := range policies {
-				plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, func(sc sim.Scenario) []string {
+				plan, err := loadEngine(f.scenario, f.sets, cmd.Flags().Changed("seed"), f.seed, func(sc scenario.Scenario) []string {
 					return append([]string{"workload.kind=benchmark", "workload.benchmark.policy=" + pol}, f.cpuDefaults(sc)...)
 				})
 				if err != nil {

@@ -30,8 +30,9 @@ const modulePath = "github.com/steplab/steplab"
 // kernel databases) on the catalogue; features (a steps row to FPM
 // features) and pricing (the one place a spec becomes models) stand on
 // those; fit and sim share the next floor and do not know each other;
-// capture, replay and workflow (stage graphs and the what-if scenarios
-// over them) sit above sim; the planner searches what-if placements, a
+// scenario (a YAML document or a manifest to a plan and a run) stands on
+// sim; capture, replay and workflow (stage graphs and the what-if
+// scenarios over them) sit above it; the planner searches what-if placements, a
 // sweep runs scenarios and plans over a grid, the report renders all of
 // them; cmd is the top and nothing imports it.
 var floors = map[string]float64{
@@ -40,7 +41,8 @@ var floors = map[string]float64{
 	"catalog/manifest": 0.5, "fpm": 0.5,
 	"features": 1, "pricing": 1,
 	"fit": 2, "sim": 2,
-	"capture": 3, "replay": 3, "workflow": 3,
+	"scenario": 2.5,
+	"capture":  3, "replay": 3, "workflow": 3,
 	"planner": 3.5,
 	"sweep":   4,
 	"report":  5,
@@ -207,4 +209,71 @@ func TestFunctionsShort(t *testing.T) {
 		}
 	})
 	assert.Greater(t, funcs, 1000, "the walk read the functions")
+}
+
+// documentReaders are the packages that read a document or a manifest:
+// sim and sim/cluster are built from plain plans (package scenario makes
+// them) and import none of them.
+var documentReaders = []string{
+	modulePath + "/internal/yamldoc", // YAML documents
+	"go.yaml.in/yaml/v3",
+	modulePath + "/catalog/manifest", // a manifest's sections to models
+}
+
+// The engine, the cluster and the rest of sim/ never read a YAML
+// document, a manifest or a spec string: no import of a document reader, no datasets.ReadManifest,
+// and of package pricing (where an FPM or host spec becomes models) only
+// the Pricing type a plan carries, none of its functions.
+func TestSimReadsNoDocuments(t *testing.T) {
+	fset := token.NewFileSet()
+	seen := 0
+	err := filepath.WalkDir(filepath.Join("..", "..", "sim"), func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && d.Name() == "testdata":
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		seen++
+		names := map[string]string{} // local name → import path
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			assert.NotContains(t, documentReaders, p, "%s imports %s", path, p)
+			name := p[strings.LastIndex(p, "/")+1:]
+			if imp.Name != nil {
+				name = imp.Name.Name
+			}
+			names[name] = p
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok {
+				checkSimSelector(t, fset, names[x.Name], sel)
+			}
+			return true
+		})
+		return nil
+	})
+	require.NoError(t, err)
+	assert.Greater(t, seen, 40, "the walk found sim's files, sim/cluster's among them")
+}
+
+// checkSimSelector refuses, in sim/, a use of package pricing other than
+// its Pricing type and a read of a manifest.
+func checkSimSelector(t *testing.T, fset *token.FileSet, pkg string, sel *ast.SelectorExpr) {
+	switch pkg {
+	case modulePath + "/pricing":
+		assert.Equal(t, "Pricing", sel.Sel.Name, "%s uses pricing.%s: specs are priced in package scenario", fset.Position(sel.Pos()), sel.Sel.Name)
+	case modulePath + "/datasets":
+		assert.NotEqual(t, "ReadManifest", sel.Sel.Name, "%s reads a manifest: package scenario does", fset.Position(sel.Pos()))
+	}
 }

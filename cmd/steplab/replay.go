@@ -13,7 +13,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/replay"
-	"github.com/steplab/steplab/sim/cluster"
+	"github.com/steplab/steplab/scenario"
 )
 
 func init() { register(newReplayCmd) }
@@ -246,7 +246,7 @@ Examples, from the repository root:
 			if err != nil {
 				return err
 			}
-			p, warn, err := cluster.PlanFromManifest(d.Manifest, o)
+			p, warn, err := scenario.PlanFromManifest(d.Manifest, o)
 			if err != nil {
 				msg := "replay requests: " + err.Error()
 				if m := d.Manifest; m.Source.Kind == "import" && (m.Hardware == nil || m.Hardware.GPUName == "" || m.Model == nil) {
@@ -255,7 +255,7 @@ Examples, from the repository root:
 				return &exitError{code: 2, msg: msg}
 			}
 			stop := spin(cmd, "replaying requests")
-			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p, Warnings: warn, Level: level, Holdout: holdout},
+			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p.Plan, Warnings: warn, Level: level, Holdout: holdout},
 				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Pools[0].Engine.Name(), DatasetDir: args[1]})
 			stop()
 			if err != nil {

@@ -14,15 +14,14 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/internal/jobs"
-	"github.com/steplab/steplab/internal/yamldoc"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/cluster"
 )
 
 func init() { register(newSimulateCmd) }
 
 func newSimulateCmd() *cobra.Command {
-	var scenario, out string
+	var file, out string
 	var sets []string
 	var asJSON, force bool
 	var seed uint64
@@ -89,19 +88,19 @@ From the repository root:
 			}
 			// The dataset's encoders run on the cores the engine leaves.
 			defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(n))
-			plan, err := loadPlan(scenario, sets, cmd.Flags().Changed("seed"), seed, nil)
+			plan, err := loadPlan(file, sets, cmd.Flags().Changed("seed"), seed, nil)
 			if err != nil {
 				return err
 			}
 			bar := newProgress(cmd, -1, "simulating")
-			res, err := cluster.Run(plan, out, sim.RunOptions{Overwrite: force, Command: os.Args,
+			res, err := scenario.Run(plan, out, sim.RunOptions{Overwrite: force, Command: os.Args,
 				Progress: func(n int64) { bar.Set64(n) }, Stop: cmd.Context().Done()})
 			bar.Finish()
 			if err != nil {
 				return interrupted("simulate", out, err)
 			}
 			if l := plan.IntervalLevel(level); l > 0 {
-				if res.Interval, err = cluster.Bounds(plan, l); err != nil {
+				if res.Interval, err = scenario.Bounds(plan, l); err != nil {
 					return err
 				}
 			}
@@ -117,7 +116,7 @@ From the repository root:
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&scenario, "scenario", "f", "", "YAML scenario file (defaults: the embedded Azure trace on Llama-3.1-8B/H200)")
+	cmd.Flags().StringVarP(&file, "scenario", "f", "", "YAML scenario file (defaults: the embedded Azure trace on Llama-3.1-8B/H200)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "dataset directory to write")
 	cmd.Flags().StringArrayVar(&sets, "set", nil, "override a scenario field, KEY=VALUE with a dotted path (repeatable)")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed of the workload")
@@ -150,28 +149,9 @@ func isDir(path string) bool {
 // loadPlan reads a scenario (or the default), applies the overrides pre
 // asks for (given the scenario as its file has it), then the --set
 // overrides, and validates it; errors are usage errors (exit 2).
-func loadPlan(path string, sets []string, seedSet bool, seed uint64, pre func(sim.Scenario) []string) (*cluster.Plan, error) {
-	d, err := yamldoc.Overrides()
-	if path != "" {
-		d, err = yamldoc.ReadFile(path)
-	}
-	sc := cluster.DefaultScenario()
-	if err == nil {
-		err = d.Decode(&sc)
-	}
+func loadPlan(path string, sets []string, seedSet bool, seed uint64, pre func(scenario.Scenario) []string) (*scenario.Plan, error) {
+	sc, err := scenario.LoadWith(path, sets, pre)
 	if err != nil {
-		return nil, &exitError{code: 2, msg: "scenario: " + err.Error()}
-	}
-	if pre != nil {
-		sets = append(pre(sc.Scenario), sets...)
-	}
-	for _, s := range sets {
-		if err := d.Set(s); err != nil {
-			return nil, &exitError{code: 2, msg: err.Error()}
-		}
-	}
-	sc = cluster.DefaultScenario()
-	if err := d.Decode(&sc); err != nil {
 		return nil, &exitError{code: 2, msg: err.Error()}
 	}
 	if seedSet {
@@ -185,7 +165,7 @@ func loadPlan(path string, sets []string, seedSet bool, seed uint64, pre func(si
 }
 
 // loadEngine is loadPlan for a command that runs one engine (capture).
-func loadEngine(path string, sets []string, seedSet bool, seed uint64, pre func(sim.Scenario) []string) (*sim.Plan, error) {
+func loadEngine(path string, sets []string, seedSet bool, seed uint64, pre func(scenario.Scenario) []string) (*scenario.Plan, error) {
 	p, err := loadPlan(path, sets, seedSet, seed, pre)
 	if err != nil {
 		return nil, err
@@ -193,7 +173,7 @@ func loadEngine(path string, sets []string, seedSet bool, seed uint64, pre func(
 	if p.Engines() != 1 {
 		return nil, &exitError{code: 2, msg: fmt.Sprintf("bad scenario: the cluster block places %d engines; a capture drives one worker: remove it", p.Engines())}
 	}
-	return p.Pools[0].Engine, nil
+	return p, nil
 }
 
 func printReport(w io.Writer, r *sim.Result) {

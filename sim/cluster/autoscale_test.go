@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"encoding/json"
@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
 
@@ -22,9 +24,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the golden files under testda
 
 // autoscaleScenario is a tiny model behind least_requests whose pool a
 // scans with a planner every 200 ms of simulated time.
-func autoscaleScenario(t *testing.T, sets ...string) Scenario {
+func autoscaleScenario(t *testing.T, sets ...string) scenario.Scenario {
 	t.Helper()
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Model = "tiny"
 	sc.Engine.MaxNumSeqs = 8
 	sc.Engine.MaxModelLen = 8192
@@ -104,10 +106,10 @@ func burst(r *rand.Rand, blockSize int) []workload.Arrival {
 	return out
 }
 
-func runAutoscaled(t *testing.T, seed uint64) (*recorder, *Plan, []workload.Arrival, *sim.Service, int64) {
+func runAutoscaled(t *testing.T, seed uint64) (*recorder, *cluster.Plan, []workload.Arrival, *sim.Service, int64) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 2))
-	routers := []string{RouterRoundRobin, RouterLeastRequests, RouterLeastKV, RouterKV, RouterVLLMDP}
+	routers := []string{cluster.RouterRoundRobin, cluster.RouterLeastRequests, cluster.RouterLeastKV, cluster.RouterKV, cluster.RouterVLLMDP}
 	sets := []string{"cluster.router.name=" + routers[r.IntN(len(routers))],
 		fmt.Sprintf("cluster.pools.a.autoscale.load_time_s=%g", 0.5*r.Float64()),
 		fmt.Sprintf("cluster.pools.a.autoscale.scale_up_delay_s=%g", 0.2*r.Float64()),
@@ -127,11 +129,11 @@ func runAutoscaled(t *testing.T, seed uint64) (*recorder, *Plan, []workload.Arri
 	rec := &recorder{}
 	c, err := p.New(rec, nil)
 	require.NoError(t, err)
-	end, err := Drive(c, workload.NewSlice(arr))
+	end, err := cluster.Drive(c, workload.NewSlice(arr))
 	require.NoError(t, err, "%v", sets)
 	require.NoError(t, c.Finish(end))
-	last := lastTime(c, 0)
-	return rec, p, arr, c.Service(last), last
+	last := cluster.LastTime(c, 0)
+	return rec, p.Plan, arr, c.Service(last), last
 }
 
 // Over random autoscaled runs: no request is lost, the routable engines
@@ -147,7 +149,7 @@ func TestAutoscaleProperties(t *testing.T) {
 		checkRequests(rec, arr, fail)
 		require.Len(t, svc.Autoscaled, 1)
 		a := svc.Autoscaled[0]
-		var pp *PoolPlan
+		var pp *cluster.PoolPlan
 		for _, q := range p.Pools {
 			if q.Name == a.Pool {
 				pp = q
@@ -214,7 +216,7 @@ func TestAutoscaleGolden(t *testing.T) {
 	p, err := sc.Plan()
 	require.NoError(t, err)
 	dir := filepath.Join(t.TempDir(), "run")
-	res, err := Run(p, dir, sim.RunOptions{})
+	res, err := scenario.Run(p, dir, sim.RunOptions{})
 	require.NoError(t, err)
 	got, err := json.MarshalIndent(res.Service, "", "  ")
 	require.NoError(t, err)
@@ -232,7 +234,7 @@ func TestAutoscaleGolden(t *testing.T) {
 	assert.Greater(t, len(m.Cluster.Pools[0].Workers), 1, "the manifest lists every engine that ran")
 
 	// A replay of the dataset runs the same planner again.
-	q, _, err := PlanFromManifest(m, ManifestOptions{})
+	q, _, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	require.True(t, q.Elastic())
 	assert.Equal(t, p.Pools[0].Scaling, q.Pools[0].Scaling)
@@ -259,7 +261,7 @@ func TestAutoscaleWithoutDrive(t *testing.T) {
 	}
 	checkRequests(rec, arr, func(format string, a ...any) { t.Fatalf(format, a...) })
 	starts := 0
-	for _, e := range c.Service(lastTime(c, 0)).Autoscaled[0].Timeline {
+	for _, e := range c.Service(cluster.LastTime(c, 0)).Autoscaled[0].Timeline {
 		if e.Event == "start" {
 			starts++
 		}

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"flag"
@@ -12,19 +12,21 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/importers"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
 
 // mooncakePlan plans replicas engines behind router on the embedded
 // Mooncake conversation slice (3,000 requests) at rate req/s, imported
 // once for the benchmark.
-func mooncakePlan(b *testing.B, replicas int, router string, rate float64) *Plan {
+func mooncakePlan(b *testing.B, replicas int, router string, rate float64) *scenario.Plan {
 	dir := filepath.Join(b.TempDir(), "mooncake")
 	_, err := importers.Import("mooncake", "embedded:mooncake-conv-fast25", dir, importers.Options{})
 	require.NoError(b, err)
-	sc := DefaultScenario()
-	sc.Workload = sim.WorkloadSpec{Kind: "trace", Trace: dir, BlockSize: 512, RateRPS: rate}
+	sc := scenario.Default()
+	sc.Workload = scenario.WorkloadSpec{Kind: "trace", Trace: dir, BlockSize: 512, RateRPS: rate}
 	sc.Engine.MaxModelLen = 131072 // Llama-3.1-8B's context: the trace's longest prompts exceed 32K
 	require.NoError(b, sc.Set(fmt.Sprintf("cluster.pools={sim: {replicas: %d}}", replicas)))
 	sc.Cluster.Router.Name = router
@@ -39,7 +41,7 @@ func mooncakePlan(b *testing.B, replicas int, router string, rate float64) *Plan
 // replica sees (BenchmarkMooncakeOneEngine). Run with -cpu 1; compare the
 // ns/request metrics.
 func BenchmarkMooncake16(b *testing.B) {
-	for _, router := range []string{RouterKV, RouterRoundRobin} {
+	for _, router := range []string{cluster.RouterKV, cluster.RouterRoundRobin} {
 		b.Run(router, func(b *testing.B) {
 			p := mooncakePlan(b, 16, router, 12)
 			benchSimulate(b, p, func() workload.Peeker { return arrivalsOf(b, p, 1) })
@@ -51,14 +53,14 @@ func BenchmarkMooncake16(b *testing.B) {
 // the same trace at 12 req/s: the arrivals one replica of
 // BenchmarkMooncake16 sees under round robin.
 func BenchmarkMooncakeOneEngine(b *testing.B) {
-	p := mooncakePlan(b, 16, RouterRoundRobin, 12)
-	one := mooncakePlan(b, 1, RouterRoundRobin, 12)
+	p := mooncakePlan(b, 16, cluster.RouterRoundRobin, 12)
+	one := mooncakePlan(b, 1, cluster.RouterRoundRobin, 12)
 	benchSimulate(b, one, func() workload.Peeker { return arrivalsOf(b, p, 16) })
 }
 
 // arrivalsOf reads the plan's trace once and replays every every-th
 // arrival.
-func arrivalsOf(b *testing.B, p *Plan, every int) workload.Peeker {
+func arrivalsOf(b *testing.B, p *scenario.Plan, every int) workload.Peeker {
 	src, _, done, err := p.Source()
 	require.NoError(b, err)
 	defer done()
@@ -75,14 +77,14 @@ func arrivalsOf(b *testing.B, p *Plan, every int) workload.Peeker {
 	return workload.NewSlice(a)
 }
 
-func benchSimulate(b *testing.B, p *Plan, source func() workload.Peeker) {
+func benchSimulate(b *testing.B, p *scenario.Plan, source func() workload.Peeker) {
 	var res *sim.Result
 	for b.Loop() {
 		b.StopTimer()
 		src := source()
 		b.StartTimer()
 		var err error
-		res, err = simulate(p, src, nil, sim.RunOptions{}, defaultSide())
+		res, err = cluster.SimulateOn(p.Plan, src, cluster.DefaultSide())
 		require.NoError(b, err)
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(res.Requests), "ns/request")
@@ -95,15 +97,15 @@ func benchSimulate(b *testing.B, p *Plan, source func() workload.Peeker) {
 // BenchmarkSimulateAzureConv/all-tables, the engine driven directly.
 func BenchmarkOneReplicaAzureConv(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "azure")
-	_, err := importers.Import("azure", sim.DefaultTrace, dir, importers.Options{})
+	_, err := importers.Import("azure", scenario.DefaultTrace, dir, importers.Options{})
 	require.NoError(b, err)
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Workload.Trace = dir
 	p, err := sc.Plan()
 	require.NoError(b, err)
 	out := filepath.Join(b.TempDir(), "ds")
 	for b.Loop() {
-		_, err := Run(p, out, sim.RunOptions{Overwrite: true})
+		_, err := scenario.Run(p, out, sim.RunOptions{Overwrite: true})
 		require.NoError(b, err)
 	}
 }
@@ -113,9 +115,9 @@ func BenchmarkOneReplicaAzureConv(b *testing.B) {
 // sim's BenchmarkEngineAzureConv (sim.Drive).
 func BenchmarkOneReplicaEngineAzureConv(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "azure")
-	_, err := importers.Import("azure", sim.DefaultTrace, dir, importers.Options{})
+	_, err := importers.Import("azure", scenario.DefaultTrace, dir, importers.Options{})
 	require.NoError(b, err)
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Workload.Trace = dir
 	p, err := sc.Plan()
 	require.NoError(b, err)
@@ -128,14 +130,14 @@ func BenchmarkOneReplicaEngineAzureConv(b *testing.B) {
 }
 
 // goroutineCounts are the goroutine counts the side-by-side benchmarks
-// compare: 1 (one event at a time), then powers of two up to jobs().
+// compare: 1 (one event at a time), then powers of two up to cluster.Jobs().
 func goroutineCounts() []int {
 	ns := []int{1}
-	for n := 2; n <= jobs(); n *= 2 {
+	for n := 2; n <= cluster.Jobs(); n *= 2 {
 		ns = append(ns, n)
 	}
-	if last := ns[len(ns)-1]; last != jobs() {
-		ns = append(ns, jobs())
+	if last := ns[len(ns)-1]; last != cluster.Jobs() {
+		ns = append(ns, cluster.Jobs())
 	}
 	return ns
 }
@@ -146,9 +148,9 @@ func goroutineCounts() []int {
 // the one-goroutine run's), simulate writes nothing (the engines alone).
 func BenchmarkCluster16Replicas(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "azure")
-	_, err := importers.Import("azure", sim.DefaultTrace, dir, importers.Options{})
+	_, err := importers.Import("azure", scenario.DefaultTrace, dir, importers.Options{})
 	require.NoError(b, err)
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Workload.Trace = dir
 	require.NoError(b, sc.Set("cluster.pools={sim: {replicas: 16}}"))
 	require.NoError(b, sc.Set("cluster.router.name=kv"))
@@ -160,7 +162,10 @@ func BenchmarkCluster16Replicas(b *testing.B) {
 			out := filepath.Join(b.TempDir(), "ds")
 			var res *sim.Result
 			for b.Loop() {
-				res, err = runOn(p, out, sim.RunOptions{Overwrite: true}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
+				job, done, err := p.Job(nil)
+				require.NoError(b, err)
+				res, err = cluster.RunOn(p.Plan, job, out, sim.RunOptions{Overwrite: true}, cluster.SideOf(n, cluster.MinWindowEvents, cluster.AdaptEvery))
+				done()
 				require.NoError(b, err)
 			}
 			sha, err := datasets.DirSHA256(out)
@@ -178,7 +183,7 @@ func BenchmarkCluster16Replicas(b *testing.B) {
 			for b.Loop() {
 				src, _, done, err := p.Source()
 				require.NoError(b, err)
-				res, err = simulate(p, src, nil, sim.RunOptions{}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
+				res, err = cluster.SimulateOn(p.Plan, src, cluster.SideOf(n, cluster.MinWindowEvents, cluster.AdaptEvery))
 				done()
 				require.NoError(b, err)
 			}
@@ -200,10 +205,10 @@ var benchRequests = flag.Int("cluster.bench-requests", 1_000_000, "requests of B
 // the largest heap in use sampled every 50 ms, stays flat as the run
 // grows (-cluster.bench-requests).
 func Benchmark1MRequests64Replicas(b *testing.B) {
-	sc := DefaultScenario()
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 640, Requests: *benchRequests,
-		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 1000, Sigma: 0.8, Min: 1, Max: 8000},
-		Output: sim.LengthSpec{Kind: "lognormal", Mean: 150, Sigma: 0.7, Min: 1, Max: 2000}}
+	sc := scenario.Default()
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 640, Requests: *benchRequests,
+		Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 1000, Sigma: 0.8, Min: 1, Max: 8000},
+		Output: scenario.LengthSpec{Kind: "lognormal", Mean: 150, Sigma: 0.7, Min: 1, Max: 2000}}
 	require.NoError(b, sc.Set("cluster.pools={sim: {replicas: 64}}"))
 	require.NoError(b, sc.Set("cluster.router.name=kv"))
 	p, err := sc.Plan()
@@ -215,7 +220,7 @@ func Benchmark1MRequests64Replicas(b *testing.B) {
 				for b.Loop() {
 					src, _, done, err := p.Source()
 					require.NoError(b, err)
-					res, err = simulate(p, src, nil, sim.RunOptions{}, side{jobs: n, minEvents: minWindowEvents, every: adaptEvery})
+					res, err = cluster.SimulateOn(p.Plan, src, cluster.SideOf(n, cluster.MinWindowEvents, cluster.AdaptEvery))
 					done()
 					require.NoError(b, err)
 				}

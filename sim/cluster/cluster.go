@@ -151,7 +151,7 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 	c := &Cluster{plan: p, out: out}
 	root := r
 	if root == nil {
-		root = rng.New(p.Scenario.Seed, "cluster")
+		root = rng.New(p.Seed, "cluster")
 	}
 	track := false
 	for _, pp := range p.Pools {

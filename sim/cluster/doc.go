@@ -1,20 +1,18 @@
 // Package cluster places engines: pools of sim.Engines behind a router, on
 // one virtual clock, with prefill/decode disaggregation and expert
-// parallelism. A scenario without a cluster block is one engine, and runs
-// and records exactly as steplab simulate always did (byte for byte).
+// parallelism. One engine is a cluster of one, and runs and records
+// exactly as one sim.Engine (byte for byte).
 //
 // # The pieces
 //
-// A Scenario is simulate's scenario (sim.Scenario) with a cluster block
-// (Spec): pools of engines, the router and the links between GPUs. The GPU
-// and the model are the scenario's, from the catalogue (names, spec files,
-// config.json); a mixture of experts brings its experts in its shape
-// (catalog.Shape.MoE). Plan validates it, refusing what cannot run with a
-// message that names the field, and prices every pool's engine
-// (sim.Scenario.PlanOn). Plan.New builds the Cluster; Drive runs it over a
-// workload (DriveUntil: until a stop channel closes); Run writes the
-// dataset; Bounds re-simulates at the edges of the FPM's prediction
-// intervals.
+// A Plan is plain data, as a raft.Config is: pools of priced engines
+// (sim.Plan), the router and the links between GPUs, and the whole model
+// (a mixture of experts brings its experts in catalog.Shape.MoE). Package
+// scenario builds it from a scenario's cluster block or a manifest and
+// Resolve completes it; this package reads no document. Plan.New builds
+// the Cluster; Drive runs it over a workload (DriveUntil: until a stop
+// channel closes); Run runs a sim.Job into a dataset; Bounds re-simulates
+// at the edges of the FPM's prediction intervals.
 //
 //   - Pools. One pool of role both (aggregated), or one prefill and one
 //     decode pool (disaggregated, xPyD). A pool has replicas engines, each
@@ -43,11 +41,11 @@
 //     instances (expert_parallel engines each, one data-parallel rank
 //     apiece, vLLM's DP + EP): every rank joins every wave, a quiet rank
 //     with a dummy step, and a wave lasts the slowest rank's own forward
-//     pass (DenseShape, the model without its routed experts, priced by
+//     pass (catalog.DenseShape, the model without its routed experts, priced by
 //     the pool's FPM) plus the experts of all ranks' tokens on the busiest
 //     GPU and the all-to-all (moePricer states the formulas). Links left
 //     out are the GPU's own interconnect (DefaultLink).
-//   - Autoscaling. A pool with an autoscale block (AutoscaleSpec) has a
+//   - Autoscaling. A pool with an autoscale policy (PoolPlan.Scaling) has a
 //     planner that decides every interval from what the interval measured
 //     (requests in flight, KV use, p90 TTFT and ITL): a new engine holds
 //     its GPUs after the scale-up delay and becomes routable after the
@@ -58,18 +56,17 @@
 //
 // # Use
 //
-//	sc := cluster.DefaultScenario()
+//	sc := scenario.Default()
 //	_ = sc.Set("cluster.pools={prefill: {role: prefill, replicas: 2}, decode: {role: decode, replicas: 6}}")
 //	_ = sc.Set("cluster.router.name=kv")
 //	p, err := sc.Plan()
 //	if err != nil { ... } // names the field at fault
-//	res, err := cluster.Run(p, "out/pd", sim.RunOptions{})
+//	res, err := scenario.Run(p, "out/pd", sim.RunOptions{}) // cluster.Run of p.Plan
 //
-// A recorded run comes back as the engines it had with PlanFromManifest,
-// each sim.PlanFromManifest of the manifest (a vLLM import's
-// data_parallel_size and enable_expert_parallel make a data-parallel
-// instance behind vllm_dp); steplab replay and calibrate re-simulate
-// through it.
+// A recorded run comes back as the engines it had with
+// scenario.PlanFromManifest (a vLLM import's data_parallel_size and
+// enable_expert_parallel make a data-parallel instance behind vllm_dp);
+// steplab replay and calibrate re-simulate through it.
 //
 // # Determinism
 //

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 )
@@ -12,7 +13,7 @@ import (
 // A disaggregated placement: two prefill and three decode engines behind
 // Dynamo's KV router, the prompt KV moving over a 50 GB/s link.
 func ExampleScenario_Plan() {
-	sc := cluster.DefaultScenario()
+	sc := scenario.Default()
 	for _, s := range []string{
 		"cluster.pools={prefill: {role: prefill, replicas: 2}, decode: {role: decode, replicas: 3}}",
 		"cluster.router.name=kv",
@@ -42,9 +43,9 @@ func ExampleScenario_Plan() {
 // Four replicas behind the KV router on a Poisson workload: the dataset
 // gains a routes table beside the engines' tables.
 func ExampleRun() {
-	sc := cluster.DefaultScenario()
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 20, Requests: 200,
-		Prompt: sim.LengthSpec{Kind: "fixed", Value: 1000}, Output: sim.LengthSpec{Kind: "fixed", Value: 100}}
+	sc := scenario.Default()
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 20, Requests: 200,
+		Prompt: scenario.LengthSpec{Kind: "fixed", Value: 1000}, Output: scenario.LengthSpec{Kind: "fixed", Value: 100}}
 	_ = sc.Set("cluster.pools={sim: {replicas: 4}}")
 	_ = sc.Set("cluster.router.name=least_requests")
 	p, err := sc.Plan()
@@ -54,7 +55,7 @@ func ExampleRun() {
 	}
 	dir, _ := os.MkdirTemp("", "cluster-example-")
 	defer os.RemoveAll(dir)
-	res, err := cluster.Run(p, filepath.Join(dir, "ds"), sim.RunOptions{})
+	res, err := scenario.Run(p, filepath.Join(dir, "ds"), sim.RunOptions{})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -69,7 +70,7 @@ func ExampleRun() {
 // expert parallelism: the catalogue brings the GPU, its PCIe link and the
 // model's 128 experts; each rank prices the model without them.
 func ExampleScenario_Plan_expertParallel() {
-	sc := cluster.DefaultScenario()
+	sc := scenario.Default()
 	for _, s := range []string{
 		"hardware=RTXPRO6000",
 		"model=Qwen/Qwen3-30B-A3B-Instruct-2507",

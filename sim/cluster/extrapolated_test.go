@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"math/rand/v2"
@@ -8,6 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
 
@@ -21,21 +23,21 @@ func (e onePerStep) PredictExtNs(f fpm.Features) (float64, int) { return e.Predi
 // lookups each on its own executor: the cluster's sum is one per step
 // of every engine, the same on one goroutine as on three.
 func TestClusterExtrapolatedOps(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Model = "tiny"
 	sc.Engine.MaxModelLen = 8192
 	require.NoError(t, sc.Set("cluster.pools={a: {replicas: 3}}"))
 	p, err := sc.EnginePlan()
 	require.NoError(t, err)
 	e := p.Pools[0].Engine
-	p = p.WithModels(onePerStep{e.FPM}, e.Host)
+	q := p.WithModels(onePerStep{e.FPM}, e.Host)
 	arr := arrivals(rand.New(rand.NewPCG(5, 1)), 40, e.Sched.BlockSize, e.Sched.MaxModelLen)
 	var got []int64
 	for _, jobs := range []int{1, 3} {
-		c, err := p.New(&recorder{}, nil)
+		c, err := q.New(&recorder{}, nil)
 		require.NoError(t, err)
-		c.side = side{jobs: jobs}
-		end, err := Drive(c, workload.NewSlice(arr))
+		c.SetSide(cluster.SideOf(jobs, 0, 0))
+		end, err := cluster.Drive(c, workload.NewSlice(arr))
 		require.NoError(t, err)
 		require.NoError(t, c.Finish(end))
 		st := c.Stats()

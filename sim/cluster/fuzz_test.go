@@ -1,9 +1,10 @@
-package cluster
+package cluster_test
 
 import (
 	"bytes"
 	"testing"
 
+	"github.com/steplab/steplab/scenario"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -23,7 +24,7 @@ func FuzzScenario(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		sc := DefaultScenario()
+		sc := scenario.Default()
 		dec := yaml.NewDecoder(bytes.NewReader(b))
 		dec.KnownFields(true)
 		if err := dec.Decode(&sc); err != nil {

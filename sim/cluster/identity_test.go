@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"os"
@@ -10,17 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 )
 
 // goldenScenario is sim's determinism scenario (TestDeterministicDataset):
 // 400 Poisson requests on the default engine with a tight KV cache.
-func goldenScenario() Scenario {
-	sc := DefaultScenario()
+func goldenScenario() scenario.Scenario {
+	sc := scenario.Default()
 	sc.Seed = 7
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 40, Requests: 400,
-		Prompt: sim.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 8000},
-		Output: sim.LengthSpec{Kind: "lognormal", Mean: 150, Sigma: 0.7, Max: 2000}}
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 40, Requests: 400,
+		Prompt: scenario.LengthSpec{Kind: "lognormal", Mean: 900, Sigma: 0.8, Max: 8000},
+		Output: scenario.LengthSpec{Kind: "lognormal", Mean: 150, Sigma: 0.7, Max: 2000}}
 	sc.Engine.NumGPUBlocks = 3000
 	return sc
 }
@@ -39,7 +40,7 @@ func TestOneReplicaIsSimulate(t *testing.T) {
 		p, err := sc.Plan()
 		require.NoError(t, err, name)
 		dir := filepath.Join(t.TempDir(), "ds")
-		_, err = Run(p, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}})
+		_, err = scenario.Run(p, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}})
 		require.NoError(t, err, name)
 		sha, err := datasets.DirSHA256(dir)
 		require.NoError(t, err)
@@ -60,16 +61,18 @@ func TestDocumentedScenarioIsTheDefault(t *testing.T) {
 	require.True(t, ok)
 	p := filepath.Join(t.TempDir(), "documented.yaml")
 	require.NoError(t, os.WriteFile(p, []byte(block), 0o644))
-	sc, err := LoadScenario(p)
+	sc, err := scenario.Load(p)
 	require.NoError(t, err)
-	def := sim.DefaultScenario()
+	def := scenario.Default()
 	assert.Equal(t, []int{1, 2, 4, 8, 16, 24, 32, 64, 128, 256, 512}, sc.Engine.CUDAGraphSizes)
 	sc.Engine.CUDAGraphSizes = def.Engine.CUDAGraphSizes
 	sc.Workload.Benchmark = def.Workload.Benchmark
-	assert.Equal(t, def, sc.Scenario)
+	// The cluster block is the one-engine placement Plan checks below.
+	sc.Cluster, sc.SLO = def.Cluster, def.SLO
+	assert.Equal(t, def, sc)
 	plan, err := sc.Plan()
 	require.NoError(t, err)
-	assert.True(t, plan.single(), "the documented placement is one engine")
+	assert.True(t, plan.Single(), "the documented placement is one engine")
 	one, err := def.Plan()
 	require.NoError(t, err)
 	assert.Equal(t, one.Manifest(nil, ""), plan.Manifest(nil, ""))

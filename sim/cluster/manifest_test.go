@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // PlanFromManifest is the inverse of Plan.Manifest for a placement: pools,
@@ -25,7 +27,7 @@ func TestPlanFromManifestInverse(t *testing.T) {
 			"cluster.links.expert={bandwidth_gbs: 100, latency_us: 8}", "cluster.router.name=vllm_dp"},
 		{"model=Qwen3-30B-A3B", "hardware=RTXPRO6000", "cluster.pools={dp: {replicas: 2, expert_parallel: 2}}"},
 	} {
-		sc := DefaultScenario()
+		sc := scenario.Default()
 		for _, s := range sets {
 			require.NoError(t, sc.Set(s))
 		}
@@ -33,7 +35,7 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		require.NoError(t, err, sets)
 		m := p.Manifest(nil, "")
 		require.NotNil(t, m.Cluster)
-		back, warn, err := PlanFromManifest(&m, ManifestOptions{})
+		back, warn, err := scenario.PlanFromManifest(&m, scenario.ManifestOptions{})
 		require.NoError(t, err, sets)
 		assert.Empty(t, warn, sets)
 		assert.Equal(t, p.Router.Name, back.Router.Name)
@@ -59,36 +61,36 @@ func TestPlanFromManifestInverse(t *testing.T) {
 // A vLLM import records data parallelism in its source details: without
 // experts the ranks are independent engines behind vLLM's balancer.
 func TestPlanFromManifestDataParallel(t *testing.T) {
-	p, err := DefaultScenario().EnginePlan()
+	p, err := scenario.Default().EnginePlan()
 	require.NoError(t, err)
 	m := p.Manifest(nil, "")
 	m.Source.Detail = map[string]string{"data_parallel_size": "4", "enable_expert_parallel": "false"}
-	back, warn, err := PlanFromManifest(&m, ManifestOptions{})
+	back, warn, err := scenario.PlanFromManifest(&m, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, 4, back.Engines())
 	assert.Zero(t, back.Pools[0].ExpertParallel)
-	assert.Equal(t, RouterVLLMDP, back.Router.Name)
+	assert.Equal(t, cluster.RouterVLLMDP, back.Router.Name)
 	assert.Contains(t, warn[0], "data_parallel_size 4: 4 engines as independent engines behind router vllm_dp")
 
 	m.Engine.DataParallelSize, m.Engine.ExpertParallel = 2, true
-	_, _, err = PlanFromManifest(&m, ManifestOptions{})
+	_, _, err = scenario.PlanFromManifest(&m, scenario.ManifestOptions{})
 	assert.ErrorContains(t, err, "the manifest records data_parallel_size 2 with expert parallelism, but model Llama-3.1-8B has no routed experts",
 		"the engine section wins over the details")
 
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	require.NoError(t, sc.Set("model="+tinyMoE))
 	p, err = sc.EnginePlan()
 	require.NoError(t, err)
 	m = p.Manifest(nil, "")
 	m.Engine.DataParallelSize, m.Engine.ExpertParallel, m.Engine.NumGPUBlocks = 2, true, 0
-	spec := Spec{Router: RouterSpec{Name: RouterKV}}
-	back, warn, err = PlanFromManifest(&m, ManifestOptions{Spec: &spec})
+	spec := scenario.Spec{Router: cluster.RouterSpec{Name: cluster.RouterKV}}
+	back, warn, err = scenario.PlanFromManifest(&m, scenario.ManifestOptions{Spec: &spec})
 	require.NoError(t, err)
 	assert.Equal(t, 2, back.Pools[0].ExpertParallel)
-	assert.Equal(t, RouterKV, back.Router.Name, "the placement names the router")
+	assert.Equal(t, cluster.RouterKV, back.Router.Name, "the placement names the router")
 	assert.Equal(t, 8, back.Shape.MoE.Experts, "the experts from the manifest's model section")
 	assert.Zero(t, back.Pools[0].Engine.Shape.MoE, "the engines price the dense part")
-	want, err := moeKVBlocks(back.Shape, back.Pools[0].Engine.HW, 2, 16, 0.9)
+	want, err := catalog.KVBlocks(back.Pools[0].Engine.HW, back.Shape, 16, 0.9, 2)
 	require.NoError(t, err)
 	assert.Equal(t, want, back.Pools[0].Engine.Sched.NumGPUBlocks, "the KV beside half the experts")
 	assert.Contains(t, warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from H200-SXM memory, the dense weights, the 8 experts' share over 2 GPUs and gpu_memory_utilization 0.9", want))
@@ -96,10 +98,9 @@ func TestPlanFromManifestDataParallel(t *testing.T) {
 
 // One engine's manifest has no cluster section: simulate's manifest.
 func TestOneEngineManifest(t *testing.T) {
-	p, err := DefaultScenario().EnginePlan()
+	p, err := scenario.Default().EnginePlan()
 	require.NoError(t, err)
-	assert.Equal(t, p.Pools[0].Engine.Manifest(nil, ""), p.Manifest(nil, ""))
-	var m datasets.Manifest = p.Manifest(nil, "")
+	m := p.Manifest(nil, "")
 	assert.Nil(t, m.Cluster)
 }
 
@@ -110,16 +111,16 @@ func TestPlanFromManifestUserFiles(t *testing.T) {
 	m := &datasets.Manifest{Hardware: &datasets.Hardware{GPUName: "Imaginary GPU"}, Model: &datasets.ModelShape{Name: "org/Imaginary-MoE"},
 		Engine: &datasets.EngineConfig{MaxNumSeqs: 64, MaxNumBatchedTokens: 2048, BlockSize: 16, MaxModelLen: 4096, NumGPUBlocks: 5000,
 			ChunkedPrefill: true, DataParallelSize: 2, ExpertParallel: true}}
-	_, _, err := PlanFromManifest(m, ManifestOptions{})
+	_, _, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.ErrorContains(t, err, "Imaginary GPU")
 	m.Hardware.Spec, m.Model.Config = "testdata/imaginary-gpu.yaml", tinyMoE
-	p, _, err := PlanFromManifest(m, ManifestOptions{})
+	p, _, err := scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, "Imaginary GPU", p.Pools[0].Engine.HW.Name)
 	assert.Equal(t, 8, p.Shape.MoE.Experts)
 	assert.Equal(t, 2, p.Pools[0].ExpertParallel)
 	assert.Equal(t, 5000, p.Pools[0].Engine.Sched.NumGPUBlocks)
-	assert.Equal(t, Link{BytesPerSec: 32e9, LatencyNs: 15000}, p.Pools[0].ExpertLink, "the spec's PCIe")
+	assert.Equal(t, cluster.Link{BytesPerSec: 32e9, LatencyNs: 15000}, p.Pools[0].ExpertLink, "the spec's PCIe")
 
 	dir := t.TempDir()
 	for src, dst := range map[string]string{"testdata/imaginary-gpu.yaml": "hardware/imaginary.yaml", tinyMoE + "/config.json": "models/Imaginary-MoE/config.json"} {
@@ -130,7 +131,7 @@ func TestPlanFromManifestUserFiles(t *testing.T) {
 	}
 	t.Setenv(catalog.CatalogEnv, dir)
 	m.Hardware.Spec, m.Model.Config = "", ""
-	p, _, err = PlanFromManifest(m, ManifestOptions{})
+	p, _, err = scenario.PlanFromManifest(m, scenario.ManifestOptions{})
 	require.NoError(t, err)
 	assert.Equal(t, 8, p.Shape.MoE.Experts, "org/Imaginary-MoE from the user catalogue")
 }

@@ -1,11 +1,10 @@
 package cluster
 
 import (
-	"fmt"
+	"math"
+
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/fpm"
-	"math"
-	"slices"
 )
 
 // Scales are calibrated multipliers on the expert-parallel step's parts:
@@ -25,71 +24,6 @@ func (s Scales) or1() Scales {
 		}
 	}
 	return s
-}
-
-// DenseShape is the part of a mixture of experts every token runs on its
-// own GPU in an expert-parallel instance: the shape without its routed
-// experts (attention, embeddings, norms, the LM head, shared experts and
-// the dense layers' MLPs), which the pool's FPM prices; the routed experts
-// are the instance's (moePricer). Its MLP width is the per-layer average
-// of the shared experts' width on the MoE layers and Intermediate on the
-// MoE.DenseLayers dense layers, so the MLP parameters and FLOPs of the
-// whole model are kept; a model with neither (Qwen3's MoE layers) has no
-// MLP left (width 0). The router's hidden × experts projection is left
-// out (under 1% of a token's expert FLOPs). A dense shape is returned as
-// it is.
-func DenseShape(s catalog.Shape) catalog.Shape {
-	m := s.MoE
-	if m.Experts == 0 {
-		return s
-	}
-	d := s
-	d.MoE = catalog.MoE{}
-	if len(s.Stack) > 0 {
-		return denseStack(s, d)
-	}
-	mlp := m.DenseLayers*s.Intermediate + s.MoELayers()*m.SharedExperts*m.SharedIntermediate
-	d.Intermediate = int(math.Round(float64(mlp) / float64(max(1, s.Layers))))
-	d.Notes = append(slices.Clip(s.Notes), fmt.Sprintf("priced without its %d routed experts per layer (the expert-parallel step prices them): MLP width %d, the per-layer average of the shared experts and dense layers",
-		m.Experts, d.Intermediate))
-	return d
-}
-
-// denseStack is DenseShape of a layer stack: each MoE layer keeps its
-// shared experts as a dense MLP of their width (none without them), so
-// the stack's other layers (their attention kinds, dense MLPs) are priced
-// as they are.
-func denseStack(s, d catalog.Shape) catalog.Shape {
-	m := s.MoE
-	d.Stack = slices.Clone(s.Stack)
-	shared := m.SharedExperts * m.SharedIntermediate
-	mlp, kept := catalog.MLPNone, "no MLP"
-	if shared > 0 {
-		mlp, kept = catalog.MLPDense, fmt.Sprintf("its shared experts as a dense MLP of width %d", shared)
-	}
-	for i, l := range d.Stack {
-		if l.MLP == catalog.MLPMoE {
-			d.Stack[i].MLP, d.Stack[i].Intermediate = mlp, 0
-			if shared > 0 {
-				d.Stack[i].Intermediate = shared
-			}
-		}
-	}
-	d.Notes = append(slices.Clip(s.Notes), fmt.Sprintf("priced without its %d routed experts per MoE layer (the expert-parallel step prices them): each MoE layer keeps %s",
-		m.Experts, kept))
-	return d
-}
-
-// expertBytes is one routed expert's weights in one layer (gate, up and
-// down projections at the experts' dtype).
-func expertBytes(s catalog.Shape) float64 {
-	return 3 * float64(s.Hidden) * float64(s.MoE.ExpertIntermediate) * catalog.DTypeBytes(s.ExpertDType())
-}
-
-// expertBytesPerGPU is the routed experts' weights one GPU holds when they
-// are spread over gpus GPUs.
-func expertBytesPerGPU(s catalog.Shape, gpus int) float64 {
-	return float64(s.MoE.Experts) / float64(max(1, gpus)) * float64(s.MoELayers()) * expertBytes(s)
 }
 
 // moePricer prices the routed experts of one step of an expert-parallel
@@ -143,7 +77,7 @@ func newMoEPricer(s catalog.Shape, hw catalog.Hardware, gpus int, link Link, sc 
 	}
 	m := s.MoE
 	return &moePricer{experts: m.Experts, topK: m.TopK, layers: float64(s.MoELayers()), hidden: float64(s.Hidden),
-		paramsPerExpert: 3 * float64(s.Hidden) * float64(m.ExpertIntermediate), bytesPerExpert: expertBytes(s),
+		paramsPerExpert: 3 * float64(s.Hidden) * float64(m.ExpertIntermediate), bytesPerExpert: s.ExpertBytes(),
 		actBytes: catalog.DTypeBytes(s.DType), gpus: gpus, peak: peak * 1e12, bw: hw.BandwidthBytes(), roofline: hw.Roofline,
 		link: link, cmax: expectedMaxNormal(gpus), scales: sc.or1()}
 }
@@ -176,26 +110,6 @@ func (m *moePricer) a2aNs(rankTokens float64) float64 {
 	bytes := rankTokens * float64(m.topK) * m.hidden * m.actBytes * (p - 1) / p
 	per := m.link.LatencyNs + bytes/(m.link.BytesPerSec*m.roofline.AllReduceEff.At(bytes))*1e9
 	return 2 * m.layers * per * m.scales.A2A
-}
-
-// moeKVBlocks is the KV capacity of one GPU of an expert-parallel instance
-// of gpus GPUs: catalog.KVBlocks of the dense part, with the GPU's share of
-// the experts and the wider activations of the routed MLP (the whole
-// shape's reserve over the dense part's) taken out of the memory budget.
-func moeKVBlocks(s catalog.Shape, hw catalog.Hardware, gpus, blockSize int, util float64) (int, error) {
-	if util <= 0 || util > 1 {
-		return 0, fmt.Errorf("engine.gpu_memory_utilization is %g: use a fraction in (0, 1]", util)
-	}
-	dense := DenseShape(s)
-	experts := expertBytesPerGPU(s, gpus)
-	if experts >= util*hw.MemBytes() {
-		return 0, fmt.Errorf("the experts need %.0f GB per GPU over %d GPUs but %s offers %.0f GB at gpu_memory_utilization %g: spread them over more GPUs (expert_parallel)",
-			experts/1e9, gpus, hw.Name, util*hw.MemBytes()/1e9, util)
-	}
-	extra := experts + float64(catalog.ActivationReserveBytes(s)-catalog.ActivationReserveBytes(dense))
-	kv := hw
-	kv.MemGB -= extra / util / (1 << 30)
-	return catalog.KVBlocks(kv, dense, blockSize, util)
 }
 
 // stepTokens is the rows a step runs through the MLP: prefill tokens and

@@ -121,7 +121,7 @@ func (p *Plan) SequentialReason() string {
 	switch {
 	case p.Elastic():
 		return "an autoscaled pool: its planner adds and removes engines between routing decisions, so the units are not fixed"
-	case p.Scenario.Workload.Kind == "closed":
+	case p.ClosedLoop:
 		return "workload.kind closed: a user's next request waits on the finish of its last, so arrivals cannot be barriers fixed in advance"
 	case units < 2:
 		return "one engine or one expert-parallel instance: nothing steps beside it"

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"crypto/sha256"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // partDigests is the SHA-256 of every file of a dataset, by path.
@@ -52,7 +53,7 @@ func TestSideBySideIsSequential(t *testing.T) {
 		sets             []string
 	}
 	var cases []tc
-	for _, r := range RouterNames {
+	for _, r := range cluster.RouterNames {
 		cases = append(cases, tc{name: r, sets: []string{"cluster.pools={a: {replicas: 4}}", "cluster.router.name=" + r}})
 	}
 	cases = append(cases,
@@ -85,9 +86,12 @@ func TestSideBySideIsSequential(t *testing.T) {
 			var digests []map[string]string
 			// One goroutine; four side by side throughout; four switching
 			// between the two every eight arrivals.
-			for _, sd := range []side{{jobs: 1}, {jobs: 4}, {jobs: 4, minEvents: 6, every: 8}} {
+			for _, sd := range []cluster.Side{cluster.SideOf(1, 0, 0), cluster.SideOf(4, 0, 0), cluster.SideOf(4, 6, 8)} {
 				dir := filepath.Join(t.TempDir(), "ds")
-				_, err := runOn(p, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}}, sd)
+				job, done, err := p.Job([]string{"steplab", "simulate"})
+				require.NoError(t, err)
+				_, err = cluster.RunOn(p.Plan, job, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}}, sd)
+				done()
 				require.NoError(t, err, "%+v, seed %d", sd, seed)
 				digests = append(digests, partDigests(t, dir))
 				m, err := datasets.ReadManifest(dir)
@@ -134,10 +138,10 @@ func TestSideBySideStop(t *testing.T) {
 	rec := &stopAfter{n: 3000, stop: make(chan struct{})}
 	c, err := p.New(rec, nil)
 	require.NoError(t, err)
-	c.side = side{jobs: 3}
-	end, err := DriveUntil(c, src, rec.stop)
+	c.SetSide(cluster.SideOf(3, 0, 0))
+	end, err := cluster.DriveUntil(c, src, rec.stop)
 	require.ErrorIs(t, err, sim.ErrInterrupted)
-	require.NoError(t, c.Finish(lastTime(c, end)))
+	require.NoError(t, c.Finish(cluster.LastTime(c, end)))
 	require.NotEmpty(t, rec.routes)
 	seen := map[string]int{}
 	unfinished := 0
@@ -177,14 +181,14 @@ func TestSideBySideSinkError(t *testing.T) {
 	require.NoError(t, err)
 	var msgs []string
 	var digests []uint64
-	for _, sd := range []side{{jobs: 1}, {jobs: 3}} {
+	for _, sd := range []cluster.Side{cluster.SideOf(1, 0, 0), cluster.SideOf(3, 0, 0)} {
 		src, _, done, err := p.Source()
 		require.NoError(t, err)
 		rec := &failAfter{n: 2500}
 		c, err := p.New(rec, nil)
 		require.NoError(t, err)
-		c.side = sd
-		_, err = DriveUntil(c, src, nil)
+		c.SetSide(sd)
+		_, err = cluster.DriveUntil(c, src, nil)
 		done()
 		require.Error(t, err)
 		msgs = append(msgs, err.Error())

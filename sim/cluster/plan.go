@@ -2,25 +2,20 @@ package cluster
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	"github.com/steplab/steplab/catalog"
-	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
-	"github.com/steplab/steplab/sim/workload"
 )
 
 // Plan is a validated placement, ready to run: every pool's priced engine,
-// the router, the links and the expert-parallel instances.
+// the router, the links and the expert-parallel instances. It is plain
+// data, as a raft.Config is: package scenario builds it from a scenario or
+// a manifest and Resolve completes it; one engine is a cluster of one.
 type Plan struct {
-	Scenario Scenario
-	Pools    []*PoolPlan
+	Pools []*PoolPlan
 	// Router is the router spec with its name resolved.
 	Router RouterSpec
 	// KVLink carries prompt KV from prefill to decode engines
@@ -30,10 +25,17 @@ type Plan struct {
 	// transfer moves per token.
 	KVBytesPerToken int64
 	// Shape is the whole model, its routed experts in Shape.MoE; the
-	// engines of an expert-parallel pool price its DenseShape.
+	// engines of an expert-parallel pool price its catalog.DenseShape.
 	Shape catalog.Shape
 	// Scales are the calibrated multipliers of the expert-parallel parts.
 	Scales Scales
+	// Seed roots the routers' random streams (New).
+	Seed uint64
+	// SLO, when set, is the objective a run reports its attainment of.
+	SLO SLOSpec
+	// ClosedLoop is a workload whose users wait on their last request's
+	// finish: its arrivals are not known in advance.
+	ClosedLoop bool
 }
 
 // PoolPlan is one pool, planned.
@@ -42,7 +44,8 @@ type PoolPlan struct {
 	Replicas       int
 	ExpertParallel int
 	// Engine is each engine's plan: the whole model, or in an
-	// expert-parallel pool the DenseShape (the experts are the instance's).
+	// expert-parallel pool catalog.DenseShape (the experts are the
+	// instance's).
 	Engine *sim.Plan
 	// ExpertLink joins the ranks of an expert-parallel instance.
 	ExpertLink Link
@@ -88,70 +91,18 @@ func (p *Plan) ExpertParallel() bool {
 	return false
 }
 
-// single reports a cluster that is one plain engine: it runs, records and
-// describes itself exactly as simulate's engine.
-func (p *Plan) single() bool {
+// Single reports a cluster that is one plain engine: it runs, records and
+// describes itself exactly as one sim.Engine.
+func (p *Plan) Single() bool {
 	return len(p.Pools) == 1 && p.Pools[0].Replicas == 1 && !p.ExpertParallel() && !p.Elastic()
 }
 
 func (p *Plan) routerName() string { return p.Router.Name }
 
-// Of is the cluster of the one engine p plans (simulate's).
-func Of(p *sim.Plan) *Plan {
-	return &Plan{Scenario: Scenario{Scenario: p.Scenario}, Router: RouterSpec{Name: RouterRoundRobin}, Shape: p.Shape,
-		KVBytesPerToken: p.Shape.KVBytesPerToken(),
-		Pools:           []*PoolPlan{{Name: DefaultPool, Role: RoleBoth, Replicas: 1, Engine: p}}}
-}
-
-// Plan checks the scenario and its placement and plans every pool,
-// refusing what could not run with a message that names the field.
-func (sc Scenario) Plan() (*Plan, error) { return sc.plan(true) }
-
-// EnginePlan is Plan without the workload, for callers that bring their
-// own arrivals (request replay, what-if stages).
-func (sc Scenario) EnginePlan() (*Plan, error) { return sc.plan(false) }
-
-func (sc Scenario) plan(withWorkload bool) (*Plan, error) {
-	spec := sc.Cluster
-	if err := spec.check(); err != nil {
-		return nil, err
-	}
-	if err := sc.checkSLO(); err != nil {
-		return nil, err
-	}
-	hw, shape, err := sc.Lookup()
-	if err != nil {
-		return nil, err
-	}
-	pools := spec.pools()
-	if err := checkExperts(pools, shape); err != nil {
-		return nil, err
-	}
-	p := &Plan{Scenario: sc, Router: spec.Router, Shape: shape, KVBytesPerToken: shape.KVBytesPerToken()}
-	if p.Router.Name == "" {
-		p.Router.Name = RouterRoundRobin
-	}
-	var errs []error
-	for _, ps := range pools {
-		pp, err := sc.planPool(ps, hw, shape, withWorkload)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		p.Pools = append(p.Pools, pp)
-	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
-	if err := p.finish(spec.Links); err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
-// finish checks what spans pools, reads the artifact's expert-parallel
-// scales and resolves the links and the experts' pricing.
-func (p *Plan) finish(links Links) error {
+// Resolve completes a plan whose pools are planned: it checks what spans
+// pools, reads the artifact's expert-parallel scales and resolves the
+// links (each left out: the GPU's interconnect) and the experts' pricing.
+func (p *Plan) Resolve(links Links) error {
 	bs := p.Pools[0].Engine.Sched.BlockSize
 	for _, pp := range p.Pools[1:] {
 		if b := pp.Engine.Sched.BlockSize; b != bs {
@@ -183,22 +134,8 @@ func (p *Plan) finish(links Links) error {
 		}
 		pp.ExpertLink = l
 		pp.moe = newMoEPricer(p.Shape, pp.Engine.HW, pp.ExpertParallel*max(1, p.Shape.TP), l, p.Scales)
-		if n := pp.expertPricingNote(); n != "" {
-			pp.Engine.Notes = append(slices.Clip(pp.Engine.Notes), n)
-		}
 	}
 	return nil
-}
-
-// expertPricingNote says, for a pool whose FPM is an ops prior, that its
-// routed experts are priced by the roofline of moePricer: the databases'
-// MoE tables are not read.
-func (pp *PoolPlan) expertPricingNote() string {
-	if pp.moe == nil || !pricing.IsOps(pp.Engine.FPMName) {
-		return ""
-	}
-	return fmt.Sprintf("pool %s: %s prices attention and the dense layers; the routed experts and the all-to-all are priced by the roofline (an ops database's MoE tables are not read)",
-		pp.Name, pp.Engine.FPMName)
 }
 
 // WithScales is the plan with the expert-parallel parts scaled (calibrate).
@@ -261,191 +198,6 @@ func (p *Plan) clone() *Plan {
 		q.Pools[i] = &c
 	}
 	return &q
-}
-
-// check refuses a placement that cannot run whatever the model, naming
-// the field (checkExperts checks what depends on the model).
-func (s Spec) check() error {
-	var errs []error
-	add := func(format string, a ...any) { errs = append(errs, fmt.Errorf(format, a...)) }
-	if err := s.Router.check(); err != nil {
-		errs = append(errs, err)
-	}
-	roles := map[string]int{}
-	for _, ps := range s.pools() {
-		at := "cluster.pools." + ps.Name
-		switch ps.Role {
-		case "", RoleBoth, RolePrefill, RoleDecode:
-			roles[roleOf(ps)]++
-		default:
-			add("%s.role %q: use both, prefill or decode", at, ps.Role)
-		}
-		if ps.Replicas < 1 && !(ps.Replicas == 0 && ps.Autoscale != nil) {
-			add("%s.replicas is %d: a pool needs at least one engine (one or more GPUs each)", at, ps.Replicas)
-		}
-		if err := ps.Autoscale.check(ps, s.Router.Name); err != nil {
-			errs = append(errs, err)
-		}
-		switch {
-		case ps.ExpertParallel < 0:
-			add("%s.expert_parallel is %d: use 0 (none) or the engines per expert-parallel instance", at, ps.ExpertParallel)
-		case ps.ExpertParallel > 1 && ps.Replicas >= 1 && ps.Replicas%ps.ExpertParallel != 0:
-			add("%s.expert_parallel %d does not divide replicas %d: an instance has expert_parallel engines", at, ps.ExpertParallel, ps.Replicas)
-		}
-	}
-	if len(errs) == 0 {
-		switch {
-		case roles[RoleBoth] == 1 && roles[RolePrefill]+roles[RoleDecode] == 0:
-		case roles[RoleBoth] == 0 && roles[RolePrefill] == 1 && roles[RoleDecode] == 1:
-		default:
-			add("cluster.pools: use one pool of role both (aggregated), or one prefill and one decode pool (disaggregated); found %d both, %d prefill, %d decode",
-				roles[RoleBoth], roles[RolePrefill], roles[RoleDecode])
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// checkExperts refuses expert parallelism the model cannot have: a model
-// without routed experts, or more ranks than experts.
-func checkExperts(pools []PoolSpec, s catalog.Shape) error {
-	var errs []error
-	for _, ps := range pools {
-		at := "cluster.pools." + ps.Name
-		switch {
-		case ps.ExpertParallel <= 1:
-		case s.MoE.Experts == 0:
-			errs = append(errs, fmt.Errorf("%s.expert_parallel is %d but model %s has no routed experts: expert parallelism needs a mixture of experts (a catalogue MoE model or its config.json)",
-				at, ps.ExpertParallel, s.Name))
-		case ps.ExpertParallel > s.MoE.Experts:
-			errs = append(errs, fmt.Errorf("%s.expert_parallel is %d, more ranks than the model's %d experts: use at most %d",
-				at, ps.ExpertParallel, s.MoE.Experts, s.MoE.Experts))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func roleOf(ps PoolSpec) string {
-	if ps.Role == "" {
-		return RoleBoth
-	}
-	return ps.Role
-}
-
-// pools is the spec's pools, or the one default engine; prefill first.
-func (s Spec) pools() []PoolSpec {
-	if len(s.Pools) == 0 {
-		return []PoolSpec{{Name: DefaultPool, Role: RoleBoth, Replicas: 1}}
-	}
-	out := make([]PoolSpec, 0, len(s.Pools))
-	for _, ps := range s.Pools {
-		if roleOf(ps) != RoleDecode {
-			out = append(out, ps)
-		}
-	}
-	for _, ps := range s.Pools {
-		if roleOf(ps) == RoleDecode {
-			out = append(out, ps)
-		}
-	}
-	return out
-}
-
-// planPool plans one pool's engine on hw (the scenario's GPU, unless the
-// pool names its own) and the model s: the whole model, or in an
-// expert-parallel pool its DenseShape with the KV capacity left beside the
-// GPU's share of the experts.
-func (sc Scenario) planPool(ps PoolSpec, hw catalog.Hardware, s catalog.Shape, withWorkload bool) (*PoolPlan, error) {
-	at := "cluster.pools." + ps.Name
-	psc := sc.Scenario
-	if err := sc.Cluster.Engine.Over(&psc.Engine); err != nil {
-		return nil, fmt.Errorf("cluster.engine: %v", err)
-	}
-	if err := ps.Engine.Over(&psc.Engine); err != nil {
-		return nil, fmt.Errorf("%s.engine: %v", at, err)
-	}
-	if ps.Hardware != "" {
-		h, err := catalog.LookupHardware(ps.Hardware)
-		if err != nil {
-			return nil, catalog.AtKey(at+".hardware", err)
-		}
-		hw, psc.Hardware = h, ps.Hardware
-	}
-	if ps.ExpertParallel > 1 {
-		if psc.Engine.NumGPUBlocks == 0 {
-			n, err := moeKVBlocks(s, hw, ps.ExpertParallel*max(1, s.TP), psc.Engine.BlockSize, psc.Engine.GPUMemoryUtilization)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", at, err)
-			}
-			psc.Engine.NumGPUBlocks = n
-		}
-		s = DenseShape(s)
-	}
-	var sp *sim.Plan
-	var err error
-	if withWorkload {
-		sp, err = psc.PlanOn(hw, s)
-	} else {
-		sp, err = psc.EnginePlanOn(hw, s)
-	}
-	if err != nil {
-		return nil, prefix(at, sc.Cluster.Pools != nil, err)
-	}
-	scaling, n := scalingOf(ps, sc.SLO)
-	return &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: n, ExpertParallel: ps.ExpertParallel, Engine: sp, Scaling: scaling}, nil
-}
-
-func prefix(at string, named bool, err error) error {
-	if !named {
-		return err
-	}
-	return fmt.Errorf("%s: %w", at, err)
-}
-
-// Source builds the workload of the plan's scenario (the first pool's
-// engine maps the trace's prefix hashes to the block size all pools
-// share).
-func (p *Plan) Source() (src workload.Peeker, inputSHA string, cleanup func(), err error) {
-	return p.Pools[0].Engine.Source()
-}
-
-// Manifest is the provenance of the plan's dataset: simulate's for one
-// engine; beyond, the whole model (experts and all) and the placement
-// (pools, router, links).
-func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
-	m := p.Pools[0].Engine.Manifest(command, inputSHA)
-	if p.single() {
-		return m
-	}
-	m.Model = manifest.ModelSection(p.Shape)
-	c := &datasets.Cluster{Router: p.Router.Name, Sequential: p.SequentialReason()}
-	if p.Disaggregated() {
-		c.KVTransfer = linkOf(p.KVLink)
-	}
-	for _, pp := range p.Pools {
-		cp := datasets.ClusterPool{Name: pp.Name, Role: pp.Role, Replicas: pp.Replicas, ExpertParallel: pp.ExpertParallel,
-			Engine: pp.Engine.Manifest(nil, "").Engine}
-		if hw := pp.Engine.HW; hw.Name != m.Hardware.GPUName {
-			cp.Hardware = hw.Name
-			if !strings.HasPrefix(hw.File, "builtin:") && hw.File != "" {
-				cp.Hardware = hw.File // a spec file: found again by its path
-			}
-		}
-		if pp.ExpertParallel > 1 {
-			cp.ExpertLink = linkOf(pp.ExpertLink)
-		}
-		for i := 0; i < pp.Replicas; i++ {
-			cp.Workers = append(cp.Workers, fmt.Sprintf("%s-%d", pp.Name, i))
-		}
-		c.Pools = append(c.Pools, cp)
-	}
-	m.Cluster = c
-	m.Hardware.GPUCount = p.GPUs()
-	m.Engine.WorkerCount = p.Engines()
-	return m
-}
-
-func linkOf(l Link) *datasets.Link {
-	return &datasets.Link{BandwidthGBs: l.BytesPerSec / 1e9, LatencyUs: l.LatencyNs / 1e3}
 }
 
 // moeParams is where calibrate stores the expert-parallel scales in an

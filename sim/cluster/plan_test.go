@@ -1,11 +1,11 @@
-package cluster
+package cluster_test
 
 import (
-	"math"
-	"path/filepath"
 	"testing"
 
 	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -48,7 +48,7 @@ func TestBadPlacementRefused(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			sc := DefaultScenario()
+			sc := scenario.Default()
 			var err error
 			for _, s := range c.sets {
 				if err = sc.Set(s); err != nil {
@@ -69,7 +69,7 @@ func TestBadPlacementRefused(t *testing.T) {
 // A pool's engine keys override the scenario's; a --set updates the pool
 // it names and keeps the others.
 func TestPoolOverrides(t *testing.T) {
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	require.NoError(t, sc.Set("cluster.pools={p: {role: prefill, replicas: 2, engine: {max_num_seqs: 8}}, d: {role: decode, replicas: 3}}"))
 	require.NoError(t, sc.Set("cluster.pools.d.replicas=5"))
 	require.NoError(t, sc.Set("cluster.pools.p.engine.max_num_batched_tokens=4096"))
@@ -83,7 +83,7 @@ func TestPoolOverrides(t *testing.T) {
 	assert.Equal(t, 256, p.Pools[1].Engine.Sched.MaxNumSeqs, "the scenario's")
 	assert.Equal(t, 7, p.GPUs())
 	assert.True(t, p.Disaggregated())
-	assert.Equal(t, Link{BytesPerSec: 450e9, LatencyNs: 5000}, p.KVLink, "the H200's NVLink by default")
+	assert.Equal(t, cluster.Link{BytesPerSec: 450e9, LatencyNs: 5000}, p.KVLink, "the H200's NVLink by default")
 }
 
 // tinyMoE is a two-layer mixture of 8 experts, 2 per token.
@@ -99,130 +99,29 @@ func TestDefaultLink(t *testing.T) {
 	bw, lat := 25.0, 0.0
 	for _, c := range []struct {
 		name string
-		spec LinkSpec
+		spec cluster.LinkSpec
 		hw   catalog.Hardware
-		want Link
+		want cluster.Link
 	}{
-		{"H200: NVLink", LinkSpec{}, h200, Link{BytesPerSec: 450e9, LatencyNs: 5000}},
-		{"RTX PRO 6000: PCIe", LinkSpec{}, pcie, Link{BytesPerSec: 64e9, LatencyNs: 15000}},
-		{"bandwidth stated", LinkSpec{BandwidthGBs: &bw}, h200, Link{BytesPerSec: 25e9, LatencyNs: 5000}},
-		{"latency stated", LinkSpec{LatencyUs: &lat}, pcie, Link{BytesPerSec: 64e9}},
+		{"H200: NVLink", cluster.LinkSpec{}, h200, cluster.Link{BytesPerSec: 450e9, LatencyNs: 5000}},
+		{"RTX PRO 6000: PCIe", cluster.LinkSpec{}, pcie, cluster.Link{BytesPerSec: 64e9, LatencyNs: 15000}},
+		{"bandwidth stated", cluster.LinkSpec{BandwidthGBs: &bw}, h200, cluster.Link{BytesPerSec: 25e9, LatencyNs: 5000}},
+		{"latency stated", cluster.LinkSpec{LatencyUs: &lat}, pcie, cluster.Link{BytesPerSec: 64e9}},
 	} {
-		got, err := DefaultLink(c.spec, c.hw, "cluster.links.x")
+		got, err := cluster.DefaultLink(c.spec, c.hw, "cluster.links.x")
 		require.NoError(t, err, c.name)
 		assert.Equal(t, c.want, got, c.name)
 	}
 	none := pcie
 	none.Interconnects = nil
-	_, err = DefaultLink(LinkSpec{}, none, "cluster.links.expert")
+	_, err = cluster.DefaultLink(cluster.LinkSpec{}, none, "cluster.links.expert")
 	assert.ErrorContains(t, err, "cluster.links.expert.bandwidth_gbs is not set and hardware RTX-PRO-6000-Server lists no GPU-to-GPU interconnect")
-}
-
-// The dense part of a mixture of experts keeps the model's MLP parameters
-// but the routed experts' (and the router's): Qwen3's MoE layers have no
-// MLP besides the experts; DeepSeek-V3's shared expert and three dense
-// layers average into one width.
-func TestDenseShape(t *testing.T) {
-	for _, name := range []string{"Qwen3-30B-A3B", "DeepSeek-V3", "Mixtral-8x7B-v0.1", "gpt-oss-20b"} {
-		s, err := catalog.LookupModel(name)
-		require.NoError(t, err)
-		d := DenseShape(s)
-		require.NoError(t, d.Validate(), name)
-		assert.Zero(t, d.MoE, name)
-		m := s.MoE
-		h := float64(s.Hidden)
-		routed := float64(s.MoELayers()) * (float64(m.Experts)*3*h*float64(m.ExpertIntermediate) + h*float64(m.Experts))
-		// Rounding the width moves at most half a unit of it per layer.
-		assert.InDelta(t, float64(s.ParamCount())-routed, float64(d.ParamCount()), 3*h*float64(s.Layers)/2+1, name)
-		assert.Contains(t, d.Notes[len(d.Notes)-1], "priced without its", name)
-	}
-	// Layer stacks (hybrid attention, interleaved dense and MoE layers): the
-	// same identity, each MoE layer keeping its shared experts exactly.
-	for _, f := range []string{"Qwen--Qwen3.5-35B-A3B", "meta-llama--Llama-4-Maverick-17B-128E-Instruct", "deepseek-ai--DeepSeek-V3.2"} {
-		s, err := catalog.LoadModelConfig(filepath.Join("..", "..", "catalog", "testdata", "aiconfigurator", f+"_config.json"))
-		require.NoError(t, err, f)
-		require.NotEmpty(t, s.Stack, f)
-		d := DenseShape(s)
-		require.NoError(t, d.Validate(), f)
-		assert.Zero(t, d.MoE, f)
-		assert.Equal(t, s.Layers, d.Layers, f)
-		m, h := s.MoE, float64(s.Hidden)
-		routed := float64(s.MoELayers()) * (float64(m.Experts)*3*h*float64(m.ExpertIntermediate) + h*float64(m.Experts))
-		assert.InDelta(t, float64(s.ParamCount())-routed, float64(d.ParamCount()), 1, f)
-		assert.Less(t, d.WeightBytes(), s.WeightBytes(), f)
-	}
-	q, err := catalog.LookupModel("Qwen3-30B-A3B")
-	require.NoError(t, err)
-	assert.Zero(t, DenseShape(q).Intermediate, "no shared experts, no dense layers: no MLP left")
-	llama, err := catalog.LookupModel("Llama-3.1-8B")
-	require.NoError(t, err)
-	assert.Equal(t, llama, DenseShape(llama), "a dense shape as it is")
-}
-
-// c_P is the expected maximum of P standard normals (tables: 0.5642 for 2,
-// 1.0294 for 4, 1.4236 for 8).
-func TestExpectedMaxNormal(t *testing.T) {
-	assert.Zero(t, expectedMaxNormal(1))
-	assert.InDelta(t, 1/math.Sqrt(math.Pi), expectedMaxNormal(2), 1e-6)
-	assert.InDelta(t, 1.0294, expectedMaxNormal(4), 1e-4)
-	assert.InDelta(t, 1.4236, expectedMaxNormal(8), 1e-4)
-}
-
-// The expert part of a wave: streaming bound at small batch (only the
-// experts touched are read, catalog.ExpectedExperts of them), compute bound
-// at large batch at the bf16 peak, the busiest of P GPUs above the mean
-// load; the all-to-all grows with the busiest rank's tokens and vanishes
-// on one GPU.
-func TestMoEPricer(t *testing.T) {
-	s, err := catalog.LookupModel("Qwen/Qwen3-30B-A3B-Instruct-2507")
-	require.NoError(t, err)
-	hw, err := catalog.LookupHardware("RTXPRO6000")
-	require.NoError(t, err)
-	link := Link{BytesPerSec: 64e9, LatencyNs: 10_000}
-	two := newMoEPricer(s, hw, 2, link, Scales{})
-	one := newMoEPricer(s, hw, 1, link, Scales{})
-	r := hw.Roofline // generic: flat curves
-	expert := 3 * 2048 * 768 * 2.0
-
-	// One token: its 8 experts, each 3·2048·768·2 bytes a layer, over 48
-	// MoE layers at the weight-streaming efficiency.
-	bytes := catalog.ExpectedExperts(128, 8, 1) * expert * 48
-	assert.InDelta(t, 8.0, catalog.ExpectedExperts(128, 8, 1), 1e-9)
-	assert.InEpsilon(t, bytes/(1597e9*r.WeightBWEff.At(bytes))*1e9, one.expertNs(1), 1e-9)
-	// Many tokens: every expert read, compute bound at the bf16 peak; the
-	// busiest of two GPUs carries more than half.
-	big := 20000.0
-	assign := big * 8
-	mean := assign / 2
-	load := two.maxLoad(assign)
-	assert.Greater(t, load, mean)
-	assert.Less(t, load, mean*1.01)
-	assert.InEpsilon(t, 2*3*2048*768*load*48/(503.8e12*r.GEMMEff.At(load))*1e9, two.expertNs(big), 1e-9)
-	assert.Greater(t, one.expertNs(big), two.expertNs(big))
-
-	assert.Zero(t, one.a2aNs(100))
-	a := two.a2aNs(100)
-	msg := 100 * 8 * 2048 * 2 * 0.5
-	assert.InEpsilon(t, 2*48*(10_000+msg/(64e9*r.AllReduceEff.At(msg))*1e9), a, 1e-9)
-	scaled := *two
-	scaled.scales = Scales{A2A: 2}.or1()
-	assert.InEpsilon(t, 2.0, scaled.a2aNs(100)/a, 1e-9)
-
-	// fp8 experts run at the fp8 peak where the chip has one, at bf16's
-	// where it has none.
-	fp8, err := s.WithDTypes("fp8", "")
-	require.NoError(t, err)
-	assert.Equal(t, 1007.6e12, newMoEPricer(fp8, hw, 2, link, Scales{}).peak)
-	a100, err := catalog.LookupHardware("A100-SXM-80GB")
-	require.NoError(t, err)
-	assert.Equal(t, a100.TFLOPS.BF16*1e12, newMoEPricer(fp8, a100, 2, link, Scales{}).peak)
-	assert.Equal(t, 1.0, newMoEPricer(fp8, a100, 2, link, Scales{}).bytesPerExpert/(3*2048*768), "fp8 experts stream one byte a parameter")
 }
 
 // The Qwen3 example names its GPU and model as the catalogue does and
 // plans the run's placement: two ranks of one expert-parallel instance.
 func TestQwenExampleScenario(t *testing.T) {
-	sc, err := LoadScenario("../../examples/placement/qwen3-30b-a3b-rtxpro6000.yaml")
+	sc, err := scenario.Load("../../examples/placement/qwen3-30b-a3b-rtxpro6000.yaml")
 	require.NoError(t, err)
 	p, err := sc.Plan()
 	require.NoError(t, err)
@@ -231,6 +130,6 @@ func TestQwenExampleScenario(t *testing.T) {
 	assert.Equal(t, 2, p.Pools[0].ExpertParallel)
 	assert.Equal(t, "RTX-PRO-6000-Server", p.Pools[0].Engine.HW.Name)
 	assert.Equal(t, 128, p.Shape.MoE.Experts)
-	assert.Equal(t, RouterVLLMDP, p.Router.Name)
-	assert.Equal(t, Link{BytesPerSec: 64e9, LatencyNs: 15000}, p.Pools[0].ExpertLink, "PCIe 5.0, the GPU's only link")
+	assert.Equal(t, cluster.RouterVLLMDP, p.Router.Name)
+	assert.Equal(t, cluster.Link{BytesPerSec: 64e9, LatencyNs: 15000}, p.Pools[0].ExpertLink, "PCIe 5.0, the GPU's only link")
 }

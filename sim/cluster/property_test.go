@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"flag"
@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
 
@@ -25,8 +27,8 @@ type recorder struct {
 	steps    []datasets.Step
 	stepReqs [][]datasets.StepRequest
 	reqs     []datasets.Request
-	routes   []Route
-	xfers    []Transfer
+	routes   []cluster.Route
+	xfers    []cluster.Transfer
 }
 
 func (r *recorder) Step(s *datasets.Step, rows []datasets.StepRequest) error {
@@ -35,13 +37,13 @@ func (r *recorder) Step(s *datasets.Step, rows []datasets.StepRequest) error {
 	return nil
 }
 func (r *recorder) Request(q *datasets.Request) error { r.reqs = append(r.reqs, *q); return nil }
-func (r *recorder) Route(x *Route) error {
+func (r *recorder) Route(x *cluster.Route) error {
 	c := *x
 	c.Scores = append([]float64(nil), x.Scores...)
 	r.routes = append(r.routes, c)
 	return nil
 }
-func (r *recorder) Transfer(x *Transfer) error { r.xfers = append(r.xfers, *x); return nil }
+func (r *recorder) Transfer(x *cluster.Transfer) error { r.xfers = append(r.xfers, *x); return nil }
 
 type wave struct {
 	group      int32
@@ -106,8 +108,8 @@ func arrivals(r *rand.Rand, n, blockSize, maxModelLen int) []workload.Arrival {
 
 // randomPlan draws a placement: aggregated or disaggregated pools,
 // expert-parallel instances, any router, async or not, a small KV cache.
-func randomPlan(r *rand.Rand) (*Plan, string) {
-	sc := DefaultScenario()
+func randomPlan(r *rand.Rand) (*cluster.Plan, string) {
+	sc := scenario.Default()
 	sc.Seed = r.Uint64()
 	sc.Model = "tiny"
 	sc.Engine.AsyncScheduling = r.IntN(2) == 0
@@ -115,7 +117,7 @@ func randomPlan(r *rand.Rand) (*Plan, string) {
 	sc.Engine.MaxNumBatchedTokens = 512 << r.IntN(2)
 	sc.Engine.MaxModelLen = 8192
 	sc.Engine.NumGPUBlocks = 600 + r.IntN(2000)
-	sc.Cluster.Router.Name = RouterNames[r.IntN(len(RouterNames))]
+	sc.Cluster.Router.Name = cluster.RouterNames[r.IntN(len(cluster.RouterNames))]
 	if r.IntN(2) == 0 {
 		t := r.Float64()
 		sc.Cluster.Router.Temperature = t
@@ -128,13 +130,13 @@ func randomPlan(r *rand.Rand) (*Plan, string) {
 		pools = []string{fmt.Sprintf("p: {role: prefill, replicas: %d}", 1+r.IntN(3)),
 			fmt.Sprintf("d: {role: decode, replicas: %d}", 1+r.IntN(3))}
 		bw, lat := 1+50*r.Float64(), 20*r.Float64()
-		sc.Cluster.Links.KVTransfer = LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
+		sc.Cluster.Links.KVTransfer = cluster.LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
 	default:
 		ep := 1 + r.IntN(4) // 1: every engine holds all experts
 		pools = []string{fmt.Sprintf("e: {replicas: %d, expert_parallel: %d}", ep*(1+r.IntN(2)), ep)}
 		sc.Model = tinyMoE
 		bw, lat := 5+50*r.Float64(), 5.0
-		sc.Cluster.Links.Expert = LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
+		sc.Cluster.Links.Expert = cluster.LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
 	}
 	if err := sc.Set("cluster.pools={" + strings.Join(pools, ", ") + "}"); err != nil {
 		panic(err)
@@ -143,12 +145,12 @@ func randomPlan(r *rand.Rand) (*Plan, string) {
 	if err != nil {
 		panic(err)
 	}
-	return p, fmt.Sprintf("%v router %s async %v", pools, sc.Cluster.Router.Name, sc.Engine.AsyncScheduling)
+	return p.Plan, fmt.Sprintf("%v router %s async %v", pools, sc.Cluster.Router.Name, sc.Engine.AsyncScheduling)
 }
 
 // runRandom runs a random placement on jobs goroutines (the waves are
 // recorded on one).
-func runRandom(seed uint64, jobs int) (*recorder, *Plan, []workload.Arrival, string, error) {
+func runRandom(seed uint64, jobs int) (*recorder, *cluster.Plan, []workload.Arrival, string, error) {
 	r := rand.New(rand.NewPCG(seed, 1))
 	p, desc := randomPlan(r)
 	e := p.Pools[0].Engine.Sched
@@ -159,12 +161,12 @@ func runRandom(seed uint64, jobs int) (*recorder, *Plan, []workload.Arrival, str
 		return nil, p, arr, desc, err
 	}
 	if jobs <= 1 {
-		c.waveHook = func(g int32, start, end int64, steps []int64) {
+		c.SetWaveHook(func(g int32, start, end int64, steps []int64) {
 			rec.waves = append(rec.waves, wave{g, start, end, append([]int64(nil), steps...)})
-		}
+		})
 	}
-	c.side = side{jobs: jobs}
-	end, err := Drive(c, workload.NewSlice(arr))
+	c.SetSide(cluster.SideOf(jobs, 0, 0))
+	end, err := cluster.Drive(c, workload.NewSlice(arr))
 	if err == nil {
 		err = c.Finish(end)
 	}
@@ -254,7 +256,7 @@ func checkRequests(rec *recorder, arr []workload.Arrival, fail func(string, ...a
 	}
 }
 
-func checkRoutes(rec *recorder, p *Plan, arr []workload.Arrival, fail func(string, ...any)) {
+func checkRoutes(rec *recorder, p *cluster.Plan, arr []workload.Arrival, fail func(string, ...any)) {
 	per := map[string]map[string]int{}
 	for _, x := range rec.routes {
 		if per[x.Pool] == nil {
@@ -284,14 +286,14 @@ func indexOf(worker string) int {
 	return i
 }
 
-func checkTransfers(rec *recorder, p *Plan, fail func(string, ...any)) {
+func checkTransfers(rec *recorder, p *cluster.Plan, fail func(string, ...any)) {
 	if !p.Disaggregated() {
 		if len(rec.xfers) > 0 {
 			fail("transfers in an aggregated cluster")
 		}
 		return
 	}
-	end := map[string]Transfer{}
+	end := map[string]cluster.Transfer{}
 	for _, x := range rec.xfers {
 		if _, dup := end[x.ReqID]; dup {
 			fail("request %s transferred twice", x.ReqID)
@@ -320,7 +322,7 @@ func checkTransfers(rec *recorder, p *Plan, fail func(string, ...any)) {
 // passes together: an instance's waves never overlap, each holds one step
 // (or a dummy) of every rank, and every step of a rank is in one wave, in
 // the rank's order.
-func checkLockstep(rec *recorder, p *Plan, fail func(string, ...any)) {
+func checkLockstep(rec *recorder, p *cluster.Plan, fail func(string, ...any)) {
 	ep := p.Pools[0].ExpertParallel
 	if !p.ExpertParallel() {
 		if len(rec.waves) > 0 {

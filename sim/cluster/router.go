@@ -33,9 +33,9 @@ const (
 	DefaultStatsIntervalMs = 100.0
 )
 
-// checkRouter refuses an unknown router name or bad parameters, naming
+// Check refuses an unknown router name or bad parameters, naming
 // the field and listing the valid names.
-func (r RouterSpec) check() error {
+func (r RouterSpec) Check() error {
 	name := r.Name
 	if name == "" {
 		name = RouterRoundRobin

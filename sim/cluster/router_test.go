@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"fmt"
@@ -8,12 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/steplab/steplab/scenario"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
 
-func routerCluster(t *testing.T, router string, replicas int) (*Cluster, *recorder) {
+func routerCluster(t *testing.T, router string, replicas int) (*cluster.Cluster, *recorder) {
 	t.Helper()
-	sc := DefaultScenario()
+	sc := scenario.Default()
 	sc.Model = "tiny"
 	sc.Engine.NumGPUBlocks = 4000
 	require.NoError(t, sc.Set(fmt.Sprintf("cluster.pools={w: {replicas: %d}}", replicas)))
@@ -38,9 +40,9 @@ func prompt(id string, at int64, blocks int, seed uint64) workload.Arrival {
 // cached prefix, its KV blocks and the prefill tokens routed to it, and
 // sends a repeated prompt to the worker that cached it.
 func TestKVRouterLogit(t *testing.T) {
-	c, rec := routerCluster(t, RouterKV, 3)
+	c, rec := routerCluster(t, cluster.RouterKV, 3)
 	require.NoError(t, c.Add(prompt("warm", 0, 20, 7)))
-	_, err := Drive(c, workload.NewSlice(nil))
+	_, err := cluster.Drive(c, workload.NewSlice(nil))
 	require.NoError(t, err)
 	warm := rec.routes[0].Worker
 
@@ -50,11 +52,11 @@ func TestKVRouterLogit(t *testing.T) {
 	again := prompt("again", 1e9, 20, 7)
 	again.PromptTokens += 100
 	var want []float64
-	for _, w := range c.entry.workers {
-		o := float64(w.overlap(again.PrefixHashes))
+	overlap, prefilling, kvUsed := c.EntryLoads(again.PrefixHashes)
+	for i, o := range overlap {
 		isl := float64(again.PromptTokens)
-		prefill := (float64(w.prefillTokens) + isl - o*16) / 16
-		decode := float64(w.eng.Load().KVBlocksUsed) + math.Ceil(isl/16) - o
+		prefill := (prefilling[i] + isl - o*16) / 16
+		decode := kvUsed[i] + math.Ceil(isl/16) - o
 		want = append(want, prefill+decode)
 	}
 	require.NoError(t, c.Add(again))
@@ -68,7 +70,7 @@ func TestKVRouterLogit(t *testing.T) {
 // vLLM's DP balancer counts a request it sends as waiting until the next
 // stats refresh, so a burst spreads; ties go to the lowest rank.
 func TestVLLMDPSpreadsABurst(t *testing.T) {
-	c, rec := routerCluster(t, RouterVLLMDP, 3)
+	c, rec := routerCluster(t, cluster.RouterVLLMDP, 3)
 	for i := 0; i < 6; i++ {
 		require.NoError(t, c.Add(prompt(fmt.Sprint(i), 0, 2, uint64(i))))
 	}
@@ -83,7 +85,7 @@ func TestVLLMDPSpreadsABurst(t *testing.T) {
 // Round robin takes the workers in turn; session keeps a conversation on
 // its first worker.
 func TestRoundRobinAndSession(t *testing.T) {
-	c, rec := routerCluster(t, RouterRoundRobin, 3)
+	c, rec := routerCluster(t, cluster.RouterRoundRobin, 3)
 	for i := 0; i < 4; i++ {
 		require.NoError(t, c.Add(prompt(fmt.Sprint(i), 0, 2, 1)))
 	}
@@ -91,7 +93,7 @@ func TestRoundRobinAndSession(t *testing.T) {
 	assert.Equal(t, "w-1", rec.routes[1].Worker)
 	assert.Equal(t, "w-0", rec.routes[3].Worker)
 
-	c, rec = routerCluster(t, RouterSession, 3)
+	c, rec = routerCluster(t, cluster.RouterSession, 3)
 	for i := 0; i < 6; i++ {
 		conv := uint64(i % 2)
 		require.NoError(t, c.Add(prompt(fmt.Sprint(i), int64(i), 70+i, conv)))

@@ -78,30 +78,25 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 	}
 }
 
-// Run simulates the plan's workload and writes its dataset to dir: the
-// engines' steps, step_requests (unless disabled) and requests, with
-// routes when a router chose among engines and transfers when prefill and
-// decode are disaggregated. One engine writes exactly the dataset of
-// sim.Run. The same plan and seed give a byte-identical dataset; on
-// failure, or when opts.Stop closes (sim.ErrInterrupted), the dataset is
-// left partial with every completed part and every live request recorded
-// unfinished.
-func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
-	return runOn(p, dir, opts, defaultSide())
+// Run runs the job on the plan's engines and writes its dataset to dir:
+// the engines' steps, step_requests (when the job asks) and requests,
+// with routes when a router chose among engines and transfers when
+// prefill and decode are disaggregated. One engine writes exactly the
+// dataset of sim.Execute. The same plan and job give a byte-identical
+// dataset; on failure, or when opts.Stop closes (sim.ErrInterrupted), the
+// dataset is left partial with every completed part and every live
+// request recorded unfinished.
+func Run(p *Plan, job sim.Job, dir string, opts sim.RunOptions) (*sim.Result, error) {
+	return runOn(p, job, dir, opts, defaultSide())
 }
 
 // runOn is Run stepping the engines side by side as n allows.
-func runOn(p *Plan, dir string, opts sim.RunOptions, n side) (*sim.Result, error) {
-	src, inputSHA, cleanup, err := p.Source()
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	if src == nil && !p.single() {
+func runOn(p *Plan, job sim.Job, dir string, opts sim.RunOptions, n side) (*sim.Result, error) {
+	if job.Source == nil && !p.Single() {
 		return nil, errors.New("workload.kind benchmark runs one engine: remove the cluster block")
 	}
-	return sim.WriteDataset(dir, p.Manifest(opts.Command, inputSHA), opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
-		res, err := runInto(p, w, src, opts, n)
+	return sim.WriteDataset(dir, job.Manifest, opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
+		res, err := runInto(p, w, job, opts, n)
 		if err == nil && res.Service != nil && len(res.Service.Autoscaled) > 0 {
 			err = w.UpdateManifest(func(m *datasets.Manifest) { recordScaling(m, res.Service.Autoscaled) })
 		}
@@ -109,41 +104,36 @@ func runOn(p *Plan, dir string, opts sim.RunOptions, n side) (*sim.Result, error
 	})
 }
 
-func runInto(p *Plan, w *datasets.Writer, src workload.Peeker, opts sim.RunOptions, n side) (*sim.Result, error) {
+func runInto(p *Plan, w *datasets.Writer, job sim.Job, opts sim.RunOptions, n side) (*sim.Result, error) {
 	routes := false
 	for _, pp := range p.Pools {
 		routes = routes || pp.maxReplicas() > 1
 	}
-	ds, err := NewDatasetSink(w, p.Scenario.Output.StepRequests, routes, p.Disaggregated())
+	ds, err := NewDatasetSink(w, job.StepRequests, routes, p.Disaggregated())
 	if err != nil {
 		return nil, err
 	}
-	res, err := simulate(p, src, ds, opts, n)
+	res, err := simulate(p, job, ds, opts, n)
 	if cerr := ds.Close(); err == nil {
 		err = cerr
 	}
 	return res, err
 }
 
-// Simulate runs the plan's workload and reports it, writing nothing: Run
+// Simulate runs the job's workload and reports it, writing nothing: Run
 // without the dataset (a sweep point). It steps one event at a time: a
 // sweep already runs its points side by side, one a processor.
-func Simulate(p *Plan) (*sim.Result, error) {
-	src, _, cleanup, err := p.Source()
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	if src == nil {
+func Simulate(p *Plan, job sim.Job) (*sim.Result, error) {
+	if job.Source == nil {
 		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
 	}
-	return simulate(p, src, nil, sim.RunOptions{}, side{})
+	return simulate(p, job, nil, sim.RunOptions{}, side{})
 }
 
-// simulate drives the cluster over src (or the plan's benchmark grid)
-// recording into out (nil: nowhere) and the run's metrics, stepping the
-// engines side by side as n and the plan allow.
-func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n side) (*sim.Result, error) {
+// simulate drives the cluster over the job's source (or its benchmark
+// grid) recording into out (nil: nowhere) and the run's metrics, stepping
+// the engines side by side as n and the plan allow.
+func simulate(p *Plan, job sim.Job, out Sink, opts sim.RunOptions, n side) (*sim.Result, error) {
 	metrics := sim.NewRunMetrics()
 	tee := Tee{metrics}
 	if out != nil {
@@ -153,7 +143,7 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 		tee = append(tee, sim.NewProgressSink(opts.Progress))
 	}
 	var slo *sloSink
-	if o := p.Scenario.SLO; o.TTFTMs > 0 || o.ITLMs > 0 {
+	if o := p.SLO; o.TTFTMs > 0 || o.ITLMs > 0 {
 		slo = &sloSink{slo: o}
 		tee = append(tee, slo)
 	}
@@ -162,12 +152,12 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 		return nil, err
 	}
 	var t int64
-	if src != nil {
+	if job.Source != nil {
 		c.side = sideBySide(p, n)
-		t, err = DriveUntil(c, src, opts.Stop)
+		t, err = DriveUntil(c, job.Source, opts.Stop)
 	} else {
 		eng := c.Engines()[0]
-		err = sim.RunBenchmark(eng, p.Pools[0].Engine, opts.Stop)
+		err = sim.RunBenchmark(eng, job.Bench, opts.Stop)
 		t = eng.Now()
 	}
 	// Even after a failure, record every live request (unfinished): what
@@ -194,18 +184,24 @@ func simulate(p *Plan, src workload.Peeker, out Sink, opts sim.RunOptions, n sid
 
 // Bounds re-simulates the plan's workload with every step of every pool
 // at the lower, then at the upper edge of its FPM's interval at level
-// (Plan.Bound), writing nothing: sim.Bounds for a cluster. The experts of
-// an expert-parallel pool keep their point price in both runs.
-func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
-	if p.single() {
-		return sim.Bounds(p.Pools[0].Engine, level) // a benchmark workload too
+// (Plan.Bound), writing nothing: sim.Bounds for a cluster; open makes
+// each run's job afresh. The experts of an expert-parallel pool keep
+// their point price in both runs.
+func Bounds(p *Plan, level float64, open func() (sim.Job, func(), error)) (*sim.LatencyInterval, error) {
+	if p.Single() {
+		return sim.Bounds(p.Pools[0].Engine, level, open) // a benchmark workload too
 	}
 	return sim.BoundsOf(level, func(upper bool) (sim.Report, error) {
 		q, err := p.Bound(level, upper)
 		if err != nil {
 			return sim.Report{}, err
 		}
-		res, err := Simulate(q)
+		job, cleanup, err := open()
+		if err != nil {
+			return sim.Report{}, err
+		}
+		defer cleanup()
+		res, err := Simulate(q, job)
 		if err != nil {
 			return sim.Report{}, err
 		}
@@ -216,7 +212,7 @@ func Bounds(p *Plan, level float64) (*sim.LatencyInterval, error) {
 // sideBySide is how a run of p may step its engines side by side, given
 // n, saying why when the plan keeps them to one event at a time.
 func sideBySide(p *Plan, n side) side {
-	if p.single() || n.jobs <= 1 {
+	if p.Single() || n.jobs <= 1 {
 		return side{}
 	}
 	if why := p.SequentialReason(); why != "" {

@@ -1,4 +1,4 @@
-package cluster
+package cluster_test
 
 import (
 	"os"
@@ -12,6 +12,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/datasets/validate"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 )
 
@@ -20,7 +21,7 @@ import (
 // closed, no temporary file, every request it started recorded.
 func TestRunInterruptedLeavesPartialDataset(t *testing.T) {
 	for _, pools := range []string{"{a: {replicas: 4}}", "{p: {role: prefill, replicas: 1}, d: {role: decode, replicas: 2}}"} {
-		sc := DefaultScenario()
+		sc := scenario.Default()
 		sc.Workload.Limit = 3000
 		require.NoError(t, sc.Set("cluster.pools="+pools))
 		require.NoError(t, sc.Set("cluster.router.name=kv"))
@@ -28,7 +29,7 @@ func TestRunInterruptedLeavesPartialDataset(t *testing.T) {
 		require.NoError(t, err)
 		dir := filepath.Join(t.TempDir(), "ds")
 		stop := make(chan struct{})
-		_, err = Run(p, dir, sim.RunOptions{Stop: stop, Progress: func(int64) {
+		_, err = scenario.Run(p, dir, sim.RunOptions{Stop: stop, Progress: func(int64) {
 			select {
 			case <-stop:
 			default:
@@ -66,22 +67,22 @@ func TestBounds(t *testing.T) {
 		{"cluster.pools={a: {replicas: 3}}"},
 		{"model=" + tinyMoE, "cluster.pools={e: {replicas: 4, expert_parallel: 2}}"},
 	} {
-		sc := DefaultScenario()
-		sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
-			Prompt: sim.LengthSpec{Kind: "fixed", Value: 800}, Output: sim.LengthSpec{Kind: "fixed", Value: 60}}
+		sc := scenario.Default()
+		sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 30, Requests: 300,
+			Prompt: scenario.LengthSpec{Kind: "fixed", Value: 800}, Output: scenario.LengthSpec{Kind: "fixed", Value: 60}}
 		sc.Engine.NumGPUBlocks = 20000 // the tiny model's GPU would hold millions
 		for _, s := range sets {
 			require.NoError(t, sc.Set(s))
 		}
 		p, err := sc.Plan()
 		require.NoError(t, err)
-		_, err = Bounds(p, 0.9)
+		_, err = scenario.Bounds(p, 0.9)
 		require.ErrorContains(t, err, "fpm roofline has no prediction intervals", sets)
-		p = p.WithModels(lin, p.Pools[0].Engine.Host)
+		p.Plan = p.WithModels(lin, p.Pools[0].Engine.Host)
 		assert.Equal(t, 0.9, p.IntervalLevel(0))
-		point, err := Simulate(p)
+		point, err := scenario.Simulate(p)
 		require.NoError(t, err)
-		iv, err := Bounds(p, 0.9)
+		iv, err := scenario.Bounds(p, 0.9)
 		require.NoError(t, err)
 		assert.Equal(t, sim.BoundsMethod, iv.Method)
 		assert.Less(t, iv.E2E.Lo.P50, point.E2E.P50, sets)

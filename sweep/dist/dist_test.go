@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sweep"
 )
@@ -141,13 +142,13 @@ func assertSameOutputs(t *testing.T, want map[string][]byte, r *sweep.Result) {
 // one.
 func TestDistributedSimulateAndCalibratePoints(t *testing.T) {
 	dir := t.TempDir()
-	sc := sim.DefaultScenario()
+	sc := scenario.Default()
 	sc.Engine.AsyncScheduling = false
-	sc.Workload = sim.WorkloadSpec{Kind: "poisson", RateRPS: 8, Requests: 60,
-		Prompt: sim.LengthSpec{Kind: "fixed", Value: 600}, Output: sim.LengthSpec{Kind: "fixed", Value: 40}}
+	sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 8, Requests: 60,
+		Prompt: scenario.LengthSpec{Kind: "fixed", Value: 600}, Output: scenario.LengthSpec{Kind: "fixed", Value: 40}}
 	p, err := sc.Plan()
 	require.NoError(t, err)
-	_, err = sim.Run(p, filepath.Join(dir, "run"), sim.RunOptions{})
+	_, err = scenario.Run(p, filepath.Join(dir, "run"), sim.RunOptions{})
 	require.NoError(t, err)
 	docs := map[string]struct {
 		body string

@@ -16,7 +16,7 @@ import (
 	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/pricing"
 
-	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 	"github.com/steplab/steplab/workflow"
@@ -57,21 +57,21 @@ type LoadSpec struct {
 	// Trace (kind trace): a dataset directory or embedded:NAME replayed
 	// with its arrivals, lengths and prefix hashes; rate_rps rescales it,
 	// hash_block_size is its tokens per prefix hash.
-	Trace         string         `yaml:"trace"`
-	HashBlockSize int            `yaml:"hash_block_size"`
-	RateRPS       float64        `yaml:"rate_rps"`
-	CV            float64        `yaml:"cv"`
-	Users         int            `yaml:"users"`
-	ThinkS        float64        `yaml:"think_s"`
-	Think         string         `yaml:"think"`
-	Requests      int            `yaml:"requests"`
-	Warmup        int            `yaml:"warmup_requests"`
-	Repetitions   int            `yaml:"repetitions"`
-	StartupS      float64        `yaml:"startup_s"`
-	DrainS        float64        `yaml:"drain_s"`
-	TimeoutS      float64        `yaml:"timeout_s"`
-	Prompt        sim.LengthSpec `yaml:"prompt"`
-	Output        sim.LengthSpec `yaml:"output"`
+	Trace         string              `yaml:"trace"`
+	HashBlockSize int                 `yaml:"hash_block_size"`
+	RateRPS       float64             `yaml:"rate_rps"`
+	CV            float64             `yaml:"cv"`
+	Users         int                 `yaml:"users"`
+	ThinkS        float64             `yaml:"think_s"`
+	Think         string              `yaml:"think"`
+	Requests      int                 `yaml:"requests"`
+	Warmup        int                 `yaml:"warmup_requests"`
+	Repetitions   int                 `yaml:"repetitions"`
+	StartupS      float64             `yaml:"startup_s"`
+	DrainS        float64             `yaml:"drain_s"`
+	TimeoutS      float64             `yaml:"timeout_s"`
+	Prompt        scenario.LengthSpec `yaml:"prompt"`
+	Output        scenario.LengthSpec `yaml:"output"`
 }
 
 // StageSpec is one stage.
@@ -106,11 +106,11 @@ type ServiceSpec struct {
 // EngineSpec configures an engine stage: one engine, or a cluster of
 // pools behind a router (the cluster block of steplab simulate).
 type EngineSpec struct {
-	Hardware string         `yaml:"hardware"`
-	Model    string         `yaml:"model"`
-	FPM      string         `yaml:"fpm"`
-	Limits   sim.EngineSpec `yaml:"limits"`
-	Cluster  cluster.Spec   `yaml:"cluster"`
+	Hardware string              `yaml:"hardware"`
+	Model    string              `yaml:"model"`
+	FPM      string              `yaml:"fpm"`
+	Limits   scenario.EngineSpec `yaml:"limits"`
+	Cluster  scenario.Spec       `yaml:"cluster"`
 }
 
 // EdgeSpec is a message to another stage: a stage name, or {stage, bytes}.
@@ -362,7 +362,7 @@ func (c *compiler) load(sc *Scenario) {
 		if l.RateRPS < 0 || math.IsNaN(l.RateRPS) || math.IsInf(l.RateRPS, 0) {
 			c.at(c.field(ln, "rate_rps"), "load.rate_rps is %g: a rate > 0 rescales the trace, 0 replays it as recorded", l.RateRPS)
 		}
-		wl.Trace = &sim.WorkloadSpec{Kind: "trace", Trace: l.Trace, Limit: l.Requests + l.Warmup, RateRPS: l.RateRPS,
+		wl.Trace = &scenario.WorkloadSpec{Kind: "trace", Trace: l.Trace, Limit: l.Requests + l.Warmup, RateRPS: l.RateRPS,
 			BlockSize: l.HashBlockSize, Warmup: l.Warmup}
 	case workflow.LoadClosed:
 		if l.Users < 1 {
@@ -414,7 +414,7 @@ func (c *compiler) load(sc *Scenario) {
 	sc.Load = wl
 }
 
-func lengthDist(l sim.LengthSpec) (workload.LengthDist, error) {
+func lengthDist(l scenario.LengthSpec) (workload.LengthDist, error) {
 	var d workload.LengthDist
 	switch l.Kind {
 	case "fixed":
@@ -495,7 +495,7 @@ func (c *compiler) vision(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Serv
 	if err != nil {
 		return bad("model", "%v", err)
 	}
-	hw, err := catalog.LookupHardware(cmp.Or(sv.Hardware, sim.DefaultScenario().Hardware))
+	hw, err := catalog.LookupHardware(cmp.Or(sv.Hardware, scenario.Default().Hardware))
 	if err != nil {
 		return bad("hardware", "%v", err)
 	}
@@ -507,8 +507,9 @@ func (c *compiler) vision(s StageSpec, n *yaml.Node, sc *Scenario) workflow.Serv
 
 func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *cluster.Plan {
 	e := s.Engine
-	cs := cluster.Scenario{Scenario: sim.DefaultScenario(), Cluster: e.Cluster}
-	ss := &cs.Scenario
+	cs := scenario.Default()
+	cs.Cluster = e.Cluster
+	ss := &cs
 	ss.Name = s.Name
 	if e.Hardware != "" {
 		ss.Hardware = e.Hardware
@@ -532,7 +533,7 @@ func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *cluster.Plan
 	p, err := cs.EnginePlan()
 	if err == nil && sc.File.Load.Kind != workflow.LoadTrace {
 		for _, pp := range p.Pools {
-			if err = pp.Engine.CheckLengths(sc.File.Load.Prompt, sc.File.Load.Output); err != nil {
+			if err = scenario.CheckLengths(pp.Engine, sc.File.Load.Prompt, sc.File.Load.Output); err != nil {
 				break
 			}
 		}
@@ -549,7 +550,7 @@ func (c *compiler) engine(s StageSpec, n *yaml.Node, sc *Scenario) *cluster.Plan
 			sc.Load.MaxModelLen = m
 		}
 	}
-	return p
+	return p.Plan
 }
 
 func (c *compiler) placements(f File, base []workflow.Stage, net workflow.Network, stageNode map[string]*yaml.Node) []Placement {

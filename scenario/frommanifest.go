@@ -1,4 +1,4 @@
-package cluster
+package scenario
 
 import (
 	"errors"
@@ -6,17 +6,23 @@ import (
 	"strconv"
 
 	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/catalog/manifest"
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/internal/yamldoc"
 	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // ManifestOptions choose the models a recorded run is re-priced with, and
 // state what its manifest does not record.
 type ManifestOptions struct {
-	// FPM and Host are sim.ManifestOptions' model specs.
-	FPM, Host string
+	// FPM is the forward-pass model spec ("" or "roofline": the prior of
+	// the recorded hardware and model).
+	FPM string
+	// Host is the host-model spec ("": the FPM artifact's params.host or
+	// the default prior).
+	Host string
 	// Spec fills in the placement: the router of a data-parallel run, the
 	// links, engine keys the manifest does not record, or the pools of a
 	// what-if for a one-engine run. The pools a manifest records win over
@@ -28,7 +34,7 @@ type ManifestOptions struct {
 // Plan.Manifest, and for an imported run the placement its engine section
 // records (vLLM's data_parallel_size and enable_expert_parallel, read
 // from the engine section, else from the import's source details). Each
-// pool's engine is sim.PlanFromManifest of the manifest (with the pool's
+// pool's engine is engineFromManifest of the manifest (with the pool's
 // engine section and GPU), so the GPU and the model, its experts
 // included, are the recorded ones or the catalogue's. A data-parallel run
 // becomes that many engines behind vLLM's DP load balancer (router
@@ -50,11 +56,10 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 	if err := spec.check(); err != nil {
 		return nil, warn, err
 	}
-	so := sim.ManifestOptions{FPM: o.FPM, Host: o.Host}
-	p := &Plan{Router: spec.Router}
+	p := &Plan{Plan: &cluster.Plan{Router: spec.Router}}
 	slo := recordedSLO(m)
 	for k, ps := range spec.pools() {
-		sp, full, pw, err := poolFromManifest(m, ps, spec, so)
+		psc, sp, full, pw, err := poolFromManifest(m, ps, spec, o)
 		if err != nil {
 			if dp > 1 && errors.Is(err, errNoExperts) {
 				return nil, warn, fmt.Errorf("the manifest records data_parallel_size %d with expert parallelism, but %w", dp, err)
@@ -63,17 +68,19 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 		}
 		if k == 0 {
 			warn = append(warn, pw...)
-			p.Shape, p.KVBytesPerToken = full, full.KVBytesPerToken()
+			psc.Cluster, psc.SLO = spec, slo
+			p.Scenario = psc
+			p.Plan = psc.clusterOf(spec.Router, full)
 		}
 		scaling, n := scalingOf(ps, slo)
-		p.Pools = append(p.Pools, &PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: n, ExpertParallel: ps.ExpertParallel, Engine: sp, Scaling: scaling})
+		p.Pools = append(p.Pools, &cluster.PoolPlan{Name: ps.Name, Role: roleOf(ps), Replicas: n, ExpertParallel: ps.ExpertParallel, Engine: sp, Scaling: scaling})
+		p.EngineBlocks = append(p.EngineBlocks, psc.Engine)
 	}
-	p.Scenario = Scenario{Scenario: p.Pools[0].Engine.Scenario, Cluster: spec, SLO: slo}
-	if err := p.finish(spec.Links); err != nil {
+	if err := resolve(p.Plan, spec.Links); err != nil {
 		return nil, warn, err
 	}
 	for _, pp := range p.Pools {
-		if n := pp.expertPricingNote(); n != "" {
+		if n := expertPricingNote(pp); n != "" {
 			warn = append(warn, n)
 		}
 	}
@@ -84,18 +91,19 @@ func PlanFromManifest(m *datasets.Manifest, o ManifestOptions) (*Plan, []string,
 // experts.
 var errNoExperts = errors.New("no routed experts")
 
-// poolFromManifest rebuilds one pool's engine: sim.PlanFromManifest of the
-// pool's manifest, re-planned on the DenseShape in an expert-parallel pool
-// (whose KV capacity, unless recorded, is what one GPU holds beside its
-// share of the experts) and with the placement's engine keys set over
-// what the manifest recorded. full is the whole model.
-func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.ManifestOptions) (sp *sim.Plan, full catalog.Shape, warn []string, err error) {
+// poolFromManifest rebuilds one pool's engine: engineFromManifest of the
+// pool's manifest, re-planned on catalog.DenseShape in an expert-parallel
+// pool (whose KV capacity, unless recorded, is what one GPU holds beside
+// its share of the experts) and with the placement's engine keys set over
+// what the manifest recorded. sc is the pool's scenario and full the
+// whole model.
+func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, o ManifestOptions) (sc Scenario, sp *sim.Plan, full catalog.Shape, warn []string, err error) {
 	pm := poolManifest(m, ps)
 	ep := ps.ExpertParallel > 1
 	if ep && (pm.Engine == nil || pm.Engine.NumGPUBlocks == 0) {
 		n, note, err := expertKVBlocks(pm, ps)
 		if err != nil {
-			return nil, full, nil, err
+			return sc, nil, full, nil, err
 		}
 		e := datasets.EngineConfig{}
 		if pm.Engine != nil {
@@ -104,25 +112,24 @@ func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.Manif
 		e.NumGPUBlocks = n
 		pm.Engine, warn = &e, append(warn, note)
 	}
-	sp, pw, err := sim.PlanFromManifest(pm, so)
+	sc, sp, pw, err := engineFromManifest(pm, o)
 	if err != nil {
-		return nil, full, nil, err
+		return sc, nil, full, nil, err
 	}
 	full = sp.Shape
 	if ep && full.MoE.Experts == 0 {
-		return nil, full, nil, fmt.Errorf("model %s has %w: check its name or config.json", full.Name, errNoExperts)
+		return sc, nil, full, nil, fmt.Errorf("model %s has %w: check its name or config.json", full.Name, errNoExperts)
 	}
 	warn = append(warn, pw...)
 	if !ep && spec.Engine.IsZero() && ps.Engine.IsZero() {
-		return sp, full, warn, nil
+		return sc, sp, full, warn, nil
 	}
-	sc := sp.Scenario
 	for _, n := range []struct {
-		keys yamldoc.Partial[sim.EngineSpec]
+		keys yamldoc.Partial[EngineSpec]
 		at   string
 	}{{spec.Engine, "cluster.engine"}, {ps.Engine, "cluster.pools." + ps.Name + ".engine"}} {
 		if err := n.keys.Over(&sc.Engine); err != nil {
-			return nil, full, nil, fmt.Errorf("%s: %v", n.at, err)
+			return sc, nil, full, nil, fmt.Errorf("%s: %v", n.at, err)
 		}
 		for _, kv := range n.keys.Keys() {
 			warn = append(warn, fmt.Sprintf("engine.%s set to %s by the placement, over the manifest", kv[0], kv[1]))
@@ -130,10 +137,10 @@ func poolFromManifest(m *datasets.Manifest, ps PoolSpec, spec Spec, so sim.Manif
 	}
 	shape := full
 	if ep {
-		shape = DenseShape(full)
+		shape = catalog.DenseShape(full)
 	}
-	sp, err = sc.EnginePlanOn(sp.HW, shape)
-	return sp, full, warn, err
+	sp, err = sc.planOn(sp.HW, shape, false)
+	return sc, sp, full, warn, err
 }
 
 // expertKVBlocks is the KV capacity of one GPU of an expert-parallel pool
@@ -146,7 +153,7 @@ func expertKVBlocks(pm *datasets.Manifest, ps PoolSpec) (int, string, error) {
 	if pr.Shape.MoE.Experts == 0 {
 		return 0, "", fmt.Errorf("model %s has %w: check its name or config.json", pr.Shape.Name, errNoExperts)
 	}
-	d := sim.DefaultScenario().Engine
+	d := Default().Engine
 	util, bs := d.GPUMemoryUtilization, d.BlockSize
 	if e := pm.Engine; e != nil && e.GPUMemoryUtilization > 0 {
 		util = e.GPUMemoryUtilization
@@ -155,7 +162,7 @@ func expertKVBlocks(pm *datasets.Manifest, ps PoolSpec) (int, string, error) {
 		bs = e.BlockSize
 	}
 	gpus := ps.ExpertParallel * max(1, pr.Shape.TP)
-	n, err := moeKVBlocks(pr.Shape, pr.HW, gpus, bs, util)
+	n, err := catalog.KVBlocks(pr.HW, pr.Shape, bs, util, ps.ExpertParallel)
 	if err != nil {
 		return 0, "", err
 	}
@@ -166,7 +173,7 @@ func expertKVBlocks(pm *datasets.Manifest, ps PoolSpec) (int, string, error) {
 // placementOf reads the pools, router and links a manifest records, with
 // spec's where the manifest is silent; dp is the data-parallel size the
 // pools were made from (0: none).
-func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, router RouterSpec, links Links, dp int) {
+func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, router cluster.RouterSpec, links cluster.Links, dp int) {
 	router, links = spec.Router, spec.Links
 	if c := m.Cluster; c != nil {
 		if router.Name == "" {
@@ -192,9 +199,9 @@ func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, 
 		return spec.Pools, router, links, 0 // one engine, or the placement's what-if
 	}
 	if router.Name == "" {
-		router.Name = RouterVLLMDP
+		router.Name = cluster.RouterVLLMDP
 	}
-	ps := PoolSpec{Name: "dp", Role: RoleBoth, Replicas: dp}
+	ps := PoolSpec{Name: "dp", Role: cluster.RoleBoth, Replicas: dp}
 	how := "independent engines"
 	if ep {
 		ps.ExpertParallel = dp
@@ -206,15 +213,15 @@ func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, 
 
 // recordedSLO is the objective an autoscaled pool's slo policy kept
 // headroom to, as its manifest records it (none: zero).
-func recordedSLO(m *datasets.Manifest) SLOSpec {
+func recordedSLO(m *datasets.Manifest) cluster.SLOSpec {
 	if m.Cluster != nil {
 		for _, cp := range m.Cluster.Pools {
 			if a := cp.Autoscale; a != nil && (a.SLOTTFTMs > 0 || a.SLOITLMs > 0) {
-				return SLOSpec{TTFTMs: a.SLOTTFTMs, ITLMs: a.SLOITLMs}
+				return cluster.SLOSpec{TTFTMs: a.SLOTTFTMs, ITLMs: a.SLOITLMs}
 			}
 		}
 	}
-	return SLOSpec{}
+	return cluster.SLOSpec{}
 }
 
 // dataParallel is the run's data-parallel size and expert parallelism:
@@ -229,9 +236,9 @@ func dataParallel(m *datasets.Manifest) (int, bool) {
 	return dp, ep
 }
 
-func linkSpec(l datasets.Link) LinkSpec {
+func linkSpec(l datasets.Link) cluster.LinkSpec {
 	bw, lat := l.BandwidthGBs, l.LatencyUs
-	return LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
+	return cluster.LinkSpec{BandwidthGBs: &bw, LatencyUs: &lat}
 }
 
 // poolManifest is the manifest one pool's engine is rebuilt from: the
@@ -252,4 +259,76 @@ func poolManifest(m *datasets.Manifest, ps PoolSpec) *datasets.Manifest {
 		pm.Hardware = &h
 	}
 	return &pm
+}
+
+// engineFromManifest rebuilds one engine a dataset ran on from its
+// manifest, and the scenario of it: the inverse of engineManifest. What
+// the manifest does not record takes Default's value, each such default
+// a warning. A recorded num_gpu_blocks always wins over the estimate from
+// GPU memory; a recorded layer shape wins over the catalogue's shape of
+// the model's name.
+func engineFromManifest(m *datasets.Manifest, o ManifestOptions) (Scenario, *sim.Plan, []string, error) {
+	sc := Default()
+	sc.Name, sc.FPM, sc.Host = m.Name, o.FPM, o.Host
+	if m.Workload != nil {
+		sc.Seed = m.Workload.Seed
+	}
+	var warn []string
+	e := &sc.Engine
+	e.VLLMVersion = m.Source.Detail[datasets.DetailVLLMVersion]
+	if me := m.Engine; me == nil {
+		warn = append(warn, fmt.Sprintf("manifest has no engine section: default engine limits (max_num_seqs %d, max_num_batched_tokens %d, block %d, async)",
+			e.MaxNumSeqs, e.MaxNumBatchedTokens, e.BlockSize))
+	} else {
+		set := func(dst *int, v int, name string) {
+			if v > 0 {
+				*dst = v
+			} else {
+				warn = append(warn, fmt.Sprintf("engine.%s not recorded: default %d", name, *dst))
+			}
+		}
+		set(&e.MaxNumSeqs, me.MaxNumSeqs, "max_num_seqs")
+		set(&e.MaxNumBatchedTokens, me.MaxNumBatchedTokens, "max_num_batched_tokens")
+		set(&e.BlockSize, me.BlockSize, "block_size")
+		set(&e.MaxModelLen, me.MaxModelLen, "max_model_len")
+		e.ChunkedPrefill, e.PrefixCaching, e.LongPrefillTokenThreshold = me.ChunkedPrefill, me.PrefixCaching, me.LongPrefillTokenThreshold
+		e.AsyncScheduling, e.NumGPUBlocks = me.AsyncScheduling, me.NumGPUBlocks
+		if me.GPUMemoryUtilization > 0 {
+			e.GPUMemoryUtilization = me.GPUMemoryUtilization
+		}
+	}
+	if len(m.CUDAGraphSizes) > 0 {
+		e.CUDAGraphSizes = m.CUDAGraphSizes
+	} else {
+		warn = append(warn, fmt.Sprintf("cuda_graph_capture_sizes not recorded: vLLM defaults up to %d", e.CUDAGraphSizes[len(e.CUDAGraphSizes)-1]))
+	}
+
+	r := manifest.Resolve(m)
+	if e.NumGPUBlocks <= 0 {
+		if !r.Known() {
+			// Without a capacity the replay runs without KV pressure, which
+			// the record may well have had: say so.
+			e.NumGPUBlocks = 1 + (e.MaxModelLen/e.BlockSize+1)*e.MaxNumSeqs
+			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded and the KV capacity cannot be estimated (%v): %d blocks (no KV pressure)",
+				r.Err(), e.NumGPUBlocks))
+		} else {
+			n, err := catalog.KVBlocks(r.HW, r.Shape, e.BlockSize, e.GPUMemoryUtilization, 0)
+			if err != nil {
+				return sc, nil, warn, err
+			}
+			e.NumGPUBlocks = n
+			warn = append(warn, fmt.Sprintf("num_gpu_blocks not recorded: %d estimated from %s memory, the %s weights and gpu_memory_utilization %g",
+				n, r.HW.Name, r.Shape.Name, e.GPUMemoryUtilization))
+		}
+	}
+	if kvMax := (e.NumGPUBlocks - 1) * e.BlockSize; e.MaxModelLen > kvMax {
+		warn = append(warn, fmt.Sprintf("max_model_len %d exceeds the KV capacity of %d tokens: replayed at %d", e.MaxModelLen, kvMax, kvMax))
+		e.MaxModelLen = kvMax
+	}
+	sc.Hardware, sc.Model = r.HW.Name, r.Shape.Name
+	p, err := sc.planEngine(r)
+	if err != nil {
+		return sc, nil, warn, err
+	}
+	return sc, p, append(warn, p.Notes...), nil
 }

@@ -1,18 +1,20 @@
-package sim
+package scenario
 
 import (
 	"errors"
 	"fmt"
 
 	"github.com/steplab/steplab/internal/yamldoc"
-
+	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
 )
 
 // Scenario is what `steplab simulate` runs: an engine on a GPU and model, a
-// forward-pass model, and a workload. It is read from YAML (field names as
-// below) and every field can be overridden by flags.
+// forward-pass model, a workload, and the cluster the engines form. It is
+// read from YAML (field names as below) and every field can be overridden
+// by flags. A scenario without a cluster block is one engine.
 type Scenario struct {
 	Name     string `yaml:"name"`
 	Seed     uint64 `yaml:"seed"`
@@ -40,6 +42,12 @@ type Scenario struct {
 	Engine   EngineSpec   `yaml:"engine"`
 	Workload WorkloadSpec `yaml:"workload"`
 	Output   OutputSpec   `yaml:"output"`
+	// Cluster places the engines: pools, the router and the links (none:
+	// one aggregated engine).
+	Cluster Spec `yaml:"cluster"`
+	// SLO, when set, is the objective a run reports its attainment of
+	// (and an autoscale policy slo keeps headroom to).
+	SLO cluster.SLOSpec `yaml:"slo"`
 }
 
 // EngineSpec holds the engine limits of docs/architecture.md#scheduler-semantics.
@@ -146,9 +154,9 @@ type OutputSpec struct {
 // DefaultTrace is the embedded trace a scenario replays when it names none.
 const DefaultTrace = "embedded:azure-conv-2023"
 
-// DefaultScenario is the README's main job: the Azure conversation trace
-// on Llama-3.1-8B on one H200 under vLLM-like defaults.
-func DefaultScenario() Scenario {
+// Default is the README's main job: the Azure conversation trace on
+// Llama-3.1-8B on one H200 under vLLM-like defaults, one engine.
+func Default() Scenario {
 	return Scenario{
 		Name: "default", Seed: 1, Hardware: "H200", Model: "Llama-3.1-8B", FPM: "roofline",
 		Engine: EngineSpec{
@@ -180,22 +188,65 @@ func DefaultCUDAGraphSizes(max int) []int {
 	return s
 }
 
-// LoadScenario reads a YAML scenario over the defaults; an empty file is
-// the defaults. Unknown keys are refused with their line and the keys
-// valid there.
-func LoadScenario(path string) (Scenario, error) {
-	sc := DefaultScenario()
-	d, err := yamldoc.ReadFile(path)
+// Load reads a YAML scenario over the defaults; an empty file is the
+// defaults. Unknown keys are refused with their line and the keys valid
+// there.
+func Load(path string) (Scenario, error) {
+	sc := Default()
+	return sc, decodeFile(path, &sc)
+}
+
+// LoadSpec reads a placement file: the keys of a scenario's cluster block
+// (pools, router, links, engine). Unknown keys are refused with their
+// line.
+func LoadSpec(path string) (Spec, error) {
+	var s Spec
+	return s, decodeFile(path, &s)
+}
+
+// LoadWith reads the scenario at path (the defaults for "") with
+// overrides applied to its document, as one document: first those pre
+// asks for given the scenario as the file has it (nil: none), then sets
+// (--set KEY=VALUE, dotted paths), so a later key wins. A file that does
+// not read or decode is refused as "scenario: ..."; an override, with its
+// own message.
+func LoadWith(path string, sets []string, pre func(Scenario) []string) (Scenario, error) {
+	d, err := yamldoc.Overrides()
+	if path != "" {
+		d, err = yamldoc.ReadFile(path)
+	}
+	sc := Default()
 	if err == nil {
 		err = d.Decode(&sc)
 	}
-	return sc, err
+	if err != nil {
+		return sc, fmt.Errorf("scenario: %w", err)
+	}
+	if pre != nil {
+		sets = append(pre(sc), sets...)
+	}
+	for _, s := range sets {
+		if err := d.Set(s); err != nil {
+			return sc, err
+		}
+	}
+	sc = Default()
+	return sc, d.Decode(&sc)
+}
+
+func decodeFile(path string, dst any) error {
+	d, err := yamldoc.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return d.Decode(dst)
 }
 
 // Set applies one override KEY=VALUE with a dotted YAML path
 // (engine.max_num_seqs=128, workload.rate_rps=20) over the scenario: keys
 // left out keep their values, and unknown keys are refused with the keys
-// valid there.
+// valid there; pools are addressed by name
+// (cluster.pools.decode.replicas=3).
 func (sc *Scenario) Set(kv string) error {
 	d, err := yamldoc.Overrides(kv)
 	if err == nil {
@@ -268,7 +319,7 @@ func (w WorkloadSpec) checkLengths(c sched.Config) error {
 
 // CheckLengths refuses prompt and output length distributions whose
 // longest request could not fit the engine's max_model_len.
-func (p *Plan) CheckLengths(prompt, output LengthSpec) error {
+func CheckLengths(p *sim.Plan, prompt, output LengthSpec) error {
 	return checkLengths(prompt, output, p.Sched)
 }
 
