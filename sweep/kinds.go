@@ -110,6 +110,25 @@ func compileKind(d *whatif.Doc, i int) (compiled, error) {
 	}
 }
 
+// limitSteps bounds every cluster the point runs to n steps.
+func (c compiled) limitSteps(n int64) error {
+	switch c.kind {
+	case KindSimulate:
+		c.sim.Plan.MaxSteps = n
+	case KindWhatif:
+		for _, pl := range c.wi.Placements {
+			for _, st := range pl.Graph.Stages {
+				if st.Engine != nil {
+					st.Engine.MaxSteps = n
+				}
+			}
+		}
+	default:
+		return fmt.Errorf("a %s point's steps cannot be bounded (its search runs simulations not known in advance): run it without a step limit", c.kind)
+	}
+	return nil
+}
+
 // run simulates (or calibrates) the point.
 func (c compiled) run() (PointResult, error) {
 	var pr PointResult

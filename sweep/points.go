@@ -76,11 +76,19 @@ func compilePoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (compiled,
 
 // RunPoint simulates point i of the grid (values in vary order) on its own
 // and returns its result and the scenario's name. The result is the one Run
-// gives for that point.
-func RunPoint(doc *whatif.Doc, vary []Vary, i int, vals []string) (PointResult, string, error) {
+// gives for that point. maxSteps, when positive, bounds the steps of each
+// of its clusters (cluster.Plan.MaxSteps: a simulate point's, each what-if
+// engine stage's); a plan or calibrate point is refused with one, as its
+// searches run a number of simulations not known in advance.
+func RunPoint(doc *whatif.Doc, vary []Vary, i int, vals []string, maxSteps int64) (PointResult, string, error) {
 	c, err := compilePoint(doc, vary, i, vals)
 	if err != nil {
 		return PointResult{}, "", err
+	}
+	if maxSteps > 0 {
+		if err := c.limitSteps(maxSteps); err != nil {
+			return PointResult{}, "", fmt.Errorf("sweep point %d: %w", i, err)
+		}
 	}
 	pr, err := c.run()
 	if err != nil {

@@ -67,21 +67,23 @@ func (q *queueFlags) connect(name string) (*nats.Conn, jetstream.JetStream, erro
 // limitFlags bound each point's work.
 type limitFlags struct {
 	requests  int
+	steps     int64
 	wall      time.Duration
 	memoryMiB int64
 }
 
 func (l *limitFlags) flags(f *pflag.FlagSet, whose string) {
 	f.IntVar(&l.requests, "limit-requests", 0, whose+": refuse a point that simulates more requests than this (0: no limit)")
+	f.Int64Var(&l.steps, "limit-steps", 0, whose+": fail a simulate or what-if point whose engines run more steps than this (0: no limit)")
 	f.DurationVar(&l.wall, "limit-wall", 0, whose+": fail a point that runs longer than this (0: no limit)")
 	f.Int64Var(&l.memoryMiB, "limit-memory-mib", 0, whose+": the worker's Go memory limit while a point runs, failing it past this (0: no limit)")
 }
 
 func (l *limitFlags) limits() (dist.Limits, error) {
-	if l.requests < 0 || l.wall < 0 || l.memoryMiB < 0 {
-		return dist.Limits{}, &exitError{code: 2, msg: "--limit-requests, --limit-wall and --limit-memory-mib must not be negative"}
+	if l.requests < 0 || l.steps < 0 || l.wall < 0 || l.memoryMiB < 0 {
+		return dist.Limits{}, &exitError{code: 2, msg: "--limit-requests, --limit-steps, --limit-wall and --limit-memory-mib must not be negative"}
 	}
-	return dist.Limits{MaxRequests: l.requests, WallTimeNs: int64(l.wall), MemoryBytes: l.memoryMiB << 20}, nil
+	return dist.Limits{MaxRequests: l.requests, MaxSteps: l.steps, WallTimeNs: int64(l.wall), MemoryBytes: l.memoryMiB << 20}, nil
 }
 
 func newWorkerCmd() *cobra.Command {
@@ -112,8 +114,9 @@ and says so when it sees a sweep submitted for another directory.
 
 Identity is NATS's own: --creds FILE, --nkey FILE, or --user with the password
 from --password-file or $STEPLAB_NATS_PASSWORD (never an argument); TLS with
---tls-ca, --tls-cert and --tls-key. --limit-requests, --limit-wall and
---limit-memory-mib cap every point's work (a breach fails the point at once).
+--tls-ca, --tls-cert and --tls-key. --limit-requests, --limit-steps,
+--limit-wall and --limit-memory-mib cap every point's work (a breach fails
+the point at once).
 
 Run as many workers as you like, on as many machines; stop one with Ctrl-C
 or SIGTERM: it hands its task in flight back, redelivered at once, and exits

@@ -148,6 +148,9 @@ type xfer struct {
 // out. Each pool's router draws from its own stream derived from r (nil:
 // from the scenario's seed).
 func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
+	if p.MaxSteps > 0 {
+		out = Tee{out, &stepLimit{max: p.MaxSteps}}
+	}
 	c := &Cluster{plan: p, out: out}
 	root := r
 	if root == nil {

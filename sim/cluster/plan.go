@@ -36,6 +36,10 @@ type Plan struct {
 	// ClosedLoop is a workload whose users wait on their last request's
 	// finish: its arrivals are not known in advance.
 	ClosedLoop bool
+	// MaxSteps, when positive, bounds the steps the engines run together:
+	// the next one fails the run with a StepLimitError (a distributed
+	// sweep's per-task limit).
+	MaxSteps int64
 }
 
 // PoolPlan is one pool, planned.

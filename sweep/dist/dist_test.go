@@ -193,7 +193,7 @@ func TestDistributedSimulateAndCalibratePoints(t *testing.T) {
 	body := []byte(docs[sweep.KindSimulate].body)
 	task := Task{V: ProtocolVersion, Kind: sweep.KindCalibrate, SweepID: "k", Spec: SpecFromFile(filepath.Join(dir, "s.yaml"), body, nil,
 		[]sweep.Vary{docs[sweep.KindSimulate].vary}), Values: []string{"1"}, Total: 3}
-	_, err = task.Execute()
+	_, err = task.Execute(0)
 	assert.ErrorContains(t, err, "a calibrate task whose document reads as simulate")
 }
 

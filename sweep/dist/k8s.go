@@ -202,8 +202,9 @@ func EmitWorkerJob(w io.Writer, o WorkerJobOptions) error {
 	if o.TLSClient {
 		args = append(args, "--tls-cert", SecretMount+"/tls.crt", "--tls-key", SecretMount+"/tls.key")
 	}
-	if l := o.Limits; l.MaxRequests > 0 || l.WallTimeNs > 0 || l.MemoryBytes > 0 {
-		args = append(args, "--limit-requests", fmt.Sprint(l.MaxRequests), "--limit-wall", time.Duration(l.WallTimeNs).String(),
+	if l := o.Limits; l.MaxRequests > 0 || l.MaxSteps > 0 || l.WallTimeNs > 0 || l.MemoryBytes > 0 {
+		args = append(args, "--limit-requests", fmt.Sprint(l.MaxRequests), "--limit-steps", fmt.Sprint(l.MaxSteps),
+			"--limit-wall", time.Duration(l.WallTimeNs).String(),
 			"--limit-memory-mib", fmt.Sprint(l.MemoryBytes>>20))
 	}
 	ns := ""

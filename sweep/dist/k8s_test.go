@@ -49,14 +49,14 @@ func TestEmitWorkerJob(t *testing.T) {
 		t.Run(tc.auth, func(t *testing.T) {
 			var b bytes.Buffer
 			require.NoError(t, EmitWorkerJob(&b, WorkerJobOptions{Queue: "tls://nats.example:4222", Workers: 3, Auth: tc.auth, TLSCA: true,
-				Limits: Limits{MaxRequests: 5000, WallTimeNs: int64(time.Hour)}}))
+				Limits: Limits{MaxRequests: 5000, MaxSteps: 200000, WallTimeNs: int64(time.Hour)}}))
 			docs := decodeAll(t, b.Bytes())
 			require.Len(t, docs, 1)
 			c, pod := container(t, docs[0])
 			args := strings.Join(toStrings(c["args"].([]any)), " ")
 			assert.Contains(t, args, strings.Join(tc.want, " "))
 			assert.Contains(t, args, "--tls-ca "+SecretMount+"/ca.pem")
-			assert.Contains(t, args, "--limit-requests 5000 --limit-wall 1h0m0s")
+			assert.Contains(t, args, "--limit-requests 5000 --limit-steps 200000 --limit-wall 1h0m0s")
 			vols := pod["volumes"].([]any)
 			assert.Equal(t, map[string]any{"secretName": "steplab-nats"}, vols[0].(map[string]any)["secret"])
 		})

@@ -1,12 +1,14 @@
 package dist
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
 
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sweep"
 )
 
@@ -32,7 +34,7 @@ func runBounded(t *Task, lim Limits) (*sweep.Result, error) {
 		}
 	}
 	if lim.WallTimeNs <= 0 && lim.MemoryBytes <= 0 {
-		return t.Execute()
+		return stepBounded(t, lim.MaxSteps)
 	}
 	if lim.MemoryBytes > 0 {
 		prev := debug.SetMemoryLimit(lim.MemoryBytes)
@@ -44,7 +46,7 @@ func runBounded(t *Task, lim Limits) (*sweep.Result, error) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := t.Execute()
+		r, err := stepBounded(t, lim.MaxSteps)
 		done <- outcome{r, err}
 	}()
 	wall := time.Duration(lim.WallTimeNs)
@@ -73,6 +75,17 @@ func runBounded(t *Task, lim Limits) (*sweep.Result, error) {
 			}
 		}
 	}
+}
+
+// stepBounded runs t with its clusters bounded to max steps (0: none); a
+// point that reaches the bound fails as a limit, not retried.
+func stepBounded(t *Task, max int64) (*sweep.Result, error) {
+	r, err := t.Execute(max)
+	var sl *cluster.StepLimitError
+	if errors.As(err, &sl) {
+		return nil, &limitError{msg: fmt.Sprintf("%s: exceeded its step limit of %d steps", t.Describe(), sl.Max)}
+	}
+	return r, err
 }
 
 // checkRequests refuses a point that would simulate more than max

@@ -274,7 +274,7 @@ func TestDeadLettersCarryNoFileContents(t *testing.T) {
 	require.NoError(t, err)
 	task := tasks[0]
 	task.Spec.Sets = append(task.Spec.Sets, "stages.generator.engine.hardware="+secret)
-	_, err = task.Execute()
+	_, err = task.Execute(0)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "SECRET", "the point's error quotes the file: %v", err)
 	safe := SafeError(&task, err)
@@ -324,6 +324,21 @@ func TestTaskLimits(t *testing.T) {
 	<-w.done
 	assert.ErrorContains(t, w.err, "stopping, since the point cannot be interrupted")
 	assert.Equal(t, Limits{MaxRequests: 5, WallTimeNs: 7}, Limits{MaxRequests: 9, WallTimeNs: 7}.Tighter(Limits{MaxRequests: 5}))
+
+	// A step limit stops the point inside the simulation: dead on its
+	// first delivery, and the worker goes on to the next task.
+	w = startWorker(t, s, WorkerOptions{Results: results, Limits: Limits{MaxSteps: 50}})
+	_, out, err = submit(t, s, one, SubmitOptions{Results: results})
+	require.ErrorIs(t, err, ErrDeadLetters)
+	require.Len(t, out.Dead, 1)
+	assert.Equal(t, 1, out.Dead[0].Attempts)
+	assert.Contains(t, out.Dead[0].Error, "exceeded its step limit of 50 steps")
+	more := smallSpec(t, sweep.Vary{Key: "load.rate_rps", Values: []string{"30"}})
+	_, _, err = submit(t, s, more, SubmitOptions{Results: results, Limits: Limits{MaxSteps: 1 << 40}})
+	require.Error(t, err, "the worker's own limit is the tighter one")
+	w.stop()
+	require.NoError(t, w.err, "a step limit does not stop the worker")
+	assert.EqualValues(t, 2, w.stats.Dead)
 }
 
 // TestSubmitterSaysWhoHoldsAPoint: a point held past the timeout is named

@@ -492,7 +492,7 @@ func RunPoint(spec Spec, sweepID string, index int, dir string) (string, error) 
 		return "", fmt.Errorf("sweep: point %d out of range: the grid has %d points (0 to %d)", index, len(tasks), len(tasks)-1)
 	}
 	t := tasks[index]
-	res, err := t.Execute()
+	res, err := t.Execute(t.Limits.MaxSteps)
 	if err != nil {
 		return "", err
 	}

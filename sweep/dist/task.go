@@ -138,6 +138,9 @@ type Limits struct {
 	// MaxRequests bounds the requests the point simulates (what-if and
 	// simulate points; checked before it runs).
 	MaxRequests int `json:"max_requests,omitempty"`
+	// MaxSteps bounds the steps each of the point's clusters runs (simulate
+	// and what-if points; plan and calibrate points are refused with one).
+	MaxSteps int64 `json:"max_steps,omitempty"`
 	// WallTimeNs bounds the point's running time.
 	WallTimeNs int64 `json:"wall_time_ns,omitempty"`
 	// MemoryBytes bounds the worker's heap while the point runs (the
@@ -153,7 +156,8 @@ func (l Limits) Tighter(m Limits) Limits {
 		}
 		return a
 	}
-	return Limits{MaxRequests: int(tight(int64(l.MaxRequests), int64(m.MaxRequests))), WallTimeNs: tight(l.WallTimeNs, m.WallTimeNs),
+	return Limits{MaxRequests: int(tight(int64(l.MaxRequests), int64(m.MaxRequests))), MaxSteps: tight(l.MaxSteps, m.MaxSteps),
+		WallTimeNs:  tight(l.WallTimeNs, m.WallTimeNs),
 		MemoryBytes: tight(l.MemoryBytes, m.MemoryBytes)}
 }
 
@@ -250,7 +254,7 @@ func Plan(spec Spec, sweepID, run string) ([]Task, error) {
 }
 
 // Execute runs the task's point: the result holds that one point.
-func (t *Task) Execute() (res *sweep.Result, err error) {
+func (t *Task) Execute(maxSteps int64) (res *sweep.Result, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("%s: panic: %v", t.Describe(), r)
@@ -266,7 +270,7 @@ func (t *Task) Execute() (res *sweep.Result, err error) {
 	if k := sweep.KindOf(d); k != t.Kind {
 		return nil, fmt.Errorf("%s: a %s task whose document reads as %s (kinds: %s)", t.Describe(), t.Kind, k, strings.Join(sweep.Kinds, ", "))
 	}
-	p, name, err := sweep.RunPoint(d, t.Spec.Vary, t.Index, t.Values)
+	p, name, err := sweep.RunPoint(d, t.Spec.Vary, t.Index, t.Values, maxSteps)
 	if err != nil {
 		return nil, err
 	}
