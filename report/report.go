@@ -154,7 +154,7 @@ func Write(w io.Writer, opts Options) (*Result, error) {
 			if modelPath == "" {
 				modelPath = p
 			} else if opts.Model == "" {
-				return nil, fmt.Errorf("report: two models given (%s and %s): give one, or choose with --model", modelPath, p)
+				return nil, fmt.Errorf("report: two models given (%s and %s): give one, or choose with --fpm", modelPath, p)
 			}
 		case KindReplay:
 			replays = append(replays, p)

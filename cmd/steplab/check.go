@@ -20,7 +20,7 @@ func newCheckCmd() *cobra.Command {
 	var opt fit.CheckOptions
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "check MODEL DATASET... --max-mape X [--max-p90 Y] [--baseline OLD.json --max-regression Z] | check --bounds FILE",
+		Use:   "check FPM DATASET... --max-mape X [--max-p90 Y] [--baseline OLD.json --max-regression Z] | check --bounds FILE",
 		Short: "Gate CI on a model's error: exit 1 when it misses a bound or regresses",
 		Long: `check evaluates a model on datasets (held-out steps) and applies bounds, overall
 and per step kind:
@@ -53,12 +53,12 @@ Examples, from the repository root (the committed H200 models and traffic):
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if bounds != "" {
 				if len(args) > 0 || opt.MaxMAPE != 0 || opt.MaxP90 != 0 || baseline != "" {
-					return &exitError{code: 2, msg: "check: --bounds FILE takes no MODEL, DATASET or bound flags: the file names them"}
+					return &exitError{code: 2, msg: "check: --bounds FILE takes no FPM, DATASET or bound flags: the file names them"}
 				}
 				return runBounds(cmd, cmd.OutOrStdout(), bounds, junit, asJSON)
 			}
 			if len(args) < 2 {
-				return &exitError{code: 2, msg: "check: give MODEL DATASET... with bounds, or --bounds FILE"}
+				return &exitError{code: 2, msg: "check: give FPM DATASET... with bounds, or --bounds FILE"}
 			}
 			if opt.MaxMAPE == 0 && opt.MaxP90 == 0 && baseline == "" {
 				return &exitError{code: 2, msg: "check: nothing to check: give --max-mape, --max-p90 or --baseline"}
@@ -95,7 +95,7 @@ Examples, from the repository root (the committed H200 models and traffic):
 	cmd.Flags().StringVar(&baseline, "baseline", "", "baseline model artifact evaluated on the same rows")
 	cmd.Flags().Float64Var(&opt.MaxRegression, "max-regression", 0, "allowed MAPE growth over the baseline, percentage points")
 	cmd.Flags().StringVar(&junit, "junit", "", "write a JUnit XML report here")
-	cmd.Flags().StringVar(&bounds, "bounds", "", "run the checks of a bounds file (YAML) instead of MODEL DATASET...")
+	cmd.Flags().StringVar(&bounds, "bounds", "", "run the checks of a bounds file (YAML) instead of FPM DATASET...")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	return cmd
 }

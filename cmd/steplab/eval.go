@@ -17,7 +17,7 @@ func newEvalCmd() *cobra.Command {
 	var worst int
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "eval MODEL DATASET...",
+		Use:   "eval FPM DATASET...",
 		Short: "Evaluate a model on held-out datasets",
 		Long: `eval predicts every selected step of the datasets with a model and reports
 the error: overall, per step kind and per batch-size bucket (n, MAPE,
@@ -25,7 +25,7 @@ median/p90/p99 absolute percentage error, RMSE, R², mean bias), and the worst
 steps. Use datasets the model was not fitted on: that is the error a planner
 will see on new traffic.
 
-MODEL is a model artifact, or a prior built for the first dataset's hardware
+FPM is a forward-pass model: a model artifact, or a prior built for the first dataset's hardware
 and model shape (its manifest): "roofline", or the measured-operations prior
 "ops" (the kernel database shipped for the GPU), "ops:NAME" (a shipped
 database: ` + strings.Join(opdb.Names(), ", ") + `) or "ops:DIR" (a database directory

@@ -52,7 +52,7 @@ type fitOpts struct {
 func newFitCmd() *cobra.Command {
 	var o fitOpts
 	cmd := &cobra.Command{
-		Use:   "fit DATASET... -o MODEL.json",
+		Use:   "fit DATASET... -o FPM.json",
 		Short: "Fit a forward-pass model to steps and say how good it is",
 		Long: `fit reads the steps tables of one or more datasets, keeps the rows worth
 fitting (roles measured and production, valid rows, never scaffolding),

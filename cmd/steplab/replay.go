@@ -25,10 +25,10 @@ func newReplayCmd() *cobra.Command {
 		Long: `replay runs a recorded dataset through a model and shows where prediction and
 record part (docs/replay.md).
 
-  replay steps MODEL DATASET -o OUT      re-price every recorded step
-  replay requests MODEL DATASET -o OUT   re-simulate the recorded requests
+  replay steps FPM DATASET -o OUT        re-price every recorded step
+  replay requests FPM DATASET -o OUT     re-simulate the recorded requests
 
-MODEL is a model artifact (steplab fit, steplab calibrate), the word
+FPM is a forward-pass model: an artifact (steplab fit, steplab calibrate), the word
 "roofline" (the prior from the manifest's hardware and model shape), or an
 ops spec: "ops", "ops:NAME" or "ops:DIR", the measured-operations prior of
 that shape from a kernel database (docs/ops-prior.md).`,
@@ -51,7 +51,7 @@ func newReplayStepsCmd() *cobra.Command {
 	var top int
 	var level float64
 	cmd := &cobra.Command{
-		Use:   "steps MODEL DATASET -o OUT",
+		Use:   "steps FPM DATASET -o OUT",
 		Short: "Re-price every recorded step with a model and compare its timing fields",
 		Long: `steps re-prices every step of DATASET's steps table: the model prices its
 device time (gpu_time_ns) and the simulated executor's host model its host
@@ -115,7 +115,7 @@ Examples, from the repository root (the committed H200 model and traffic):
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json to stdout")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
-	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
+	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: FPM's params.host, else the prior)")
 	cmd.Flags().BoolVar(&stepsOnly, "steps-only", false, "ignore step_requests (faster; prefill attention and new-request tokens approximated)")
 	cmd.Flags().BoolVar(&noFigures, "no-figures", false, "skip the PNG/SVG figures")
 	cmd.Flags().IntVar(&top, "top", 20, "steps to report where prediction and record part most")
@@ -193,7 +193,7 @@ func newReplayRequestsCmd() *cobra.Command {
 	var asJSON, force bool
 	var level, holdout float64
 	cmd := &cobra.Command{
-		Use:   "requests MODEL DATASET -o OUT",
+		Use:   "requests FPM DATASET -o OUT",
 		Short: "Re-simulate the recorded requests and compare TTFT, ITL and E2E",
 		Long: `requests re-simulates DATASET's recorded requests (arrival times, prompt and
 output lengths) on the engine of its manifest (limits, KV blocks, CUDA-graph
@@ -271,7 +271,7 @@ Examples, from the repository root:
 	cmd.Flags().StringVarP(&out, "output", "o", "", "output directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print summary.json to stdout")
 	cmd.Flags().BoolVar(&force, "force", false, "overwrite an existing output directory")
-	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: MODEL's params.host, else the prior)")
+	cmd.Flags().StringVar(&host, "host-model", "", "host-overhead model (default: FPM's params.host, else the prior)")
 	levelFlag(cmd, &level)
 	cmd.Flags().Float64Var(&holdout, "holdout", 0, "also score the interval on the last fraction of the requests by arrival (calibrate --holdout's held-out part)")
 	cmd.Flags().StringVar(&placement, "cluster", "", "placement file: what the manifest does not record (router, links, engine keys) or a what-if placement (pools) (docs/placement.md)")

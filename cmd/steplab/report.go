@@ -18,7 +18,7 @@ func newReportCmd() *cobra.Command {
 	var stamp, asJSON, force bool
 	var maxSVG, worst int
 	cmd := &cobra.Command{
-		Use:   "report (DATASET|RUN|MODEL)... -o report.html",
+		Use:   "report (DATASET|RUN|FPM)... -o report.html",
 		Short: "Render datasets, a model's fit quality, replays and what-if runs as one self-contained HTML page",
 		Long: `report writes one HTML page that a person can open, mail or attach to a
 review: figures inlined as SVG (PNG for dense scatter plots), CSS inline,
@@ -39,7 +39,7 @@ The page has the sections that apply, in this order:
   Dataset summary     per dataset: provenance, tables, steps by kind and role,
                       wall time by kind and batch size (table and figure),
                       payload, requests
-  Fit quality         with a model (--model, a model among the paths, or the
+  Fit quality         with a model (--fpm, a model among the paths, or the
                       model a replay used): its coefficients, and per dataset
                       the error table (overall, per kind, per batch bucket),
                       the worst steps, predicted vs measured and the error CDF
@@ -52,7 +52,7 @@ The page has the sections that apply, in this order:
 
 Examples, from the repository root:
   steplab report datasets/h200/bench-steady datasets/h200/traffic-azure-5rps \
-      --model datasets/h200/models/steady-decode.json -o out/report.html
+      --fpm datasets/h200/models/steady-decode.json -o out/report.html
   steplab report datasets/h200/models/steady-decode.json datasets/h200/traffic-azure-12rps -o out/fit.html --json
 
   # a step replay and a what-if sweep on one page
@@ -98,7 +98,10 @@ Examples, from the repository root:
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "HTML file to write (required)")
 	forceFlag(cmd, &force)
-	cmd.Flags().StringVar(&modelPath, "model", "", "model artifact whose fit quality is reported on the datasets given")
+	cmd.Flags().StringVar(&modelPath, "fpm", "", "forward-pass model artifact whose fit quality is reported on the datasets given")
+	// --model was this flag's first name; "model" now means the LLM everywhere.
+	cmd.Flags().StringVar(&modelPath, "model", "", "")
+	_ = cmd.Flags().MarkDeprecated("model", "use --fpm (a model is the LLM; the artifact is a forward-pass model)")
 	cmd.Flags().StringVar(&title, "title", "", `page title (default "steplab report")`)
 	cmd.Flags().BoolVar(&stamp, "timestamp", false, "stamp the page with the time it was made (off: the same inputs give the same bytes)")
 	cmd.Flags().IntVar(&maxSVG, "max-inline-svg", 300_000, "largest figure inlined as SVG, in bytes; larger ones are embedded as PNG")
