@@ -79,54 +79,81 @@ func WritePlots(dir string, d *Data, pred []float64, m fpm.FPM, opt PlotOptions)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("fit: plots: %w", err)
 	}
-	title := func(s string) string {
-		if opt.Title != "" {
-			return opt.Title + ": " + s
+	ps := &plotSet{dir: dir, opt: opt, d: d, pred: pred, rows: sampleRows(d.Len(), MaxPlottedPoints), kinds: kindsOf(d)}
+	for _, figure := range []func() error{ps.predictedVsMeasured, ps.residuals, func() error { return ps.timeVsBatch(m) }, ps.errorCDF} {
+		if err := figure(); err != nil {
+			return nil, err
 		}
-		return s
 	}
-	rows := sampleRows(d.Len(), MaxPlottedPoints)
-	kinds := kindsOf(d)
-	var files []string
-	save := func(p *plotstyle.Figure, name string) error {
-		for _, f := range opt.Formats {
-			path := filepath.Join(dir, name+"."+f)
-			if err := p.Save(opt.Width, opt.Height, path); err != nil {
-				return fmt.Errorf("fit: plots: %w", err)
-			}
-			files = append(files, path)
-		}
-		return nil
-	}
-	resid := func(i int) float64 { return 100 * (pred[i] - d.Y[i]) / d.Y[i] }
+	return ps.files, nil
+}
 
-	// Predicted vs measured.
-	p := plotstyle.New(title("predicted vs measured"), LabelMeasured, LabelPredicted)
+// plotSet is the fit figures of one prediction, drawn one kind of figure
+// at a time into dir.
+type plotSet struct {
+	dir  string
+	opt  PlotOptions
+	d    *Data
+	pred []float64
+	// rows are the rows the scatter plots show, kinds the step kinds of d.
+	rows  []int
+	kinds []string
+	// files are the files written so far.
+	files []string
+}
+
+func (ps *plotSet) title(s string) string {
+	if ps.opt.Title != "" {
+		return ps.opt.Title + ": " + s
+	}
+	return s
+}
+
+// save writes p as name in every format.
+func (ps *plotSet) save(p *plotstyle.Figure, name string) error {
+	for _, f := range ps.opt.Formats {
+		path := filepath.Join(ps.dir, name+"."+f)
+		if err := p.Save(ps.opt.Width, ps.opt.Height, path); err != nil {
+			return fmt.Errorf("fit: plots: %w", err)
+		}
+		ps.files = append(ps.files, path)
+	}
+	return nil
+}
+
+// predictedVsMeasured draws every sampled step, by kind, with the identity
+// line.
+func (ps *plotSet) predictedVsMeasured() error {
+	d, pred := ps.d, ps.pred
+	p := plotstyle.New(ps.title("predicted vs measured"), LabelMeasured, LabelPredicted)
 	hi := 0.0
-	for _, kind := range kinds {
+	for _, kind := range ps.kinds {
 		var xy plotter.XYs
-		for _, i := range rows {
+		for _, i := range ps.rows {
 			if d.Kind(i) == kind {
 				xy = append(xy, plotter.XY{X: d.Y[i] / 1e6, Y: pred[i] / 1e6})
 				hi = max(hi, d.Y[i]/1e6, pred[i]/1e6)
 			}
 		}
 		if err := addScatter(p, xy, kind, plotstyle.Kind(kind)); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	id, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: hi, Y: hi}})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	id.Color, id.Dashes = plotstyle.Reference, plotstyle.Dashes(1)
 	p.Add(id)
 	p.AddLegend("identity (perfect prediction)", id)
-	if err := save(p, "predicted_vs_measured"); err != nil {
-		return nil, err
-	}
+	return ps.save(p, "predicted_vs_measured")
+}
 
-	// Residuals against batch size and KV tokens.
+// residuals draws the relative residual against batch size and against
+// the KV tokens a step reads.
+func (ps *plotSet) residuals() error {
+	d, pred := ps.d, ps.pred
+	resid := func(i int) float64 { return 100 * (pred[i] - d.Y[i]) / d.Y[i] }
 	for _, ax := range []struct {
 		name, label string
 		x           func(f fpm.Features) float64
@@ -134,38 +161,43 @@ func WritePlots(dir string, d *Data, pred []float64, m fpm.FPM, opt PlotOptions)
 		{"residuals_vs_batch", LabelBatch, func(f fpm.Features) float64 { return float64(BatchOf(f)) }},
 		{"residuals_vs_kv", LabelKVTokens, func(f fpm.Features) float64 { return f.DecodeKVTokens + f.PrefillKVTokens }},
 	} {
-		p := plotstyle.New(title("residuals against "+ax.label), ax.label, LabelResidual)
-		for _, kind := range kinds {
+		p := plotstyle.New(ps.title("residuals against "+ax.label), ax.label, LabelResidual)
+		for _, kind := range ps.kinds {
 			var xy plotter.XYs
-			for _, i := range rows {
+			for _, i := range ps.rows {
 				if d.Kind(i) == kind {
 					xy = append(xy, plotter.XY{X: ax.x(d.Features[i]), Y: resid(i)})
 				}
 			}
 			if err := addScatter(p, xy, kind, plotstyle.Kind(kind)); err != nil {
-				return nil, err
+				return err
 			}
 		}
 		zero := plotter.NewFunction(func(float64) float64 { return 0 })
 		zero.Color = plotstyle.Reference
 		p.Add(zero)
-		if err := save(p, ax.name); err != nil {
-			return nil, err
+		if err := ps.save(p, ax.name); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	// Step time against batch size: decode steps (all steps if none) and
-	// the model curve at the median context per request.
-	p = plotstyle.New(title("step time against batch size"), LabelBatch, LabelStepTime)
+// timeVsBatch draws step time against batch size: decode steps (all steps
+// if none) and m's curve at the median context per request (none when m
+// is nil).
+func (ps *plotSet) timeVsBatch(m fpm.FPM) error {
+	d := ps.d
+	p := plotstyle.New(ps.title("step time against batch size"), LabelBatch, LabelStepTime)
 	var dec []int
-	for _, i := range rows {
+	for _, i := range ps.rows {
 		if d.Kind(i) == "decode" {
 			dec = append(dec, i)
 		}
 	}
 	what, colour := "decode steps (measured)", plotstyle.Kind("decode")
 	if len(dec) == 0 {
-		dec, what, colour = rows, "steps (measured)", plotstyle.Measured
+		dec, what, colour = ps.rows, "steps (measured)", plotstyle.Measured
 	}
 	var xy plotter.XYs
 	var ctx []float64
@@ -180,7 +212,7 @@ func WritePlots(dir string, d *Data, pred []float64, m fpm.FPM, opt PlotOptions)
 		}
 	}
 	if err := addScatter(p, xy, what, colour); err != nil {
-		return nil, err
+		return err
 	}
 	if m != nil && len(ctx) > 0 && maxB >= 1 {
 		sort.Float64s(ctx)
@@ -192,20 +224,22 @@ func WritePlots(dir string, d *Data, pred []float64, m fpm.FPM, opt PlotOptions)
 		}
 		l, err := plotter.NewLine(curve)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l.Color, l.Width = plotstyle.Predicted, vg.Points(1.5)
 		p.Add(l)
 		p.AddLegend(fmt.Sprintf("model at %.0f KV tokens/request (median)", c), l)
 	}
-	if err := save(p, "time_vs_batch"); err != nil {
-		return nil, err
-	}
+	return ps.save(p, "time_vs_batch")
+}
 
-	// Error CDF per kind (every row).
-	p = plotstyle.New(title("error CDF by step kind"), LabelAPE, LabelFractionLE)
+// errorCDF draws the empirical CDF of the absolute percentage error, one
+// curve per step kind, over every row.
+func (ps *plotSet) errorCDF() error {
+	d, pred := ps.d, ps.pred
+	p := plotstyle.New(ps.title("error CDF by step kind"), LabelAPE, LabelFractionLE)
 	p.Y.Min, p.Y.Max = 0, 1
-	for _, kind := range kinds {
+	for _, kind := range ps.kinds {
 		var apes []float64
 		for i := 0; i < d.Len(); i++ {
 			if d.Kind(i) == kind {
@@ -221,16 +255,13 @@ func WritePlots(dir string, d *Data, pred []float64, m fpm.FPM, opt PlotOptions)
 		cdf = append(cdf, plotter.XY{X: apes[len(apes)-1], Y: 1})
 		l, err := plotter.NewLine(cdf)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		l.Color, l.Width = plotstyle.Kind(kind), vg.Points(1.5)
 		p.Add(l)
 		p.AddLegend(fmt.Sprintf("%s (n=%d, p90 %.1f%%)", kind, len(apes), fpm.SortedQuantile(apes, 0.9)), l)
 	}
-	if err := save(p, "error_cdf"); err != nil {
-		return nil, err
-	}
-	return files, nil
+	return ps.save(p, "error_cdf")
 }
 
 func addScatter(p *plotstyle.Figure, xy plotter.XYs, name string, c color.Color) error {

@@ -307,82 +307,27 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *fpm.Artifact, *Loa
 	if rep.Form == "" {
 		rep.Form = fpm.FormRecipe
 	}
-	var fitFn FitFunc
-	var fpModel fpm.FPM
-	var res *Result
+	var ff formFit
 	switch rep.Form {
 	case fpm.FormLinear:
-		opt := cfg.Linear
-		opt.Seed = cfg.Seed
-		if res, err = Linear(d, opt); err != nil {
-			return nil, nil, nil, err
-		}
-		fpModel = res.Model
-		rep.Method = res.Method
-		rep.drop("", res.Dropped)
-		rep.Coefficients = fpm.LinearArtifact(res.Model).Coefficients
-		cvOpt := opt
-		cvOpt.Bootstrap = 0
-		cvOpt.Terms = res.Model.Terms // the terms that survived the drop
-		cvOpt.Degenerate = DegenerateDrop
-		fitFn = func(tr *Data) (fpm.FPM, error) {
-			r, err := Linear(tr, cvOpt)
-			if err != nil {
-				return nil, err
-			}
-			return r.Model, nil
-		}
+		ff, err = fitLinearForm(d, cfg, rep)
 	case fpm.FormRecipe:
-		ropt := cfg.Recipe
-		ropt.Seed = cfg.Seed
-		rr, err := FitRecipe(d, ropt)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		rep.Recipe = &RecipeReport{Level: rr.Model.Level, Warnings: rr.Warnings}
-		rep.Warnings = append(rep.Warnings, rr.Warnings...)
-		if len(cfg.Calibrate) > 0 {
-			if err := calibrateFromDatasets(rr, cfg, d.Target, rep.Recipe); err != nil {
-				return nil, nil, nil, err
-			}
-		}
-		rep.Recipe.Kinds = rr.Kinds
-		for _, k := range rr.Kinds {
-			rep.drop(k.Kind, k.Dropped)
-			for _, g := range k.Regimes {
-				rep.drop(k.Kind+" ("+g.Range+")", g.Dropped)
-			}
-		}
-		fpModel, rep.Method = rr.Model, "recipe"
-		cvOpt := ropt
-		cvOpt.Bootstrap, cvOpt.SkipResiduals = 0, true
-		fitFn = func(tr *Data) (fpm.FPM, error) {
-			r, err := FitRecipe(tr, cvOpt)
-			if err != nil {
-				return nil, err
-			}
-			return r.Model, nil
-		}
+		ff, err = fitRecipeForm(d, cfg, rep)
 	case fpm.FormGrid:
-		g, st, err := BuildGrid(d, cfg.Grid)
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		fpModel, rep.Grid, rep.Method = g, st, "grid"
-		fitFn = func(tr *Data) (fpm.FPM, error) {
-			g, _, err := BuildGrid(tr, cfg.Grid)
-			return g, err
-		}
+		ff, err = fitGridForm(d, cfg, rep)
 	default:
-		return nil, nil, nil, fmt.Errorf("fit: unknown form %q (want %s, %s or %s)", cfg.Form, fpm.FormRecipe, fpm.FormLinear, fpm.FormGrid)
+		err = fmt.Errorf("fit: unknown form %q (want %s, %s or %s)", cfg.Form, fpm.FormRecipe, fpm.FormLinear, fpm.FormGrid)
 	}
-	rep.Training = Evaluate(fpModel, d, worst)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	rep.Training = Evaluate(ff.model, d, worst)
 	pred := make([]float64, d.Len())
 	for i, f := range d.Features {
-		pred[i] = fpModel.PredictNs(f)
+		pred[i] = ff.model.PredictNs(f)
 	}
 	if cfg.CV > 1 {
-		cv, err := CrossValidate(d, cfg.CV, cfg.Seed, fitFn, worst)
+		cv, err := CrossValidate(d, cfg.CV, cfg.Seed, ff.refit, worst)
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -392,35 +337,126 @@ func FitDatasets(paths []string, cfg FitConfig) (*FitReport, *fpm.Artifact, *Loa
 		rep.WorstDatasets = WorstDatasetsOf(l, rep.Training)
 	}
 	training := fpm.Training{Datasets: l.Refs, Selection: rep.Selection, Target: d.Target, Method: rep.Method, Rows: d.Len(), Seed: cfg.Seed, FittedOn: l.FittedOn}
+	art, err := ff.artifact(rep, cfg, training)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if cfg.PlotsDir != "" {
+		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, ff.model, PlotOptions{Title: rep.Form + " fit"}); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return rep, art, l, nil
+}
+
+// formFit is the model of one form fitted to the training rows, and how
+// to refit it to a cross-validation fold.
+type formFit struct {
+	model fpm.FPM
+	refit FitFunc
+	// linear is the linear form's result (nil for the other forms), which
+	// writes its own artifact.
+	linear *Result
+}
+
+// fitLinearForm fits the linear form and records its method, dropped terms
+// and coefficients in rep; folds refit the terms that survived the drop.
+func fitLinearForm(d *Data, cfg FitConfig, rep *FitReport) (formFit, error) {
+	opt := cfg.Linear
+	opt.Seed = cfg.Seed
+	res, err := Linear(d, opt)
+	if err != nil {
+		return formFit{}, err
+	}
+	rep.Method = res.Method
+	rep.drop("", res.Dropped)
+	rep.Coefficients = fpm.LinearArtifact(res.Model).Coefficients
+	cvOpt := opt
+	cvOpt.Bootstrap = 0
+	cvOpt.Terms = res.Model.Terms // the terms that survived the drop
+	cvOpt.Degenerate = DegenerateDrop
+	refit := func(tr *Data) (fpm.FPM, error) {
+		r, err := Linear(tr, cvOpt)
+		if err != nil {
+			return nil, err
+		}
+		return r.Model, nil
+	}
+	return formFit{model: res.Model, refit: refit, linear: res}, nil
+}
+
+// fitRecipeForm fits the recipe (calibrated on cfg.Calibrate, if set) and
+// records its level, warnings, kinds and dropped terms in rep.
+func fitRecipeForm(d *Data, cfg FitConfig, rep *FitReport) (formFit, error) {
+	ropt := cfg.Recipe
+	ropt.Seed = cfg.Seed
+	rr, err := FitRecipe(d, ropt)
+	if err != nil {
+		return formFit{}, err
+	}
+	rep.Recipe = &RecipeReport{Level: rr.Model.Level, Warnings: rr.Warnings}
+	rep.Warnings = append(rep.Warnings, rr.Warnings...)
+	if len(cfg.Calibrate) > 0 {
+		if err := calibrateFromDatasets(rr, cfg, d.Target, rep.Recipe); err != nil {
+			return formFit{}, err
+		}
+	}
+	rep.Recipe.Kinds = rr.Kinds
+	for _, k := range rr.Kinds {
+		rep.drop(k.Kind, k.Dropped)
+		for _, g := range k.Regimes {
+			rep.drop(k.Kind+" ("+g.Range+")", g.Dropped)
+		}
+	}
+	rep.Method = "recipe"
+	cvOpt := ropt
+	cvOpt.Bootstrap, cvOpt.SkipResiduals = 0, true
+	refit := func(tr *Data) (fpm.FPM, error) {
+		r, err := FitRecipe(tr, cvOpt)
+		if err != nil {
+			return nil, err
+		}
+		return r.Model, nil
+	}
+	return formFit{model: rr.Model, refit: refit}, nil
+}
+
+// fitGridForm builds the grid and records its statistics in rep.
+func fitGridForm(d *Data, cfg FitConfig, rep *FitReport) (formFit, error) {
+	g, st, err := BuildGrid(d, cfg.Grid)
+	if err != nil {
+		return formFit{}, err
+	}
+	rep.Grid, rep.Method = st, "grid"
+	refit := func(tr *Data) (fpm.FPM, error) {
+		g, _, err := BuildGrid(tr, cfg.Grid)
+		return g, err
+	}
+	return formFit{model: g, refit: refit}, nil
+}
+
+// artifact is the fitted model's artifact, with its training record and
+// the report's training and cross-validation metrics.
+func (ff formFit) artifact(rep *FitReport, cfg FitConfig, training fpm.Training) (*fpm.Artifact, error) {
 	metrics := struct {
 		Training Report    `json:"training"`
 		CV       *CVResult `json:"cross_validation,omitempty"`
 	}{rep.Training, rep.CV}
-	var art *fpm.Artifact
 	switch {
-	case res != nil:
-		art, err = res.Artifact(training, metrics, cfg.CreatedBy)
+	case ff.linear != nil:
+		return ff.linear.Artifact(training, metrics, cfg.CreatedBy)
 	case rep.Recipe != nil:
-		art = &fpm.Artifact{ArtifactVersion: fpm.ArtifactVersion, Form: fpm.FormRecipe, Recipe: fpModel.(*fpm.Recipe)}
+		art := &fpm.Artifact{ArtifactVersion: fpm.ArtifactVersion, Form: fpm.FormRecipe, Recipe: ff.model.(*fpm.Recipe)}
 		for _, dt := range rep.Dropped {
 			art.Notes = append(art.Notes, fmt.Sprintf("term %s dropped: %s", dt.Term, dt.Reason))
 		}
 		art.Notes = append(art.Notes, rep.identified()...)
 		training.Bootstrap = cfg.Recipe.Bootstrap
-		err = finishArtifact(art, training, metrics, cfg.CreatedBy, recipeFeatures(art.Recipe))
+		return art, finishArtifact(art, training, metrics, cfg.CreatedBy, recipeFeatures(art.Recipe))
 	default:
-		art = fpm.GridArtifact(fpModel.(*fpm.Grid))
-		err = finishArtifact(art, training, metrics, cfg.CreatedBy, []string{"prefill_tokens", "decode_requests", "decode_kv_tokens"})
+		art := fpm.GridArtifact(ff.model.(*fpm.Grid))
+		return art, finishArtifact(art, training, metrics, cfg.CreatedBy, []string{"prefill_tokens", "decode_requests", "decode_kv_tokens"})
 	}
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if cfg.PlotsDir != "" {
-		if rep.Plots, err = WritePlots(cfg.PlotsDir, d, pred, fpModel, PlotOptions{Title: rep.Form + " fit"}); err != nil {
-			return nil, nil, nil, err
-		}
-	}
-	return rep, art, l, nil
 }
 
 // drop records terms a fit left out because the data cannot identify them

@@ -74,27 +74,9 @@ func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint6
 		st.Reason = "no coordinates or no rows"
 		return nil, st, nil
 	}
-	names := make([]string, len(coords))
-	fns := make([]fpm.TermFunc, len(coords))
-	on := slices.Clone(idx)
-	for a, c := range coords {
-		name, value, cond := strings.Cut(c, "=")
-		fn, err := fpm.Coord(name)
-		if err != nil {
-			return nil, nil, fmt.Errorf("fit: table: %w", err)
-		}
-		names[a], fns[a] = name, fn
-		if !cond {
-			continue
-		}
-		v, err := strconv.ParseFloat(value, 64)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, nil, fmt.Errorf("fit: table: condition %q: want NAME=NUMBER", c)
-		}
-		on = slices.DeleteFunc(on, func(i int) bool {
-			x := fn(d.Features[i])
-			return !(math.Abs(x-v) <= snapRel*math.Abs(v))
-		})
+	names, fns, on, err := tableConditions(d, idx, coords, snapRel)
+	if err != nil {
+		return nil, nil, err
 	}
 	st.OffGrid = len(idx) - len(on)
 	idx = on
@@ -103,11 +85,68 @@ func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint6
 		st.Reason = "no rows meet the table's conditions"
 		return nil, st, nil
 	}
-	coords = names
 	st.Coords = names
-	nodes := make([][]float64, len(coords))
-	ids := make([][]int, len(coords))
+	nodes, ids, ok := st.snapAxes(d, idx, names, fns, snapRel)
+	if !ok {
+		return nil, st, nil
+	}
+	axes, cells := st.keepGridLines(idx, names, nodes, ids)
+	t := st.medians(d, axes, cells, snapRel, seed)
+	switch {
+	case st.Measured < 2:
+		st.Reason = "fewer than two measured nodes"
+	case float64(st.Measured) < MinTableFill*float64(cells):
+		st.Reason = fmt.Sprintf("%d of %d nodes measured (a grid fills at least %.0f%%)", st.Measured, cells, 100*MinTableFill)
+	case 2*st.Rows < onConds:
+		st.Reason = fmt.Sprintf("only %d of %d rows lie on the lines of a grid", st.Rows, onConds)
+	case !st.segment(t.Ns):
+		st.Reason = "no two neighbouring nodes measured: nothing to interpolate between"
+	}
+	if st.Reason != "" {
+		return nil, st, nil
+	}
+	if err := t.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("fit: table: %w", err)
+	}
+	return t, st, nil
+}
+
+// tableConditions resolves the coordinates (fpm.Coord) of a table's axes,
+// their names without conditions, and the rows of idx that meet every
+// NAME=VALUE condition.
+func tableConditions(d *Data, idx []int, coords []string, snapRel float64) ([]string, []fpm.TermFunc, []int, error) {
+	names := make([]string, len(coords))
+	fns := make([]fpm.TermFunc, len(coords))
+	on := slices.Clone(idx)
 	for a, c := range coords {
+		name, value, cond := strings.Cut(c, "=")
+		fn, err := fpm.Coord(name)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("fit: table: %w", err)
+		}
+		names[a], fns[a] = name, fn
+		if !cond {
+			continue
+		}
+		v, err := strconv.ParseFloat(value, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return nil, nil, nil, fmt.Errorf("fit: table: condition %q: want NAME=NUMBER", c)
+		}
+		on = slices.DeleteFunc(on, func(i int) bool {
+			x := fn(d.Features[i])
+			return !(math.Abs(x-v) <= snapRel*math.Abs(v))
+		})
+	}
+	return names, fns, on, nil
+}
+
+// snapAxes snaps each axis's coordinates of the rows idx to nodes
+// (nodes[a]; ids[a][k] is row k's node), refusing (false, with
+// st.Reason) an axis of more than MaxTableNodes nodes.
+func (st *TableStats) snapAxes(d *Data, idx []int, names []string, fns []fpm.TermFunc, snapRel float64) (nodes [][]float64, ids [][]int, ok bool) {
+	nodes = make([][]float64, len(names))
+	ids = make([][]int, len(names))
+	for a, c := range names {
 		vals := make([]float64, len(idx))
 		for k, i := range idx {
 			vals[k] = fns[a](d.Features[i])
@@ -116,15 +155,23 @@ func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint6
 		st.Nodes = append(st.Nodes, len(nodes[a]))
 		if len(nodes[a]) > MaxTableNodes {
 			st.Reason = fmt.Sprintf("%d distinct values of %s (a benchmark grid has at most %d)", len(nodes[a]), c, MaxTableNodes)
-			return nil, st, nil
+			return nil, nil, false
 		}
 	}
+	return nodes, ids, true
+}
+
+// keepGridLines leaves out the sparse lines of the grid (gridLines) and
+// their rows (counted off the grid), and returns the axes of the nodes
+// kept and the number of cells they span; st.rows and st.node are the
+// rows kept and their nodes.
+func (st *TableStats) keepGridLines(idx []int, names []string, nodes [][]float64, ids [][]int) ([]fpm.TableAxis, int) {
 	keep := gridLines(ids, st.Nodes)
-	axes := make([]fpm.TableAxis, len(coords))
-	remap := make([][]int, len(coords))
+	axes := make([]fpm.TableAxis, len(names))
+	remap := make([][]int, len(names))
 	cells := 1
 	st.Nodes = st.Nodes[:0]
-	for a, c := range coords {
+	for a, c := range names {
 		remap[a] = make([]int, len(nodes[a]))
 		var kept []float64
 		for v, ok := range keep[a] {
@@ -141,18 +188,25 @@ func BuildTable(d *Data, idx []int, coords []string, snapRel float64, seed uint6
 	}
 rows:
 	for k, i := range idx {
-		for a := range coords {
+		for a := range names {
 			if remap[a][ids[a][k]] < 0 {
 				st.OffGrid++
 				continue rows
 			}
 		}
 		st.rows = append(st.rows, i)
-		for a := range coords {
+		for a := range names {
 			st.node[a] = append(st.node[a], remap[a][ids[a][k]])
 		}
 	}
 	st.Rows = len(st.rows)
+	return axes, cells
+}
+
+// medians is the table of each cell's median time and its standard error
+// (SE nil when every cell has one repeat), -1 where no row lies; it counts
+// the measured and missing cells in st.
+func (st *TableStats) medians(d *Data, axes []fpm.TableAxis, cells int, snapRel float64, seed uint64) *fpm.Table {
 	groups := make([][]float64, cells)
 	for k, i := range st.rows {
 		groups[st.flat(k)] = append(groups[st.flat(k)], d.Y[i])
@@ -171,26 +225,10 @@ rows:
 		t.Ns[c], se[c] = medianSE(ys, seed, uint64(c))
 		anySE = anySE || se[c] > 0
 	}
-	switch {
-	case st.Measured < 2:
-		st.Reason = "fewer than two measured nodes"
-	case float64(st.Measured) < MinTableFill*float64(cells):
-		st.Reason = fmt.Sprintf("%d of %d nodes measured (a grid fills at least %.0f%%)", st.Measured, cells, 100*MinTableFill)
-	case 2*st.Rows < onConds:
-		st.Reason = fmt.Sprintf("only %d of %d rows lie on the lines of a grid", st.Rows, onConds)
-	case !st.segment(t.Ns):
-		st.Reason = "no two neighbouring nodes measured: nothing to interpolate between"
-	}
-	if st.Reason != "" {
-		return nil, st, nil
-	}
 	if anySE {
 		t.SE = se
 	}
-	if err := t.Validate(); err != nil {
-		return nil, nil, fmt.Errorf("fit: table: %w", err)
-	}
-	return t, st, nil
+	return t
 }
 
 // gridLines returns, per axis, the nodes the table keeps: all of them

@@ -158,7 +158,7 @@ func (a *Artifact) SetParam(key string, v any) error {
 	m := map[string]json.RawMessage{}
 	if len(a.Params) > 0 {
 		if err := json.Unmarshal(a.Params, &m); err != nil {
-			return fmt.Errorf("model: artifact params: %w", err)
+			return fmt.Errorf("fpm: artifact params: %w", err)
 		}
 	}
 	b, err := json.Marshal(v)
@@ -199,14 +199,14 @@ func linearJSON(m *Linear) ([]string, []Coefficient, [][]float64) {
 // linearOf builds a Linear from what linearJSON stores.
 func linearOf(terms []string, cs []Coefficient, cov [][]float64, res *ResidualQuantiles) (*Linear, error) {
 	if len(cs) != len(terms) {
-		return nil, fmt.Errorf("model: linear artifact has %d terms but %d coefficients", len(terms), len(cs))
+		return nil, fmt.Errorf("fpm: linear artifact has %d terms but %d coefficients", len(terms), len(cs))
 	}
 	coef := make([]float64, len(terms))
 	var lo, hi []float64
 	level := 0.0
 	for i, c := range cs {
 		if c.Term != terms[i] {
-			return nil, fmt.Errorf("model: linear artifact: coefficient %d is for %q, term %d is %q", i, c.Term, i, terms[i])
+			return nil, fmt.Errorf("fpm: linear artifact: coefficient %d is for %q, term %d is %q", i, c.Term, i, terms[i])
 		}
 		coef[i] = c.Value
 		if c.Level > 0 {
@@ -221,11 +221,11 @@ func linearOf(terms []string, cs []Coefficient, cov [][]float64, res *ResidualQu
 	}
 	if cov != nil {
 		if len(cov) != len(terms) {
-			return nil, fmt.Errorf("model: linear artifact: coef_cov has %d rows for %d terms", len(cov), len(terms))
+			return nil, fmt.Errorf("fpm: linear artifact: coef_cov has %d rows for %d terms", len(cov), len(terms))
 		}
 		for i, row := range cov {
 			if len(row) != len(terms) {
-				return nil, fmt.Errorf("model: linear artifact: coef_cov row %d has %d values for %d terms", i, len(row), len(terms))
+				return nil, fmt.Errorf("fpm: linear artifact: coef_cov row %d has %d values for %d terms", i, len(row), len(terms))
 			}
 		}
 	}
@@ -245,10 +245,10 @@ func GridArtifact(g *Grid) *Artifact {
 // CheckVersion refuses an artifact of a version this build does not read.
 func (a *Artifact) CheckVersion() error {
 	if a.ArtifactVersion > ArtifactVersion {
-		return fmt.Errorf("model: artifact version %d is newer than this build reads (version %d); upgrade steplab", a.ArtifactVersion, ArtifactVersion)
+		return fmt.Errorf("fpm: artifact version %d is newer than this build reads (version %d); upgrade steplab", a.ArtifactVersion, ArtifactVersion)
 	}
 	if a.ArtifactVersion < 1 {
-		return fmt.Errorf("model: artifact version %d: want 1..%d (is artifact_version missing?)", a.ArtifactVersion, ArtifactVersion)
+		return fmt.Errorf("fpm: artifact version %d: want 1..%d (is artifact_version missing?)", a.ArtifactVersion, ArtifactVersion)
 	}
 	return nil
 }
@@ -265,7 +265,7 @@ func (a *Artifact) Model() (FPM, error) {
 		return linearOf(a.Terms, a.Coefficients, a.CoefCov, a.Residuals)
 	case FormGrid:
 		if a.Grid == nil {
-			return nil, fmt.Errorf("model: grid artifact has no \"grid\" object")
+			return nil, fmt.Errorf("fpm: grid artifact has no \"grid\" object")
 		}
 		if err := a.Grid.Validate(); err != nil {
 			return nil, err
@@ -275,16 +275,16 @@ func (a *Artifact) Model() (FPM, error) {
 		return rooflineOf(a)
 	case FormRecipe:
 		if a.Recipe == nil {
-			return nil, fmt.Errorf("model: recipe artifact has no \"recipe\" object")
+			return nil, fmt.Errorf("fpm: recipe artifact has no \"recipe\" object")
 		}
 		if err := a.Recipe.Validate(); err != nil {
 			return nil, err
 		}
 		return a.Recipe, nil
 	case FormOps:
-		return nil, fmt.Errorf("model: an ops artifact reads its kernel database: build it with package pricing (pricing.Model)")
+		return nil, fmt.Errorf("fpm: an ops artifact reads its kernel database: build it with package pricing (pricing.Model)")
 	}
-	return nil, fmt.Errorf("model: unknown model form %q (this build reads %v)", a.Form, Forms)
+	return nil, fmt.Errorf("fpm: unknown model form %q (this build reads %v)", a.Form, Forms)
 }
 
 // ParseArtifact decodes artifact JSON, checking the version before anything
@@ -336,15 +336,15 @@ func (a *Artifact) Save(path string) error {
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	if err := enc.Encode(a); err != nil {
-		return fmt.Errorf("model: save %s: %w", path, err)
+		return fmt.Errorf("fpm: save %s: %w", path, err)
 	}
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("model: save: %w", err)
+		return fmt.Errorf("fpm: save: %w", err)
 	}
 	f, err := inflight.CreateTemp(dir, fmt.Sprintf(".%s.tmp-%d-*", filepath.Base(path), os.Getpid()))
 	if err != nil {
-		return fmt.Errorf("model: save: %w", err)
+		return fmt.Errorf("fpm: save: %w", err)
 	}
 	tmp := f.Name()
 	defer inflight.Done(tmp)
@@ -356,19 +356,19 @@ func (a *Artifact) Save(path string) error {
 		}
 	}()
 	if _, err := f.Write(buf.Bytes()); err != nil {
-		return fmt.Errorf("model: save %s: %w", path, err)
+		return fmt.Errorf("fpm: save %s: %w", path, err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("model: save %s: %w", path, err)
+		return fmt.Errorf("fpm: save %s: %w", path, err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("model: save %s: %w", path, err)
+		return fmt.Errorf("fpm: save %s: %w", path, err)
 	}
 	if err := os.Chmod(tmp, 0o644); err != nil {
-		return fmt.Errorf("model: save %s: %w", path, err)
+		return fmt.Errorf("fpm: save %s: %w", path, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("model: save %s: %w", path, err)
+		return fmt.Errorf("fpm: save %s: %w", path, err)
 	}
 	ok = true
 	return nil

@@ -115,7 +115,7 @@ func Term(name string) (TermFunc, error) {
 	}
 	fn, ok := termFuncs[name]
 	if !ok {
-		return nil, fmt.Errorf("model: unknown term %q (known: %v, %s(sms=S,per_sm=P,kv_heads=H), %s(experts=E,top_k=K[,skew=S,logit_std=L]))",
+		return nil, fmt.Errorf("fpm: unknown term %q (known: %v, %s(sms=S,per_sm=P,kv_heads=H), %s(experts=E,top_k=K[,skew=S,logit_std=L]))",
 			name, KnownTerms(), TermDecodeAttnKV, TermExpertsReached)
 	}
 	return fn, nil
@@ -134,7 +134,7 @@ func decodeAttnKV(name, rest string) (TermFunc, error) {
 	var sms, perSM, kvh int
 	if n, err := fmt.Sscanf(rest, "sms=%d,per_sm=%d,kv_heads=%d)", &sms, &perSM, &kvh); err != nil || n != 3 || sms <= 0 || perSM <= 0 || kvh <= 0 ||
 		DecodeAttnKV(sms, perSM, kvh) != name {
-		return nil, fmt.Errorf("model: term %q: want %s(sms=S,per_sm=P,kv_heads=H), S, P and H positive integers", name, TermDecodeAttnKV)
+		return nil, fmt.Errorf("fpm: term %q: want %s(sms=S,per_sm=P,kv_heads=H), S, P and H positive integers", name, TermDecodeAttnKV)
 	}
 	wave := float64(sms * perSM)
 	return func(f Features) float64 {
@@ -159,7 +159,7 @@ func ExpertsReached(r catalog.Routing) string {
 // expertsReached resolves experts_reached(experts=E,top_k=K[,skew=S,logit_std=L]),
 // rest the name after its opening parenthesis.
 func expertsReached(name, rest string) (TermFunc, error) {
-	bad := fmt.Errorf("model: term %q: want %s(experts=E,top_k=K) or %s(experts=E,top_k=K,skew=S,logit_std=L)", name, TermExpertsReached, TermExpertsReached)
+	bad := fmt.Errorf("fpm: term %q: want %s(experts=E,top_k=K) or %s(experts=E,top_k=K,skew=S,logit_std=L)", name, TermExpertsReached, TermExpertsReached)
 	body, ok := strings.CutSuffix(rest, ")")
 	if !ok {
 		return nil, bad
@@ -185,7 +185,7 @@ func expertsReached(name, rest string) (TermFunc, error) {
 		}
 	}
 	if err := r.Validate(); err != nil {
-		return nil, fmt.Errorf("model: term %q: %w", name, err)
+		return nil, fmt.Errorf("fpm: term %q: %w", name, err)
 	}
 	if ExpertsReached(r) != name {
 		return nil, bad
@@ -203,13 +203,13 @@ type Basis struct {
 // NewBasis resolves term names; it refuses unknown and duplicate names.
 func NewBasis(names []string) (*Basis, error) {
 	if len(names) == 0 {
-		return nil, fmt.Errorf("model: empty basis: name at least one term")
+		return nil, fmt.Errorf("fpm: empty basis: name at least one term")
 	}
 	b := &Basis{Names: append([]string(nil), names...), funcs: make([]TermFunc, len(names))}
 	seen := map[string]bool{}
 	for i, n := range names {
 		if seen[n] {
-			return nil, fmt.Errorf("model: term %q named twice", n)
+			return nil, fmt.Errorf("fpm: term %q named twice", n)
 		}
 		seen[n] = true
 		fn, err := Term(n)

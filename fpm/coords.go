@@ -52,5 +52,5 @@ func Coord(name string) (TermFunc, error) {
 	if fn, ok := termFuncs[name]; ok {
 		return fn, nil
 	}
-	return nil, fmt.Errorf("model: unknown coordinate %q (known: %s, %s, %s or a term: %v)", name, CoordKVPerRequest, CoordKVMaxRatio, CoordScheduledTokens, KnownTerms())
+	return nil, fmt.Errorf("fpm: unknown coordinate %q (known: %s, %s, %s or a term: %v)", name, CoordKVPerRequest, CoordKVMaxRatio, CoordScheduledTokens, KnownTerms())
 }

@@ -110,10 +110,10 @@ func (g *Grid) Validate() error {
 	switch g.Outside {
 	case "", OutsideClamp, OutsideLinear:
 	default:
-		return fmt.Errorf("model: grid: outside %q: want %q or %q", g.Outside, OutsideClamp, OutsideLinear)
+		return fmt.Errorf("fpm: grid: outside %q: want %q or %q", g.Outside, OutsideClamp, OutsideLinear)
 	}
 	if g.Decode == nil && g.Prefill == nil {
-		return fmt.Errorf("model: grid: neither a decode nor a prefill grid")
+		return fmt.Errorf("fpm: grid: neither a decode nor a prefill grid")
 	}
 	if d := g.Decode; d != nil {
 		if err := checkAxis("batch", d.Batch, d.LogAxes); err != nil {
@@ -123,16 +123,16 @@ func (g *Grid) Validate() error {
 			return err
 		}
 		if len(d.Ns) != len(d.Batch) {
-			return fmt.Errorf("model: grid: decode has %d rows of times for %d batch sizes", len(d.Ns), len(d.Batch))
+			return fmt.Errorf("fpm: grid: decode has %d rows of times for %d batch sizes", len(d.Ns), len(d.Batch))
 		}
 		any := false
 		for i, row := range d.Ns {
 			if len(row) != len(d.KVPerRequest) {
-				return fmt.Errorf("model: grid: decode row %d (batch %g) has %d times for %d kv values", i, d.Batch[i], len(row), len(d.KVPerRequest))
+				return fmt.Errorf("fpm: grid: decode row %d (batch %g) has %d times for %d kv values", i, d.Batch[i], len(row), len(d.KVPerRequest))
 			}
 			for _, v := range row {
 				if math.IsNaN(v) || math.IsInf(v, 0) {
-					return fmt.Errorf("model: grid: decode time %v at batch %g", v, d.Batch[i])
+					return fmt.Errorf("fpm: grid: decode time %v at batch %g", v, d.Batch[i])
 				}
 				if v >= 0 {
 					any = true
@@ -140,7 +140,7 @@ func (g *Grid) Validate() error {
 			}
 		}
 		if !any {
-			return fmt.Errorf("model: grid: decode grid has no measured cell")
+			return fmt.Errorf("fpm: grid: decode grid has no measured cell")
 		}
 	}
 	if p := g.Prefill; p != nil {
@@ -148,17 +148,17 @@ func (g *Grid) Validate() error {
 			return err
 		}
 		if len(p.Ns) != len(p.Tokens) {
-			return fmt.Errorf("model: grid: prefill has %d times for %d token values", len(p.Ns), len(p.Tokens))
+			return fmt.Errorf("fpm: grid: prefill has %d times for %d token values", len(p.Ns), len(p.Tokens))
 		}
 		for i, v := range p.Ns {
 			if !(v >= 0) || math.IsInf(v, 0) {
-				return fmt.Errorf("model: grid: prefill time %v at %g tokens (every prefill node needs a time)", v, p.Tokens[i])
+				return fmt.Errorf("fpm: grid: prefill time %v at %g tokens (every prefill node needs a time)", v, p.Tokens[i])
 			}
 		}
 		switch p.Interp {
 		case "", InterpLinear, InterpSqrt:
 		default:
-			return fmt.Errorf("model: grid: prefill interp %q: want %q or %q", p.Interp, InterpLinear, InterpSqrt)
+			return fmt.Errorf("fpm: grid: prefill interp %q: want %q or %q", p.Interp, InterpLinear, InterpSqrt)
 		}
 	}
 	return nil
@@ -166,17 +166,17 @@ func (g *Grid) Validate() error {
 
 func checkAxis(name string, xs []float64, log bool) error {
 	if len(xs) == 0 {
-		return fmt.Errorf("model: grid: axis %s is empty", name)
+		return fmt.Errorf("fpm: grid: axis %s is empty", name)
 	}
 	for i, x := range xs {
 		if math.IsNaN(x) || math.IsInf(x, 0) || x < 0 {
-			return fmt.Errorf("model: grid: axis %s value %v", name, x)
+			return fmt.Errorf("fpm: grid: axis %s value %v", name, x)
 		}
 		if log && x <= 0 {
-			return fmt.Errorf("model: grid: axis %s value %v on a log axis", name, x)
+			return fmt.Errorf("fpm: grid: axis %s value %v on a log axis", name, x)
 		}
 		if i > 0 && !(x > xs[i-1]) {
-			return fmt.Errorf("model: grid: axis %s not strictly ascending at %v", name, x)
+			return fmt.Errorf("fpm: grid: axis %s not strictly ascending at %v", name, x)
 		}
 	}
 	return nil

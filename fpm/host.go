@@ -107,7 +107,7 @@ func (h *HostModel) Validate() error {
 		"update_per_req_ns": h.UpdatePerReqNs,
 	} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("model: host coefficient %s = %v: must be finite and >= 0", name, v)
+			return fmt.Errorf("fpm: host coefficient %s = %v: must be finite and >= 0", name, v)
 		}
 	}
 	return nil

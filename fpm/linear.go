@@ -45,7 +45,7 @@ type Linear struct {
 // NewLinear builds a linear model from term names and coefficients.
 func NewLinear(terms []string, coef []float64) (*Linear, error) {
 	if len(terms) != len(coef) {
-		return nil, fmt.Errorf("model: linear: %d terms but %d coefficients", len(terms), len(coef))
+		return nil, fmt.Errorf("fpm: linear: %d terms but %d coefficients", len(terms), len(coef))
 	}
 	b, err := NewBasis(terms)
 	if err != nil {
@@ -53,7 +53,7 @@ func NewLinear(terms []string, coef []float64) (*Linear, error) {
 	}
 	for i, c := range coef {
 		if math.IsNaN(c) || math.IsInf(c, 0) {
-			return nil, fmt.Errorf("model: linear: coefficient of %q is %v", terms[i], c)
+			return nil, fmt.Errorf("fpm: linear: coefficient of %q is %v", terms[i], c)
 		}
 	}
 	return &Linear{Terms: append([]string(nil), terms...), Coef: append([]float64(nil), coef...), basis: b}, nil
@@ -166,10 +166,10 @@ var DefaultResidualP = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75,
 // DefaultResidualP). residuals is sorted in place.
 func NewResidualQuantiles(scale string, residuals []float64, p []float64, source string) (*ResidualQuantiles, error) {
 	if scale != ScaleRelative && scale != ScaleAbsolute {
-		return nil, fmt.Errorf("model: residual scale %q: want %q or %q", scale, ScaleRelative, ScaleAbsolute)
+		return nil, fmt.Errorf("fpm: residual scale %q: want %q or %q", scale, ScaleRelative, ScaleAbsolute)
 	}
 	if len(residuals) == 0 {
-		return nil, fmt.Errorf("model: residual quantiles: no residuals")
+		return nil, fmt.Errorf("fpm: residual quantiles: no residuals")
 	}
 	if p == nil {
 		p = DefaultResidualP

@@ -98,7 +98,7 @@ func (e OpsEngine) Validate() error {
 	}{{"gemm_scale", e.GEMMScale}, {"context_attn_scale", e.ContextAttnScale}, {"generation_attn_scale", e.GenerationAttnScale},
 		{"graph_step_ns", e.GraphStepNs}, {"eager_step_ns", e.EagerStepNs}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
-			return fmt.Errorf("model: ops engine %s: %s = %v: must be finite and >= 0", e.Name, f.name, f.v)
+			return fmt.Errorf("fpm: ops engine %s: %s = %v: must be finite and >= 0", e.Name, f.name, f.v)
 		}
 	}
 	return nil
@@ -119,15 +119,15 @@ func NewOps(db *OpDB, s catalog.Shape) (*Ops, error) {
 		return nil, err
 	}
 	if len(s.Stack) > 0 || s.MoE.Latent > 0 || s.MLPMatrices != 0 {
-		return nil, fmt.Errorf("model: shape %s: the operations prior prices uniform layers of full attention and gated MLPs; this model has per-layer kinds (a layer stack, latent experts or ungated MLPs): use fpm: roofline", s.Name)
+		return nil, fmt.Errorf("fpm: shape %s: the operations prior prices uniform layers of full attention and gated MLPs; this model has per-layer kinds (a layer stack, latent experts or ungated MLPs): use fpm: roofline", s.Name)
 	}
 	sh := opsShapeOf(s)
 	x, err := db.index(&sh)
 	if err != nil {
-		return nil, fmt.Errorf("model: %w", err)
+		return nil, fmt.Errorf("fpm: %w", err)
 	}
 	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
-		return nil, fmt.Errorf("model: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
+		return nil, fmt.Errorf("fpm: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
 	}
 	o := &Ops{db: x, name: db.Name, source: db.Source, src: s, shape: sh}
 	for r := range o.gemmSol {
@@ -223,7 +223,7 @@ func (o *Ops) WithResiduals(q *ResidualQuantiles) Scalable {
 // refused.
 func (o *Ops) Artifact() (*Artifact, error) {
 	if o.source == "" {
-		return nil, fmt.Errorf("model: ops prior over %s: the database was not opened from a shipped name or a directory, so no artifact can point at it: write it as a database directory (docs/ops-prior.md) and use ops:DIR", o.name)
+		return nil, fmt.Errorf("fpm: ops prior over %s: the database was not opened from a shipped name or a directory, so no artifact can point at it: write it as a database directory (docs/ops-prior.md) and use ops:DIR", o.name)
 	}
 	a, err := OpsArtifact(o.source, o.src, o.engine)
 	if err != nil {

@@ -91,7 +91,7 @@ func (p *PayloadModel) Validate() error {
 	v := p.Vector()
 	for i, c := range v {
 		if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
-			return fmt.Errorf("model: payload coefficient %s = %v: must be finite and >= 0", PayloadTermNames[i], c)
+			return fmt.Errorf("fpm: payload coefficient %s = %v: must be finite and >= 0", PayloadTermNames[i], c)
 		}
 	}
 	return nil
@@ -209,7 +209,7 @@ func (p *PayloadModel) Vector() []float64 {
 // PayloadTermNames order.
 func PayloadModelFromVector(v []float64) (PayloadModel, error) {
 	if len(v) != len(PayloadTermNames) {
-		return PayloadModel{}, fmt.Errorf("model: payload: %d coefficients, want %d (%v)", len(v), len(PayloadTermNames), PayloadTermNames)
+		return PayloadModel{}, fmt.Errorf("fpm: payload: %d coefficients, want %d (%v)", len(v), len(PayloadTermNames), PayloadTermNames)
 	}
 	p := PayloadModel{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}
 	return p, p.Validate()

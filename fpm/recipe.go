@@ -256,36 +256,36 @@ type estimate struct {
 // predict.
 func (r *Recipe) Validate() error {
 	if !(r.Level > 0 && r.Level < 1) {
-		return fmt.Errorf("model: recipe: level %v: want (0, 1)", r.Level)
+		return fmt.Errorf("fpm: recipe: level %v: want (0, 1)", r.Level)
 	}
 	if len(r.Kinds) == 0 {
-		return fmt.Errorf("model: recipe: no kinds")
+		return fmt.Errorf("fpm: recipe: no kinds")
 	}
 	r.byKind = [nKinds]*RecipeKind{}
 	for i := range r.Kinds {
 		k := &r.Kinds[i]
 		ki := slices.Index(recipeKinds[:], k.Kind)
 		if ki < 0 {
-			return fmt.Errorf("model: recipe: kind %q: want prefill, decode or mixed", k.Kind)
+			return fmt.Errorf("fpm: recipe: kind %q: want prefill, decode or mixed", k.Kind)
 		}
 		if r.byKind[ki] != nil {
-			return fmt.Errorf("model: recipe: kind %s given twice", k.Kind)
+			return fmt.Errorf("fpm: recipe: kind %s given twice", k.Kind)
 		}
 		if err := k.Validate(); err != nil {
-			return fmt.Errorf("model: recipe: kind %s: %w", k.Kind, err)
+			return fmt.Errorf("fpm: recipe: kind %s: %w", k.Kind, err)
 		}
 		k.cacheLevel(r.Level)
 		r.byKind[ki] = k
 	}
 	if m := r.byKind[kindMixed]; m != nil && m.Compose != nil {
 		if m.Compose.Rule != ComposePrefillMarginalDecode {
-			return fmt.Errorf("model: recipe: mixed compose rule %q: want %q", m.Compose.Rule, ComposePrefillMarginalDecode)
+			return fmt.Errorf("fpm: recipe: mixed compose rule %q: want %q", m.Compose.Rule, ComposePrefillMarginalDecode)
 		}
 		if r.byKind[kindPrefill] == nil || r.byKind[kindDecode] == nil {
-			return fmt.Errorf("model: recipe: mixed steps are composed but the recipe lacks a prefill or a decode kind")
+			return fmt.Errorf("fpm: recipe: mixed steps are composed but the recipe lacks a prefill or a decode kind")
 		}
 		if !(m.Compose.KVFloorPerRequest >= 0) {
-			return fmt.Errorf("model: recipe: mixed kv_floor_per_request %v: want >= 0", m.Compose.KVFloorPerRequest)
+			return fmt.Errorf("fpm: recipe: mixed kv_floor_per_request %v: want >= 0", m.Compose.KVFloorPerRequest)
 		}
 	}
 	return nil

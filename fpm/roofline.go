@@ -103,13 +103,13 @@ func (r Roofline) Validate() error {
 		return err
 	}
 	if err := r.RooflineParams.Validate(); err != nil {
-		return fmt.Errorf("model: roofline: %w", err)
+		return fmt.Errorf("fpm: roofline: %w", err)
 	}
 	if v := r.AllReduceLatencyNs; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-		return fmt.Errorf("model: roofline allreduce_latency_ns = %v: must be finite and >= 0", v)
+		return fmt.Errorf("fpm: roofline allreduce_latency_ns = %v: must be finite and >= 0", v)
 	}
 	if _, ok := r.HW.TPLink(); r.Shape.TPDegree() > 1 && !ok {
-		return fmt.Errorf("model: roofline: TP=%d needs hardware %s to list a GPU-to-GPU interconnect", r.Shape.TPDegree(), r.HW.Name)
+		return fmt.Errorf("fpm: roofline: TP=%d needs hardware %s to list a GPU-to-GPU interconnect", r.Shape.TPDegree(), r.HW.Name)
 	}
 	return nil
 }

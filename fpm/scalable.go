@@ -85,11 +85,11 @@ func (m *Linear) Artifact() (*Artifact, error) { return LinearArtifact(m), nil }
 // holds a value that is not a finite positive number.
 func checkMult(terms []string, mult []float64) error {
 	if len(mult) != len(terms) {
-		return fmt.Errorf("model: %d multipliers for %d terms (%v)", len(mult), len(terms), terms)
+		return fmt.Errorf("fpm: %d multipliers for %d terms (%v)", len(mult), len(terms), terms)
 	}
 	for i, v := range mult {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-			return fmt.Errorf("model: multiplier of %s = %v: must be finite and > 0", terms[i], v)
+			return fmt.Errorf("fpm: multiplier of %s = %v: must be finite and > 0", terms[i], v)
 		}
 	}
 	return nil
@@ -115,19 +115,19 @@ type TermScales struct {
 func rooflineOf(a *Artifact) (FPM, error) {
 	var p rooflineArtifactParams
 	if err := json.Unmarshal(a.Params, &p); err != nil {
-		return nil, fmt.Errorf("model: roofline artifact: params: %w", err)
+		return nil, fmt.Errorf("fpm: roofline artifact: params: %w", err)
 	}
 	if p.Roofline == nil {
-		return nil, fmt.Errorf("model: roofline artifact: params.roofline is missing")
+		return nil, fmt.Errorf("fpm: roofline artifact: params.roofline is missing")
 	}
 	if err := p.Roofline.Validate(); err != nil {
-		return nil, fmt.Errorf("model: roofline artifact: %w", err)
+		return nil, fmt.Errorf("fpm: roofline artifact: %w", err)
 	}
 	r := p.Roofline.Prepare()
 	if s := p.Scales; s != nil {
 		for _, v := range []float64{s.GEMM, s.PrefillAttn, s.DecodeAttn, s.Overhead} {
 			if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-				return nil, fmt.Errorf("model: roofline artifact: params.scales: %v: must be finite and >= 0", v)
+				return nil, fmt.Errorf("fpm: roofline artifact: params.scales: %v: must be finite and >= 0", v)
 			}
 		}
 		r.c.scale = [nRooflineTerms]float64{orOne(s.GEMM), orOne(s.PrefillAttn), orOne(s.DecodeAttn), orOne(s.Overhead)}
@@ -172,7 +172,7 @@ func NewTermTimes(m Scalable, terms []int) (*TermTimes, error) {
 	n := len(m.ScaleTerms())
 	for _, i := range terms {
 		if i < 0 || i >= n {
-			return nil, fmt.Errorf("model: term index %d of %d terms", i, n)
+			return nil, fmt.Errorf("fpm: term index %d of %d terms", i, n)
 		}
 		mult := make([]float64, n)
 		for k := range mult {

@@ -49,17 +49,17 @@ type Table struct {
 // it also resolves the coordinates, so a validated table is ready to use.
 func (t *Table) Validate() error {
 	if len(t.Axes) == 0 || len(t.Axes) > MaxTableAxes {
-		return fmt.Errorf("model: table: %d axes: want 1..%d", len(t.Axes), MaxTableAxes)
+		return fmt.Errorf("fpm: table: %d axes: want 1..%d", len(t.Axes), MaxTableAxes)
 	}
 	if !(t.Tol >= 0 && t.Tol < 1) {
-		return fmt.Errorf("model: table: tol %v: want [0, 1)", t.Tol)
+		return fmt.Errorf("fpm: table: tol %v: want [0, 1)", t.Tol)
 	}
 	n := 1
 	funcs := make([]TermFunc, len(t.Axes))
 	for i, a := range t.Axes {
 		fn, err := Coord(a.Coord)
 		if err != nil {
-			return fmt.Errorf("model: table axis %d: %w", i, err)
+			return fmt.Errorf("fpm: table axis %d: %w", i, err)
 		}
 		funcs[i] = fn
 		if err := checkAxis(a.Coord, a.Nodes, false); err != nil {
@@ -68,23 +68,23 @@ func (t *Table) Validate() error {
 		n *= len(a.Nodes)
 	}
 	if len(t.Ns) != n {
-		return fmt.Errorf("model: table: %d times for %d nodes", len(t.Ns), n)
+		return fmt.Errorf("fpm: table: %d times for %d nodes", len(t.Ns), n)
 	}
 	if t.SE != nil && len(t.SE) != n {
-		return fmt.Errorf("model: table: %d standard errors for %d nodes", len(t.SE), n)
+		return fmt.Errorf("fpm: table: %d standard errors for %d nodes", len(t.SE), n)
 	}
 	measured := false
 	for i, v := range t.Ns {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return fmt.Errorf("model: table: time %v at node %d", v, i)
+			return fmt.Errorf("fpm: table: time %v at node %d", v, i)
 		}
 		measured = measured || v >= 0
 		if t.SE != nil && !(t.SE[i] >= 0) {
-			return fmt.Errorf("model: table: standard error %v at node %d", t.SE[i], i)
+			return fmt.Errorf("fpm: table: standard error %v at node %d", t.SE[i], i)
 		}
 	}
 	if !measured {
-		return fmt.Errorf("model: table: no measured node")
+		return fmt.Errorf("fpm: table: no measured node")
 	}
 	t.funcs = funcs
 	t.strides = make([]int, len(t.Axes))

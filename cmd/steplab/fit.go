@@ -38,14 +38,19 @@ func (s *selectionFlags) options() fit.LoadOptions {
 		Target: s.target, BenchmarkCoords: s.benchmarkCoords}
 }
 
+// fitOpts are fit's flags.
+type fitOpts struct {
+	sel                                                 selectionFlags
+	out, form, terms, solver, plots, degenerate, policy string
+	calibrate                                           []string
+	cv, boot, worst, calibrateHalf, maxRows             int
+	seed                                                uint64
+	level                                               float64
+	relative, asJSON, force                             bool
+}
+
 func newFitCmd() *cobra.Command {
-	var sel selectionFlags
-	var out, form, terms, solver, plots, degenerate, policy string
-	var calibrate []string
-	var cv, boot, worst, calibrateHalf, maxRows int
-	var seed uint64
-	var level float64
-	var relative, asJSON, force bool
+	var o fitOpts
 	cmd := &cobra.Command{
 		Use:   "fit DATASET... -o FPM.json",
 		Short: "Fit a forward-pass model to steps and say how good it is",
@@ -113,89 +118,106 @@ Examples, from the repository root (the committed H200 grid and traffic):
   steplab fit datasets/h200/qwen2.5-7b/bench-steady --uniform -o out/fit-uniform.json
   steplab fit datasets/h200/bench-admission datasets/h200/bench-steady -o out/fit-policy.json`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := refuseExisting("fit", out, force); err != nil {
-				return err
-			}
-			if boot < 0 || cv < 0 || cv == 1 || worst < 0 {
-				return &exitError{code: 2, msg: fmt.Sprintf("fit: --bootstrap %d, --cv %d, --worst %d: use --bootstrap 0 or more, --cv 0 (none) or 2 or more, --worst 0 or more", boot, cv, worst)}
-			}
-			ts, err := fit.ResolveTerms(terms)
-			if err != nil {
-				return inputError("fit", err)
-			}
-			if !cmd.Flags().Changed("terms") {
-				ts = nil // the default basis: terms the data cannot identify are dropped under --degenerate auto
-			}
-			linearFlags := false
-			for _, f := range []string{"terms", "solver", "relative", "degenerate"} {
-				linearFlags = linearFlags || cmd.Flags().Changed(f)
-			}
-			if !cmd.Flags().Changed("form") && linearFlags {
-				form = fpm.FormLinear
-			}
-			if form != fpm.FormLinear && linearFlags {
-				return &exitError{code: 2, msg: "fit: --terms, --solver, --relative and --degenerate apply to the linear form only"}
-			}
-			if form != fpm.FormRecipe && (len(calibrate) > 0 || cmd.Flags().Changed("level")) {
-				return &exitError{code: 2, msg: "fit: --calibrate and --level apply to the recipe form only"}
-			}
-			if calibrateHalf != 0 && len(calibrate) == 0 {
-				return &exitError{code: 2, msg: "fit: --calibrate-half needs --calibrate DATASET"}
-			}
-			if !(level > 0 && level < 1) {
-				return &exitError{code: 2, msg: fmt.Sprintf("fit: --level %v: want a coverage in (0, 1), e.g. 0.9", level)}
-			}
-			cfg := fit.FitConfig{
-				Load: sel.options(), Form: form,
-				Linear:    fit.Options{Terms: ts, Method: solver, Relative: relative, Degenerate: degenerate, Bootstrap: boot},
-				Recipe:    fit.RecipeOptions{Bootstrap: boot, Level: level},
-				Calibrate: calibrate, CalibrateHalf: calibrateHalf,
-				CV: cv, Seed: seed, Worst: worst, PlotsDir: plots,
-				CreatedBy: strings.Join(append([]string{"steplab"}, os.Args[1:]...), " "),
-			}
-			cfg.Load.MaxRowsPerKind, cfg.Load.SampleSeed, cfg.Load.Policy = maxRows, seed, policy
-			if maxRows < 0 {
-				return &exitError{code: 2, msg: fmt.Sprintf("fit: --max-rows-per-kind %d: want 0 (every row) or a positive bound", maxRows)}
-			}
-			if cv == 1 || cv < 0 {
-				return &exitError{code: 2, msg: fmt.Sprintf("fit: --cv %d: want 0 (none) or at least 2 folds", cv)}
-			}
-			stop := spin(cmd, "fitting")
-			rep, art, _, err := fit.FitDatasets(args, cfg)
-			stop()
-			if err != nil {
-				return inputError("fit", err)
-			}
-			if err := art.Save(out); err != nil {
-				return err
-			}
-			rep.Output = out
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), rep)
-			}
-			rep.WriteText(cmd.OutOrStdout())
-			return nil
-		},
+		RunE: o.run,
 	}
-	sel.add(cmd)
-	cmd.Flags().StringVarP(&out, "output", "o", "", "model artifact to write (JSON)")
-	cmd.Flags().StringVar(&form, "form", fpm.FormRecipe, "model form: recipe, linear or grid")
-	cmd.Flags().StringSliceVar(&calibrate, "calibrate", nil, "datasets whose steps calibrate the recipe's interval residuals (comma-separated or repeated)")
-	cmd.Flags().IntVar(&calibrateHalf, "calibrate-half", 0, "calibrate on half 1 or 2 of the calibration rows only (evaluate on the other with --half)")
-	cmd.Flags().Float64Var(&level, "level", fpm.DefaultLevel, "nominal coverage of the recipe's prediction intervals")
-	cmd.Flags().StringVar(&terms, "terms", "default", "linear terms: default, decode, or a comma-separated list")
-	cmd.Flags().StringVar(&solver, "solver", fit.MethodNNLS, "solver: nnls, huber-nn, huber or ols")
-	cmd.Flags().BoolVar(&relative, "relative", false, "minimise relative rather than absolute error (weights 1/y²)")
-	cmd.Flags().StringVar(&degenerate, "degenerate", fit.DegenerateAuto, "terms the data cannot identify (zero, constant, or a combination of others): drop (leave them out, and say so), error (refuse), or auto (drop unless --terms names them)")
-	cmd.Flags().IntVar(&cv, "cv", 5, "k-fold cross-validation folds (0: none)")
-	forceFlag(cmd, &force)
-	cmd.Flags().IntVar(&boot, "bootstrap", 200, "bootstrap replicates for coefficient intervals (0: none)")
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the folds and the bootstrap")
-	cmd.Flags().IntVar(&worst, "worst", 10, "worst steps to list")
-	cmd.Flags().IntVar(&maxRows, "max-rows-per-kind", fit.DefaultMaxRowsPerKind, "fit on a uniform sample of at most this many rows of each step kind (0: every row); bounds memory on long datasets")
-	cmd.Flags().StringVar(&policy, "policy", fit.PolicyAuto, "datasets of different decode measurement policies: auto (fit the steady-state and production ones, leave admission-step ones out and say so), all (pool them), or a policy name (fit the datasets of that policy alone)")
-	cmd.Flags().StringVar(&plots, "plots", "", "directory for figures (PNG and SVG)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	o.flags(cmd)
 	return cmd
+}
+
+func (o *fitOpts) flags(cmd *cobra.Command) {
+	o.sel.add(cmd)
+	cmd.Flags().StringVarP(&o.out, "output", "o", "", "model artifact to write (JSON)")
+	cmd.Flags().StringVar(&o.form, "form", fpm.FormRecipe, "model form: recipe, linear or grid")
+	cmd.Flags().StringSliceVar(&o.calibrate, "calibrate", nil, "datasets whose steps calibrate the recipe's interval residuals (comma-separated or repeated)")
+	cmd.Flags().IntVar(&o.calibrateHalf, "calibrate-half", 0, "calibrate on half 1 or 2 of the calibration rows only (evaluate on the other with --half)")
+	cmd.Flags().Float64Var(&o.level, "level", fpm.DefaultLevel, "nominal coverage of the recipe's prediction intervals")
+	cmd.Flags().StringVar(&o.terms, "terms", "default", "linear terms: default, decode, or a comma-separated list")
+	cmd.Flags().StringVar(&o.solver, "solver", fit.MethodNNLS, "solver: nnls, huber-nn, huber or ols")
+	cmd.Flags().BoolVar(&o.relative, "relative", false, "minimise relative rather than absolute error (weights 1/y²)")
+	cmd.Flags().StringVar(&o.degenerate, "degenerate", fit.DegenerateAuto, "terms the data cannot identify (zero, constant, or a combination of others): drop (leave them out, and say so), error (refuse), or auto (drop unless --terms names them)")
+	cmd.Flags().IntVar(&o.cv, "cv", 5, "k-fold cross-validation folds (0: none)")
+	forceFlag(cmd, &o.force)
+	cmd.Flags().IntVar(&o.boot, "bootstrap", 200, "bootstrap replicates for coefficient intervals (0: none)")
+	cmd.Flags().Uint64Var(&o.seed, "seed", 1, "seed of the folds and the bootstrap")
+	cmd.Flags().IntVar(&o.worst, "worst", 10, "worst steps to list")
+	cmd.Flags().IntVar(&o.maxRows, "max-rows-per-kind", fit.DefaultMaxRowsPerKind, "fit on a uniform sample of at most this many rows of each step kind (0: every row); bounds memory on long datasets")
+	cmd.Flags().StringVar(&o.policy, "policy", fit.PolicyAuto, "datasets of different decode measurement policies: auto (fit the steady-state and production ones, leave admission-step ones out and say so), all (pool them), or a policy name (fit the datasets of that policy alone)")
+	cmd.Flags().StringVar(&o.plots, "plots", "", "directory for figures (PNG and SVG)")
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print the report as JSON")
+}
+
+// run fits the datasets args, writes the artifact and prints the report.
+func (o *fitOpts) run(cmd *cobra.Command, args []string) error {
+	if err := refuseExisting("fit", o.out, o.force); err != nil {
+		return err
+	}
+	cfg, err := o.config(cmd)
+	if err != nil {
+		return err
+	}
+	stop := spin(cmd, "fitting")
+	rep, art, _, err := fit.FitDatasets(args, cfg)
+	stop()
+	if err != nil {
+		return inputError("fit", err)
+	}
+	if err := art.Save(o.out); err != nil {
+		return err
+	}
+	rep.Output = o.out
+	if o.asJSON {
+		return writeJSON(cmd.OutOrStdout(), rep)
+	}
+	rep.WriteText(cmd.OutOrStdout())
+	return nil
+}
+
+// config checks the flags (bad ones exit 2) and makes the fit's
+// configuration of them: the linear-only flags select the linear form.
+func (o *fitOpts) config(cmd *cobra.Command) (fit.FitConfig, error) {
+	if o.boot < 0 || o.cv < 0 || o.cv == 1 || o.worst < 0 {
+		return fit.FitConfig{}, &exitError{code: 2, msg: fmt.Sprintf("fit: --bootstrap %d, --cv %d, --worst %d: use --bootstrap 0 or more, --cv 0 (none) or 2 or more, --worst 0 or more", o.boot, o.cv, o.worst)}
+	}
+	ts, err := fit.ResolveTerms(o.terms)
+	if err != nil {
+		return fit.FitConfig{}, inputError("fit", err)
+	}
+	if !cmd.Flags().Changed("terms") {
+		ts = nil // the default basis: terms the data cannot identify are dropped under --degenerate auto
+	}
+	linearFlags := false
+	for _, f := range []string{"terms", "solver", "relative", "degenerate"} {
+		linearFlags = linearFlags || cmd.Flags().Changed(f)
+	}
+	if !cmd.Flags().Changed("form") && linearFlags {
+		o.form = fpm.FormLinear
+	}
+	if o.form != fpm.FormLinear && linearFlags {
+		return fit.FitConfig{}, &exitError{code: 2, msg: "fit: --terms, --solver, --relative and --degenerate apply to the linear form only"}
+	}
+	if o.form != fpm.FormRecipe && (len(o.calibrate) > 0 || cmd.Flags().Changed("level")) {
+		return fit.FitConfig{}, &exitError{code: 2, msg: "fit: --calibrate and --level apply to the recipe form only"}
+	}
+	if o.calibrateHalf != 0 && len(o.calibrate) == 0 {
+		return fit.FitConfig{}, &exitError{code: 2, msg: "fit: --calibrate-half needs --calibrate DATASET"}
+	}
+	if !(o.level > 0 && o.level < 1) {
+		return fit.FitConfig{}, &exitError{code: 2, msg: fmt.Sprintf("fit: --level %v: want a coverage in (0, 1), e.g. 0.9", o.level)}
+	}
+	cfg := fit.FitConfig{
+		Load: o.sel.options(), Form: o.form,
+		Linear:    fit.Options{Terms: ts, Method: o.solver, Relative: o.relative, Degenerate: o.degenerate, Bootstrap: o.boot},
+		Recipe:    fit.RecipeOptions{Bootstrap: o.boot, Level: o.level},
+		Calibrate: o.calibrate, CalibrateHalf: o.calibrateHalf,
+		CV: o.cv, Seed: o.seed, Worst: o.worst, PlotsDir: o.plots,
+		CreatedBy: strings.Join(append([]string{"steplab"}, os.Args[1:]...), " "),
+	}
+	cfg.Load.MaxRowsPerKind, cfg.Load.SampleSeed, cfg.Load.Policy = o.maxRows, o.seed, o.policy
+	if o.maxRows < 0 {
+		return fit.FitConfig{}, &exitError{code: 2, msg: fmt.Sprintf("fit: --max-rows-per-kind %d: want 0 (every row) or a positive bound", o.maxRows)}
+	}
+	if o.cv == 1 || o.cv < 0 {
+		return fit.FitConfig{}, &exitError{code: 2, msg: fmt.Sprintf("fit: --cv %d: want 0 (none) or at least 2 folds", o.cv)}
+	}
+	return cfg, nil
 }

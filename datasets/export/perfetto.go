@@ -628,6 +628,31 @@ func (t *traceWriter) transfers(d *datasets.Dataset) error {
 }
 
 func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *PerfettoResult) error {
+	if err := t.head(d); err != nil {
+		return err
+	}
+	if err := t.steps(d, &opts, res); err != nil {
+		return err
+	}
+	if d.Has(datasets.TableTransfers) {
+		if err := t.transfers(d); err != nil {
+			return err
+		}
+	}
+	if !opts.NoRequests && d.Has(datasets.TableRequests) {
+		if err := t.requests(d, &opts, res); err != nil {
+			return err
+		}
+	}
+	res.Workers = t.order
+	_, err := t.bw.WriteString("\n]}\n")
+	res.Events = t.events
+	return err
+}
+
+// head opens the trace: the dataset's name and schema version, and the
+// process track named after it.
+func (t *traceWriter) head(d *datasets.Dataset) error {
 	name := filepath.Base(d.Dir)
 	if d.Manifest != nil && d.Manifest.Name != "" {
 		name = d.Manifest.Name
@@ -644,11 +669,13 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 	if _, err := t.bw.Write(head); err != nil {
 		return err
 	}
-	if err := t.meta("process_name", -1, "steplab "+name, 0); err != nil {
-		return err
-	}
+	return t.meta("process_name", -1, "steplab "+name, 0)
+}
 
-	// Steps.
+// steps draws every step in the window on its worker's tracks: the host
+// phases, the wait for output, the GPU time, and the request and KV
+// counters.
+func (t *traceWriter) steps(d *datasets.Dataset, opts *PerfettoOptions, res *PerfettoResult) error {
 	sc, err := datasets.Scan[perfettoStep](d, datasets.TableSteps)
 	if err != nil {
 		return err
@@ -705,70 +732,63 @@ func (t *traceWriter) run(d *datasets.Dataset, opts PerfettoOptions, res *Perfet
 		return err
 	}
 	opts.progress(datasets.TableSteps, res.Steps, true)
+	return nil
+}
 
-	if d.Has(datasets.TableTransfers) {
-		if err := t.transfers(d); err != nil {
-			return err
-		}
+// requests draws every request in the window as an async slice from
+// arrival to its end, with its first token as an instant.
+func (t *traceWriter) requests(d *datasets.Dataset, opts *PerfettoOptions, res *PerfettoResult) error {
+	rs, err := datasets.Scan[perfettoRequest](d, datasets.TableRequests)
+	if err != nil {
+		return err
 	}
-
-	// Requests.
-	if !opts.NoRequests && d.Has(datasets.TableRequests) {
-		rs, err := datasets.Scan[perfettoRequest](d, datasets.TableRequests)
+	defer rs.Close()
+	for r, err := range rs.All() {
 		if err != nil {
 			return err
 		}
-		defer rs.Close()
-		for r, err := range rs.All() {
-			if err != nil {
-				return err
-			}
-			if r.ArrivalNs < 0 {
-				continue
-			}
-			end := requestEnd(r)
-			if !opts.inWindow(r.ArrivalNs, end) {
-				continue
-			}
-			if opts.limit > 0 && res.Requests >= opts.limit {
-				break
-			}
-			label := "req " + r.ReqID
-			err := t.async('b', label, r.ReqID, r.ArrivalNs, func() {
-				t.buf = append(t.buf, `"req_id":`...)
-				t.buf = appendJSONString(t.buf, r.ReqID)
-				t.buf = append(t.buf, `,"prompt_tokens":`...)
-				t.buf = strconv.AppendInt(t.buf, r.PromptTokens, 10)
-				t.buf = append(t.buf, `,"output_tokens":`...)
-				t.buf = strconv.AppendInt(t.buf, r.OutputTokens, 10)
-				t.buf = append(t.buf, `,"first_scheduled_ns":`...)
-				t.buf = strconv.AppendInt(t.buf, r.FirstSchedNs, 10)
-				t.buf = append(t.buf, `,"num_preemptions":`...)
-				t.buf = strconv.AppendInt(t.buf, int64(r.NumPreemptions), 10)
-				t.buf = append(t.buf, `,"status":`...)
-				t.buf = appendJSONString(t.buf, r.Status)
-			})
-			if err != nil {
-				return err
-			}
-			if r.FirstTokenNs >= r.ArrivalNs && r.FirstTokenNs <= end {
-				if err := t.async('n', "first token", r.ReqID, r.FirstTokenNs, nil); err != nil {
-					return err
-				}
-			}
-			if err := t.async('e', label, r.ReqID, end, nil); err != nil {
-				return err
-			}
-			res.Requests++
-			opts.progress(datasets.TableRequests, res.Requests, false)
+		if r.ArrivalNs < 0 {
+			continue
 		}
-		if err := rs.Close(); err != nil {
+		end := requestEnd(r)
+		if !opts.inWindow(r.ArrivalNs, end) {
+			continue
+		}
+		if opts.limit > 0 && res.Requests >= opts.limit {
+			break
+		}
+		label := "req " + r.ReqID
+		err := t.async('b', label, r.ReqID, r.ArrivalNs, func() {
+			t.buf = append(t.buf, `"req_id":`...)
+			t.buf = appendJSONString(t.buf, r.ReqID)
+			t.buf = append(t.buf, `,"prompt_tokens":`...)
+			t.buf = strconv.AppendInt(t.buf, r.PromptTokens, 10)
+			t.buf = append(t.buf, `,"output_tokens":`...)
+			t.buf = strconv.AppendInt(t.buf, r.OutputTokens, 10)
+			t.buf = append(t.buf, `,"first_scheduled_ns":`...)
+			t.buf = strconv.AppendInt(t.buf, r.FirstSchedNs, 10)
+			t.buf = append(t.buf, `,"num_preemptions":`...)
+			t.buf = strconv.AppendInt(t.buf, int64(r.NumPreemptions), 10)
+			t.buf = append(t.buf, `,"status":`...)
+			t.buf = appendJSONString(t.buf, r.Status)
+		})
+		if err != nil {
 			return err
 		}
-		opts.progress(datasets.TableRequests, res.Requests, true)
+		if r.FirstTokenNs >= r.ArrivalNs && r.FirstTokenNs <= end {
+			if err := t.async('n', "first token", r.ReqID, r.FirstTokenNs, nil); err != nil {
+				return err
+			}
+		}
+		if err := t.async('e', label, r.ReqID, end, nil); err != nil {
+			return err
+		}
+		res.Requests++
+		opts.progress(datasets.TableRequests, res.Requests, false)
 	}
-	res.Workers = t.order
-	_, err = t.bw.WriteString("\n]}\n")
-	res.Events = t.events
-	return err
+	if err := rs.Close(); err != nil {
+		return err
+	}
+	opts.progress(datasets.TableRequests, res.Requests, true)
+	return nil
 }

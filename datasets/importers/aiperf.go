@@ -174,11 +174,9 @@ func runAIPerf(in *input, s *sink) error {
 			}
 		}
 	}
-	sortRequests(rows, func(rw aiperfRow) int64 { return rw.start }, s, "AIPerf writes records as they complete")
-	for _, rw := range rows {
-		if err := s.addRequest(rw.r); err != nil {
-			return err
-		}
+	if err := addSortedRequests(rows, func(rw aiperfRow) int64 { return rw.start }, func(rw aiperfRow) datasets.Request { return rw.r }, s,
+		"AIPerf writes records as they complete"); err != nil {
+		return err
 	}
 	s.detail("first_request_start_ns", strconv.FormatInt(t0, 10))
 	s.detail("workers", strconv.Itoa(len(workers)))

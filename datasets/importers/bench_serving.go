@@ -147,11 +147,9 @@ func runBenchServing(in *input, s *sink, format string) error {
 		}
 		reqs = append(reqs, req)
 	}
-	sortRequests(reqs, func(r datasets.Request) int64 { return r.ArrivalNs }, s, "the arrays are in request order")
-	for _, req := range reqs {
-		if err := s.addRequest(req); err != nil {
-			return err
-		}
+	if err := addSortedRequests(reqs, func(r datasets.Request) int64 { return r.ArrivalNs }, func(r datasets.Request) datasets.Request { return r }, s,
+		"the arrays are in request order"); err != nil {
+		return err
 	}
 
 	benchManifest(s, format, top, "trace", n)

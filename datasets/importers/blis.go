@@ -104,88 +104,17 @@ func runBLIS(in *input, s *sink) error {
 	}
 	dropped := map[string]bool{}
 	groups := map[string]int64{}
-	type row struct {
-		r                        datasets.Request
-		inject, first, last      int64
-		prefixGroup              string
-		prefixLen, suffix, total int64
-	}
-	var rows []row
+	var rows []blisRow
 	seen := map[string]int{}
 	for c.scan() {
-		// A missing optional column reads as empty (BLIS's defaults).
-		field := func(col string) string {
-			v, _, _ := c.field(col)
-			return v
+		rw, err := readBLISRow(c, seen)
+		if err != nil {
+			return err
 		}
-		num := func(col string) (int64, error) {
-			v := field(col)
-			if v == "" {
-				return 0, nil
-			}
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 0 || n > 1<<53 {
-				return 0, c.errorf("%s: %q is not a non-negative integer", col, v)
-			}
-			return n, nil
+		if _, ok := groups[rw.prefixGroup]; rw.prefixGroup != "" && !ok {
+			groups[rw.prefixGroup] = int64(len(groups))
 		}
-		var v [8]int64
-		for k, col := range []string{"prefix_length", "input_tokens", "output_tokens", "server_input_tokens",
-			"arrival_time_us", "send_time_us", "first_chunk_time_us", "last_chunk_time_us"} {
-			if v[k], err = num(col); err != nil {
-				return err
-			}
-		}
-		id := field("request_id")
-		if id == "" {
-			return c.errorf("request_id is empty")
-		}
-		if prev, dup := seen[id]; dup {
-			return c.errorf("request_id %s already used on line %d", id, prev)
-		}
-		seen[id] = c.line
-		rw := row{prefixGroup: field("prefix_group"), prefixLen: v[0], suffix: v[1], first: v[6], last: v[7],
-			r: datasets.Request{ReqID: id, OutputTokens: v[2], FirstScheduledNs: datasets.Unknown, FirstTokenNs: datasets.Unknown,
-				FinishNs: datasets.Unknown, NumPreemptions: int32(datasets.Unknown)}}
-		rw.inject = v[4]
-		if v[5] > 0 {
-			rw.inject = v[5]
-		}
-		switch {
-		case rw.prefixGroup != "":
-			rw.total = v[0] + v[1]
-			if _, ok := groups[rw.prefixGroup]; !ok {
-				groups[rw.prefixGroup] = int64(len(groups))
-			}
-		case v[3] > 0:
-			rw.total = v[3]
-		default:
-			rw.total = v[1]
-		}
-		rw.r.PromptTokens = rw.total
-		switch field("status") {
-		case "ok":
-			rw.r.Status = datasets.StatusFinished
-		case "timeout", "error":
-			rw.r.Status = datasets.StatusAborted
-		default:
-			rw.r.Status = datasets.StatusUnfinished
-		}
-		if (rw.first > 0 && rw.first < rw.inject) || (rw.last > 0 && rw.last < rw.first) {
-			return c.errorf("chunk times %d, %d are not in order after the request's injection at %d", rw.first, rw.last, rw.inject)
-		}
-		for _, col := range []string{"client_id", "tenant_id", "slo_class", "vllm_priority", "session_id", "deadline_us", "slo_target_us",
-			"image_tokens", "audio_tokens", "video_tokens", "error_message", "adapter", "think_time_us"} {
-			if x := field(col); x != "" && x != "0" {
-				dropped[col] = true
-			}
-		}
-		if x := field("round_index"); x != "" && x != "0" {
-			dropped["round_index"] = true
-		}
-		if x := field("reason_ratio"); x != "" && x != "0" && x != "0.0" {
-			dropped["reason_ratio"] = true
-		}
+		blisDropped(c, dropped)
 		rows = append(rows, rw)
 	}
 	if c.err != nil {
@@ -194,37 +123,10 @@ func runBLIS(in *input, s *sink) error {
 	if len(rows) == 0 {
 		return fmt.Errorf("%s: no requests", in.name)
 	}
-	t0 := rows[0].inject
-	for _, rw := range rows {
-		t0 = min(t0, rw.inject)
-	}
-	noLast := 0
-	for i := range rows {
-		rw := &rows[i]
-		rw.r.ArrivalNs = (rw.inject - t0) * unit
-		if rw.first > 0 {
-			rw.r.FirstTokenNs = (rw.first - t0) * unit
-		}
-		if rw.r.Status == datasets.StatusFinished {
-			if rw.last > 0 {
-				rw.r.FinishNs = (rw.last - t0) * unit
-			} else {
-				rw.r.Status = datasets.StatusUnfinished
-				noLast++
-			}
-		}
-		if rw.prefixGroup != "" {
-			g := groups[rw.prefixGroup]
-			for k := int64(0); k < rw.prefixLen/BLISHashBlockTokens; k++ {
-				rw.r.PrefixHashIDs = append(rw.r.PrefixHashIDs, g<<BLISGroupHashShift|k)
-			}
-		}
-	}
-	sortRequests(rows, func(rw row) int64 { return rw.r.ArrivalNs }, s, "BLIS writes records in request_id order")
-	for _, rw := range rows {
-		if err := s.addRequest(rw.r); err != nil {
-			return err
-		}
+	noLast := placeBLISRows(rows, groups, unit)
+	if err := addSortedRequests(rows, func(rw blisRow) int64 { return rw.r.ArrivalNs }, func(rw blisRow) datasets.Request { return rw.r }, s,
+		"BLIS writes records in request_id order"); err != nil {
+		return err
 	}
 	params := map[string]string{"format": "blis", "requests": strconv.Itoa(len(rows)), "mode": hdr.Mode}
 	if len(groups) > 0 {
@@ -246,6 +148,126 @@ func runBLIS(in *input, s *sink) error {
 		s.note("blis: %d requests with status ok but no last_chunk_time_us: status unfinished", noLast)
 	}
 	return nil
+}
+
+// blisRow is one record of a BLIS trace, its times still in the trace's
+// unit on the trace's clock.
+type blisRow struct {
+	r                        datasets.Request
+	inject, first, last      int64
+	prefixGroup              string
+	prefixLen, suffix, total int64
+}
+
+// readBLISRow reads the record c is on (request ids unique in seen): its
+// token counts, injection and chunk times and status.
+func readBLISRow(c *csvRows, seen map[string]int) (blisRow, error) {
+	field := c.optional
+	num := func(col string) (int64, error) {
+		v := field(col)
+		if v == "" {
+			return 0, nil
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > 1<<53 {
+			return 0, c.errorf("%s: %q is not a non-negative integer", col, v)
+		}
+		return n, nil
+	}
+	var v [8]int64
+	for k, col := range []string{"prefix_length", "input_tokens", "output_tokens", "server_input_tokens",
+		"arrival_time_us", "send_time_us", "first_chunk_time_us", "last_chunk_time_us"} {
+		var err error
+		if v[k], err = num(col); err != nil {
+			return blisRow{}, err
+		}
+	}
+	id := field("request_id")
+	if id == "" {
+		return blisRow{}, c.errorf("request_id is empty")
+	}
+	if prev, dup := seen[id]; dup {
+		return blisRow{}, c.errorf("request_id %s already used on line %d", id, prev)
+	}
+	seen[id] = c.line
+	rw := blisRow{prefixGroup: field("prefix_group"), prefixLen: v[0], suffix: v[1], first: v[6], last: v[7],
+		r: datasets.Request{ReqID: id, OutputTokens: v[2], FirstScheduledNs: datasets.Unknown, FirstTokenNs: datasets.Unknown,
+			FinishNs: datasets.Unknown, NumPreemptions: int32(datasets.Unknown)}}
+	rw.inject = v[4]
+	if v[5] > 0 {
+		rw.inject = v[5]
+	}
+	switch {
+	case rw.prefixGroup != "":
+		rw.total = v[0] + v[1]
+	case v[3] > 0:
+		rw.total = v[3]
+	default:
+		rw.total = v[1]
+	}
+	rw.r.PromptTokens = rw.total
+	switch field("status") {
+	case "ok":
+		rw.r.Status = datasets.StatusFinished
+	case "timeout", "error":
+		rw.r.Status = datasets.StatusAborted
+	default:
+		rw.r.Status = datasets.StatusUnfinished
+	}
+	if (rw.first > 0 && rw.first < rw.inject) || (rw.last > 0 && rw.last < rw.first) {
+		return blisRow{}, c.errorf("chunk times %d, %d are not in order after the request's injection at %d", rw.first, rw.last, rw.inject)
+	}
+	return rw, nil
+}
+
+// blisDropped adds to dropped the columns not kept that have a value other
+// than their default in the record c is on.
+func blisDropped(c *csvRows, dropped map[string]bool) {
+	field := c.optional
+	for _, col := range []string{"client_id", "tenant_id", "slo_class", "vllm_priority", "session_id", "deadline_us", "slo_target_us",
+		"image_tokens", "audio_tokens", "video_tokens", "error_message", "adapter", "think_time_us"} {
+		if x := field(col); x != "" && x != "0" {
+			dropped[col] = true
+		}
+	}
+	if x := field("round_index"); x != "" && x != "0" {
+		dropped["round_index"] = true
+	}
+	if x := field("reason_ratio"); x != "" && x != "0" && x != "0.0" {
+		dropped["reason_ratio"] = true
+	}
+}
+
+// placeBLISRows sets every row's times in ns from the earliest injection
+// and its prefix hash ids (group numbers from groups), and returns how
+// many rows of status ok have no last chunk time (made unfinished).
+func placeBLISRows(rows []blisRow, groups map[string]int64, unit int64) (noLast int) {
+	t0 := rows[0].inject
+	for _, rw := range rows {
+		t0 = min(t0, rw.inject)
+	}
+	for i := range rows {
+		rw := &rows[i]
+		rw.r.ArrivalNs = (rw.inject - t0) * unit
+		if rw.first > 0 {
+			rw.r.FirstTokenNs = (rw.first - t0) * unit
+		}
+		if rw.r.Status == datasets.StatusFinished {
+			if rw.last > 0 {
+				rw.r.FinishNs = (rw.last - t0) * unit
+			} else {
+				rw.r.Status = datasets.StatusUnfinished
+				noLast++
+			}
+		}
+		if rw.prefixGroup != "" {
+			g := groups[rw.prefixGroup]
+			for k := int64(0); k < rw.prefixLen/BLISHashBlockTokens; k++ {
+				rw.r.PrefixHashIDs = append(rw.r.PrefixHashIDs, g<<BLISGroupHashShift|k)
+			}
+		}
+	}
+	return noLast
 }
 
 // blisHeaderName is the header file BLIS writes beside a data CSV.

@@ -89,6 +89,13 @@ func (c *csvRows) field(col string) (string, bool, error) {
 	return strings.TrimSpace(c.rec[i]), true, nil
 }
 
+// optional is the value of col in the current row, empty where the header
+// has no such column or the row is too short (a format's defaults).
+func (c *csvRows) optional(col string) string {
+	v, _, _ := c.field(col)
+	return v
+}
+
 // errorf is an error located at the current row.
 func (c *csvRows) errorf(format string, args ...any) error {
 	return lineError(c.name, c.line, format, args...)

@@ -110,49 +110,77 @@ type artifact struct {
 // A partial or failed artifact is imported with what it has; its status,
 // stop reason, error, missing phases and skipped points go into the notes.
 func runDynamoArtifact(in *input, s *sink) error {
+	a, err := readArtifact(in)
+	if err != nil {
+		return err
+	}
+	reason := artifactVerdict(a)
+	counts, err := addArtifactSteps(in, a, reason, s)
+	if err != nil {
+		return err
+	}
+	artifactDetails(a, s)
+	artifactEngine(a, s)
+	artifactNotes(a, reason, counts, s)
+	return nil
+}
+
+// readArtifact reads and decodes a rank artifact, refusing anything but
+// schema_version ArtifactSchemaVersion of artifact_type "rank".
+func readArtifact(in *input) (*artifact, error) {
 	b, err := io.ReadAll(io.LimitReader(in, maxArtifactBytes+1))
 	if err != nil {
-		return fmt.Errorf("%s: %w", in.name, err)
+		return nil, fmt.Errorf("%s: %w", in.name, err)
 	}
 	if len(b) > maxArtifactBytes {
-		return fmt.Errorf("%s: larger than %d bytes; not a self-benchmark artifact", in.name, maxArtifactBytes)
+		return nil, fmt.Errorf("%s: larger than %d bytes; not a self-benchmark artifact", in.name, maxArtifactBytes)
 	}
 	where := func(err error) error { return locateJSONError(in.name, b, err) }
 	var head struct {
 		SchemaVersion json.RawMessage `json:"schema_version"`
 	}
 	if err := json.Unmarshal(b, &head); err != nil {
-		return where(err)
+		return nil, where(err)
 	}
 	if isNull(head.SchemaVersion) {
-		return fmt.Errorf("%s: no schema_version: not a Dynamo self-benchmark artifact (want schema_version %d)", in.name, ArtifactSchemaVersion)
+		return nil, fmt.Errorf("%s: no schema_version: not a Dynamo self-benchmark artifact (want schema_version %d)", in.name, ArtifactSchemaVersion)
 	}
 	if string(head.SchemaVersion) != strconv.Itoa(ArtifactSchemaVersion) {
-		return fmt.Errorf("%s: schema_version %s is not supported: this importer reads Dynamo self-benchmark artifacts with schema_version %d (Dynamo after dynamo#7779 with the rank artifact of PR11509)",
+		return nil, fmt.Errorf("%s: schema_version %s is not supported: this importer reads Dynamo self-benchmark artifacts with schema_version %d (Dynamo after dynamo#7779 with the rank artifact of PR11509)",
 			in.name, head.SchemaVersion, ArtifactSchemaVersion)
 	}
 	var a artifact
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&a); err != nil {
-		return where(err)
+		return nil, where(err)
 	}
 	if a.ArtifactType != "" && a.ArtifactType != "rank" {
-		return fmt.Errorf("%s: artifact_type %q: import the per-rank artifacts (artifact_type \"rank\"), one dataset each", in.name, a.ArtifactType)
+		return nil, fmt.Errorf("%s: artifact_type %q: import the per-rank artifacts (artifact_type \"rank\"), one dataset each", in.name, a.ArtifactType)
 	}
+	return &a, nil
+}
 
+// artifactVerdict is the invalid_reason of every row when the artifact as
+// a whole is not valid or not timing_valid, "" when it is.
+func artifactVerdict(a *artifact) string {
 	valid := a.Valid == nil || *a.Valid
 	timingValid := a.TimingValid == nil || *a.TimingValid
-	artifactReason := ""
 	switch {
 	case !valid:
-		artifactReason = "artifact_invalid"
 		if a.Status != "" {
-			artifactReason += ":" + a.Status
+			return "artifact_invalid:" + a.Status
 		}
+		return "artifact_invalid"
 	case !timingValid:
-		artifactReason = "timing_invalid"
+		return "timing_invalid"
 	}
+	return ""
+}
 
+// addArtifactSteps adds one steps row per FPM of results[].fpms, judging
+// each against its point (artifactReason, when set, overrides), and
+// returns how many rows carry each invalid_reason.
+func addArtifactSteps(in *input, a *artifact, artifactReason string, s *sink) (map[string]int, error) {
 	var rank int64 = -1
 	if a.DP != nil && a.DP.Rank != nil {
 		rank = *a.DP.Rank
@@ -163,11 +191,11 @@ func runDynamoArtifact(in *input, s *sink) error {
 	for i, r := range a.Results {
 		at := fmt.Sprintf("results[%d]", i)
 		if r.Point == nil {
-			return fmt.Errorf("%s: %s: no point", in.name, at)
+			return nil, fmt.Errorf("%s: %s: no point", in.name, at)
 		}
 		p := r.Point
 		if err := p.check(); err != nil {
-			return fmt.Errorf("%s: %s.point: %v", in.name, at, err)
+			return nil, fmt.Errorf("%s: %s.point: %v", in.name, at, err)
 		}
 		for j, f := range r.FPMs {
 			fat := fmt.Sprintf("%s.fpms[%d]", at, j)
@@ -175,7 +203,7 @@ func runDynamoArtifact(in *input, s *sink) error {
 				f.Version = FPMVersion // artifacts of the first FPM schema had no version
 			}
 			if err := f.Validate(); err != nil {
-				return fmt.Errorf("%s: %s: %v", in.name, fat, err)
+				return nil, fmt.Errorf("%s: %s: %v", in.name, fat, err)
 			}
 			st := f.Step()
 			st.StepID = stepID
@@ -217,12 +245,17 @@ func runDynamoArtifact(in *input, s *sink) error {
 				cumWall += st.WallTimeNs
 			}
 			if err := s.addStep(st, cumWall); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
+	return counts, nil
+}
 
-	// Provenance.
+// artifactDetails records the artifact's identity, verdicts, data-parallel
+// rank, timing, CUDA-graph settings and batch-size limits in the source
+// details, and its start time and capture sizes in the manifest.
+func artifactDetails(a *artifact, s *sink) {
 	m := &s.m
 	det := func(k string, v string) {
 		if v != "" {
@@ -277,6 +310,21 @@ func runDynamoArtifact(in *input, s *sink) error {
 		}
 	}
 	if l := a.Limits; l != nil {
+		if l.FeasibleMaxBatchSize != nil {
+			det("feasible_max_batch_size", strconv.FormatInt(*l.FeasibleMaxBatchSize, 10))
+		}
+		if l.ConfiguredMaxBatchSize != nil {
+			det("configured_max_batch_size", strconv.FormatInt(*l.ConfiguredMaxBatchSize, 10))
+		}
+	}
+}
+
+// artifactEngine records the engine of the artifact's limits, its
+// measurement policy (the pre-steady-state one when absent, noted) and the
+// workload in the manifest.
+func artifactEngine(a *artifact, s *sink) {
+	m := &s.m
+	if l := a.Limits; l != nil {
 		eng := &datasets.EngineConfig{}
 		set := func(dst *int, v *int64) {
 			if v != nil && *v >= 0 && *v <= math.MaxInt32 {
@@ -289,12 +337,6 @@ func runDynamoArtifact(in *input, s *sink) error {
 		set(&eng.BlockSize, l.BlockSize)
 		set(&eng.NumGPUBlocks, l.NumGPUBlocks)
 		m.Engine = eng
-		if l.FeasibleMaxBatchSize != nil {
-			det("feasible_max_batch_size", strconv.FormatInt(*l.FeasibleMaxBatchSize, 10))
-		}
-		if l.ConfiguredMaxBatchSize != nil {
-			det("configured_max_batch_size", strconv.FormatInt(*l.ConfiguredMaxBatchSize, 10))
-		}
 		s.note("engine: from the artifact's limits (max_num_seqs = max_num_running_reqs, max_num_batched_tokens = max_num_scheduled_tokens); prefix caching, chunked prefill and async scheduling are not recorded there")
 	}
 	if mp := a.MeasurementPolicy; mp != nil {
@@ -307,7 +349,11 @@ func runDynamoArtifact(in *input, s *sink) error {
 	if mode := rawText(a.Config["mode"]); mode != "" {
 		m.Workload.Params["mode"] = mode
 	}
+}
 
+// artifactNotes says what a partial artifact lacks and why rows are
+// invalid: status, stop reason, error, missing and skipped points.
+func artifactNotes(a *artifact, artifactReason string, counts map[string]int, s *sink) {
 	s.note("dynamo-fpm-artifact: one row per FPM of results[].fpms; step_id = row index; benchmark_id and sample_reason from the point; wall_time_ns from wall_time (s); other timing windows unknown (-1)")
 	if a.Status != "" && a.Status != "complete" {
 		s.note("artifact status %s: the benchmark did not finish; rows are what it measured before stopping", a.Status)
@@ -353,7 +399,6 @@ func runDynamoArtifact(in *input, s *sink) error {
 	if len(a.IterationGroups) > 0 {
 		s.note("%d iteration_groups (cross-rank max wall time) not imported: import each rank's artifact", len(a.IterationGroups))
 	}
-	return nil
 }
 
 func (p *artifactPoint) check() error {

@@ -538,10 +538,10 @@ func secondsToNs(s float64) (int64, bool) {
 	return int64(math.Round(s * 1e9)), true
 }
 
-// sortRequests sorts rows stably by arrival (key) and notes how many came
-// earlier than the row before them in the source, and why the source is
-// out of order.
-func sortRequests[T any](rows []T, key func(T) int64, s *sink, why string) {
+// addSortedRequests adds the requests of rows (req) to the requests table,
+// sorted stably by arrival (key), and notes how many came earlier than the
+// row before them in the source, and why the source is out of order.
+func addSortedRequests[T any](rows []T, key func(T) int64, req func(T) datasets.Request, s *sink, why string) error {
 	reordered := 0
 	for i := 1; i < len(rows); i++ {
 		if key(rows[i]) < key(rows[i-1]) {
@@ -552,6 +552,12 @@ func sortRequests[T any](rows []T, key func(T) int64, s *sink, why string) {
 	if reordered > 0 {
 		s.note("rows sorted by arrival_ns: %d rows of the source arrived before the row above them (%s)", reordered, why)
 	}
+	for _, rw := range rows {
+		if err := s.addRequest(req(rw)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -85,19 +85,45 @@ func runVLLMRequests(in *input, s *sink) error {
 	if metaErr != nil {
 		return metaErr
 	}
-	type row struct {
-		r    datasets.Request
-		raw  [4]float64
-		have [4]bool
-		// arrival is arrival_time (wall clock), when the line has one.
-		arrival     float64
-		haveArrival bool
-		line        int
+	rows, err := readVLLMRows(in)
+	if err != nil {
+		return err
 	}
-	var rows []row
+	clk, queued, err := placeVLLMRows(in, rows)
+	if err != nil {
+		return err
+	}
+	if err := addSortedRequests(rows, func(rw vllmRow) int64 { return rw.r.ArrivalNs }, func(rw vllmRow) datasets.Request { return rw.r }, s,
+		"arrival order differs from the file's: data-parallel engines queue independently"); err != nil {
+		return err
+	}
+	if err := readVLLMTimeseries(in, s, queued, meta); err != nil {
+		return err
+	}
+	vllmRequestsProvenance(s, meta, clk, rows)
+	return nil
+}
+
+// vllmRow is one line of requests.jsonl: the request, its four event times
+// in engine-clock seconds (queued, scheduled, first token, last token) and
+// which of them it has.
+type vllmRow struct {
+	r    datasets.Request
+	raw  [4]float64
+	have [4]bool
+	// arrival is arrival_time (wall clock), when the line has one.
+	arrival     float64
+	haveArrival bool
+	line        int
+}
+
+// vllmEventNames are the fields of vllmRow.raw, in order.
+var vllmEventNames = [4]string{"queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"}
+
+// readVLLMRows reads requests.jsonl: one row per line, request ids unique.
+func readVLLMRows(in *input) ([]vllmRow, error) {
+	var rows []vllmRow
 	seen := map[string]int{}
-	var firstArrival float64
-	haveArrival := false
 	lr := newLineReader(in)
 	for {
 		line, lineNo, err := lr.next()
@@ -105,110 +131,141 @@ func runVLLMRequests(in *input, s *sink) error {
 			break
 		}
 		if err != nil {
-			return lineError(in.name, lineNo, "%v", err)
+			return nil, lineError(in.name, lineNo, "%v", err)
 		}
 		var rec vllmRecord
 		if err := decodeJSONLine(line, &rec); err != nil {
-			return lineError(in.name, lineNo, "%v", err)
+			return nil, lineError(in.name, lineNo, "%v", err)
 		}
 		id, err := rawID(rec.RequestID)
 		if err != nil {
-			return lineError(in.name, lineNo, "request_id: %v", err)
+			return nil, lineError(in.name, lineNo, "request_id: %v", err)
 		}
 		if prev, dup := seen[id]; dup {
-			return lineError(in.name, lineNo, "request_id: %q already used on line %d", id, prev)
+			return nil, lineError(in.name, lineNo, "request_id: %q already used on line %d", id, prev)
 		}
 		seen[id] = lineNo
-		var tok [2]int64
-		for k, f := range []struct {
-			name string
-			raw  json.RawMessage
-		}{{"input_toks", rec.InputToks}, {"output_toks", rec.OutputToks}} {
-			if isNull(f.raw) {
-				return lineError(in.name, lineNo, "missing field %s", f.name)
-			}
-			if tok[k], err = parseCount(string(f.raw)); err != nil {
-				return lineError(in.name, lineNo, "%s: %v", f.name, err)
-			}
-		}
-		rw := row{line: lineNo, r: datasets.Request{ReqID: id, PromptTokens: tok[0], OutputTokens: tok[1]}}
-		if !isNull(rec.ArrivalTime) {
-			a, err := strconv.ParseFloat(string(rec.ArrivalTime), 64)
-			if _, ok := secondsToNs(a); err != nil || !ok {
-				return lineError(in.name, lineNo, "arrival_time: %s is not a number of seconds", rec.ArrivalTime)
-			}
-			if !haveArrival || a < firstArrival {
-				firstArrival, haveArrival = a, true
-			}
-			rw.arrival, rw.haveArrival = a, true
-		}
-		names := [4]string{"queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts"}
-		for k, raw := range [4]json.RawMessage{rec.QueuedTS, rec.ScheduledTS, rec.FirstTokenTS, rec.LastTokenTS} {
-			if isNull(raw) {
-				if k == 0 {
-					return lineError(in.name, lineNo, "missing field queued_ts (the arrival time on the engine clock)")
-				}
-				continue
-			}
-			v, err := strconv.ParseFloat(string(raw), 64)
-			if _, ok := secondsToNs(v); err != nil || !ok {
-				return lineError(in.name, lineNo, "%s: %s is not a number of seconds", names[k], raw)
-			}
-			rw.raw[k], rw.have[k] = v, true
-		}
-		last := 0
-		for k := 1; k < 4; k++ {
-			if !rw.have[k] {
-				continue
-			}
-			if rw.raw[k] < rw.raw[last] {
-				return lineError(in.name, lineNo, "%s %.6f is earlier than %s %.6f", names[k], rw.raw[k], names[last], rw.raw[last])
-			}
-			last = k
+		rw, err := newVLLMRow(&rec, id, lineNo)
+		if err != nil {
+			return nil, lineError(in.name, lineNo, "%v", err)
 		}
 		rows = append(rows, rw)
 	}
 	if len(rows) == 0 {
-		return fmt.Errorf("%s: no requests", in.name)
+		return nil, fmt.Errorf("%s: no requests", in.name)
 	}
-	// The wall clock onto the engine clock: the smallest queued − arrival.
-	offset, mapped := math.Inf(1), 0
-	for _, rw := range rows {
-		if rw.haveArrival {
-			offset = min(offset, rw.raw[0]-rw.arrival)
-			mapped++
+	return rows, nil
+}
+
+// newVLLMRow checks one record's token counts and event times (queued <=
+// scheduled <= first token <= last token) and keeps them as a row.
+func newVLLMRow(rec *vllmRecord, id string, lineNo int) (vllmRow, error) {
+	var tok [2]int64
+	var err error
+	for k, f := range []struct {
+		name string
+		raw  json.RawMessage
+	}{{"input_toks", rec.InputToks}, {"output_toks", rec.OutputToks}} {
+		if isNull(f.raw) {
+			return vllmRow{}, fmt.Errorf("missing field %s", f.name)
+		}
+		if tok[k], err = parseCount(string(f.raw)); err != nil {
+			return vllmRow{}, fmt.Errorf("%s: %v", f.name, err)
 		}
 	}
-	arrival := func(rw *row) float64 {
+	rw := vllmRow{line: lineNo, r: datasets.Request{ReqID: id, PromptTokens: tok[0], OutputTokens: tok[1]}}
+	if !isNull(rec.ArrivalTime) {
+		a, err := strconv.ParseFloat(string(rec.ArrivalTime), 64)
+		if _, ok := secondsToNs(a); err != nil || !ok {
+			return vllmRow{}, fmt.Errorf("arrival_time: %s is not a number of seconds", rec.ArrivalTime)
+		}
+		rw.arrival, rw.haveArrival = a, true
+	}
+	for k, raw := range [4]json.RawMessage{rec.QueuedTS, rec.ScheduledTS, rec.FirstTokenTS, rec.LastTokenTS} {
+		if isNull(raw) {
+			if k == 0 {
+				return vllmRow{}, errors.New("missing field queued_ts (the arrival time on the engine clock)")
+			}
+			continue
+		}
+		v, err := strconv.ParseFloat(string(raw), 64)
+		if _, ok := secondsToNs(v); err != nil || !ok {
+			return vllmRow{}, fmt.Errorf("%s: %s is not a number of seconds", vllmEventNames[k], raw)
+		}
+		rw.raw[k], rw.have[k] = v, true
+	}
+	last := 0
+	for k := 1; k < 4; k++ {
+		if !rw.have[k] {
+			continue
+		}
+		if rw.raw[k] < rw.raw[last] {
+			return vllmRow{}, fmt.Errorf("%s %.6f is earlier than %s %.6f", vllmEventNames[k], rw.raw[k], vllmEventNames[last], rw.raw[last])
+		}
+		last = k
+	}
+	return rw, nil
+}
+
+// vllmClock is how a run's two clocks were put on one: the client's wall
+// clock onto the engine's monotonic one.
+type vllmClock struct {
+	// t0 is the earliest arrival on the engine clock, the time origin.
+	t0 float64
+	// offset is the smallest queued_ts − arrival_time; mapped counts the
+	// rows with an arrival_time, firstArrival the earliest of them.
+	offset       float64
+	mapped       int
+	firstArrival float64
+	// waits are the mapped rows' queued_ts − arrival, sorted.
+	waits []float64
+}
+
+// placeVLLMRows maps arrival_time onto the engine clock, sets every row's
+// times in ns from t0 and its status, and returns the requests as the
+// engine queued them (arrival = queued_ts), for the time series.
+func placeVLLMRows(in *input, rows []vllmRow) (vllmClock, []datasets.Request, error) {
+	// The wall clock onto the engine clock: the smallest queued − arrival.
+	clk := vllmClock{offset: math.Inf(1)}
+	for _, rw := range rows {
 		if rw.haveArrival {
-			return rw.arrival + offset
+			if clk.mapped == 0 || rw.arrival < clk.firstArrival {
+				clk.firstArrival = rw.arrival
+			}
+			clk.offset = min(clk.offset, rw.raw[0]-rw.arrival)
+			clk.mapped++
+		}
+	}
+	arrival := func(rw *vllmRow) float64 {
+		if rw.haveArrival {
+			return rw.arrival + clk.offset
 		}
 		return rw.raw[0]
 	}
-	t0 := arrival(&rows[0])
+	clk.t0 = arrival(&rows[0])
 	for i := range rows {
-		t0 = min(t0, arrival(&rows[i]))
+		clk.t0 = min(clk.t0, arrival(&rows[i]))
 	}
-	waits := make([]float64, 0, mapped)
-	queued := make([]datasets.Request, len(rows)) // the requests as the engine queued them, for the time series
+	clk.waits = make([]float64, 0, clk.mapped)
+	queued := make([]datasets.Request, len(rows))
 	for i := range rows {
 		rw := &rows[i]
 		ns := [4]int64{datasets.Unknown, datasets.Unknown, datasets.Unknown, datasets.Unknown}
 		for k := range ns {
 			if rw.have[k] {
-				v, ok := secondsToNs(rw.raw[k] - t0)
+				v, ok := secondsToNs(rw.raw[k] - clk.t0)
 				if !ok {
-					return lineError(in.name, rw.line, "times span more than 9e9 s")
+					return clk, nil, lineError(in.name, rw.line, "times span more than 9e9 s")
 				}
 				ns[k] = v
 			}
 		}
-		a, ok := secondsToNs(arrival(rw) - t0)
+		a, ok := secondsToNs(arrival(rw) - clk.t0)
 		if !ok {
-			return lineError(in.name, rw.line, "arrival_time is more than 9e9 s from queued_ts")
+			return clk, nil, lineError(in.name, rw.line, "arrival_time is more than 9e9 s from queued_ts")
 		}
 		if rw.haveArrival {
-			waits = append(waits, rw.raw[0]-arrival(rw))
+			clk.waits = append(clk.waits, rw.raw[0]-arrival(rw))
 		}
 		rw.r.ArrivalNs, rw.r.FirstScheduledNs, rw.r.FirstTokenNs, rw.r.FinishNs = min(a, ns[0]), ns[1], ns[2], ns[3]
 		rw.r.NumPreemptions = int32(datasets.Unknown)
@@ -219,44 +276,43 @@ func runVLLMRequests(in *input, s *sink) error {
 		queued[i] = rw.r
 		queued[i].ArrivalNs = ns[0]
 	}
-	sortRequests(rows, func(rw row) int64 { return rw.r.ArrivalNs }, s, "arrival order differs from the file's: data-parallel engines queue independently")
-	unfinished := 0
+	sort.Float64s(clk.waits)
+	return clk, queued, nil
+}
+
+// vllmRequestsProvenance records the clock mapping and the workload in the
+// manifest and notes what the rows lack.
+func vllmRequestsProvenance(s *sink, meta *vllmMeta, clk vllmClock, rows []vllmRow) {
+	requests, unfinished := len(rows), 0
 	for _, rw := range rows {
 		if rw.r.Status != datasets.StatusFinished {
 			unfinished++
 		}
-		if err := s.addRequest(rw.r); err != nil {
-			return err
-		}
 	}
-	if err := readVLLMTimeseries(in, s, queued, meta); err != nil {
-		return err
-	}
-
-	s.detail("t0_monotonic_s", strconv.FormatFloat(t0, 'f', 9, 64))
+	s.detail("t0_monotonic_s", strconv.FormatFloat(clk.t0, 'f', 9, 64))
 	s.note("vllm-requests: first_scheduled_ns = scheduled_ts; first_token_ns = first_token_ts; finish_ns = last_token_ts; on the engine's monotonic clock relative to the earliest arrival; num_preemptions not recorded (-1)")
 	switch {
-	case mapped == 0:
+	case clk.mapped == 0:
 		s.detail("clock", "engine monotonic: arrival_ns = queued_ts (no arrival_time)")
 		s.note("vllm-requests: no arrival_time: arrival_ns = queued_ts, so the wait before the engine loop picked a request up (up to a step) is missing from TTFT")
 	default:
-		s.detail("first_arrival_unix", strconv.FormatFloat(firstArrival, 'f', 6, 64))
-		s.detail("arrival_offset_s", strconv.FormatFloat(offset, 'f', 6, 64))
+		s.detail("first_arrival_unix", strconv.FormatFloat(clk.firstArrival, 'f', 6, 64))
+		s.detail("arrival_offset_s", strconv.FormatFloat(clk.offset, 'f', 6, 64))
 		s.detail("clock", "engine monotonic; arrival_ns = arrival_time (client wall clock) + arrival_offset_s")
-		sort.Float64s(waits)
+		waits := clk.waits
 		s.note("vllm-requests: arrival_ns = arrival_time mapped onto the engine clock by the smallest queued_ts - arrival_time of the run (%.6f s): the wait until the engine loop queued a request counts in its TTFT (median %.1f ms, max %.1f ms)",
-			offset, 1e3*waits[len(waits)/2], 1e3*waits[len(waits)-1])
-		if n := len(rows) - mapped; n > 0 {
+			clk.offset, 1e3*waits[len(waits)/2], 1e3*waits[len(waits)-1])
+		if n := requests - clk.mapped; n > 0 {
 			s.note("vllm-requests: %d requests have no arrival_time: arrival_ns = their queued_ts", n)
 		}
 	}
 	if unfinished > 0 {
 		s.note("%d requests have no last_token_ts: status unfinished", unfinished)
 	}
-	if meta != nil && meta.NumRequests != nil && *meta.NumRequests != len(rows) {
-		s.note("meta.json says num_requests=%d, requests.jsonl has %d", *meta.NumRequests, len(rows))
+	if meta != nil && meta.NumRequests != nil && *meta.NumRequests != requests {
+		s.note("meta.json says num_requests=%d, requests.jsonl has %d", *meta.NumRequests, requests)
 	}
-	s.m.Workload = &datasets.Workload{Kind: "trace", Params: map[string]string{"format": "vllm-requests", "requests": strconv.Itoa(len(rows))}}
+	s.m.Workload = &datasets.Workload{Kind: "trace", Params: map[string]string{"format": "vllm-requests", "requests": strconv.Itoa(requests)}}
 	if meta != nil {
 		if meta.DatasetPath != "" {
 			s.m.Workload.Params["dataset_path"] = meta.DatasetPath
@@ -270,7 +326,6 @@ func runVLLMRequests(in *input, s *sink) error {
 			}
 		}
 	}
-	return nil
 }
 
 func rawID(raw json.RawMessage) (string, error) {
