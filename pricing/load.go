@@ -29,13 +29,13 @@ func Load(path string) (fpm.FPM, *fpm.Artifact, error) {
 	a, err := fpm.ReadArtifact(path)
 	if err != nil {
 		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
-			return nil, nil, fmt.Errorf("fpm: %w", err)
+			return nil, nil, err // it names the file; callers name the key
 		}
-		return nil, nil, fmt.Errorf("fpm: load %s: %w", path, err)
+		return nil, nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	m, err := Model(a)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fpm: load %s: %w", path, err)
+		return nil, nil, fmt.Errorf("load %s: %w", path, err)
 	}
 	return m, a, nil
 }

@@ -168,7 +168,7 @@ func TestReportSubsetsAndErrors(t *testing.T) {
 	// A missing model or an unreadable dataset is an error, not a note.
 	missing := filepath.Join(t.TempDir(), "missing.json")
 	_, err = Write(&buf, Options{Paths: []string{steady}, Model: missing})
-	require.ErrorContains(t, err, "fpm: open "+missing)
+	require.ErrorContains(t, err, "open "+missing)
 	broken := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(broken, "manifest.json"), []byte("{not json"), 0o644))
 	_, err = Write(&buf, Options{Paths: []string{broken}})
