@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -14,13 +13,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/rewrite"
 	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/workload"
 )
-
-var rewrite = flag.Bool("rewrite", false, "rewrite the golden files under testdata/")
 
 // autoscaleScenario is a tiny model behind least_requests whose pool a
 // scans with a planner every 200 ms of simulated time.
@@ -221,7 +219,7 @@ func TestAutoscaleGolden(t *testing.T) {
 	got, err := json.MarshalIndent(res.Service, "", "  ")
 	require.NoError(t, err)
 	golden := filepath.Join("testdata", "autoscale-golden.json")
-	if *rewrite {
+	if rewrite.Requested() {
 		require.NoError(t, os.WriteFile(golden, append(got, '\n'), 0o644))
 	}
 	want, err := os.ReadFile(golden)
