@@ -46,7 +46,7 @@ type fitOpts struct {
 	cv, boot, worst, calibrateHalf, maxRows             int
 	seed                                                uint64
 	level                                               float64
-	relative, asJSON, force                             bool
+	relative, asJSON, force, experts                    bool
 }
 
 func newFitCmd() *cobra.Command {
@@ -131,6 +131,7 @@ func (o *fitOpts) flags(cmd *cobra.Command) {
 	cmd.Flags().StringSliceVar(&o.calibrate, "calibrate", nil, "datasets whose steps calibrate the recipe's interval residuals (comma-separated or repeated)")
 	cmd.Flags().IntVar(&o.calibrateHalf, "calibrate-half", 0, "calibrate on half 1 or 2 of the calibration rows only (evaluate on the other with --half)")
 	cmd.Flags().Float64Var(&o.level, "level", fpm.DefaultLevel, "nominal coverage of the recipe's prediction intervals")
+	cmd.Flags().BoolVar(&o.experts, "experts-reached", false, "recipe: price a mixture of experts' decode steps by the experts their tokens reach (from the manifests' routing; docs/fitting.md#mixtures-of-experts)")
 	cmd.Flags().StringVar(&o.terms, "terms", "default", "linear terms: default, decode, or a comma-separated list")
 	cmd.Flags().StringVar(&o.solver, "solver", fit.MethodNNLS, "solver: nnls, huber-nn, huber or ols")
 	cmd.Flags().BoolVar(&o.relative, "relative", false, "minimise relative rather than absolute error (weights 1/y²)")
@@ -195,8 +196,8 @@ func (o *fitOpts) config(cmd *cobra.Command) (fit.FitConfig, error) {
 	if o.form != fpm.FormLinear && linearFlags {
 		return fit.FitConfig{}, &exitError{code: 2, msg: "fit: --terms, --solver, --relative and --degenerate apply to the linear form only"}
 	}
-	if o.form != fpm.FormRecipe && (len(o.calibrate) > 0 || cmd.Flags().Changed("level")) {
-		return fit.FitConfig{}, &exitError{code: 2, msg: "fit: --calibrate and --level apply to the recipe form only"}
+	if o.form != fpm.FormRecipe && (len(o.calibrate) > 0 || cmd.Flags().Changed("level") || o.experts) {
+		return fit.FitConfig{}, &exitError{code: 2, msg: "fit: --calibrate, --level and --experts-reached apply to the recipe form only"}
 	}
 	if o.calibrateHalf != 0 && len(o.calibrate) == 0 {
 		return fit.FitConfig{}, &exitError{code: 2, msg: "fit: --calibrate-half needs --calibrate DATASET"}
@@ -213,6 +214,9 @@ func (o *fitOpts) config(cmd *cobra.Command) (fit.FitConfig, error) {
 		CreatedBy: strings.Join(append([]string{"steplab"}, os.Args[1:]...), " "),
 	}
 	cfg.Load.MaxRowsPerKind, cfg.Load.SampleSeed, cfg.Load.Policy = o.maxRows, o.seed, o.policy
+	if o.experts {
+		cfg.Recipe.Kinds = fit.ExpertsKindSpecs()
+	}
 	if o.maxRows < 0 {
 		return fit.FitConfig{}, &exitError{code: 2, msg: fmt.Sprintf("fit: --max-rows-per-kind %d: want 0 (every row) or a positive bound", o.maxRows)}
 	}
