@@ -17,7 +17,7 @@ import (
 // would be 0600. Missing parent directories are created, as a dataset's
 // directory is, so that `-o out/x.json` works in a fresh clone.
 func WriteAtomic(path string, write func(io.Writer) error) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	if err := inflight.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
 	// The temporary name carries the PID, so that the next run into path

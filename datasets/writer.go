@@ -95,7 +95,7 @@ func Create(dir string, m Manifest, opts CreateOptions) (*Writer, error) {
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := inflight.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	m.SchemaVersion = SchemaVersion
@@ -402,7 +402,7 @@ func NewTableWriter[T any](w *Writer, table string, opts TableOptions) (*TableWr
 	w.open[table] = true
 	w.tables[table] = t
 	w.mu.Unlock()
-	if err := os.MkdirAll(TableDir(w.dir, table), 0o755); err != nil {
+	if err := inflight.MkdirAll(TableDir(w.dir, table), 0o755); err != nil {
 		return nil, err
 	}
 	return t, nil

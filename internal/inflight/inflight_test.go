@@ -32,5 +32,11 @@ func TestStop(t *testing.T) {
 
 	_, err = Create(filepath.Join(dir, "c.tmp"))
 	require.ErrorIs(t, err, ErrStopped)
-	assert.NoFileExists(t, filepath.Join(dir, "c.tmp"), "a file created after Stop is removed at once")
+	assert.NoFileExists(t, filepath.Join(dir, "c.tmp"), "no file is created after Stop")
+	_, err = CreateTemp(dir, ".d.tmp-*")
+	require.ErrorIs(t, err, ErrStopped)
+	// A writer still at work cannot recreate the staging directory Stop
+	// removed (a table's folder inside it).
+	require.ErrorIs(t, MkdirAll(filepath.Join(staging, "steps"), 0o755), ErrStopped)
+	assert.NoDirExists(t, staging)
 }
