@@ -43,16 +43,29 @@ live). Idle heartbeats are skipped and counted.`,
 		example: `  steplab import dynamo-fpm datasets/importers/testdata/fpm_stream.msgpack -o out/import-dynamo-fpm --json`,
 	},
 	"vllm-bench": {
-		long: `A vllm bench serve --save-result result JSON. With --save-detailed it has
-per-request arrays (input_lens, output_lens, ttfts, itls, latencies,
-start_times, queue_times, errors): one row each, arrival = start − queue
-time. Without it the file is a summary: it is imported as one (no rows; the
-run's figures in the manifest's source.detail) and the command says so.
-The file names the model (model_id) but not the GPU: give --hardware (and
---model where model_id is a local path) to replay it.`,
+		long: `A vllm bench serve --save-result result JSON (the older
+benchmarks/benchmark_serving.py --save-result writes the same). With
+--save-detailed it has per-request arrays (input_lens, output_lens, ttfts,
+itls, latencies, start_times, queue_times, errors): one row each, arrival =
+start − queue time. Without it the file is a summary (request lengths
+without times, as InferenceX's adaptation keeps them, included): it is
+imported as one (no rows; the run's figures in the manifest's
+source.detail), the command says so, and it cannot be replayed. The file
+names the model (model_id) but not the GPU: give --hardware (and --model
+where model_id is a local path) to replay it.
+
+The first example is constructed in the writer's shape (no detailed result
+under a licence that allows copying one was found); the others are real
+summaries (datasets/importers/testdata/bench-serving/*/ATTRIBUTION.md).`,
 		example: `  steplab import vllm-bench datasets/importers/testdata/bench-serving/vllm_bench_serve.json -o out/import-vllm-bench \
       --hardware H100 --model meta-llama/Llama-3.1-8B-Instruct --engine vllm@0.19.0
-  steplab replay requests roofline out/import-vllm-bench -o out/replay-vllm-bench`,
+  steplab replay requests roofline out/import-vllm-bench -o out/replay-vllm-bench
+  # Llama-3.1-8B-Instruct on H100s, without --save-detailed
+  steplab import vllm-bench datasets/importers/testdata/bench-serving/llm-d-benchmark-h100/benchmark_2025-05-13_04-55-27.json \
+      -o out/import-vllm-bench-summary --hardware H100 --engine vllm
+  # request lengths, no times
+  steplab import vllm-bench datasets/importers/testdata/bench-serving/inferencex-glm-5.2/sglang_fp4_mtp_tp4_conc1_isl8192_osl1024.json \
+      -o out/import-vllm-bench-lengths`,
 	},
 	"sglang-bench": {
 		long: `A python -m sglang.bench_serving --output-file result, one run per line.
@@ -60,13 +73,19 @@ With --output-details the run has per-request arrays (input_lens,
 output_lens, ttfts, itls, errors) but no start times: with request_rate inf
 every request arrives at 0, with a finite rate request i at i / rate (noted).
 Without --output-details the line is a summary: it is imported as one (no
-rows; the run's figures in the manifest's source.detail) and the command
-says so. A file of several appended runs is refused: split it.`,
+rows; the run's figures in the manifest's source.detail), the command says
+so, and it cannot be replayed. SGLang appends each run to the file; a file
+of several runs is refused: split it (sed -n 2p F > run2.jsonl).
+
+The first example is constructed in the writer's shape (no detailed result
+under a licence that allows copying one was found); the second is a real
+summary (datasets/importers/testdata/bench-serving/*/ATTRIBUTION.md).`,
 		example: `  steplab import sglang-bench datasets/importers/testdata/bench-serving/sglang_bench_serving.jsonl -o out/import-sglang-bench \
       --hardware H100 --model Llama-3.1-8B --engine sglang
   steplab replay requests roofline out/import-sglang-bench -o out/replay-sglang-bench
-  steplab import sglang-bench datasets/importers/testdata/bench-serving/sglang_bench_serving_summary.jsonl \
-      -o out/import-sglang-summary`,
+  # DeepSeek-V2 on 8 H200s, without --output-details
+  steplab import sglang-bench datasets/importers/testdata/bench-serving/h200-benchmarks-sglang/deepseek_dp_mla_output.jsonl \
+      -o out/import-sglang-summary --hardware H200 --engine sglang`,
 	},
 	"aiperf": {
 		long: `An AIPerf profile_export.jsonl, one record per request, in either schema

@@ -36,7 +36,9 @@ func TestImportReplayHints(t *testing.T) {
 	tests := []struct {
 		name, format, src, says string
 	}{
-		{"summary", "sglang-bench", "bench-serving/sglang_bench_serving_summary.jsonl", "holds the summary of a benchmark run, no requests to replay: re-run the benchmark with its per-request output"},
+		{"summary", "sglang-bench", "bench-serving/h200-benchmarks-sglang/deepseek_dp_mla_output.jsonl", "holds the summary of a benchmark run, no requests to replay: re-run the benchmark with its per-request output"},
+		{"lengths without times", "vllm-bench", "bench-serving/inferencex-glm-5.2/sglang_fp4_mtp_tp4_conc1_isl8192_osl1024.json", "holds the summary of a benchmark run, no requests to replay: re-run the benchmark with its per-request output"},
+		{"detailed without a gpu", "vllm-bench", "bench-serving/vllm_bench_serve.json", "was imported from a file that does not say what ran: import it again with --hardware GPU --model MODEL (steplab import vllm-bench --help)"},
 		{"no gpu", "aiperf", "aiperf/profile_export.jsonl", "was imported from a file that does not say what ran: import it again with --hardware GPU --model MODEL (steplab import aiperf --help)"},
 	}
 	for _, tt := range tests {

@@ -27,6 +27,9 @@ import (
 //     label, model_id, tokenizer_id, num_prompts, request_rate ("inf" or a
 //     number), burstiness, max_concurrency, duration, completed, failed and
 //     the latency statistics. --append-result appends a run to a file.
+//     Without --save-detailed the per-request arrays are left out (the older
+//     benchmarks/benchmark_serving.py is the same writer; InferenceX's
+//     adaptation of it keeps input_lens and output_lens).
 //   - SGLang, `python -m sglang.bench_serving --output-file F --output-details`
 //     (python/sglang/bench_serving.py, read at 0033168f, and the format
 //     described in docs/developer_guide/bench_serving.md at 0229689b):
@@ -98,7 +101,9 @@ func runBenchServing(in *input, s *sink, format string) error {
 		return fmt.Errorf("%s: %d benchmark runs appended in one file; steplab imports one run: split the file (one JSON object per run) and import each, e.g. `sed -n 2p %s > run2.json`",
 			in.name, runs, in.name)
 	}
-	if isNull(top["input_lens"]) {
+	// The per-request times make a detailed result; input_lens alone do
+	// not (a vLLM-derived writer keeps them without --save-detailed).
+	if isNull(top["ttfts"]) {
 		return benchSummary(in, s, format, top)
 	}
 	r, err := parseBenchRun(top)
@@ -198,20 +203,39 @@ func benchArrivals(r *benchRun, rate float64, maxConc int, s *sink, format strin
 	return arrivals, sends
 }
 
-// benchSummary imports a run written without its per-request arrays
+// benchSummary imports a run written without its per-request times
 // (SGLang without --output-details, vLLM without --save-detailed): no rows,
 // the run's figures (completed, throughputs, latency statistics) in the
 // manifest's source.detail, and the workload kind "summary", so that the
-// dataset says what it is rather than holding invented requests.
+// dataset says what it is rather than holding invented requests. Request
+// lengths without times (input_lens and output_lens, which InferenceX's
+// vLLM-derived writer keeps) are counted, not imported: a request without
+// its times cannot be compared with a replay.
 func benchSummary(in *input, s *sink, format string, top map[string]json.RawMessage) error {
 	done := rawText(top["completed"])
 	if _, err := strconv.ParseInt(done, 10, 64); err != nil {
-		return fmt.Errorf("%s: neither input_lens (a detailed result) nor completed (a summary): is this a %s result?", in.name, format)
+		return fmt.Errorf("%s: neither ttfts (a detailed result) nor completed (a summary): is this a %s result?", in.name, format)
 	}
-	benchManifest(s, format, top, "summary", -1)
+	n, lens := -1, ""
+	if !isNull(top["input_lens"]) {
+		inLens, err := benchCounts(top, "input_lens")
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+		outLens, err := benchCounts(top, "output_lens")
+		if err == nil && len(outLens) != len(inLens) {
+			err = fmt.Errorf("output_lens has %d entries, input_lens %d: the per-request arrays must be parallel", len(outLens), len(inLens))
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", in.name, err)
+		}
+		n = len(inLens)
+		lens = fmt.Sprintf("; the file records the lengths of %d requests (input_lens, output_lens) but not their times (no ttfts), so they are not imported", n)
+	}
+	benchManifest(s, format, top, "summary", n)
 	s.summary = true
-	s.note("%s: a summary result (no per-request arrays: run it with %s for them): no requests rows; the run's figures are in source.detail (completed %s, duration %s s)",
-		format, detailFlag[format], done, orDefault(rawText(top["duration"]), "absent"))
+	s.note("%s: a summary result (no per-request times: run it with %s for them): no requests rows; the run's figures are in source.detail (completed %s, duration %s s)%s",
+		format, detailFlag[format], done, orDefault(rawText(top["duration"]), "absent"), lens)
 	return nil
 }
 

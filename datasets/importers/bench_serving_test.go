@@ -1,6 +1,7 @@
 package importers
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -9,7 +10,7 @@ import (
 	"github.com/steplab/steplab/datasets"
 )
 
-// The samples are constructed in the writers' shapes
+// The detailed samples are constructed in the writers' shapes
 // (testdata/bench-serving/make_samples.py): six requests, the fourth failed.
 func TestBenchServingSamples(t *testing.T) {
 	t.Run("vllm", func(t *testing.T) {
@@ -44,17 +45,33 @@ func TestBenchServingSamples(t *testing.T) {
 	})
 }
 
-// A result without per-request arrays is imported as what it is: a summary,
-// no rows, the run's figures in the manifest, and Import says so.
+// A result without per-request times is imported as what it is: a
+// summary, no rows, the run's figures in the manifest, and Import says so.
+// The files are real (each folder's ATTRIBUTION.md); the expected values
+// are copied from them.
 func TestBenchServingSummary(t *testing.T) {
 	tests := []struct {
-		format, src, flag string
+		name, format, src, flag string
+		model, requests, note   string
+		detail                  map[string]string
 	}{
-		{"sglang-bench", "testdata/bench-serving/sglang_bench_serving_summary.jsonl", "--output-details"},
-		{"vllm-bench", "testdata/bench-serving/sglang_bench_serving_summary.jsonl", "--save-detailed"},
+		{name: "vLLM benchmark_serving.py on H100", format: "vllm-bench", flag: "--save-detailed",
+			src:   "testdata/bench-serving/llm-d-benchmark-h100/benchmark_2025-05-13_04-55-27.json",
+			model: "meta-llama/Llama-3.1-8B-Instruct",
+			detail: map[string]string{"completed": "200", "duration": "57.42171942605637", "request_rate": "3.6",
+				"mean_ttft_ms": "243.57119981985306", "p95_itl_ms": "13.476875072228717", "timestamp": "2025-05-13_04-55-27,model"}},
+		{name: "InferenceX keeps the lengths, not the times", format: "vllm-bench", flag: "--save-detailed",
+			src:   "testdata/bench-serving/inferencex-glm-5.2/sglang_fp4_mtp_tp4_conc1_isl8192_osl1024.json",
+			model: "amd/GLM-5.2-MXFP4", requests: "10",
+			note:   "; the file records the lengths of 10 requests (input_lens, output_lens) but not their times (no ttfts), so they are not imported",
+			detail: map[string]string{"completed": "10", "request_rate": "inf", "max_concurrency": "1", "p99.9_e2el_ms": "9352.888509408107"}},
+		{name: "SGLang bench_serving on 8 H200", format: "sglang-bench", flag: "--output-details",
+			src: "testdata/bench-serving/h200-benchmarks-sglang/deepseek_dp_mla_output.jsonl",
+			detail: map[string]string{"completed": "10000", "request_rate": "inf", "dataset_name": "random",
+				"duration": "412.49091206211597", "mean_e2e_latency_ms": "381236.82297268615"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.format, func(t *testing.T) {
+		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir() + "/ds"
 			res, err := Import(tt.format, tt.src, dir, Options{})
 			require.NoError(t, err)
@@ -63,10 +80,20 @@ func TestBenchServingSummary(t *testing.T) {
 			m, err := datasets.ReadManifest(dir)
 			require.NoError(t, err)
 			require.Equal(t, "summary", m.Workload.Kind)
-			require.Equal(t, "5", m.Workload.Params["completed"])
-			require.Equal(t, "95.2", m.Source.Detail["mean_e2e_latency_ms"])
-			require.Equal(t, "inf", m.Source.Detail["request_rate"])
-			require.Contains(t, strings.Join(m.Notes, "\n"), "a summary result (no per-request arrays: run it with "+tt.flag+" for them): no requests rows")
+			require.Equal(t, tt.detail["completed"], m.Workload.Params["completed"])
+			require.Equal(t, tt.requests, m.Workload.Params["requests"])
+			for k, v := range tt.detail {
+				require.Equal(t, v, m.Source.Detail[k], k)
+			}
+			if tt.model == "" {
+				require.Nil(t, m.Model, "SGLang's summary names no model")
+			} else {
+				require.Equal(t, tt.model, m.Model.Name)
+			}
+			require.Nil(t, m.Hardware, "no GPU in the file")
+			want := fmt.Sprintf("%s: a summary result (no per-request times: run it with %s for them): no requests rows; the run's figures are in source.detail (completed %s, duration %s s)%s",
+				tt.format, tt.flag, tt.detail["completed"], m.Source.Detail["duration"], tt.note)
+			require.Contains(t, m.Notes, want)
 		})
 	}
 	t.Run("a detailed result is not a summary", func(t *testing.T) {
@@ -74,6 +101,13 @@ func TestBenchServingSummary(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, res.Summary)
 		require.Equal(t, int64(6), res.Rows)
+	})
+	// SGLang appends every run to the file it is given: seven here.
+	t.Run("appended runs are refused", func(t *testing.T) {
+		dir := t.TempDir() + "/ds"
+		_, err := Import("sglang-bench", "testdata/bench-serving/h200-benchmarks-sglang/llama_3_3_70b_online_output.jsonl", dir, Options{})
+		require.ErrorContains(t, err, "llama_3_3_70b_online_output.jsonl: 7 benchmark runs appended in one file; steplab imports one run: split the file")
+		require.NoDirExists(t, dir)
 	})
 }
 
@@ -90,8 +124,12 @@ func TestBenchServingParsing(t *testing.T) {
 		{name: "start times and queue times", in: `{"start_times": [100.5, 100.25], "queue_times": [0.5, 0], "latencies": [0.2, 0.3], ` + base + `}`,
 			want: []int64{0, 250_000_000}},
 		{name: "NaN statistic", in: `{"mean_ttft_ms": NaN, "request_rate": "inf", ` + base + `}`, want: []int64{0, 0}},
-		{name: "neither detailed nor a summary", in: `{"duration": 2}`, wantErr: "in: neither input_lens (a detailed result) nor completed (a summary)"},
-		{name: "summary with a bad completed", in: `{"completed": "x"}`, wantErr: "in: neither input_lens (a detailed result) nor completed (a summary)"},
+		{name: "neither detailed nor a summary", in: `{"duration": 2}`, wantErr: "in: neither ttfts (a detailed result) nor completed (a summary)"},
+		{name: "summary with a bad completed", in: `{"completed": "x"}`, wantErr: "in: neither ttfts (a detailed result) nor completed (a summary)"},
+		{name: "summary with ragged lengths", in: `{"completed": 2, "input_lens": [1, 2], "output_lens": [1]}`,
+			wantErr: "in: output_lens has 1 entries, input_lens 2"},
+		{name: "summary with a bad length", in: `{"completed": 2, "input_lens": [1, -2], "output_lens": [1, 1]}`,
+			wantErr: "in: input_lens[1]:"},
 		{name: "ragged arrays", in: `{"input_lens": [1, 2], "output_lens": [1], "ttfts": [0.1, 0.1], "latencies": [1, 1]}`,
 			wantErr: "in: output_lens has 1 entries, input_lens 2"},
 		{name: "negative ttft", in: `{"input_lens": [1], "output_lens": [1], "ttfts": [-0.1], "latencies": [1]}`,

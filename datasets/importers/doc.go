@@ -26,9 +26,9 @@
 //     vllm/benchmarks/serve.py) and of `sglang.bench_serving
 //     --output-details` (sgl-project/sglang @ 0033168f,
 //     python/sglang/bench_serving.py) → requests with client-side first
-//     token and finish times; a result without the per-request arrays is
-//     imported as a summary (no rows, Result.Summary, workload kind
-//     "summary").
+//     token and finish times; a result without the per-request times (no
+//     ttfts, lengths or not) is imported as a summary (no rows,
+//     Result.Summary, workload kind "summary").
 //   - aiperf (aiperf.go): AIPerf's profile_export.jsonl, both record
 //     schemas (ai-dynamo/aiperf @ db4f6397 and @ 7c31f579,
 //     aiperf/common/models/record_models.py) → requests.

@@ -91,7 +91,10 @@ func FuzzBurstGPT(f *testing.F) {
 func FuzzBenchServing(f *testing.F) {
 	addFileSeed(f, "testdata/bench-serving/vllm_bench_serve.json", 0)
 	addFileSeed(f, "testdata/bench-serving/sglang_bench_serving.jsonl", 0)
-	addFileSeed(f, "testdata/bench-serving/sglang_bench_serving_summary.jsonl", 0)
+	addFileSeed(f, "testdata/bench-serving/llm-d-benchmark-h100/benchmark_2025-05-13_04-55-27.json", 0)
+	addFileSeed(f, "testdata/bench-serving/inferencex-glm-5.2/sglang_fp4_mtp_tp4_conc1_isl8192_osl1024.json", 0)
+	addFileSeed(f, "testdata/bench-serving/h200-benchmarks-sglang/deepseek_dp_mla_output.jsonl", 0)
+	addFileSeed(f, "testdata/bench-serving/h200-benchmarks-sglang/llama_3_3_70b_online_output.jsonl", 0)
 	f.Add([]byte(`{"request_rate": 2, "input_lens": [1, 2], "output_lens": [1, 0], "ttfts": [0.1, 0], "itls": [[], []], "errors": ["", "x"]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		requestFuzz(t, "vllm-bench", b, nil, true)

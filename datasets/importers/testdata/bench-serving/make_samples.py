@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Write vllm_bench_serve.json, sglang_bench_serving.jsonl and
-sglang_bench_serving_summary.jsonl: results in the shape each tool's writer
-gives them, for six invented requests (the last without SGLang's
---output-details: the summary alone).
+"""Write vllm_bench_serve.json and sglang_bench_serving.jsonl: detailed
+results (vLLM's --save-detailed, SGLang's --output-details) in the shape each
+tool's writer gives them, for six invented requests.
 
-Neither upstream repository holds a recorded result, so these files are
-constructed, not measured. Each mirrors its writer's code: the keys, their
+No recorded detailed result under a licence that allows copying it was
+found (the summary forms are real files, in the folders beside this one), so
+these files are constructed, not measured. Each mirrors its writer's code: the keys, their
 order, their types and how the per-request arrays relate:
 
 - vLLM vllm/benchmarks/serve.py @ 009e6d4a (main_async's result_json, then
@@ -107,9 +107,6 @@ def sglang():
     }
     with open(os.path.join(HERE, "sglang_bench_serving.jsonl"), "w") as f:
         f.write(json.dumps(result | details) + "\n")
-    # Without --output-details SGLang writes the run's results alone.
-    with open(os.path.join(HERE, "sglang_bench_serving_summary.jsonl"), "w") as f:
-        f.write(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":
