@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -140,7 +141,7 @@ func denseKVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int
 			if tp := minFittingTP(hw, s, gpuMemUtil); tp > 0 {
 				return 0, NoFit(fmt.Errorf("%s: raise tensor parallel to %d or more (tensor_parallel=%d)", msg, tp, tp))
 			}
-			return 0, NoFit(fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads makes it fit", msg, s.Heads))
+			return 0, NoFit(fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads and fills whole nodes of %s makes it fit", msg, s.Heads, hw.Name))
 		}
 		return 0, NoFit(fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): %s",
 			s.Name, s.TPDegree(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9, roomForKV(hw, s, blockSize, gpuMemUtil)))
@@ -181,7 +182,7 @@ func roomForKV(hw Hardware, s Shape, blockSize int, util float64) string {
 func minFittingTP(hw Hardware, s Shape, util float64) int {
 	for tp := s.TPDegree() + 1; tp <= s.Heads; tp++ {
 		t := s.WithTP(tp)
-		if t.Validate() != nil {
+		if !runsAt(hw, s, tp) {
 			continue
 		}
 		if float64(t.WeightBytes()+ActivationReserveBytes(t)) < util*hw.MemBytes() {
@@ -189,4 +190,44 @@ func minFittingTP(hw Hardware, s Shape, util float64) int {
 		}
 	}
 	return 0
+}
+
+// runsAt reports a tensor-parallel degree the shape and the hardware both
+// take: it divides the heads (Shape.Validate) and fills whole nodes
+// (Hardware.Layout).
+func runsAt(hw Hardware, s Shape, tp int) bool {
+	if s.WithTP(tp).Validate() != nil {
+		return false
+	}
+	_, err := hw.Layout(tp)
+	return err == nil
+}
+
+// CheckTP refuses a tensor-parallel degree the hardware cannot lay out
+// (a group that does not fill whole nodes, or outgrows a node of a device
+// without a network link), naming the nearest degrees below and above
+// that the shape and the hardware both take.
+func CheckTP(hw Hardware, s Shape) error {
+	tp := s.TPDegree()
+	_, err := hw.Layout(tp)
+	if err == nil {
+		return nil
+	}
+	var near []string
+	for t := tp - 1; t >= 1; t-- {
+		if runsAt(hw, s, t) {
+			near = append(near, strconv.Itoa(t))
+			break
+		}
+	}
+	for t := tp + 1; t <= s.Heads; t++ {
+		if runsAt(hw, s, t) {
+			near = append(near, strconv.Itoa(t))
+			break
+		}
+	}
+	if len(near) == 0 {
+		return fmt.Errorf("model: %s on %s: %w", s.Name, hw.Name, err)
+	}
+	return fmt.Errorf("model: %s on %s: %w: use tensor_parallel=%s", s.Name, hw.Name, err, strings.Join(near, " or "))
 }

@@ -326,6 +326,12 @@ func (sc Scenario) planEngine(r manifest.Resolved) (*sim.Plan, error) {
 	if needHW && !r.Known() {
 		return nil, r.Err()
 	}
+	if r.Known() {
+		// A TP group beyond one node fills whole nodes.
+		if err := catalog.CheckTP(r.HW, r.Shape); err != nil {
+			return nil, catalog.AtKey("tensor_parallel", err)
+		}
+	}
 	blocks := e.NumGPUBlocks
 	if blocks == 0 {
 		var err error
