@@ -171,8 +171,11 @@ func (l Layout) MultiNode() bool { return l.Nodes > 1 }
 // String is the layout as a manifest note says it: "2 nodes × 8 GPUs
 // (nvlink 900 GB/s within a node, network 50 GB/s per GPU between nodes)".
 func (l Layout) String() string {
-	if !l.MultiNode() {
-		return fmt.Sprintf("1 node of %d GPUs (%s %g GB/s)", l.GPUs, l.Link.Kind, l.Link.GBsPerDirection)
+	switch {
+	case l.GPUs <= 1:
+		return "one GPU"
+	case !l.MultiNode():
+		return fmt.Sprintf("one node of %d GPUs (%s %g GB/s)", l.GPUs, l.Link.Kind, l.Link.GBsPerDirection)
 	}
 	return fmt.Sprintf("%d nodes × %d GPUs (%s %g GB/s within a node, network %g GB/s per GPU between nodes)",
 		l.Nodes, l.GPUsPerNode, l.Link.Kind, l.Link.GBsPerDirection, l.Network.GBsPerDirection)

@@ -44,8 +44,9 @@ func DefaultLink(spec LinkSpec, hw catalog.Hardware, field string) (Link, error)
 // pair of its ranks (DefaultLink). Left out, the instance talks over the
 // hardware's links where it sits (catalog.Hardware.Layout): the link that
 // joins its GPUs within a node (a stated latency wins), and for an
-// instance spanning nodes the network between them (layout.MultiNode); an
-// instance that does not fill whole nodes is refused.
+// instance spanning nodes its layout, with the network between them (the
+// zero Layout on one node); an instance that does not fill whole nodes is
+// refused.
 func ExpertLinks(spec LinkSpec, hw catalog.Hardware, gpus int, field string) (Link, catalog.Layout, error) {
 	l, err := DefaultLink(spec, hw, field)
 	if err != nil || spec.BandwidthGBs != nil {
@@ -58,6 +59,9 @@ func ExpertLinks(spec LinkSpec, hw catalog.Hardware, gpus int, field string) (Li
 	l.BytesPerSec = layout.Link.GBsPerDirection * 1e9
 	if spec.LatencyUs == nil {
 		l.LatencyNs = layout.Link.LatencyUs * 1e3
+	}
+	if !layout.MultiNode() {
+		layout = catalog.Layout{}
 	}
 	return l, layout, nil
 }

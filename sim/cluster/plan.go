@@ -54,9 +54,9 @@ type PoolPlan struct {
 	// ExpertLink joins the ranks of an expert-parallel instance (within a
 	// node, where ExpertLayout spans nodes).
 	ExpertLink Link
-	// ExpertLayout is where an instance's GPUs sit when its links are the
-	// hardware's (ExpertLinks): MultiNode when it spans nodes, and then
-	// its all-to-all crosses the network.
+	// ExpertLayout is where an instance's GPUs sit when it spans nodes
+	// over the hardware's links (ExpertLinks): its all-to-all crosses the
+	// network. Zero on one node or over a stated link.
 	ExpertLayout catalog.Layout
 	// Scaling is an autoscaled pool's policy, defaults resolved (nil: the
 	// pool keeps Replicas engines).
