@@ -211,8 +211,8 @@ func (h Hardware) Layout(gpus int) (Layout, error) {
 	net, ok := h.fastest(func(l Interconnect) bool { return l.Kind == LinkNetwork })
 	switch {
 	case !ok:
-		return Layout{}, fmt.Errorf("%d GPUs span more than one node of %d %s GPUs (one %s domain), and %s lists no network link between nodes: a group holds at most %d, or add a {kind: network, gbs_per_direction, latency_us} interconnect to its spec",
-			gpus, d, h.Name, node.Kind, h.Name, d)
+		return Layout{}, fmt.Errorf("%d GPUs span more than one node of %d %s GPUs (one %s domain), and %s lists no network link between nodes (a {kind: network, gbs_per_direction, latency_us} interconnect in its spec)",
+			gpus, d, h.Name, node.Kind, h.Name)
 	case gpus%d != 0:
 		return Layout{}, fmt.Errorf("%d GPUs do not fill whole nodes of %d %s GPUs (one %s domain each): a group beyond one node is a multiple of %d",
 			gpus, d, h.Name, node.Kind, d)

@@ -182,16 +182,19 @@ func TestCheckTP(t *testing.T) {
 	b200 := mustHardware("B200")
 	glm, err := LoadModelConfig("testdata/aiconfigurator/zai-org--GLM-5_config.json")
 	require.NoError(t, err)
-	err = CheckTP(b200, glm.WithTP(12)) // 64 heads: 12 does not divide them either
+	err = CheckTP(b200, glm.WithTP(12), 0) // 64 heads: 12 does not divide them either
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "use tensor_parallel=8 or 16")
-	assert.NoError(t, CheckTP(b200, glm.WithTP(16)))
+	assert.NoError(t, CheckTP(b200, glm.WithTP(16), 0.9))
 	s := glm
 	s.Heads, s.KVHeads = 96, 96 // 12 divides the heads: only the nodes refuse it
-	err = CheckTP(b200, s.WithTP(12))
+	err = CheckTP(b200, s.WithTP(12), 0)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "12 GPUs do not fill whole nodes of 8 B200 GPUs")
 	assert.Contains(t, err.Error(), "use tensor_parallel=8 or 16")
+	err = CheckTP(b200, s.WithTP(12), 0.9)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), ": use tensor_parallel=16", "its weights do not fit at 8")
 
 	_, err = KVBlocks(b200, glm.WithTP(8), 16, 0.9, 0)
 	require.Error(t, err)

@@ -182,7 +182,7 @@ func roomForKV(hw Hardware, s Shape, blockSize int, util float64) string {
 func minFittingTP(hw Hardware, s Shape, util float64) int {
 	for tp := s.TPDegree() + 1; tp <= s.Heads; tp++ {
 		t := s.WithTP(tp)
-		if !runsAt(hw, s, tp) {
+		if !runsAt(hw, s, tp, 0) {
 			continue
 		}
 		if float64(t.WeightBytes()+ActivationReserveBytes(t)) < util*hw.MemBytes() {
@@ -194,40 +194,54 @@ func minFittingTP(hw Hardware, s Shape, util float64) int {
 
 // runsAt reports a tensor-parallel degree the shape and the hardware both
 // take: it divides the heads (Shape.Validate) and fills whole nodes
-// (Hardware.Layout).
-func runsAt(hw Hardware, s Shape, tp int) bool {
-	if s.WithTP(tp).Validate() != nil {
+// (Hardware.Layout), and where util > 0 the weights and activations fit
+// in that fraction of the GPU's memory.
+func runsAt(hw Hardware, s Shape, tp int, util float64) bool {
+	t := s.WithTP(tp)
+	if t.Validate() != nil {
 		return false
 	}
-	_, err := hw.Layout(tp)
-	return err == nil
+	if _, err := hw.Layout(tp); err != nil {
+		return false
+	}
+	return util <= 0 || float64(t.WeightBytes()+ActivationReserveBytes(t)) < util*hw.MemBytes()
 }
 
 // CheckTP refuses a tensor-parallel degree the hardware cannot lay out
 // (a group that does not fill whole nodes, or outgrows a node of a device
-// without a network link), naming the nearest degrees below and above
-// that the shape and the hardware both take.
-func CheckTP(hw Hardware, s Shape) error {
-	tp := s.TPDegree()
-	_, err := hw.Layout(tp)
+// without a network link), naming the degrees that work (TPSuggestion).
+func CheckTP(hw Hardware, s Shape, util float64) error {
+	_, err := hw.Layout(s.TPDegree())
 	if err == nil {
 		return nil
 	}
+	if use := TPSuggestion(hw, s, util); use != "" {
+		return fmt.Errorf("model: %s on %s: %w: %s", s.Name, hw.Name, err, use)
+	}
+	return fmt.Errorf("model: %s on %s: %w", s.Name, hw.Name, err)
+}
+
+// TPSuggestion names the nearest tensor-parallel degrees below and above
+// the shape's that the shape (its heads) and the hardware (its nodes and,
+// at gpu_memory_utilization util > 0, its memory) take: "use
+// tensor_parallel=8 or 16"; "" when there is none.
+func TPSuggestion(hw Hardware, s Shape, util float64) string {
+	tp := s.TPDegree()
 	var near []string
 	for t := tp - 1; t >= 1; t-- {
-		if runsAt(hw, s, t) {
+		if runsAt(hw, s, t, util) {
 			near = append(near, strconv.Itoa(t))
 			break
 		}
 	}
 	for t := tp + 1; t <= s.Heads; t++ {
-		if runsAt(hw, s, t) {
+		if runsAt(hw, s, t, util) {
 			near = append(near, strconv.Itoa(t))
 			break
 		}
 	}
 	if len(near) == 0 {
-		return fmt.Errorf("model: %s on %s: %w", s.Name, hw.Name, err)
+		return ""
 	}
-	return fmt.Errorf("model: %s on %s: %w: use tensor_parallel=%s", s.Name, hw.Name, err, strings.Join(near, " or "))
+	return "use tensor_parallel=" + strings.Join(near, " or ")
 }
