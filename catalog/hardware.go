@@ -98,8 +98,9 @@ type Interconnect struct {
 	GPUs int `json:"gpus,omitempty" yaml:"gpus"`
 }
 
-// gpuToGPU reports a link that joins GPUs within a node.
-func (l Interconnect) gpuToGPU() bool {
+// JoinsGPUs reports a link that joins GPUs within a node (nvlink, xgmi,
+// pcie).
+func (l Interconnect) JoinsGPUs() bool {
 	return l.Kind == LinkNVLink || l.Kind == LinkXGMI || l.Kind == LinkPCIe
 }
 
@@ -143,7 +144,7 @@ func (h Hardware) PeakTFLOPSFor(dtype string) float64 {
 // its domain; ok is false when the device lists none. A group of GPUs
 // talks over the link Layout picks for its size.
 func (h Hardware) TPLink() (link Interconnect, ok bool) {
-	return h.fastest(func(l Interconnect) bool { return l.gpuToGPU() })
+	return h.fastest(func(l Interconnect) bool { return l.JoinsGPUs() })
 }
 
 // fastest is the fastest link that keep accepts (the first of equals).
@@ -186,7 +187,7 @@ func (l Layout) String() string {
 func (h Hardware) NodeGPUs() int {
 	n := 0
 	for _, l := range h.Interconnects {
-		if l.gpuToGPU() {
+		if l.JoinsGPUs() {
 			n = max(n, l.GPUs)
 		}
 	}
@@ -200,14 +201,14 @@ func (h Hardware) NodeGPUs() int {
 // link, is refused naming the sizes that work.
 func (h Hardware) Layout(gpus int) (Layout, error) {
 	gpus = max(gpus, 1)
-	if link, ok := h.fastest(func(l Interconnect) bool { return l.gpuToGPU() && l.GPUs >= gpus }); ok || gpus == 1 {
+	if link, ok := h.fastest(func(l Interconnect) bool { return l.JoinsGPUs() && l.GPUs >= gpus }); ok || gpus == 1 {
 		return Layout{GPUs: gpus, Nodes: 1, GPUsPerNode: gpus, Link: link}, nil
 	}
 	d := h.NodeGPUs()
 	if d == 0 {
 		return Layout{}, fmt.Errorf("%d GPUs need a GPU-to-GPU link and %s lists none (interconnects: nvlink, xgmi or pcie)", gpus, h.Name)
 	}
-	node, _ := h.fastest(func(l Interconnect) bool { return l.gpuToGPU() && l.GPUs == d })
+	node, _ := h.fastest(func(l Interconnect) bool { return l.JoinsGPUs() && l.GPUs == d })
 	net, ok := h.fastest(func(l Interconnect) bool { return l.Kind == LinkNetwork })
 	switch {
 	case !ok:
@@ -280,13 +281,13 @@ func (h Hardware) validate() error {
 			return err
 		}
 		switch {
-		case l.gpuToGPU() && l.GPUs < 1:
+		case l.JoinsGPUs() && l.GPUs < 1:
 			got := "missing"
 			if l.GPUs < 0 {
 				got = strconv.Itoa(l.GPUs)
 			}
 			return fmt.Errorf("interconnects[%d].gpus: %s: give the GPUs the %s link joins (8 on an HGX board, 72 in an NVL72 rack, 2 for an NVLink bridge, a host's GPUs over PCIe)", i, got, l.Kind)
-		case !l.gpuToGPU() && l.GPUs != 0:
+		case !l.JoinsGPUs() && l.GPUs != 0:
 			return fmt.Errorf("interconnects[%d].gpus: %d: a %s link joins no GPUs of one node: leave gpus out", i, l.GPUs, l.Kind)
 		}
 	}
