@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -34,8 +35,10 @@ type Hardware struct {
 	// BoostClockMHz is the maximum boost (AMD: peak engine) clock; 0 where
 	// the vendor publishes none. Nothing prices with it: it identifies the part.
 	BoostClockMHz float64 `json:"boost_clock_mhz,omitempty" yaml:"boost_clock_mhz"`
-	// Interconnects are the device's links: the fastest GPU-to-GPU one
-	// carries tensor-parallel all-reduces (TPLink).
+	// Interconnects are the device's links: a group of GPUs (a
+	// tensor-parallel group, an expert-parallel instance) talks over the
+	// fastest GPU-to-GPU link whose domain holds it, and beyond the
+	// largest domain over the network between nodes (Layout).
 	Interconnects []Interconnect `json:"interconnects" yaml:"interconnects"`
 	// Roofline holds the achievable-fraction curves and overheads the
 	// roofline prior prices steps with on this device.
@@ -71,6 +74,9 @@ const (
 	LinkXGMI   = "xgmi"   // AMD Infinity Fabric between GPUs
 	LinkPCIe   = "pcie"   // the host bus (GPU-to-GPU traffic without a faster link)
 	LinkC2C    = "c2c"    // chip-to-CPU (NVLink-C2C): not a GPU-to-GPU path
+	// LinkNetwork is the scale-out link between nodes: the NIC each GPU
+	// has on the InfiniBand or RoCE Ethernet fabric.
+	LinkNetwork = "network"
 )
 
 // Interconnect is one kind of link of a device.
@@ -81,8 +87,21 @@ type Interconnect struct {
 	// bidirectionally: 900 GB/s is 450 per direction).
 	GBsPerDirection float64 `json:"gbs_per_direction" yaml:"gbs_per_direction"`
 	// LatencyUs is the latency of one small all-reduce over the link, in
-	// µs: the fixed term of the roofline's all-reduce cost.
+	// µs: the fixed term of the roofline's all-reduce cost. On the
+	// network it is one hop: one small message from a GPU to a GPU of
+	// another node.
 	LatencyUs float64 `json:"latency_us" yaml:"latency_us"`
+	// GPUs is how many GPUs a GPU-to-GPU link (nvlink, xgmi, pcie) joins:
+	// its scale-up domain (8 on an HGX board, 72 in an NVL72 rack, 2 for
+	// an NVLink bridge, a host's GPUs over PCIe). The network joins
+	// nodes, and c2c no GPUs: 0 for both.
+	GPUs int `json:"gpus,omitempty" yaml:"gpus"`
+}
+
+// JoinsGPUs reports a link that joins GPUs within a node (nvlink, xgmi,
+// pcie).
+func (l Interconnect) JoinsGPUs() bool {
+	return l.Kind == LinkNVLink || l.Kind == LinkXGMI || l.Kind == LinkPCIe
 }
 
 // Source cites a figure: a URL (a datasheet, a whitepaper) or a note (a
@@ -121,16 +140,85 @@ func (h Hardware) PeakTFLOPSFor(dtype string) float64 {
 	return 0
 }
 
-// TPLink is the fastest GPU-to-GPU link (NVLink, xGMI or PCIe), the one a
-// tensor-parallel group's all-reduces use; ok is false when the device
-// lists none.
+// TPLink is the fastest GPU-to-GPU link (NVLink, xGMI or PCIe) whatever
+// its domain; ok is false when the device lists none. A group of GPUs
+// talks over the link Layout picks for its size.
 func (h Hardware) TPLink() (link Interconnect, ok bool) {
+	return h.fastest(func(l Interconnect) bool { return l.JoinsGPUs() })
+}
+
+// fastest is the fastest link that keep accepts (the first of equals).
+func (h Hardware) fastest(keep func(Interconnect) bool) (link Interconnect, ok bool) {
 	for _, l := range h.Interconnects {
-		if l.Kind != LinkC2C && l.GBsPerDirection > link.GBsPerDirection {
+		if keep(l) && l.GBsPerDirection > link.GBsPerDirection {
 			link, ok = l, true
 		}
 	}
 	return link, ok
+}
+
+// Layout is how a group of GPUs of one kind (a tensor-parallel group, an
+// expert-parallel instance) sits on nodes: Nodes nodes of GPUsPerNode
+// GPUs joined within a node by Link and between nodes by Network (the
+// zero Interconnect on one node).
+type Layout struct {
+	GPUs, Nodes, GPUsPerNode int
+	Link, Network            Interconnect
+}
+
+// MultiNode reports a group that spans nodes.
+func (l Layout) MultiNode() bool { return l.Nodes > 1 }
+
+// String is the layout as a manifest note says it: "2 nodes × 8 GPUs
+// (nvlink 900 GB/s within a node, network 50 GB/s per GPU between nodes)".
+func (l Layout) String() string {
+	switch {
+	case l.GPUs <= 1:
+		return "one GPU"
+	case !l.MultiNode():
+		return fmt.Sprintf("one node of %d GPUs (%s %g GB/s)", l.GPUs, l.Link.Kind, l.Link.GBsPerDirection)
+	}
+	return fmt.Sprintf("%d nodes × %d GPUs (%s %g GB/s within a node, network %g GB/s per GPU between nodes)",
+		l.Nodes, l.GPUsPerNode, l.Link.Kind, l.Link.GBsPerDirection, l.Network.GBsPerDirection)
+}
+
+// NodeGPUs is the size of the device's largest scale-up domain: the most
+// GPUs one node holds (0 when it lists no GPU-to-GPU link).
+func (h Hardware) NodeGPUs() int {
+	n := 0
+	for _, l := range h.Interconnects {
+		if l.JoinsGPUs() {
+			n = max(n, l.GPUs)
+		}
+	}
+	return n
+}
+
+// Layout places a group of gpus GPUs: on one node over the fastest
+// GPU-to-GPU link whose domain holds it; larger, on whole nodes of the
+// largest domain joined by the network link. A group that does not fill
+// whole nodes, or that outgrows a node of a device without a network
+// link, is refused naming the sizes that work.
+func (h Hardware) Layout(gpus int) (Layout, error) {
+	gpus = max(gpus, 1)
+	if link, ok := h.fastest(func(l Interconnect) bool { return l.JoinsGPUs() && l.GPUs >= gpus }); ok || gpus == 1 {
+		return Layout{GPUs: gpus, Nodes: 1, GPUsPerNode: gpus, Link: link}, nil
+	}
+	d := h.NodeGPUs()
+	if d == 0 {
+		return Layout{}, fmt.Errorf("%d GPUs need a GPU-to-GPU link and %s lists none (interconnects: nvlink, xgmi or pcie)", gpus, h.Name)
+	}
+	node, _ := h.fastest(func(l Interconnect) bool { return l.JoinsGPUs() && l.GPUs == d })
+	net, ok := h.fastest(func(l Interconnect) bool { return l.Kind == LinkNetwork })
+	switch {
+	case !ok:
+		return Layout{}, fmt.Errorf("%d GPUs span more than one node of %d %s GPUs (one %s domain), and %s lists no network link between nodes (a {kind: network, gbs_per_direction, latency_us} interconnect in its spec)",
+			gpus, d, h.Name, node.Kind, h.Name)
+	case gpus%d != 0:
+		return Layout{}, fmt.Errorf("%d GPUs do not fill whole nodes of %d %s GPUs (one %s domain each): a group beyond one node is a multiple of %d",
+			gpus, d, h.Name, node.Kind, d)
+	}
+	return Layout{GPUs: gpus, Nodes: gpus / d, GPUsPerNode: d, Link: node, Network: net}, nil
 }
 
 // Validate reports a hardware description that cannot price anything,
@@ -182,15 +270,25 @@ func (h Hardware) validate() error {
 	}
 	for i, l := range h.Interconnects {
 		switch l.Kind {
-		case LinkNVLink, LinkXGMI, LinkPCIe, LinkC2C:
+		case LinkNVLink, LinkXGMI, LinkPCIe, LinkC2C, LinkNetwork:
 		default:
-			return fmt.Errorf("interconnects[%d].kind: %q: use nvlink, xgmi, pcie or c2c", i, l.Kind)
+			return fmt.Errorf("interconnects[%d].kind: %q: use nvlink, xgmi, pcie, c2c or network", i, l.Kind)
 		}
 		if err := positive(fmt.Sprintf("interconnects[%d].gbs_per_direction", i), l.GBsPerDirection, "the bandwidth per direction in GB/s"); err != nil {
 			return err
 		}
 		if err := positive(fmt.Sprintf("interconnects[%d].latency_us", i), l.LatencyUs, "the small all-reduce latency in µs"); err != nil {
 			return err
+		}
+		switch {
+		case l.JoinsGPUs() && l.GPUs < 1:
+			got := "missing"
+			if l.GPUs < 0 {
+				got = strconv.Itoa(l.GPUs)
+			}
+			return fmt.Errorf("interconnects[%d].gpus: %s: give the GPUs the %s link joins (8 on an HGX board, 72 in an NVL72 rack, 2 for an NVLink bridge, a host's GPUs over PCIe)", i, got, l.Kind)
+		case !l.JoinsGPUs() && l.GPUs != 0:
+			return fmt.Errorf("interconnects[%d].gpus: %d: a %s link joins no GPUs of one node: leave gpus out", i, l.GPUs, l.Kind)
 		}
 	}
 	for i, s := range h.Sources {

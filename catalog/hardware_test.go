@@ -70,6 +70,11 @@ func TestHardwareValidate(t *testing.T) {
 			h.Interconnects = []Interconnect{{Kind: "infiniband", GBsPerDirection: 50, LatencyUs: 5}}
 		},
 			`interconnects[0].kind: "infiniband"`},
+		{"link without its domain", func(h *Hardware) { h.Interconnects[0].GPUs = 0 }, "interconnects[0].gpus: missing: give the GPUs the nvlink link joins"},
+		{"negative domain", func(h *Hardware) { h.Interconnects[1].GPUs = -8 }, "interconnects[1].gpus: -8"},
+		{"network with a domain", func(h *Hardware) {
+			h.Interconnects = append(h.Interconnects, Interconnect{Kind: LinkNetwork, GBsPerDirection: 50, LatencyUs: 10, GPUs: 8})
+		}, "a network link joins no GPUs of one node: leave gpus out"},
 		{"bad efficiency", func(h *Hardware) { h.Roofline.WeightBWEff = Flat(1.5) }, "roofline.weight_bandwidth_efficiency"},
 	}
 	for _, tc := range tests {
@@ -112,4 +117,88 @@ func TestCurve(t *testing.T) {
 	}
 	var bad Curve
 	assert.Error(t, json.Unmarshal([]byte(`"fast"`), &bad))
+}
+
+// Layout places a group on the fastest link whose domain holds it, and
+// beyond the largest domain on whole nodes joined by the network.
+func TestHardwareLayout(t *testing.T) {
+	b200, gb200, pcie := mustHardware("B200"), mustHardware("GB200"), mustHardware("H100-PCIe")
+	user, err := LoadHardwareFile("testdata/user-gpu.yaml") // PCIe only, no network
+	require.NoError(t, err)
+	for _, c := range []struct {
+		name        string
+		hw          Hardware
+		gpus        int
+		nodes, per  int
+		link        string
+		networkGBs  float64
+		errContains string
+	}{
+		{"B200 TP1", b200, 1, 1, 1, LinkNVLink, 0, ""},
+		{"B200 TP8: one HGX board", b200, 8, 1, 8, LinkNVLink, 0, ""},
+		{"B200 TP16: two boards over ConnectX-7", b200, 16, 2, 8, LinkNVLink, 50, ""},
+		{"B200 TP32: four boards", b200, 32, 4, 8, LinkNVLink, 50, ""},
+		{"B200 TP12: not whole nodes", b200, 12, 0, 0, "", 0, "12 GPUs do not fill whole nodes of 8 B200 GPUs (one nvlink domain each): a group beyond one node is a multiple of 8"},
+		{"GB200 TP16: one NVL72 domain", gb200, 16, 1, 16, LinkNVLink, 0, ""},
+		{"GB200 TP144: two racks", gb200, 144, 2, 72, LinkNVLink, 50, ""},
+		{"H100 PCIe TP2: the NVLink bridge", pcie, 2, 1, 2, LinkNVLink, 0, ""},
+		{"H100 PCIe TP4: past the bridge, PCIe", pcie, 4, 1, 4, LinkPCIe, 0, ""},
+		{"H100 PCIe TP16: two PCIe hosts", pcie, 16, 2, 8, LinkPCIe, 12.5, ""},
+		{"no network link", user, 16, 0, 0, "", 0, "16 GPUs span more than one node of 8 Test-GPU-48G GPUs (one pcie domain), and Test-GPU-48G lists no network link between nodes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, err := c.hw.Layout(c.gpus)
+			if c.errContains != "" {
+				require.Error(t, err)
+				assert.Contains(t, err.Error(), c.errContains)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, c.nodes, l.Nodes)
+			assert.Equal(t, c.per, l.GPUsPerNode)
+			assert.Equal(t, c.link, l.Link.Kind)
+			assert.Equal(t, c.networkGBs, l.Network.GBsPerDirection)
+			assert.Equal(t, c.nodes > 1, l.MultiNode())
+		})
+	}
+	assert.Equal(t, 8, b200.NodeGPUs())
+	assert.Equal(t, 72, gb200.NodeGPUs())
+}
+
+// Every built-in GPU-to-GPU link states its domain, and every GPU a
+// network link between nodes.
+func TestBuiltinNodes(t *testing.T) {
+	for _, hw := range builtin.Hardware() {
+		assert.Positive(t, hw.NodeGPUs(), hw.Name)
+		_, err := hw.Layout(2 * hw.NodeGPUs())
+		assert.NoError(t, err, "%s: two nodes", hw.Name)
+	}
+}
+
+// The refusal of a TP degree the nodes cannot hold names degrees that the
+// model and the GPU both take; a model too large for a node is told the
+// degree of two nodes.
+func TestCheckTP(t *testing.T) {
+	b200 := mustHardware("B200")
+	glm, err := LoadModelConfig("testdata/aiconfigurator/zai-org--GLM-5_config.json")
+	require.NoError(t, err)
+	err = CheckTP(b200, glm.WithTP(12), 0) // 64 heads: 12 does not divide them either
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "use tensor_parallel=8 or 16")
+	assert.NoError(t, CheckTP(b200, glm.WithTP(16), 0.9))
+	s := glm
+	s.Heads, s.KVHeads = 96, 96 // 12 divides the heads: only the nodes refuse it
+	err = CheckTP(b200, s.WithTP(12), 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "12 GPUs do not fill whole nodes of 8 B200 GPUs")
+	assert.Contains(t, err.Error(), "use tensor_parallel=8 or 16")
+	err = CheckTP(b200, s.WithTP(12), 0.9)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), ": use tensor_parallel=16", "its weights do not fit at 8")
+
+	_, err = KVBlocks(b200, glm.WithTP(8), 16, 0.9, 0)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "raise tensor parallel to 16 or more (tensor_parallel=16)", "9 to 15 fill no whole nodes")
+	_, err = KVBlocks(b200, glm.WithTP(16), 16, 0.9, 0)
+	assert.NoError(t, err, "two nodes hold it")
 }

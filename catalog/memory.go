@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 )
 
@@ -140,7 +141,7 @@ func denseKVBlocks(hw Hardware, s Shape, blockSize int, gpuMemUtil float64) (int
 			if tp := minFittingTP(hw, s, gpuMemUtil); tp > 0 {
 				return 0, NoFit(fmt.Errorf("%s: raise tensor parallel to %d or more (tensor_parallel=%d)", msg, tp, tp))
 			}
-			return 0, NoFit(fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads makes it fit", msg, s.Heads))
+			return 0, NoFit(fmt.Errorf("%s, and no tensor-parallel degree that divides its %d heads and fills whole nodes of %s makes it fit", msg, s.Heads, hw.Name))
 		}
 		return 0, NoFit(fmt.Errorf("model: %s at TP=%d on %s leaves no memory for the KV cache: %.1f GB of weights and %.1f GB of activations exceed %.1f GB (gpu_memory_utilization %.2f of %.0f GB): %s",
 			s.Name, s.TPDegree(), hw.Name, weights/1e9, reserve/1e9, budget/1e9, gpuMemUtil, hw.MemBytes()/1e9, roomForKV(hw, s, blockSize, gpuMemUtil)))
@@ -181,7 +182,7 @@ func roomForKV(hw Hardware, s Shape, blockSize int, util float64) string {
 func minFittingTP(hw Hardware, s Shape, util float64) int {
 	for tp := s.TPDegree() + 1; tp <= s.Heads; tp++ {
 		t := s.WithTP(tp)
-		if t.Validate() != nil {
+		if !runsAt(hw, s, tp, 0) {
 			continue
 		}
 		if float64(t.WeightBytes()+ActivationReserveBytes(t)) < util*hw.MemBytes() {
@@ -189,4 +190,58 @@ func minFittingTP(hw Hardware, s Shape, util float64) int {
 		}
 	}
 	return 0
+}
+
+// runsAt reports a tensor-parallel degree the shape and the hardware both
+// take: it divides the heads (Shape.Validate) and fills whole nodes
+// (Hardware.Layout), and where util > 0 the weights and activations fit
+// in that fraction of the GPU's memory.
+func runsAt(hw Hardware, s Shape, tp int, util float64) bool {
+	t := s.WithTP(tp)
+	if t.Validate() != nil {
+		return false
+	}
+	if _, err := hw.Layout(tp); err != nil {
+		return false
+	}
+	return util <= 0 || float64(t.WeightBytes()+ActivationReserveBytes(t)) < util*hw.MemBytes()
+}
+
+// CheckTP refuses a tensor-parallel degree the hardware cannot lay out
+// (a group that does not fill whole nodes, or outgrows a node of a device
+// without a network link), naming the degrees that work (TPSuggestion).
+func CheckTP(hw Hardware, s Shape, util float64) error {
+	_, err := hw.Layout(s.TPDegree())
+	if err == nil {
+		return nil
+	}
+	if use := TPSuggestion(hw, s, util); use != "" {
+		return fmt.Errorf("model: %s on %s: %w: %s", s.Name, hw.Name, err, use)
+	}
+	return fmt.Errorf("model: %s on %s: %w", s.Name, hw.Name, err)
+}
+
+// TPSuggestion names the nearest tensor-parallel degrees below and above
+// the shape's that the shape (its heads) and the hardware (its nodes and,
+// at gpu_memory_utilization util > 0, its memory) take: "use
+// tensor_parallel=8 or 16"; "" when there is none.
+func TPSuggestion(hw Hardware, s Shape, util float64) string {
+	tp := s.TPDegree()
+	var near []string
+	for t := tp - 1; t >= 1; t-- {
+		if runsAt(hw, s, t, util) {
+			near = append(near, strconv.Itoa(t))
+			break
+		}
+	}
+	for t := tp + 1; t <= s.Heads; t++ {
+		if runsAt(hw, s, t, util) {
+			near = append(near, strconv.Itoa(t))
+			break
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	return "use tensor_parallel=" + strings.Join(near, " or ")
 }

@@ -101,6 +101,29 @@ type Hardware struct {
 	// Spec is the hardware spec file a simulation priced the GPU from,
 	// when it was a file rather than a catalogue name.
 	Spec string `json:"spec,omitempty"`
+	// Nodes is how a simulated tensor-parallel group spans nodes; absent
+	// on one node.
+	Nodes *Nodes `json:"nodes,omitempty"`
+}
+
+// Nodes is how a group of GPUs (a tensor-parallel group, an
+// expert-parallel instance) spans nodes: Nodes nodes of GPUsPerNode GPUs,
+// joined within a node by Link and between nodes by Network, as the
+// hardware catalogue states them (figures of a spec, not measured).
+type Nodes struct {
+	Nodes       int      `json:"nodes"`
+	GPUsPerNode int      `json:"gpus_per_node"`
+	Link        NodeLink `json:"link"`
+	Network     NodeLink `json:"network"`
+}
+
+// NodeLink is one kind of link of a node layout: per GPU and direction,
+// and its latency (a small all-reduce within a node, one hop between
+// nodes).
+type NodeLink struct {
+	Kind         string  `json:"kind"`
+	BandwidthGBs float64 `json:"bandwidth_gbs"`
+	LatencyUs    float64 `json:"latency_us"`
 }
 
 // ModelShape is the decoder architecture the steps ran. The fields past
@@ -282,8 +305,11 @@ type ClusterPool struct {
 	// ExpertParallel is the engines per data-parallel + expert-parallel
 	// instance (0: none).
 	ExpertParallel int `json:"expert_parallel,omitempty"`
-	// ExpertLink is the all-to-all link between an instance's ranks.
-	ExpertLink *Link `json:"expert_link,omitempty"`
+	// ExpertLink is the all-to-all link between an instance's ranks;
+	// ExpertNodes, for an instance spanning nodes, its layout (ExpertLink
+	// is then the link within a node).
+	ExpertLink  *Link  `json:"expert_link,omitempty"`
+	ExpertNodes *Nodes `json:"expert_nodes,omitempty"`
 	// Hardware is the pool's GPU and Engine its limits, where they differ
 	// from the manifest's.
 	Hardware string        `json:"hardware,omitempty"`

@@ -6,7 +6,6 @@ import (
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/internal/rewrite"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -34,7 +33,7 @@ func rooflineBound(hw catalog.Hardware, s catalog.Shape, f Features) (ms float64
 
 // TestCatalogDecodeTable prices Llama-3.1-8B decode steps on every
 // catalogue GPU beside the bound each cannot beat; the table is a golden
-// file and docs/catalog.md shows it (go test ./model -run
+// file and docs/catalog.md shows it (go test ./fpm -run
 // CatalogDecodeTable -rewrite rewrites both).
 func TestCatalogDecodeTable(t *testing.T) {
 	const ctx = 1024
@@ -69,24 +68,6 @@ func TestCatalogDecodeTable(t *testing.T) {
 	assert.InDelta(t, 4.5, h.PredictNs(decodeStep(1, ctx))/1e6, 0.5)
 	assert.InDelta(t, 14, h.PredictNs(decodeStep(256, ctx))/1e6, 3)
 
-	table := b.String()
-	golden := filepath.Join("testdata", "catalog", "llama-3.1-8b-decode.md")
-	doc := filepath.Join("..", "docs", "catalog.md")
-	const begin, end = "<!-- BEGIN catalog-decode-table (go test ./model -run CatalogDecodeTable -rewrite) -->\n", "<!-- END catalog-decode-table -->"
-	if rewrite.Requested() {
-		require.NoError(t, os.MkdirAll(filepath.Dir(golden), 0o755))
-		require.NoError(t, os.WriteFile(golden, []byte(table), 0o644))
-		d, err := os.ReadFile(doc)
-		require.NoError(t, err)
-		i, j := bytes.Index(d, []byte(begin)), bytes.Index(d, []byte(end))
-		require.True(t, i >= 0 && j > i, "docs/catalog.md lacks the table markers")
-		out := append(append(append([]byte{}, d[:i+len(begin)]...), table...), d[j:]...)
-		require.NoError(t, os.WriteFile(doc, out, 0o644))
-	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err, "run with -rewrite to create it")
-	assert.Equal(t, string(want), table, "prices changed; if intended, rerun with -rewrite")
-	d, err := os.ReadFile(doc)
-	require.NoError(t, err)
-	assert.Contains(t, string(d), begin+table+end, "docs/catalog.md shows another table; rerun with -rewrite")
+	rewrite.DocTable(t, filepath.Join("testdata", "catalog", "llama-3.1-8b-decode.md"), filepath.Join("..", "docs", "catalog.md"),
+		"catalog-decode-table", "go test ./fpm -run CatalogDecodeTable -rewrite", b.String())
 }

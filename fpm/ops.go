@@ -64,6 +64,12 @@ type Ops struct {
 	// residuals, when set (a calibrated prior), give its predictions an
 	// interval.
 	residuals *ResidualQuantiles
+	// nodes, for a tensor-parallel group spanning nodes (WithNodes), is
+	// its layout and arEff the all-reduce efficiency its network leg is
+	// priced at.
+	nodes  collective
+	arEff  catalog.Curve
+	layout catalog.Layout
 }
 
 // OpsEngine is how the engine that runs a model departs from the
@@ -147,6 +153,10 @@ func (o *Ops) Notes() []string {
 		out = append(out, fmt.Sprintf("ops: GEMMs looked up per part: attention projections %s, MLP %s, experts %s, LM head %s",
 			sh.gemmDType[roleAttn], sh.gemmDType[roleMLP], sh.gemmDType[roleExpert], sh.gemmDType[roleHead]))
 	}
+	if l := o.layout; l.MultiNode() {
+		out = append(out, fmt.Sprintf("ops: TP=%d spans %s: the all-reduce within a node is %s's table at %d GPUs, the leg between nodes the catalogue's network link (%g GB/s per GPU, %g µs a hop), not measured (flagged extrapolated)",
+			l.GPUs, l, o.name, l.GPUsPerNode, l.Network.GBsPerDirection, l.Network.LatencyUs))
+	}
 	switch {
 	case sh.experts > 0 && o.db.moe != nil:
 		out = append(out, fmt.Sprintf("ops: routed experts from %s's fused MoE table (%s, %d experts, top-%d, TP %d) under %s routing",
@@ -178,6 +188,22 @@ func (o *Ops) WithGraphs(sizes []int) *Ops {
 	for _, s := range sizes {
 		c.graphMax = math.Max(c.graphMax, float64(s))
 	}
+	return &c
+}
+
+// WithNodes returns the prior for a tensor-parallel group laid out as l
+// (catalog.Hardware.Layout), eff the hardware's all-reduce efficiency. A
+// group spanning nodes all-reduces within each node as the database
+// measured one node (its table at l.GPUsPerNode GPUs) and between nodes
+// over l's network link by the roofline's model (collective), which no
+// table measures: Breakdown flags the all-reduce extrapolated and Notes
+// say so. On one node it is the prior unchanged.
+func (o *Ops) WithNodes(l catalog.Layout, eff catalog.Curve) *Ops {
+	if !l.MultiNode() {
+		return o
+	}
+	c := *o
+	c.nodes, c.arEff, c.layout = newCollective(l), eff, l
 	return &c
 }
 
@@ -699,14 +725,25 @@ func (a *generationCost) sol(c opCoords) float64 {
 
 // allReduceNs is one all-reduce of msg bytes over the TP group: the
 // CUDA-graph rows of the comm table, or the ring's bytes over the
-// interconnect when the database has none.
+// interconnect when the database has none; a group spanning nodes adds
+// the network leg to one node's all-reduce (WithNodes), always
+// extrapolated.
 func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 	tp := float64(o.shape.tp)
-	q := opCoords{tp, msg}
-	if t := o.db.allreduce; t != nil {
-		return t.lookup(q, ringCost{})
+	if o.nodes.nodes > 1 {
+		tp = float64(o.nodes.n)
 	}
-	return ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9, true
+	q := opCoords{tp, msg}
+	ns, x := 0.0, true
+	if t := o.db.allreduce; t != nil {
+		ns, x = t.lookup(q, ringCost{})
+	} else {
+		ns = ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9
+	}
+	if o.nodes.nodes > 1 {
+		return ns + o.nodes.networkNs(msg, o.arEff), true
+	}
+	return ns, x
 }
 
 // sol is a ring all-reduce's bytes on the wire per GPU, 2(n−1)/n·msg.

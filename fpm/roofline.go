@@ -20,6 +20,7 @@ import (
 //	  + max(AttnFLOPs(PrefillAttn) / (Peak·AttnEff), PrefillKVTokens·KV/tok / (BW·KVBWEff))
 //	  + max(DecodeKVTokens·KV/tok / (BW·KVBWEff), AttnFLOPs(DecodeKVTokens) / (Peak·AttnEff))
 //	  + all-reduces (TP > 1): 2·Layers × (latency + 2(TP−1)/TP · tokens·Hidden·dtype / (link·AllReduceEff))
+//	    on one node; a TP group spanning nodes adds the network leg (collective)
 //
 // all per GPU of the TP group (Shape's per-GPU quantities). T_decode is the
 // CUDA-graph bucket (PaddedBatch) when it is larger than DecodeRequests:
@@ -82,15 +83,16 @@ type Roofline struct {
 	// overheads (HW.Roofline when built by NewRoofline).
 	catalog.RooflineParams
 	// AllReduceLatencyNs per all-reduce (two per layer) when TP > 1: the
-	// latency of the hardware's TP link.
+	// latency of the link that joins the TP group's GPUs within a node.
 	AllReduceLatencyNs float64 `json:"allreduce_latency_ns"`
 }
 
 // NewRoofline returns the prior for a shape on a hardware, with the
-// hardware's roofline parameters and its TP link's latency.
+// hardware's roofline parameters and the latency of the link its TP group
+// all-reduces over within a node.
 func NewRoofline(hw catalog.Hardware, s catalog.Shape) Roofline {
-	link, _ := hw.TPLink()
-	return Roofline{HW: hw, Shape: s, RooflineParams: hw.Roofline, AllReduceLatencyNs: link.LatencyUs * 1000}
+	l, _ := hw.Layout(s.TPDegree())
+	return Roofline{HW: hw, Shape: s, RooflineParams: hw.Roofline, AllReduceLatencyNs: l.Link.LatencyUs * 1000}
 }
 
 // Validate checks the hardware, the shape, the parameters and that a
@@ -108,8 +110,10 @@ func (r Roofline) Validate() error {
 	if v := r.AllReduceLatencyNs; math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 		return fmt.Errorf("fpm: roofline allreduce_latency_ns = %v: must be finite and >= 0", v)
 	}
-	if _, ok := r.HW.TPLink(); r.Shape.TPDegree() > 1 && !ok {
-		return fmt.Errorf("fpm: roofline: TP=%d needs hardware %s to list a GPU-to-GPU interconnect", r.Shape.TPDegree(), r.HW.Name)
+	if tp := r.Shape.TPDegree(); tp > 1 {
+		if _, err := r.HW.Layout(tp); err != nil {
+			return fmt.Errorf("fpm: roofline: TP=%d: %w", tp, err)
+		}
 	}
 	return nil
 }
@@ -155,7 +159,8 @@ type rooflineConsts struct {
 	moe                                    bool
 	nonExpertBytes, expertBytes, moeLayers float64
 	tp                                     int
-	allReduceMsgPerToken, linkBps          float64
+	allReduceMsgPerToken                   float64
+	ar                                     collective
 	// scale multiplies the terms calibrate fits (rooflineTerms' order),
 	// 1 for the prior itself.
 	scale [nRooflineTerms]float64
@@ -174,14 +179,19 @@ const (
 
 func (r Roofline) consts() rooflineConsts {
 	s := r.Shape
-	link, _ := r.HW.TPLink()
+	layout, err := r.HW.Layout(s.TPDegree())
+	if err != nil {
+		// Validate refuses it; unvalidated, the group is priced as one node.
+		layout.GPUs, layout.Nodes, layout.GPUsPerNode = s.TPDegree(), 1, s.TPDegree()
+		layout.Link, _ = r.HW.TPLink()
+	}
 	c := rooflineConsts{
 		attnPeak: r.HW.PeakTFLOPSFor(s.DType) * 1e12,
 		bw:       r.HW.BandwidthBytes(), kvTok: float64(s.KVBytesPerToken()),
 		pair: s.AttnFLOPsPerPair(), fixed: r.FixedNs + float64(s.Layers)*r.PerLayerNs,
 		gemmParams: s.GEMMParamsPerGPU(), lmHeadParams: s.LMHeadParamsPerGPU(), tp: s.TPDegree(),
 		allReduceMsgPerToken: float64(s.Hidden) * catalog.DTypeBytes(s.DType),
-		linkBps:              link.GBsPerDirection * 1e9,
+		ar:                   newCollective(layout),
 		scale:                [nRooflineTerms]float64{1, 1, 1, 1},
 	}
 	c.decPair = c.pair
@@ -288,8 +298,7 @@ func (r *Roofline) breakdown(c *rooflineConsts, f *Features) RooflineBreakdown {
 
 	if c.tp > 1 && tokens > 0 {
 		msg := tokens * c.allReduceMsgPerToken
-		per := r.AllReduceLatencyNs + 2*float64(c.tp-1)/float64(c.tp)*msg/(c.linkBps*r.AllReduceEff.At(msg))*1e9
-		b.AllReduceNs = 2 * float64(r.Shape.Layers) * per
+		b.AllReduceNs = 2 * float64(r.Shape.Layers) * c.ar.allReduceNs(r.AllReduceLatencyNs, msg, r.AllReduceEff)
 	}
 	b.TotalNs = b.FixedNs + b.GEMMNs + b.PrefillAttnNs + b.DecodeAttnNs + b.AllReduceNs
 	return b

@@ -220,7 +220,16 @@ func TestRooflineValidate(t *testing.T) {
 		{"TP without link", func(r *Roofline) {
 			r.Shape = llama70B.WithTP(8)
 			r.HW.Interconnects = []catalog.Interconnect{{Kind: catalog.LinkC2C, GBsPerDirection: 450, LatencyUs: 5}}
-		}, "GPU-to-GPU interconnect"},
+		}, "need a GPU-to-GPU link"},
+		{"TP beyond a node without a network", func(r *Roofline) {
+			r.Shape = llama70B.WithTP(16)
+			r.HW.Interconnects = r.HW.Interconnects[:2] // nvlink and pcie
+		}, "lists no network link between nodes"},
+		{"TP not filling nodes", func(r *Roofline) {
+			s := llama70B
+			s.Heads, s.KVHeads = 96, 12 // divisible by 12
+			r.Shape = s.WithTP(12)
+		}, "12 GPUs do not fill whole nodes of 8 H200-SXM GPUs"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Scalable is a forward-pass model whose terms steplab calibrate moves:
@@ -120,6 +121,15 @@ func rooflineOf(a *Artifact) (FPM, error) {
 	if p.Roofline == nil {
 		return nil, fmt.Errorf("fpm: roofline artifact: params.roofline is missing")
 	}
+	// An artifact written before links stated their domains was priced
+	// with its TP group on its fastest link: read it so.
+	ics := slices.Clone(p.Roofline.HW.Interconnects)
+	for i, l := range ics {
+		if l.GPUs == 0 && l.JoinsGPUs() {
+			ics[i].GPUs = p.Roofline.Shape.TPDegree()
+		}
+	}
+	p.Roofline.HW.Interconnects = ics
 	if err := p.Roofline.Validate(); err != nil {
 		return nil, fmt.Errorf("fpm: roofline artifact: %w", err)
 	}

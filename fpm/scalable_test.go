@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/steplab/steplab/catalog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -110,4 +111,22 @@ func mustJSON(t *testing.T, v any) []byte {
 	b, err := json.Marshal(v)
 	require.NoError(t, err)
 	return b
+}
+
+// A roofline artifact written before links stated their domains (no
+// interconnects[].gpus) reads as it was priced: its TP group on its
+// fastest link, one node.
+func TestRooflineArtifactBeforeNodes(t *testing.T) {
+	r := NewRoofline(h200, llama70B.WithTP(16))
+	old := r
+	old.HW.Interconnects = []catalog.Interconnect{{Kind: catalog.LinkNVLink, GBsPerDirection: 450, LatencyUs: 5},
+		{Kind: catalog.LinkPCIe, GBsPerDirection: 64, LatencyUs: 15}}
+	a := &Artifact{ArtifactVersion: ArtifactVersion, Form: FormRoofline, Params: mustJSON(t, rooflineArtifactParams{Roofline: &old})}
+	m, err := a.Model()
+	require.NoError(t, err)
+	wide := r
+	wide.HW.Interconnects = []catalog.Interconnect{{Kind: catalog.LinkNVLink, GBsPerDirection: 450, LatencyUs: 5, GPUs: 16}}
+	f := decodeStep(64, 1024)
+	assert.Equal(t, wide.PredictNs(f), m.PredictNs(f), "one NVLink domain of 16, as priced before")
+	assert.Less(t, m.PredictNs(f), r.PredictNs(f), "two nodes of 8 cost the network")
 }

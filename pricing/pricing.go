@@ -140,6 +140,10 @@ func (p *Pricing) roofline() error {
 		return err
 	}
 	p.FPM, p.FPMName = r.Prepare(), FPMRoofline
+	if l, _ := p.HW.Layout(p.Shape.TPDegree()); l.MultiNode() {
+		p.Notes = append(p.Notes, fmt.Sprintf("roofline: tensor_parallel=%d spans %s: its all-reduces are priced hierarchically, within a node over %s and between nodes over the network; %s's network link (%g GB/s per GPU, %g µs a hop) is a catalogue figure, not measured",
+			l.GPUs, l, l.Link.Kind, p.HW.Name, l.Network.GBsPerDirection, l.Network.LatencyUs))
+	}
 	return nil
 }
 

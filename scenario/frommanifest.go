@@ -188,7 +188,9 @@ func placementOf(m *datasets.Manifest, spec Spec, warn *[]string) (pools Pools, 
 				ps.Autoscale = specOf(cp.Autoscale)
 			}
 			pools = append(pools, ps)
-			if cp.ExpertLink != nil && links.Expert.BandwidthGBs == nil {
+			// An instance across nodes took the hardware's links, which
+			// the plan finds again; a stated link was one link.
+			if cp.ExpertLink != nil && cp.ExpertNodes == nil && links.Expert.BandwidthGBs == nil {
 				links.Expert = linkSpec(*cp.ExpertLink)
 			}
 		}

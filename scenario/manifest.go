@@ -38,7 +38,7 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 			cp.Hardware = cmp.Or(specFile(hw), hw.Name) // a spec file: found again by its path
 		}
 		if pp.ExpertParallel > 1 {
-			cp.ExpertLink = linkOf(pp.ExpertLink)
+			cp.ExpertLink, cp.ExpertNodes = linkOf(pp.ExpertLink), nodesOf(pp.ExpertLayout)
 		}
 		for r := 0; r < pp.Replicas; r++ {
 			cp.Workers = append(cp.Workers, fmt.Sprintf("%s-%d", pp.Name, r))
@@ -53,6 +53,27 @@ func (p *Plan) Manifest(command []string, inputSHA string) datasets.Manifest {
 
 func linkOf(l cluster.Link) *datasets.Link {
 	return &datasets.Link{BandwidthGBs: l.BytesPerSec / 1e9, LatencyUs: l.LatencyNs / 1e3}
+}
+
+// nodesOf records a layout that spans nodes (nil on one node).
+func nodesOf(l catalog.Layout) *datasets.Nodes {
+	if !l.MultiNode() {
+		return nil
+	}
+	link := func(i catalog.Interconnect) datasets.NodeLink {
+		return datasets.NodeLink{Kind: i.Kind, BandwidthGBs: i.GBsPerDirection, LatencyUs: i.LatencyUs}
+	}
+	return &datasets.Nodes{Nodes: l.Nodes, GPUsPerNode: l.GPUsPerNode, Link: link(l.Link), Network: link(l.Network)}
+}
+
+// tpNodes is the layout of a TP group of shape s on hw where it spans
+// nodes (nil on one node, or where hw cannot lay it out).
+func tpNodes(hw catalog.Hardware, s catalog.Shape) *datasets.Nodes {
+	l, err := hw.Layout(s.TPDegree())
+	if err != nil {
+		return nil
+	}
+	return nodesOf(l)
 }
 
 // engineManifest is the manifest of one engine p, planned from the
@@ -91,7 +112,7 @@ func engineManifest(sc Scenario, e EngineSpec, p *sim.Plan, command []string, in
 		Tool:   datasets.Tool{Name: "steplab", Version: "dev", Command: command},
 		Source: datasets.Source{Kind: "simulate", Format: "sim", Detail: detail},
 		Hardware: &datasets.Hardware{GPUName: p.HW.Name, GPUCount: max(1, p.Shape.TP), MemTotalBytes: int64(p.HW.MemBytes()),
-			Simulated: true, Spec: specFile(p.HW)},
+			Simulated: true, Spec: specFile(p.HW), Nodes: tpNodes(p.HW, p.Shape)},
 		Model:          manifest.ModelSection(p.Shape),
 		Engine:         engineSection(p, e),
 		CUDAGraphSizes: p.Graphs,

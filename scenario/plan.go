@@ -269,7 +269,15 @@ func (sc Scenario) lookup() (catalog.Hardware, catalog.Shape, error) {
 		errs = append(errs, catalog.AtKey("hardware", err))
 	}
 	shape, err := sc.shape()
-	if err != nil {
+	var tpErr tpError
+	switch {
+	case errors.As(err, &tpErr) && len(errs) == 0:
+		// A degree the heads refuse: name the ones this GPU takes too.
+		if use := catalog.TPSuggestion(hw, tpErr.shape, sc.Engine.GPUMemoryUtilization); use != "" {
+			err = fmt.Errorf("%w: %s", err, use)
+		}
+		errs = append(errs, err)
+	case err != nil:
 		errs = append(errs, err)
 	}
 	if len(errs) == 0 {
@@ -290,17 +298,25 @@ func (sc Scenario) shape() (catalog.Shape, error) {
 	if sc.TensorParallel < 0 {
 		return s, fmt.Errorf("tensor_parallel is %d: use 1 or more (0: the model's own)", sc.TensorParallel)
 	}
-	if sc.TensorParallel > 0 {
-		s = s.WithTP(sc.TensorParallel)
-	}
 	if s, err = s.WithDTypes(sc.WeightDType, sc.KVCacheDType); err != nil {
 		return s, fmt.Errorf("weight_dtype/kv_cache_dtype: %w", err)
 	}
+	if sc.TensorParallel > 0 {
+		s = s.WithTP(sc.TensorParallel)
+	}
 	if err := s.Validate(); err != nil {
-		return s, fmt.Errorf("tensor_parallel: %w", err)
+		return s, tpError{fmt.Errorf("tensor_parallel: %w", err), s}
 	}
 	return s, nil
 }
+
+// tpError is a shape refused at its tensor-parallel degree.
+type tpError struct {
+	error
+	shape catalog.Shape
+}
+
+func (e tpError) Unwrap() error { return e.error }
 
 // planEngine is the one place an engine is planned, from a scenario or
 // from a manifest (PlanFromManifest).
@@ -325,6 +341,12 @@ func (sc Scenario) planEngine(r manifest.Resolved) (*sim.Plan, error) {
 	needHW := e.NumGPUBlocks == 0 || pricing.IsPrior(sc.FPM)
 	if needHW && !r.Known() {
 		return nil, r.Err()
+	}
+	if r.Known() {
+		// A TP group beyond one node fills whole nodes.
+		if err := catalog.CheckTP(r.HW, r.Shape, e.GPUMemoryUtilization); err != nil {
+			return nil, catalog.AtKey("tensor_parallel", err)
+		}
 	}
 	blocks := e.NumGPUBlocks
 	if blocks == 0 {

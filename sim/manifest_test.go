@@ -142,7 +142,7 @@ memory_bandwidth_gbs: 1200
 tflops: {fp32: 40, bf16: 300, fp16: 300}
 sms: 100
 boost_clock_mhz: 2000
-interconnects: [{kind: pcie, gbs_per_direction: 32, latency_us: 15}]
+interconnects: [{kind: pcie, gbs_per_direction: 32, latency_us: 15, gpus: 8}]
 roofline: generic
 `), 0o644))
 	cfg := filepath.Join(dir, "my-model", "config.json")

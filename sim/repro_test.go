@@ -115,3 +115,42 @@ func TestR3AdmissionInflationGrowsWithB(t *testing.T) {
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// minimaxSeed is the published self-benchmark measurement's run: the
+// MiniMax-M2.7 NVFP4 checkpoint on four B200s (TP 4), priced by the
+// roofline prior and the default host model, with no constant set to its
+// figures.
+func minimaxSeed(policy string, batches, contexts []int) scenario.Scenario {
+	sc := benchScenario(policy, batches, contexts)
+	sc.Hardware, sc.TensorParallel = "B200", 4
+	sc.Model = "../catalog/testdata/aiconfigurator/nvidia--MiniMax-M2.7-NVFP4_config.json"
+	sc.Engine.NumGPUBlocks = 0 // sized from B200 memory
+	return sc
+}
+
+// The seed's figures (docs/architecture.md#the-seeds-run-simulated):
+// steady decode at B=1 and B=256, the admission step at B=256 and the
+// admission payload at B=513, simulated on the seed's model and machine.
+// The payload is the payload model's (R1); the step times are the
+// roofline's and the host model's: the test holds their order, not their
+// size (the next issue fits them).
+func TestMiniMaxSeedRun(t *testing.T) {
+	const ctx = 1024
+	steady := byBenchmark(runSteps(t, minimaxSeed(datasets.PolicySteadyStateSecondStep, []int{1, 256}, []int{ctx})))
+	adm := byBenchmark(runSteps(t, minimaxSeed(datasets.PolicyAdmissionStep, []int{256}, []int{ctx})))
+	pay := byBenchmark(runSteps(t, minimaxSeed(datasets.PolicySteadyStateSecondStep, []int{513}, []int{4100})))
+	b1, b256, a256 := steady["1/measured"], steady["2/measured"], adm["1/measured"]
+	p513 := pay["1/scaffolding"]
+	require.EqualValues(t, 1, b1.NumDecodeRequests)
+	require.EqualValues(t, 256, b256.NumDecodeRequests)
+	require.EqualValues(t, 256, a256.NumNewReqs)
+	require.EqualValues(t, 513, p513.NumNewReqs)
+	t.Logf("MiniMax-M2.7-NVFP4, 4×B200 (TP4), roofline, ctx %d (seed's figures in brackets):", ctx)
+	t.Logf("  steady decode B=1:   step %.2f ms (GPU %.2f ms) [4.83 ms]", ms(b1.WallTimeNs), ms(b1.GPUTimeNs))
+	t.Logf("  steady decode B=256: step %.2f ms (GPU %.2f ms) [25.36 ms]", ms(b256.WallTimeNs), ms(b256.GPUTimeNs))
+	t.Logf("  admission step B=256: %.2f ms (GPU %.2f ms) [171.62 ms]", ms(a256.WallTimeNs), ms(a256.GPUTimeNs))
+	t.Logf("  admission payload B=513, ctx 4100: %.2f MB [8.5 MB]", float64(p513.PayloadBytes)/1e6)
+	require.Greater(t, b256.WallTimeNs, b1.WallTimeNs)
+	require.Greater(t, a256.WallTimeNs, b256.WallTimeNs, "the admission step is inflated")
+	require.InDelta(t, 8.5e6, float64(p513.PayloadBytes), 0.1*8.5e6, "R1's payload: prompts shipped whole")
+}

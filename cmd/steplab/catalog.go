@@ -163,7 +163,7 @@ func showCatalogEntry(w io.Writer, c *catalog.Catalog, ref string, asJSON bool) 
 
 func writeHardwareTable(w io.Writer, c *catalog.Catalog) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tMEMORY\tBANDWIDTH\tBF16\tFP8\tTP LINK\tROOFLINE")
+	fmt.Fprintln(tw, "NAME\tMEMORY\tBANDWIDTH\tBF16\tFP8\tTP LINK\tNODE\tNETWORK\tROOFLINE")
 	for _, h := range c.Hardware() {
 		fp8 := "-"
 		if h.TFLOPS.FP8 > 0 {
@@ -173,12 +173,19 @@ func writeHardwareTable(w io.Writer, c *catalog.Catalog) error {
 		if l, ok := h.TPLink(); ok {
 			link = fmt.Sprintf("%s %g GB/s", l.Kind, l.GBsPerDirection)
 		}
-		fmt.Fprintf(tw, "%s\t%g GB\t%g GB/s\t%g\t%s\t%s\t%s\n", h.Name, h.MemGB, h.MemBandwidthGBs, h.TFLOPS.BF16, fp8, link, basisWord(h.Roofline.Basis))
+		node, net := "-", "-"
+		if n := h.NodeGPUs(); n > 0 {
+			node = fmt.Sprintf("%d GPUs", n)
+		}
+		if l, err := h.Layout(2 * h.NodeGPUs()); err == nil && l.MultiNode() {
+			net = fmt.Sprintf("%g GB/s", l.Network.GBsPerDirection)
+		}
+		fmt.Fprintf(tw, "%s\t%g GB\t%g GB/s\t%g\t%s\t%s\t%s\t%s\t%s\n", h.Name, h.MemGB, h.MemBandwidthGBs, h.TFLOPS.BF16, fp8, link, node, net, basisWord(h.Roofline.Basis))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "\nTFLOPS are dense (no sparsity); links per direction. steplab catalog show NAME for one entry.")
+	fmt.Fprintln(w, "\nTFLOPS are dense (no sparsity); links per direction; NODE is the largest scale-up domain, NETWORK the link per GPU between nodes. steplab catalog show NAME for one entry.")
 	return writeCatalogNotes(w, c)
 }
 
@@ -275,7 +282,14 @@ func writeHardware(w io.Writer, h catalog.Hardware) {
 	}
 	row("SMs / clock", "%d / %s", h.SMs, clock)
 	for _, l := range h.Interconnects {
-		row("link", "%s %g GB/s per direction, %g µs", l.Kind, l.GBsPerDirection, l.LatencyUs)
+		switch {
+		case l.Kind == catalog.LinkNetwork:
+			row("link", "%s %g GB/s per GPU and direction between nodes, %g µs a hop", l.Kind, l.GBsPerDirection, l.LatencyUs)
+		case l.GPUs > 0:
+			row("link", "%s %g GB/s per direction, %g µs, joins %d GPUs", l.Kind, l.GBsPerDirection, l.LatencyUs, l.GPUs)
+		default:
+			row("link", "%s %g GB/s per direction, %g µs", l.Kind, l.GBsPerDirection, l.LatencyUs)
+		}
 	}
 	r := h.Roofline
 	row("roofline", "%s", r.Basis)

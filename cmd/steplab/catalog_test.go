@@ -56,7 +56,7 @@ memory_bandwidth_gbs: 2000
 tflops: {fp32: 60, bf16: 400, fp16: 400}
 sms: 120
 boost_clock_mhz: 1800
-interconnects: [{kind: pcie, gbs_per_direction: 32, latency_us: 15}]
+interconnects: [{kind: pcie, gbs_per_direction: 32, latency_us: 15, gpus: 8}]
 roofline: generic
 `
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "hardware", "lab.yaml"), []byte(spec), 0o644))

@@ -118,11 +118,24 @@ func Prior(specStr string, q Query) (*fpm.Ops, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if o, err = withNodes(o, q.Hardware, q.Shape); err != nil {
+		return nil, nil, err
+	}
 	if q.Shape.TP > 1 && len(db.AllReduce) == 0 {
 		more = append(more, fmt.Sprintf("ops: %s has no all-reduce table: TP=%d's all-reduces are priced from its node.intra_node_bw (%.0f GB/s), not measured",
 			db.Name, q.Shape.TP, db.System.IntraNodeBandwidth/1e9))
 	}
 	return o, append(append(notes, more...), o.Notes()...), nil
+}
+
+// withNodes lays the prior's tensor-parallel group out on hw's nodes
+// (fpm.Ops.WithNodes), refusing a degree hw cannot lay out.
+func withNodes(o *fpm.Ops, hw catalog.Hardware, s catalog.Shape) (*fpm.Ops, error) {
+	l, err := hw.Layout(s.TPDegree())
+	if err != nil {
+		return nil, fmt.Errorf("TP=%d on %s: %w", s.TPDegree(), hw.Name, err)
+	}
+	return o.WithNodes(l, hw.Roofline.AllReduceEff), nil
 }
 
 // treeAt is the tree at path, or the installed one for "".
@@ -189,6 +202,16 @@ func FromArtifact(a *fpm.Artifact) (fpm.FPM, error) {
 	o, err := fpm.NewOps(db, p.Shape)
 	if err != nil {
 		return nil, fmt.Errorf("ops artifact: %w", err)
+	}
+	// The artifact names no GPU: its tensor-parallel group sits on the
+	// nodes of the GPU the database was measured on (one node where the
+	// catalogue does not know that GPU, as before nodes were modelled).
+	if p.Shape.TPDegree() > 1 {
+		if hw, err := catalog.LookupHardware(db.System.GPU); err == nil {
+			if o, err = withNodes(o, hw, p.Shape); err != nil {
+				return nil, fmt.Errorf("ops artifact: %w", err)
+			}
+		}
 	}
 	if o, err = o.WithEngine(p.Engine); err != nil {
 		return nil, err

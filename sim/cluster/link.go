@@ -38,3 +38,30 @@ func DefaultLink(spec LinkSpec, hw catalog.Hardware, field string) (Link, error)
 	}
 	return Link{BytesPerSec: bw * 1e9, LatencyNs: lat * 1e3}, nil
 }
+
+// ExpertLinks resolves the all-to-all links of an expert-parallel instance
+// of gpus GPUs of hw. A stated bandwidth is the one link between every
+// pair of its ranks (DefaultLink). Left out, the instance talks over the
+// hardware's links where it sits (catalog.Hardware.Layout): the link that
+// joins its GPUs within a node (a stated latency wins), and for an
+// instance spanning nodes its layout, with the network between them (the
+// zero Layout on one node); an instance that does not fill whole nodes is
+// refused.
+func ExpertLinks(spec LinkSpec, hw catalog.Hardware, gpus int, field string) (Link, catalog.Layout, error) {
+	l, err := DefaultLink(spec, hw, field)
+	if err != nil || spec.BandwidthGBs != nil {
+		return l, catalog.Layout{}, err
+	}
+	layout, err := hw.Layout(gpus)
+	if err != nil {
+		return Link{}, catalog.Layout{}, fmt.Errorf("an expert-parallel instance of %d GPUs: %w; or state %s.bandwidth_gbs", gpus, err, field)
+	}
+	l.BytesPerSec = layout.Link.GBsPerDirection * 1e9
+	if spec.LatencyUs == nil {
+		l.LatencyNs = layout.Link.LatencyUs * 1e3
+	}
+	if !layout.MultiNode() {
+		layout = catalog.Layout{}
+	}
+	return l, layout, nil
+}

@@ -26,6 +26,8 @@ func TestPlanFromManifestInverse(t *testing.T) {
 		{"model=" + tinyMoE, "cluster.pools={e: {replicas: 4, expert_parallel: 2}}",
 			"cluster.links.expert={bandwidth_gbs: 100, latency_us: 8}", "cluster.router.name=vllm_dp"},
 		{"model=Qwen3-30B-A3B", "hardware=RTXPRO6000", "cluster.pools={dp: {replicas: 2, expert_parallel: 2}}"},
+		// an instance of 16 H200s spans two boards: the layout is found again
+		{"model=Qwen3-30B-A3B", "cluster.pools={dp: {replicas: 16, expert_parallel: 16}}"},
 	} {
 		sc := scenario.Default()
 		for _, s := range sets {
@@ -51,6 +53,7 @@ func TestPlanFromManifestInverse(t *testing.T) {
 			assert.Equal(t, pp.Replicas, bp.Replicas)
 			assert.Equal(t, pp.ExpertParallel, bp.ExpertParallel)
 			assert.Equal(t, pp.ExpertLink, bp.ExpertLink)
+			assert.Equal(t, pp.ExpertLayout, bp.ExpertLayout)
 			assert.Equal(t, pp.Engine.Sched, bp.Engine.Sched, "pool %s", pp.Name)
 			assert.Equal(t, pp.Engine.Async, bp.Engine.Async)
 			assert.Equal(t, pp.Engine.Shape, bp.Engine.Shape)

@@ -53,7 +53,10 @@ func (s Scales) or1() Scales {
 // all-to-all moves, per MoE layer and direction, tokens·top_k·hidden·
 // activation bytes·(P−1)/P from the rank with the most tokens over the
 // expert link, at the collective efficiency of those bytes:
-// 2·moe layers·(latency + bytes/bandwidth).
+// 2·moe layers·(latency + bytes/bandwidth). An instance spanning nodes of
+// D GPUs (acrossNodes) sends (D−1)/P of those bytes over the link within
+// its node and (P−D)/P over its GPU's network link at once, and waits
+// for the slower: max(latency + intra/link, hop + inter/network).
 type moePricer struct {
 	experts, topK   int
 	layers, hidden  float64 // MoE layers
@@ -64,8 +67,12 @@ type moePricer struct {
 	peak, bw        float64 // FLOP/s and bytes/s of one GPU
 	roofline        catalog.RooflineParams
 	link            Link
-	cmax            float64
-	scales          Scales
+	// net and perNode, for an instance spanning nodes: the network link
+	// and the GPUs of one node (0: one node).
+	net     Link
+	perNode int
+	cmax    float64
+	scales  Scales
 }
 
 // newMoEPricer prices the routed experts of s (a mixture of experts) on
@@ -80,6 +87,12 @@ func newMoEPricer(s catalog.Shape, hw catalog.Hardware, gpus int, link Link, sc 
 		paramsPerExpert: 3 * float64(s.Hidden) * float64(m.ExpertIntermediate), bytesPerExpert: s.ExpertBytes(),
 		actBytes: catalog.DTypeBytes(s.DType), gpus: gpus, peak: peak * 1e12, bw: hw.BandwidthBytes(), roofline: hw.Roofline,
 		link: link, cmax: expectedMaxNormal(gpus), scales: sc.or1()}
+}
+
+// acrossNodes prices the all-to-all of an instance laid out over nodes.
+func (m *moePricer) acrossNodes(l catalog.Layout) {
+	m.perNode = l.GPUsPerNode
+	m.net = Link{BytesPerSec: l.Network.GBsPerDirection * 1e9, LatencyNs: l.Network.LatencyUs * 1e3}
 }
 
 // maxLoad is the expected assignments on the busiest GPU.
@@ -107,9 +120,20 @@ func (m *moePricer) a2aNs(rankTokens float64) float64 {
 		return 0
 	}
 	p := float64(m.gpus)
+	if m.perNode > 0 {
+		sent, d := rankTokens*float64(m.topK)*m.hidden*m.actBytes, float64(m.perNode)
+		intra, inter := sent*(d-1)/p, sent*(p-d)/p
+		per := max(m.transferNs(m.link, intra), m.transferNs(m.net, inter))
+		return 2 * m.layers * per * m.scales.A2A
+	}
 	bytes := rankTokens * float64(m.topK) * m.hidden * m.actBytes * (p - 1) / p
-	per := m.link.LatencyNs + bytes/(m.link.BytesPerSec*m.roofline.AllReduceEff.At(bytes))*1e9
+	per := m.transferNs(m.link, bytes)
 	return 2 * m.layers * per * m.scales.A2A
+}
+
+// transferNs is bytes over l at the collective efficiency of those bytes.
+func (m *moePricer) transferNs(l Link, bytes float64) float64 {
+	return l.LatencyNs + bytes/(l.BytesPerSec*m.roofline.AllReduceEff.At(bytes))*1e9
 }
 
 // stepTokens is the rows a step runs through the MLP: prefill tokens and

@@ -69,3 +69,40 @@ func TestMoEPricer(t *testing.T) {
 	assert.Equal(t, a100.TFLOPS.BF16*1e12, newMoEPricer(fp8, a100, 2, link, Scales{}).peak)
 	assert.Equal(t, 1.0, newMoEPricer(fp8, a100, 2, link, Scales{}).bytesPerExpert/(3*2048*768), "fp8 experts stream one byte a parameter")
 }
+
+// An instance of 16 H200s spans two HGX boards: of the hidden states a
+// rank sends, 7/16 go to the other GPUs of its board over NVLink and 8/16
+// over its 400 Gb/s NIC at the same time, and the all-to-all waits for the
+// network.
+func TestMoEAllToAllAcrossNodes(t *testing.T) {
+	s, err := catalog.LookupModel("Qwen3-30B-A3B")
+	require.NoError(t, err)
+	hw, err := catalog.LookupHardware("H200")
+	require.NoError(t, err)
+	link, layout, err := ExpertLinks(LinkSpec{}, hw, 16, "cluster.links.expert")
+	require.NoError(t, err)
+	require.True(t, layout.MultiNode())
+	assert.Equal(t, Link{BytesPerSec: 450e9, LatencyNs: 5000}, link, "NVLink within a board")
+	across := newMoEPricer(s, hw, 16, link, Scales{})
+	flat := *across
+	across.acrossNodes(layout)
+	sent := 100 * 8 * 2048 * 2.0 // tokens · top-k · hidden · bf16
+	intra := 5000 + sent*7/16/(450e9*0.7)*1e9
+	inter := 10_000 + sent*8/16/(50e9*0.7)*1e9
+	require.Greater(t, inter, intra)
+	assert.InEpsilon(t, 2*48*inter, across.a2aNs(100), 1e-9)
+	assert.Greater(t, across.a2aNs(100), flat.a2aNs(100), "slower than one NVLink domain of 16")
+
+	// A stated link is the one link of every pair; within one node the
+	// hardware's link, as before.
+	bw := 100.0
+	_, stated, err := ExpertLinks(LinkSpec{BandwidthGBs: &bw}, hw, 16, "cluster.links.expert")
+	require.NoError(t, err)
+	assert.False(t, stated.MultiNode())
+	_, one, err := ExpertLinks(LinkSpec{}, hw, 8, "cluster.links.expert")
+	require.NoError(t, err)
+	assert.False(t, one.MultiNode())
+	_, _, err = ExpertLinks(LinkSpec{}, hw, 12, "cluster.links.expert")
+	assert.ErrorContains(t, err, "an expert-parallel instance of 12 GPUs: 12 GPUs do not fill whole nodes of 8 H200-SXM GPUs")
+	assert.ErrorContains(t, err, "or state cluster.links.expert.bandwidth_gbs")
+}

@@ -51,8 +51,13 @@ type PoolPlan struct {
 	// expert-parallel pool catalog.DenseShape (the experts are the
 	// instance's).
 	Engine *sim.Plan
-	// ExpertLink joins the ranks of an expert-parallel instance.
+	// ExpertLink joins the ranks of an expert-parallel instance (within a
+	// node, where ExpertLayout spans nodes).
 	ExpertLink Link
+	// ExpertLayout is where an instance's GPUs sit when it spans nodes
+	// over the hardware's links (ExpertLinks): its all-to-all crosses the
+	// network. Zero on one node or over a stated link.
+	ExpertLayout catalog.Layout
 	// Scaling is an autoscaled pool's policy, defaults resolved (nil: the
 	// pool keeps Replicas engines).
 	Scaling *datasets.PoolScaling
@@ -132,12 +137,16 @@ func (p *Plan) Resolve(links Links) error {
 		if pp.ExpertParallel <= 1 {
 			continue
 		}
-		l, err := DefaultLink(links.Expert, pp.Engine.HW, "cluster.links.expert")
+		gpus := pp.ExpertParallel * max(1, p.Shape.TP)
+		l, layout, err := ExpertLinks(links.Expert, pp.Engine.HW, gpus, "cluster.links.expert")
 		if err != nil {
-			return err
+			return fmt.Errorf("cluster.pools.%s: %w", pp.Name, err)
 		}
-		pp.ExpertLink = l
-		pp.moe = newMoEPricer(p.Shape, pp.Engine.HW, pp.ExpertParallel*max(1, p.Shape.TP), l, p.Scales)
+		pp.ExpertLink, pp.ExpertLayout = l, layout
+		pp.moe = newMoEPricer(p.Shape, pp.Engine.HW, gpus, l, p.Scales)
+		if layout.MultiNode() {
+			pp.moe.acrossNodes(layout)
+		}
 	}
 	return nil
 }

@@ -31,6 +31,8 @@ func TestBadPlacementRefused(t *testing.T) {
 			[]string{"cluster.links.expert.bandwidth_gbs is -1"}},
 		{"more EP ranks than experts", []string{"model=" + tinyMoE, "cluster.pools={e: {replicas: 16, expert_parallel: 16}}"},
 			[]string{"cluster.pools.e.expert_parallel is 16, more ranks than the model's 8 experts"}},
+		{"EP instance not filling nodes", []string{"model=Qwen3-30B-A3B", "cluster.pools={e: {replicas: 12, expert_parallel: 12}}"},
+			[]string{"cluster.pools.e: an expert-parallel instance of 12 GPUs: 12 GPUs do not fill whole nodes of 8 H200-SXM GPUs"}},
 		{"expert parallel without experts", []string{"cluster.pools={e: {replicas: 2, expert_parallel: 2}}"},
 			[]string{"cluster.pools.e.expert_parallel is 2 but model Llama-3.1-8B has no routed experts"}},
 		{"EP does not divide replicas", []string{"cluster.pools={e: {replicas: 3, expert_parallel: 2}}"}, []string{"expert_parallel 2 does not divide replicas 3"}},
