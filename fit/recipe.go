@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
@@ -38,7 +39,10 @@ type KindSpec struct {
 // DefaultKindSpecs are the recipe's kinds:
 //
 //   - prefill: a table over (prefill tokens, prefill requests, the context
-//     the chunks read) and the prefill terms;
+//     the chunks read) and the prefill terms, split into regimes of
+//     scheduled tokens where the grid's held-out error says so (from a
+//     bound at the largest CUDA graph: a small prefill replays a graph,
+//     a larger one runs eagerly), fitted in relative error;
 //   - decode: a table over (batch, context per request) of the uniform
 //     points (kv_max_ratio 1: a ragged batch is outside its hull), and
 //     RaggedDecodeTerms split into batch-size regimes where the grid's
@@ -50,7 +54,8 @@ type KindSpec struct {
 //     does; else composed.
 var DefaultKindSpecs = []KindSpec{
 	{Kind: datasets.KindPrefill, Coords: []string{fpm.TermPrefillTokens, fpm.TermPrefillRequests, fpm.TermPrefillKVTokens},
-		Terms: []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillKVTokens, fpm.TermPrefillAttn, fpm.TermPrefillRequests}},
+		Terms:   []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillKVTokens, fpm.TermPrefillAttn, fpm.TermPrefillRequests},
+		Regimes: fpm.CoordScheduledTokens, Relative: true},
 	{Kind: datasets.KindDecode, Coords: []string{fpm.TermDecodeRequests, fpm.CoordKVPerRequest, fpm.CoordKVMaxRatio + "=1"},
 		Terms: AttnDecodeTerms, Regimes: fpm.TermDecodeRequests, Relative: true},
 	{Kind: datasets.KindMixed, Terms: MixedTerms, Regimes: fpm.CoordScheduledTokens, Relative: true},
@@ -298,8 +303,9 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 		if hasKind(r, datasets.KindPrefill) && hasKind(r, datasets.KindDecode) {
 			rep.PricedBy = PricedComposed
 			rep.Note = fmt.Sprintf("prefill + marginal decode: %d measured mixed rows, a model of their own needs %d", rep.Rows, opt.MinRows)
-			r.Kinds = append(r.Kinds, fpm.RecipeKind{Kind: datasets.KindMixed, Rows: rep.Rows,
-				Compose: &fpm.Compose{Rule: fpm.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}})
+			c, walk := newCompose(d, rows, r)
+			rep.Identified = []string{walk}
+			r.Kinds = append(r.Kinds, fpm.RecipeKind{Kind: datasets.KindMixed, Rows: rep.Rows, Compose: c})
 		}
 		res.Kinds = append(res.Kinds, rep)
 	}
@@ -353,8 +359,8 @@ func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt Rec
 	r := res.Model
 	mi := slices.IndexFunc(r.Kinds, func(k fpm.RecipeKind) bool { return k.Kind == datasets.KindMixed })
 	linear := r.Kinds[mi]
-	r.Kinds[mi] = fpm.RecipeKind{Kind: datasets.KindMixed, Rows: len(idx),
-		Compose: &fpm.Compose{Rule: fpm.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}}
+	c, walk := newCompose(d, rows, r)
+	r.Kinds[mi] = fpm.RecipeKind{Kind: datasets.KindMixed, Rows: len(idx), Compose: c}
 	if err := r.Validate(); err != nil {
 		return fmt.Errorf("fit: recipe: %w", err)
 	}
@@ -368,13 +374,48 @@ func (res *RecipeResult) composeIfBetter(d *Data, rows map[string][]int, opt Rec
 		res.Kinds[ri].Note = fmt.Sprintf("its own linear form: %.1f%% error out of fold on the %d measured mixed rows, composition from prefill and decode %.1f%%", own, len(idx), composed)
 		return r.Validate()
 	}
-	res.Kinds[ri] = KindReport{Kind: datasets.KindMixed, Rows: len(idx), PricedBy: PricedComposed,
+	res.Kinds[ri] = KindReport{Kind: datasets.KindMixed, Rows: len(idx), PricedBy: PricedComposed, Identified: []string{walk},
 		Note: fmt.Sprintf("prefill + marginal decode: %.1f%% error on the %d measured mixed rows, which it never saw, against %.1f%% out of fold for their own linear form", composed, len(idx), own)}
 	if opt.SkipResiduals {
 		return nil
 	}
 	_, err := CalibrateRecipe(r, d.Subset(idx), opt.MinRows, SourceMixedPoints)
 	return err
+}
+
+// newCompose is the composition of mixed steps from the recipe's prefill
+// and decode kinds (r has both, validated), and what identified the decode rows' KV walk
+// (fpm.Compose.DecodeWalk): the prefill kind's cost per token of the
+// context its chunks read, priced where its linear form (a piece of it)
+// has a positive prefill_kv_tokens coefficient, which prefill points at a
+// context identify.
+func newCompose(d *Data, rows map[string][]int, r *fpm.Recipe) (*fpm.Compose, string) {
+	c := &fpm.Compose{Rule: fpm.ComposePrefillMarginalDecode, KVFloorPerRequest: kvFloor(d, rows[datasets.KindDecode])}
+	var at []int
+	for _, i := range rows[datasets.KindPrefill] {
+		if d.Features[i].PrefillKVTokens > 0 {
+			at = append(at, i)
+		}
+	}
+	var rates []string
+	pk := &r.Kinds[slices.IndexFunc(r.Kinds, func(k fpm.RecipeKind) bool { return k.Kind == datasets.KindPrefill })]
+	for i, lin := range pk.Linears() {
+		if j := slices.Index(lin.Terms, fpm.TermPrefillKVTokens); j >= 0 && lin.Coef[j] > 0 {
+			c.DecodeWalk = true
+			rate := fmt.Sprintf("%.3g µs", lin.Coef[j]/1e3)
+			if pk.Regimes != nil {
+				rate += " (" + pk.Regimes.Range(i) + ")"
+			}
+			rates = append(rates, rate)
+		}
+	}
+	if !c.DecodeWalk {
+		return c, fmt.Sprintf("decode rows' KV walk: not priced (%d prefill rows read a context, and the prefill form prices none): "+
+			"their attention is the decode form's marginal cost alone; prefill points of a chunk at a context (mixed points with 0 decodes "+
+			"at a prefill context) would identify how fast the kernel's programs walk the KV, which a mixed step's decode rows pay at their longest context", len(at))
+	}
+	return c, fmt.Sprintf("decode rows' KV walk: %s per token of their longest context (the prefill form's %s, identified by %d prefill rows at a context)",
+		strings.Join(rates, ", "), fpm.TermPrefillKVTokens, len(at))
 }
 
 // noKVSplit is why a kind's decode attention term was left out.

@@ -187,6 +187,58 @@ func TestFitRecipeMixedComposedUnlessMeasured(t *testing.T) {
 	}
 }
 
+// chunkPoints are prefill benchmark points, one chunk each, whose
+// programs walk the context they read at walk ns a token (and chunks at
+// a context only with atContext).
+func chunkPoints(walk float64, atContext bool) []datasets.Step {
+	var out []datasets.Step
+	for _, tok := range []int{64, 128, 256, 512, 1024, 2048} {
+		for _, ctx := range []int{0, 2000} {
+			if ctx > 0 && !atContext {
+				continue
+			}
+			id := int64(10000 + len(out))
+			out = append(out, datasets.Step{StepID: id, Kind: datasets.KindPrefill, Role: datasets.RoleMeasured, Valid: true, BenchmarkID: id,
+				NumNewReqs: 1, NumPrefillRequests: 1, SumPrefillTokens: int64(tok), SumPrefillKVTokens: int64(ctx), TotalScheduledTokens: int64(tok),
+				WallTimeNs: int64(5e6 + 2e4*float64(tok) + walk*float64(ctx)), GPUTimeNs: -1})
+		}
+	}
+	return out
+}
+
+// A uniform grid whose prefill points include chunks at a context
+// identifies how fast the attention's programs walk the KV: composed
+// mixed steps price their decode rows' walk over the longest context, a
+// grid without such chunks says it cannot.
+func TestFitRecipeDecodeWalk(t *testing.T) {
+	const walk = 1200.0
+	mixed := fpm.Features{PrefillTokens: 100, PrefillRequests: 1, DecodeRequests: 4, DecodeKVTokens: 4 * 1000, DecodeMaxKVTokens: 4000}
+	pass := 5e6 + 2e4*104 // the prefill pass, the 4 decode tokens riding on it
+	for _, atContext := range []bool{true, false} {
+		d := decodeData(t, append(benchGrid(1, 2), chunkPoints(walk, atContext)...))
+		res, err := FitRecipe(d, RecipeOptions{Seed: 1})
+		require.NoError(t, err)
+		m := res.Model.Kind(datasets.KindMixed)
+		rep := res.Kinds[len(res.Kinds)-1]
+		require.Equal(t, PricedComposed, rep.PricedBy)
+		require.Len(t, rep.Identified, 1)
+		require.Equal(t, atContext, m.Compose.DecodeWalk)
+		dk := res.Model.Kind(datasets.KindDecode)
+		at, _, _ := dk.Estimate(fpm.Features{DecodeRequests: 4, DecodeKVTokens: 4000, DecodeMaxKVTokens: 4000})
+		floor, _, _ := dk.Estimate(fpm.Features{DecodeRequests: 4, DecodeKVTokens: 4 * 128, DecodeMaxKVTokens: 128})
+		marg := max(0, at-floor)
+		got := res.Model.PredictNs(mixed) - pass
+		if atContext {
+			require.Contains(t, rep.Identified[0], "identified by 6 prefill rows at a context")
+			require.InEpsilon(t, walk*(4000-128), got, 0.01, "the walk of the longest request, not its reads")
+			require.Greater(t, got, 10*marg)
+		} else {
+			require.Contains(t, rep.Identified[0], "not priced (0 prefill rows read a context")
+			require.InDelta(t, marg, got, 1e3, "the decode form's reads alone")
+		}
+	}
+}
+
 func TestCalibrateRecipeOnATrafficSplit(t *testing.T) {
 	res, err := FitRecipe(decodeData(t, benchGrid(1, 3)), RecipeOptions{Bootstrap: 50, Seed: 1})
 	require.NoError(t, err)

@@ -65,12 +65,21 @@ func kindOf(f *Features) int {
 //   - A mixed step is priced as prefill plus the marginal cost of its
 //     decode work (Compose) unless mixed steps were measured:
 //
-//     t = prefill(T + B) + max(0, decode(B, K) − decode(B, B·kv_floor))
+//     t = prefill(T + B) + max(0, decode(B, K) − decode(B, B·kv_floor), walk)
 //
 //     The B decode tokens go through the GEMMs with the chunk (priced as
 //     prefill tokens); the bracket is what their attention reads cost
-//     beyond the smallest measured context, so the fixed cost of a pass
-//     is paid once.
+//     beyond the smallest measured context (the decode form at the decode
+//     rows' own contexts, the longest included), so the fixed cost of a
+//     pass is paid once. With Compose.DecodeWalk, walk is what those
+//     reads cost when the attention kernel gives each decode row one
+//     program per KV head over its whole context, as it gives a prefill
+//     chunk's queries (no KV split in a mixed step): the prefill form's
+//     cost per token of context its chunks read (prefill_kv_tokens, on
+//     the piece that prices the step's prefill pass) times the longest
+//     context beyond the floor. The programs of a small batch fit in one
+//     wave and wait for the longest; a batch that fills more waves is
+//     priced by the bracket, the KV read spread over the GPU.
 //
 // A kind's coordinates (Table.Axes) and terms are data in the artifact,
 // resolved by name (Coord, Term): a new feature is a new name.
@@ -217,6 +226,11 @@ type Compose struct {
 	// KVFloorPerRequest is the context per request whose decode reads the
 	// composition takes as already paid: the smallest measured one.
 	KVFloorPerRequest float64 `json:"kv_floor_per_request"`
+	// DecodeWalk prices the decode rows' attention at least as the walk
+	// of a prefill chunk's programs over the longest decode context (see
+	// Recipe): set when the prefill form prices the context its chunks
+	// read (prefill points at a context identify it).
+	DecodeWalk bool `json:"decode_walk,omitempty"`
 }
 
 // Pricing is a recipe prediction and how it was made.
@@ -356,6 +370,18 @@ func (r *Recipe) Kind(kind string) *RecipeKind {
 // linear form).
 func (k *RecipeKind) Linear(f Features) *Linear { return k.linFor(&f) }
 
+// Linears returns the kind's linear forms: its one form, or the pieces
+// of its regimes in order (none without a linear form).
+func (k *RecipeKind) Linears() []*Linear {
+	if g := k.Regimes; g != nil {
+		return slices.Clone(g.lins)
+	}
+	if k.lin != nil {
+		return []*Linear{k.lin}
+	}
+	return nil
+}
+
 func (k *RecipeKind) linFor(f *Features) *Linear {
 	if g := k.Regimes; g != nil {
 		return g.lins[g.Piece(*f)]
@@ -408,16 +434,68 @@ func (k *RecipeKind) intervalAt(region int, mid, se, coverage float64) (lo, hi f
 }
 
 // composeParts splits a mixed step into its prefill pass (the decode
-// tokens riding on it), and its decode work at its context and at the
+// tokens riding on it), and its decode work at its contexts and at the
 // floor context.
 func composeParts(f *Features, floor float64) (pre, dec, base Features) {
 	pre = *f
 	pre.PrefillTokens += f.DecodeRequests
-	pre.DecodeRequests, pre.DecodeKVTokens, pre.PaddedBatch = 0, 0, 0
-	dec = Features{DecodeRequests: f.DecodeRequests, DecodeKVTokens: f.DecodeKVTokens, PaddedBatch: f.PaddedBatch}
-	base = dec
-	base.DecodeKVTokens = f.DecodeRequests * floor
+	pre.DecodeRequests, pre.DecodeKVTokens, pre.DecodeMaxKVTokens, pre.DecodeKVVar, pre.PaddedBatch = 0, 0, 0, 0, 0
+	dec = Features{DecodeRequests: f.DecodeRequests, DecodeKVTokens: f.DecodeKVTokens, DecodeMaxKVTokens: f.DecodeMaxKVTokens,
+		DecodeKVVar: f.DecodeKVVar, PaddedBatch: f.PaddedBatch}
+	base = Features{DecodeRequests: f.DecodeRequests, DecodeKVTokens: f.DecodeRequests * floor, DecodeMaxKVTokens: floor, PaddedBatch: f.PaddedBatch}
 	return pre, dec, base
+}
+
+// walk is what the decode rows of mixed step f cost walking their KV as
+// a prefill chunk's programs walk theirs (Compose.DecodeWalk): the prefill
+// kind's cost per token of context on the linear form that prices the
+// step's prefill pass pre, times the longest decode context beyond the
+// floor (the mean where the longest is not recorded), and its standard
+// error; 0 where that form does not price a context.
+func (k *RecipeKind) walk(pre, f *Features, floor float64) (ns, se float64) {
+	lin := k.linFor(pre)
+	if lin == nil {
+		return 0, 0
+	}
+	j := slices.Index(lin.Terms, TermPrefillKVTokens)
+	if j < 0 {
+		return 0, 0
+	}
+	longest := f.DecodeMaxKVTokens
+	if mean := f.DecodeKVTokens / f.DecodeRequests; !(longest >= mean) {
+		longest = mean
+	}
+	reach := math.Max(0, longest-floor)
+	if len(lin.CoefCov) == len(lin.Terms) {
+		se = math.Sqrt(math.Max(0, lin.CoefCov[j][j])) * reach
+	}
+	return lin.Coef[j] * reach, se
+}
+
+// composition is a mixed step's parts: the prefill pass, the decode form
+// at the step's decode work and at the floor, and the marginal decode
+// cost (the bracket or the walk, whichever is larger: walked) with its
+// standard error and the region of the part that set it.
+type composition struct {
+	pre, dec, base Features
+	ep, ed, eb     estimate
+	marg           estimate
+	walked         bool
+}
+
+func (r *Recipe) composed(m *RecipeKind, f *Features) composition {
+	c := composition{}
+	floor := m.Compose.KVFloorPerRequest
+	c.pre, c.dec, c.base = composeParts(f, floor)
+	p, d := r.byKind[kindPrefill], r.byKind[kindDecode]
+	c.ep, c.ed, c.eb = p.estimate(&c.pre), d.estimate(&c.dec), d.estimate(&c.base)
+	c.marg = estimate{math.Max(0, c.ed.ns-c.eb.ns), c.ed.se, c.ed.region}
+	if m.Compose.DecodeWalk {
+		if w, se := p.walk(&c.pre, f, floor); w > c.marg.ns {
+			c.marg, c.walked = estimate{w, se, c.ep.region}, true
+		}
+	}
+	return c
 }
 
 // PredictNs implements FPM.
@@ -428,9 +506,8 @@ func (r *Recipe) PredictNs(f Features) float64 {
 	case k != nil && k.Compose == nil:
 		return k.estimate(&f).ns
 	case ki == kindMixed && k != nil:
-		pre, dec, base := composeParts(&f, k.Compose.KVFloorPerRequest)
-		d := r.byKind[kindDecode]
-		return r.byKind[kindPrefill].estimate(&pre).ns + math.Max(0, d.estimate(&dec).ns-d.estimate(&base).ns)
+		c := r.composed(k, &f)
+		return c.ep.ns + c.marg.ns
 	}
 	return 0
 }
@@ -460,29 +537,32 @@ func (r *Recipe) Price(f Features, coverage float64) Pricing {
 // compose prices a mixed step from prefill and decode. Its interval uses
 // the mixed kind's own residuals when it has them for the region (a
 // calibration on measured mixed steps); otherwise the prefill part's and
-// the marginal decode part's deviations add in quadrature.
+// the marginal decode part's deviations add in quadrature, the marginal
+// part's from the residuals of the kind that set it.
 func (r *Recipe) compose(m *RecipeKind, f *Features, coverage float64) Pricing {
-	pre, dec, base := composeParts(f, m.Compose.KVFloorPerRequest)
+	c := r.composed(m, f)
 	p, d := r.byKind[kindPrefill], r.byKind[kindDecode]
-	ep, ed, eb := p.estimate(&pre), d.estimate(&dec), d.estimate(&base)
-	reg := max(ep.region, ed.region, eb.region) // a composed step leaves the hull if any part does
-	marg := math.Max(0, ed.ns-eb.ns)
-	out := Pricing{Ns: ep.ns + marg, Kind: m.Kind, Region: regionIdx[reg], Composed: true}
+	reg := max(c.ep.region, c.ed.region, c.eb.region) // a composed step leaves the hull if any part does
+	out := Pricing{Ns: c.ep.ns + c.marg.ns, Kind: m.Kind, Region: regionIdx[reg], Composed: true}
 	if reg == rUnpriced {
 		out.Ns, out.Lo, out.Hi = 0, 0, 0
 		return out
 	}
-	se := math.Hypot(ep.se, ed.se)
+	se := math.Hypot(c.ep.se, c.marg.se)
 	if m.res[reg] != nil {
 		out.Lo, out.Hi = m.intervalAt(reg, out.Ns, se, coverage)
 		return out
 	}
-	plo, phi := p.interval(ep, &pre, coverage)
-	mlo, mhi := d.intervalAt(ed.region, marg, ed.se, coverage)
-	if d.Extent != nil {
-		mlo, mhi = d.Extent.Widen(dec, marg, mlo, mhi)
+	plo, phi := p.interval(c.ep, &c.pre, coverage)
+	part, at := d, &c.dec
+	if c.walked {
+		part, at = p, &c.pre
 	}
-	out.Lo = math.Max(0, out.Ns-math.Hypot(ep.ns-plo, marg-mlo))
-	out.Hi = out.Ns + math.Hypot(phi-ep.ns, mhi-marg)
+	mlo, mhi := part.intervalAt(c.marg.region, c.marg.ns, c.marg.se, coverage)
+	if part.Extent != nil {
+		mlo, mhi = part.Extent.Widen(*at, c.marg.ns, mlo, mhi)
+	}
+	out.Lo = math.Max(0, out.Ns-math.Hypot(c.ep.ns-plo, c.marg.ns-mlo))
+	out.Hi = out.Ns + math.Hypot(phi-c.ep.ns, mhi-c.marg.ns)
 	return out
 }

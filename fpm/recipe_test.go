@@ -283,3 +283,86 @@ func TestRecipeArtifactBeforeRegimes(t *testing.T) {
 	require.InDelta(t, d.Linear(dec(1024, 512)).PredictNs(dec(1024, 512)), p.Ns, 1e-6)
 	require.True(t, r.Price(Features{PrefillTokens: 100, PrefillRequests: 1, DecodeRequests: 8, DecodeKVTokens: 8000}, 0.9).Ns > 0)
 }
+
+// withWalk is testRecipe without its decode table, whose prefill form
+// prices the context its chunks read (1 µs a token, standard error
+// 0.1 µs), its mixed steps composed with the decode rows' KV walk.
+func withWalk(t *testing.T) *Recipe {
+	t.Helper()
+	r := testRecipe(t)
+	r.Kinds[1].Table = nil
+	p := &r.Kinds[0]
+	p.Terms = []string{TermConst, TermPrefillTokens, TermPrefillKVTokens}
+	p.Coefficients = append(p.Coefficients, Coefficient{Term: TermPrefillKVTokens, Value: 1000})
+	p.CoefCov = [][]float64{{0, 0, 0}, {0, 0, 0}, {0, 0, 1e4}}
+	r.Kinds[2].Compose.DecodeWalk = true
+	require.NoError(t, r.Validate())
+	return r
+}
+
+// A composed mixed step's decode rows cost the larger of the decode
+// form's marginal reads and their walk at the longest context: the walk
+// for a few long requests, the reads for a batch of many.
+func TestRecipeDecodeWalk(t *testing.T) {
+	mixed := func(b, mean, longest float64) Features {
+		return Features{PrefillTokens: 1000 - b, PrefillRequests: 1, DecodeRequests: b, DecodeKVTokens: b * mean, DecodeMaxKVTokens: longest}
+	}
+	pre := 8e6 + 2e4*1000.0
+	reads := func(b, mean float64) float64 { return 40 * b * (mean - 128) }
+	cases := []struct {
+		name    string
+		f       Features
+		walk    float64 // the walk's price, 0 where the reads are larger
+		without float64
+	}{
+		{"a few long requests walk", mixed(4, 1000, 3000), 1000 * (3000 - 128), reads(4, 1000)},
+		{"the longest unknown: the mean", mixed(4, 1000, 0), 1000 * (1000 - 128), reads(4, 1000)},
+		{"a large batch reads", mixed(256, 1024, 1024), 0, reads(256, 1024)},
+		{"at the floor nothing", mixed(4, 128, 128), 0, 0},
+	}
+	with, plain := withWalk(t), withWalk(t)
+	plain.Kinds[2].Compose.DecodeWalk = false
+	require.NoError(t, plain.Validate())
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			want := pre + max(c.walk, c.without)
+			p := with.Price(c.f, 0.9)
+			require.True(t, p.Composed)
+			require.InDelta(t, want, p.Ns, 1e-3)
+			require.InDelta(t, p.Ns, with.PredictNs(c.f), 1e-6)
+			require.InDelta(t, pre+c.without, plain.PredictNs(c.f), 1e-3, "without DecodeWalk the reads alone")
+			if c.walk > 0 {
+				// The walk's interval: the prefill form's residuals and its
+				// coefficient's standard error, beside the prefill pass's.
+				z, reach := NormalQuantile(0.95), c.walk/1000
+				require.InDelta(t, p.Ns+math.Hypot(0.1*pre, math.Hypot(0.1*c.walk, z*100*reach)), p.Hi, 1)
+			}
+		})
+	}
+	path := filepath.Join(t.TempDir(), "recipe.json")
+	require.NoError(t, (&Artifact{Form: FormRecipe, Recipe: with, CreatedBy: "test"}).Save(path))
+	m, _, err := load(path)
+	require.NoError(t, err)
+	require.True(t, m.(*Recipe).Kind("mixed").Compose.DecodeWalk)
+	require.Equal(t, with.Price(cases[0].f, 0.9), m.(*Recipe).Price(cases[0].f, 0.9))
+}
+
+// The composed decode work is the decode form at the decode rows' own
+// features, the longest context included: a form whose regimes price the
+// batch padded to its longest request prices a ragged mixed step's
+// decodes so, against the floor.
+func TestRecipeComposedLongest(t *testing.T) {
+	r := withRegimes(t)
+	r.Kinds[1].Table = nil
+	require.NoError(t, r.Validate())
+	f := Features{PrefillTokens: 900, PrefillRequests: 1, DecodeRequests: 8, DecodeKVTokens: 8 * 1000, DecodeMaxKVTokens: 3000, PaddedBatch: 8}
+	require.InDelta(t, 8e6+2e4*908+40*8*(3000-128), r.PredictNs(f), 1e-3)
+}
+
+func TestRecipeLinears(t *testing.T) {
+	r := withRegimes(t)
+	require.Len(t, r.Kind("decode").Linears(), 2)
+	require.Equal(t, []string{TermConst, TermDecodeMaxKV}, r.Kind("decode").Linears()[1].Terms)
+	require.Len(t, r.Kind("prefill").Linears(), 1)
+	require.Empty(t, r.Kind("mixed").Linears(), "a composed kind has no form of its own")
+}
