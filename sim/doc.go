@@ -28,7 +28,7 @@
 //
 // # Use
 //
-// A Plan is one engine, as plain data: the priced models (pricing.Pricing),
+// A Plan is one engine, as plain data: the priced models (fpm.Models),
 // the scheduler limits, the async mode and the CUDA-graph sizes. Package
 // scenario builds it from a YAML scenario or a recorded run's manifest;
 // this package reads no document. Plan.NewEngine is the one engine

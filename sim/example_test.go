@@ -5,7 +5,6 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
@@ -29,7 +28,7 @@ func ExamplePlan_NewEngine() {
 		return
 	}
 	p := &sim.Plan{
-		Pricing: pricing.Pricing{HW: hw, Shape: shape, FPM: fpm.NewRoofline(hw, shape), FPMName: pricing.FPMRoofline,
+		Models: fpm.Models{HW: hw, Shape: shape, FPM: fpm.NewRoofline(hw, shape), FPMName: "roofline",
 			Host: fpm.DefaultHostModel(), Payload: fpm.DefaultPayloadModel()},
 		Sched: sched.Config{MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, BlockSize: 16, NumGPUBlocks: 50000,
 			MaxModelLen: 32768, ChunkedPrefill: true, PrefixCaching: true},
