@@ -28,6 +28,11 @@ type Cluster struct {
 	q   des.Heap[event] // by (time, sequence): equal times fire in the order scheduled
 	seq uint64
 	out Sink
+	// backend runs the one engine of a cluster built on a real worker
+	// (the zero Backend: every engine on its simulated executor); clock,
+	// then, is its clock, which moves by itself (nil: virtual time).
+	backend sim.Backend
+	clock   sim.Clock
 
 	nextStep int64
 	// arrivalsAhead: the workload has arrivals to come (its driver says),
@@ -147,11 +152,18 @@ type xfer struct {
 // New builds the plan's engines, their routers and links, recording into
 // out. Each pool's router draws from its own stream derived from r (nil:
 // from the scenario's seed).
-func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
+func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) { return p.newOn(sim.Backend{}, out, r) }
+
+// newOn is New with the engine of a plan of one on b (the zero Backend:
+// New's simulated executors).
+func (p *Plan) newOn(b sim.Backend, out Sink, r *rng.Stream) (*Cluster, error) {
 	if p.MaxSteps > 0 {
 		out = Tee{out, &stepLimit{max: p.MaxSteps}}
 	}
-	c := &Cluster{plan: p, out: out}
+	c := &Cluster{plan: p, out: out, backend: b}
+	if b.Exec != nil {
+		c.clock = b.Clock
+	}
 	root := r
 	if root == nil {
 		root = rng.New(p.Seed, "cluster")
@@ -202,7 +214,10 @@ func (c *Cluster) addWorkers(pl *pool) error {
 func (c *Cluster) newWorker(pl *pool, i int) (*worker, error) {
 	ep := max(1, pl.ExpertParallel)
 	w := &worker{idx: int32(len(c.workers)), name: fmt.Sprintf("%s-%d", pl.Name, i), pool: pl, wakeAt: -1}
-	b := sim.Backend{WorkerID: w.name}
+	b := c.backend
+	if b.WorkerID == "" {
+		b.WorkerID = w.name
+	}
 	if ep > 1 {
 		if i%ep == 0 {
 			c.groups = append(c.groups, newGroup(c, len(c.groups), pl.PoolPlan))
@@ -347,11 +362,17 @@ func (c *Cluster) wake(w *worker, t int64) {
 	c.schedule(w.u, t, evWake, w.idx)
 }
 
-// NextAt is the time of the next event, or sim.NoWake.
+// NextAt is the time of the next event, or sim.NoWake. On a clock that
+// moves by itself (a real worker's) an event is due no earlier than now:
+// the driver hands over every arrival due by then before the engine's
+// loop runs, as it would at that virtual time.
 func (c *Cluster) NextAt() int64 {
 	ev, ok := c.q.Peek()
-	if !ok {
+	switch {
+	case !ok:
 		return sim.NoWake
+	case c.clock != nil:
+		return max(ev.at, c.clock.Now())
 	}
 	return ev.at
 }
