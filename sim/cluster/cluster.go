@@ -33,6 +33,11 @@ type Cluster struct {
 	// then, is its clock, which moves by itself (nil: virtual time).
 	backend sim.Backend
 	clock   sim.Clock
+	// solo is the engine of a cluster of one (Plan.Single): its loop's
+	// wake is the only event there can be, so it is kept in the worker
+	// (wakeAt) rather than in the heap, and firing it costs no more than
+	// a loop written for one engine.
+	solo *worker
 
 	nextStep int64
 	// arrivalsAhead: the workload has arrivals to come (its driver says),
@@ -190,6 +195,9 @@ func (p *Plan) newOn(b sim.Backend, out Sink, r *rng.Stream) (*Cluster, error) {
 		}
 	}
 	c.track = c.decode != nil || track
+	if p.Single() {
+		c.solo = c.workers[0]
+	}
 	if c.track {
 		for _, w := range c.workers {
 			w.flights = map[string]*flight{}
@@ -359,7 +367,9 @@ func (c *Cluster) fail(err error) {
 // wake schedules w's loop at t (w has no pending loop event).
 func (c *Cluster) wake(w *worker, t int64) {
 	w.wakeAt = t
-	c.schedule(w.u, t, evWake, w.idx)
+	if c.solo == nil {
+		c.schedule(w.u, t, evWake, w.idx)
+	}
 }
 
 // NextAt is the time of the next event, or sim.NoWake. On a clock that
@@ -367,19 +377,29 @@ func (c *Cluster) wake(w *worker, t int64) {
 // the driver hands over every arrival due by then before the engine's
 // loop runs, as it would at that virtual time.
 func (c *Cluster) NextAt() int64 {
-	ev, ok := c.q.Peek()
-	switch {
-	case !ok:
-		return sim.NoWake
-	case c.clock != nil:
-		return max(ev.at, c.clock.Now())
+	at := sim.NoWake
+	if c.solo != nil {
+		if c.solo.wakeAt >= 0 {
+			at = c.solo.wakeAt
+		}
+	} else if ev, ok := c.q.Peek(); ok {
+		at = ev.at
 	}
-	return ev.at
+	if c.clock != nil && at != sim.NoWake {
+		at = max(at, c.clock.Now())
+	}
+	return at
 }
 
 // Step fires the earliest event.
 func (c *Cluster) Step() error {
 	if c.err != nil {
+		return c.err
+	}
+	if w := c.solo; w != nil {
+		if w.wakeAt >= 0 {
+			c.runWorker(w, w.wakeAt)
+		}
 		return c.err
 	}
 	ev, ok := c.q.Pop()
@@ -416,7 +436,10 @@ func (c *Cluster) fire(ev event) {
 
 // Advance fires every event at or before t.
 func (c *Cluster) Advance(t int64) error {
-	for c.err == nil && c.q.Len() > 0 && c.NextAt() <= t {
+	for c.err == nil {
+		if at := c.NextAt(); at == sim.NoWake || at > t {
+			break
+		}
 		if err := c.Step(); err != nil {
 			return err
 		}
