@@ -173,6 +173,19 @@ func TestCaptureRefusedInit(t *testing.T) {
 	assert.True(t, os.IsNotExist(statErr), "a refused init leaves no dataset directory")
 }
 
+// A capture runs one engine on its worker: a cluster block is refused
+// before any worker starts (none could: its interpreter does not exist)
+// and no dataset directory is created.
+func TestCaptureRefusesClusterBlock(t *testing.T) {
+	sc := tinyScenario(4)
+	require.NoError(t, sc.Set("cluster.pools={sim: {replicas: 2}}"))
+	dir := filepath.Join(t.TempDir(), "capture")
+	_, err := Capture(plan(t, sc), dir, Options{Worker: WorkerOptions{Python: "/nonexistent/python3"}, Device: "cpu"})
+	require.ErrorContains(t, err, "a capture runs one engine on its GPU worker: remove the cluster block")
+	_, statErr := os.Stat(dir)
+	assert.True(t, os.IsNotExist(statErr), "nothing was measured")
+}
+
 // TestCPUCaptureTiny runs the real worker (capture/worker, PyTorch on the
 // CPU, the tiny preset) end to end: a short trace and a small benchmark
 // grid under the steady policy. CI installs python3-torch; there a

@@ -2,6 +2,7 @@ package capture
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -56,8 +57,11 @@ func Capture(p *scenario.Plan, dir string, opts Options) (*sim.Result, error) {
 	if opts.SamplePeriod == 0 {
 		opts.SamplePeriod = 100 * time.Millisecond
 	}
-	// A workload that cannot run is refused before the worker loads a
-	// model onto the GPU.
+	// A workload or a placement that cannot run is refused before the
+	// worker loads a model onto the GPU.
+	if !p.Single() {
+		return nil, errors.New("a capture runs one engine on its GPU worker: remove the cluster block")
+	}
 	_, _, cleanup, err := p.Source()
 	cleanup()
 	if err != nil {

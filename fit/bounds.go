@@ -359,7 +359,7 @@ func (f *BoundsFile) model(s ModelSpec, data []string) (fpm.FPM, *fpm.Artifact, 
 			return nil, nil, "", "", nil, err
 		}
 		if p.Artifact == nil {
-			return p.FPM, nil, p.Name(), TargetGPU, p.Notes, nil
+			return p.FPM, nil, pricing.Name(p), TargetGPU, p.Notes, nil
 		}
 		return p.FPM, p.Artifact, s.Artifact, p.Artifact.Training.Target, nil, nil
 	case s.Prior != nil:
@@ -415,7 +415,7 @@ func (p PriorSpec) Build(dir string) (fpm.FPM, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
-		return pr.FPM, pr.Name(), nil
+		return pr.FPM, pricing.Name(pr), nil
 	}
 	db := p.Ops
 	if _, err := os.Stat(path(db)); err == nil {

@@ -555,7 +555,7 @@ func EvalDatasets(spec string, paths []string, cfg EvalConfig) (*EvalReport, *Lo
 	if err != nil {
 		return nil, nil, err
 	}
-	rep, l, err := EvalModel(p.FPM, p.Artifact, p.Name(), paths, cfg)
+	rep, l, err := EvalModel(p.FPM, p.Artifact, pricing.Name(p), paths, cfg)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -53,8 +53,8 @@ func TestDataDriven(t *testing.T) {
 			return "error: " + strings.ReplaceAll(err.Error(), "../", "") + "\n"
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "fpm %s (%T)\n", strings.ReplaceAll(p.Name(), "../", ""), p.FPM)
-		fmt.Fprintf(&b, "%s\n", strings.ReplaceAll(p.HostNote(), "../", ""))
+		fmt.Fprintf(&b, "fpm %s (%T)\n", strings.ReplaceAll(pricing.Name(p), "../", ""), p.FPM)
+		fmt.Fprintf(&b, "%s\n", strings.ReplaceAll(pricing.HostNote(p), "../", ""))
 		for _, n := range p.Notes {
 			fmt.Fprintf(&b, "note: %s\n", strings.ReplaceAll(n, "../", ""))
 		}

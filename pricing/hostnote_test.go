@@ -45,7 +45,7 @@ func TestHostNote(t *testing.T) {
 			p, err := Price(Spec{Hardware: hw, Shape: shape, FPM: tc.fpModel, Host: tc.host})
 			require.NoError(t, err)
 			assert.Equal(t, tc.prior, p.HostPrior)
-			assert.Contains(t, p.HostNote(), tc.want)
+			assert.Contains(t, HostNote(p), tc.want)
 		})
 	}
 }

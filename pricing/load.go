@@ -43,7 +43,7 @@ func Load(path string) (fpm.FPM, *fpm.Artifact, error) {
 // FromManifest resolves only the models that price a recorded run's steps
 // (step replay needs no engine) for an FPM spec and a host spec: the
 // hardware and model shape are looked up only when the FPM is a prior.
-func FromManifest(m *datasets.Manifest, fpmSpec, hostSpec string) (*Pricing, error) {
+func FromManifest(m *datasets.Manifest, fpmSpec, hostSpec string) (*fpm.Models, error) {
 	r := manifest.Resolve(m)
 	if IsPrior(fpmSpec) && !r.Known() {
 		return nil, r.Err()
@@ -55,13 +55,13 @@ func FromManifest(m *datasets.Manifest, fpmSpec, hostSpec string) (*Pricing, err
 // model for the datasets at paths: a prior (roofline, ops, ops:NAME|DIR)
 // built for the first dataset's manifest, or an artifact (its Artifact
 // set, no host model read). Notes say how a prior was built.
-func ForDatasets(spec string, paths []string) (*Pricing, error) {
+func ForDatasets(spec string, paths []string) (*fpm.Models, error) {
 	if !IsPrior(spec) {
 		m, a, err := Load(spec)
 		if err != nil {
 			return nil, err
 		}
-		return &Pricing{FPM: m, FPMName: spec, Artifact: a}, nil
+		return &fpm.Models{FPM: m, FPMName: spec, Artifact: a}, nil
 	}
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("fpm %s: a prior is built for a dataset's hardware and model: name a dataset", spec)

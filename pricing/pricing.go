@@ -56,45 +56,23 @@ type Spec struct {
 	CUDAGraphSizes []int
 }
 
-// Pricing is a priced engine: the models the simulated executor uses.
-type Pricing struct {
-	HW    catalog.Hardware
-	Shape catalog.Shape
-	FPM   fpm.FPM
-	// FPMName names the FPM in reports and manifests: "roofline" or the
-	// artifact path as given.
-	FPMName string
-	// Artifact is the FPM's artifact (nil for the roofline).
-	Artifact *fpm.Artifact
-	Host     fpm.HostModel
-	// HostName is the host spec as given, "" for the default prior.
-	HostName string
-	// HostPrior is true when Host is the default prior: no host spec and
-	// none in the artifact's params.host.
-	HostPrior bool
-	Payload   fpm.PayloadModel
-	// Notes say where a model came from when that was not the obvious
-	// place (a host model read from the FPM artifact).
-	Notes []string
-}
-
 // Price resolves a pricing spec: the one place an FPM spec and a host spec
 // become models. A hardware left zero is accepted only when nothing needs
 // it (a fitted artifact prices the steps).
-func Price(spec Spec) (*Pricing, error) {
-	p := &Pricing{HW: spec.Hardware, Shape: spec.Shape, Payload: fpm.DefaultPayloadModel(), Host: fpm.DefaultHostModel(),
+func Price(spec Spec) (*fpm.Models, error) {
+	p := &fpm.Models{HW: spec.Hardware, Shape: spec.Shape, Payload: fpm.DefaultPayloadModel(), Host: fpm.DefaultHostModel(),
 		HostName: spec.Host}
 	switch {
 	case spec.FPM == FPMPrior:
-		if err := p.prior(spec.EngineVersion); err != nil {
+		if err := prior(p, spec.EngineVersion); err != nil {
 			return nil, err
 		}
 	case spec.FPM == "" || spec.FPM == FPMRoofline:
-		if err := p.roofline(); err != nil {
+		if err := roofline(p); err != nil {
 			return nil, err
 		}
 	case opdb.IsSpec(spec.FPM):
-		if err := p.ops(spec.FPM, spec.EngineVersion); err != nil {
+		if err := ops(p, spec.FPM, spec.EngineVersion); err != nil {
 			return nil, err
 		}
 	default:
@@ -134,10 +112,11 @@ func Price(spec Spec) (*Pricing, error) {
 	return p, nil
 }
 
-func (p *Pricing) roofline() error {
-	r, err := p.Roofline()
-	if err != nil {
-		return err
+// roofline prices with the roofline prior of p's hardware and shape.
+func roofline(p *fpm.Models) error {
+	r := fpm.NewRoofline(p.HW, p.Shape)
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("roofline prior: %w", err)
 	}
 	p.FPM, p.FPMName = r.Prepare(), FPMRoofline
 	if l, _ := p.HW.Layout(p.Shape.TPDegree()); l.MultiNode() {
@@ -147,7 +126,7 @@ func (p *Pricing) roofline() error {
 	return nil
 }
 
-func (p *Pricing) ops(spec, version string) error {
+func ops(p *fpm.Models, spec, version string) error {
 	o, notes, err := opdb.Prior(spec, opdb.Query{Hardware: p.HW, Shape: p.Shape, Version: version})
 	if err != nil {
 		return err
@@ -159,18 +138,18 @@ func (p *Pricing) ops(spec, version string) error {
 // prior prices with FPMPrior: the ops prior where a database is shipped
 // for the GPU and prices the shape, else the roofline, with a note saying
 // which and why.
-func (p *Pricing) prior(version string) error {
+func prior(p *fpm.Models, version string) error {
 	ok, err := opdb.Ships(p.HW, "vllm")
 	switch {
 	case err != nil:
 		return err
 	case !ok:
 		p.Notes = append(p.Notes, fmt.Sprintf("prior: the roofline: no kernel database is shipped for %s", p.HW.Name))
-		return p.roofline()
+		return roofline(p)
 	}
-	if err := p.ops(opdb.SpecPrefix, version); err != nil {
+	if err := ops(p, opdb.SpecPrefix, version); err != nil {
 		p.Notes = append(p.Notes, fmt.Sprintf("prior: the roofline: the kernel database of %s does not price %s (%v)", p.HW.Name, p.Shape.Name, err))
-		return p.roofline()
+		return roofline(p)
 	}
 	p.Notes = append(p.Notes, fmt.Sprintf("prior: ops, the kernels measured on %s", p.HW.Name))
 	return nil
@@ -183,7 +162,7 @@ const BundledHostModel = "datasets/h200/models/host.json"
 // HostNote says which host model prices the host phases and, for the
 // prior, how to pass a fitted one: the prior is not fitted to any machine,
 // so the host phases' errors against a record are large.
-func (p *Pricing) HostNote() string {
+func HostNote(p *fpm.Models) string {
 	switch {
 	case p.HostName != "":
 		return "host model " + p.HostName
@@ -203,9 +182,9 @@ func IsPrior(spec string) bool {
 // (ops, ops:NAME, ops:DIR, ops:aic[:PATH]) rather than an artifact path.
 func IsOps(spec string) bool { return opdb.IsSpec(spec) }
 
-// Name names the FPM in reports: a prior with its database or hardware
+// Name names p's FPM in reports: a prior with its database or hardware
 // and its shape, an artifact by its path.
-func (p *Pricing) Name() string {
+func Name(p *fpm.Models) string {
 	if o, ok := p.FPM.(*fpm.Ops); ok && p.Artifact == nil {
 		return fmt.Sprintf("ops(%s, %s)", o.Database(), p.Shape.Name)
 	}
@@ -213,16 +192,6 @@ func (p *Pricing) Name() string {
 		return fmt.Sprintf("%s(%s, %s)", p.FPMName, p.HW.Name, p.Shape.Name)
 	}
 	return p.FPMName
-}
-
-// Roofline is the prior of the pricing's hardware and shape, whatever FPM
-// prices the steps: calibrate starts from its linearisation.
-func (p *Pricing) Roofline() (fpm.Roofline, error) {
-	r := fpm.NewRoofline(p.HW, p.Shape)
-	if err := r.Validate(); err != nil {
-		return r, fmt.Errorf("roofline prior: %w", err)
-	}
-	return r, nil
 }
 
 // hostParams is where calibrate stores its fitted host model in an

@@ -26,7 +26,7 @@ func TestPriorSpec(t *testing.T) {
 			require.NoError(t, err)
 			p, err := Price(Spec{Hardware: hw, Shape: shape, FPM: FPMPrior})
 			require.NoError(t, err)
-			assert.Equal(t, c.want, p.Name())
+			assert.Equal(t, c.want, Name(p))
 			require.NotEmpty(t, p.Notes)
 			assert.Contains(t, p.Notes[len(p.Notes)-1], c.note)
 			assert.True(t, IsPrior(FPMPrior))

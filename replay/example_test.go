@@ -31,7 +31,7 @@ func ExampleReplaySteps() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("%d steps priced by %s\n", s.Steps, p.Name())
+	fmt.Printf("%d steps priced by %s\n", s.Steps, pricing.Name(p))
 	for _, g := range s.ByKind {
 		e := g.Fields[replay.FieldGPU]
 		fmt.Printf("%-7s %5d steps: device time MAPE %.0f%%, total %+.0f%%\n", g.Group, g.Steps, 100*e.MAPE, 100*e.RelErrOfMean)

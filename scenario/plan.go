@@ -375,6 +375,6 @@ func (sc Scenario) planEngine(r manifest.Resolved) (*sim.Plan, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fpm: %w", err)
 	}
-	p.Pricing = *pr
+	p.Models = *pr
 	return p, nil
 }

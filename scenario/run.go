@@ -33,14 +33,15 @@ func Run(p *Plan, dir string, opts sim.RunOptions) (*sim.Result, error) {
 }
 
 // Execute runs the plan's one engine on a backend (a capture's GPU
-// worker) and writes the dataset (sim.Execute).
+// worker) and writes the dataset (cluster.Execute: the engine is a
+// cluster of one, driven as simulate drives it).
 func Execute(p *Plan, dir string, b sim.Backend, opts sim.RunOptions) (*sim.Result, error) {
 	job, cleanup, err := p.Job(opts.Command)
 	if err != nil {
 		return nil, err
 	}
 	defer cleanup()
-	return sim.Execute(p.Engine(), job, dir, b, opts)
+	return cluster.Execute(p.Plan, job, dir, b, opts)
 }
 
 // Simulate runs the plan's workload and reports it, writing nothing

@@ -9,6 +9,7 @@ import (
 	"github.com/steplab/steplab/datasets/importers"
 	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/stretchr/testify/require"
 )
 
@@ -35,16 +36,17 @@ func azurePlan(b *testing.B, stepReqs bool) *scenario.Plan {
 	return p
 }
 
-// driveInto runs p's workload on a simulated engine recording into sink.
-func driveInto(b *testing.B, p *scenario.Plan, sink sim.Sink) *sim.Engine {
+// driveInto runs p's workload on its simulated engine, a cluster of one,
+// recording into sink.
+func driveInto(b *testing.B, p *scenario.Plan, sink cluster.Sink) *cluster.Cluster {
 	src, _, done, err := p.Source()
 	require.NoError(b, err)
 	defer done()
-	eng, err := p.Engine().NewEngine(sim.Backend{}, sink)
+	c, err := p.New(sink, nil)
 	require.NoError(b, err)
-	_, err = sim.Drive(eng, src)
+	_, err = cluster.Drive(c, src)
 	require.NoError(b, err)
-	return eng
+	return c
 }
 
 // BenchmarkSimulateAzureConv is the simulation target of docs/architecture.md#performance-targets: the whole
@@ -70,9 +72,12 @@ type discard struct{}
 
 func (discard) Step(*datasets.Step, []datasets.StepRequest) error { return nil }
 func (discard) Request(*datasets.Request) error                   { return nil }
+func (discard) Route(*cluster.Route) error                        { return nil }
+func (discard) Transfer(*cluster.Transfer) error                  { return nil }
 
 // BenchmarkEngineAzureConv isolates the engine (scheduler, executor,
-// recording) from the dataset writer: the same trace into a discarding sink.
+// recording) and the drive loop from the dataset writer: the same trace
+// into a discarding sink.
 func BenchmarkEngineAzureConv(b *testing.B) {
 	p := azurePlan(b, true)
 	var steps int64
@@ -101,6 +106,9 @@ func (r *recorder) Request(q *datasets.Request) error {
 	r.reqs = append(r.reqs, *q)
 	return nil
 }
+
+func (r *recorder) Route(*cluster.Route) error       { return nil }
+func (r *recorder) Transfer(*cluster.Transfer) error { return nil }
 
 // replayRows writes rec's rows through s (require.NoError per row would
 // cost more than the writing: it walks the stack).

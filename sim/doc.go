@@ -28,17 +28,27 @@
 //
 // # Use
 //
-// A Plan is one engine, as plain data: the priced models (pricing.Pricing),
-// the scheduler limits, the async mode and the CUDA-graph sizes. Package
-// scenario builds it from a YAML scenario or a recorded run's manifest;
-// this package reads no document. Plan.NewEngine is the one engine
+// A Plan is one engine, as plain data: the priced models (fpm.Models,
+// which package pricing builds from a spec), the scheduler limits, the
+// async mode and the CUDA-graph sizes. Package scenario builds it from a
+// YAML scenario or a recorded run's manifest; this package reads no
+// document and prices no spec. Plan.NewEngine is the one engine
 // constructor (simulate, capture, request replay, calibration, what-if
-// stages and sweeps all call it); Drive runs an engine over a workload;
-// Execute runs a Job (the workload's arrivals or a benchmark grid, and
-// the manifest of the dataset it writes) on a backend:
+// stages and sweeps all call it), on a Backend: the zero Backend is the
+// plan's simulated executor on a virtual clock, a capture brings its GPU
+// executor and wall clock. Engine.Run is one iteration of its loop:
 //
 //	eng, err := p.NewEngine(sim.Backend{}, sink) // simulated executor, virtual clock
-//	end, err := sim.Drive(eng, src)
+//	next, err := eng.Run(now)                    // when to run next; NoWake: idle until an arrival
+//
+// This package has no drive loop. An engine is driven by package
+// sim/cluster, as a cluster of one when it is alone: cluster.Drive hands
+// it its arrivals and decides when the run ends, stalls or idles, for a
+// simulation, a capture (cluster.Execute, on the capture's Backend) and a
+// benchmark grid alike (Bench.Source is the grid as a workload). A Job is
+// what a run takes: the workload's arrivals or a benchmark grid, and the
+// manifest of the dataset it writes (WriteDataset writes it, partial on
+// failure; ErrInterrupted ends a run whose stop channel closed).
 //
 // The same plan and seed give a byte-identical dataset: nothing in this
 // package reads the wall clock, uses global random state or lets map order
@@ -46,11 +56,11 @@
 // dataset writer and latency percentiles come from bounded histograms (internal/hist).
 //
 // Several engines (replicas behind a router, prefill and decode pools,
-// expert-parallel instances) are package sim/cluster's: it builds each
-// engine with Plan.NewEngine and drives them on one clock through Run.
+// expert-parallel instances) are package sim/cluster's too: it builds each
+// engine with Plan.NewEngine and drives them on one clock.
 //
 // Benchmark decode points (workload kind "benchmark") are run one at a time
-// on an idle engine, as Dynamo's self-benchmark does: under
+// on an idle engine (Bench.Source), as Dynamo's self-benchmark does: under
 // steady_state_second_step the admission step is kept as scaffolding and
 // the request's second step is measured; under admission_step the
 // admission step is measured. Both are recorded as decode steps at the

@@ -135,8 +135,6 @@ type Engine struct {
 	// router tracks the prefill work it has sent until then).
 	OnFirstToken func(id string, t int64)
 
-	onFinish func(id string, t int64) error
-
 	// Finished and preempted ids of empty scheduler outputs, shipped with
 	// the next step.
 	carryFinished, carryPreempted []string
@@ -253,6 +251,11 @@ func (e *Engine) Now() int64 { return e.clock.Now() }
 func (e *Engine) Busy() bool {
 	return e.inLen > 0 || e.sch.HasUnfinished()
 }
+
+// Idle reports whether the engine's loop found nothing to run (its last
+// Run returned NoWake) and nothing has arrived since: only an arrival
+// wakes it. An idle engine that is Busy holds requests it cannot schedule.
+func (e *Engine) Idle() bool { return e.idle && e.pendHead == len(e.pending) }
 
 // Waiting reports whether the loop is blocked on the output of its oldest
 // step in flight (the last Run returned that output's arrival time, or

@@ -5,8 +5,8 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 	"github.com/steplab/steplab/sim/sched"
 	"github.com/steplab/steplab/sim/workload"
 )
@@ -14,10 +14,11 @@ import (
 // One engine from a plan written by hand (package scenario builds the
 // same plain data from a YAML scenario): Llama-3.1-8B on an H200 priced by
 // the roofline, vLLM's default limits, async scheduling. Sixteen requests
-// arrive 20 ms apart; the engine admits each with its prompt's prefill,
-// then decodes the batch step by step, and the sink sees every step and
-// request as the dataset writer would.
-func ExamplePlan_NewEngine() {
+// arrive 20 ms apart; the engine, a cluster of one (package sim/cluster
+// builds it with Plan.NewEngine and drives it), admits each with its
+// prompt's prefill, then decodes the batch step by step, and the sink
+// sees every step and request as the dataset writer would.
+func ExamplePlan() {
 	hw, err := catalog.LookupHardware("H200")
 	if err != nil {
 		fmt.Println(err)
@@ -29,14 +30,15 @@ func ExamplePlan_NewEngine() {
 		return
 	}
 	p := &sim.Plan{
-		Pricing: pricing.Pricing{HW: hw, Shape: shape, FPM: fpm.NewRoofline(hw, shape), FPMName: pricing.FPMRoofline,
+		Models: fpm.Models{HW: hw, Shape: shape, FPM: fpm.NewRoofline(hw, shape), FPMName: "roofline",
 			Host: fpm.DefaultHostModel(), Payload: fpm.DefaultPayloadModel()},
 		Sched: sched.Config{MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, BlockSize: 16, NumGPUBlocks: 50000,
 			MaxModelLen: 32768, ChunkedPrefill: true, PrefixCaching: true},
 		Async: true,
 	}
+	one := &cluster.Plan{Pools: []*cluster.PoolPlan{{Name: "sim", Role: cluster.RoleBoth, Replicas: 1, Engine: p}}}
 	metrics := sim.NewRunMetrics()
-	eng, err := p.NewEngine(sim.Backend{}, metrics)
+	c, err := one.New(cluster.Tee{metrics}, nil)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -45,9 +47,9 @@ func ExamplePlan_NewEngine() {
 	for i := range 16 {
 		arrivals = append(arrivals, workload.Arrival{ID: fmt.Sprint("r", i), AtNs: int64(i) * 20e6, PromptTokens: 1000, OutputTokens: 100})
 	}
-	end, err := sim.Drive(eng, workload.NewSlice(arrivals))
+	end, err := cluster.Drive(c, workload.NewSlice(arrivals))
 	if err == nil {
-		err = eng.Finish(end)
+		err = c.Finish(end)
 	}
 	if err != nil {
 		fmt.Println(err)

@@ -11,7 +11,6 @@ import (
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
-	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim/sched"
 )
 
@@ -29,7 +28,7 @@ func TestEngineInvariantsTrip(t *testing.T) {
 	// internal test cannot import it), its steps priced at a constant.
 	steps, err := fpm.NewLinear([]string{fpm.TermConst}, []float64{1e6})
 	require.NoError(t, err)
-	p := &Plan{Pricing: pricing.Pricing{FPM: steps, Host: fpm.DefaultHostModel(), Payload: fpm.DefaultPayloadModel()},
+	p := &Plan{Models: fpm.Models{FPM: steps, Host: fpm.DefaultHostModel(), Payload: fpm.DefaultPayloadModel()},
 		Sched: sched.Config{MaxNumSeqs: 256, MaxNumBatchedTokens: 8192, BlockSize: 16, NumGPUBlocks: 4000, MaxModelLen: 32768,
 			ChunkedPrefill: true, PrefixCaching: true}, Async: true}
 	good := func() (*datasets.Step, []datasets.StepRequest) {

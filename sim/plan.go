@@ -1,16 +1,16 @@
 package sim
 
 import (
-	"github.com/steplab/steplab/pricing"
+	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/sim/sched"
 )
 
-// Plan is one engine, ready to run: the priced models (Pricing), the
-// scheduler limits, the async mode and the CUDA-graph sizes. It is plain
-// data: package scenario builds it from a scenario or a manifest; a
-// program may fill it itself.
+// Plan is one engine, ready to run: the priced models (fpm.Models, which
+// package pricing builds from a spec), the scheduler limits, the async
+// mode and the CUDA-graph sizes. It is plain data: package scenario builds
+// it from a scenario or a manifest; a program may fill it itself.
 type Plan struct {
-	pricing.Pricing
+	fpm.Models
 	Sched  sched.Config
 	Async  bool
 	Graphs []int

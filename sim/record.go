@@ -215,11 +215,6 @@ func (e *Engine) finish(id string, t int64, status string) error {
 	st.done = true
 	delete(e.reqs, id)
 	e.stats.Finished++
-	if e.onFinish != nil {
-		if err := e.onFinish(id, t); err != nil {
-			return err
-		}
-	}
 	return e.sink.Request(&datasets.Request{
 		ReqID: id, ArrivalNs: st.arr.AtNs, PromptTokens: int64(st.arr.PromptTokens), OutputTokens: int64(st.arr.OutputTokens),
 		FirstScheduledNs: st.firstScheduled, FirstTokenNs: st.firstToken, FinishNs: t,

@@ -185,10 +185,10 @@ func checkSpec(spec, baseline string, paths []string, load fit.LoadOptions, opt 
 		if err != nil {
 			return nil, fmt.Errorf("baseline: %w", err)
 		}
-		opt.Baseline, opt.BaselineName = b.FPM, b.Name()
+		opt.Baseline, opt.BaselineName = b.FPM, pricing.Name(b)
 		notes = append(notes, b.Notes...)
 	}
-	r, err := fit.CheckModel(p.FPM, p.Artifact, p.Name(), paths, load, opt)
+	r, err := fit.CheckModel(p.FPM, p.Artifact, pricing.Name(p), paths, load, opt)
 	if err != nil {
 		return nil, err
 	}

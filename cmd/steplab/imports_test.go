@@ -5,9 +5,11 @@ import (
 	"go/parser"
 	"go/token"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -96,26 +98,73 @@ func walkGoFiles(t *testing.T, mode parser.Mode, visit func(rel string, fset *to
 	require.NoError(t, err, "the walk started at the module root")
 }
 
+// unreachable are the rules the floors alone do not say: a part that may
+// not depend on another even through a third. sim stands above pricing
+// but is built from plain plans: a plan carries the priced models
+// (fpm.Models), and specs are priced above it (package scenario).
+var unreachable = map[string][]string{
+	"sim": {"pricing"},
+}
+
 // The import graph has no back arrows: every import of every non-test Go
-// file in the repository points down a floor or stays in its folder.
+// file in the repository points down a floor or stays in its folder, and
+// no part reaches one that unreachable forbids it, directly or not.
 func TestImportsPointDown(t *testing.T) {
+	graph := map[string]map[string]bool{} // package → the module's packages it imports
 	walkGoFiles(t, parser.ImportsOnly, func(rel string, _ *token.FileSet, f *ast.File) {
-		from, ok := part(path.Dir(rel))
+		dir := path.Dir(rel)
+		from, ok := part(dir)
 		if !ok {
 			t.Errorf("%s: Go code outside the architecture's folders", rel)
 			return
+		}
+		if graph[dir] == nil {
+			graph[dir] = map[string]bool{}
 		}
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
 			if !strings.HasPrefix(p, modulePath+"/") {
 				continue
 			}
-			to, _ := part(strings.TrimPrefix(p, modulePath+"/"))
+			p = strings.TrimPrefix(p, modulePath+"/")
+			graph[dir][p] = true
+			to, _ := part(p)
 			if to != from && floors[to] >= floors[from] {
 				t.Errorf("%s imports %s: %s (floor %g) may not import %s (floor %g)", rel, p, from, floors[from], to, floors[to])
 			}
 		}
 	})
+	for from, forbidden := range unreachable {
+		require.Contains(t, graph, from, "the walk found %s", from)
+		for pkg := range graph {
+			if p, _ := part(pkg); p != from {
+				continue
+			}
+			for dep, via := range reach(graph, pkg) {
+				if to, _ := part(dep); slices.Contains(forbidden, to) {
+					t.Errorf("%s reaches %s (through %s): %s may not depend on %s", pkg, dep, via, from, to)
+				}
+			}
+		}
+	}
+}
+
+// reach is every package pkg depends on, each with the package that
+// imports it on the first path found.
+func reach(graph map[string]map[string]bool, pkg string) map[string]string {
+	via := map[string]string{}
+	queue := []string{pkg}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, dep := range slices.Sorted(maps.Keys(graph[p])) {
+			if _, seen := via[dep]; !seen && dep != pkg {
+				via[dep] = p
+				queue = append(queue, dep)
+			}
+		}
+	}
+	return via
 }
 
 // unsafeHome is the one package whose code may import unsafe: the
@@ -221,9 +270,9 @@ var documentReaders = []string{
 }
 
 // The engine, the cluster and the rest of sim/ never read a YAML
-// document, a manifest or a spec string: no import of a document reader, no datasets.ReadManifest,
-// and of package pricing (where an FPM or host spec becomes models) only
-// the Pricing type a plan carries, none of its functions.
+// document, a manifest or a spec string: no import of a document reader
+// and no datasets.ReadManifest (and, TestImportsPointDown says, nothing of
+// package pricing, where a spec becomes models).
 func TestSimReadsNoDocuments(t *testing.T) {
 	fset := token.NewFileSet()
 	seen := 0
@@ -267,13 +316,9 @@ func TestSimReadsNoDocuments(t *testing.T) {
 	assert.Greater(t, seen, 40, "the walk found sim's files, sim/cluster's among them")
 }
 
-// checkSimSelector refuses, in sim/, a use of package pricing other than
-// its Pricing type and a read of a manifest.
+// checkSimSelector refuses, in sim/, a read of a manifest.
 func checkSimSelector(t *testing.T, fset *token.FileSet, pkg string, sel *ast.SelectorExpr) {
-	switch pkg {
-	case modulePath + "/pricing":
-		assert.Equal(t, "Pricing", sel.Sel.Name, "%s uses pricing.%s: specs are priced in package scenario", fset.Position(sel.Pos()), sel.Sel.Name)
-	case modulePath + "/datasets":
+	if pkg == modulePath+"/datasets" {
 		assert.NotEqual(t, "ReadManifest", sel.Sel.Name, "%s reads a manifest: package scenario does", fset.Position(sel.Pos()))
 	}
 }

@@ -97,14 +97,14 @@ Examples, from the repository root (the committed H200 model and traffic):
 			start := time.Now()
 			rep, err := replay.RunSteps(d, replay.StepOptions{FPM: m.FPM, Host: m.Host, TopN: top, NoJoin: stepsOnly, Level: level,
 				Progress: func(n int64) { bar.Set64(n) }},
-				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: m.Name(), DatasetDir: args[1], NoFigures: noFigures})
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: pricing.Name(m), DatasetDir: args[1], NoFigures: noFigures})
 			bar.Finish()
 			if err != nil {
 				return err
 			}
 			el := time.Since(start)
 			rep.Summary.Notes = append(rep.Summary.Notes, m.Notes...)
-			rep.Summary.Notes = append(rep.Summary.Notes, m.HostNote())
+			rep.Summary.Notes = append(rep.Summary.Notes, pricing.HostNote(m))
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), rep.Summary)
 			}
@@ -256,7 +256,7 @@ Examples, from the repository root:
 			}
 			stop := spin(cmd, "replaying requests")
 			sum, err := replay.RunRequests(d, replay.RequestOptions{Plan: p.Plan, Warnings: warn, Level: level, Holdout: holdout},
-				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: p.Pools[0].Engine.Name(), DatasetDir: args[1]})
+				replay.Output{Dir: out, Overwrite: force, Command: os.Args, ModelName: pricing.Name(&p.Pools[0].Engine.Models), DatasetDir: args[1]})
 			stop()
 			if err != nil {
 				return err

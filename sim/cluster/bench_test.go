@@ -91,28 +91,11 @@ func benchSimulate(b *testing.B, p *scenario.Plan, source func() workload.Peeker
 	b.ReportMetric(float64(res.Engine.Steps)/float64(res.Requests), "steps/request")
 }
 
-// BenchmarkOneReplicaAzureConv is simulate's main job through the cluster
-// (what steplab simulate runs): one engine on the Azure conversation
-// trace, every table written. Compare with sim's
-// BenchmarkSimulateAzureConv/all-tables, the engine driven directly.
-func BenchmarkOneReplicaAzureConv(b *testing.B) {
-	dir := filepath.Join(b.TempDir(), "azure")
-	_, err := importers.Import("azure", scenario.DefaultTrace, dir, importers.Options{})
-	require.NoError(b, err)
-	sc := scenario.Default()
-	sc.Workload.Trace = dir
-	p, err := sc.Plan()
-	require.NoError(b, err)
-	out := filepath.Join(b.TempDir(), "ds")
-	for b.Loop() {
-		_, err := scenario.Run(p, out, sim.RunOptions{Overwrite: true})
-		require.NoError(b, err)
-	}
-}
-
-// BenchmarkOneReplicaEngineAzureConv is BenchmarkOneReplicaAzureConv
-// without the dataset: the cluster's event loop around one engine against
-// sim's BenchmarkEngineAzureConv (sim.Drive).
+// BenchmarkOneReplicaEngineAzureConv is simulate's main job without the
+// dataset (sim's BenchmarkSimulateAzureConv writes it): one engine on the
+// Azure conversation trace through the drive loop with the run's metrics,
+// against sim's BenchmarkEngineAzureConv (the same loop into a discarding
+// sink).
 func BenchmarkOneReplicaEngineAzureConv(b *testing.B) {
 	dir := filepath.Join(b.TempDir(), "azure")
 	_, err := importers.Import("azure", scenario.DefaultTrace, dir, importers.Options{})

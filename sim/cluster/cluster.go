@@ -28,6 +28,16 @@ type Cluster struct {
 	q   des.Heap[event] // by (time, sequence): equal times fire in the order scheduled
 	seq uint64
 	out Sink
+	// backend runs the one engine of a cluster built on a real worker
+	// (the zero Backend: every engine on its simulated executor); clock,
+	// then, is its clock, which moves by itself (nil: virtual time).
+	backend sim.Backend
+	clock   sim.Clock
+	// solo is the engine of a cluster of one (Plan.Single): its loop's
+	// wake is the only event there can be, so it is kept in the worker
+	// (wakeAt) rather than in the heap, and firing it costs no more than
+	// a loop written for one engine.
+	solo *worker
 
 	nextStep int64
 	// arrivalsAhead: the workload has arrivals to come (its driver says),
@@ -147,11 +157,18 @@ type xfer struct {
 // New builds the plan's engines, their routers and links, recording into
 // out. Each pool's router draws from its own stream derived from r (nil:
 // from the scenario's seed).
-func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
+func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) { return p.newOn(sim.Backend{}, out, r) }
+
+// newOn is New with the engine of a plan of one on b (the zero Backend:
+// New's simulated executors).
+func (p *Plan) newOn(b sim.Backend, out Sink, r *rng.Stream) (*Cluster, error) {
 	if p.MaxSteps > 0 {
 		out = Tee{out, &stepLimit{max: p.MaxSteps}}
 	}
-	c := &Cluster{plan: p, out: out}
+	c := &Cluster{plan: p, out: out, backend: b}
+	if b.Exec != nil {
+		c.clock = b.Clock
+	}
 	root := r
 	if root == nil {
 		root = rng.New(p.Seed, "cluster")
@@ -178,6 +195,9 @@ func (p *Plan) New(out Sink, r *rng.Stream) (*Cluster, error) {
 		}
 	}
 	c.track = c.decode != nil || track
+	if p.Single() {
+		c.solo = c.workers[0]
+	}
 	if c.track {
 		for _, w := range c.workers {
 			w.flights = map[string]*flight{}
@@ -202,7 +222,10 @@ func (c *Cluster) addWorkers(pl *pool) error {
 func (c *Cluster) newWorker(pl *pool, i int) (*worker, error) {
 	ep := max(1, pl.ExpertParallel)
 	w := &worker{idx: int32(len(c.workers)), name: fmt.Sprintf("%s-%d", pl.Name, i), pool: pl, wakeAt: -1}
-	b := sim.Backend{WorkerID: w.name}
+	b := c.backend
+	if b.WorkerID == "" {
+		b.WorkerID = w.name
+	}
 	if ep > 1 {
 		if i%ep == 0 {
 			c.groups = append(c.groups, newGroup(c, len(c.groups), pl.PoolPlan))
@@ -344,21 +367,39 @@ func (c *Cluster) fail(err error) {
 // wake schedules w's loop at t (w has no pending loop event).
 func (c *Cluster) wake(w *worker, t int64) {
 	w.wakeAt = t
-	c.schedule(w.u, t, evWake, w.idx)
+	if c.solo == nil {
+		c.schedule(w.u, t, evWake, w.idx)
+	}
 }
 
-// NextAt is the time of the next event, or sim.NoWake.
+// NextAt is the time of the next event, or sim.NoWake. On a clock that
+// moves by itself (a real worker's) an event is due no earlier than now:
+// the driver hands over every arrival due by then before the engine's
+// loop runs, as it would at that virtual time.
 func (c *Cluster) NextAt() int64 {
-	ev, ok := c.q.Peek()
-	if !ok {
-		return sim.NoWake
+	at := sim.NoWake
+	if c.solo != nil {
+		if c.solo.wakeAt >= 0 {
+			at = c.solo.wakeAt
+		}
+	} else if ev, ok := c.q.Peek(); ok {
+		at = ev.at
 	}
-	return ev.at
+	if c.clock != nil && at != sim.NoWake {
+		at = max(at, c.clock.Now())
+	}
+	return at
 }
 
 // Step fires the earliest event.
 func (c *Cluster) Step() error {
 	if c.err != nil {
+		return c.err
+	}
+	if w := c.solo; w != nil {
+		if w.wakeAt >= 0 {
+			c.runWorker(w, w.wakeAt)
+		}
 		return c.err
 	}
 	ev, ok := c.q.Pop()
@@ -395,7 +436,10 @@ func (c *Cluster) fire(ev event) {
 
 // Advance fires every event at or before t.
 func (c *Cluster) Advance(t int64) error {
-	for c.err == nil && c.q.Len() > 0 && c.NextAt() <= t {
+	for c.err == nil {
+		if at := c.NextAt(); at == sim.NoWake || at > t {
+			break
+		}
 		if err := c.Step(); err != nil {
 			return err
 		}

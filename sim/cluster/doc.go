@@ -1,7 +1,8 @@
-// Package cluster places engines: pools of sim.Engines behind a router, on
-// one virtual clock, with prefill/decode disaggregation and expert
-// parallelism. One engine is a cluster of one, and runs and records
-// exactly as one sim.Engine (byte for byte).
+// Package cluster places and drives engines: pools of sim.Engines behind a
+// router, on one virtual clock, with prefill/decode disaggregation and
+// expert parallelism. One engine is a cluster of one: a scenario without
+// a cluster block, a benchmark grid and a capture's engine on its GPU
+// worker all run here, through the one drive loop of the module.
 //
 // # The pieces
 //
@@ -11,8 +12,13 @@
 // scenario builds it from a scenario's cluster block or a manifest and
 // Resolve completes it; this package reads no document. Plan.New builds
 // the Cluster; Drive runs it over a workload (DriveUntil: until a stop
-// channel closes); Run runs a sim.Job into a dataset; Bounds re-simulates
-// at the edges of the FPM's prediction intervals.
+// channel closes), the one place where arrivals are handed to engines and
+// a run's end, a stall or an idle cluster are decided; Run runs a sim.Job
+// (a workload, or a benchmark grid as sim.Bench.Source makes it one) into
+// a dataset, Execute the same on a sim.Backend (the engine of a plan of
+// one on a real worker: its clock moves by itself, so an event is due no
+// earlier than now); Bounds re-simulates at the edges of the FPM's
+// prediction intervals.
 //
 //   - Pools. One pool of role both (aggregated), or one prefill and one
 //     decode pool (disaggregated, xPyD). A pool has replicas engines, each
@@ -62,6 +68,10 @@
 //	p, err := sc.Plan()
 //	if err != nil { ... } // names the field at fault
 //	res, err := scenario.Run(p, "out/pd", sim.RunOptions{}) // cluster.Run of p.Plan
+//
+// A capture runs the same loop on its worker: capture.Capture calls
+// scenario.Execute, cluster.Execute of the one engine with the GPU
+// executor and the wall clock as its sim.Backend.
 //
 // A recorded run comes back as the engines it had with
 // scenario.PlanFromManifest (a vLLM import's data_parallel_size and

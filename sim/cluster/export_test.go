@@ -30,12 +30,12 @@ const (
 
 // RunOn is Run stepping the engines side by side as n allows.
 func RunOn(p *Plan, job sim.Job, dir string, opts sim.RunOptions, n Side) (*sim.Result, error) {
-	return runOn(p, job, dir, opts, n)
+	return runOn(p, job, dir, sim.Backend{}, opts, n)
 }
 
 // SimulateOn is Simulate stepping the engines side by side as n allows.
 func SimulateOn(p *Plan, src workload.Peeker, n Side) (*sim.Result, error) {
-	return simulate(p, sim.Job{Source: src}, nil, sim.RunOptions{}, n)
+	return simulate(p, sim.Job{Source: src}, sim.Backend{}, nil, sim.RunOptions{}, n)
 }
 
 // SetSide lets the cluster step its engines side by side as n allows.

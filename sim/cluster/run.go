@@ -15,6 +15,12 @@ import (
 // A source that is a Completer (closed loop) hears of each finished
 // request. An arrival fires before an event at the same time, so an
 // engine's loop sees every request that arrived by then.
+//
+// It is steplab's one drive loop: a simulation of any placement, a
+// capture's engine on its GPU worker (a cluster of one on a backend) and
+// a benchmark grid (sim.Bench.Source) all run through it, and only here
+// are arrivals handed to engines and a run's end, a stall or an idle
+// cluster decided.
 func Drive(c *Cluster, src workload.Peeker) (int64, error) { return DriveUntil(c, src, nil) }
 
 // DriveUntil is Drive that also ends, with sim.ErrInterrupted, once stop
@@ -81,22 +87,44 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 // Run runs the job on the plan's engines and writes its dataset to dir:
 // the engines' steps, step_requests (when the job asks) and requests,
 // with routes when a router chose among engines and transfers when
-// prefill and decode are disaggregated. One engine writes exactly the
-// dataset of sim.Execute. The same plan and job give a byte-identical
-// dataset; on failure, or when opts.Stop closes (sim.ErrInterrupted), the
-// dataset is left partial with every completed part and every live
-// request recorded unfinished.
+// prefill and decode are disaggregated. The same plan and job give a
+// byte-identical dataset; on failure, or when opts.Stop closes
+// (sim.ErrInterrupted), the dataset is left partial with every completed
+// part and every live request recorded unfinished.
 func Run(p *Plan, job sim.Job, dir string, opts sim.RunOptions) (*sim.Result, error) {
-	return runOn(p, job, dir, opts, defaultSide())
+	return Execute(p, job, dir, sim.Backend{}, opts)
 }
 
-// runOn is Run stepping the engines side by side as n allows.
-func runOn(p *Plan, job sim.Job, dir string, opts sim.RunOptions, n side) (*sim.Result, error) {
-	if job.Source == nil && !p.Single() {
-		return nil, errors.New("workload.kind benchmark runs one engine: remove the cluster block")
+// Execute is Run on a backend: a plan of one engine runs its steps on b
+// (a capture's GPU worker, on the wall clock), through the same drive
+// loop and into the same tables; b amends the manifest and brackets the
+// run. The zero Backend is Run's: every engine on its simulated executor
+// and a virtual clock.
+func Execute(p *Plan, job sim.Job, dir string, b sim.Backend, opts sim.RunOptions) (*sim.Result, error) {
+	return runOn(p, job, dir, b, opts, defaultSide())
+}
+
+// runOn is Execute stepping the engines side by side as n allows.
+func runOn(p *Plan, job sim.Job, dir string, b sim.Backend, opts sim.RunOptions, n side) (*sim.Result, error) {
+	if err := runnable(p, job, b); err != nil {
+		return nil, err
 	}
-	return sim.WriteDataset(dir, job.Manifest, opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
-		res, err := runInto(p, w, job, opts, n)
+	m := job.Manifest
+	if b.Manifest != nil {
+		b.Manifest(&m)
+	}
+	return sim.WriteDataset(dir, m, opts.Overwrite, func(w *datasets.Writer) (*sim.Result, error) {
+		if b.Started != nil {
+			if err := b.Started(w); err != nil {
+				return nil, err
+			}
+		}
+		res, err := runInto(p, w, job, b, opts, n)
+		if b.Stopping != nil {
+			if serr := b.Stopping(); err == nil && serr != nil {
+				err = serr
+			}
+		}
 		if err == nil && res.Service != nil && len(res.Service.Autoscaled) > 0 {
 			err = w.UpdateManifest(func(m *datasets.Manifest) { recordScaling(m, res.Service.Autoscaled) })
 		}
@@ -104,7 +132,21 @@ func runOn(p *Plan, job sim.Job, dir string, opts sim.RunOptions, n side) (*sim.
 	})
 }
 
-func runInto(p *Plan, w *datasets.Writer, job sim.Job, opts sim.RunOptions, n side) (*sim.Result, error) {
+// runnable refuses a job the plan's engines cannot run: a benchmark grid
+// or a backend of other than one engine.
+func runnable(p *Plan, job sim.Job, b sim.Backend) error {
+	switch {
+	case p.Single():
+		return nil
+	case job.Source == nil:
+		return errors.New("workload.kind benchmark runs one engine: remove the cluster block")
+	case b.Exec != nil:
+		return errors.New("a backend runs the steps of one engine: remove the cluster block")
+	}
+	return nil
+}
+
+func runInto(p *Plan, w *datasets.Writer, job sim.Job, b sim.Backend, opts sim.RunOptions, n side) (*sim.Result, error) {
 	routes := false
 	for _, pp := range p.Pools {
 		routes = routes || pp.maxReplicas() > 1
@@ -113,7 +155,8 @@ func runInto(p *Plan, w *datasets.Writer, job sim.Job, opts sim.RunOptions, n si
 	if err != nil {
 		return nil, err
 	}
-	res, err := simulate(p, job, ds, opts, n)
+	ds.CheckpointSteps = b.CheckpointSteps
+	res, err := simulate(p, job, b, ds, opts, n)
 	if cerr := ds.Close(); err == nil {
 		err = cerr
 	}
@@ -127,13 +170,17 @@ func Simulate(p *Plan, job sim.Job) (*sim.Result, error) {
 	if job.Source == nil {
 		return nil, errors.New("workload.kind benchmark writes a dataset: use steplab simulate")
 	}
-	return simulate(p, job, nil, sim.RunOptions{}, side{})
+	return simulate(p, job, sim.Backend{}, nil, sim.RunOptions{}, side{})
 }
 
-// simulate drives the cluster over the job's source (or its benchmark
-// grid) recording into out (nil: nowhere) and the run's metrics, stepping
-// the engines side by side as n and the plan allow.
-func simulate(p *Plan, job sim.Job, out Sink, opts sim.RunOptions, n side) (*sim.Result, error) {
+// simulate drives the cluster, its one engine on b when b has an
+// executor, over the job's source (or its benchmark grid) recording into
+// out (nil: nowhere) and the run's metrics, stepping the engines side by
+// side as n and the plan allow.
+func simulate(p *Plan, job sim.Job, b sim.Backend, out Sink, opts sim.RunOptions, n side) (*sim.Result, error) {
+	if err := runnable(p, job, b); err != nil {
+		return nil, err
+	}
 	metrics := sim.NewRunMetrics()
 	tee := Tee{metrics}
 	if out != nil {
@@ -147,19 +194,18 @@ func simulate(p *Plan, job sim.Job, out Sink, opts sim.RunOptions, n side) (*sim
 		slo = &sloSink{slo: o}
 		tee = append(tee, slo)
 	}
-	c, err := p.New(tee, nil)
+	c, err := p.newOn(b, tee, nil)
 	if err != nil {
 		return nil, err
 	}
-	var t int64
-	if job.Source != nil {
-		c.side = sideBySide(p, n)
-		t, err = DriveUntil(c, job.Source, opts.Stop)
-	} else {
-		eng := c.Engines()[0]
-		err = sim.RunBenchmark(eng, job.Bench, opts.Stop)
-		t = eng.Now()
+	src := job.Source
+	if src == nil {
+		if src, err = job.Bench.Source(c.Engines()[0]); err != nil {
+			return nil, err
+		}
 	}
+	c.side = sideBySide(p, n)
+	t, err := DriveUntil(c, src, opts.Stop)
 	// Even after a failure, record every live request (unfinished): what
 	// was measured stays.
 	end := lastTime(c, t)
@@ -182,31 +228,53 @@ func simulate(p *Plan, job sim.Job, out Sink, opts sim.RunOptions, n side) (*sim
 	return res, nil
 }
 
-// Bounds re-simulates the plan's workload with every step of every pool
-// at the lower, then at the upper edge of its FPM's interval at level
-// (Plan.Bound), writing nothing: sim.Bounds for a cluster; open makes
-// each run's job afresh. The experts of an expert-parallel pool keep
-// their point price in both runs.
+// Bounds re-simulates the plan's workload (a benchmark grid too) with
+// every step of every pool at the lower, then at the upper edge of its
+// FPM's interval at level (Plan.Bound), writing nothing, and returns the
+// latencies of both; open makes each run's job afresh (and what to clean
+// up after it). The two runs are deterministic. They bound the systematic
+// error of the model, which compounds through queueing; independent
+// per-step draws would average it away. The experts of an
+// expert-parallel pool keep their point price in both runs.
 func Bounds(p *Plan, level float64, open func() (sim.Job, func(), error)) (*sim.LatencyInterval, error) {
-	if p.Single() {
-		return sim.Bounds(p.Pools[0].Engine, level, open) // a benchmark workload too
+	var reps [2]sim.Report
+	for i := range reps {
+		r, err := boundRun(p, level, i == 1, open)
+		if err != nil {
+			return nil, fmt.Errorf("bounds: %w", err)
+		}
+		reps[i] = r
 	}
-	return sim.BoundsOf(level, func(upper bool) (sim.Report, error) {
-		q, err := p.Bound(level, upper)
-		if err != nil {
-			return sim.Report{}, err
-		}
-		job, cleanup, err := open()
-		if err != nil {
-			return sim.Report{}, err
-		}
-		defer cleanup()
-		res, err := Simulate(q, job)
-		if err != nil {
-			return sim.Report{}, err
-		}
-		return res.Report, nil
-	})
+	return &sim.LatencyInterval{Level: level, Method: sim.BoundsMethod, TTFT: bounded(reps[0].TTFT, reps[1].TTFT),
+		ITL: bounded(reps[0].ITL, reps[1].ITL), E2E: bounded(reps[0].E2E, reps[1].E2E)}, nil
+}
+
+// boundRun is one run of Bounds: at the upper edge of the interval, or
+// the lower one.
+func boundRun(p *Plan, level float64, upper bool, open func() (sim.Job, func(), error)) (sim.Report, error) {
+	q, err := p.Bound(level, upper)
+	if err != nil {
+		return sim.Report{}, err
+	}
+	job, cleanup, err := open()
+	if err != nil {
+		return sim.Report{}, err
+	}
+	defer cleanup()
+	res, err := simulate(q, job, sim.Backend{}, nil, sim.RunOptions{}, side{})
+	if err != nil {
+		return sim.Report{}, err
+	}
+	return res.Report, nil
+}
+
+// bounded pairs two runs' summaries: each statistic's lesser and greater.
+func bounded(a, b sim.Summary) sim.Bounded {
+	lo := sim.Summary{Count: min(a.Count, b.Count), Mean: min(a.Mean, b.Mean), P50: min(a.P50, b.P50), P90: min(a.P90, b.P90),
+		P99: min(a.P99, b.P99), Max: min(a.Max, b.Max)}
+	hi := sim.Summary{Count: max(a.Count, b.Count), Mean: max(a.Mean, b.Mean), P50: max(a.P50, b.P50), P90: max(a.P90, b.P90),
+		P99: max(a.P99, b.P99), Max: max(a.Max, b.Max)}
+	return sim.Bounded{Lo: lo, Hi: hi}
 }
 
 // sideBySide is how a run of p may step its engines side by side, given

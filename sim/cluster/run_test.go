@@ -14,6 +14,7 @@ import (
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/scenario"
 	"github.com/steplab/steplab/sim"
+	"github.com/steplab/steplab/sim/cluster"
 )
 
 // A cluster run stopped midway (a signal in the CLI) ends with
@@ -88,5 +89,87 @@ func TestBounds(t *testing.T) {
 		assert.Less(t, iv.E2E.Lo.P50, point.E2E.P50, sets)
 		assert.Greater(t, iv.E2E.Hi.P50, point.E2E.P50, sets)
 		assert.Less(t, iv.ITL.Lo.Mean, iv.ITL.Hi.Mean, sets)
+	}
+}
+
+// A backend runs the one engine of a plan through the same drive loop:
+// its executor and clock run the steps, its worker id names them, its
+// hooks amend the manifest and bracket the run. With the plan's own
+// simulated executor on it, the rows are Run's but for that name.
+func TestExecuteOnABackend(t *testing.T) {
+	p, err := goldenScenario().Plan()
+	require.NoError(t, err)
+	read := func(dir string) ([]datasets.Step, []datasets.Request) {
+		d, err := datasets.Open(dir)
+		require.NoError(t, err)
+		steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+		require.NoError(t, err)
+		reqs, err := datasets.ReadAll[datasets.Request](d, datasets.TableRequests)
+		require.NoError(t, err)
+		return steps, reqs
+	}
+	want := filepath.Join(t.TempDir(), "run")
+	_, err = scenario.Run(p, want, sim.RunOptions{})
+	require.NoError(t, err)
+
+	e := p.Engine()
+	var started, stopped int
+	b := sim.Backend{Exec: sim.NewSimExecutor(e.FPM, e.Payload, e.Host, e.Graphs), Clock: &sim.VirtualClock{}, Host: &sim.HostAdapter{M: e.Host},
+		WorkerID: "gpu-0", CheckpointSteps: 64,
+		Manifest: func(m *datasets.Manifest) { m.Notes = append(m.Notes, "on a backend") },
+		Started:  func(*datasets.Writer) error { started++; return nil },
+		Stopping: func() error { stopped++; return nil }}
+	got := filepath.Join(t.TempDir(), "backend")
+	job, cleanup, err := p.Job(nil)
+	require.NoError(t, err)
+	defer cleanup()
+	_, err = cluster.Execute(p.Plan, job, got, b, sim.RunOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, [2]int{1, 1}, [2]int{started, stopped}, "the hooks bracket the run once")
+	m, err := datasets.ReadManifest(got)
+	require.NoError(t, err)
+	assert.Contains(t, m.Notes, "on a backend")
+
+	wantSteps, wantReqs := read(want)
+	steps, reqs := read(got)
+	require.NotEmpty(t, steps)
+	for i := range steps {
+		require.Equal(t, "gpu-0", steps[i].WorkerID)
+		steps[i].WorkerID = wantSteps[i].WorkerID
+	}
+	assert.Equal(t, wantSteps, steps)
+	assert.Equal(t, wantReqs, reqs)
+}
+
+// What only one engine runs, a benchmark grid and a backend's worker, is
+// refused for a cluster of more before any dataset is created.
+func TestRunRefusesWhatOneEngineRuns(t *testing.T) {
+	sc := goldenScenario()
+	require.NoError(t, sc.Set("cluster.pools={sim: {replicas: 2}}"))
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	e := p.Engine()
+	worker := sim.Backend{Exec: sim.NewSimExecutor(e.FPM, e.Payload, e.Host, e.Graphs), Clock: &sim.VirtualClock{}}
+	src, _, cleanup, err := p.Source()
+	require.NoError(t, err)
+	defer cleanup()
+	for _, tc := range []struct {
+		name string
+		run  func(dir string) error
+		want string
+	}{
+		{"benchmark", func(dir string) error { _, err := cluster.Run(p.Plan, sim.Job{}, dir, sim.RunOptions{}); return err },
+			"workload.kind benchmark runs one engine: remove the cluster block"},
+		{"backend", func(dir string) error {
+			_, err := cluster.Execute(p.Plan, sim.Job{Source: src}, dir, worker, sim.RunOptions{})
+			return err
+		}, "a backend runs the steps of one engine: remove the cluster block"},
+		{"benchmark simulated", func(string) error { _, err := cluster.Simulate(p.Plan, sim.Job{}); return err },
+			"workload.kind benchmark writes a dataset: use steplab simulate"},
+	} {
+		dir := filepath.Join(t.TempDir(), "ds")
+		require.ErrorContains(t, tc.run(dir), tc.want, tc.name)
+		_, err := os.Stat(dir)
+		assert.True(t, os.IsNotExist(err), "%s: no dataset", tc.name)
 	}
 }
