@@ -196,16 +196,7 @@ func TestUnsafeOnlyInCodec(t *testing.T) {
 // write; one function per figure or message kind), not into fragments.
 const maxFuncLines = 120
 
-// longFuncsAllowed are the functions still over maxFuncLines, each at most
-// as long as it is now; remove an entry once its function is split.
-var longFuncsAllowed = map[string]int{
-	// mirrors vLLM's Scheduler.schedule step for step: RUNNING, then WAITING, in one pass.
-	"sim/sched/scheduler.go (*Scheduler).Schedule": 170,
-	// the codec's hot loop: one case per column kind, reading rows through field offsets.
-	"datasets/internal/pq/writer.go (*colEnc).gather": 123,
-}
-
-// funcName is a function's name as the allow-list spells it: Name, or
+// funcName is a function's name as the test reports it: Name, or
 // (Recv).Name for a method.
 func funcName(fn *ast.FuncDecl) string {
 	if fn.Recv == nil || len(fn.Recv.List) == 0 {
@@ -232,8 +223,7 @@ func funcName(fn *ast.FuncDecl) string {
 	return id.Name + "." + fn.Name.Name
 }
 
-// No hand-written function of the repository is over maxFuncLines lines,
-// but the allowed ones, which may not grow.
+// No hand-written function of the repository is over maxFuncLines lines.
 func TestFunctionsShort(t *testing.T) {
 	funcs := 0
 	walkGoFiles(t, parser.ParseComments, func(rel string, fset *token.FileSet, f *ast.File) {
@@ -247,13 +237,8 @@ func TestFunctionsShort(t *testing.T) {
 			}
 			funcs++
 			lines := fset.Position(fn.Body.Rbrace).Line - fset.Position(fn.Pos()).Line + 1
-			key := rel + " " + funcName(fn)
-			limit, allowed := longFuncsAllowed[key]
-			if !allowed {
-				limit = maxFuncLines
-			}
-			if lines > limit {
-				t.Errorf("%s: %d lines, at most %d: split it by role (read and check, build, convert, write; one function per kind), not into fragments", key, lines, limit)
+			if lines > maxFuncLines {
+				t.Errorf("%s %s: %d lines, at most %d: split it by role (read and check, build, convert, write; one function per kind), not into fragments", rel, funcName(fn), lines, maxFuncLines)
 			}
 		}
 	})

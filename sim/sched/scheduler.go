@@ -159,12 +159,22 @@ func (s *Scheduler) blocksFor(tokens int) int { return (tokens + s.cfg.BlockSize
 // The returned Output follows the ownership rule documented on Output.
 func (s *Scheduler) Schedule() *Output {
 	out := s.getOutput()
+	budget, preempted := s.scheduleRunning(out, s.cfg.MaxNumBatchedTokens)
+	if !preempted {
+		budget = s.scheduleWaiting(out, budget)
+	}
+	s.closeOutput(out, budget)
+	return out
+}
+
+// scheduleRunning is the RUNNING half of Schedule: each running request in
+// order gets its tokens within budget, preempting from the back of RUNNING
+// when KV blocks run out. It returns the budget left and whether it
+// preempted (then nothing is admitted this step).
+func (s *Scheduler) scheduleRunning(out *Output, budget int) (int, bool) {
 	cfg := &s.cfg
-	budget := cfg.MaxNumBatchedTokens
 	thr := cfg.LongPrefillTokenThreshold
 	preempted := false
-
-	// RUNNING requests.
 	for i := 0; i < len(s.running) && budget > 0; {
 		st := s.running[i]
 		if st.placeholders > 0 && (st.output+st.placeholders >= st.maxOut || st.placeholders >= maxPlaceholders) {
@@ -221,96 +231,122 @@ func (s *Scheduler) Schedule() *Output {
 		budget -= n
 		i++
 	}
+	return budget, preempted
+}
 
-	// WAITING requests.
-	if !preempted {
-		for s.waiting.len() > 0 && budget > 0 {
-			if len(s.running) >= cfg.MaxNumSeqs {
-				break
-			}
-			st := s.waiting.front()
-			if st.placeholders > 0 {
-				// A preempted request whose last output is still in flight
-				// (only possible with a pipeline deeper than 2): wait for it.
-				break
-			}
-			hits := s.hitBuf[:0]
-			evictable := 0
-			if cfg.PrefixCaching {
-				maxBlocks := (st.numTokens() - 1) / cfg.BlockSize // never the last token
-				for b := 0; b < maxBlocks; b++ {
-					blk, ok := s.lookupBlock(st, b)
-					if !ok {
-						break
-					}
-					hits = append(hits, blk)
-					if s.pool.q[blk].ref == 0 {
-						evictable++
-					}
-				}
-			}
-			s.hitBuf = hits
-			hitTokens := len(hits) * cfg.BlockSize
-			computed := hitTokens
-			if !st.admitted && st.r.PrecomputedTokens > computed {
-				computed = st.r.PrecomputedTokens
-			}
-			n := st.numTokens() - computed
-			if thr > 0 && n > thr {
-				n = thr
-			}
-			if !cfg.ChunkedPrefill && n > budget {
-				break
-			}
-			if n > budget {
-				n = budget
-			}
-			total := s.blocksFor(computed + n)
-			fresh := total - len(hits)
-			if fresh+evictable > s.pool.numFree {
-				break
-			}
-			s.waiting.popFront()
-			for _, b := range hits {
-				s.pool.touch(b)
-			}
-			if st.blocks == nil {
-				// Sized once for the request's lifetime (its KV never exceeds
-				// prompt + max output - 1 tokens), recycled when it finishes.
-				st.blocks = s.spareSlice(s.blocksFor(st.prompt + st.maxOut - 1))
-				if cfg.PrefixCaching {
-					st.own = s.spareSlice(cap(st.blocks))
-				}
-			}
-			st.blocks = st.blocks[:0]
-			for _, b := range hits {
-				st.blocks = append(st.blocks, int32(b))
-			}
-			st.blocks = s.pool.allocate(fresh, st.blocks)
-			st.numCached = len(hits)
-			resumed := st.status == statusPreempted
-			st.status = statusRunning
-			st.admitted = true
-			st.computed = computed
-			s.cacheUpTo(st, min(computed+n, st.numTokens()))
-			s.running = append(s.running, st)
+// scheduleWaiting is the WAITING half of Schedule: requests in order are
+// admitted while running < MaxNumSeqs and blocks and budget allow, their
+// cached prefix counted as computed. It returns the budget left.
+func (s *Scheduler) scheduleWaiting(out *Output, budget int) int {
+	cfg := &s.cfg
+	thr := cfg.LongPrefillTokenThreshold
+	for s.waiting.len() > 0 && budget > 0 {
+		if len(s.running) >= cfg.MaxNumSeqs {
+			break
+		}
+		st := s.waiting.front()
+		if st.placeholders > 0 {
+			// A preempted request whose last output is still in flight
+			// (only possible with a pipeline deeper than 2): wait for it.
+			break
+		}
+		evictable := s.prefixHits(st)
+		hits := s.hitBuf
+		hitTokens := len(hits) * cfg.BlockSize
+		computed := hitTokens
+		if !st.admitted && st.r.PrecomputedTokens > computed {
+			computed = st.r.PrecomputedTokens
+		}
+		n := st.numTokens() - computed
+		if thr > 0 && n > thr {
+			n = thr
+		}
+		if !cfg.ChunkedPrefill && n > budget {
+			break
+		}
+		if n > budget {
+			n = budget
+		}
+		fresh := s.blocksFor(computed+n) - len(hits)
+		if fresh+evictable > s.pool.numFree {
+			break
+		}
+		s.waiting.popFront()
+		s.admit(out, st, fresh, computed, n)
+		budget -= n
+	}
+	return budget
+}
 
-			nb := len(out.blockBuf)
-			for _, b := range st.blocks {
-				out.blockBuf = append(out.blockBuf, int(b))
+// prefixHits looks the waiting request's prompt up in the prefix cache
+// (never its last token) and leaves the cached blocks in s.hitBuf. It
+// returns how many of them are evictable, which admitting it takes out of
+// the free pool.
+func (s *Scheduler) prefixHits(st *reqState) (evictable int) {
+	hits := s.hitBuf[:0]
+	if s.cfg.PrefixCaching {
+		maxBlocks := (st.numTokens() - 1) / s.cfg.BlockSize
+		for b := 0; b < maxBlocks; b++ {
+			blk, ok := s.lookupBlock(st, b)
+			if !ok {
+				break
 			}
-			end := len(out.blockBuf)
-			sr := appendReq(&out.NewReqs)
-			sr.Req, sr.st = st.r, st
-			sr.NumScheduledTokens, sr.NumComputedTokens, sr.NumOutputTokens = n, computed, st.output
-			sr.Resumed, sr.PrefixHitTokens = resumed, hitTokens
-			sr.NewBlockIDs, sr.BlockIDs = out.blockBuf[nb+len(hits):end:end], out.blockBuf[nb:end:end]
-			s.advance(sr)
-			budget -= n
+			hits = append(hits, blk)
+			if s.pool.q[blk].ref == 0 {
+				evictable++
+			}
 		}
 	}
+	s.hitBuf = hits
+	return evictable
+}
 
-	out.TotalScheduledTokens = cfg.MaxNumBatchedTokens - budget
+// admit moves the waiting request st to RUNNING with the cached blocks of
+// s.hitBuf and fresh new ones, computed tokens already computed and n
+// scheduled, and adds it to the step's new requests.
+func (s *Scheduler) admit(out *Output, st *reqState, fresh, computed, n int) {
+	hits := s.hitBuf
+	for _, b := range hits {
+		s.pool.touch(b)
+	}
+	if st.blocks == nil {
+		// Sized once for the request's lifetime (its KV never exceeds
+		// prompt + max output - 1 tokens), recycled when it finishes.
+		st.blocks = s.spareSlice(s.blocksFor(st.prompt + st.maxOut - 1))
+		if s.cfg.PrefixCaching {
+			st.own = s.spareSlice(cap(st.blocks))
+		}
+	}
+	st.blocks = st.blocks[:0]
+	for _, b := range hits {
+		st.blocks = append(st.blocks, int32(b))
+	}
+	st.blocks = s.pool.allocate(fresh, st.blocks)
+	st.numCached = len(hits)
+	resumed := st.status == statusPreempted
+	st.status = statusRunning
+	st.admitted = true
+	st.computed = computed
+	s.cacheUpTo(st, min(computed+n, st.numTokens()))
+	s.running = append(s.running, st)
+
+	nb := len(out.blockBuf)
+	for _, b := range st.blocks {
+		out.blockBuf = append(out.blockBuf, int(b))
+	}
+	end := len(out.blockBuf)
+	sr := appendReq(&out.NewReqs)
+	sr.Req, sr.st = st.r, st
+	sr.NumScheduledTokens, sr.NumComputedTokens, sr.NumOutputTokens = n, computed, st.output
+	sr.Resumed, sr.PrefixHitTokens = resumed, len(hits)*s.cfg.BlockSize
+	sr.NewBlockIDs, sr.BlockIDs = out.blockBuf[nb+len(hits):end:end], out.blockBuf[nb:end:end]
+	s.advance(sr)
+}
+
+// closeOutput fills the step's totals and queue state, hands over the ids
+// finished since the last step, and numbers a non-empty step.
+func (s *Scheduler) closeOutput(out *Output, budget int) {
+	out.TotalScheduledTokens = s.cfg.MaxNumBatchedTokens - budget
 	out.FinishedIDs = append(out.FinishedIDs, s.finishedPending...)
 	clear(s.finishedPending)
 	s.finishedPending = s.finishedPending[:0]
@@ -325,7 +361,6 @@ func (s *Scheduler) Schedule() *Output {
 	if invariants.Enabled {
 		s.checkStep("Schedule", out)
 	}
-	return out
 }
 
 // advance is vLLM's _update_after_schedule for one scheduled request:

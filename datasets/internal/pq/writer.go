@@ -268,6 +268,8 @@ func (w *Writer) appendRows(base unsafe.Pointer, n int) error {
 	return w.err
 }
 
+// gather appends n rows' values of the column's field, read at stride
+// from base, one function per column kind.
 func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 	p := unsafe.Add(base, c.f.offset)
 	switch c.f.kind {
@@ -278,118 +280,138 @@ func (c *colEnc) gather(base unsafe.Pointer, stride uintptr, n int) {
 			c.gatherInt64(p, stride, n)
 		}
 	case kindInt32:
-		l := len(c.i32)
-		c.i32 = slices.Grow(c.i32, n)[:l+n]
-		dst := c.i32[l:]
-		lo, hi := c.lo, c.hi
-		off := uintptr(0)
-		for i := range dst {
-			v := *(*int32)(unsafe.Add(p, off))
-			off += stride
-			dst[i] = v
-			lo, hi = min(lo, int64(v)), max(hi, int64(v))
-		}
-		c.lo, c.hi = lo, hi
+		c.gatherInt32(p, stride, n)
 	case kindFloat64:
-		l := len(c.f64)
-		c.f64 = slices.Grow(c.f64, n)[:l+n]
-		dst := c.f64[l:]
-		lo, hi, nan := c.flo, c.fhi, c.nan
-		off := uintptr(0)
-		for i := range dst {
-			v := *(*float64)(unsafe.Add(p, off))
-			off += stride
-			dst[i] = v
-			// Plain comparisons (a NaN passes both; the sign of a zero
-			// bound is set when the page closes) spare the builtin
-			// min/max their NaN and signed-zero cases.
-			if v < lo {
-				lo = v
-			}
-			if v > hi {
-				hi = v
-			}
-			nan = nan || v != v
-		}
-		c.flo, c.fhi, c.nan = lo, hi, nan
+		c.gatherFloat64(p, stride, n)
 	case kindBool:
-		l := len(c.bools)
-		c.bools = slices.Grow(c.bools, n)[:l+n]
-		dst := c.bools[l:]
-		and, or := c.bAnd, c.bOr
-		off := uintptr(0)
-		for i := range dst {
-			// A Go bool is the byte 0 or 1: copying it avoids a branch
-			// that random flags mispredict.
-			b := *(*byte)(unsafe.Add(p, off))
-			off += stride
-			dst[i] = b
-			and, or = and&b, or|b
-		}
-		c.bAnd, c.bOr = and, or
+		c.gatherBool(p, stride, n)
 	case kindString:
-		if c.dict == nil {
-			for i := 0; i < n; i++ {
-				s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
-				c.plain = binary.LittleEndian.AppendUint32(c.plain, uint32(len(s)))
-				c.plain = append(c.plain, s...)
-			}
-			break
-		}
-		l := len(c.idx)
-		c.idx = slices.Grow(c.idx, n)[:l+n]
-		dst := c.idx[l:]
-		off := uintptr(0)
-		for i := range dst {
-			s := *(*string)(unsafe.Add(p, off))
-			off += stride
-			ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
-			slot := &c.recent[(ptr*0x9E3779B97F4A7C15)>>(64-dictRecentBits)]
-			if slot.p == ptr && int(slot.n) == len(s)+1 {
-				dst[i] = slot.id
-				continue
-			}
-			id, ok := c.dict[s]
-			if !ok {
-				id = int32(len(c.dictVals))
-				c.dict[s] = id
-				c.dictVals = append(c.dictVals, s)
-				c.noteDictValue(s)
-			}
-			// Only the bytes dictVals holds are cached: they stay alive,
-			// so no other string can take their address while the slot
-			// names it (the cache is cleared with the dictionary).
-			if unsafe.StringData(c.dictVals[id]) == unsafe.StringData(s) {
-				*slot = dictSlot{p: ptr, n: int32(len(s)) + 1, id: id}
-			}
-			dst[i] = id
-		}
+		c.gatherString(p, stride, n)
 	case kindInt64List:
-		for i := 0; i < n; i++ {
-			l := *(*[]int64)(unsafe.Add(p, uintptr(i)*stride))
-			if len(l) == 0 {
-				c.reps = append(c.reps, 0)
-				c.defs = append(c.defs, 0)
-				c.ents++
-				c.nulls++
-				continue
-			}
-			c.reps = append(c.reps, 0)
-			for range len(l) - 1 {
-				c.reps = append(c.reps, 1)
-			}
-			for range l {
-				c.defs = append(c.defs, 1)
-			}
-			c.i64 = append(c.i64, l...)
-			c.ents += len(l)
-			for _, v := range l {
-				c.lo, c.hi = min(c.lo, v), max(c.hi, v)
-			}
-		}
+		c.gatherInt64List(p, stride, n) // counts its entries itself
 		return
 	}
 	c.ents += n
+}
+
+func (c *colEnc) gatherInt32(p unsafe.Pointer, stride uintptr, n int) {
+	l := len(c.i32)
+	c.i32 = slices.Grow(c.i32, n)[:l+n]
+	dst := c.i32[l:]
+	lo, hi := c.lo, c.hi
+	off := uintptr(0)
+	for i := range dst {
+		v := *(*int32)(unsafe.Add(p, off))
+		off += stride
+		dst[i] = v
+		lo, hi = min(lo, int64(v)), max(hi, int64(v))
+	}
+	c.lo, c.hi = lo, hi
+}
+
+func (c *colEnc) gatherFloat64(p unsafe.Pointer, stride uintptr, n int) {
+	l := len(c.f64)
+	c.f64 = slices.Grow(c.f64, n)[:l+n]
+	dst := c.f64[l:]
+	lo, hi, nan := c.flo, c.fhi, c.nan
+	off := uintptr(0)
+	for i := range dst {
+		v := *(*float64)(unsafe.Add(p, off))
+		off += stride
+		dst[i] = v
+		// Plain comparisons (a NaN passes both; the sign of a zero
+		// bound is set when the page closes) spare the builtin
+		// min/max their NaN and signed-zero cases.
+		if v < lo {
+			lo = v
+		}
+		if v > hi {
+			hi = v
+		}
+		nan = nan || v != v
+	}
+	c.flo, c.fhi, c.nan = lo, hi, nan
+}
+
+func (c *colEnc) gatherBool(p unsafe.Pointer, stride uintptr, n int) {
+	l := len(c.bools)
+	c.bools = slices.Grow(c.bools, n)[:l+n]
+	dst := c.bools[l:]
+	and, or := c.bAnd, c.bOr
+	off := uintptr(0)
+	for i := range dst {
+		// A Go bool is the byte 0 or 1: copying it avoids a branch
+		// that random flags mispredict.
+		b := *(*byte)(unsafe.Add(p, off))
+		off += stride
+		dst[i] = b
+		and, or = and&b, or|b
+	}
+	c.bAnd, c.bOr = and, or
+}
+
+func (c *colEnc) gatherString(p unsafe.Pointer, stride uintptr, n int) {
+	if c.dict == nil {
+		for i := 0; i < n; i++ {
+			s := *(*string)(unsafe.Add(p, uintptr(i)*stride))
+			c.plain = binary.LittleEndian.AppendUint32(c.plain, uint32(len(s)))
+			c.plain = append(c.plain, s...)
+		}
+		return
+	}
+	l := len(c.idx)
+	c.idx = slices.Grow(c.idx, n)[:l+n]
+	dst := c.idx[l:]
+	off := uintptr(0)
+	for i := range dst {
+		s := *(*string)(unsafe.Add(p, off))
+		off += stride
+		ptr := uintptr(unsafe.Pointer(unsafe.StringData(s)))
+		slot := &c.recent[(ptr*0x9E3779B97F4A7C15)>>(64-dictRecentBits)]
+		if slot.p == ptr && int(slot.n) == len(s)+1 {
+			dst[i] = slot.id
+			continue
+		}
+		id, ok := c.dict[s]
+		if !ok {
+			id = int32(len(c.dictVals))
+			c.dict[s] = id
+			c.dictVals = append(c.dictVals, s)
+			c.noteDictValue(s)
+		}
+		// Only the bytes dictVals holds are cached: they stay alive,
+		// so no other string can take their address while the slot
+		// names it (the cache is cleared with the dictionary).
+		if unsafe.StringData(c.dictVals[id]) == unsafe.StringData(s) {
+			*slot = dictSlot{p: ptr, n: int32(len(s)) + 1, id: id}
+		}
+		dst[i] = id
+	}
+}
+
+func (c *colEnc) gatherInt64List(p unsafe.Pointer, stride uintptr, n int) {
+	for i := 0; i < n; i++ {
+		l := *(*[]int64)(unsafe.Add(p, uintptr(i)*stride))
+		if len(l) == 0 {
+			c.reps = append(c.reps, 0)
+			c.defs = append(c.defs, 0)
+			c.ents++
+			c.nulls++
+			continue
+		}
+		c.reps = append(c.reps, 0)
+		for range len(l) - 1 {
+			c.reps = append(c.reps, 1)
+		}
+		for range l {
+			c.defs = append(c.defs, 1)
+		}
+		c.i64 = append(c.i64, l...)
+		c.ents += len(l)
+		for _, v := range l {
+			c.lo, c.hi = min(c.lo, v), max(c.hi, v)
+		}
+	}
 }
 
 func (c *colEnc) gatherInt64(p unsafe.Pointer, stride uintptr, n int) {
