@@ -23,6 +23,7 @@ import (
 
 	"github.com/steplab/steplab/datasets/internal/pq"
 	"github.com/steplab/steplab/internal/inflight"
+	"github.com/steplab/steplab/internal/iocount"
 )
 
 // Writer creates a dataset directory. Tables are written through
@@ -363,7 +364,7 @@ type partFile struct {
 	f       *os.File
 	buf     *bufio.Writer
 	h       hash.Hash
-	counter countingWriter
+	counter iocount.Writer
 	cw      *pq.Writer
 }
 
@@ -408,17 +409,6 @@ func NewTableWriter[T any](w *Writer, table string, opts TableOptions) (*TableWr
 	return t, nil
 }
 
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
-
 func partName(n int) string {
 	return fmt.Sprintf("part-%06d.parquet", n)
 }
@@ -458,7 +448,7 @@ func (t *TableWriter[T]) createPart(n int, p *partFile) (*partFile, error) {
 	p.f = f
 	p.h.Reset()
 	p.buf.Reset(io.MultiWriter(f, p.h))
-	p.counter = countingWriter{w: p.buf}
+	p.counter = iocount.Writer{W: p.buf}
 	if t.codec == nil {
 		return p, nil
 	}
@@ -509,7 +499,7 @@ func (t *TableWriter[T]) finishPart(p *partFile, n int, rows int64) (heldPart, e
 	}
 	final := filepath.Join(TableDir(t.w.dir, t.table), partName(n))
 	rel, _ := filepath.Rel(t.w.dir, final)
-	info := PartInfo{File: filepath.ToSlash(rel), Rows: rows, Bytes: p.counter.n, SHA256: hex.EncodeToString(p.h.Sum(nil))}
+	info := PartInfo{File: filepath.ToSlash(rel), Rows: rows, Bytes: p.counter.N, SHA256: hex.EncodeToString(p.h.Sum(nil))}
 	select {
 	case t.spares <- p:
 	default:

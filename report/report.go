@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/iocount"
 )
 
 // Kind is what an input path holds.
@@ -203,11 +204,11 @@ func Write(w io.Writer, opts Options) (*Result, error) {
 		res.Sections = append(res.Sections, s.Title)
 	}
 	res.Figures = b.figures
-	cw := &countingWriter{w: w}
+	cw := &iocount.Writer{W: w}
 	if err := pageTemplate.Execute(cw, pg); err != nil {
 		return nil, fmt.Errorf("report: %w", err)
 	}
-	res.Bytes = cw.n
+	res.Bytes = cw.N
 	return res, nil
 }
 
@@ -229,17 +230,6 @@ func WriteFile(path string, opts Options) (*Result, error) {
 		return nil, err
 	}
 	return res, nil
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func replayModel(dir string) string {

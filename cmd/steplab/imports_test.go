@@ -307,3 +307,55 @@ func checkSimSelector(t *testing.T, fset *token.FileSet, pkg string, sel *ast.Se
 		assert.NotEqual(t, "ReadManifest", sel.Sel.Name, "%s reads a manifest: package scenario does", fset.Position(sel.Pos()))
 	}
 }
+
+// The picture of floors in docs/architecture.md ("Import direction") is the
+// code's: line by line from the bottom, the packages that stand on floor
+// 0, 1, …, where a package stands one floor above the highest package of
+// the project its non-test files import.
+func TestArchitectureFloors(t *testing.T) {
+	graph := map[string][]string{}
+	walkGoFiles(t, parser.ImportsOnly, func(rel string, _ *token.FileSet, f *ast.File) {
+		dir := path.Dir(rel)
+		if _, ok := graph[dir]; !ok {
+			graph[dir] = nil
+		}
+		for _, imp := range f.Imports {
+			if p, _ := strconv.Unquote(imp.Path.Value); strings.HasPrefix(p, modulePath+"/") {
+				graph[dir] = append(graph[dir], strings.TrimPrefix(p, modulePath+"/"))
+			}
+		}
+	})
+	floor := map[string]int{}
+	var of func(pkg string) int
+	of = func(pkg string) int {
+		if f, ok := floor[pkg]; ok {
+			return f
+		}
+		f := 0
+		for _, dep := range graph[pkg] {
+			f = max(f, of(dep)+1)
+		}
+		floor[pkg] = f
+		return f
+	}
+	var want [][]string
+	for _, pkg := range slices.Sorted(maps.Keys(graph)) {
+		f := of(pkg)
+		for len(want) <= f {
+			want = append(want, nil)
+		}
+		want[f] = append(want[f], pkg)
+	}
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "architecture.md"))
+	require.NoError(t, err)
+	doc := string(b)
+	i := strings.Index(doc, "## Import direction")
+	require.GreaterOrEqual(t, i, 0, "docs/architecture.md has its Import direction section")
+	block := strings.SplitN(strings.SplitN(doc[i:], "```\n", 2)[1], "```", 2)[0]
+	lines := strings.Split(strings.TrimSpace(block), "\n")
+	var got [][]string
+	for _, l := range slices.Backward(lines) {
+		got = append(got, slices.Sorted(slices.Values(strings.Fields(l))))
+	}
+	assert.Equal(t, want, got, "docs/architecture.md's floors, bottom first")
+}

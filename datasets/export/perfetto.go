@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/internal/iocount"
 )
 
 // Perfetto is the format name of the step timeline in Chrome trace event
@@ -292,7 +293,7 @@ func perfettoSampleSize(d *datasets.Dataset, opts PerfettoOptions) (int64, *Perf
 	if opts.BatchRows <= 0 {
 		opts.BatchRows = DefaultBatchRows
 	}
-	cw := &countingWriter{}
+	cw := &iocount.Writer{}
 	tw := newTraceWriter(cw)
 	res := &PerfettoResult{}
 	if err := tw.run(d, opts, res); err != nil {
@@ -301,7 +302,7 @@ func perfettoSampleSize(d *datasets.Dataset, opts PerfettoOptions) (int64, *Perf
 	if err := tw.bw.Flush(); err != nil {
 		return 0, nil, err
 	}
-	return cw.n, res, nil
+	return cw.N, res, nil
 }
 
 // perfettoStepTimes and perfettoRequestTimes are the columns the estimate
@@ -316,13 +317,6 @@ type perfettoRequestTimes struct {
 	FirstSchedNs int64 `parquet:"first_scheduled_ns"`
 	FirstTokenNs int64 `parquet:"first_token_ns"`
 	FinishNs     int64 `parquet:"finish_ns"`
-}
-
-type countingWriter struct{ n int64 }
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	c.n += int64(len(p))
-	return len(p), nil
 }
 
 type traceWriter struct {
