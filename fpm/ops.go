@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 
 	"github.com/steplab/steplab/catalog"
 )
@@ -88,6 +89,14 @@ type OpsEngine struct {
 	// unfused small kernels and the host's dispatch of an eager pass.
 	GraphStepNs float64 `json:"graph_step_ns,omitempty"`
 	EagerStepNs float64 `json:"eager_step_ns,omitempty"`
+	// DecodeWave is, for an engine whose decode attention walks each
+	// request's KV cache on one program per KV head once the batch fills
+	// the GPU (the Triton kernels: vLLM's triton backend, steplab's
+	// worker) where the database's kernel splits the walk (FlashAttention),
+	// the programs the GPU runs at once (SMs × programs per SM): a ragged
+	// batch then ends with its longest request (SplitKVLength). 0: the
+	// database's kernel (its gpu.sm_count, else the mean context).
+	DecodeWave float64 `json:"decode_wave,omitempty"`
 }
 
 // Validate refuses negative or non-finite fields.
@@ -96,7 +105,7 @@ func (e OpsEngine) Validate() error {
 		name string
 		v    float64
 	}{{"gemm_scale", e.GEMMScale}, {"context_attn_scale", e.ContextAttnScale}, {"generation_attn_scale", e.GenerationAttnScale},
-		{"graph_step_ns", e.GraphStepNs}, {"eager_step_ns", e.EagerStepNs}} {
+		{"graph_step_ns", e.GraphStepNs}, {"eager_step_ns", e.EagerStepNs}, {"decode_wave", e.DecodeWave}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return fmt.Errorf("fpm: ops engine %s: %s = %v: must be finite and >= 0", e.Name, f.name, f.v)
 		}
@@ -244,7 +253,23 @@ func (o *Ops) PredictIntervalNs(f Features, coverage float64) (mid, lo, hi float
 // HasUncertainty reports whether the prior carries residuals.
 func (o *Ops) HasUncertainty() bool { return o.residuals != nil && len(o.residuals.P) > 0 }
 
-func (o *Ops) calibrated() bool { return o.engine != OpsEngine{} }
+func (o *Ops) calibrated() bool {
+	e := o.engine
+	e.DecodeWave = 0 // the kernel's property, not a calibration
+	return e != OpsEngine{}
+}
+
+// UnsplitDecode reports whether an attention backend's decode kernel walks
+// each request's KV cache on one program per KV head once the batch fills
+// the GPU (OpsEngine.DecodeWave): the Triton kernels (vLLM's TRITON_ATTN,
+// steplab's worker), which split the walk only for small batches.
+func UnsplitDecode(backend string) bool {
+	return strings.HasPrefix(strings.ToLower(backend), "triton")
+}
+
+// SplitsDecode reports whether the database gives the SM count its
+// ragged decode batches are priced with (gpu.sm_count).
+func (o *Ops) SplitsDecode() bool { return o.db.sys.SMs > 0 }
 
 // Database names the database the prior reads.
 func (o *Ops) Database() string { return o.name }
@@ -655,14 +680,19 @@ func (a *contextCost) sol(c opCoords) float64 {
 // programs over S SMs takes (P/S)·L/bw_SM: the uniform length with the
 // longest request's time is max·min(1, S/P). The batch is priced at that
 // length or at its mean (the whole work spread over the GPU), whichever
-// is longer; at the mean alone when the database does not give the SM
-// count or the step does not record its longest context.
+// is longer; S is the engine's DecodeWave, else the database's SM count,
+// and the mean alone prices the batch when neither gives one or the step
+// does not record its longest context.
 func (o *Ops) decodeKV(f *Features) float64 {
 	mean := f.DecodeKVTokens/f.DecodeRequests + 1
 	if !(f.DecodeMaxKVTokens > 0) {
 		return mean
 	}
-	return SplitKVLength(mean, f.DecodeMaxKVTokens+1, f.DecodeRequests, o.db.sys.SMs, float64(o.shape.kvHeads))
+	wave := o.db.sys.SMs
+	if o.engine.DecodeWave > 0 {
+		wave = o.engine.DecodeWave
+	}
+	return SplitKVLength(mean, f.DecodeMaxKVTokens+1, f.DecodeRequests, wave, float64(o.shape.kvHeads))
 }
 
 // SplitKVLength is the uniform context a decode batch of batch requests,
