@@ -134,6 +134,8 @@ type ModelShape struct {
 	KVDType        string `json:"kv_dtype,omitempty"`
 	TiedEmbeddings bool   `json:"tied_embeddings,omitempty"`
 	QKVBias        bool   `json:"qkv_bias,omitempty"`
+	// QKNormAcrossHeads: the q and k norms span every head (catalog.Shape's).
+	QKNormAcrossHeads bool `json:"qk_norm_across_heads,omitempty"`
 	// SlidingLayers layers attend over at most SlidingWindow tokens.
 	SlidingWindow int       `json:"sliding_window,omitempty"`
 	SlidingLayers int       `json:"sliding_layers,omitempty"`

@@ -363,8 +363,9 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 	qkv, x1 := o.gemmNs(li, roleAttn, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
 	proj, x2 := o.gemmNs(li, roleAttn, rows, sh.hidden, sh.qHeads*sh.headDim)
 	mlp, x3 := o.mlpNs(li, rows)
-	b.GEMMNs = (L*(qkv+proj) + mlp) * orOne(e.GEMMScale)
-	flag(extGEMM, x1 || x2 || x3)
+	router, x4 := o.routerNs(li, rows)
+	b.GEMMNs = (L*(qkv+proj) + mlp + router) * orOne(e.GEMMScale)
+	flag(extGEMM, x1 || x2 || x3 || x4)
 
 	s := sampledRows(f)
 	if s > 0 {
@@ -388,6 +389,12 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 	if sh.tp > 1 {
 		ar, x := o.allReduceNs(rows * float64(sh.hidden) * sh.actBytes)
 		b.AllReduceNs = 2 * L * ar
+		if sh.qkNormAcross {
+			// The q and k norms' variances, one fp32 each per token.
+			v, xv := o.allReduceNs(rows * 2 * 4)
+			b.AllReduceNs += L * v
+			x = x || xv
+		}
 		flag(extAllReduce, x)
 	}
 	b.EngineStepNs = e.GraphStepNs
@@ -512,7 +519,14 @@ func (o *Ops) elementwiseNs(li *launchIndex, rows, sampled float64) (float64, bo
 		w := sh.actBytes
 		addNorm := o.memOpNs(rows * 4 * h * w)
 		act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
-		return float64(sh.layers)*(2*addNorm+act) + o.memOpNs(rows*h*w) + addNorm, false
+		layer := 2*addNorm + act
+		if sh.qkNormAcross {
+			// The norms over every head: one pass for the variances, one
+			// to scale q and k (the all-reduce between is allReduceNs').
+			qk := rows * float64((sh.qHeads+sh.kvHeads)*sh.headDim) * w
+			layer += o.memOpNs(qk) + o.memOpNs(2*qk)
+		}
+		return float64(sh.layers)*layer + o.memOpNs(rows*h*w) + addNorm, false
 	}
 	ext := false
 	op := func(k int, m, n float64) float64 {
@@ -562,7 +576,6 @@ func (o *Ops) gemmNs(li *launchIndex, role int, m float64, n, k int) (float64, b
 type (
 	contextCost    Ops
 	generationCost Ops
-	ringCost       struct{}
 )
 
 // gemmCost is a GEMM's speed of light: its FLOPs at the tensor-core peak
@@ -626,6 +639,19 @@ func (o *Ops) mlpNs(li *launchIndex, m float64) (float64, bool) {
 		x = x || xs
 	}
 	return ns, x || x1 || x2
+}
+
+// routerNs is the routers' GEMMs of the MoE layers over m rows: each
+// token's hidden state to a logit per expert, at the activation dtype
+// (AIConfigurator's router GEMM; an engine that runs it in fp32, as vLLM
+// does MiniMax-M2's, takes longer).
+func (o *Ops) routerNs(li *launchIndex, m float64) (float64, bool) {
+	sh := &o.shape
+	if sh.experts == 0 {
+		return 0, false
+	}
+	ns, x := o.gemmNs(li, roleHead, m, sh.experts, sh.hidden)
+	return float64(sh.layers-sh.denseLayers) * ns, x
 }
 
 // expertLoad is how m tokens routed to topK of E experts each spread over
@@ -734,13 +760,19 @@ func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 	tp := float64(o.shape.tp)
 	q := opCoords{tp, msg}
 	if t := o.db.allreduce; t != nil {
-		return t.lookup(q, ringCost{})
+		return t.lookup(q, ringCost{floor: o.db.arFloor})
 	}
 	return ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9, true
 }
 
+// ringCost is a ring all-reduce's cost. floor is the smallest message
+// measured: below it the all-reduce is bound by its latency (the tables
+// are flat over their smallest messages), so a smaller message costs what
+// the smallest measured one does.
+type ringCost struct{ floor float64 }
+
 // sol is a ring all-reduce's bytes on the wire per GPU, 2(n−1)/n·msg.
-func (ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * c[1] }
+func (r ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * max(c[1], r.floor) }
 
 // OpsParams are the params of an artifact of form FormOps: which database
 // (a name package fpm/opdb ships, or a directory, relative to the

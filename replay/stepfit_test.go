@@ -120,10 +120,11 @@ func TestCorrelatedTerms(t *testing.T) {
 }
 
 // On the H200 Llama capture the step fit separates the ops prior's parts
-// that the request metrics traded (docs/replay.md): fitted at 5 req/s,
-// the 12 req/s run it never saw comes within 3% on mean E2E and ITL and
-// 10% on mean TTFT, and the attention multipliers, outside the plausible
-// band, are warned about.
+// that the request metrics traded and the host fit measures the serial
+// worker's host path (docs/replay.md): fitted at 5 req/s, the 12 req/s run
+// it never saw comes within 3% on mean E2E and ITL and 5% on mean TTFT,
+// and the prefill-attention multiplier, outside the plausible band (the
+// worker's Triton prefill against FlashAttention), is warned about.
 func TestCalibrateH200StepFitHoldout(t *testing.T) {
 	const dir = "../datasets/h200/"
 	run, err := CalibSpec{Datasets: []string{dir + "traffic-azure-5rps"}, HoldoutDatasets: []string{dir + "traffic-azure-12rps"}}.Setup()
@@ -134,9 +135,11 @@ func TestCalibrateH200StepFitHoldout(t *testing.T) {
 	assert.Less(t, res.StepFit.MAPEAfter, 5.0)
 	assert.Greater(t, res.StepFit.MAPEBefore, 25.0)
 	assert.Positive(t, res.StepFit.DecodeStepNs, "the ops prior's engine step costs are fitted beside the multipliers")
+	require.NotNil(t, res.HostFit, "the capture records the worker's host windows")
+	assert.Positive(t, res.HostFit.Model.OutputFixedNs, "a serial worker's output path is measured")
 	require.Len(t, res.Holdout, 1)
 	h := res.Holdout[0]
-	for m, target := range map[string]float64{"e2e_mean": 0.03, "itl_mean": 0.03, "ttft_mean": 0.10} {
+	for m, target := range map[string]float64{"e2e_mean": 0.03, "itl_mean": 0.03, "ttft_mean": 0.05} {
 		assert.Less(t, math.Abs(h.RelErr[m]), target, "held-out %s %+.1f%%", m, 100*h.RelErr[m])
 	}
 	var band []string
@@ -145,5 +148,5 @@ func TestCalibrateH200StepFitHoldout(t *testing.T) {
 			band = append(band, w[:strings.Index(w, ":")])
 		}
 	}
-	assert.Equal(t, []string{"fpm.prefill_attn", "fpm.decode_attn"}, band)
+	assert.Equal(t, []string{"fpm.prefill_attn"}, band)
 }
