@@ -665,11 +665,22 @@ func expertLoad(m float64, experts, topK int) (touched, rowsPer float64) {
 // contextAttnNs is one layer's prefill attention: the step's n chunks
 // priced as n requests of mean chunk c after mean cached prefix k, from
 // the table's full causal attention over c + k tokens scaled by the share
-// of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2).
+// of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2). That share
+// prices the FLOPs; a short chunk after a long prefix is bound instead by
+// reading the prefix's KV cache, as a decode of n requests over c + k
+// keys is (a chunk of one token is one), so the step is priced at the
+// longer of the two.
 func (o *Ops) contextAttnNs(li *launchIndex, f *Features) (float64, bool) {
 	q, share := o.contextCoords(f)
 	ns, x := li.ctx.lookup(q, (*contextCost)(o))
-	return ns * share, x
+	ns *= share
+	if f.PrefillKVTokens > 0 {
+		kv, xg := o.generationAttnNs(li, q[4], q[3])
+		if kv > ns {
+			return kv, xg
+		}
+	}
+	return ns, x
 }
 
 // contextCoords is where a step's prefill chunks are looked up in a
