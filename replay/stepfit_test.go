@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
@@ -149,4 +150,47 @@ func TestCalibrateH200StepFitHoldout(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []string{"fpm.prefill_attn"}, band)
+}
+
+// A serial worker's host phases are recovered from a run simulated with
+// them: each phase from its own window, the output path from what the
+// inter-update period holds beyond the others. The worker's steps are
+// longer than an overlapping worker's by exactly those phases.
+func TestHostFitRecoversSerialWorker(t *testing.T) {
+	dir, p := simulated(t, "serial")
+	want := p.Engine().Host
+	require.Positive(t, want.OutputFixedNs)
+	run, err := CalibSpec{Datasets: []string{dir}}.Setup()
+	require.NoError(t, err)
+	require.True(t, run.Sets[0].Plan.Pools[0].Engine.SerialWorker, "the manifest records the serial worker")
+	hf, note, err := fitHostSteps(run.Sets, fpm.DefaultHostModel())
+	require.NoError(t, err)
+	require.NotNil(t, hf, note)
+	assert.Contains(t, note, "a serial worker")
+	coef := func(h fpm.HostModel) map[string]float64 {
+		b, err := json.Marshal(h)
+		require.NoError(t, err)
+		var m map[string]float64
+		require.NoError(t, json.Unmarshal(b, &m))
+		return m
+	}
+	got, exp := coef(hf.Model), coef(want)
+	for _, k := range []string{"output_fixed_ns", "output_per_req_ns", "prep_fixed_ns", "prep_per_new_req_ns", "ship_fixed_ns", "update_fixed_ns"} {
+		assert.InEpsilon(t, exp[k], got[k], 0.02, k)
+	}
+	// The same run with a worker that overlaps its host phases with the
+	// previous step's device time: its steps are shorter.
+	async, _ := simulated(t, "async")
+	mean := func(dir string) float64 {
+		d, err := datasets.Open(dir)
+		require.NoError(t, err)
+		steps, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+		require.NoError(t, err)
+		var s float64
+		for i := range steps {
+			s += float64(steps[i].WallTimeNs - steps[i].GPUTimeNs)
+		}
+		return s / float64(len(steps))
+	}
+	assert.Greater(t, mean(dir), mean(async)+want.OutputFixedNs, "a serial worker's period holds its host phases")
 }
