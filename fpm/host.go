@@ -7,8 +7,10 @@ import (
 
 // HostModel prices the host-side work around one engine step, in ns
 // (docs/architecture.md#step-timing-windows): the scheduler's schedule() call, serializing and shipping
-// the payload to the workers, the worker turning it into model inputs, and
-// update_from_output(). The device time of the forward pass is the FPM's.
+// the payload to the workers, the worker turning it into model inputs,
+// update_from_output(), and the worker's output path after the forward
+// pass (sampling and its reply). The device time of the forward pass is
+// the FPM's.
 //
 // Every phase is linear in the step's composition (shipping in bytes at
 // 1e3/ShipMBps ns per byte), so each window captured by a real executor
