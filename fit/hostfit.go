@@ -1,6 +1,7 @@
 package fit
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -44,7 +45,10 @@ type HostStepsOptions struct {
 // which is what a serial worker's step costs beyond the phases the model
 // prices already. The target is a difference of measured windows, so its
 // noise may cross zero on a step; NNLS fits the mean. Phases no step
-// records keep prior's coefficients. steps need not be sorted.
+// records keep prior's coefficients, and so do those whose terms the steps
+// do not separate (a run of one prompt length: new requests and their
+// tokens move together) or that too few steps record, listed in Unfitted.
+// steps need not be sorted.
 func FitHostSteps(steps []datasets.Step, reqs []datasets.StepRequest, prior fpm.HostModel, o HostStepsOptions) (*HostFit, error) {
 	steps = append([]datasets.Step(nil), steps...)
 	sort.SliceStable(steps, func(i, j int) bool {
@@ -168,13 +172,17 @@ func FitHostSteps(steps []datasets.Step, reqs []datasets.StepRequest, prior fpm.
 			fitW = solveTerms
 		}
 		tf, err := fitW(win.name, win.names, x, y, win.prior)
+		if errors.Is(err, ErrRankDeficient) || errors.Is(err, ErrTooFewRows) {
+			out.Unfitted = append(out.Unfitted, err.Error())
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
 		win.set(tf.Coef)
 		out.Fits = append(out.Fits, tf)
 	}
-	if len(out.Fits) == 0 {
+	if len(out.Fits) == 0 && len(out.Unfitted) == 0 {
 		return nil, fmt.Errorf("fit: host: the steps record no host window (host_prep_ns, worker_recv_ns, schedule or update times)")
 	}
 	return out, out.Model.Validate()

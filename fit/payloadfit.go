@@ -229,6 +229,10 @@ type HostWindows struct {
 type HostFit struct {
 	Model fpm.HostModel `json:"model"`
 	Fits  []*TermFit    `json:"fits"`
+	// Unfitted are the windows FitHostSteps measured but could not fit
+	// (their terms not separable on these steps, or too few rows), each
+	// with why: their phases keep the prior's coefficients.
+	Unfitted []string `json:"unfitted,omitempty"`
 }
 
 // FitHost fits the host-model phases whose windows were measured: the

@@ -355,8 +355,12 @@ func fitHostSteps(sets []CalibSet, prior fpm.HostModel) (*fit.HostFit, string, e
 	if serial {
 		how = "a serial worker: its receive, preparation and output path add to every step"
 	}
-	return hf, fmt.Sprintf("host fit on %d recorded steps of %s (%s): %s; the request search scales it",
-		len(steps), strings.Join(used, ", "), how, strings.Join(ws, ", ")), nil
+	kept := ""
+	if len(hf.Unfitted) > 0 {
+		kept = "; the prior's kept for " + strings.Join(hf.Unfitted, "; ")
+	}
+	return hf, fmt.Sprintf("host fit on %d recorded steps of %s (%s): %s%s; the request search scales it",
+		len(steps), strings.Join(used, ", "), how, strings.Join(ws, ", "), kept), nil
 }
 
 // hostTimed says whether steps record the worker's host windows.
