@@ -59,34 +59,88 @@ func FitHostSteps(steps []datasets.Step, reqs []datasets.StepRequest, prior fpm.
 	})
 	rows, w := HostStepsFromTables(steps, reqs)
 	out := &HostFit{Model: prior}
-	m := &out.Model
-	known := func(ts ...int64) bool {
-		for _, t := range ts {
-			if t < 0 {
-				return false
+	// Unchunked prompts schedule requests − new requests + new tokens
+	// tokens on every step: the per-token cost is then the others'
+	// combination, carried by them exactly, and fixed at zero.
+	redundant := true
+	for _, r := range rows {
+		redundant = redundant && r.ScheduledTokens == r.Requests-r.NewRequests+r.NewTokens
+	}
+	for _, win := range hostWindows(steps, w, &out.Model, o.Serial) {
+		var x, y []float64
+		for i, r := range rows {
+			if v, ok := win.y(i); ok {
+				x = append(x, win.terms(r)...)
+				y = append(y, v)
 			}
 		}
-		return true
+		if len(y) == 0 {
+			continue
+		}
+		if redundant && win.name == "host_prep_ns" {
+			const tok = 2 // prep_per_token_ns in HostPrepTerms
+			for k := tok; k < len(x); k += len(win.names) {
+				x[k] = 0
+			}
+			win.prior[tok] = 0
+		}
+		fitW := fitTerms
+		if win.signed {
+			fitW = solveTerms
+		}
+		tf, err := fitW(win.name, win.names, x, y, win.prior)
+		if errors.Is(err, ErrRankDeficient) || errors.Is(err, ErrTooFewRows) {
+			out.Unfitted = append(out.Unfitted, err.Error())
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		win.set(tf.Coef)
+		out.Fits = append(out.Fits, tf)
 	}
-	type window struct {
-		name  string
-		names []string
-		terms func(fpm.HostStep) []float64
-		y     func(i int) (float64, bool)
-		prior []float64
-		set   func(c []float64)
-		// signed: the target may be negative on a row (a difference).
-		signed bool
+	if len(out.Fits) == 0 && len(out.Unfitted) == 0 {
+		return nil, fmt.Errorf("fit: host: the steps record no host window (host_prep_ns, worker_recv_ns, schedule or update times)")
 	}
+	return out, out.Model.Validate()
+}
+
+// hostWindow is one measured window of FitHostSteps: its terms, its value
+// on step i (false: not recorded there), the coefficients it starts from
+// and where the fit goes in the model.
+type hostWindow struct {
+	name  string
+	names []string
+	terms func(fpm.HostStep) []float64
+	y     func(i int) (float64, bool)
+	prior []float64
+	set   func(c []float64)
+	// signed: the target may be negative on a row (a difference).
+	signed bool
+}
+
+// known says whether every time was recorded.
+func known(ts ...int64) bool {
+	for _, t := range ts {
+		if t < 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// hostWindows are the windows of m's phases that steps (sorted by worker
+// and step) record, w the windows HostStepsFromTables read.
+func hostWindows(steps []datasets.Step, w HostWindows, m *fpm.HostModel, serial bool) []hostWindow {
 	perByte := 0.0
-	if prior.ShipMBps > 0 {
-		perByte = 1e3 / prior.ShipMBps
+	if m.ShipMBps > 0 {
+		perByte = 1e3 / m.ShipMBps
 	}
 	shipName := "serialize_ns+worker_recv_ns"
-	if o.Serial {
+	if serial {
 		shipName = "worker_recv_ns"
 	}
-	ws := []window{
+	ws := []hostWindow{
 		{"host_prep_ns", HostPrepTermNames, HostPrepTerms,
 			func(i int) (float64, bool) { return w.PrepNs[i], w.PrepNs[i] >= 0 },
 			[]float64{m.PrepFixedNs, m.PrepPerReqNs, m.PrepPerTokenNs, m.PrepPerNewReqNs, m.PrepPerNewTokenNs},
@@ -96,7 +150,7 @@ func FitHostSteps(steps []datasets.Step, reqs []datasets.StepRequest, prior fpm.
 		{shipName, HostShipTermNames, HostShipTerms,
 			func(i int) (float64, bool) {
 				s := &steps[i]
-				if o.Serial {
+				if serial {
 					return float64(s.WorkerRecvNs), s.WorkerRecvNs >= 0
 				}
 				return float64(s.TDispatch - s.TScheduleEnd + s.WorkerRecvNs), known(s.TDispatch, s.TScheduleEnd, s.WorkerRecvNs)
@@ -125,8 +179,8 @@ func FitHostSteps(steps []datasets.Step, reqs []datasets.StepRequest, prior fpm.
 			[]float64{m.UpdateFixedNs, m.UpdatePerReqNs},
 			func(c []float64) { m.UpdateFixedNs, m.UpdatePerReqNs = c[0], c[1] }, false},
 	}
-	if o.Serial {
-		ws = append(ws, window{"output_ns", HostOutputTermNames,
+	if serial {
+		ws = append(ws, hostWindow{"output_ns", HostOutputTermNames,
 			func(s fpm.HostStep) []float64 { return []float64{1, float64(s.Requests)} },
 			func(i int) (float64, bool) {
 				if i == 0 {
@@ -142,48 +196,5 @@ func FitHostSteps(steps []datasets.Step, reqs []datasets.StepRequest, prior fpm.
 			[]float64{m.OutputFixedNs, m.OutputPerReqNs},
 			func(c []float64) { m.OutputFixedNs, m.OutputPerReqNs = c[0], c[1] }, true})
 	}
-	// Unchunked prompts schedule requests − new requests + new tokens
-	// tokens on every step: the per-token cost is then the others'
-	// combination, carried by them exactly, and fixed at zero.
-	redundant := true
-	for _, r := range rows {
-		redundant = redundant && r.ScheduledTokens == r.Requests-r.NewRequests+r.NewTokens
-	}
-	for _, win := range ws {
-		var x, y []float64
-		for i, r := range rows {
-			if v, ok := win.y(i); ok {
-				x = append(x, win.terms(r)...)
-				y = append(y, v)
-			}
-		}
-		if redundant && win.name == "host_prep_ns" {
-			const tok = 2 // prep_per_token_ns in HostPrepTerms
-			for k := tok; k < len(x); k += len(win.names) {
-				x[k] = 0
-			}
-			win.prior[tok] = 0
-		}
-		if len(y) == 0 {
-			continue
-		}
-		fitW := fitTerms
-		if win.signed {
-			fitW = solveTerms
-		}
-		tf, err := fitW(win.name, win.names, x, y, win.prior)
-		if errors.Is(err, ErrRankDeficient) || errors.Is(err, ErrTooFewRows) {
-			out.Unfitted = append(out.Unfitted, err.Error())
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		win.set(tf.Coef)
-		out.Fits = append(out.Fits, tf)
-	}
-	if len(out.Fits) == 0 && len(out.Unfitted) == 0 {
-		return nil, fmt.Errorf("fit: host: the steps record no host window (host_prep_ns, worker_recv_ns, schedule or update times)")
-	}
-	return out, out.Model.Validate()
+	return ws
 }
