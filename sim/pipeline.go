@@ -12,7 +12,7 @@ import (
 // its inputs are ready and the step before it has ended. Under async
 // scheduling the CPU therefore prepares step N+1 while the GPU still runs
 // step N, unless the worker is Serial. A step's output reaches the
-// scheduler OutputReturnNs after its forward pass and sampling end.
+// scheduler OutputReturnNs after its forward pass and output path end.
 type HostPipeline struct {
 	// CPUFree is when the worker's CPU has prepared the last step's
 	// inputs (for a Serial worker: when it has the last step's sampled
