@@ -233,10 +233,10 @@ func orDefault(s, d string) string {
 // describe records the capture's provenance in the manifest.
 func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 	m.Source.Kind = "capture"
-	m.Source.Format = "gpu-worker"
+	m.Source.Format = datasets.FormatGPUWorker
 	m.Created = time.Now().UTC().Format(time.RFC3339)
 	m.Source.Detail = map[string]string{
-		"device": r.Device, "torch": r.TorchVersion, "triton": r.TritonVersion, "attention_backend": r.AttentionBackend,
+		"device": r.Device, "torch": r.TorchVersion, "triton": r.TritonVersion, datasets.DetailAttentionBackend: r.AttentionBackend,
 		"kv_bytes": strconv.FormatInt(r.KVBytes, 10), "weight_bytes": strconv.FormatInt(r.WeightBytes, 10),
 		"build_ns": strconv.FormatInt(r.BuildNs, 10), "graph_capture_ns": strconv.FormatInt(r.GraphCaptureNs, 10),
 		"worker_seed": strconv.FormatInt(opts.Seed, 10),
@@ -267,6 +267,7 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 		m.Model.Name = opts.Preset
 	}
 	m.Engine.NumGPUBlocks = r.NumGPUBlocks
+	m.Engine.SerialWorker = true // worker.py: recv, prep, forward, sample, reply, then the next frame
 	// Every size the worker captured, decode rows and prefill/mixed tokens
 	// alike (vLLM's capture sizes count tokens): the largest is where a
 	// step stops replaying a graph.

@@ -25,6 +25,8 @@ type hfConfig struct {
 	VocabSize         int             `json:"vocab_size"`
 	TieWordEmbeddings *bool           `json:"tie_word_embeddings"`
 	AttentionBias     *bool           `json:"attention_bias"`
+	UseQKNorm         bool            `json:"use_qk_norm"`
+	QKNormType        string          `json:"qk_norm_type"`
 	TorchDType        string          `json:"torch_dtype"`
 	DType             string          `json:"dtype"`
 	Quantization      json.RawMessage `json:"quantization_config"`
@@ -332,6 +334,7 @@ func hfShape(name, arch string, c *hfConfig, fam hfFamily) (Shape, error) {
 	if c.AttentionBias != nil && *c.AttentionBias {
 		s.QKVBias = true
 	}
+	s.QKNormAcrossHeads = c.UseQKNorm && c.QKNormType == "per_layer"
 	if fam.moe != nil {
 		m, err := fam.moe(c)
 		if err != nil {

@@ -121,6 +121,8 @@ func TestHFConfigFamilies(t *testing.T) {
 		h100, _ := LookupHardware("H100")
 		assert.Equal(t, DTypeNVFP4, s.GEMMDTypeOf(b200, DTypeNVFP4))
 		assert.Equal(t, DTypeBF16, s.GEMMDTypeOf(h100, DTypeNVFP4), "no fp4 tensor cores: weight-only")
+		assert.True(t, s.QKNormAcrossHeads, "use_qk_norm with qk_norm_type per_layer: one norm over every head")
+		assert.False(t, llama8B.QKNormAcrossHeads)
 	})
 	t.Run("Llama: derived head_dim is a note", func(t *testing.T) {
 		assert.Equal(t, []string{"head_dim absent: 128 (= hidden_size/num_attention_heads)"}, llama8B.Notes)

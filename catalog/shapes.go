@@ -45,6 +45,11 @@ type Shape struct {
 	TiedEmbeddings bool `json:"tied_embeddings,omitempty"`
 	// QKVBias: the q, k and v projections carry biases (Qwen2).
 	QKVBias bool `json:"qkv_bias,omitempty"`
+	// QKNormAcrossHeads: the query and key RMSNorms run over the whole
+	// projection, every head together (MiniMax-M2's qk_norm_type
+	// per_layer), not head by head; a TP rank holds part of it, so each
+	// layer all-reduces the norms' variances across the TP group.
+	QKNormAcrossHeads bool `json:"qk_norm_across_heads,omitempty"`
 	// SlidingLayers layers attend over at most SlidingWindow tokens.
 	SlidingWindow int `json:"sliding_window,omitempty"`
 	SlidingLayers int `json:"sliding_layers,omitempty"`

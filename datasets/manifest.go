@@ -78,6 +78,15 @@ type Tool struct {
 // nearest that release).
 const DetailVLLMVersion = "vllm_version"
 
+// DetailAttentionBackend is the Source.Detail key of the attention
+// backend a recorded run's engine ran (a capture's worker: "triton").
+const DetailAttentionBackend = "attention_backend"
+
+// FormatGPUWorker is the Source.Format of a capture by steplab's GPU
+// worker (capture/worker), whose loop runs one step at a time
+// (EngineConfig.SerialWorker).
+const FormatGPUWorker = "gpu-worker"
+
 // Source says where the rows came from.
 type Source struct {
 	Kind   string            `json:"kind"`             // capture | simulate | import
@@ -148,6 +157,8 @@ type ModelShape struct {
 	KVDType        string `json:"kv_dtype,omitempty"`
 	TiedEmbeddings bool   `json:"tied_embeddings,omitempty"`
 	QKVBias        bool   `json:"qkv_bias,omitempty"`
+	// QKNormAcrossHeads: the q and k norms span every head (catalog.Shape's).
+	QKNormAcrossHeads bool `json:"qk_norm_across_heads,omitempty"`
 	// SlidingLayers layers attend over at most SlidingWindow tokens.
 	SlidingWindow int       `json:"sliding_window,omitempty"`
 	SlidingLayers int       `json:"sliding_layers,omitempty"`
@@ -263,6 +274,13 @@ type EngineConfig struct {
 	AsyncScheduling           bool `json:"async_scheduling"`
 	BatchQueueDepth           int  `json:"batch_queue_depth,omitempty"`
 	WorkerCount               int  `json:"worker_count,omitempty"`
+	// SerialWorker: the worker ran each step to its end (the sampled
+	// tokens on the host) before it read the next step, so its receive,
+	// input preparation and sampling were not hidden behind the device
+	// under async scheduling (steplab's GPU worker; a capture before this
+	// field is known by its source format, FormatGPUWorker). False: vLLM's
+	// model runner, which prepares step N+1 while the GPU runs step N.
+	SerialWorker bool `json:"serial_worker,omitempty"`
 
 	// What a serving engine's run records beside its limits (an imported
 	// vLLM run); zero when unknown.
@@ -376,6 +394,16 @@ type Workload struct {
 // records the prompt tokens behind each prefix_hash_ids entry of its
 // requests (Mooncake: 512, BLIS prefix groups: 16).
 const ParamHashBlockSize = "hash_block_size"
+
+// SerialWorker reports whether the run's worker ran each step to its end
+// before reading the next (EngineConfig.SerialWorker, or a capture by
+// steplab's GPU worker, which recorded none before the field existed).
+func (m *Manifest) SerialWorker() bool {
+	if m == nil {
+		return false
+	}
+	return (m.Engine != nil && m.Engine.SerialWorker) || m.Source.Format == FormatGPUWorker
+}
 
 // HashBlockSize is the tokens behind each prefix_hash_ids entry the
 // manifest records (workload.params.hash_block_size); 0 when it records

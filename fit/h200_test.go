@@ -536,102 +536,45 @@ type h200HostFile struct {
 
 var h200HostSets = []string{"bench-admission", "bench-steady", "traffic-azure-5rps", "traffic-azure-12rps"}
 
-// h200FitHost fits every phase of fpm.HostModel from the captures: the
-// worker's input preparation (host_prep_ns) on HostPrepTerms; shipping
-// (serialization in the driver, t_dispatch − t_schedule_end, plus the
-// worker's frame receive and decode, worker_recv_ns) on 1 and payload
-// bytes; schedule() (t_schedule_end − t_schedule_start) on 1, requests and
-// new requests; update_from_output() (t_update_end − t_output) on 1 and
-// requests. Warm-up steps are left out.
+// h200FitHost fits every phase of fpm.HostModel from the captures
+// (FitHostSteps): the worker's input preparation (host_prep_ns) on
+// HostPrepTerms; shipping (serialization in the driver, t_dispatch −
+// t_schedule_end, plus the worker's frame receive and decode,
+// worker_recv_ns) on 1 and payload bytes; schedule() (t_schedule_end −
+// t_schedule_start) on 1, requests and new requests; update_from_output()
+// (t_update_end − t_output) on 1 and requests. Warm-up steps are left out.
 func h200FitHost(t *testing.T) *h200HostFile {
 	t.Helper()
-	var rows []fpm.HostStep
-	var prep, ship, sched, upd []float64
+	var steps []datasets.Step
+	var reqs []datasets.StepRequest
+	var off int64
 	for _, n := range h200HostSets {
 		set := h200Load(t, n)
-		var steps []datasets.Step
+		var maxID int64
 		for _, s := range set.steps {
+			maxID = max(maxID, s.StepID)
 			if s.Valid && !strings.Contains(s.SampleReason, "warmup") {
+				s.StepID += off
 				steps = append(steps, s)
 			}
 		}
-		hs, w := HostStepsFromTables(steps, set.reqs)
-		require.NotNil(t, w.ShipNs)
-		for i := range steps {
-			s := &steps[i]
-			rows = append(rows, hs[i])
-			prep = append(prep, w.PrepNs[i])
-			ship = append(ship, float64(s.TDispatch-s.TScheduleEnd+s.WorkerRecvNs))
-			sched = append(sched, float64(s.TScheduleEnd-s.TScheduleStart))
-			upd = append(upd, float64(s.TUpdateEnd-s.TOutput))
+		for _, r := range set.reqs {
+			r.StepID += off
+			reqs = append(reqs, r)
 		}
+		off += maxID + 1
 	}
 	def := fpm.DefaultHostModel()
+	hf, err := FitHostSteps(steps, reqs, def, HostStepsOptions{})
+	require.NoError(t, err)
 	out := &h200HostFile{
 		Comment: "fpm.HostModel fitted by fit/h200_test.go (TestH200HostModel) from the H200 captures; see docs/h200-ground-truth.md. " +
 			"Schedule and update are steplab's Go driver loop, not vLLM's Python scheduler; prep and ship are the Python worker and the msgpack pipe.",
-		Model: def, Default: def,
+		Model: hf.Model, Default: def, Fits: hf.Fits,
 	}
 	for _, n := range h200HostSets {
 		out.Datasets = append(out.Datasets, "datasets/h200/"+n)
 	}
-	design := func(f func(fpm.HostStep) []float64) []float64 {
-		var x []float64
-		for _, r := range rows {
-			x = append(x, f(r)...)
-		}
-		return x
-	}
-	perByte := 1e3 / def.ShipMBps
-	phases := []struct {
-		window string
-		names  []string
-		terms  func(fpm.HostStep) []float64
-		y      []float64
-		prior  []float64
-		set    func(c []float64)
-	}{
-		{"host_prep_ns", HostPrepTermNames, HostPrepTerms, prep,
-			[]float64{def.PrepFixedNs, def.PrepPerReqNs, def.PrepPerTokenNs, def.PrepPerNewReqNs, def.PrepPerNewTokenNs},
-			func(c []float64) {
-				m := &out.Model
-				m.PrepFixedNs, m.PrepPerReqNs, m.PrepPerTokenNs, m.PrepPerNewReqNs, m.PrepPerNewTokenNs = c[0], c[1], c[2], c[3], c[4]
-			}},
-		{"serialize_ns+worker_recv_ns", HostShipTermNames, HostShipTerms, ship, []float64{def.ShipFixedNs, perByte},
-			func(c []float64) {
-				out.Model.ShipFixedNs, out.Model.ShipMBps = c[0], 0
-				if c[1] > 0 {
-					out.Model.ShipMBps = 1e3 / c[1]
-				}
-			}},
-		{"schedule_ns", []string{"schedule_fixed_ns", "schedule_per_req_ns", "schedule_per_new_req_ns"},
-			func(s fpm.HostStep) []float64 { return []float64{1, float64(s.Requests), float64(s.NewRequests)} }, sched,
-			[]float64{def.ScheduleFixedNs, def.SchedulePerReqNs, def.SchedulePerNewReqNs},
-			func(c []float64) {
-				out.Model.ScheduleFixedNs, out.Model.SchedulePerReqNs, out.Model.SchedulePerNewReqNs = c[0], c[1], c[2]
-			}},
-		{"update_ns", []string{"update_fixed_ns", "update_per_req_ns"},
-			func(s fpm.HostStep) []float64 { return []float64{1, float64(s.Requests)} }, upd,
-			[]float64{def.UpdateFixedNs, def.UpdatePerReqNs},
-			func(c []float64) { out.Model.UpdateFixedNs, out.Model.UpdatePerReqNs = c[0], c[1] }},
-	}
-	for _, ph := range phases {
-		var x, y []float64
-		xs := design(ph.terms)
-		p := len(ph.names)
-		for i, v := range ph.y {
-			if v < 0 {
-				continue
-			}
-			x = append(x, xs[i*p:(i+1)*p]...)
-			y = append(y, v)
-		}
-		tf, err := fitTerms(ph.window, ph.names, x, y, ph.prior)
-		require.NoError(t, err)
-		ph.set(tf.Coef)
-		out.Fits = append(out.Fits, tf)
-	}
-	require.NoError(t, out.Model.Validate())
 	return out
 }
 

@@ -34,9 +34,7 @@ type TermFit struct {
 // somewhere; the others keep prior[j]. x is row-major with len(names)
 // columns.
 func fitTerms(window string, names []string, x, y, prior []float64) (*TermFit, error) {
-	p := len(names)
-	n := len(y)
-	if n == 0 {
+	if len(y) == 0 {
 		return nil, dataErr(ErrEmptySelection, "no rows with a known "+window)
 	}
 	for i, v := range y {
@@ -45,6 +43,18 @@ func fitTerms(window string, names []string, x, y, prior []float64) (*TermFit, e
 			e.Row = i
 			return nil, e
 		}
+	}
+	return solveTerms(window, names, x, y, prior)
+}
+
+// solveTerms is fitTerms for a target that may be negative on some rows
+// (a difference of measured windows, whose noise crosses zero), finite on
+// every row.
+func solveTerms(window string, names []string, x, y, prior []float64) (*TermFit, error) {
+	p := len(names)
+	n := len(y)
+	if n == 0 {
+		return nil, dataErr(ErrEmptySelection, "no rows with a known "+window)
 	}
 	var keep []int
 	tf := &TermFit{Window: window, Terms: append([]string(nil), names...), Coef: append([]float64(nil), prior...), Rows: n}
@@ -219,6 +229,10 @@ type HostWindows struct {
 type HostFit struct {
 	Model fpm.HostModel `json:"model"`
 	Fits  []*TermFit    `json:"fits"`
+	// Unfitted are the windows FitHostSteps measured but could not fit
+	// (their terms not separable on these steps, or too few rows), each
+	// with why: their phases keep the prior's coefficients.
+	Unfitted []string `json:"unfitted,omitempty"`
 }
 
 // FitHost fits the host-model phases whose windows were measured: the

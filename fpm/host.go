@@ -7,8 +7,10 @@ import (
 
 // HostModel prices the host-side work around one engine step, in ns
 // (docs/architecture.md#step-timing-windows): the scheduler's schedule() call, serializing and shipping
-// the payload to the workers, the worker turning it into model inputs, and
-// update_from_output(). The device time of the forward pass is the FPM's.
+// the payload to the workers, the worker turning it into model inputs,
+// update_from_output(), and the worker's output path after the forward
+// pass (sampling and its reply). The device time of the forward pass is
+// the FPM's.
 //
 // Every phase is linear in the step's composition (shipping in bytes at
 // 1e3/ShipMBps ns per byte), so each window captured by a real executor
@@ -76,6 +78,17 @@ type HostModel struct {
 
 	UpdateFixedNs  float64 `json:"update_fixed_ns"`
 	UpdatePerReqNs float64 `json:"update_per_req_ns"`
+
+	// The output path after the forward pass, fixed and per scheduled
+	// request: the sampler over the step's logits, the sampled tokens'
+	// copy to the host, the worker's bookkeeping of them and its reply.
+	// The forward pass's device time (gpu_time_ns, the FPM's) ends at the
+	// logits; this is the rest of the step before the output travels to
+	// the scheduler. A serial worker pays it before it reads the next
+	// step (sim.HostPipeline.Serial). The prior has none (0): it is
+	// measured on a capture (fit.FitHostSteps).
+	OutputFixedNs  float64 `json:"output_fixed_ns,omitempty"`
+	OutputPerReqNs float64 `json:"output_per_req_ns,omitempty"`
 }
 
 // DefaultHostModel returns the prior described on HostModel.
@@ -104,7 +117,7 @@ func (h *HostModel) Validate() error {
 		"ship_mb_per_s": h.ShipMBps, "prep_fixed_ns": h.PrepFixedNs, "prep_per_req_ns": h.PrepPerReqNs,
 		"prep_per_token_ns": h.PrepPerTokenNs, "prep_per_new_req_ns": h.PrepPerNewReqNs,
 		"prep_per_new_token_ns": h.PrepPerNewTokenNs, "update_fixed_ns": h.UpdateFixedNs,
-		"update_per_req_ns": h.UpdatePerReqNs,
+		"update_per_req_ns": h.UpdatePerReqNs, "output_fixed_ns": h.OutputFixedNs, "output_per_req_ns": h.OutputPerReqNs,
 	} {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			return fmt.Errorf("fpm: host coefficient %s = %v: must be finite and >= 0", name, v)
@@ -131,11 +144,14 @@ type HostTimes struct {
 	ShipNs     int64 `json:"ship_ns"`
 	PrepNs     int64 `json:"prep_ns"`
 	UpdateNs   int64 `json:"update_ns"`
+	OutputNs   int64 `json:"output_ns,omitempty"`
 }
 
 // TotalNs is the sum of the phases: the host time of a step that overlaps
 // nothing (synchronous scheduling).
-func (t HostTimes) TotalNs() int64 { return t.ScheduleNs + t.ShipNs + t.PrepNs + t.UpdateNs }
+func (t HostTimes) TotalNs() int64 {
+	return t.ScheduleNs + t.ShipNs + t.PrepNs + t.UpdateNs + t.OutputNs
+}
 
 // ScheduleNs is the time of schedule() for a step of reqs requests, newReqs
 // of them admitted.
@@ -166,6 +182,12 @@ func (h *HostModel) UpdateNs(reqs int) int64 {
 	return roundInt(h.UpdateFixedNs + float64(reqs)*h.UpdatePerReqNs)
 }
 
+// OutputNs is the output path of a step of reqs scheduled requests after
+// its forward pass.
+func (h *HostModel) OutputNs(reqs int) int64 {
+	return roundInt(h.OutputFixedNs + float64(reqs)*h.OutputPerReqNs)
+}
+
 // Times prices every host phase of a step.
 func (h *HostModel) Times(s HostStep) HostTimes {
 	out := s.OutputRequests
@@ -177,5 +199,6 @@ func (h *HostModel) Times(s HostStep) HostTimes {
 		ShipNs:     h.ShipNs(s.PayloadBytes),
 		PrepNs:     h.PrepNs(s.Requests, s.ScheduledTokens, s.NewRequests, s.NewTokens),
 		UpdateNs:   h.UpdateNs(out),
+		OutputNs:   h.OutputNs(s.Requests),
 	}
 }

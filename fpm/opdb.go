@@ -191,6 +191,8 @@ var (
 type opIndex struct {
 	sys       OpSystem
 	allreduce *opTable
+	// arFloor is the smallest message the all-reduce table measured.
+	arFloor float64
 	launch    [2]launchIndex // by launch: graph, eager
 	// host holds the host's issue time of the eager rows that record it;
 	// hostOK when the GEMM and both attention tables have it.
@@ -293,6 +295,9 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 		}
 		if err := ab.add(i, opCoords{float64(r.GPUs), float64(r.MessageBytes)}, r.LatencyMs); err != nil {
 			return nil, err
+		}
+		if m := float64(r.MessageBytes); x.arFloor == 0 || m < x.arFloor {
+			x.arFloor = m
 		}
 	}
 	if len(ab.root) > 0 {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"strings"
 
 	"github.com/steplab/steplab/catalog"
 )
@@ -94,6 +95,14 @@ type OpsEngine struct {
 	// unfused small kernels and the host's dispatch of an eager pass.
 	GraphStepNs float64 `json:"graph_step_ns,omitempty"`
 	EagerStepNs float64 `json:"eager_step_ns,omitempty"`
+	// DecodeWave is, for an engine whose decode attention walks each
+	// request's KV cache on one program per KV head once the batch fills
+	// the GPU (the Triton kernels: vLLM's triton backend, steplab's
+	// worker) where the database's kernel splits the walk (FlashAttention),
+	// the programs the GPU runs at once (SMs × programs per SM): a ragged
+	// batch then ends with its longest request (SplitKVLength). 0: the
+	// database's kernel (its gpu.sm_count, else the mean context).
+	DecodeWave float64 `json:"decode_wave,omitempty"`
 }
 
 // Validate refuses negative or non-finite fields.
@@ -102,7 +111,7 @@ func (e OpsEngine) Validate() error {
 		name string
 		v    float64
 	}{{"gemm_scale", e.GEMMScale}, {"context_attn_scale", e.ContextAttnScale}, {"generation_attn_scale", e.GenerationAttnScale},
-		{"graph_step_ns", e.GraphStepNs}, {"eager_step_ns", e.EagerStepNs}} {
+		{"graph_step_ns", e.GraphStepNs}, {"eager_step_ns", e.EagerStepNs}, {"decode_wave", e.DecodeWave}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
 			return fmt.Errorf("fpm: ops engine %s: %s = %v: must be finite and >= 0", e.Name, f.name, f.v)
 		}
@@ -270,7 +279,23 @@ func (o *Ops) PredictIntervalNs(f Features, coverage float64) (mid, lo, hi float
 // HasUncertainty reports whether the prior carries residuals.
 func (o *Ops) HasUncertainty() bool { return o.residuals != nil && len(o.residuals.P) > 0 }
 
-func (o *Ops) calibrated() bool { return o.engine != OpsEngine{} }
+func (o *Ops) calibrated() bool {
+	e := o.engine
+	e.DecodeWave = 0 // the kernel's property, not a calibration
+	return e != OpsEngine{}
+}
+
+// UnsplitDecode reports whether an attention backend's decode kernel walks
+// each request's KV cache on one program per KV head once the batch fills
+// the GPU (OpsEngine.DecodeWave): the Triton kernels (vLLM's TRITON_ATTN,
+// steplab's worker), which split the walk only for small batches.
+func UnsplitDecode(backend string) bool {
+	return strings.HasPrefix(strings.ToLower(backend), "triton")
+}
+
+// SplitsDecode reports whether the database gives the SM count its
+// ragged decode batches are priced with (gpu.sm_count).
+func (o *Ops) SplitsDecode() bool { return o.db.sys.SMs > 0 }
 
 // Database names the database the prior reads.
 func (o *Ops) Database() string { return o.name }
@@ -364,8 +389,9 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 	qkv, x1 := o.gemmNs(li, roleAttn, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)
 	proj, x2 := o.gemmNs(li, roleAttn, rows, sh.hidden, sh.qHeads*sh.headDim)
 	mlp, x3 := o.mlpNs(li, rows)
-	b.GEMMNs = (L*(qkv+proj) + mlp) * orOne(e.GEMMScale)
-	flag(extGEMM, x1 || x2 || x3)
+	router, x4 := o.routerNs(li, rows)
+	b.GEMMNs = (L*(qkv+proj) + mlp + router) * orOne(e.GEMMScale)
+	flag(extGEMM, x1 || x2 || x3 || x4)
 
 	s := sampledRows(f)
 	if s > 0 {
@@ -389,6 +415,12 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 	if sh.tp > 1 {
 		ar, x := o.allReduceNs(rows * float64(sh.hidden) * sh.actBytes)
 		b.AllReduceNs = 2 * L * ar
+		if sh.qkNormAcross {
+			// The q and k norms' variances, one fp32 each per token.
+			v, xv := o.allReduceNs(rows * 2 * 4)
+			b.AllReduceNs += L * v
+			x = x || xv
+		}
 		flag(extAllReduce, x)
 	}
 	b.EngineStepNs = e.GraphStepNs
@@ -513,7 +545,14 @@ func (o *Ops) elementwiseNs(li *launchIndex, rows, sampled float64) (float64, bo
 		w := sh.actBytes
 		addNorm := o.memOpNs(rows * 4 * h * w)
 		act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
-		return float64(sh.layers)*(2*addNorm+act) + o.memOpNs(rows*h*w) + addNorm, false
+		layer := 2*addNorm + act
+		if sh.qkNormAcross {
+			// The norms over every head: one pass for the variances, one
+			// to scale q and k (the all-reduce between is allReduceNs').
+			qk := rows * float64((sh.qHeads+sh.kvHeads)*sh.headDim) * w
+			layer += o.memOpNs(qk) + o.memOpNs(2*qk)
+		}
+		return float64(sh.layers)*layer + o.memOpNs(rows*h*w) + addNorm, false
 	}
 	ext := false
 	op := func(k int, m, n float64) float64 {
@@ -563,7 +602,6 @@ func (o *Ops) gemmNs(li *launchIndex, role int, m float64, n, k int) (float64, b
 type (
 	contextCost    Ops
 	generationCost Ops
-	ringCost       struct{}
 )
 
 // gemmCost is a GEMM's speed of light: its FLOPs at the tensor-core peak
@@ -629,6 +667,19 @@ func (o *Ops) mlpNs(li *launchIndex, m float64) (float64, bool) {
 	return ns, x || x1 || x2
 }
 
+// routerNs is the routers' GEMMs of the MoE layers over m rows: each
+// token's hidden state to a logit per expert, at the activation dtype
+// (AIConfigurator's router GEMM; an engine that runs it in fp32, as vLLM
+// does MiniMax-M2's, takes longer).
+func (o *Ops) routerNs(li *launchIndex, m float64) (float64, bool) {
+	sh := &o.shape
+	if sh.experts == 0 {
+		return 0, false
+	}
+	ns, x := o.gemmNs(li, roleHead, m, sh.experts, sh.hidden)
+	return float64(sh.layers-sh.denseLayers) * ns, x
+}
+
 // expertLoad is how m tokens routed to topK of E experts each spread over
 // the experts: the expected number touched (ExpectedExperts, uniform
 // routing) and the rows each of those runs.
@@ -640,11 +691,22 @@ func expertLoad(m float64, experts, topK int) (touched, rowsPer float64) {
 // contextAttnNs is one layer's prefill attention: the step's n chunks
 // priced as n requests of mean chunk c after mean cached prefix k, from
 // the table's full causal attention over c + k tokens scaled by the share
-// of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2).
+// of it the chunks compute, Σ c·(k + c/2) / (n·(c + k)²/2). That share
+// prices the FLOPs; a short chunk after a long prefix is bound instead by
+// reading the prefix's KV cache, as a decode of n requests over c + k
+// keys is (a chunk of one token is one), so the step is priced at the
+// longer of the two.
 func (o *Ops) contextAttnNs(li *launchIndex, f *Features) (float64, bool) {
 	q, share := o.contextCoords(f)
 	ns, x := li.ctx.lookup(q, (*contextCost)(o))
-	return ns * share, x
+	ns *= share
+	if f.PrefillKVTokens > 0 {
+		kv, xg := o.generationAttnNs(li, q[4], q[3])
+		if kv > ns {
+			return kv, xg
+		}
+	}
+	return ns, x
 }
 
 // contextCoords is where a step's prefill chunks are looked up in a
@@ -681,14 +743,19 @@ func (a *contextCost) sol(c opCoords) float64 {
 // programs over S SMs takes (P/S)·L/bw_SM: the uniform length with the
 // longest request's time is max·min(1, S/P). The batch is priced at that
 // length or at its mean (the whole work spread over the GPU), whichever
-// is longer; at the mean alone when the database does not give the SM
-// count or the step does not record its longest context.
+// is longer; S is the engine's DecodeWave, else the database's SM count,
+// and the mean alone prices the batch when neither gives one or the step
+// does not record its longest context.
 func (o *Ops) decodeKV(f *Features) float64 {
 	mean := f.DecodeKVTokens/f.DecodeRequests + 1
 	if !(f.DecodeMaxKVTokens > 0) {
 		return mean
 	}
-	return SplitKVLength(mean, f.DecodeMaxKVTokens+1, f.DecodeRequests, o.db.sys.SMs, float64(o.shape.kvHeads))
+	wave := o.db.sys.SMs
+	if o.engine.DecodeWave > 0 {
+		wave = o.engine.DecodeWave
+	}
+	return SplitKVLength(mean, f.DecodeMaxKVTokens+1, f.DecodeRequests, wave, float64(o.shape.kvHeads))
 }
 
 // SplitKVLength is the uniform context a decode batch of batch requests,
@@ -736,7 +803,7 @@ func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 	q := opCoords{tp, msg}
 	ns, x := 0.0, true
 	if t := o.db.allreduce; t != nil {
-		ns, x = t.lookup(q, ringCost{})
+		ns, x = t.lookup(q, ringCost{floor: o.db.arFloor})
 	} else {
 		ns = ringCost{}.sol(q) / o.db.sys.IntraNodeBandwidth * 1e9
 	}
@@ -746,8 +813,14 @@ func (o *Ops) allReduceNs(msg float64) (float64, bool) {
 	return ns, x
 }
 
+// ringCost is a ring all-reduce's cost. floor is the smallest message
+// measured: below it the all-reduce is bound by its latency (the tables
+// are flat over their smallest messages), so a smaller message costs what
+// the smallest measured one does.
+type ringCost struct{ floor float64 }
+
 // sol is a ring all-reduce's bytes on the wire per GPU, 2(n−1)/n·msg.
-func (ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * c[1] }
+func (r ringCost) sol(c opCoords) float64 { return 2 * (c[0] - 1) / c[0] * max(c[1], r.floor) }
 
 // OpsParams are the params of an artifact of form FormOps: which database
 // (a name package fpm/opdb ships, or a directory, relative to the

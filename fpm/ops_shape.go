@@ -21,6 +21,9 @@ type opsShape struct {
 	shared, denseLayers        int
 	vocab                      int // LM-head rows per GPU
 	tp                         int
+	// qkNormAcross: the query and key norms span every head
+	// (Shape.QKNormAcrossHeads).
+	qkNormAcross bool
 	// dtype names the GEMM table, computeDType the attention and
 	// element-wise rows, kvDType the KV-cache dtype of the attention
 	// tables.
@@ -50,7 +53,7 @@ func opsShapeOf(s catalog.Shape) opsShape {
 		layers: s.Layers, hidden: s.Hidden,
 		qHeads: s.Heads / tp, kvHeads: s.KVHeadsPerGPU(), headDim: s.HeadDim,
 		inter: s.Intermediate / tp, denseLayers: s.Layers,
-		vocab: s.Vocab / tp, tp: tp,
+		vocab: s.Vocab / tp, tp: tp, qkNormAcross: s.QKNormAcrossHeads,
 		dtype: opsDType(s.LinearDType()), computeDType: opsDType(s.DType), kvDType: opsDType(s.KVCacheDType()),
 		weightBytes: catalog.DTypeBytes(s.LinearDType()), actBytes: catalog.DTypeBytes(s.DType), kvBytes: catalog.DTypeBytes(s.KVCacheDType()),
 	}

@@ -257,6 +257,15 @@ func TestOpsMixtureOfExperts(t *testing.T) {
 	shared := (gemmMs(64, 64, 64) + gemmMs(64, 64, 32)) * 1e6
 	require.InDelta(t, dense+(layers-1)*(touched*(gemmMs(per, 64, 64)+gemmMs(per, 64, 32))*1e6+shared), ns, 1e-6)
 	require.Equal(t, 64, o.shape.activationWidth(), "the activation runs over topK experts' width")
+	// Every MoE layer routes: a GEMM of its tokens to one logit per expert.
+	li := &o.db.launch[launchGraph]
+	router, _ := o.routerNs(li, 64)
+	one, _ := o.gemmNs(li, roleHead, 64, 8, 64)
+	require.Positive(t, one)
+	require.InDelta(t, (layers-1)*one, router, 1e-6, "the MoE layers' routers, 64 rows × 64 → 8 experts")
+	o.shape.experts = 0
+	router, _ = o.routerNs(li, 64)
+	require.Zero(t, router, "a dense model has no router")
 }
 
 func TestNewOpsRefuses(t *testing.T) {
@@ -337,4 +346,47 @@ func TestOpsMoETable(t *testing.T) {
 	touched, per := expertLoad(16, 8, 2)
 	ns, _ := o.mlpNs(&o.db.launch[launchGraph], 16)
 	require.InDelta(t, layers*touched*(gemmMs(per, 128, 64)+gemmMs(per, 64, 64))*1e6, ns, 1e-6)
+}
+
+// A prefill chunk's attention is at least the read of its prefix's KV: a
+// token after a 1,000-token prefix costs what a decode over 1,001 keys
+// does, where the share of a full causal prefill it computes would price
+// it far lower; a fresh prompt is priced by its FLOPs alone.
+func TestOpsChunkReadsPrefix(t *testing.T) {
+	o := tinyOps(t, tiny)
+	li := &o.db.launch[launchGraph]
+	after := Features{PrefillTokens: 4, PrefillRequests: 4, PrefillKVTokens: 4 * 1000, PrefillAttn: 4 * 1000.5}
+	got, _ := o.contextAttnNs(li, &after)
+	want, _ := o.generationAttnNs(li, 4, 1001)
+	require.InDelta(t, want, got, 1e-9)
+	q, share := o.contextCoords(&after)
+	flops, _ := li.ctx.lookup(q, (*contextCost)(o))
+	require.Less(t, flops*share, want, "the FLOPs' share alone is cheaper")
+	fresh := Features{PrefillTokens: 64, PrefillRequests: 1, PrefillAttn: 64 * 32}
+	got, _ = o.contextAttnNs(li, &fresh)
+	q, share = o.contextCoords(&fresh)
+	flops, _ = li.ctx.lookup(q, (*contextCost)(o))
+	require.InDelta(t, flops*share, got, 1e-9)
+}
+
+// An engine whose decode kernel does not split a request's KV walk
+// (OpsEngine.DecodeWave) prices a ragged batch by its longest request
+// where the database's kernel (no SM count) prices its mean.
+func TestOpsDecodeWave(t *testing.T) {
+	base := tinyOps(t, tiny)
+	require.False(t, base.SplitsDecode())
+	ragged := Features{DecodeRequests: 4, PaddedBatch: 4, DecodeKVTokens: 4 * 100, DecodeMaxKVTokens: 1000}
+	o, err := base.WithEngine(OpsEngine{DecodeWave: 4})
+	require.NoError(t, err)
+	require.InDelta(t, 101, base.decodeKV(&ragged), 1e-9, "the mean")
+	// 4 requests × 2 KV heads = 8 programs on a wave of 4: the longest
+	// request's 1,001 keys at half the rate, as a uniform 500.5.
+	require.InDelta(t, 1001*4.0/8, o.decodeKV(&ragged), 1e-9)
+	require.Greater(t, o.PredictNs(ragged), base.PredictNs(ragged))
+	require.False(t, o.calibrated(), "the kernel's wave is no calibration")
+	_, err = base.WithEngine(OpsEngine{DecodeWave: -1})
+	require.ErrorContains(t, err, "decode_wave = -1")
+	for backend, unsplit := range map[string]bool{"triton": true, "TRITON_ATTN": true, "FLASH_ATTN": false, "": false} {
+		require.Equal(t, unsplit, UnsplitDecode(backend), backend)
+	}
 }

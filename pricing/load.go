@@ -48,7 +48,8 @@ func FromManifest(m *datasets.Manifest, fpmSpec, hostSpec string) (*fpm.Models, 
 	if IsPrior(fpmSpec) && !r.Known() {
 		return nil, r.Err()
 	}
-	return Price(Spec{Hardware: r.HW, Shape: r.Shape, FPM: fpmSpec, Host: hostSpec, EngineVersion: m.Source.Detail[datasets.DetailVLLMVersion], CUDAGraphSizes: m.CUDAGraphSizes})
+	return Price(Spec{Hardware: r.HW, Shape: r.Shape, FPM: fpmSpec, Host: hostSpec, EngineVersion: m.Source.Detail[datasets.DetailVLLMVersion],
+		AttentionBackend: m.Source.Detail[datasets.DetailAttentionBackend], CUDAGraphSizes: m.CUDAGraphSizes})
 }
 
 // ForDatasets turns the FPM spec of eval, check and a bounds file into a

@@ -50,6 +50,11 @@ type Spec struct {
 	// EngineVersion is the serving framework's version the run had ("":
 	// not known); an ops prior takes the database measured nearest it.
 	EngineVersion string
+	// AttentionBackend is the engine's attention backend ("": not known,
+	// the database's kernels). A backend whose decode kernel does not
+	// split a request's KV walk (fpm.UnsplitDecode) prices an ops prior's
+	// ragged decode batches by their longest request.
+	AttentionBackend string
 	// CUDAGraphSizes are the sizes the engine captures CUDA graphs at
 	// (rows: decode requests, or tokens of a step with prefill work); the
 	// ops prior runs a larger step eagerly. Empty: not known.
@@ -88,6 +93,11 @@ func Price(spec Spec) (*fpm.Models, error) {
 	}
 	if o, ok := p.FPM.(*fpm.Ops); ok && len(spec.CUDAGraphSizes) > 0 {
 		p.FPM = o.WithGraphs(spec.CUDAGraphSizes)
+	}
+	if o, ok := p.FPM.(*fpm.Ops); ok && p.Artifact == nil && fpm.UnsplitDecode(spec.AttentionBackend) {
+		if err := unsplitDecode(p, o, spec.AttentionBackend); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case spec.Host != "":
@@ -132,6 +142,30 @@ func ops(p *fpm.Models, spec, version string) error {
 		return err
 	}
 	p.FPM, p.FPMName, p.Notes = o, spec, append(p.Notes, notes...)
+	return nil
+}
+
+// unsplitDecode gives p's ops prior o, whose database's decode kernel splits
+// the KV walk the engine's kernel that does not: the wave of programs
+// the GPU runs at once, the catalogue's SMs × attention programs per SM
+// (one per SM where the catalogue measured none).
+func unsplitDecode(p *fpm.Models, o *fpm.Ops, backend string) error {
+	if o.SplitsDecode() {
+		return nil // the database measured such a kernel and gives its SM count
+	}
+	if p.HW.SMs <= 0 {
+		p.Notes = append(p.Notes, fmt.Sprintf("ops: the %s attention backend's ragged decode batches end with their longest request, but the catalogue gives no SM count for %s: priced at their mean context", backend, p.HW.Name))
+		return nil
+	}
+	e := o.Engine()
+	e.DecodeWave = float64(p.HW.SMs * max(1, p.HW.AttnProgramsPerSM))
+	c, err := o.WithEngine(e)
+	if err != nil {
+		return err
+	}
+	p.FPM = c
+	p.Notes = append(p.Notes, fmt.Sprintf("ops: the %s attention backend walks each request's KV cache on one program per KV head: a ragged decode batch is priced by its longest request over a wave of %g programs (%s: %d SMs × %d)",
+		backend, e.DecodeWave, p.HW.Name, p.HW.SMs, max(1, p.HW.AttnProgramsPerSM)))
 	return nil
 }
 

@@ -1,9 +1,11 @@
 package pricing
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/steplab/steplab/catalog"
+	"github.com/steplab/steplab/fpm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -31,5 +33,32 @@ func TestPriorSpec(t *testing.T) {
 			assert.Contains(t, p.Notes[len(p.Notes)-1], c.note)
 			assert.True(t, IsPrior(FPMPrior))
 		})
+	}
+}
+
+// A triton attention backend's decode kernel walks each request's KV on
+// one program per KV head: an ops prior over a database whose kernel
+// splits the walk (no SM count) prices its ragged batches by the longest
+// request over the catalogue's wave, and says so; a database that gives
+// its SM count, another backend, or an artifact keep their own rule.
+func TestAttentionBackendWave(t *testing.T) {
+	hw, err := catalog.LookupHardware("H200")
+	require.NoError(t, err)
+	shape, err := catalog.LookupModel("Llama-3.1-8B")
+	require.NoError(t, err)
+	wave := func(fpmSpec, backend string) (float64, []string) {
+		p, err := Price(Spec{Hardware: hw, Shape: shape, FPM: fpmSpec, AttentionBackend: backend})
+		require.NoError(t, err)
+		o, ok := p.FPM.(*fpm.Ops)
+		require.True(t, ok)
+		return o.Engine().DecodeWave, p.Notes
+	}
+	w, notes := wave(FPMPrior, "triton")
+	assert.Equal(t, float64(hw.SMs*hw.AttnProgramsPerSM), w)
+	assert.Equal(t, 396.0, w, "H200-SXM: 132 SMs × 3")
+	assert.Contains(t, strings.Join(notes, "\n"), "a ragged decode batch is priced by its longest request over a wave of 396 programs")
+	for _, c := range [][2]string{{FPMPrior, "FLASH_ATTN"}, {FPMPrior, ""}, {"ops:h200-sxm-worker", "triton"}} {
+		w, _ := wave(c[0], c[1])
+		assert.Zero(t, w, "%s with %q", c[0], c[1])
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/steplab/steplab/catalog"
 	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fit"
 	"github.com/steplab/steplab/fpm"
 	"github.com/steplab/steplab/pricing"
 	"github.com/steplab/steplab/sim/cluster"
@@ -65,8 +66,11 @@ type CalibOptions struct {
 	// Fixed, when set, is the device model used as it is: only host
 	// parameters are fitted (Start and Terms are ignored).
 	Fixed fpm.FPM
-	// Host is the starting host model.
-	Host fpm.HostModel
+	// Host is the starting host model; HostFit says it is the prior, which
+	// the host windows the fitted runs record replace (fitHostSteps)
+	// unless NoStepFit.
+	Host    fpm.HostModel
+	HostFit bool
 	// Terms are the FPM terms that get a multiplier (nil: every term of
 	// Start, Start.ScaleTerms).
 	Terms []string
@@ -89,8 +93,8 @@ type CalibOptions struct {
 	// log-multipliers that keeps parameters the record cannot identify
 	// near the start (0: 1e-3).
 	Prior float64
-	// NoStepFit skips the step fit: the search starts from Start and its
-	// ridge pulls toward it.
+	// NoStepFit skips the step fit and the host fit: the search starts
+	// from Start and Host, and its ridge pulls toward Start.
 	NoStepFit bool
 	// Ridge is the weight of the ridge on the FPM terms' log-multipliers
 	// toward their anchor: the step fit's values where the fitted runs
@@ -161,6 +165,9 @@ type CalibResult struct {
 	// its replay of the fit data.
 	StepFit    *StepFit       `json:"step_fit,omitempty"`
 	StepFitted []MetricErrors `json:"step_fitted,omitempty"`
+	// HostFit is the host model fitted on the runs' recorded host windows
+	// that the search started from (nil: none), replayed in StepFitted.
+	HostFit *fit.HostFit `json:"host_fit,omitempty"`
 	// Ridge is the weight of the FPM terms' ridge toward their anchor.
 	Ridge float64 `json:"ridge"`
 	// Notes say how the calibration was made; Warnings where its result
@@ -390,7 +397,7 @@ func Calibrate(sets []CalibSet, opts CalibOptions) (*CalibResult, error) {
 	if err := p.stepFit(sets, res); err != nil {
 		return nil, err
 	}
-	if res.StepFit != nil {
+	if res.StepFit != nil || res.HostFit != nil {
 		if res.StepFitted, err = p.scoreTrain(sets, train, make([]float64, dim), "step-fit"); err != nil {
 			return nil, err
 		}
@@ -437,6 +444,16 @@ func (p *calibProblem) scoreTrain(sets []CalibSet, train []fitWindow, theta []fl
 func (p *calibProblem) stepFit(sets []CalibSet, res *CalibResult) error {
 	p.ridge = p.opts.Ridge
 	defer func() { res.Ridge = p.ridge }()
+	if p.opts.HostFit && !p.opts.NoStepFit {
+		hf, note, err := fitHostSteps(sets, p.opts.Host)
+		if err != nil {
+			return err
+		}
+		if hf != nil {
+			res.HostFit, p.opts.Host = hf, hf.Model
+		}
+		res.Notes = append(res.Notes, note)
+	}
 	why := ""
 	switch {
 	case len(p.terms) == 0:

@@ -113,7 +113,7 @@ func (s CalibSpec) Setup() (*CalibRun, error) {
 		run.FittedOn = fpm.AddFittedOn(run.FittedOn, set.FittedOn)
 	}
 	p := run.Sets[0].Plan.Pools[0].Engine
-	o := CalibOptions{Host: p.Host, Holdout: s.Holdout, HoldoutSets: hsets, MaxEvals: s.MaxEvals, Terms: s.Terms,
+	o := CalibOptions{Host: p.Host, HostFit: p.HostPrior, Holdout: s.Holdout, HoldoutSets: hsets, MaxEvals: s.MaxEvals, Terms: s.Terms,
 		HostParams: params(s.Host), MoEParams: params(s.MoE), StartName: pricing.Name(&p.Models), NoStepFit: s.NoStepFit, Ridge: s.Ridge}
 	if s.Ridge < 0 || math.IsNaN(s.Ridge) || math.IsInf(s.Ridge, 0) {
 		return nil, fmt.Errorf("calibrate: ridge %v: want a finite weight >= 0", s.Ridge)

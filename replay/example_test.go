@@ -39,6 +39,6 @@ func ExampleReplaySteps() {
 	// Output:
 	// 6024 steps priced by ops(h200-sxm-vllm-0.24.0, Llama-3.1-8B)
 	// prefill     7 steps: device time MAPE 61%, total -55%
-	// decode   5749 steps: device time MAPE 28%, total -29%
-	// mixed     268 steps: device time MAPE 45%, total -40%
+	// decode   5749 steps: device time MAPE 25%, total -25%
+	// mixed     268 steps: device time MAPE 43%, total -39%
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fit"
@@ -283,4 +284,91 @@ func stepMAPE(d *fit.Data, m fpm.FPM) float64 {
 		s += math.Abs(m.PredictNs(f)-d.Y[i]) / d.Y[i]
 	}
 	return 100 * s / float64(max(1, d.Len()))
+}
+
+// fitHostSteps fits the host model's phases on the host windows the
+// fitted runs' steps record (fit.FitHostSteps: the worker's receive and
+// input preparation, schedule(), update_from_output() and, for a serial
+// worker, its output path), starting from prior: what the runs measured
+// replaces the prior's guess before the request search scales it. It
+// returns nil, with the reason in the note, when no run records them or
+// the runs' workers differ (serial and not).
+func fitHostSteps(sets []CalibSet, prior fpm.HostModel) (*fit.HostFit, string, error) {
+	var steps []datasets.Step
+	var reqs []datasets.StepRequest
+	var used []string
+	var off int64
+	serial := false
+	for i, s := range sets {
+		if s.Dir == "" {
+			continue
+		}
+		d, err := datasets.Open(s.Dir)
+		if err != nil {
+			return nil, "", err
+		}
+		if !d.Has(datasets.TableSteps) {
+			continue
+		}
+		st, err := datasets.ReadAll[datasets.Step](d, datasets.TableSteps)
+		if err != nil {
+			return nil, "", fmt.Errorf("calibrate: host fit: %s: %w", s.Dir, err)
+		}
+		if !hostTimed(st) {
+			continue
+		}
+		ser := s.Plan.Pools[0].Engine.SerialWorker
+		if len(used) > 0 && ser != serial {
+			return nil, fmt.Sprintf("no host fit: %s ran a serial worker and %s did not (or the reverse): fit them apart", sets[0].Dir, s.Dir), nil
+		}
+		serial = ser
+		var rq []datasets.StepRequest
+		if d.Has(datasets.TableStepRequests) {
+			if rq, err = datasets.ReadAll[datasets.StepRequest](d, datasets.TableStepRequests); err != nil {
+				return nil, "", fmt.Errorf("calibrate: host fit: %s: %w", s.Dir, err)
+			}
+		}
+		// Step ids are a run's own: keep them apart across runs.
+		var maxID int64
+		for k := range st {
+			maxID = max(maxID, st[k].StepID)
+			st[k].StepID += off
+		}
+		for k := range rq {
+			rq[k].StepID += off
+		}
+		off += maxID + 1
+		steps, reqs, used = append(steps, st...), append(reqs, rq...), append(used, sets[i].Dir)
+	}
+	if len(used) == 0 {
+		return nil, "no host fit: no fitted run records its steps' host windows (host_prep_ns, worker_recv_ns): the host model is the prior", nil
+	}
+	hf, err := fit.FitHostSteps(steps, reqs, prior, fit.HostStepsOptions{Serial: serial})
+	if err != nil {
+		return nil, "", fmt.Errorf("calibrate: host fit: %w", err)
+	}
+	var ws []string
+	for _, f := range hf.Fits {
+		ws = append(ws, f.Window)
+	}
+	how := "its receive, preparation and output path hidden behind the device under async scheduling"
+	if serial {
+		how = "a serial worker: its receive, preparation and output path add to every step"
+	}
+	kept := ""
+	if len(hf.Unfitted) > 0 {
+		kept = "; the prior's kept for " + strings.Join(hf.Unfitted, "; ")
+	}
+	return hf, fmt.Sprintf("host fit on %d recorded steps of %s (%s): %s%s; the request search scales it",
+		len(steps), strings.Join(used, ", "), how, strings.Join(ws, ", "), kept), nil
+}
+
+// hostTimed says whether steps record the worker's host windows.
+func hostTimed(steps []datasets.Step) bool {
+	for i := range steps {
+		if steps[i].HostPrepNs > 0 || steps[i].WorkerRecvNs > 0 {
+			return true
+		}
+	}
+	return false
 }

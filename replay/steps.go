@@ -182,10 +182,12 @@ func (st *stepCols) step() datasets.Step {
 //     the worker's CPU and the GPU may still be busy with it. It is
 //     re-derived one step ahead from this step's predicted phases and the
 //     recorded events of the steps before it:
-//     t_output = max(max(t_schedule_start + schedule, cpu_free) + ship + prep, gpu_free) + gpu + OutputReturnNs,
+//     t_output = max(max(t_schedule_start + schedule, cpu_free) + ship + prep, gpu_free) + gpu + output + OutputReturnNs,
 //     where cpu_free is the end of the previous step's input preparation
-//     (the recorded chain max(t_dispatch, cpu_free) + worker_recv + host_prep)
-//     and gpu_free the previous step's recorded t_output − OutputReturnNs.
+//     (the recorded chain max(t_dispatch, cpu_free) + worker_recv + host_prep;
+//     for a serial worker, the previous step's recorded t_output −
+//     OutputReturnNs, when it replied) and gpu_free the previous step's
+//     recorded t_output − OutputReturnNs.
 //   - wall_time_ns depends on the previous step's t_update_end (the
 //     inter-update period). It is the predicted t_output minus the
 //     record's own anchor, t_output − wall_time_ns (the previous update's
@@ -193,11 +195,14 @@ func (st *stepCols) step() datasets.Step {
 //
 // When the record has no event times (an imported FPM table), narrow and
 // wall time are predicted as a step that overlaps nothing: schedule + ship +
-// prep + gpu + OutputReturnNs.
+// prep + gpu + output + OutputReturnNs.
 type StepReplayer struct {
 	FPM            fpm.FPM
 	Host           fpm.HostModel
 	OutputReturnNs int64
+	// Serial is a worker that ran each step to its end before reading the
+	// next (sim.HostPipeline.Serial).
+	Serial bool
 	// Level is the coverage of the device-time interval when FPM is a
 	// fpm.IntervalFPM (0: no interval).
 	Level float64
@@ -253,6 +258,7 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 	sched := r.Host.ScheduleNs(reqs, int(st.NumNewReqs))
 	recv := r.Host.ShipNs(st.PayloadBytes)
 	prep := r.Host.PrepNs(reqs, int(st.TotalScheduledTokens), int(st.NumNewReqs), newTok)
+	output := r.Host.OutputNs(reqs)
 	dev, lo, hi := int64(-1), int64(-1), int64(-1)
 	if im, ok := r.FPM.(fpm.IntervalFPM); ok && r.Level > 0 {
 		mid, l, h := im.PredictIntervalNs(f, r.Level)
@@ -276,8 +282,9 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 	}
 	p := r.pipe(st.WorkerID)
 	if st.TScheduleStart >= 0 {
+		p.Serial = r.Serial
 		pred := p.HostPipeline // this step's phases after the recorded ones
-		_, end := pred.Run(pred.Prepare(st.TScheduleStart+sched, recv, prep), dev)
+		_, end := pred.Run(pred.Prepare(st.TScheduleStart+sched, recv, prep), dev+output)
 		tOut := end + ret
 		row.PredNarrow = tOut - st.TScheduleStart
 		if st.TOutput >= 0 && st.WallTimeNs >= 0 {
@@ -300,9 +307,12 @@ func (r *StepReplayer) Price(st *stepCols, join *features.RequestJoin, seq int64
 		p.Prepare(disp, rr, rp)
 		if st.TOutput >= 0 {
 			p.GPUFree = st.TOutput - ret
+			if r.Serial {
+				p.CPUFree = max(p.CPUFree, p.GPUFree) // the worker read the next step after its reply
+			}
 		}
 	} else {
-		row.PredNarrow = sched + recv + prep + dev + ret
+		row.PredNarrow = sched + recv + prep + dev + output + ret
 		row.PredWall = row.PredNarrow
 	}
 	if lo >= 0 {
@@ -359,6 +369,7 @@ func ReplaySteps(d *datasets.Dataset, opts StepOptions) (*StepSummary, error) {
 		defer join.Close()
 	}
 	r := NewStepReplayer(opts.FPM, opts.Host)
+	r.Serial = d.Manifest.SerialWorker()
 	r.Level = fpm.IntervalLevel(opts.FPM, opts.Level)
 	if opts.OutputReturnNs > 0 {
 		r.OutputReturnNs = opts.OutputReturnNs

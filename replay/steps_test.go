@@ -34,6 +34,9 @@ var scenarios = map[string]func(*scenario.Scenario){
 	"sync":                   func(sc *scenario.Scenario) { sc.Engine.AsyncScheduling = false },
 	"preempting":             func(sc *scenario.Scenario) { sc.Engine.NumGPUBlocks = 1500; sc.Engine.MaxModelLen = 16384 },
 	"no-graphs-small-budget": func(sc *scenario.Scenario) { sc.Engine.CUDAGraphSizes = nil; sc.Engine.MaxNumBatchedTokens = 1024 },
+	// serial: a worker that runs each step to its end (steplab's GPU
+	// worker), with an output path after the forward pass.
+	"serial": func(sc *scenario.Scenario) { sc.Engine.SerialWorker, sc.Host = true, "testdata/host-output.json" },
 	// bench is a run of ~100k steps (benchmarks).
 	"bench": func(sc *scenario.Scenario) {
 		sc.Workload = scenario.WorkloadSpec{Kind: "poisson", RateRPS: 10, Requests: 5000,
@@ -94,9 +97,10 @@ func replayAll(t *testing.T, dir string, opts StepOptions) (*StepSummary, []Step
 // Step replay of a simulated dataset with the model that generated it
 // reproduces every timing field to the nanosecond: gpu, host prep and
 // schedule are determined by the step; narrow and wall time depend on the
-// previous step (async pipeline) and are re-derived one step ahead.
+// previous step (async pipeline; a serial worker's reply) and are
+// re-derived one step ahead.
 func TestReplayStepsExactWithGeneratingModel(t *testing.T) {
-	for _, name := range []string{"async", "sync", "preempting", "no-graphs-small-budget"} {
+	for _, name := range []string{"async", "sync", "preempting", "no-graphs-small-budget", "serial"} {
 		t.Run(name, func(t *testing.T) {
 			dir, p := simulated(t, name)
 			sum, rows := replayAll(t, dir, StepOptions{FPM: p.Engine().FPM, Host: p.Engine().Host})

@@ -278,6 +278,7 @@ func engineFromManifest(m *datasets.Manifest, o ManifestOptions) (Scenario, *sim
 	var warn []string
 	e := &sc.Engine
 	e.VLLMVersion = m.Source.Detail[datasets.DetailVLLMVersion]
+	e.AttentionBackend = m.Source.Detail[datasets.DetailAttentionBackend]
 	if me := m.Engine; me == nil {
 		warn = append(warn, fmt.Sprintf("manifest has no engine section: default engine limits (max_num_seqs %d, max_num_batched_tokens %d, block %d, async)",
 			e.MaxNumSeqs, e.MaxNumBatchedTokens, e.BlockSize))
@@ -295,6 +296,7 @@ func engineFromManifest(m *datasets.Manifest, o ManifestOptions) (Scenario, *sim
 		set(&e.MaxModelLen, me.MaxModelLen, "max_model_len")
 		e.ChunkedPrefill, e.PrefixCaching, e.LongPrefillTokenThreshold = me.ChunkedPrefill, me.PrefixCaching, me.LongPrefillTokenThreshold
 		e.AsyncScheduling, e.NumGPUBlocks = me.AsyncScheduling, me.NumGPUBlocks
+		e.SerialWorker = m.SerialWorker()
 		if me.GPUMemoryUtilization > 0 {
 			e.GPUMemoryUtilization = me.GPUMemoryUtilization
 		}

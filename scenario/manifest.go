@@ -106,6 +106,9 @@ func engineManifest(sc Scenario, e EngineSpec, p *sim.Plan, command []string, in
 	if v := e.VLLMVersion; v != "" {
 		detail[datasets.DetailVLLMVersion] = v
 	}
+	if v := e.AttentionBackend; v != "" {
+		detail[datasets.DetailAttentionBackend] = v
+	}
 	// The dataset is named after its directory (the writer fills Name);
 	// the scenario's name is provenance.
 	m := datasets.Manifest{
@@ -140,7 +143,7 @@ func engineSection(p *sim.Plan, e EngineSpec) *datasets.EngineConfig {
 		BlockSize: p.Sched.BlockSize, NumGPUBlocks: p.Sched.NumGPUBlocks, MaxModelLen: p.Sched.MaxModelLen,
 		ChunkedPrefill: p.Sched.ChunkedPrefill, PrefixCaching: p.Sched.PrefixCaching,
 		LongPrefillTokenThreshold: p.Sched.LongPrefillTokenThreshold, AsyncScheduling: p.Async, BatchQueueDepth: depthOf(p.Async),
-		WorkerCount: 1, GPUMemoryUtilization: e.GPUMemoryUtilization}
+		WorkerCount: 1, GPUMemoryUtilization: e.GPUMemoryUtilization, SerialWorker: p.SerialWorker}
 }
 
 // specFile is the spec file a hardware came from, "" for a built-in

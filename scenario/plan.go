@@ -356,7 +356,7 @@ func (sc Scenario) planEngine(r manifest.Resolved) (*sim.Plan, error) {
 			return nil, err
 		}
 	}
-	p := &sim.Plan{Async: e.AsyncScheduling, Graphs: e.CUDAGraphSizes}
+	p := &sim.Plan{Async: e.AsyncScheduling, Graphs: e.CUDAGraphSizes, SerialWorker: e.SerialWorker}
 	p.Sched = sched.Config{
 		MaxNumSeqs: e.MaxNumSeqs, MaxNumBatchedTokens: e.MaxNumBatchedTokens, BlockSize: e.BlockSize,
 		NumGPUBlocks: blocks, MaxModelLen: e.MaxModelLen, ChunkedPrefill: e.ChunkedPrefill,
@@ -371,7 +371,8 @@ func (sc Scenario) planEngine(r manifest.Resolved) (*sim.Plan, error) {
 		}
 		return nil, err
 	}
-	pr, err := pricing.Price(pricing.Spec{Hardware: r.HW, Shape: r.Shape, FPM: sc.FPM, Host: sc.Host, EngineVersion: e.VLLMVersion, CUDAGraphSizes: e.CUDAGraphSizes})
+	pr, err := pricing.Price(pricing.Spec{Hardware: r.HW, Shape: r.Shape, FPM: sc.FPM, Host: sc.Host, EngineVersion: e.VLLMVersion,
+		AttentionBackend: e.AttentionBackend, CUDAGraphSizes: e.CUDAGraphSizes})
 	if err != nil {
 		return nil, fmt.Errorf("fpm: %w", err)
 	}

@@ -62,10 +62,19 @@ type EngineSpec struct {
 	PrefixCaching             bool    `yaml:"prefix_caching"`
 	LongPrefillTokenThreshold int     `yaml:"long_prefill_token_threshold"`
 	AsyncScheduling           bool    `yaml:"async_scheduling"`
-	CUDAGraphSizes            []int   `yaml:"cuda_graph_sizes"`
+	// SerialWorker runs the worker one step at a time: its receive, input
+	// preparation and sampling add to every step even under async
+	// scheduling (steplab's GPU worker; vLLM's model runner overlaps them
+	// with the previous step: false).
+	SerialWorker   bool  `yaml:"serial_worker"`
+	CUDAGraphSizes []int `yaml:"cuda_graph_sizes"`
 	// VLLMVersion is the vLLM release the engine stands for ("": not
 	// said): an ops prior prices it with the kernels measured nearest it.
 	VLLMVersion string `yaml:"vllm_version"`
+	// AttentionBackend is the engine's attention backend ("": the ops
+	// database's kernels); "triton" prices an ops prior's ragged decode
+	// batches by their longest request (pricing.Spec.AttentionBackend).
+	AttentionBackend string `yaml:"attention_backend"`
 }
 
 // WorkloadSpec selects and parameterises a workload (package workload).

@@ -11,12 +11,21 @@ import (
 // receives and prepares one step at a time, and the GPU starts a step once
 // its inputs are ready and the step before it has ended. Under async
 // scheduling the CPU therefore prepares step N+1 while the GPU still runs
-// step N. A step's output reaches the scheduler OutputReturnNs after its
-// forward pass ends.
+// step N, unless the worker is Serial. A step's output reaches the
+// scheduler OutputReturnNs after its forward pass and output path end.
 type HostPipeline struct {
 	// CPUFree is when the worker's CPU has prepared the last step's
-	// inputs; GPUFree is when the GPU ends the last step.
+	// inputs (for a Serial worker: when it has the last step's sampled
+	// tokens); GPUFree is when the GPU ends the last step.
 	CPUFree, GPUFree int64
+	// Serial is a worker whose loop runs one step to its end before it
+	// reads the next: it waits for the step's sampled tokens, so the next
+	// step's receive and input preparation start only then, and add to the
+	// inter-update period even under async scheduling (steplab's GPU
+	// worker). Otherwise the worker launches the forward pass and prepares
+	// the next step while the GPU runs it (vLLM's model runner under async
+	// scheduling).
+	Serial bool
 }
 
 // Prepare queues a step's receive (recv ns) and input preparation (prep
@@ -26,11 +35,15 @@ func (p *HostPipeline) Prepare(now, recv, prep int64) (ready int64) {
 	return p.CPUFree
 }
 
-// Run runs dev ns of device work once the inputs are ready and the GPU is
-// free, and returns when it starts and ends.
+// Run runs dev ns of a step's work (its forward pass and output path)
+// once its inputs are ready and the GPU is free, and returns when it
+// starts and ends. A Serial worker's CPU is busy until the end.
 func (p *HostPipeline) Run(ready, dev int64) (start, end int64) {
 	start = max(ready, p.GPUFree)
 	p.GPUFree = start + dev
+	if p.Serial {
+		p.CPUFree = max(p.CPUFree, p.GPUFree)
+	}
 	return start, p.GPUFree
 }
 
@@ -55,9 +68,10 @@ type HostStep struct {
 	// Padded is the CUDA-graph size a decode-only step runs at (0: eager);
 	// the features' PaddedBatch is set to it.
 	Padded int64
-	// RecvNs and PrepNs are the receive and input preparation; Ready is
-	// when the inputs are ready.
-	RecvNs, PrepNs, Ready int64
+	// RecvNs and PrepNs are the receive and input preparation, OutputNs
+	// the output path after the forward pass; Ready is when the inputs are
+	// ready.
+	RecvNs, PrepNs, OutputNs, Ready int64
 }
 
 // Prepare takes the step out (composed as c) at now: f, a copy of c's
@@ -72,6 +86,7 @@ func (w *Worker) Prepare(out *sched.Output, c *Composition, f *fpm.Features, now
 	}
 	s.RecvNs = w.Host.ShipNs(s.Payload.Total)
 	s.PrepNs = w.Host.PrepNs(out.NumScheduledReqs(), out.TotalScheduledTokens, int(f.NewRequests), int(f.NewReqTokens))
+	s.OutputNs = w.Host.OutputNs(out.NumScheduledReqs())
 	s.Ready = w.HostPipeline.Prepare(now, s.RecvNs, s.PrepNs)
 	return s
 }

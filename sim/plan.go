@@ -14,6 +14,9 @@ type Plan struct {
 	Sched  sched.Config
 	Async  bool
 	Graphs []int
+	// SerialWorker runs the simulated worker one step at a time
+	// (HostPipeline.Serial).
+	SerialWorker bool
 }
 
 // NewEngine builds the plan's engine, writing to sink: the one engine
@@ -22,7 +25,9 @@ type Plan struct {
 // on a virtual clock; a capture brings its GPU executor and wall clock.
 func (p *Plan) NewEngine(b Backend, sink Sink) (*Engine, error) {
 	if b.Exec == nil {
-		b.Exec, b.Clock, b.Host = NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs), &VirtualClock{}, &HostAdapter{M: p.Host}
+		x := NewSimExecutor(p.FPM, p.Payload, p.Host, p.Graphs)
+		x.Serial = p.SerialWorker
+		b.Exec, b.Clock, b.Host = x, &VirtualClock{}, &HostAdapter{M: p.Host}
 	}
 	worker := b.WorkerID
 	if worker == "" {

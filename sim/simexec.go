@@ -103,7 +103,7 @@ func (x *SimExecutor) SubmitComposed(out *sched.Output, c *Composition, now int6
 	if dev <= 0 {
 		return h.Payload, fmt.Errorf("FPM predicted a non-positive device time (%d ns) for a %s step", dev, f.Kind())
 	}
-	_, end := x.Run(h.Ready, dev)
+	_, end := x.Run(h.Ready, dev+h.OutputNs)
 	// Results are consumed in order: compact the queue so its memory stays
 	// bounded by the steps in flight, not the length of the run.
 	if x.head > 64 && x.head*2 > len(x.results) {

@@ -20,7 +20,7 @@ func ModelSection(s catalog.Shape) *datasets.ModelShape {
 	ms := &datasets.ModelShape{Name: s.Name, Architecture: s.Architecture, Layers: s.Layers, Hidden: s.Hidden, Heads: s.Heads,
 		KVHeads: s.KVHeads, HeadDim: s.HeadDim, Intermediate: s.Intermediate, Vocab: s.Vocab, DType: s.DType,
 		TensorParallel: max(1, s.TP), ParamsBillion: float64(s.ParamCount()) / 1e9, WeightDType: s.WeightDType, KVDType: s.KVDType,
-		TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias, SlidingWindow: s.SlidingWindow, SlidingLayers: s.SlidingLayers,
+		TiedEmbeddings: s.TiedEmbeddings, QKVBias: s.QKVBias, QKNormAcrossHeads: s.QKNormAcrossHeads, SlidingWindow: s.SlidingWindow, SlidingLayers: s.SlidingLayers,
 		Notes: s.Notes, Config: s.File, AttnDType: s.AttnDType, AttnOutputGate: s.AttnOutputGate, MLPMatrices: s.MLPMatrices}
 	if s.MLA != (catalog.MLA{}) {
 		m := datasets.ModelMLA(s.MLA)
@@ -52,7 +52,7 @@ func ModelSection(s catalog.Shape) *datasets.ModelShape {
 func Shape(ms *datasets.ModelShape) (catalog.Shape, error) {
 	s := catalog.Shape{Name: ms.Name, Architecture: ms.Architecture, Layers: ms.Layers, Hidden: ms.Hidden, Heads: ms.Heads,
 		KVHeads: ms.KVHeads, HeadDim: ms.HeadDim, Intermediate: ms.Intermediate, Vocab: ms.Vocab, TP: max(1, ms.TensorParallel),
-		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias, SlidingWindow: ms.SlidingWindow, SlidingLayers: ms.SlidingLayers,
+		TiedEmbeddings: ms.TiedEmbeddings, QKVBias: ms.QKVBias, QKNormAcrossHeads: ms.QKNormAcrossHeads, SlidingWindow: ms.SlidingWindow, SlidingLayers: ms.SlidingLayers,
 		Notes: ms.Notes, File: ms.Config, AttnOutputGate: ms.AttnOutputGate, MLPMatrices: ms.MLPMatrices}
 	if ms.MLA != nil {
 		s.MLA = catalog.MLA(*ms.MLA)

@@ -316,7 +316,25 @@ func TestShippedMoE(t *testing.T) {
 	require.Positive(t, oneToken)
 	step := fpm.Features{DecodeRequests: 1, DecodeKVTokens: 1024, DecodeMaxKVTokens: 1024, PaddedBatch: 1}
 	b := ops.Breakdown(step)
-	require.Empty(t, b.Extrapolated)
+	// The cross-head QK norm all-reduces two fp32 variances a token, 8
+	// bytes at one token: below the table's smallest message (128 B),
+	// priced at that message's latency and flagged.
+	require.Equal(t, []string{"allreduce"}, b.Extrapolated)
+	require.True(t, s.QKNormAcrossHeads, "config.json: use_qk_norm, qk_norm_type per_layer")
+	perHead := s
+	perHead.QKNormAcrossHeads = false
+	ph, _, err := Prior("ops", Query{Hardware: hw, Shape: perHead})
+	require.NoError(t, err)
+	b0 := ph.Breakdown(step)
+	var floor float64
+	for _, r := range db.AllReduce {
+		if r.GPUs == 4 && r.Graph && r.MessageBytes == 128 {
+			floor = r.LatencyMs * 1e6
+		}
+	}
+	require.Positive(t, floor)
+	assert.InDelta(t, 62*floor, b.AllReduceNs-b0.AllReduceNs, 1, "one variance all-reduce a layer")
+	assert.Greater(t, b.ElementwiseNs, b0.ElementwiseNs, "the norms' own passes")
 	// GEMMNs holds the attention projections too: the MoE part is at least
 	// the table's, and most of the layers' GEMM time at one token.
 	moe := 62 * oneToken * 1e6

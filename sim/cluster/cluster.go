@@ -234,6 +234,7 @@ func (c *Cluster) newWorker(pl *pool, i int) (*worker, error) {
 		w.group, w.dp = g, int32(i%ep)
 		e := pl.Engine
 		r := &rank{g: g, w: w, worker: sim.Worker{Payload: e.Payload, Host: e.Host, Graphs: e.Graphs}}
+		r.worker.Serial = e.SerialWorker
 		g.ranks = append(g.ranks, r)
 		b = sim.Backend{Exec: r, Clock: &sim.VirtualClock{}, Host: &sim.HostAdapter{M: pl.Engine.Host}, WorkerID: w.name, DPRank: w.dp}
 	}

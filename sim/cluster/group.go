@@ -56,6 +56,7 @@ type pendingStep struct {
 	f                  fpm.Features
 	ready              int64 // inputs prepared on the worker
 	recv, prep, padded int64
+	output             int64 // the rank's output path after the wave
 	denseNs            float64
 }
 
@@ -92,7 +93,8 @@ func (r *rank) SubmitComposed(out *sched.Output, c *sim.Composition, now int64) 
 		n := copy(r.pend, r.pend[r.ph:])
 		r.pend, r.ph = r.pend[:n], 0
 	}
-	r.pend = append(r.pend, pendingStep{id: out.StepID, f: f, ready: h.Ready, recv: h.RecvNs, prep: h.PrepNs, padded: h.Padded, denseNs: dense})
+	r.pend = append(r.pend, pendingStep{id: out.StepID, f: f, ready: h.Ready, recv: h.RecvNs, prep: h.PrepNs, padded: h.Padded,
+		output: h.OutputNs, denseNs: dense})
 	return h.Payload, nil
 }
 
@@ -185,7 +187,11 @@ func (g *group) form() {
 		}
 		p := r.pend[r.ph]
 		r.ph++
-		out := end + sim.OutputReturnNs
+		done := end + p.output
+		if r.worker.Serial {
+			r.worker.CPUFree = max(r.worker.CPUFree, done)
+		}
+		out := done + sim.OutputReturnNs
 		r.done = append(r.done, sim.StepResult{StepID: p.id, TOutput: out, GPUTimeNs: dev, HostPrepNs: p.prep,
 			WorkerRecvNs: p.recv, SampleNs: datasets.Unknown, PaddedBatch: p.padded})
 		if r.w.eng.Waiting() && r.w.wakeAt < 0 {
