@@ -334,15 +334,45 @@ type OverheadFit struct {
 	Host    *HostFit    `json:"host,omitempty"`
 }
 
+// StepTables is the steps and step_requests of several runs read as one.
+// Step ids are a run's own: each run's are moved past the previous runs',
+// so that a step's requests stay its own.
+type StepTables struct {
+	Steps []datasets.Step
+	Reqs  []datasets.StepRequest
+	next  int64 // the first step id the next run may use
+}
+
+// Add appends a run's steps, read from d, and d's step_requests when it
+// has the table.
+func (t *StepTables) Add(d *datasets.Dataset, steps []datasets.Step) error {
+	var reqs []datasets.StepRequest
+	if d.Has(datasets.TableStepRequests) {
+		var err error
+		if reqs, err = datasets.ReadAll[datasets.StepRequest](d, datasets.TableStepRequests); err != nil {
+			return err
+		}
+	}
+	var maxID int64
+	for k := range steps {
+		maxID = max(maxID, steps[k].StepID)
+		steps[k].StepID += t.next
+	}
+	for k := range reqs {
+		reqs[k].StepID += t.next
+	}
+	t.next += maxID + 1
+	t.Steps, t.Reqs = append(t.Steps, steps...), append(t.Reqs, reqs...)
+	return nil
+}
+
 // FitOverheads fits the payload and host models from dataset directories
 // (their steps and step_requests tables; every row but scaffolding is
 // fine here — admission steps are exactly what prices admission payload
 // and bookkeeping — so no role selection is applied).
 func FitOverheads(paths []string, payloadPrior fpm.PayloadModel, hostPrior fpm.HostModel) (*OverheadFit, error) {
-	var steps []datasets.Step
-	var reqs []datasets.StepRequest
+	var runs StepTables
 	blockSize := 0
-	var off int64
 	for _, p := range paths {
 		d, err := datasets.Open(p)
 		if err != nil {
@@ -358,25 +388,12 @@ func FitOverheads(paths []string, payloadPrior fpm.PayloadModel, hostPrior fpm.H
 		if err != nil {
 			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
 		}
-		var r []datasets.StepRequest
-		if d.Has(datasets.TableStepRequests) {
-			if r, err = datasets.ReadAll[datasets.StepRequest](d, datasets.TableStepRequests); err != nil {
-				return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
-			}
+		if err := runs.Add(d, s); err != nil {
+			return nil, fmt.Errorf("fit: dataset %s: %w", p, err)
 		}
-		// Keep step ids unique across datasets.
-		var maxID int64
-		for i := range s {
-			maxID = max(maxID, s[i].StepID)
-			s[i].StepID += off
-		}
-		for i := range r {
-			r[i].StepID += off
-		}
-		off += maxID + 1
-		steps, reqs = append(steps, s...), append(reqs, r...)
 	}
 	out := &OverheadFit{}
+	steps, reqs := runs.Steps, runs.Reqs
 	hs, w := HostStepsFromTables(steps, reqs)
 	h, err := FitHost(hs, w, hostPrior)
 	if err != nil {

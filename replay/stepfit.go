@@ -294,10 +294,8 @@ func stepMAPE(d *fit.Data, m fpm.FPM) float64 {
 // returns nil, with the reason in the note, when no run records them or
 // the runs' workers differ (serial and not).
 func fitHostSteps(sets []CalibSet, prior fpm.HostModel) (*fit.HostFit, string, error) {
-	var steps []datasets.Step
-	var reqs []datasets.StepRequest
+	var runs fit.StepTables
 	var used []string
-	var off int64
 	serial := false
 	for i, s := range sets {
 		if s.Dir == "" {
@@ -322,28 +320,15 @@ func fitHostSteps(sets []CalibSet, prior fpm.HostModel) (*fit.HostFit, string, e
 			return nil, fmt.Sprintf("no host fit: %s ran a serial worker and %s did not (or the reverse): fit them apart", sets[0].Dir, s.Dir), nil
 		}
 		serial = ser
-		var rq []datasets.StepRequest
-		if d.Has(datasets.TableStepRequests) {
-			if rq, err = datasets.ReadAll[datasets.StepRequest](d, datasets.TableStepRequests); err != nil {
-				return nil, "", fmt.Errorf("calibrate: host fit: %s: %w", s.Dir, err)
-			}
+		if err := runs.Add(d, st); err != nil {
+			return nil, "", fmt.Errorf("calibrate: host fit: %s: %w", s.Dir, err)
 		}
-		// Step ids are a run's own: keep them apart across runs.
-		var maxID int64
-		for k := range st {
-			maxID = max(maxID, st[k].StepID)
-			st[k].StepID += off
-		}
-		for k := range rq {
-			rq[k].StepID += off
-		}
-		off += maxID + 1
-		steps, reqs, used = append(steps, st...), append(reqs, rq...), append(used, sets[i].Dir)
+		used = append(used, sets[i].Dir)
 	}
 	if len(used) == 0 {
 		return nil, "no host fit: no fitted run records its steps' host windows (host_prep_ns, worker_recv_ns): the host model is the prior", nil
 	}
-	hf, err := fit.FitHostSteps(steps, reqs, prior, fit.HostStepsOptions{Serial: serial})
+	hf, err := fit.FitHostSteps(runs.Steps, runs.Reqs, prior, fit.HostStepsOptions{Serial: serial})
 	if err != nil {
 		return nil, "", fmt.Errorf("calibrate: host fit: %w", err)
 	}
@@ -360,7 +345,7 @@ func fitHostSteps(sets []CalibSet, prior fpm.HostModel) (*fit.HostFit, string, e
 		kept = "; the prior's kept for " + strings.Join(hf.Unfitted, "; ")
 	}
 	return hf, fmt.Sprintf("host fit on %d recorded steps of %s (%s): %s%s; the request search scales it",
-		len(steps), strings.Join(used, ", "), how, strings.Join(ws, ", "), kept), nil
+		len(runs.Steps), strings.Join(used, ", "), how, strings.Join(ws, ", "), kept), nil
 }
 
 // hostTimed says whether steps record the worker's host windows.
