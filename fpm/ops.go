@@ -134,15 +134,15 @@ func NewOps(db *OpDB, s catalog.Shape) (*Ops, error) {
 		return nil, err
 	}
 	if len(s.Stack) > 0 || s.MoE.Latent > 0 || s.MLPMatrices != 0 {
-		return nil, fmt.Errorf("fpm: shape %s: the operations prior prices uniform layers of full attention and gated MLPs; this model has per-layer kinds (a layer stack, latent experts or ungated MLPs): use fpm: roofline", s.Name)
+		return nil, fmt.Errorf("shape %s: the operations prior prices uniform layers of full attention and gated MLPs; this model has per-layer kinds (a layer stack, latent experts or ungated MLPs): use fpm: roofline", s.Name)
 	}
 	sh := opsShapeOf(s)
 	x, err := db.index(&sh)
 	if err != nil {
-		return nil, fmt.Errorf("fpm: %w", err)
+		return nil, err
 	}
 	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
-		return nil, fmt.Errorf("fpm: opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
+		return nil, fmt.Errorf("opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
 	}
 	o := &Ops{db: x, name: db.Name, source: db.Source, src: s, shape: sh}
 	for r := range o.gemmSol {

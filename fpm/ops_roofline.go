@@ -83,7 +83,7 @@ func FitRooflineEfficiency(db *OpDB, hw catalog.Hardware, s catalog.Shape) (Roof
 		out.GEMM = append(out.GEMM, CurvePoint{float64(m), flops / (ns * 1e-9) / peak})
 	}
 	if len(out.GEMM) == 0 {
-		return out, fmt.Errorf("fpm: opdb %s: no %s GEMMs", db.Name, sh.dtype)
+		return out, fmt.Errorf("opdb %s: no %s GEMMs", db.Name, sh.dtype)
 	}
 	_, bytes, ns := layer(1)
 	out.WeightBW = bytes / (ns * 1e-9) / bw

@@ -19,7 +19,7 @@ func TestPriorSpec(t *testing.T) {
 	}{
 		{"a shipped database", "H200", "Llama-3.1-8B", "ops(h200-sxm-vllm-0.24.0, Llama-3.1-8B)", "prior: ops, the kernels measured on H200-SXM"},
 		{"no database for the GPU", "RTX 4090", "Llama-3.1-8B", "roofline(RTX-4090, Llama-3.1-8B)", "prior: the roofline: no kernel database is shipped for RTX-4090"},
-		{"a model the database does not price", "H200", "gpt-oss-20b", "roofline(H200-SXM, gpt-oss-20b)", "prior: the roofline: the kernel database of H200-SXM does not price gpt-oss-20b (fpm: opdb h200-sxm-vllm-0.24.0: no mxfp4 GEMMs measured"},
+		{"a model the database does not price", "H200", "gpt-oss-20b", "roofline(H200-SXM, gpt-oss-20b)", "prior: the roofline: the kernel database of H200-SXM does not price gpt-oss-20b (opdb h200-sxm-vllm-0.24.0: no mxfp4 GEMMs measured"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hw, err := catalog.LookupHardware(c.hw)
