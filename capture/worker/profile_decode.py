@@ -95,9 +95,11 @@ def _sweep_grid():
     old = (32, 4, None, None, False, False)
     big = [old] + [(t, 4, st, 1, kf, True) for t in (64, 128) for st in (2, 3, 4) for kf in (True, False)]
     small = [old] + [(64, 4, 3, sp, kf, True) for sp in (None, 1, 2, 4) for kf in (True, False)]
+    one = [old] + [(t, 4, 3, sp, kf, True) for t in (32, 64) for sp in (None, 1, 4, 16) for kf in (True, False)]
     mixed = [(64, 4, None, None, False, False)] + [(64, 4, 3, None, kf, sm) for kf in (True, False)
                                                   for sm in (True, False)]
-    return {"decode_256x1024": big, "decode_64x1024": small, "mixed_40x2000_200": mixed}
+    return {"decode_256x1024": big, "decode_64x1024": small, "decode_1x128": one, "decode_1x1024": one,
+            "mixed_40x2000_200": mixed}
 
 
 SWEEP = _sweep_grid()
@@ -105,13 +107,14 @@ SWEEP = _sweep_grid()
 
 def attn_sweep(name, shape, bw):
     """The paged attention kernel alone, per launch configuration: decode at
-    B=256 and B=64 (ctx 1024), and a mixed batch of 40 decodes at ctx 2000
+    B=256 and B=64 (ctx 1024) and B=1 (ctx 128 and 1024), and a mixed batch of 40 decodes at ctx 2000
     with a 200-token chunk after 2000 cached tokens."""
     from attention import LaunchConfig, TritonAttention, softmax_scale
     H, KVH, D = shape["heads"], shape["kv_heads"], shape["head_dim"]
     bs = 16
     dev = torch.device("cuda")
     cases = {"decode_256x1024": [(1023, 1)] * 256, "decode_64x1024": [(1023, 1)] * 64,
+             "decode_1x128": [(127, 1)], "decode_1x1024": [(1023, 1)],
              "mixed_40x2000_200": [(1999, 1)] * 40 + [(2000, 200)]}
     for case, reqs in cases.items():
         nbs = [-(-(p + q) // bs) for p, q in reqs]
@@ -306,6 +309,13 @@ def setup_decode(r, B, ctx):
 
 
 def bounds(cfg, B, ctx, weight_bytes, bw, flops):
+    """The memory bound (every byte the step must read: the weights its
+    GEMMs stream, for an MoE the experts its tokens reach, and the KV cache;
+    an untied embedding table is looked up, B rows, not read) and the
+    roofline (the GEMMs and decode attention each at the slower of their
+    FLOPs and their bytes, summed: kernels of a step run one after
+    another), in ms. fit/h200_fused_test.go computes the same from the
+    catalogue's shape."""
     kv = 2 * cfg.layers * cfg.kv_heads * cfg.head_dim * cfg.elt * B * ctx
     w = weight_bytes
     active = cfg.weight_elems()
@@ -313,9 +323,12 @@ def bounds(cfg, B, ctx, weight_bytes, bw, flops):
         experts = cfg.layers * cfg.experts * 3 * cfg.hidden * cfg.expert_intermediate * cfg.elt
         w = weight_bytes - experts + cfg.layers * active_expert_bytes(cfg, B)
         active = active - experts // cfg.elt + cfg.layers * cfg.top_k * 3 * cfg.hidden * cfg.expert_intermediate
+    if not cfg.tie_word_embeddings:
+        w -= cfg.vocab * cfg.hidden * cfg.elt
     active -= cfg.vocab * cfg.hidden  # the embedding is looked up, not multiplied
-    f = 2 * active * B + 4 * cfg.layers * cfg.heads * cfg.head_dim * B * ctx
-    return (w + kv) / bw * 1e3, f / flops * 1e3  # ms
+    gemm = max(w / bw, 2 * active * B / flops)
+    attn = max(kv / bw, 4 * cfg.layers * cfg.heads * cfg.head_dim * B * ctx / flops)
+    return (w + kv) / bw * 1e3, (gemm + attn) * 1e3  # ms
 
 
 def time_shape(name, shape, bw, flops, profile):
@@ -342,8 +355,8 @@ def time_shape(name, shape, bw, flops, profile):
             if fused and profile:
                 kernel_table(name, B, ctx, decode_step)
         r.model.fused = True
-        mem, comp = bounds(r.mcfg, B, ctx, r.weight_bytes, bw, flops)
-        res.update(mem_bound_ms=mem, compute_bound_ms=comp, vs_roofline=res["fused_ms"] / max(mem, comp))
+        mem, roof = bounds(r.mcfg, B, ctx, r.weight_bytes, bw, flops)
+        res.update(mem_bound_ms=mem, roofline_ms=roof, vs_mem=res["fused_ms"] / mem, vs_roofline=res["fused_ms"] / roof)
         print("row " + json.dumps(res), flush=True)
         rows.append(res)
     rows += time_mixed(r, name)
@@ -395,13 +408,14 @@ def main():
             import traceback
             traceback.print_exc()
             print("row " + json.dumps({"shape": name, "error": repr(e)}), flush=True)
-    print("%-9s %4s %5s %9s %9s %8s %8s %6s" % ("shape", "B", "ctx", "fused", "torchops", "mem", "compute", "x"))
+    print("%-9s %4s %5s %9s %9s %8s %8s %6s %6s" % ("shape", "B", "ctx", "fused", "torchops", "mem", "roofline",
+                                                   "x mem", "x roof"))
     for x in rows:
         if "mixed" in x:
             continue
-        print("%-9s %4d %5d %9.3f %9.3f %8.3f %8.3f %6.2f" % (x["shape"], x["B"], x["ctx"], x["fused_ms"],
-                                                              x["torch_ops_ms"], x["mem_bound_ms"],
-                                                              x["compute_bound_ms"], x["vs_roofline"]))
+        print("%-9s %4d %5d %9.3f %9.3f %8.3f %8.3f %6.2f %6.2f" % (
+            x["shape"], x["B"], x["ctx"], x["fused_ms"], x["torch_ops_ms"], x["mem_bound_ms"], x["roofline_ms"],
+            x["vs_mem"], x["vs_roofline"]))
 
 
 if __name__ == "__main__":
