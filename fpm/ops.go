@@ -452,8 +452,7 @@ func sampledRows(f *Features) float64 {
 // which sampled reach the LM head: from the measured table where the
 // database has one (elementwiseTableNs). Without one, AIConfigurator's
 // formula: per layer two fused residual-add + RMSNorm passes (2·hidden in
-// and out) and the SiLU·mul activation (2·inter in, inter out), which a
-// fused MoE layer runs itself (its table's rows include it); once the
+// and out) and the SiLU·mul activation (2·inter in, inter out); once the
 // embedding gather and the final norm.
 func (o *Ops) elementwiseNs(li *launchIndex, rows, sampled float64) (float64, bool) {
 	if li.ew != nil {
@@ -463,22 +462,15 @@ func (o *Ops) elementwiseNs(li *launchIndex, rows, sampled float64) (float64, bo
 	h := float64(sh.hidden)
 	w := sh.actBytes
 	addNorm := o.memOpNs(rows * 4 * h * w)
-	actLayers, actWidth := float64(sh.layers), float64(sh.activationWidth())
-	if o.pass.moeTable {
-		actLayers, actWidth = float64(sh.denseLayers), float64(sh.inter)
-	}
-	layer := 2 * addNorm
+	act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
+	layer := 2*addNorm + act
 	if sh.qkNormAcross {
 		// The norms over every head: one pass for the variances, one
 		// to scale q and k (the all-reduce between is allReduceNs').
 		qk := rows * float64((sh.qHeads+sh.kvHeads)*sh.headDim) * w
 		layer += o.memOpNs(qk) + o.memOpNs(2*qk)
 	}
-	ns := float64(sh.layers)*layer + o.memOpNs(rows*h*w) + addNorm
-	if actLayers > 0 && actWidth > 0 {
-		ns += actLayers * o.memOpNs(rows*3*actWidth*w)
-	}
-	return ns, false
+	return float64(sh.layers)*layer + o.memOpNs(rows*h*w) + addNorm, false
 }
 
 // elementwiseCost is an element-wise operation's speed of light, up to a
