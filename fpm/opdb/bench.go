@@ -51,15 +51,9 @@ type benchRow struct {
 	KVHeads int    `json:"num_key_value_heads"`
 	HeadDim int    `json:"head_dim"`
 	KVDType string `json:"kv_cache_dtype"`
-	// moe
-	Tokens       int    `json:"tokens"`
-	Hidden       int    `json:"hidden"`
-	Inter        int    `json:"inter"`
-	TopK         int    `json:"top_k"`
-	Experts      int    `json:"experts"`
-	TP           int    `json:"tp"`
-	EP           int    `json:"ep"`
-	Distribution string `json:"distribution"`
+	// moe: its coordinates, under MoERow's names (the fields above shadow
+	// its dtype, latency and host time)
+	fpm.MoERow
 }
 
 // ReadBench reads the JSON lines an operations benchmark writes
@@ -164,8 +158,9 @@ func addBench(db *fpm.OpDB, r *benchRow) error {
 		if r.TopK > r.Experts || r.Distribution == "" {
 			return fmt.Errorf("moe: top_k %d of %d experts, distribution %q: want top_k <= experts and a distribution", r.TopK, r.Experts, r.Distribution)
 		}
-		db.MoE = append(db.MoE, fpm.MoERow{DType: r.DType, Tokens: r.Tokens, Hidden: r.Hidden, Inter: r.Inter, TopK: r.TopK, Experts: r.Experts,
-			TP: r.TP, EP: r.EP, Distribution: r.Distribution, Eager: eager, LatencyMs: lat, HostMs: r.HostMs})
+		m := r.MoERow
+		m.DType, m.Eager, m.LatencyMs, m.HostMs = r.DType, eager, lat, r.HostMs
+		db.MoE = append(db.MoE, m)
 	default:
 		return fmt.Errorf("unknown table %q", r.Table)
 	}
