@@ -142,17 +142,49 @@ func assertValid(t *testing.T, rep *validate.Report) {
 }
 
 // TestCaptureFakeWorkerCompletes is the control for the failure tests:
-// the same fake worker in mode ok gives a complete, valid dataset.
+// the same fake worker in mode ok gives a complete, valid dataset. In mode
+// triton it reports the Triton attention's decode launch rule, which the
+// manifest records; the torch attention (and mode ok) has none.
 func TestCaptureFakeWorkerCompletes(t *testing.T) {
 	requirePython(t, "msgpack")
-	dir := filepath.Join(t.TempDir(), "capture")
-	res, err := Capture(plan(t, tinyScenario(6)), dir, Options{Worker: fakeWorker("ok", 0), Device: "cpu", CheckpointSteps: 4})
-	require.NoError(t, err)
-	assert.EqualValues(t, 6, res.Finished)
-	rep, err := validate.Dataset(dir, validate.Options{})
-	require.NoError(t, err)
-	assert.False(t, rep.Partial)
-	assertValid(t, rep)
+	for _, tc := range []struct {
+		mode string
+		rule map[string]string
+	}{
+		{"ok", nil},
+		{"triton", map[string]string{datasets.DetailDecodeKVTileTokens: "64", datasets.DetailDecodeSplitPrograms: "264",
+			datasets.DetailDecodeSplitMax: "16", datasets.DetailDecodeSplitRounding: "pow2"}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "capture")
+			res, err := Capture(plan(t, tinyScenario(6)), dir, Options{Worker: fakeWorker(tc.mode, 0), Device: "cpu", CheckpointSteps: 4})
+			require.NoError(t, err)
+			assert.EqualValues(t, 6, res.Finished)
+			rep, err := validate.Dataset(dir, validate.Options{})
+			require.NoError(t, err)
+			assert.False(t, rep.Partial)
+			assertValid(t, rep)
+			m, err := datasets.ReadManifest(dir)
+			require.NoError(t, err)
+			assert.Equal(t, tc.rule, decodeRule(m), "the decode launch rule in source.detail")
+		})
+	}
+}
+
+// decodeRule is the decode attention's launch rule a manifest records
+// (nil: none).
+func decodeRule(m *datasets.Manifest) map[string]string {
+	var out map[string]string
+	for _, k := range []string{datasets.DetailDecodeKVTileTokens, datasets.DetailDecodeSplitPrograms,
+		datasets.DetailDecodeSplitMax, datasets.DetailDecodeSplitRounding} {
+		if v, ok := m.Source.Detail[k]; ok {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // TestCaptureRefusedInit: a worker that refuses the config (it does not
@@ -365,6 +397,7 @@ func checkCaptureDataset(t *testing.T, dir string) *datasets.Manifest {
 	assert.Equal(t, "cpu", m.Source.Detail["device"])
 	assert.NotEmpty(t, m.Source.Detail["torch"], "worker's torch version")
 	assert.Equal(t, "torch", m.Source.Detail["attention_backend"])
+	assert.Nil(t, decodeRule(m), "the CPU runs the torch attention: no split-KV launch rule")
 	assert.NotEqual(t, "0", m.Source.Detail["kv_bytes"])
 	require.NotNil(t, m.Model)
 	assert.Equal(t, "tiny", m.Model.Name)

@@ -74,10 +74,24 @@ type ReadyMsg struct {
 	// MixedCUDAGraphMode says how those steps replay them: "piecewise"
 	// (attention eager between graphs of the other layers' work) or "full"
 	// (absent from workers before piecewise graphs, which ran full ones).
-	MixedCUDAGraphMode string         `msgpack:"mixed_cuda_graph_mode"`
-	BuildNs            int64          `msgpack:"build_ns"`
-	GraphCaptureNs     int64          `msgpack:"graph_capture_ns"`
-	Memory             map[string]any `msgpack:"memory"`
+	MixedCUDAGraphMode string `msgpack:"mixed_cuda_graph_mode"`
+	// DecodeAttention is the Triton attention's decode launch rule (nil
+	// for the torch attention, and from workers before it was reported).
+	DecodeAttention *DecodeAttentionRule `msgpack:"decode_attention"`
+	BuildNs         int64                `msgpack:"build_ns"`
+	GraphCaptureNs  int64                `msgpack:"graph_capture_ns"`
+	Memory          map[string]any       `msgpack:"memory"`
+}
+
+// DecodeAttentionRule is how the worker's decode attention launches: the
+// KV tile, and the split of a decode-only batch's KV walk (the manifest
+// records it under datasets.DetailDecodeKVTileTokens and the keys beside
+// it).
+type DecodeAttentionRule struct {
+	KVTileTokens  int    `msgpack:"kv_tile_tokens"`
+	SplitPrograms int    `msgpack:"split_programs"`
+	SplitMax      int    `msgpack:"split_max"`
+	SplitRounding string `msgpack:"split_rounding"`
 }
 
 // NewRequestData ships a request in full (its first step, or a resume).

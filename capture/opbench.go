@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -20,6 +21,10 @@ type OpBenchOptions struct {
 	Shapes []catalog.Shape
 	Device string // "cuda", "cuda:N" or "cpu"
 	Grid   string // "full", "shapes" or "quick"
+	// RoutingSkews are the tilts of the worker's router a mixture of
+	// experts' layer is timed under besides balanced routing (nil:
+	// opbench.py's default, 0 and 1).
+	RoutingSkews []float64
 	// Out is the JSON-lines file the benchmark writes as it measures, so
 	// that an interrupted run keeps its rows.
 	Out    string
@@ -42,6 +47,9 @@ func MeasureOps(ctx context.Context, opts OpBenchOptions) error {
 	for _, s := range opts.Shapes {
 		args = append(args, "--shape", BenchShape(s))
 	}
+	for _, sk := range opts.RoutingSkews {
+		args = append(args, "--routing-skew", strconv.FormatFloat(sk, 'g', -1, 64))
+	}
 	cmd := exec.CommandContext(ctx, w.Python, args...)
 	cmd.Env = append(os.Environ(), w.Env...)
 	var tail strings.Builder
@@ -60,15 +68,20 @@ func MeasureOps(ctx context.Context, opts OpBenchOptions) error {
 }
 
 // BenchShape is a shape as opbench.py's --shape flag takes it: the widths
-// one GPU of the tensor-parallel group computes.
+// one GPU of the tensor-parallel group computes, and a mixture of
+// experts' routed experts (their width per GPU, and the group's size).
 func BenchShape(s catalog.Shape) string {
 	tp := max(1, s.TP)
 	inter := s.Intermediate
 	if inter == 0 {
 		inter = s.MoE.ExpertIntermediate
 	}
-	return fmt.Sprintf("hidden=%d,heads=%d,kv_heads=%d,head_dim=%d,intermediate=%d,vocab=%d",
+	out := fmt.Sprintf("hidden=%d,heads=%d,kv_heads=%d,head_dim=%d,intermediate=%d,vocab=%d",
 		s.Hidden, s.Heads/tp, s.KVHeadsPerGPU(), s.HeadDim, inter/tp, s.Vocab/tp)
+	if m := s.MoE; s.IsMoE() {
+		out += fmt.Sprintf(",experts=%d,top_k=%d,expert_intermediate=%d,tp=%d", m.Experts, m.TopK, m.ExpertIntermediate/tp, tp)
+	}
+	return out
 }
 
 func orDiscard(w io.Writer) io.Writer {

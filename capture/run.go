@@ -247,6 +247,12 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 	if r.MixedCUDAGraphMode != "" {
 		m.Source.Detail["mixed_cuda_graph_mode"] = r.MixedCUDAGraphMode
 	}
+	if d := r.DecodeAttention; d != nil {
+		m.Source.Detail[datasets.DetailDecodeKVTileTokens] = strconv.Itoa(d.KVTileTokens)
+		m.Source.Detail[datasets.DetailDecodeSplitPrograms] = strconv.Itoa(d.SplitPrograms)
+		m.Source.Detail[datasets.DetailDecodeSplitMax] = strconv.Itoa(d.SplitMax)
+		m.Source.Detail[datasets.DetailDecodeSplitRounding] = d.SplitRounding
+	}
 	hw := &datasets.Hardware{GPUName: r.GPUName, GPUCount: 1}
 	if len(gpus) > 0 {
 		g := gpus[0]

@@ -82,6 +82,20 @@ const DetailVLLMVersion = "vllm_version"
 // backend a recorded run's engine ran (a capture's worker: "triton").
 const DetailAttentionBackend = "attention_backend"
 
+// The Source.Detail keys of a capture whose worker runs the Triton
+// attention: its decode attention's launch rule, as the worker reports it
+// at handshake (capture/worker/PROTOCOL.md, ready.decode_attention). A
+// decode-only batch of B requests over a model of KVH KV heads splits each
+// request's KV walk into min(split_max, next_pow2(ceil(split_programs /
+// (B·KVH)))) parts, 1 where B·KVH ≥ split_programs, and walks it in tiles
+// of kv_tile_tokens. Absent for the torch attention, which has no such rule.
+const (
+	DetailDecodeKVTileTokens  = "decode_kv_tile_tokens" // KV tokens per tile (64)
+	DetailDecodeSplitPrograms = "decode_split_programs" // the programs the split aims for (2 × the GPU's SMs)
+	DetailDecodeSplitMax      = "decode_split_max"      // the most parts (16)
+	DetailDecodeSplitRounding = "decode_split_rounding" // how the part count rounds up: "pow2", to a power of two
+)
+
 // FormatGPUWorker is the Source.Format of a capture by steplab's GPU
 // worker (capture/worker), whose loop runs one step at a time
 // (EngineConfig.SerialWorker).

@@ -8,10 +8,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/fpm"
+	"github.com/steplab/steplab/fpm/opdb"
 )
 
 // Issue 14's targets on the three committed shapes: the default recipe
@@ -340,17 +342,33 @@ func TestH200GridHost(t *testing.T) {
 
 // TestH200OpsMeasured: the measured-operations prior read from the
 // database of steplab's worker's own operations (ops:h200-sxm-worker,
-// measured alone by capture ops on an H200), no fit, on every committed
-// traffic capture's device time, each priced with the CUDA-graph sizes
-// its manifest recorded. Mistral-Nemo's GEMM and element-wise widths are
-// not in the database: its figures test the interpolation.
+// measured alone by capture ops on an H200), no fit, on the traffic
+// captures of the worker generation that measured it, each priced with the
+// CUDA-graph sizes its manifest recorded: for a database that records no
+// generation (the unfused worker of 2026-12-01) the first Llama captures
+// and the three shapes' of that day; for one that does, that generation's
+// folder (datasets/h200/<generation>/). Mistral-Nemo's GEMM and
+// element-wise widths are not in the 2026-12-01 database: its figures
+// there test the interpolation.
 func TestH200OpsMeasured(t *testing.T) {
-	sets := [][2]string{{"Llama-3.1-8B", "traffic-azure-5rps"}, {"Llama-3.1-8B", "traffic-azure-12rps"}}
-	for _, sh := range h200Shapes {
-		for _, tr := range sh.traffic {
-			sets = append(sets, [2]string{sh.name, tr})
+	db, err := opdb.Open("h200-sxm-worker")
+	require.NoError(t, err)
+	var sets [][2]string
+	if db.Generation == "" {
+		sets = [][2]string{{"Llama-3.1-8B", "traffic-azure-5rps"}, {"Llama-3.1-8B", "traffic-azure-12rps"}}
+		for _, sh := range h200Shapes {
+			for _, tr := range sh.traffic {
+				sets = append(sets, [2]string{sh.name, tr})
+			}
+		}
+	} else {
+		for _, sh := range (h200Gen{dir: db.Generation}).shapes() {
+			for _, tr := range sh.traffic {
+				sets = append(sets, [2]string{sh.name, tr})
+			}
 		}
 	}
+	t.Logf("ops:h200-sxm-worker measured by the worker generation %q (%s)", db.Generation, db.Version)
 	for _, s := range sets {
 		m, _, err := PriorSpec{Shape: s[0], Ops: "h200-sxm-worker"}.Build(".")
 		require.NoError(t, err)
@@ -358,7 +376,8 @@ func TestH200OpsMeasured(t *testing.T) {
 		require.NoError(t, err)
 		r := Evaluate(m, h200Data(t, TargetGPU, Selection{}, s[1]).Data, 0)
 		logReport(t, fmt.Sprintf("%-22s %s", s[0], s[1]), r)
-		require.LessOrEqual(t, r.Overall.MAPE, 15.0, "%s %s", s[0], s[1])
-		require.Less(t, math.Abs(r.Overall.MeanBias), 12.0, "%s %s", s[0], s[1])
+		// assert: every capture's row is logged, failing or not.
+		assert.LessOrEqual(t, r.Overall.MAPE, 15.0, "%s %s", s[0], s[1])
+		assert.Less(t, math.Abs(r.Overall.MeanBias), 12.0, "%s %s", s[0], s[1])
 	}
 }

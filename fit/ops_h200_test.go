@@ -167,10 +167,13 @@ func engineMap(t *testing.T, e fpm.OpsEngine) map[string]float64 {
 // TestH200WorkerVersusVLLM attributes, operation by operation, how far
 // steplab's worker (its own kernel database, ops:h200-sxm-worker) is from
 // vLLM 0.24.0 on the same H200 (AIConfigurator's tables), for Llama-3.1-8B
-// decode and prefill steps: the GEMMs agree, the worker's unfused
-// element-wise kernels are where it is slower (docs/ops-prior.md quotes
-// the table this logs).
+// decode and prefill steps: the GEMMs agree; the element-wise kernels of
+// the unfused worker (a database that records no generation) are where it
+// is slower (docs/ops-prior.md quotes the table this logs).
 func TestH200WorkerVersusVLLM(t *testing.T) {
+	wdb, err := opdb.Open("h200-sxm-worker")
+	require.NoError(t, err)
+	unfused := wdb.Generation == ""
 	graphs := []int{1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 320, 384, 448, 512}
 	prior := func(name string) *fpm.Ops {
 		db, err := opdb.Open(name)
@@ -193,7 +196,9 @@ func TestH200WorkerVersusVLLM(t *testing.T) {
 			tc.name, v.GEMMNs/1e6, w.GEMMNs/1e6, (v.ContextAttnNs+v.GenerationAttnNs)/1e6, (w.ContextAttnNs+w.GenerationAttnNs)/1e6,
 			v.ElementwiseNs/1e6, w.ElementwiseNs/1e6, v.TotalNs/1e6, w.TotalNs/1e6)
 		require.InEpsilon(t, v.GEMMNs, w.GEMMNs, 0.15, "%s: both run cuBLAS-class GEMMs", tc.name)
-		require.Greater(t, w.ElementwiseNs, 4*v.ElementwiseNs, "%s: the worker's element-wise kernels are unfused", tc.name)
-		require.Greater(t, w.TotalNs, 1.2*v.TotalNs, "%s", tc.name)
+		if unfused {
+			require.Greater(t, w.ElementwiseNs, 4*v.ElementwiseNs, "%s: the worker's element-wise kernels are unfused", tc.name)
+			require.Greater(t, w.TotalNs, 1.2*v.TotalNs, "%s", tc.name)
+		}
 	}
 }

@@ -29,6 +29,11 @@ type OpDB struct {
 	// measured under (e.g. "vllm", "0.24.0").
 	Framework string `json:"framework"`
 	Version   string `json:"version"`
+	// Generation is the engine's generation that measured it, for
+	// steplab's worker capture/worker/config.py's WORKER_GENERATION (""
+	// for other frameworks, and for the worker before generations were
+	// recorded).
+	Generation string `json:"generation,omitempty"`
 	// System holds the GPU's peaks and the memory-op constants the
 	// database's own tooling uses for operations it does not measure.
 	System OpSystem `json:"system"`
@@ -115,10 +120,11 @@ type ElementwiseRow struct {
 	HostMs    float64 `json:"host_ms,omitempty"` // as GEMMRow.HostMs
 }
 
-// The element-wise operations a database can measure, as an engine that
-// does not fuse them into its GEMMs and attention runs them. N is the
-// width the operation runs over per token row. An engine that fuses one
-// away leaves it out of its table and the composition does not price it.
+// The element-wise operations a database can measure. N is the width the
+// operation runs over per token row. An engine that fuses one away leaves
+// it out of its table and the composition does not price it; one that runs
+// two consecutive operations of the pass as one kernel (ElementwiseFusions)
+// lists the fused operation, which then replaces its parts.
 const (
 	OpRMSNorm     = "rmsnorm"      // N = hidden; twice a layer, and once on the sampled rows
 	OpResidualAdd = "residual_add" // N = hidden; twice a layer
@@ -126,10 +132,31 @@ const (
 	OpKVWrite     = "kv_write"     // N = KV heads·head_dim: storing the step's keys and values in the cache
 	OpSiLUMul     = "silu_mul"     // N = the MLP's intermediate width
 	OpEmbedding   = "embedding"    // N = hidden; once a step
+	// OpAddRMSNorm is residual_add and the rmsnorm after it in one pass
+	// (the residual updated in place); N = hidden.
+	OpAddRMSNorm = "add_rmsnorm"
+	// OpRoPEKVWrite is rope and kv_write in one pass over the q/k/v
+	// projection; N = (query heads + 2·KV heads)·head_dim, the width it
+	// reads.
+	OpRoPEKVWrite = "rope_kv_write"
 )
 
 // ElementwiseOps lists the operations an element-wise table may hold.
-var ElementwiseOps = []string{OpRMSNorm, OpResidualAdd, OpRoPE, OpKVWrite, OpSiLUMul, OpEmbedding}
+var ElementwiseOps = []string{OpRMSNorm, OpResidualAdd, OpRoPE, OpKVWrite, OpSiLUMul, OpEmbedding, OpAddRMSNorm, OpRoPEKVWrite}
+
+// ElementwiseFusion is an element-wise operation that runs two
+// consecutive ones of the pass, Parts[0] then Parts[1] over the same rows,
+// as one kernel.
+type ElementwiseFusion struct {
+	Op    string
+	Parts [2]string
+}
+
+// ElementwiseFusions are the fused operations the composition knows.
+var ElementwiseFusions = []ElementwiseFusion{
+	{OpAddRMSNorm, [2]string{OpResidualAdd, OpRMSNorm}},
+	{OpRoPEKVWrite, [2]string{OpRoPE, OpKVWrite}},
+}
 
 // MoERow is one measured fused mixture-of-experts layer (routing,
 // grouped expert GEMMs and the combine): Tokens tokens, each routed to
@@ -146,14 +173,19 @@ type MoERow struct {
 	TP           int     `json:"tp"`
 	EP           int     `json:"ep"`
 	Distribution string  `json:"distribution"`
+	Eager        bool    `json:"eager,omitempty"` // as GEMMRow.Eager
 	LatencyMs    float64 `json:"latency_ms"`
+	HostMs       float64 `json:"host_ms,omitempty"` // as GEMMRow.HostMs
 }
 
 // MoERoutings are the routing distributions the prior reads a MoE table
 // at, in order of preference: AIConfigurator's default for its MoE models
 // (a power law of exponent 1.01 over the experts: real routers are not
-// balanced), then balanced routing.
-var MoERoutings = []string{"power_law_1.01", "balanced"}
+// balanced); then steplab's worker's untilted random router (each token's
+// top k about uniformly at random, independently of the others: the
+// uniform routing the prior assumes without a table, and how the worker's
+// captures route, routing_skew 0); then balanced routing.
+var MoERoutings = []string{"power_law_1.01", "routing_skew_0", "balanced"}
 
 // AllReduceRow is one measured all-reduce of MessageBytes over GPUs GPUs,
 // launched from a CUDA graph or eagerly.
@@ -193,15 +225,14 @@ type opIndex struct {
 	allreduce *opTable
 	// arFloor is the smallest message the all-reduce table measured.
 	arFloor float64
-	launch    [2]launchIndex // by launch: graph, eager
+	launch  [2]launchIndex // by launch: graph, eager
 	// host holds the host's issue time of the eager rows that record it;
-	// hostOK when the GEMM and both attention tables have it.
+	// hostOK when the GEMM and both attention tables have it, and the MoE
+	// table where it prices the shape's experts.
 	host   launchIndex
 	hostOK bool
-	// moe is the fused MoE layer of the shape's experts by tokens (nil when
-	// the database did not measure that configuration: the experts are
-	// then priced as GEMMs), under routing moeRouting.
-	moe        *opTable
+	// moeRouting is the routing the launches' MoE tables were read at (""
+	// when the database did not measure the shape's configuration).
 	moeRouting string
 }
 
@@ -221,6 +252,10 @@ type launchIndex struct {
 	// database does not measure; ew itself is nil without an element-wise
 	// table.
 	ew []*opTable
+	// moe is the fused MoE layer of the shape's experts by tokens (nil when
+	// the database did not measure that configuration: the experts are
+	// then priced as GEMMs).
+	moe *opTable
 }
 
 // index validates the rows the shape reads and builds their tables. An
@@ -230,17 +265,16 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 	if err := db.System.validate(); err != nil {
 		return nil, fmt.Errorf("opdb %s: %w", db.Name, err)
 	}
-	x := &opIndex{sys: db.System}
-	var err error
+	x := &opIndex{sys: db.System, moeRouting: db.moeRouting(sh)}
 	for l := range x.launch {
-		if err := db.indexLaunch(sh, l == launchEager, false, &x.launch[l]); err != nil {
+		if err := db.indexLaunch(sh, l == launchEager, false, x.moeRouting, &x.launch[l]); err != nil {
 			return nil, err
 		}
 	}
-	if err := db.indexLaunch(sh, true, true, &x.host); err != nil {
+	if err := db.indexLaunch(sh, true, true, x.moeRouting, &x.host); err != nil {
 		return nil, err
 	}
-	x.hostOK = x.host.ctx != nil && x.host.gen != nil
+	x.hostOK = x.host.ctx != nil && x.host.gen != nil && (x.moeRouting == "" || x.host.moe != nil)
 	for _, t := range x.host.gemm {
 		x.hostOK = x.hostOK && t != nil
 	}
@@ -250,13 +284,10 @@ func (db *OpDB) index(sh *opsShape) (*opIndex, error) {
 	for r := range g.gemm {
 		g.gemm[r], e.gemm[r] = orTable(g.gemm[r], e.gemm[r]), orTable(e.gemm[r], g.gemm[r])
 	}
-	g.ctx, g.gen = orTable(g.ctx, e.ctx), orTable(g.gen, e.gen)
-	e.ctx, e.gen = orTable(e.ctx, g.ctx), orTable(e.gen, g.gen)
-	if x.moe, x.moeRouting, err = db.moeIndex(sh); err != nil {
-		return nil, err
-	}
+	g.ctx, g.gen, g.moe = orTable(g.ctx, e.ctx), orTable(g.gen, e.gen), orTable(g.moe, e.moe)
+	e.ctx, e.gen, e.moe = orTable(e.ctx, g.ctx), orTable(e.gen, g.gen), orTable(e.moe, g.moe)
 	for r, t := range g.gemm {
-		if t == nil && (r != roleExpert || (sh.experts > 0 && x.moe == nil)) {
+		if t == nil && (r != roleExpert || (sh.experts > 0 && g.moe == nil)) {
 			have := map[string]bool{}
 			for _, r := range db.GEMM {
 				have[r.DType] = true
@@ -315,8 +346,9 @@ func orTable(t, fallback *opTable) *opTable {
 
 // indexLaunch builds the tables of the rows measured one way (eager or
 // from a CUDA graph), of their latencies or, with host, of the host issue
-// times eager rows record; a table without such rows is left nil.
-func (db *OpDB) indexLaunch(sh *opsShape, eager, host bool, li *launchIndex) error {
+// times eager rows record, the MoE table at routing; a table without such
+// rows is left nil.
+func (db *OpDB) indexLaunch(sh *opsShape, eager, host bool, routing string, li *launchIndex) error {
 	how := ""
 	if eager {
 		how = " (eager)"
@@ -356,6 +388,9 @@ func (db *OpDB) indexLaunch(sh *opsShape, eager, host bool, li *launchIndex) err
 		return err
 	}
 	if li.gen, err = db.attnIndex(OpTableGenerationAttention+how, db.GenerationAttention, sh, eager, value); err != nil {
+		return err
+	}
+	if li.moe, err = db.moeIndex(sh, routing, how, eager, value); err != nil {
 		return err
 	}
 	if len(db.Elementwise) == 0 {
@@ -407,30 +442,48 @@ func (db *OpDB) attnIndex(name string, rows []AttentionRow, sh *opsShape, eager 
 	return b.built(), nil
 }
 
-// moeIndex builds the fused-MoE table of the shape's experts (dtype,
-// hidden, width, top-k, count, TP, no expert parallelism) at the first
-// routing of MoERoutings measured; nil, "" when the database has none.
-func (db *OpDB) moeIndex(sh *opsShape) (*opTable, string, error) {
-	if sh.experts == 0 || len(db.MoE) == 0 {
-		return nil, "", nil
+// moeMatches reports whether a fused-MoE row measured the shape's experts
+// (dtype, hidden, width, top-k, count, TP, no expert parallelism).
+func (sh *opsShape) moeMatches(r *MoERow) bool {
+	return r.DType == sh.gemmDType[roleExpert] && r.Hidden == sh.hidden && r.Inter == sh.expertInter*sh.tp &&
+		r.TopK == sh.topK && r.Experts == sh.experts && r.TP == sh.tp && r.EP == 1
+}
+
+// moeRouting is the first routing of MoERoutings at which the database
+// measured the shape's experts, "" when it has none (or the shape is
+// dense).
+func (db *OpDB) moeRouting(sh *opsShape) string {
+	if sh.experts == 0 {
+		return ""
 	}
-	dt := sh.gemmDType[roleExpert]
 	for _, routing := range MoERoutings {
-		b := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s %s", db.Name, dt, OpTableMoE, routing), moeAxes)
-		for i, r := range db.MoE {
-			if r.DType != dt || r.Hidden != sh.hidden || r.Inter != sh.expertInter*sh.tp || r.TopK != sh.topK ||
-				r.Experts != sh.experts || r.TP != sh.tp || r.EP != 1 || r.Distribution != routing {
-				continue
+		for i := range db.MoE {
+			if r := &db.MoE[i]; r.Distribution == routing && sh.moeMatches(r) {
+				return routing
 			}
-			if err := b.add(i, opCoords{float64(r.Tokens)}, r.LatencyMs); err != nil {
-				return nil, "", err
-			}
-		}
-		if t := b.built(); t != nil {
-			return t, routing, nil
 		}
 	}
-	return nil, "", nil
+	return ""
+}
+
+// moeIndex builds the fused-MoE table of the shape's experts at routing,
+// launched one way; nil when routing is "" or no row qualifies.
+func (db *OpDB) moeIndex(sh *opsShape, routing, how string, eager bool, value func(lat, host float64) (float64, bool)) (*opTable, error) {
+	if routing == "" {
+		return nil, nil
+	}
+	b := newOpTableBuilder(fmt.Sprintf("opdb %s: %s %s %s%s", db.Name, sh.gemmDType[roleExpert], OpTableMoE, routing, how), moeAxes)
+	for i := range db.MoE {
+		r := &db.MoE[i]
+		v, ok := value(r.LatencyMs, r.HostMs)
+		if r.Distribution != routing || !sh.moeMatches(r) || r.Eager != eager || !ok {
+			continue
+		}
+		if err := b.add(i, opCoords{float64(r.Tokens)}, v); err != nil {
+			return nil, err
+		}
+	}
+	return b.built(), nil
 }
 
 func sortedKeys(m map[string]bool) []string {

@@ -56,6 +56,7 @@ type Ops struct {
 	source  string
 	src     catalog.Shape
 	shape   opsShape
+	pass    opsPass
 	engine  OpsEngine
 	gemmSol [nGEMMRoles]gemmCost
 	moeSol  moeCost
@@ -144,7 +145,9 @@ func NewOps(db *OpDB, s catalog.Shape) (*Ops, error) {
 	if sh.tp > 1 && x.allreduce == nil && !(x.sys.IntraNodeBandwidth > 0) {
 		return nil, fmt.Errorf("opdb %s: TP=%d needs an all-reduce table or node.intra_node_bw", db.Name, sh.tp)
 	}
-	o := &Ops{db: x, name: db.Name, source: db.Source, src: s, shape: sh}
+	g := &x.launch[launchGraph]
+	measured := func(k int) bool { return g.ew != nil && g.ew[k] != nil }
+	o := &Ops{db: x, name: db.Name, source: db.Source, src: s, shape: sh, pass: newOpsPass(measured, sh.experts > 0 && g.moe != nil)}
 	for r := range o.gemmSol {
 		o.gemmSol[r] = gemmCost{flops: x.sys.BF16FLOPS, bandwidth: x.sys.MemBandwidth, bytes: sh.gemmBytes[r]}
 	}
@@ -167,7 +170,7 @@ func (o *Ops) Notes() []string {
 			l.GPUs, l, o.name, l.GPUsPerNode, l.Network.GBsPerDirection, l.Network.LatencyUs))
 	}
 	switch {
-	case sh.experts > 0 && o.db.moe != nil:
+	case o.pass.moeTable:
 		out = append(out, fmt.Sprintf("ops: routed experts from %s's fused MoE table (%s, %d experts, top-%d, TP %d) under %s routing",
 			o.name, sh.gemmDType[roleExpert], sh.experts, sh.topK, sh.tp, o.db.moeRouting))
 	case sh.experts > 0:
@@ -435,92 +438,6 @@ func (o *Ops) price(f *Features, b *OpsBreakdown) (ext int) {
 	return ext
 }
 
-// hostWaitNs is how long the device of an eager step waits for the host:
-// the host issues the pass's operations one after another (the eager
-// rows' host times) while the device runs each once it is issued and the
-// one before it has ended (the graph rows' device times), a stream with a
-// deep launch queue: issue(i) = Σ host(≤ i), start(i) = max(issue(i),
-// end(i−1)), end(i) = start(i) + device(i). The step ends at end(last);
-// what exceeds the device times' sum is the wait. Per layer the pass is
-// the worker's order: norm, q/k/v GEMM, RoPE, KV write, attention (one
-// launch for the step's prefill and decode requests), output GEMM,
-// residual add, norm, up GEMM, SiLU·mul, down GEMM, residual add; around
-// them the embedding, and the final norm and the LM head. qkvNs and
-// projNs are a layer's projection GEMMs as price found them.
-func (o *Ops) hostWaitNs(f *Features, rows, sampled, qkvNs, projNs float64, b *OpsBreakdown) float64 {
-	sh, e := &o.shape, &o.engine
-	g, h := &o.db.launch[launchGraph], &o.db.host
-	L := float64(sh.layers)
-	hostGEMM := func(role int, m float64, n, k int) float64 {
-		ns, _ := o.gemmNs(h, role, m, n, k)
-		return ns
-	}
-	gemm := func(role int, m float64, n, k int) (dev, host float64) {
-		dev, _ = o.gemmNs(g, role, m, n, k)
-		return dev * orOne(e.GEMMScale), hostGEMM(role, m, n, k)
-	}
-	ew := func(k int, m, n float64) (dev, host float64) {
-		if g.ew == nil || g.ew[k] == nil || m <= 0 {
-			return 0, 0
-		}
-		dev, _ = g.ew[k].lookup(opCoords{n, m}, elementwiseCost{})
-		if h.ew != nil && h.ew[k] != nil {
-			host, _ = h.ew[k].lookup(opCoords{n, m}, elementwiseCost{})
-		}
-		return dev, host
-	}
-	hd := float64(sh.hidden)
-	// The attention's host time is one launch's, looked up where the
-	// device's is (not scaled by the share of the table's work it does).
-	var attnHost float64
-	if f.PrefillTokens > 0 {
-		q, _ := o.contextCoords(f)
-		attnHost, _ = h.ctx.lookup(q, (*contextCost)(o))
-	} else if f.DecodeRequests > 0 {
-		attnHost, _ = o.generationAttnNs(h, f.DecodeRequests, o.decodeKV(f))
-	}
-	var layer [12][2]float64
-	layer[0][0], layer[0][1] = ew(ewRMSNorm, rows, hd)
-	layer[1] = [2]float64{qkvNs, hostGEMM(roleAttn, rows, (sh.qHeads+2*sh.kvHeads)*sh.headDim, sh.hidden)}
-	layer[2][0], layer[2][1] = ew(ewRoPE, rows, float64((sh.qHeads+sh.kvHeads)*sh.headDim))
-	layer[3][0], layer[3][1] = ew(ewKVWrite, rows, float64(sh.kvHeads*sh.headDim))
-	layer[4][0], layer[4][1] = (b.ContextAttnNs+b.GenerationAttnNs+b.AllReduceNs/2)/L, attnHost
-	layer[5] = [2]float64{projNs, hostGEMM(roleAttn, rows, sh.hidden, sh.qHeads*sh.headDim)}
-	layer[6][0], layer[6][1] = ew(ewResidualAdd, rows, hd)
-	layer[7] = layer[0]
-	// The MLP's device time (a layer's GEMMs less the attention
-	// projections) split between its two GEMMs as a dense layer's would be: a mixture
-	// of experts runs more, smaller ones, and its host time is taken as a
-	// dense layer's two launches.
-	upDev, upHost := gemm(roleMLP, rows, 2*sh.activationWidth(), sh.hidden)
-	downDev, downHost := gemm(roleMLP, rows, sh.hidden, sh.activationWidth())
-	if sum := upDev + downDev; sum > 0 {
-		mlp := b.GEMMNs/L - layer[1][0] - layer[5][0]
-		upDev, downDev = mlp*upDev/sum, mlp*downDev/sum
-	}
-	layer[8][0], layer[8][1] = upDev, upHost
-	layer[9][0], layer[9][1] = ew(ewSiLUMul, rows, float64(sh.activationWidth()))
-	layer[10][0], layer[10][1] = downDev+b.AllReduceNs/2/L, downHost
-	layer[11] = layer[6]
-
-	var issue, end, busy float64
-	step := func(dev, host float64) {
-		issue += host
-		end = math.Max(issue, end) + dev
-		busy += dev
-	}
-	step(ew(ewEmbedding, rows, hd))
-	for range sh.layers {
-		for _, op := range layer {
-			step(op[0], op[1])
-		}
-	}
-	step(ew(ewRMSNorm, sampled, hd))
-	lmDev, lmHost := gemm(roleHead, sampled, sh.vocab, sh.hidden)
-	step(lmDev, lmHost)
-	return math.Max(0, end-busy)
-}
-
 // sampledRows is the LM head's rows: one per request, at its last
 // scheduled position (a prefill chunk always belongs to a request).
 func sampledRows(f *Features) float64 {
@@ -532,53 +449,29 @@ func sampledRows(f *Features) float64 {
 }
 
 // elementwiseNs is the element-wise work of a step over rows tokens, of
-// which sampled reach the LM head. From a measured table: per layer two
-// RMSNorms and residual adds, RoPE, the KV-cache write and SiLU·mul, and
-// once the embedding gather and the final norm over the sampled rows.
-// Without one, AIConfigurator's formula: per layer two fused residual-add
-// + RMSNorm passes (2·hidden in and out) and the SiLU·mul activation
-// (2·inter in, inter out); once the embedding gather and the final norm.
+// which sampled reach the LM head: from the measured table where the
+// database has one (elementwiseTableNs). Without one, AIConfigurator's
+// formula: per layer two fused residual-add + RMSNorm passes (2·hidden in
+// and out) and the SiLU·mul activation (2·inter in, inter out); once the
+// embedding gather and the final norm.
 func (o *Ops) elementwiseNs(li *launchIndex, rows, sampled float64) (float64, bool) {
+	if li.ew != nil {
+		return o.elementwiseTableNs(li, rows, sampled)
+	}
 	sh := &o.shape
 	h := float64(sh.hidden)
-	if li.ew == nil {
-		w := sh.actBytes
-		addNorm := o.memOpNs(rows * 4 * h * w)
-		act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
-		layer := 2*addNorm + act
-		if sh.qkNormAcross {
-			// The norms over every head: one pass for the variances, one
-			// to scale q and k (the all-reduce between is allReduceNs').
-			qk := rows * float64((sh.qHeads+sh.kvHeads)*sh.headDim) * w
-			layer += o.memOpNs(qk) + o.memOpNs(2*qk)
-		}
-		return float64(sh.layers)*layer + o.memOpNs(rows*h*w) + addNorm, false
+	w := sh.actBytes
+	addNorm := o.memOpNs(rows * 4 * h * w)
+	act := o.memOpNs(rows * 3 * float64(sh.activationWidth()) * w)
+	layer := 2*addNorm + act
+	if sh.qkNormAcross {
+		// The norms over every head: one pass for the variances, one
+		// to scale q and k (the all-reduce between is allReduceNs').
+		qk := rows * float64((sh.qHeads+sh.kvHeads)*sh.headDim) * w
+		layer += o.memOpNs(qk) + o.memOpNs(2*qk)
 	}
-	ext := false
-	op := func(k int, m, n float64) float64 {
-		t := li.ew[k]
-		if t == nil || m <= 0 {
-			return 0
-		}
-		ns, x := t.lookup(opCoords{n, m}, elementwiseCost{})
-		ext = ext || x
-		return ns
-	}
-	qk, kv := float64((sh.qHeads+sh.kvHeads)*sh.headDim), float64(sh.kvHeads*sh.headDim)
-	layer := 2*op(ewRMSNorm, rows, h) + 2*op(ewResidualAdd, rows, h) + op(ewRoPE, rows, qk) +
-		op(ewKVWrite, rows, kv) + op(ewSiLUMul, rows, float64(sh.activationWidth()))
-	return float64(sh.layers)*layer + op(ewEmbedding, rows, h) + op(ewRMSNorm, sampled, h), ext
+	return float64(sh.layers)*layer + o.memOpNs(rows*h*w) + addNorm, false
 }
-
-// Indexes of ElementwiseOps.
-const (
-	ewRMSNorm = iota
-	ewResidualAdd
-	ewRoPE
-	ewKVWrite
-	ewSiLUMul
-	ewEmbedding
-)
 
 // elementwiseCost is an element-wise operation's speed of light, up to a
 // constant: the elements it reads and writes.
@@ -648,9 +541,9 @@ func (o *Ops) mlpNs(li *launchIndex, m float64) (float64, bool) {
 	}
 	moeLayers := float64(sh.layers - sh.denseLayers)
 	var x1, x2 bool
-	if o.db.moe != nil {
+	if li.moe != nil {
 		var layer float64
-		layer, x1 = o.db.moe.lookup(opCoords{m}, &o.moeSol)
+		layer, x1 = li.moe.lookup(opCoords{m}, &o.moeSol)
 		ns += moeLayers * layer
 	} else {
 		touched, per := expertLoad(m, sh.experts, sh.topK)

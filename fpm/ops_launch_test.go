@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/steplab/steplab/catalog"
 )
 
 // ewMs is the synthetic element-wise law of the test database: linear in
@@ -18,21 +20,39 @@ func ewMs(m, n float64, eager bool) float64 {
 	return ms
 }
 
+// fusedMs is the law of the fused operations: 1.5× a single pass's, less
+// than their two parts together.
+func fusedMs(m, n float64, eager bool) float64 { return 1.5 * ewMs(m, n, eager) }
+
+// The element-wise operations of an engine that runs each on its own (the
+// worker's torch path), and of one that fuses (its Triton path).
+var (
+	unfusedOps = []string{OpRMSNorm, OpResidualAdd, OpRoPE, OpKVWrite, OpSiLUMul, OpEmbedding}
+	fusedOps   = []string{OpRMSNorm, OpResidualAdd, OpAddRMSNorm, OpRoPEKVWrite, OpSiLUMul, OpEmbedding}
+)
+
 // launchDB is tinyDB with eager GEMM rows (3× the graph latency) and an
-// element-wise table of every op in both launches over the tiny shape's
-// widths.
-func launchDB() *OpDB {
+// element-wise table of ops (unfusedOps when none is named) in both
+// launches over the tiny shape's widths.
+func launchDB(ops ...string) *OpDB {
+	if len(ops) == 0 {
+		ops = unfusedOps
+	}
 	db := tinyDB()
 	for _, r := range db.GEMM {
 		r.Eager, r.LatencyMs = true, 3*r.LatencyMs
 		db.GEMM = append(db.GEMM, r)
 	}
-	for _, op := range ElementwiseOps {
+	for _, op := range ops {
+		law := ewMs
+		if slices.ContainsFunc(ElementwiseFusions, func(f ElementwiseFusion) bool { return f.Op == op }) {
+			law = fusedMs
+		}
 		for _, n := range []int{16, 32, 64, 96, 128} {
 			for _, m := range []int{1, 4, 16, 64, 256} {
 				for _, eager := range []bool{false, true} {
 					db.Elementwise = append(db.Elementwise, ElementwiseRow{Op: op, M: m, N: n, DType: "bfloat16", Eager: eager,
-						LatencyMs: ewMs(float64(m), float64(n), eager)})
+						LatencyMs: law(float64(m), float64(n), eager)})
 				}
 			}
 		}
@@ -90,6 +110,100 @@ func TestOpsLaunch(t *testing.T) {
 	require.ErrorContains(t, err, `unknown op "layernorm"`)
 }
 
+// A table that measures fused operations prices the pass they make: per
+// layer two add+norm passes (the first of them the previous layer's
+// residual add with this layer's norm), RoPE with the KV write, SiLU·mul;
+// the first layer's norm alone, the last layer's residual add alone.
+func TestOpsFusedElementwise(t *testing.T) {
+	f := Features{PrefillTokens: 60, PrefillRequests: 1, DecodeRequests: 4, DecodeKVTokens: 400, PaddedBatch: 4}
+	rows := 64.0
+	// tiny: hidden 64, q/k/v width (4 + 2·2)·16 = 128, intermediate 128, 2
+	// layers, 5 sampled rows.
+	fused := func(eager bool) float64 {
+		layer := 2*fusedMs(rows, 64, eager) + fusedMs(rows, 128, eager) + ewMs(rows, 128, eager)
+		ends := ewMs(rows, 64, eager) + ewMs(rows, 64, eager) - fusedMs(rows, 64, eager)
+		return (2*layer + ends + ewMs(rows, 64, eager) + ewMs(5, 64, eager)) * 1e6
+	}
+	for _, tc := range []struct {
+		name string
+		ops  []string
+	}{
+		{"the fused engine's table", fusedOps},
+		{"fused and unfused rows: the fusions replace their parts", append(slices.Clone(fusedOps), OpRoPE, OpKVWrite)},
+	} {
+		o, err := NewOps(launchDB(tc.ops...), tiny)
+		require.NoError(t, err, tc.name)
+		require.InDelta(t, fused(false), o.Breakdown(f).ElementwiseNs, 1e-6, tc.name)
+		require.InDelta(t, fused(true), o.WithGraphs([]int{32}).Breakdown(f).ElementwiseNs, 1e-6, tc.name)
+	}
+
+	// A fusion of the table whose parts it does not list: they are fused
+	// away (cost nothing) where they run alone.
+	only := launchDB(OpAddRMSNorm, OpRoPEKVWrite, OpSiLUMul, OpEmbedding)
+	oo, err := NewOps(only, tiny)
+	require.NoError(t, err)
+	layer := 2*fusedMs(rows, 64, false) + fusedMs(rows, 128, false) + ewMs(rows, 128, false)
+	require.InDelta(t, (2*layer-fusedMs(rows, 64, false)+ewMs(rows, 64, false))*1e6, oo.Breakdown(f).ElementwiseNs, 1e-6)
+}
+
+// The fused pass as the host issues it: tiny's pass is the embedding, 9
+// operations in each of 2 layers (add+norm, q/k/v GEMM, RoPE with the KV
+// write, attention, output GEMM, add+norm, up GEMM, SiLU·mul, down GEMM),
+// the last layer's residual add, the final norm and the LM head: 22 calls.
+func TestOpsFusedHostOverlap(t *testing.T) {
+	f := Features{PrefillTokens: 60, PrefillRequests: 1, DecodeRequests: 4, DecodeKVTokens: 400, PaddedBatch: 4}
+	slow, err := NewOps(withHost(launchDB(fusedOps...), 1), tiny)
+	require.NoError(t, err)
+	b := slow.WithGraphs([]int{32}).Breakdown(f)
+	require.InDelta(t, 22e6+gemmMs(5, 256, 64)*1e6, b.TotalNs, 1e-3)
+}
+
+// An MoE layer priced from its table is the router and the fused layer,
+// which runs its own activation: the pass has no SiLU·mul, and the host
+// issues 10 steps a layer (no separate activation) plus the ends.
+func TestOpsFusedMoELayer(t *testing.T) {
+	moe := tiny
+	moe.MoE = catalog.MoE{Experts: 8, TopK: 2, ExpertIntermediate: 32}
+	moe.Intermediate = 0
+	for _, ops := range [][]string{unfusedOps, fusedOps} {
+		db := launchDB(ops...)
+		for _, m := range []int{1, 4, 16, 64, 256} { // the router: 64 → 8 experts
+			for _, k := range []int{32, 64} {
+				lat := gemmMs(float64(m), 8, float64(k))
+				db.GEMM = append(db.GEMM, GEMMRow{DType: "bfloat16", M: m, N: 8, K: k, LatencyMs: lat},
+					GEMMRow{DType: "bfloat16", M: m, N: 8, K: k, Eager: true, LatencyMs: 3 * lat})
+			}
+		}
+		for _, tok := range []int{1, 16, 256} {
+			for _, eager := range []bool{false, true} {
+				db.MoE = append(db.MoE, MoERow{DType: "bfloat16", Tokens: tok, Hidden: 64, Inter: 32, TopK: 2, Experts: 8, TP: 1, EP: 1,
+					Distribution: "routing_skew_0", Eager: eager, LatencyMs: 1e-3 * float64(tok)})
+			}
+		}
+		o, err := NewOps(withHost(db, 1), moe)
+		require.NoError(t, err)
+		require.Contains(t, o.Notes()[0], "under routing_skew_0 routing")
+		rows := 64.0
+		f := Features{PrefillTokens: 60, PrefillRequests: 1, DecodeRequests: 4, DecodeKVTokens: 400, PaddedBatch: 4}
+		dense, err := NewOps(launchDB(ops...), tiny)
+		require.NoError(t, err)
+		silu := 2 * ewMs(rows, 128, false) * 1e6 // the dense model's SiLU·mul, 128 wide, in its two layers
+		require.InDelta(t, dense.Breakdown(f).ElementwiseNs-silu, o.Breakdown(f).ElementwiseNs, 1e-6, "%v: no activation beside the MoE layer", ops)
+		// A first dense layer (first_k_dense_replace) runs its own.
+		firstDense := moe
+		firstDense.Intermediate, firstDense.MoE.DenseLayers = 128, 1
+		fd, err := NewOps(db, firstDense)
+		require.NoError(t, err)
+		require.InDelta(t, dense.Breakdown(f).ElementwiseNs-silu/2, fd.Breakdown(f).ElementwiseNs, 1e-6, "%v: the dense layer's activation", ops)
+		calls := 27.0 - 2 // the unfused pass less the activation of each layer
+		if ops[2] == OpAddRMSNorm {
+			calls = 22 - 2
+		}
+		b := o.WithGraphs([]int{32}).Breakdown(f)
+		require.InDelta(t, calls*1e6+gemmMs(5, 256, 64)*1e6, b.TotalNs, 1e-3, "%v", ops)
+	}
+}
+
 // A ragged decode batch is priced at the uniform length whose time is its
 // longest request's: max·min(1, SMs/(B·kv heads)), or its mean when longer.
 func TestOpsDecodeKV(t *testing.T) {
@@ -120,8 +234,16 @@ func TestOpsDecodeKV(t *testing.T) {
 
 // hostDB is launchDB whose eager rows record the host's issue time of
 // every call, hostMs each, and that measures eager attention too.
-func hostDB(hostMs float64) *OpDB {
-	db := launchDB()
+func hostDB(hostMs float64) *OpDB { return withHost(launchDB(), hostMs) }
+
+// withHost is db whose eager rows record the host's issue time of every
+// call, hostMs each, with eager attention rows too.
+func withHost(db *OpDB, hostMs float64) *OpDB {
+	for i := range db.MoE {
+		if db.MoE[i].Eager {
+			db.MoE[i].HostMs = hostMs
+		}
+	}
 	for i := range db.GEMM {
 		if db.GEMM[i].Eager {
 			db.GEMM[i].HostMs = hostMs

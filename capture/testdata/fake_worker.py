@@ -7,6 +7,8 @@ known sequence. FAKE_WORKER_MODE makes it fail on purpose after
 FAKE_WORKER_STEPS steps (default 20) have been answered:
 
   ok       never fails
+  triton   never fails, and reports the Triton attention and its decode
+           launch rule (an H200's: 264 programs, 2 x 132 SMs)
   die      exits with status 3 (a crash: no error frame)
   hang     stops answering (sleeps; the driver's StepTimeout must fire)
   garbage  writes one frame of random bytes that are not msgpack
@@ -96,9 +98,12 @@ def main():
         return 1
     blocks = msg.get("num_gpu_blocks") or 4096
     log("ready (mode %s, failing after %d steps)" % (MODE, FAIL_AFTER))
+    triton = MODE == "triton"
     write_frame({
         "type": "ready", "protocol_version": 1, "device": "cpu", "gpu_name": "fake",
-        "torch_version": "none", "triton_version": None, "attention_backend": "fake",
+        "torch_version": "none", "triton_version": None, "attention_backend": "triton" if triton else "fake",
+        "decode_attention": {"kv_tile_tokens": 64, "split_programs": 264, "split_max": 16,
+                             "split_rounding": "pow2"} if triton else None,
         "model_config": {"layers": 2, "hidden": 64, "heads": 4, "kv_heads": 2, "head_dim": 16,
                          "intermediate": 128, "vocab": 512, "dtype": "bfloat16"},
         "num_gpu_blocks": blocks, "block_size": msg.get("block_size", 16),
@@ -120,7 +125,7 @@ def main():
         if t != "step":
             log("unexpected %r" % t)
             return 1
-        if MODE != "ok" and done >= FAIL_AFTER:
+        if MODE not in ("ok", "triton") and done >= FAIL_AFTER:
             fail()
         for r in msg.get("finished_req_ids") or []:
             known.pop(r, None)

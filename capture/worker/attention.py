@@ -90,6 +90,33 @@ def _next_pow2(x):
     return 1 << (max(1, int(x)) - 1).bit_length()
 
 
+# The decode attention's launch rule (TritonAttention; the worker reports it
+# at handshake, PROTOCOL.md): KV tiles of DECODE_TILE_N tokens, and a
+# decode-only batch's KV walk split so that its programs reach
+# SPLIT_PROGRAMS_PER_SM per SM (split_count).
+DECODE_TILE_N = 64
+SPLIT_PROGRAMS_PER_SM = 2
+MAX_SPLITS = 16
+
+
+def split_count(num_seqs, kv_heads, programs, max_splits=MAX_SPLITS):
+    """How many parts a decode-only batch of num_seqs requests splits each
+    request's KV walk into: enough for num_seqs x kv_heads x splits programs
+    to reach `programs`, rounded up to a power of two, at most max_splits; 1
+    when the batch alone fills them. It depends only on the batch size, so a
+    CUDA graph captured for a size stays valid for any context length."""
+    want = -(-programs // max(1, num_seqs * kv_heads))
+    if want <= 1:
+        return 1
+    return min(max_splits, _next_pow2(want))
+
+
+def auto_backend(device):
+    """The attention backend `auto` means on a device: triton on CUDA when
+    Triton imports, else the per-request torch one."""
+    return "triton" if device.type == "cuda" and HAVE_TRITON else "torch"
+
+
 if HAVE_TRITON:
 
     # Batch-dependent integers are not specialised (Triton would otherwise
@@ -263,8 +290,6 @@ class TritonAttention:
     3 stages, KV heads as the fastest grid axis.
     """
 
-    MAX_SPLITS = 16
-
     def __init__(self, num_heads, num_kv_heads, head_dim, block_size, device, max_decode_batch,
                  decode_cfg=None, prefill_cfg=None, split_mixed=True):
         if not HAVE_TRITON:
@@ -276,10 +301,11 @@ class TritonAttention:
         self.block_size = block_size
         props = torch.cuda.get_device_properties(device)
         self.num_sms = props.multi_processor_count
+        self.split_programs = SPLIT_PROGRAMS_PER_SM * self.num_sms
         # Rows of BLOCK_Q*G_PAD: at least 16 (tl.dot), 64 for prefill tiles.
         self.bq_decode = max(1, 16 // self.G_PAD)
         self.bq_prefill = max(1, 64 // self.G_PAD)
-        self.decode_cfg = decode_cfg or LaunchConfig(64, 4, 3)
+        self.decode_cfg = decode_cfg or LaunchConfig(DECODE_TILE_N, 4, 3)
         self.prefill_cfg = prefill_cfg or LaunchConfig(64, 4, 3)
         self.split_mixed = split_mixed
         rows = 1
@@ -294,12 +320,15 @@ class TritonAttention:
 
     def num_splits(self, num_seqs):
         """Split the KV walk of a decode-only batch when (B x KVH) programs
-        would leave SMs idle. Depends only on the batch size, so a CUDA graph
-        captured for a size stays valid for any context length."""
-        want = -(-2 * self.num_sms // max(1, num_seqs * self.KVH))
-        if want <= 1:
-            return 1
-        return min(self.MAX_SPLITS, _next_pow2(want))
+        would leave SMs idle (split_count)."""
+        return split_count(num_seqs, self.KVH, self.split_programs)
+
+    def decode_rule(self):
+        """The decode launch rule, as the ready message reports it
+        (PROTOCOL.md): the KV tile, and split_count's target programs, cap
+        and rounding."""
+        return {"kv_tile_tokens": self.decode_cfg.tile_n, "split_programs": self.split_programs,
+                "split_max": MAX_SPLITS, "split_rounding": "pow2"}
 
     def __call__(self, q, k_cache, v_cache, block_table, seq_lens, qsl, num_seqs, max_q_len, scale, out=None,
                  splits=None):

@@ -3,6 +3,12 @@ anything is allocated."""
 
 import torch
 
+# The worker's generation: the kernels a step runs change with it
+# (datasets/h200/<generation>/ holds its captures; an operations database
+# records the generation that measured it). Name a new one when a change
+# alters what a step costs.
+WORKER_GENERATION = "piecewise"
+
 PRESETS = {
     "llama-8b": dict(layers=32, hidden=4096, heads=32, kv_heads=8, head_dim=128,
                      intermediate=14336, vocab=128256, dtype="bfloat16",

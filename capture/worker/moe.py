@@ -45,13 +45,22 @@ class MoEMLP:
 
     def route(self, x):
         """Returns (weights [T, k] in x's dtype, expert ids [T, k])."""
-        logits = F.linear(x, self.router).float() + self.bias
-        w, ids = torch.topk(logits, self.k, dim=-1)
-        return torch.softmax(w, dim=-1).to(x.dtype), ids
+        return self._top_k(F.linear(x, self.router))
+
+    def _top_k(self, logits):
+        w, ids = torch.topk(logits.float() + self.bias, self.k, dim=-1)
+        return torch.softmax(w, dim=-1).to(logits.dtype), ids
 
     def __call__(self, x):
+        return self.routed(x, F.linear(x, self.router))
+
+    def routed(self, x, logits):
+        """The layer after its router GEMM, from the router's logits
+        [T, experts]: the top-k routing, the grouped expert GEMMs and the
+        combine. opbench.py times this part as a moe row (the router is a
+        GEMM row of its own), with the logits it chooses."""
         T, h = x.shape
-        w, ids = self.route(x)
+        w, ids = self._top_k(logits)
         sorted_ids, order = torch.sort(ids.reshape(-1), stable=True)
         xs = x.index_select(0, order // self.k)
         # ends[e]: one past the last sorted row routed to expert e.

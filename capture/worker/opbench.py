@@ -1,9 +1,10 @@
 """Measures the operations one forward pass of this worker runs, each alone,
 over a grid of sizes: the GEMMs (F.linear), the worker's own paged attention
-(prefill and decode), and the element-wise steps of a layer (model.py's
-methods: RMSNorm, the q/k/v split with RoPE, the KV-cache write, SiLU*mul,
-residual add, embedding gather). Every operation is timed launched both
-ways the worker launches a step:
+(prefill and decode, TritonAttention with the runner's launch configuration
+and split rule), the element-wise steps of a layer as the model's methods
+run them (model.py), and a mixture of experts' layer after its router
+(moe.py). Every operation is timed launched both ways the worker launches a
+step:
 
 - graph: R back-to-back calls captured in one CUDA graph and replayed,
   per call = replay time / R: the device time plus the gap between kernels
@@ -14,6 +15,18 @@ ways the worker launches a step:
   host's time to issue one call, which a pass of many operations overlaps
   with the device's work on earlier ones.
 
+The element-wise steps are those the worker's pass runs on the device: with
+the Triton backend (CUDA) kernels.py's fused kernels, add_rmsnorm (the
+residual add and the norm after it), rope_kv_write (the q/k/v split, RoPE
+and the KV-cache write) and silu_mul, beside the norm without an add
+(rmsnorm: the first layer's and the final one), the last layer's
+residual_add and the embedding; with the torch backend (the CPU) the
+unfused PyTorch steps, rmsnorm, residual_add, rope, kv_write, silu_mul and
+the embedding. A mixture of experts' layer is timed at the shape's experts
+under balanced routing (every expert T*top_k/experts rows) and under the
+worker's random router tilted by each --routing-skew (distribution
+routing_skew_S; 0 is the untilted router of every capture so far).
+
 It writes one JSON object per line (flushed as it goes, so an interrupted
 run keeps what it measured); `steplab capture ops` runs it and turns the rows
 into an operations database (docs/ops-prior.md). On a CPU it times eager
@@ -21,7 +34,8 @@ calls only, with the per-request torch attention, which is what the tests
 run.
 
 usage: opbench.py --shape hidden=4096,heads=32,kv_heads=8,head_dim=128,intermediate=14336,vocab=128256
-                  [--shape ...] [--device cuda] [--grid full|shapes|quick] --out rows.jsonl
+                  [--shape ...,experts=128,top_k=8,expert_intermediate=768[,tp=1]]
+                  [--routing-skew S ...] [--device cuda] [--grid full|shapes|quick] --out rows.jsonl
 
 The full grid measures GEMMs and element-wise widths on a generic grid
 besides the shapes' own, so that a shape not named is interpolated; the
@@ -38,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 import attention
-from config import ModelConfig
+from config import WORKER_GENERATION, ModelConfig
 from model import LlamaModel
 
 BLOCK = 16  # KV-cache block size, as the worker's default
@@ -63,21 +77,43 @@ GRIDS = {
 GRIDS["shapes"] = dict(GRIDS["full"], gemm_n=[], gemm_k=[], widths=[])
 
 SHAPE_KEYS = ("hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab")
+# Optional: a mixture of experts (per GPU: expert_intermediate is one
+# expert's width on a GPU of the tp-way group).
+MOE_KEYS = ("experts", "top_k", "expert_intermediate", "tp")
 
 
 def parse_shape(s):
     d = {}
     for part in s.split(","):
         k, _, v = part.partition("=")
-        if k not in SHAPE_KEYS or not v.isdigit() or int(v) < 1:
-            raise SystemExit("opbench: --shape %r: want %s, each a positive integer" % (s, "=,".join(SHAPE_KEYS) + "="))
+        if k not in SHAPE_KEYS + MOE_KEYS or not v.isdigit() or int(v) < 1:
+            raise SystemExit("opbench: --shape %r: want %s (and for experts %s), each a positive integer"
+                             % (s, "=,".join(SHAPE_KEYS) + "=", "=,".join(MOE_KEYS) + "="))
         d[k] = int(v)
     missing = [k for k in SHAPE_KEYS if k not in d]
     if missing:
         raise SystemExit("opbench: --shape %r lacks %s" % (s, ", ".join(missing)))
     if d["heads"] % d["kv_heads"]:
         raise SystemExit("opbench: --shape %r: heads must be a multiple of kv_heads" % s)
+    d.setdefault("tp", 1)
+    d.setdefault("experts", 0)
+    if d["experts"] and not (1 <= d.get("top_k", 0) <= d["experts"] and d.get("expert_intermediate")):
+        raise SystemExit("opbench: --shape %r: experts needs top_k (1..experts) and expert_intermediate" % s)
+    if not d["experts"] and ("top_k" in d or "expert_intermediate" in d):
+        raise SystemExit("opbench: --shape %r: top_k and expert_intermediate need experts" % s)
     return d
+
+
+def routing_name(skew):
+    """The moe table's distribution of the worker's router tilted by skew."""
+    return "routing_skew_%g" % skew
+
+
+def balanced_logits(tokens, experts, top_k, device, dtype):
+    """Router logits that send token t to experts (t*top_k + j) mod experts,
+    j < top_k: every expert gets tokens*top_k/experts rows, give or take one."""
+    ids = (torch.arange(tokens, device=device).unsqueeze(1) * top_k + torch.arange(top_k, device=device)) % experts
+    return torch.zeros(tokens, experts, device=device, dtype=dtype).scatter_(1, ids, 1.0)
 
 
 class Timer:
@@ -153,6 +189,9 @@ class Bench:
         self.timer = Timer(device)
         self.launches = ("graph", "eager") if self.timer.cuda else ("eager",)
         self.dtype = torch.bfloat16
+        # The backend the runner's `auto` picks here: it decides the
+        # attention kernel and whether the element-wise steps are fused.
+        self.backend = attention.auto_backend(device)
         self.rows = 0
 
     def emit(self, row):
@@ -191,13 +230,21 @@ class Bench:
             self.empty_cache()
 
     def model_ops(self, model):
-        """The layer steps that need the model's head layout: RoPE and the
-        KV-cache write, at n = the q and k widths rotated, the k width stored."""
+        """The layer steps that need the model's head layout: fused, RoPE
+        with the KV-cache write at n = the q/k/v projection's width; unfused,
+        RoPE at the q and k widths rotated and the KV write at the k width."""
         H, KVH, D = model.cfg.heads, model.cfg.kv_heads, model.cfg.head_dim
         mmax = self.grid["m"][-1]
         nb = mmax // BLOCK + 2
         kc = torch.zeros(nb, BLOCK, KVH, D, device=self.device, dtype=self.dtype)
         vc = torch.zeros_like(kc)
+
+        def slots(m):
+            return torch.randperm(nb * BLOCK, device=self.device)[:m]
+
+        def rope_kv_write(m, _n):
+            qkv, pos, sl = self.randn(m, (H + 2 * KVH) * D), torch.arange(m, device=self.device), slots(m)
+            return lambda: model._attn_inputs(qkv, pos, kc, vc, sl)
 
         def rope(m, _n):
             qkv = self.randn(m, (H + 2 * KVH) * D)
@@ -207,12 +254,14 @@ class Bench:
             return lambda: model._qkv_rope(qkv, cos, sin)
 
         def kv_write(m, _n):
-            k, v = self.randn(m, KVH, D), self.randn(m, KVH, D)
-            slots = torch.randperm(nb * BLOCK, device=self.device)[:m]
-            return lambda: LlamaModel._kv_write(k, v, kc, vc, slots)
+            k, v, sl = self.randn(m, KVH, D), self.randn(m, KVH, D), slots(m)
+            return lambda: LlamaModel._kv_write(k, v, kc, vc, sl)
 
-        self.elementwise("rope", [(H + KVH) * D], rope)
-        self.elementwise("kv_write", [KVH * D], kv_write)
+        if model.fused:
+            self.elementwise("rope_kv_write", [(H + 2 * KVH) * D], rope_kv_write)
+        else:
+            self.elementwise("rope", [(H + KVH) * D], rope)
+            self.elementwise("kv_write", [KVH * D], kv_write)
 
     def attention(self, H, KVH, D, generation):
         g = self.grid
@@ -226,7 +275,9 @@ class Bench:
         kc = self.randn(nb, BLOCK, KVH, D)
         vc = self.randn(nb, BLOCK, KVH, D)
         tri = None
-        if self.timer.cuda:
+        if self.backend == "triton":
+            # As the runner builds it (its default launch configurations and
+            # split rule); max_batch only sizes the split scratch buffers.
             tri = attention.TritonAttention(H, KVH, D, BLOCK, self.device, max_batch)
         scale = attention.softmax_scale(D)
         for b, s in cells:
@@ -247,19 +298,48 @@ class Bench:
         del kc, vc
         self.empty_cache()
 
+    def moe(self, s, skews):
+        """A mixture of experts' layer after its router (MoEMLP.routed) over
+        T tokens of the grid: balanced, and under the worker's router tilted
+        by each skew (the logits of a unit-RMS input, as a normed hidden
+        state is: the spread router_logit_std)."""
+        h, E, k, I = s["hidden"], s["experts"], s["top_k"], s["expert_intermediate"]
+        coords = dict(hidden=h, inter=I * s["tp"], top_k=k, experts=E, tp=s["tp"], ep=1)
+        for skew in sorted({0.0} | set(skews)):
+            layer = self.model(s["heads"], s["kv_heads"], s["head_dim"], hidden=h, experts=E, top_k=k,
+                               expert_intermediate=I, routing_skew=skew).layers[0].moe
+            dists = ([("balanced", None)] if skew == 0 else []) + ([(routing_name(skew), skew)] if skew in skews else [])
+            for name, tilt in dists:
+                for T in self.grid["m"]:
+                    x = self.randn(T, h)
+                    if tilt is None:
+                        logits = balanced_logits(T, E, k, self.device, self.dtype)
+                    else:
+                        logits = F.linear(x, layer.router)
+                    self.measure("moe", lambda: layer.routed(x, logits), tokens=T, distribution=name, **coords)
+                self.empty_cache()
+            del layer
+            self.empty_cache()
+
     def empty_cache(self):
         if self.timer.cuda:
             torch.cuda.empty_cache()
 
-    def run(self, shapes):
+    def run(self, shapes, skews):
         g = self.grid
         pairs = {(n, k) for n in g["gemm_n"] for k in g["gemm_k"]}
         hidden, inter = set(g["widths"]), set(g["widths"])
         for s in shapes:
-            h, H, KVH, D, I = s["hidden"], s["heads"], s["kv_heads"], s["head_dim"], s["intermediate"]
-            pairs |= {((H + 2 * KVH) * D, h), (h, H * D), (2 * I, h), (h, I), (s["vocab"], h)}
+            h, H, KVH, D = s["hidden"], s["heads"], s["kv_heads"], s["head_dim"]
+            pairs |= {((H + 2 * KVH) * D, h), (h, H * D), (s["vocab"], h)}
             hidden.add(h)
-            inter.add(I)
+            if s["experts"]:  # the router, and the expert GEMMs a prior without the moe row composes
+                E, I = s["experts"], s["expert_intermediate"]
+                pairs |= {(E, h), (2 * I, h), (h, I)}
+            else:
+                I = s["intermediate"]
+                pairs |= {(2 * I, h), (h, I)}
+                inter.add(I)
         self.gemms(pairs)
 
         w = {n: torch.ones(n, device=self.device, dtype=self.dtype) for n in hidden}
@@ -270,9 +350,11 @@ class Bench:
         models = {hd: self.model(*hd) for hd in heads}
         any_model = models[heads[0]]
 
-        def rmsnorm(m, n):
-            x = self.randn(m, n)
-            return lambda: any_model._rms(x, w[n])
+        def norm(add):
+            def make(m, n):
+                x, r = self.randn(m, n), self.randn(m, n)
+                return lambda: any_model._add_rms(x if add else None, r, w[n])
+            return make
 
         def residual_add(m, n):
             x, y = self.randn(m, n), self.randn(m, n)
@@ -280,14 +362,16 @@ class Bench:
 
         def silu_mul(m, n):
             gu = self.randn(m, 2 * n)
-            return lambda: LlamaModel._silu_mul(gu)
+            return lambda: any_model._act(gu)
 
         def embedding(m, n):
             table = self.randn(4096, n)
             ids = torch.randint(0, 4096, (m,), device=self.device)
             return lambda: F.embedding(ids, table)
 
-        self.elementwise("rmsnorm", hidden, rmsnorm)
+        if any_model.fused:
+            self.elementwise("add_rmsnorm", hidden, norm(True))
+        self.elementwise("rmsnorm", hidden, norm(False))
         self.elementwise("residual_add", hidden, residual_add)
         self.elementwise("embedding", hidden, embedding)
         self.elementwise("silu_mul", inter, silu_mul)
@@ -296,10 +380,16 @@ class Bench:
             self.model_ops(model)
             self.attention(H, KVH, D, generation=False)
             self.attention(H, KVH, D, generation=True)
+        for s in shapes:
+            if s["experts"]:
+                self.moe(s, skews)
 
-    def model(self, H, KVH, D):
-        cfg = ModelConfig(None, dict(layers=1, hidden=8, heads=H, kv_heads=KVH, head_dim=D, intermediate=8, vocab=8))
-        return LlamaModel(cfg, self.grid["m"][-1] + 1, self.device, 0)
+    def model(self, H, KVH, D, hidden=8, **moe):
+        """A one-layer model of the head layout (and experts), fused as the
+        runner builds it for this backend."""
+        cfg = ModelConfig(None, dict(layers=1, hidden=hidden, heads=H, kv_heads=KVH, head_dim=D, intermediate=8,
+                                     vocab=8, **moe))
+        return LlamaModel(cfg, self.grid["m"][-1] + 1, self.device, 0, fused=self.backend == "triton")
 
 
 def _cpu_model():
@@ -317,17 +407,23 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--shape", action="append", required=True, type=parse_shape,
                     help="a model shape whose operations to measure (repeatable)")
+    ap.add_argument("--routing-skew", action="append", type=float, default=None,
+                    help="a tilt of the worker's router to time the MoE layer under (repeatable; default 0 and 1)")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--grid", default="full", choices=sorted(GRIDS))
     ap.add_argument("--out", required=True, help="JSON-lines file to write ('-' for stdout)")
     a = ap.parse_args(argv)
+    skews = a.routing_skew if a.routing_skew is not None else [0.0, 1.0]
+    if any(not (sk >= 0) or math.isinf(sk) for sk in skews):
+        raise SystemExit("opbench: --routing-skew must be a finite number >= 0")
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("opbench: --device %s but CUDA is not available" % a.device)
     out = sys.stdout if a.out == "-" else open(a.out, "w")
     try:
         meta = dict(table="meta", torch=torch.__version__, triton=attention.TRITON_VERSION, device=str(device),
-                    launches=["graph", "eager"] if device.type == "cuda" else ["eager"])
+                    launches=["graph", "eager"] if device.type == "cuda" else ["eager"],
+                    worker_generation=WORKER_GENERATION, attention_backend=attention.auto_backend(device))
         if device.type == "cuda":
             p = torch.cuda.get_device_properties(device)
             meta.update(gpu=p.name, sm_count=p.multi_processor_count, gpu_uuid=str(getattr(p, "uuid", "")))
@@ -335,7 +431,7 @@ def main(argv=None):
         b = Bench(device, GRIDS[a.grid], out)
         b.emit(meta)
         t0 = time.monotonic()
-        b.run(a.shape)
+        b.run(a.shape, skews)
         print("opbench: %d rows in %.0f s" % (b.rows, time.monotonic() - t0), file=sys.stderr)
     finally:
         if out is not sys.stdout:

@@ -84,7 +84,7 @@ class ModelRunner:
 
         be = ecfg.attention_backend
         if be == "auto":
-            be = "triton" if (self.is_cuda and attention.HAVE_TRITON) else "torch"
+            be = attention.auto_backend(dev)
         if be == "triton" and not self.is_cuda:
             raise ConfigError("attention_backend 'triton' needs device cuda; use 'torch' or 'auto' on cpu")
         if be == "triton" and not attention.HAVE_TRITON:

@@ -61,6 +61,7 @@ def test_protocol_round_trip():
     assert ready["kv_bytes"] == 2 * 2 * 129 * 4 * 2 * 16 * 2
     assert ready["weight_bytes"] > 0 and ready["build_ns"] > 0
     assert ready["attention_backend"] == "torch"
+    assert ready["decode_attention"] is None, "the torch backend has no split-KV launch rule"
 
     out = c.call(step(0, new=[new_req("a", range(1, 11), [0, 1, 2]), new_req("b", [5, 6, 7], [3])],
                       sched={"a": 6, "b": 3}))
@@ -190,6 +191,34 @@ def test_paged_attention_torch_matches_dense(cases):
                                           len(cases), scale)
     ref = torch.cat(attention.dense_reference(qs, ks, vs, scale))
     assert torch.allclose(out, ref, atol=1e-5, rtol=1e-5), (out - ref).abs().max()
+
+
+@pytest.mark.parametrize("num_seqs,kv_heads,programs,want", [
+    (1, 8, 264, 16),    # wants 33: the cap
+    (2, 8, 264, 16),    # 17 -> 32, capped
+    (4, 8, 264, 16),    # 9 -> 16
+    (8, 8, 264, 8),     # 5 -> 8
+    (16, 8, 264, 4),    # 3 -> 4
+    (32, 8, 264, 2),    # 2 (264 / 256, rounded up)
+    (33, 8, 264, 1),    # the batch fills the target alone
+    (1, 4, 264, 16), (16, 4, 264, 8), (64, 4, 264, 2), (66, 4, 264, 1),
+    (1, 1, 1, 1), (3, 2, 16, 4),  # 16 / 6 -> 3 -> 4
+])
+def test_split_count(num_seqs, kv_heads, programs, want):
+    """The decode split rule the worker reports (decode_split_programs,
+    decode_split_max, decode_split_rounding): ceil(programs / (B x KVH)),
+    rounded up to a power of two, capped at 16."""
+    assert attention.split_count(num_seqs, kv_heads, programs) == want
+
+
+@pytest.mark.skipif(not (torch.cuda.is_available() and attention.HAVE_TRITON), reason="needs CUDA and Triton")
+def test_triton_reports_its_decode_rule():
+    ta = attention.TritonAttention(32, 8, 128, 16, torch.device("cuda"), 64)
+    rule = ta.decode_rule()
+    assert rule == {"kv_tile_tokens": ta.decode_cfg.tile_n, "split_programs": 2 * ta.num_sms, "split_max": 16,
+                    "split_rounding": "pow2"}
+    for b in (1, 4, 16, 33, 64):
+        assert ta.num_splits(b) == attention.split_count(b, 8, rule["split_programs"], rule["split_max"])
 
 
 @pytest.mark.skipif(not (torch.cuda.is_available() and attention.HAVE_TRITON), reason="needs CUDA and Triton")
@@ -338,6 +367,8 @@ def test_moe_layer_matches_per_token_experts():
             g, u = torch.nn.functional.linear(x[t], moe.w13[e]).chunk(2)
             ref[t] += w[t, j] * torch.nn.functional.linear(torch.nn.functional.silu(g) * u, moe.w2[e])
     assert torch.allclose(moe(x), ref, atol=1e-5)
+    # The part opbench.py times, from the router's logits, is the layer.
+    assert torch.equal(moe.routed(x, torch.nn.functional.linear(x, moe.router)), moe(x))
     assert torch.allclose(w.sum(-1), torch.ones(x.shape[0]))
     # The logit spread the tilt is measured against (the manifest records it).
     xn = torch.randn(512, shape["hidden"], generator=torch.Generator().manual_seed(4))
@@ -578,26 +609,61 @@ def test_worker_sampling_deterministic_across_processes():
 
 
 def test_opbench_rows_and_bad_shapes(tmp_path):
-    """The operations benchmark on the CPU: every table of the tiny shape,
-    eager rows with positive latencies; the element-wise steps it times are
-    the model's own (a layer's forward pass is made of them)."""
+    """The operations benchmark on the CPU: every table of the tiny shape
+    and of a tiny mixture of experts, eager rows with positive latencies;
+    the element-wise steps it times are the ones the CPU's forward pass
+    runs (the torch backend: unfused)."""
     import json
 
     import opbench
+    from config import WORKER_GENERATION
 
     out = tmp_path / "rows.jsonl"
-    opbench.main(["--device", "cpu", "--grid", "quick", "--out", str(out),
-                  "--shape", "hidden=64,heads=4,kv_heads=2,head_dim=16,intermediate=128,vocab=512"])
+    dense = "hidden=64,heads=4,kv_heads=2,head_dim=16,intermediate=128,vocab=512"
+    opbench.main(["--device", "cpu", "--grid", "quick", "--out", str(out), "--shape", dense,
+                  "--shape", "hidden=48,heads=4,kv_heads=1,head_dim=16,intermediate=96,vocab=512,experts=8,top_k=2,"
+                  "expert_intermediate=32", "--routing-skew", "0", "--routing-skew", "2.5"])
     rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert rows[0]["table"] == "meta" and rows[0]["launches"] == ["eager"]
+    meta = rows[0]
+    assert meta["table"] == "meta" and meta["launches"] == ["eager"]
+    assert meta["worker_generation"] == WORKER_GENERATION and meta["attention_backend"] == "torch"
     tables = {r["table"] for r in rows[1:]}
-    assert tables == {"gemm", "context_attention", "generation_attention", "elementwise"}
+    assert tables == {"gemm", "context_attention", "generation_attention", "elementwise", "moe"}
     assert all(r["latency_ms"] > 0 and r["launch"] == "eager" for r in rows[1:])
     ops = {(r["op"], r["n"]) for r in rows if r["table"] == "elementwise"}
     assert ("rope", (4 + 2) * 16) in ops and ("kv_write", 2 * 16) in ops and ("silu_mul", 128) in ops
+    assert ("rope", (4 + 1) * 16) in ops, "every head layout's"
+    assert {op for op, _ in ops} == {"rmsnorm", "residual_add", "rope", "kv_write", "silu_mul", "embedding"}
+    assert ("silu_mul", 96) not in ops, "a mixture of experts runs no dense MLP"
     gemms = {(r["n"], r["k"]) for r in rows if r["table"] == "gemm"}
     assert {((4 + 4) * 16, 64), (64, 64), (256, 64), (64, 128), (512, 64)} <= gemms
+    # The MoE shape: its router (8 experts) and expert GEMMs, no dense MLP.
+    assert {(8, 48), (64, 48), (48, 32)} <= gemms and (192, 48) not in gemms
+    moe = [r for r in rows if r["table"] == "moe"]
+    assert {r["distribution"] for r in moe} == {"balanced", "routing_skew_0", "routing_skew_2.5"}
+    assert {r["tokens"] for r in moe} == set(opbench.GRIDS["quick"]["m"])
+    assert {(r["hidden"], r["inter"], r["top_k"], r["experts"], r["tp"], r["ep"]) for r in moe} == {(48, 32, 2, 8, 1, 1)}
     for bad in ["hidden=64", "hidden=64,heads=3,kv_heads=2,head_dim=16,intermediate=128,vocab=512",
-                "hidden=-1,heads=4,kv_heads=2,head_dim=16,intermediate=128,vocab=512"]:
+                "hidden=-1,heads=4,kv_heads=2,head_dim=16,intermediate=128,vocab=512",
+                dense + ",experts=8", dense + ",experts=8,top_k=9,expert_intermediate=32", dense + ",top_k=2"]:
         with pytest.raises(SystemExit):
             opbench.main(["--device", "cpu", "--grid", "quick", "--out", str(out), "--shape", bad])
+    with pytest.raises(SystemExit):
+        opbench.main(["--device", "cpu", "--grid", "quick", "--out", str(out), "--shape", dense, "--routing-skew", "-1"])
+
+
+def test_opbench_balanced_routing():
+    """Balanced logits send every expert tokens*top_k/experts rows, give or
+    take one, each token to top_k distinct experts."""
+    import opbench
+    from moe import MoEMLP
+
+    cfg = EngineConfig(tiny_init(model=None, model_config=dict(SHAPE_VARIANTS["moe_top2_of_4_skewed"],
+                                                                routing_skew=0.0))).model
+    layer = MoEMLP(cfg, torch.Generator().manual_seed(0), "cpu",
+                   lambda shape, gen, device, dtype: torch.zeros(shape, dtype=dtype), None)
+    for T in (1, 3, 8, 13):
+        _, ids = layer._top_k(opbench.balanced_logits(T, cfg.experts, cfg.top_k, "cpu", torch.bfloat16))
+        counts = torch.bincount(ids.flatten(), minlength=cfg.experts)
+        assert counts.sum() == T * cfg.top_k and counts.max() - counts.min() <= 1, (T, counts)
+        assert all(len(set(r)) == cfg.top_k for r in ids.tolist())

@@ -72,6 +72,7 @@ def main():
                     "cuda_graph_sizes": r.graph_sizes,
                     "mixed_cuda_graph_sizes": r.mixed_graph_sizes,
                     "mixed_cuda_graph_mode": r.graph_mode if r.mixed_graph_sizes else "",
+                    "decode_attention": r.model.triton_attn.decode_rule() if r.model.triton_attn else None,
                     "build_ns": r.build_ns, "graph_capture_ns": r.graph_capture_ns, "warmup_ns": r.warmup_ns,
                     "memory": r.memory,
                 }

@@ -28,6 +28,7 @@ func newCaptureOpsCmd() *cobra.Command {
 	var (
 		out, hardware, device, grid, rowsFile, python, workerScript string
 		models                                                      []string
+		skews                                                       []float64
 		force, verbose, asJSON                                      bool
 	)
 	cmd := &cobra.Command{
@@ -35,11 +36,14 @@ func newCaptureOpsCmd() *cobra.Command {
 		Short: "Measure the worker's operations into a database the ops prior reads",
 		Long: `ops measures, on this machine's GPU, every operation one forward pass of the
 worker runs, each alone over a grid of sizes: the GEMMs, the worker's paged
-attention (prefill and decode) and the element-wise steps of a layer, each
+attention (prefill and decode), the element-wise steps of a layer (fused on
+the GPU, as the worker runs them there) and a mixture of experts' layer
+(balanced, and under the worker's router at each --routing-skew), each
 replayed from a CUDA graph and launched eagerly (capture/worker/opbench.py).
 It writes them as an operations database (docs/ops-prior.md): the layout of
 AIConfigurator's, with a launch column and an element-wise table, which
-"steplab eval ops:DIR", "replay ... ops:DIR" and "fpm: ops:DIR" read.
+"steplab eval ops:DIR", "replay ... ops:DIR" and "fpm: ops:DIR" read; its
+collection_meta.yaml records the worker generation that measured it.
 
 The full grid measures GEMMs and element-wise widths on a generic grid as
 well as the --model shapes' own, so that other shapes interpolate; --grid
@@ -80,7 +84,7 @@ Examples:
 					return err
 				}
 				opts := capture.OpBenchOptions{Worker: capture.WorkerOptions{Python: python, Script: workerScript},
-					Shapes: shapes, Device: device, Grid: grid, Out: raw}
+					Shapes: shapes, Device: device, Grid: grid, RoutingSkews: skews, Out: raw}
 				if verbose {
 					opts.Stderr = cmd.ErrOrStderr()
 				}
@@ -100,8 +104,8 @@ Examples:
 			if asJSON {
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s on %s, %d GEMMs, %d context and %d generation attention, %d element-wise rows\n",
-				out, res.Framework, res.GPU, res.GEMM, res.Context, res.Generation, res.Elementwise)
+			fmt.Fprintf(cmd.OutOrStdout(), "wrote %s: %s (generation %s) on %s, %d GEMMs, %d context and %d generation attention, %d element-wise, %d MoE rows\n",
+				out, res.Framework, cmp.Or(res.WorkerGeneration, "not recorded"), res.GPU, res.GEMM, res.Context, res.Generation, res.Elementwise, res.MoE)
 			return nil
 		},
 	}
@@ -110,6 +114,7 @@ Examples:
 	cmd.Flags().StringVar(&hardware, "hardware", "", "the GPU measured, for system.yaml (default: the name the benchmark reports)")
 	cmd.Flags().StringVar(&device, "device", "cuda", "device: cuda, cuda:N or cpu (eager timings only)")
 	cmd.Flags().StringVar(&grid, "grid", "full", "grid: full, shapes or quick")
+	cmd.Flags().Float64SliceVar(&skews, "routing-skew", nil, "tilts of the worker's router to time a mixture of experts' layer under, besides balanced routing (default 0,1)")
 	cmd.Flags().StringVar(&rowsFile, "rows", "", "convert this benchmark output instead of measuring")
 	cmd.Flags().StringVar(&python, "python", "", "Python interpreter with PyTorch (default: $STEPLAB_PYTHON, else python3)")
 	cmd.Flags().StringVar(&workerScript, "worker", "", "path of capture/worker/worker.py (opbench.py is beside it)")
@@ -129,6 +134,10 @@ type opDBSummary struct {
 	Context     int    `json:"context_attention_rows"`
 	Generation  int    `json:"generation_attention_rows"`
 	Elementwise int    `json:"elementwise_rows"`
+	MoE         int    `json:"moe_rows"`
+	// WorkerGeneration is the worker's generation that measured it (""
+	// for rows from before it was recorded).
+	WorkerGeneration string `json:"worker_generation,omitempty"`
 }
 
 // buildOpDB turns a benchmark's rows into a database directory, its
@@ -153,7 +162,7 @@ func buildOpDB(rows, hardware, out string, force bool) (*opDBSummary, error) {
 	if err != nil {
 		return nil, err
 	}
-	db.Framework = "steplab-worker"
+	db.Framework, db.Generation = "steplab-worker", meta.WorkerGeneration
 	db.Version = fmt.Sprintf("torch %s, triton %s, %s", meta.Torch, cmp.Or(meta.Triton, "none"), cmp.Or(meta.GPU, meta.Device))
 	if meta.CPU != "" {
 		db.Version += ", host " + meta.CPU
@@ -167,5 +176,6 @@ func buildOpDB(rows, hardware, out string, force bool) (*opDBSummary, error) {
 		return nil, err
 	}
 	return &opDBSummary{Dir: out, GPU: hw.Name, Framework: db.Framework, Version: db.Version, GEMM: len(db.GEMM),
-		Context: len(db.ContextAttention), Generation: len(db.GenerationAttention), Elementwise: len(db.Elementwise)}, nil
+		Context: len(db.ContextAttention), Generation: len(db.GenerationAttention), Elementwise: len(db.Elementwise), MoE: len(db.MoE),
+		WorkerGeneration: db.Generation}, nil
 }

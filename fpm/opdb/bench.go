@@ -25,6 +25,12 @@ type BenchMeta struct {
 	// database carries its host's speed.
 	CPU      string   `json:"cpu"`
 	Launches []string `json:"launches"`
+	// WorkerGeneration is the worker's generation that ran the benchmark
+	// (capture/worker/config.py; "" before it was recorded) and
+	// AttentionBackend the backend its pass runs there (triton: the
+	// fused element-wise kernels; torch: the PyTorch steps).
+	WorkerGeneration string `json:"worker_generation"`
+	AttentionBackend string `json:"attention_backend"`
 }
 
 // benchRow is one line of an operations benchmark's output: a table name,
@@ -45,6 +51,9 @@ type benchRow struct {
 	KVHeads int    `json:"num_key_value_heads"`
 	HeadDim int    `json:"head_dim"`
 	KVDType string `json:"kv_cache_dtype"`
+	// moe: its coordinates, under MoERow's names (the fields above shadow
+	// its dtype, latency and host time)
+	fpm.MoERow
 }
 
 // ReadBench reads the JSON lines an operations benchmark writes
@@ -142,6 +151,16 @@ func addBench(db *fpm.OpDB, r *benchRow) error {
 			return err
 		}
 		db.Elementwise = append(db.Elementwise, fpm.ElementwiseRow{Op: r.Op, M: r.M, N: r.N, DType: r.DType, Eager: eager, LatencyMs: lat, HostMs: r.HostMs})
+	case fpm.OpTableMoE:
+		if err := positive("tokens,hidden,inter,top_k,experts,tp,ep", r.Tokens, r.Hidden, r.Inter, r.TopK, r.Experts, r.TP, r.EP); err != nil {
+			return err
+		}
+		if r.TopK > r.Experts || r.Distribution == "" {
+			return fmt.Errorf("moe: top_k %d of %d experts, distribution %q: want top_k <= experts and a distribution", r.TopK, r.Experts, r.Distribution)
+		}
+		m := r.MoERow
+		m.DType, m.Eager, m.LatencyMs, m.HostMs = r.DType, eager, lat, r.HostMs
+		db.MoE = append(db.MoE, m)
 	default:
 		return fmt.Errorf("unknown table %q", r.Table)
 	}

@@ -74,7 +74,8 @@ func FuzzAllReduceTable(f *testing.F) {
 }
 
 func FuzzMoETable(f *testing.F) {
-	rows := []moeFile{{"nvfp4", 1, 3072, 1536, 8, 256, 4, 1, "balanced", 0.018}, {"nvfp4", 256, 3072, 1536, 8, 256, 4, 1, "balanced", 0.1}}
+	rows := []moeFile{{"nvfp4", 1, 3072, 1536, 8, 256, 4, 1, "balanced", 0.018, LaunchGraph, 0},
+		{"nvfp4", 256, 3072, 1536, 8, 256, 4, 1, "balanced", 0.1, LaunchEager, 0.05}}
 	good := parquetBytes(f, rows)
 	for _, b := range [][]byte{good, good[:len(good)/2], good[:len(good)-9], []byte("PAR1\x00\x00\x00\x00PAR1")} {
 		f.Add(b)

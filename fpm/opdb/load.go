@@ -64,7 +64,7 @@ func LoadFS(fsys fs.FS, name string) (*fpm.OpDB, error) {
 	if db.System, err = readSystem(fsys); err != nil {
 		return nil, err
 	}
-	if db.Framework, db.Version, err = readMeta(fsys, path.Dir(GEMMFile)); err != nil {
+	if db.Framework, db.Version, db.Generation, err = readMeta(fsys, path.Dir(GEMMFile)); err != nil {
 		return nil, err
 	}
 	if db.GEMM, err = readGEMM(fsys); err != nil {
@@ -139,27 +139,29 @@ func readSystem(fsys fs.FS) (fpm.OpSystem, error) {
 	return s, nil
 }
 
-// readMeta reads the framework and version a table folder was measured
-// under; a folder without a meta file says nothing ("", "").
-func readMeta(fsys fs.FS, dir string) (framework, version string, err error) {
+// readMeta reads the framework, version and (steplab's worker) worker
+// generation a table folder was measured under; a folder without a meta
+// file says nothing.
+func readMeta(fsys fs.FS, dir string) (framework, version, generation string, err error) {
 	name := path.Join(dir, MetaFile)
 	b, err := fs.ReadFile(fsys, name)
 	if errors.Is(err, fs.ErrNotExist) {
-		return "", "", nil
+		return "", "", "", nil
 	}
 	if err != nil {
-		return "", "", err
+		return "", "", "", err
 	}
 	var m struct {
 		Runtime struct {
-			Framework string `yaml:"framework"`
-			Version   string `yaml:"version"`
+			Framework  string `yaml:"framework"`
+			Version    string `yaml:"version"`
+			Generation string `yaml:"worker_generation"`
 		} `yaml:"runtime"`
 	}
 	if err := yamldoc.Unmarshal(b, &m); err != nil {
-		return "", "", fmt.Errorf("%s: %w", name, err)
+		return "", "", "", fmt.Errorf("%s: %w", name, err)
 	}
-	return strings.ToLower(m.Runtime.Framework), m.Runtime.Version, nil
+	return strings.ToLower(m.Runtime.Framework), m.Runtime.Version, m.Runtime.Generation, nil
 }
 
 func readGEMM(fsys fs.FS) ([]fpm.GEMMRow, error) {
@@ -192,13 +194,14 @@ func readMoE(fsys fs.FS) ([]fpm.MoERow, error) {
 	topK, experts := c.positiveInts("topk"), c.positiveInts("num_experts")
 	tp, ep := c.positiveInts("moe_tp_size"), c.positiveInts("moe_ep_size")
 	lat := c.latencies()
+	eager, host := c.launches()
 	if c.err != nil {
 		return nil, c.err
 	}
 	rows := make([]fpm.MoERow, c.rows)
 	for i := range rows {
 		rows[i] = fpm.MoERow{DType: dt[i], Tokens: tokens[i], Hidden: hidden[i], Inter: inter[i], TopK: topK[i],
-			Experts: experts[i], TP: tp[i], EP: ep[i], Distribution: dist[i], LatencyMs: lat[i]}
+			Experts: experts[i], TP: tp[i], EP: ep[i], Distribution: dist[i], Eager: eager[i], LatencyMs: lat[i], HostMs: host[i]}
 	}
 	return rows, nil
 }

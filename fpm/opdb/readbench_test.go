@@ -11,7 +11,7 @@ import (
 // benchInput is a small run of capture/worker/opbench.py as it writes it
 // (json.dumps with sorted keys): the meta line, then each operation
 // launched both ways.
-const benchInput = `{"device": "cuda:0", "gpu": "NVIDIA H200", "launches": ["graph", "eager"], "sm_count": 132, "table": "meta", "torch": "2.11.0+cu130", "triton": "3.6.0"}
+const benchInput = `{"attention_backend": "triton", "device": "cuda:0", "gpu": "NVIDIA H200", "launches": ["graph", "eager"], "sm_count": 132, "table": "meta", "torch": "2.11.0+cu130", "triton": "3.6.0", "worker_generation": "piecewise"}
 {"dtype": "bfloat16", "k": 64, "latency_ms": 0.004, "launch": "graph", "m": 8, "n": 128, "table": "gemm"}
 {"dtype": "bfloat16", "host_ms": 0.009, "k": 64, "latency_ms": 0.011, "launch": "eager", "m": 8, "n": 128, "table": "gemm"}
 {"dtype": "bfloat16", "latency_ms": 0.002, "launch": "graph", "m": 8, "n": 4096, "op": "rmsnorm", "table": "elementwise"}
@@ -19,13 +19,14 @@ const benchInput = `{"device": "cuda:0", "gpu": "NVIDIA H200", "launches": ["gra
 
 {"batch_size": 2, "dtype": "bfloat16", "head_dim": 128, "isl": 512, "kv_cache_dtype": "bfloat16", "latency_ms": 0.05, "launch": "graph", "num_heads": 32, "num_key_value_heads": 8, "table": "context_attention"}
 {"batch_size": 4, "dtype": "bfloat16", "head_dim": 128, "isl": 1024, "kv_cache_dtype": "bfloat16", "latency_ms": 0.03, "launch": "eager", "num_heads": 32, "num_key_value_heads": 8, "table": "generation_attention"}
+{"distribution": "routing_skew_0", "dtype": "bfloat16", "ep": 1, "experts": 128, "hidden": 2048, "host_ms": 0.12, "inter": 768, "latency_ms": 0.2, "launch": "eager", "table": "moe", "tokens": 16, "top_k": 8, "tp": 1}
 `
 
 func TestReadBench(t *testing.T) {
 	db, meta, err := ReadBench(strings.NewReader(benchInput))
 	require.NoError(t, err)
 	require.Equal(t, BenchMeta{GPU: "NVIDIA H200", Device: "cuda:0", Torch: "2.11.0+cu130", Triton: "3.6.0", SMCount: 132,
-		Launches: []string{"graph", "eager"}}, meta)
+		Launches: []string{"graph", "eager"}, WorkerGeneration: "piecewise", AttentionBackend: "triton"}, meta)
 	require.Equal(t, []fpm.GEMMRow{
 		{DType: "bfloat16", M: 8, N: 128, K: 64, LatencyMs: 0.004},
 		{DType: "bfloat16", M: 8, N: 128, K: 64, Eager: true, LatencyMs: 0.011, HostMs: 0.009},
@@ -39,6 +40,8 @@ func TestReadBench(t *testing.T) {
 	require.Equal(t, []fpm.AttentionRow{{Batch: 4, SeqLen: 1024, Heads: 32, KVHeads: 8, HeadDim: 128,
 		DType: "bfloat16", KVDType: "bfloat16", Eager: true, LatencyMs: 0.03}}, db.GenerationAttention,
 		"a generation row's isl is the KV length it attends to")
+	require.Equal(t, []fpm.MoERow{{DType: "bfloat16", Tokens: 16, Hidden: 2048, Inter: 768, TopK: 8, Experts: 128, TP: 1, EP: 1,
+		Distribution: "routing_skew_0", Eager: true, LatencyMs: 0.2, HostMs: 0.12}}, db.MoE)
 	require.Empty(t, db.AllReduce)
 	require.Zero(t, db.System, "the system is the caller's to fill")
 }
@@ -89,7 +92,10 @@ func TestReadBenchRefuses(t *testing.T) {
 		{"bad line in the middle", with(gemm, `{"table": "gemm", "m": 8,`), "opbench line 2: "},
 		{"bad line before a blank line", with(4, `{"table": "gemm"`), "opbench line 5: "},
 		{"bad meta", with(0, `{"table": "meta", "sm_count": "many"}`), "opbench line 1: "},
-		{"unknown table", with(gemm, `{"table": "moe", "launch": "graph", "latency_ms": 0.1}`), `opbench line 2: unknown table "moe"`},
+		{"unknown table", with(gemm, `{"table": "mla", "launch": "graph", "latency_ms": 0.1}`), `opbench line 2: unknown table "mla"`},
+		{"zero experts", with(8, strings.Replace(lines[8], `"experts": 128`, `"experts": 0`, 1)), "opbench line 9: moe: experts must be a positive int32, got 0"},
+		{"more picks than experts", with(8, strings.Replace(lines[8], `"top_k": 8`, `"top_k": 129`, 1)), "opbench line 9: moe: top_k 129 of 128 experts"},
+		{"no routing", with(8, strings.Replace(lines[8], `"distribution": "routing_skew_0", `, ``, 1)), `distribution ""`},
 		{"unknown launch", with(gemm, gemmLine(`"m": 8, "n": 8, "k": 8, "latency_ms": 0.1, "launch": "stream"`)), `opbench line 2: gemm: launch "stream"`},
 		{"no launch", with(gemm, `{"table": "gemm", "m": 8, "n": 8, "k": 8, "latency_ms": 0.1}`), `opbench line 2: gemm: launch ""`},
 		{"unknown element-wise op", with(3, `{"table": "elementwise", "launch": "graph", "op": "softmax", "m": 8, "n": 8, "latency_ms": 0.1}`),

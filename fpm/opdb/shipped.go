@@ -106,7 +106,7 @@ func shippedFor(hw catalog.Hardware, framework string) (map[string]string, []str
 		if err != nil {
 			return nil, nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
 		}
-		fw, v, err := readMeta(fsys, path.Dir(GEMMFile))
+		fw, v, _, err := readMeta(fsys, path.Dir(GEMMFile))
 		if err != nil {
 			return nil, nil, fmt.Errorf("opdb: shipped database %s: %w", n, err)
 		}

@@ -58,6 +58,8 @@ type (
 		EP           int64   `parquet:"moe_ep_size"`
 		Distribution string  `parquet:"distribution"`
 		Latency      float64 `parquet:"latency"`
+		Launch       string  `parquet:"launch"`
+		Host         float64 `parquet:"host_latency"`
 	}
 	elementwiseFile struct {
 		Op      string  `parquet:"op"`
@@ -123,7 +125,11 @@ func writeTables(dir string, db *fpm.OpDB) error {
 	if err := writeYAML(filepath.Join(dir, SystemFile), sys); err != nil {
 		return err
 	}
-	meta := map[string]any{"runtime": map[string]string{"framework": db.Framework, "version": db.Version}}
+	runtime := map[string]string{"framework": db.Framework, "version": db.Version}
+	if db.Generation != "" {
+		runtime["worker_generation"] = db.Generation
+	}
+	meta := map[string]any{"runtime": runtime}
 	if err := writeYAML(filepath.Join(dir, filepath.Dir(GEMMFile), MetaFile), meta); err != nil {
 		return err
 	}
@@ -196,10 +202,10 @@ func writeMoE(dir string, rows []fpm.MoERow) error {
 	out := make([]moeFile, len(rows))
 	for i, r := range rows {
 		out[i] = moeFile{r.DType, int64(r.Tokens), int64(r.Hidden), int64(r.Inter), int64(r.TopK), int64(r.Experts),
-			int64(r.TP), int64(r.EP), r.Distribution, r.LatencyMs}
+			int64(r.TP), int64(r.EP), r.Distribution, r.LatencyMs, launchOf(r.Eager), r.HostMs}
 	}
 	slices.SortFunc(out, func(a, b moeFile) int {
-		return cmp.Or(cmp.Compare(a.DType, b.DType), cmp.Compare(a.Hidden, b.Hidden), cmp.Compare(a.Inter, b.Inter),
+		return cmp.Or(cmp.Compare(a.DType, b.DType), cmp.Compare(a.Launch, b.Launch), cmp.Compare(a.Hidden, b.Hidden), cmp.Compare(a.Inter, b.Inter),
 			cmp.Compare(a.TopK, b.TopK), cmp.Compare(a.Experts, b.Experts), cmp.Compare(a.TP, b.TP), cmp.Compare(a.EP, b.EP),
 			cmp.Compare(a.Distribution, b.Distribution), cmp.Compare(a.Tokens, b.Tokens), cmp.Compare(a.Latency, b.Latency))
 	})

@@ -18,8 +18,9 @@ import (
 // both launches, and rows given out of order.
 func writeTestDB() *fpm.OpDB {
 	db := &fpm.OpDB{
-		Framework: "steplab-worker",
-		Version:   "torch 2.11.0, triton 3.6.0, NVIDIA H200",
+		Framework:  "steplab-worker",
+		Version:    "torch 2.11.0, triton 3.6.0, NVIDIA H200",
+		Generation: "piecewise",
 		System: fpm.OpSystem{GPU: "H200-SXM", MemBandwidth: 4.8e12, BF16FLOPS: 9.89e14, MemBWScaling: 0.8,
 			MemConstantS: 3e-6, SMs: 132, IntraNodeBandwidth: 4.5e11},
 	}
@@ -46,7 +47,9 @@ func writeTestDB() *fpm.OpDB {
 	db.GEMM = append(db.GEMM, fpm.GEMMRow{DType: "fp8", M: 8, N: 4096, K: 1024, LatencyMs: 0.004})
 	for _, tok := range []int{256, 1} {
 		db.MoE = append(db.MoE, fpm.MoERow{DType: "nvfp4", Tokens: tok, Hidden: 3072, Inter: 1536, TopK: 8, Experts: 256, TP: 4, EP: 1,
-			Distribution: "power_law_1.01", LatencyMs: 0.01 + 1e-4*float64(tok)})
+			Distribution: "power_law_1.01", LatencyMs: 0.01 + 1e-4*float64(tok)},
+			fpm.MoERow{DType: "bfloat16", Tokens: tok, Hidden: 4096, Inter: 1024, TopK: 2, Experts: 8, TP: 1, EP: 1,
+				Distribution: "routing_skew_0", Eager: true, LatencyMs: 0.02 + 1e-4*float64(tok), HostMs: 0.015})
 	}
 	for _, graph := range []bool{true, false} {
 		db.AllReduce = append(db.AllReduce, fpm.AllReduceRow{DType: "bfloat16", GPUs: 2, MessageBytes: 1 << 20, Graph: graph, LatencyMs: 0.02},
