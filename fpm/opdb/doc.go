@@ -1,9 +1,10 @@
 // Package opdb reads and writes databases of measured operation
 // latencies, the input of the measured-operations prior (fpm.Ops), and
-// ships two measured on an NVIDIA H200 SXM: vLLM 0.24.0's kernels
+// ships databases measured on an NVIDIA H200 SXM, among them: vLLM 0.24.0's kernels
 // (AIConfigurator's, see data/h200-sxm-vllm-0.24.0/ATTRIBUTION.md) and
-// steplab's own GPU worker's operations (data/h200-sxm-worker, measured by
-// `steplab capture ops`).
+// steplab's own GPU worker's operations (data/h200-sxm-worker, the current
+// worker, and data/h200-sxm-worker-unfused, the worker before its fused
+// element-wise kernels; both measured by `steplab capture ops`).
 //
 // A database is a directory in AIConfigurator's layout for one GPU and one
 // framework version:
