@@ -82,6 +82,20 @@ const DetailVLLMVersion = "vllm_version"
 // backend a recorded run's engine ran (a capture's worker: "triton").
 const DetailAttentionBackend = "attention_backend"
 
+// Source.Detail keys of a decode attention kernel's split-KV launch rule
+// (fpm.DecodeKernel): the KV tokens a program walks per tile, the programs
+// the kernel splits a decode batch's KV walk to reach, and the most
+// splits.
+const (
+	DetailDecodeKVTileTokens  = "decode_kv_tile_tokens"
+	DetailDecodeSplitPrograms = "decode_split_programs"
+	DetailDecodeSplitMax      = "decode_split_max"
+)
+
+// DetailMixedCUDAGraphMode is the Source.Detail key of the CUDA-graph mode
+// of a capture's prefill and mixed steps ("piecewise", "full").
+const DetailMixedCUDAGraphMode = "mixed_cuda_graph_mode"
+
 // FormatGPUWorker is the Source.Format of a capture by steplab's GPU
 // worker (capture/worker), whose loop runs one step at a time
 // (EngineConfig.SerialWorker).
