@@ -81,12 +81,12 @@ var RaggedDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDec
 
 // AttnDecodeTerms price a decode step from its mechanisms: a fixed cost
 // (launches, weight streaming), the GEMM work of the CUDA-graph batch the
-// step ran, and the attention's KV walk in the kernel's split regime
-// (fpm.TermDecodeAttnKV, written with the data's SM count and KV
-// heads), which a uniform grid identifies and which prices a ragged batch
-// by its longest request where the batch's programs fit in one wave. The
-// ragged terms after it refine that where ragged points were measured; on
-// a uniform grid they are combinations of it and are dropped.
+// step ran, and the attention's KV walk (fpm.TermDecodeAttnKV, written
+// with the data's wave, KV heads and kernel rule: fpm.DecodeWalk), whose
+// coefficient a uniform grid identifies and which prices a ragged batch's
+// long requests by the kernel's launch. The ragged terms after it refine
+// that where ragged points were measured; without them, decode_kv_tokens
+// and decode_batch_max_kv are left out (uniformDecodeTerms).
 var AttnDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 
 // ExpertsDecodeTerms are AttnDecodeTerms with the experts a mixture of
