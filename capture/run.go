@@ -245,7 +245,7 @@ func describe(m *datasets.Manifest, r *ReadyMsg, gpus []GPUInfo, opts Options) {
 		m.Source.Detail["mixed_cuda_graph_sizes"] = strings.Trim(fmt.Sprint(r.MixedCUDAGraphSizes), "[]")
 	}
 	if r.MixedCUDAGraphMode != "" {
-		m.Source.Detail["mixed_cuda_graph_mode"] = r.MixedCUDAGraphMode
+		m.Source.Detail[datasets.DetailMixedCUDAGraphMode] = r.MixedCUDAGraphMode
 	}
 	if d := r.DecodeAttention; d != nil {
 		m.Source.Detail[datasets.DetailDecodeKVTileTokens] = strconv.Itoa(d.KVTileTokens)

@@ -32,6 +32,13 @@ type Hardware struct {
 	// request and KV head) an SM runs at once, measured: the wave of the
 	// split regime (SplitKVLength) is SMs times it. 0 where unmeasured.
 	AttnProgramsPerSM int `json:"attn_programs_per_sm,omitempty" yaml:"attn_programs_per_sm"`
+	// AttnKVTileTokens is the KV tile (tokens a program walks per
+	// iteration) of the kernel AttnProgramsPerSM was measured with: a
+	// kernel of T-token tiles keeps T/AttnKVTileTokens as many KV bytes in
+	// flight per program, so that AttnProgramsPerSM × AttnKVTileTokens / T
+	// of its programs an SM saturate the memory as many (fpm.DecodeWalk's
+	// wave). 0: not recorded, the figure taken at any tile.
+	AttnKVTileTokens int `json:"attn_kv_tile_tokens,omitempty" yaml:"attn_kv_tile_tokens"`
 	// BoostClockMHz is the maximum boost (AMD: peak engine) clock; 0 where
 	// the vendor publishes none. Nothing prices with it: it identifies the part.
 	BoostClockMHz float64 `json:"boost_clock_mhz,omitempty" yaml:"boost_clock_mhz"`
@@ -264,6 +271,9 @@ func (h Hardware) validate() error {
 	}
 	if h.AttnProgramsPerSM < 0 {
 		return fmt.Errorf("attn_programs_per_sm: %d: must be > 0, or absent where unmeasured", h.AttnProgramsPerSM)
+	}
+	if h.AttnKVTileTokens < 0 || (h.AttnKVTileTokens > 0 && h.AttnProgramsPerSM == 0) {
+		return fmt.Errorf("attn_kv_tile_tokens: %d: must be > 0 beside attn_programs_per_sm, or absent", h.AttnKVTileTokens)
 	}
 	if len(h.Interconnects) == 0 {
 		return errors.New("interconnects: missing: list at least the host link (kind: pcie)")

@@ -84,7 +84,8 @@ const DetailAttentionBackend = "attention_backend"
 
 // The Source.Detail keys of a capture whose worker runs the Triton
 // attention: its decode attention's launch rule, as the worker reports it
-// at handshake (capture/worker/PROTOCOL.md, ready.decode_attention). A
+// at handshake (capture/worker/PROTOCOL.md, ready.decode_attention; fpm.DecodeKernel
+// prices it). A
 // decode-only batch of B requests over a model of KVH KV heads splits each
 // request's KV walk into min(split_max, next_pow2(ceil(split_programs /
 // (B·KVH)))) parts, 1 where B·KVH ≥ split_programs, and walks it in tiles
@@ -95,6 +96,10 @@ const (
 	DetailDecodeSplitMax      = "decode_split_max"      // the most parts (16)
 	DetailDecodeSplitRounding = "decode_split_rounding" // how the part count rounds up: "pow2", to a power of two
 )
+
+// DetailMixedCUDAGraphMode is the Source.Detail key of the CUDA-graph mode
+// of a capture's prefill and mixed steps ("piecewise", "full").
+const DetailMixedCUDAGraphMode = "mixed_cuda_graph_mode"
 
 // FormatGPUWorker is the Source.Format of a capture by steplab's GPU
 // worker (capture/worker), whose loop runs one step at a time

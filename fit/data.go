@@ -38,13 +38,19 @@ type Data struct {
 	// scheduled_tokens there. 0: not recorded, or the datasets disagree.
 	GraphTokens int
 	// SMs and KVHeads are the GPU's SM count and the model's KV heads per
-	// GPU (manifest.KVSplit), when the datasets' manifests agree: what the
-	// decode attention term of the recipe (fpm.TermDecodeAttnKV) is
-	// written with. 0: not known.
+	// GPU (manifest.DecodeAttentionOf), when the datasets' manifests
+	// agree: what the decode attention term of the recipe
+	// (fpm.TermDecodeAttnKV) is written with. 0: not known.
 	SMs, KVHeads int
 	// AttnPerSM is the hardware catalogue's decode attention programs per
-	// SM of that GPU (catalog.Hardware.AttnProgramsPerSM), 0 when it has none.
-	AttnPerSM int
+	// SM of that GPU (catalog.Hardware.AttnProgramsPerSM), 0 when it has
+	// none, measured with AttnTile-token KV tiles (0: not recorded).
+	AttnPerSM, AttnTile int
+	// Kernel is the decode attention kernel's split-KV launch rule, when
+	// the manifests agree on it (zero: not known, no split priced);
+	// KernelSource says where it was read (manifest.DecodeRule.Source).
+	Kernel       fpm.DecodeKernel
+	KernelSource string
 	// Experts is the experts-reached term of the model's mixture of
 	// experts (features.ExpertsTerm), when the datasets' manifests agree
 	// on it: what the recipe's fpm.TermExpertsReached is written with. ""
@@ -76,7 +82,8 @@ func (d *Data) StepID(i int) int64 {
 // Subset returns the rows idx (copied).
 func (d *Data) Subset(idx []int) *Data {
 	out := &Data{Features: make([]fpm.Features, len(idx)), Y: make([]float64, len(idx)), Target: d.Target, Unrecorded: d.Unrecorded,
-		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads, AttnPerSM: d.AttnPerSM, Experts: d.Experts, ExpertsNotes: d.ExpertsNotes}
+		GraphTokens: d.GraphTokens, SMs: d.SMs, KVHeads: d.KVHeads, AttnPerSM: d.AttnPerSM, AttnTile: d.AttnTile, Kernel: d.Kernel,
+		KernelSource: d.KernelSource, Experts: d.Experts, ExpertsNotes: d.ExpertsNotes}
 	if d.StepIDs != nil {
 		out.StepIDs = make([]int64, len(idx))
 	}

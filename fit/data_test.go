@@ -55,8 +55,10 @@ func TestLoadDatasetsStreams(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 512, l.Data.GraphTokens, "%s: the manifest's largest CUDA-graph capture size", dir)
 		require.Equal(t, [2]int{132, []int{8, 4}[i]}, [2]int{l.Data.SMs, l.Data.KVHeads}, "%s: the H200's SMs (catalogue) and the model's KV heads (manifest)", dir)
-		require.Equal(t, 3, l.Data.AttnPerSM, "%s: the H200 catalogue's attention programs per SM", dir)
-		want.GraphTokens, want.SMs, want.KVHeads, want.AttnPerSM = 512, l.Data.SMs, l.Data.KVHeads, l.Data.AttnPerSM
+		require.Equal(t, [2]int{3, 32}, [2]int{l.Data.AttnPerSM, l.Data.AttnTile}, "%s: the H200 catalogue's attention programs per SM, of 32-token tiles", dir)
+		require.Equal(t, fpm.DecodeKernel{TileTokens: 32, SplitPrograms: 264, SplitMax: 16}, l.Data.Kernel, "%s: the worker generation's split rule", dir)
+		want.GraphTokens, want.SMs, want.KVHeads, want.AttnPerSM, want.AttnTile = 512, l.Data.SMs, l.Data.KVHeads, l.Data.AttnPerSM, l.Data.AttnTile
+		want.Kernel, want.KernelSource = l.Data.Kernel, l.Data.KernelSource
 		require.Equal(t, want, l.Data, dir)
 	}
 }

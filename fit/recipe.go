@@ -45,8 +45,10 @@ type KindSpec struct {
 //     a larger one runs eagerly), fitted in relative error;
 //   - decode: a table over (batch, context per request) of the uniform
 //     points (kv_max_ratio 1: a ragged batch is outside its hull), and
-//     RaggedDecodeTerms split into batch-size regimes where the grid's
-//     held-out error says so, fitted in relative error;
+//     AttnDecodeTerms split into regimes of the CUDA graph's batch
+//     (padded_batch: a batch between two graph sizes runs the upper
+//     size's kernels, its GEMMs and the attention's split) where the
+//     grid's held-out error says so, fitted in relative error;
 //   - mixed: MixedTerms split into regimes of scheduled tokens where the
 //     grid's held-out error says so, fitted in relative error, when mixed
 //     steps were measured (no table: mixed points are not on one grid) and
@@ -57,7 +59,7 @@ var DefaultKindSpecs = []KindSpec{
 		Terms:   []string{fpm.TermConst, fpm.TermPrefillTokens, fpm.TermPrefillKVTokens, fpm.TermPrefillAttn, fpm.TermPrefillRequests},
 		Regimes: fpm.CoordScheduledTokens, Relative: true},
 	{Kind: datasets.KindDecode, Coords: []string{fpm.TermDecodeRequests, fpm.CoordKVPerRequest, fpm.CoordKVMaxRatio + "=1"},
-		Terms: AttnDecodeTerms, Regimes: fpm.TermDecodeRequests, Relative: true},
+		Terms: AttnDecodeTerms, Regimes: fpm.TermPaddedBatch, Relative: true},
 	{Kind: datasets.KindMixed, Terms: MixedTerms, Regimes: fpm.CoordScheduledTokens, Relative: true},
 }
 
@@ -79,12 +81,12 @@ var RaggedDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDec
 
 // AttnDecodeTerms price a decode step from its mechanisms: a fixed cost
 // (launches, weight streaming), the GEMM work of the CUDA-graph batch the
-// step ran, and the attention's KV walk in the kernel's split regime
-// (fpm.TermDecodeAttnKV, written with the data's SM count and KV
-// heads), which a uniform grid identifies and which prices a ragged batch
-// by its longest request where the batch's programs fit in one wave. The
-// ragged terms after it refine that where ragged points were measured; on
-// a uniform grid they are combinations of it and are dropped.
+// step ran, and the attention's KV walk (fpm.TermDecodeAttnKV, written
+// with the data's wave, KV heads and kernel rule: fpm.DecodeWalk), whose
+// coefficient a uniform grid identifies and which prices a ragged batch's
+// long requests by the kernel's launch. The ragged terms after it refine
+// that where ragged points were measured; without them, decode_kv_tokens
+// and decode_batch_max_kv are left out (uniformDecodeTerms).
 var AttnDecodeTerms = []string{fpm.TermConst, fpm.TermPaddedBatch, fpm.TermDecodeAttnKV, fpm.TermDecodeKVTokens, fpm.TermDecodeMaxKV, fpm.TermDecodeBatchMaxKV}
 
 // ExpertsDecodeTerms are AttnDecodeTerms with the experts a mixture of
@@ -242,8 +244,10 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 	}
 	var notes []string
 	opt.Kinds, notes = resolveExperts(opt.Kinds, d)
-	perSM, perSMNote := attnPerSM(d, rows[datasets.KindDecode], opt)
+	ragged := raggedRows(d, rows[datasets.KindDecode], opt.SnapRel)
+	perSM, perSMNote := attnPerSM(d, rows[datasets.KindDecode], ragged, opt)
 	kinds, unsplit := resolveAttnKV(opt.Kinds, d, perSM)
+	kinds, raggedDrops := uniformDecodeTerms(kinds, unsplit, ragged, opt.MinRows)
 	opt.Kinds = kinds
 	r := &fpm.Recipe{Level: opt.Level}
 	res := &RecipeResult{Model: r, Warnings: notes}
@@ -281,7 +285,8 @@ func FitRecipe(d *Data, opt RecipeOptions) (*RecipeResult, error) {
 		if slices.Contains(unsplit, spec.Kind) {
 			rep.Dropped = append([]DroppedTerm{{fpm.TermDecodeAttnKV, noKVSplit}}, rep.Dropped...)
 		} else if spec.Kind == datasets.KindDecode && perSMNote != "" {
-			rep.Identified = append(rep.Identified, perSMNote)
+			rep.Identified = append(rep.Identified, perSMNote, kernelNote(d))
+			rep.Dropped = append(raggedDrops, rep.Dropped...)
 		}
 		if !opt.SkipResiduals {
 			if err := heldOutResiduals(d, idx, spec, opt, k, rep); err != nil {
@@ -422,35 +427,41 @@ func newCompose(d *Data, rows map[string][]int, r *fpm.Recipe) (*fpm.Compose, st
 const noKVSplit = "the datasets' manifests do not give the GPU's SM count (hardware.gpu_name, in the catalogue) and the model's kv_heads, " +
 	"or they disagree: its decode attention is priced by decode_kv_tokens, and ragged batches by the terms the rows identify"
 
-// AttnPerSMCandidates are the attention programs per SM the recipe tries
-// where ragged decode points identify them (attnPerSM).
+// AttnPerSMCandidates are the attention programs per SM (of the
+// catalogue's KV tile, attnWave) the recipe tries where ragged decode
+// points identify them (attnPerSM).
 var AttnPerSMCandidates = []int{1, 2, 3, 4, 6, 8}
 
-// attnPerSM is how many decode attention programs an SM runs at once, the
-// wave of fpm.SplitKVLength with the SM count, and what says so. A
-// uniform grid cannot tell (every request of a batch is as long as the
-// longest), so with fewer than opt.MinRows ragged decode rows (kv_max_ratio
-// above 1 by more than the snapping tolerance) it is the hardware
-// catalogue's figure (Data.AttnPerSM, 1 where the catalogue has none);
-// with them, the candidate whose decode form errs least on them and the
-// uniform rows out of fold.
-func attnPerSM(d *Data, idx []int, opt RecipeOptions) (int, string) {
+// raggedRows counts the decode rows idx of d whose longest context is
+// above their mean by more than the snapping tolerance (kv_max_ratio).
+func raggedRows(d *Data, idx []int, snap float64) int {
+	ratio, _ := fpm.Coord(fpm.CoordKVMaxRatio)
+	n := 0
+	for _, i := range idx {
+		if ratio(d.Features[i]) > 1+snap {
+			n++
+		}
+	}
+	return n
+}
+
+// attnPerSM is how many decode attention programs an SM runs at once (of
+// the catalogue's KV tile: attnWave writes the wave of fpm.DecodeWalk),
+// and what says so. A uniform grid cannot tell (every request of a batch
+// is as long as the longest), so with fewer than opt.MinRows ragged
+// decode rows it is the hardware catalogue's figure (Data.AttnPerSM, 1
+// where the catalogue has none); with them, the candidate whose decode
+// form errs least on them and the uniform rows out of fold.
+func attnPerSM(d *Data, idx []int, ragged int, opt RecipeOptions) (int, string) {
 	di := slices.IndexFunc(opt.Kinds, func(k KindSpec) bool { return k.Kind == datasets.KindDecode })
 	if d.SMs <= 0 || d.KVHeads <= 0 || di < 0 || !slices.Contains(opt.Kinds[di].Terms, fpm.TermDecodeAttnKV) {
 		return 0, ""
 	}
-	ratio, _ := fpm.Coord(fpm.CoordKVMaxRatio)
-	ragged := 0
-	for _, i := range idx {
-		if ratio(d.Features[i]) > 1+opt.SnapRel {
-			ragged++
-		}
-	}
 	def := max(d.AttnPerSM, 1)
 	if ragged < opt.MinRows {
 		return def, fmt.Sprintf("%s: %d attention programs per SM assumed (%s), not identified: %d ragged decode rows, and a uniform grid cannot tell; "+
-			"%d or more ragged decode points (requests of one batch at different contexts, at batch sizes on both sides of %d SMs × programs per SM / %d KV heads) would identify it",
-			fpm.TermDecodeAttnKV, def, perSMSource(d), ragged, opt.MinRows, d.SMs, d.KVHeads)
+			"%d or more ragged decode points (requests of one batch at different contexts, at batch sizes on both sides of a wave of %d programs / %d KV heads) would identify it",
+			fpm.TermDecodeAttnKV, def, perSMSource(d), ragged, opt.MinRows, attnWave(d, def), d.KVHeads)
 	}
 	spec := opt.Kinds[di]
 	sub := opt
@@ -483,22 +494,82 @@ func attnPerSM(d *Data, idx []int, opt RecipeOptions) (int, string) {
 			best, bestErr = c, e
 		}
 	}
-	return best, fmt.Sprintf("%s: %d attention programs per SM, identified by %d ragged decode rows (%.2f%% error out of fold; the catalogue's figure %d)",
-		fpm.TermDecodeAttnKV, best, ragged, bestErr, def)
+	return best, fmt.Sprintf("%s: %d attention programs per SM (a wave of %d), identified by %d ragged decode rows (%.2f%% error out of fold; the catalogue's figure %d)",
+		fpm.TermDecodeAttnKV, best, attnWave(d, best), ragged, bestErr, def)
+}
+
+// kernelNote says which split-KV launch rule the decode attention term
+// prices the walk with, and where it was read.
+func kernelNote(d *Data) string {
+	k := d.Kernel
+	if k == (fpm.DecodeKernel{}) {
+		return fmt.Sprintf("%s: the decode kernel's split-KV rule is not known (the manifests' source.detail record no %s, %s and %s): no split priced, the walk token by token",
+			fpm.TermDecodeAttnKV, datasets.DetailDecodeKVTileTokens, datasets.DetailDecodeSplitPrograms, datasets.DetailDecodeSplitMax)
+	}
+	return fmt.Sprintf("%s: the decode kernel's split-KV rule: %d-token KV tiles, a batch's walk split until it has %d programs, at most %d ways (%s)",
+		fpm.TermDecodeAttnKV, k.TileTokens, k.SplitPrograms, k.SplitMax, d.KernelSource)
+}
+
+// uniformDecodeTerms leaves out of the decode kind the terms that price
+// how a ragged batch departs from the attention term (decode_kv_tokens:
+// its mean; decode_batch_max_kv: every request as long as the longest)
+// where fewer than minRows ragged decode rows identify them and the kind
+// has the attention term (not in unsplit): a uniform grid tells them from
+// it only at its small batches and short contexts' last tiles, which say
+// nothing of a ragged batch. It returns the kinds and the terms it left out.
+func uniformDecodeTerms(kinds []KindSpec, unsplit []string, ragged, minRows int) ([]KindSpec, []DroppedTerm) {
+	if ragged >= minRows || slices.Contains(unsplit, datasets.KindDecode) {
+		return kinds, nil
+	}
+	out := slices.Clone(kinds)
+	var drops []DroppedTerm
+	for i, k := range out {
+		if k.Kind != datasets.KindDecode || !slices.ContainsFunc(k.Terms, func(t string) bool { return strings.HasPrefix(t, fpm.TermDecodeAttnKV+"(") }) {
+			continue
+		}
+		out[i].Terms = slices.DeleteFunc(slices.Clone(k.Terms), func(t string) bool {
+			if t != fpm.TermDecodeKVTokens && t != fpm.TermDecodeBatchMaxKV {
+				return false
+			}
+			drops = append(drops, DroppedTerm{t, fmt.Sprintf("how a ragged batch's cost departs from %s: %d ragged decode rows; %d or more ragged decode points "+
+				"(requests of one batch at different contexts) would identify it", fpm.TermDecodeAttnKV, ragged, minRows)})
+			return true
+		})
+	}
+	return out, drops
 }
 
 // perSMSource says where the assumed programs per SM come from.
 func perSMSource(d *Data) string {
+	switch t := d.Kernel.TileTokens; {
+	case d.AttnPerSM > 0 && d.AttnTile > 0 && t == d.AttnTile:
+		return fmt.Sprintf("the hardware catalogue's attn_programs_per_sm, measured with the kernel's %d-token KV tiles", t)
+	case d.AttnPerSM > 0 && d.AttnTile > 0 && t > 0:
+		return fmt.Sprintf("the hardware catalogue's attn_programs_per_sm, of %d-token KV tiles: %.3g of the kernel's %d-token ones keep as many KV tokens in flight",
+			d.AttnTile, float64(d.AttnPerSM*d.AttnTile)/float64(t), t)
+	}
 	if d.AttnPerSM > 0 {
 		return "the hardware catalogue's attn_programs_per_sm"
 	}
 	return "one per SM, as the measured-operations prior prices the split; the hardware catalogue has no attn_programs_per_sm for this GPU"
 }
 
+// attnWave is the decode attention term's wave at perSM programs per SM
+// of the catalogue's tile (Data.AttnTile): SMs × perSM, scaled by that
+// tile over the kernel's where both are known (a program walking longer
+// tiles keeps more KV in flight, so fewer of them saturate the memory).
+func attnWave(d *Data, perSM int) int {
+	w := float64(d.SMs * perSM)
+	if d.AttnTile > 0 && d.Kernel.TileTokens > 0 {
+		w *= float64(d.AttnTile) / float64(d.Kernel.TileTokens)
+	}
+	return max(1, int(math.Round(w)))
+}
+
 // resolveAttnKV writes each kind's fpm.TermDecodeAttnKV with the data's
-// SM count and KV heads (Data.SMs, Data.KVHeads) and perSM, or leaves it
-// out where they are not known; it returns the kinds, and those it left
-// it out of.
+// wave at perSM (attnWave), KV heads and kernel (Data.KVHeads,
+// Data.Kernel), or leaves it out where the SMs or KV heads are not known;
+// it returns the kinds, and those it left it out of.
 func resolveAttnKV(kinds []KindSpec, d *Data, perSM int) ([]KindSpec, []string) {
 	out := slices.Clone(kinds)
 	var unsplit []string
@@ -509,7 +580,7 @@ func resolveAttnKV(kinds []KindSpec, d *Data, perSM int) ([]KindSpec, []string) 
 		}
 		k.Terms = slices.Clone(k.Terms)
 		if d.SMs > 0 && d.KVHeads > 0 && perSM > 0 {
-			k.Terms[j] = fpm.DecodeAttnKV(d.SMs, perSM, d.KVHeads)
+			k.Terms[j] = fpm.DecodeAttnKV(attnWave(d, perSM), d.KVHeads, d.Kernel)
 		} else {
 			k.Terms = slices.Delete(k.Terms, j, j+1)
 			unsplit = append(unsplit, k.Kind)

@@ -52,13 +52,13 @@ func TestFitRecipeFindsRegimes(t *testing.T) {
 	require.NoError(t, err)
 	k := res.Model.Kind(datasets.KindDecode)
 	require.NotNil(t, k.Regimes, "two kernel regimes: the held-out error splits the linear form")
-	require.Equal(t, fpm.TermDecodeRequests, k.Regimes.Coord)
+	require.Equal(t, fpm.TermPaddedBatch, k.Regimes.Coord, "the CUDA graph's batch (eager here: the batch)")
 	require.Equal(t, []float64{32}, k.Regimes.Upper, "the bound where the kernel changes launch")
 	require.Empty(t, k.Terms)
 	rep := res.Kinds[0]
 	require.Len(t, rep.Regimes, 2)
-	require.Equal(t, "decode_requests <= 32", rep.Regimes[0].Range)
-	require.Equal(t, "decode_requests > 32", rep.Regimes[1].Range)
+	require.Equal(t, "padded_batch <= 32", rep.Regimes[0].Range)
+	require.Equal(t, "padded_batch > 32", rep.Regimes[1].Range)
 	require.Equal(t, len(raggedGrid(splitKernel, 1)), rep.Regimes[0].Rows+rep.Regimes[1].Rows)
 
 	// Steps between the grid's batches and contexts, ragged: the pieces

@@ -331,12 +331,14 @@ func loadSteps(d *datasets.Dataset, b *dataBuilder, l *Loaded, opt LoadOptions, 
 
 // engineSettings gathers what the datasets' manifests say of the engine,
 // GPU and model the recipe prices with: the largest CUDA graph of each
-// dataset that records its sizes, the decode attention's split regime
-// (manifest.KVSplit), and the experts-reached term of a mixture of experts
-// (features.ExpertsTerm) with its notes.
+// dataset that records its sizes, the decode attention's wave and kernel
+// (manifest.DecodeAttentionOf, where each rule came from), and the
+// experts-reached term of a mixture of experts (features.ExpertsTerm)
+// with its notes.
 type engineSettings struct {
 	graphs  []int
-	splits  [][3]int
+	attn    []manifest.DecodeAttention
+	ruleSrc []string
 	experts []string
 	notes   []string
 }
@@ -345,9 +347,14 @@ func (e *engineSettings) add(m *datasets.Manifest) {
 	if m != nil && len(m.CUDAGraphSizes) > 0 && !slices.Contains(e.graphs, slices.Max(m.CUDAGraphSizes)) {
 		e.graphs = append(e.graphs, slices.Max(m.CUDAGraphSizes))
 	}
-	sms, perSM, kvh := manifest.KVSplit(m)
-	if s := [3]int{sms, perSM, kvh}; !slices.Contains(e.splits, s) {
-		e.splits = append(e.splits, s)
+	a := manifest.DecodeAttentionOf(m)
+	src := a.Rule.Source
+	a.Rule.Source = "" // datasets agree on the rule, wherever each read it
+	if !slices.Contains(e.attn, a) {
+		e.attn = append(e.attn, a)
+	}
+	if src != "" && !slices.Contains(e.ruleSrc, src) {
+		e.ruleSrc = append(e.ruleSrc, src)
 	}
 	term, note := features.ExpertsTerm(m)
 	if !slices.Contains(e.experts, term) {
@@ -359,13 +366,17 @@ func (e *engineSettings) add(m *datasets.Manifest) {
 }
 
 // apply sets on d the settings every dataset agrees on (Data.GraphTokens,
-// SMs, AttnPerSM, KVHeads); those they disagree on stay unknown.
+// SMs, AttnPerSM, AttnTile, KVHeads, Kernel); those they disagree on stay
+// unknown.
 func (e *engineSettings) apply(d *Data) {
 	if len(e.graphs) == 1 {
 		d.GraphTokens = e.graphs[0]
 	}
-	if len(e.splits) == 1 {
-		d.SMs, d.AttnPerSM, d.KVHeads = e.splits[0][0], e.splits[0][1], e.splits[0][2]
+	if len(e.attn) == 1 {
+		a := e.attn[0]
+		d.SMs, d.AttnPerSM, d.AttnTile, d.KVHeads = a.SMs, a.ProgramsPerSM, a.ProgramsTileTokens, a.KVHeads
+		d.Kernel = fpm.DecodeKernel{TileTokens: a.Rule.TileTokens, SplitPrograms: a.Rule.SplitPrograms, SplitMax: a.Rule.SplitMax}
+		d.KernelSource = strings.Join(e.ruleSrc, "; ")
 	}
 	d.ExpertsNotes = e.notes
 	switch {

@@ -38,13 +38,18 @@ const (
 	TermDecodeBatchMaxKV = "decode_batch_max_kv" // decode requests × the longest context
 	TermDecodeKVStd      = "decode_kv_std"       // standard deviation of the decode contexts
 	TermPaddedBatch      = "padded_batch"        // CUDA-graph bucket of the decode batch
-	// TermDecodeAttnKV is the decode attention's KV walk priced by the
-	// kernel's split regime (SplitKVLength): decode requests × the
-	// context they cost, written with the GPU's SM count, the attention
-	// programs each SM runs at once and the model's KV heads per GPU,
-	// decode_attn_kv(sms=132,per_sm=4,kv_heads=8) (DecodeAttnKV). On a
-	// uniform batch it is decode_kv_tokens; on a ragged one the longest
-	// request sets it while the batch's programs fit in one wave.
+	// TermDecodeAttnKV is the decode attention's KV walk (DecodeWalk):
+	// the KV tokens per KV head the kernel's programs stream, at the
+	// memory's saturated bandwidth while a wave of them or more stream at
+	// once and at a program's own pace once fewer are left, written with
+	// the wave, the model's KV heads per GPU and the kernel's launch rule
+	// (DecodeKernel: KV tile, split target, most splits), e.g.
+	// decode_attn_kv(wave=198,kv_heads=8,tile=64,split_programs=264,split_max=16)
+	// (DecodeAttnKV). On a uniform batch that fills the wave it is
+	// decode_kv_tokens (each request's last tile whole); a ragged batch
+	// pays its longest requests' walk. Recipes fitted before it spelled
+	// decode_attn_kv(sms=132,per_sm=3,kv_heads=8): the split regime of
+	// SplitKVLength, read as it was.
 	TermDecodeAttnKV = "decode_attn_kv"
 	// TermExpertsReached is the distinct routed experts a step's tokens
 	// (prefill tokens plus one a decode) reach in one MoE layer
@@ -115,25 +120,51 @@ func Term(name string) (TermFunc, error) {
 	}
 	fn, ok := termFuncs[name]
 	if !ok {
-		return nil, fmt.Errorf("fpm: unknown term %q (known: %v, %s(sms=S,per_sm=P,kv_heads=H), %s(experts=E,top_k=K[,skew=S,logit_std=L]))",
+		return nil, fmt.Errorf("fpm: unknown term %q (known: %v, %s(wave=W,kv_heads=H[,tile=T,split_programs=N,split_max=M]), %s(experts=E,top_k=K[,skew=S,logit_std=L]))",
 			name, KnownTerms(), TermDecodeAttnKV, TermExpertsReached)
 	}
 	return fn, nil
 }
 
-// DecodeAttnKV names the TermDecodeAttnKV term of a GPU of sms SMs, each
-// running perSM attention programs at once, and a model of kvHeads KV
-// heads per GPU.
-func DecodeAttnKV(sms, perSM, kvHeads int) string {
-	return fmt.Sprintf("%s(sms=%d,per_sm=%d,kv_heads=%d)", TermDecodeAttnKV, sms, perSM, kvHeads)
+// DecodeAttnKV names the TermDecodeAttnKV term of a wave of wave
+// programs, a model of kvHeads KV heads per GPU and a kernel's launch rule
+// (the zero DecodeKernel: none known, written without it).
+func DecodeAttnKV(wave, kvHeads int, k DecodeKernel) string {
+	if k == (DecodeKernel{}) {
+		return fmt.Sprintf("%s(wave=%d,kv_heads=%d)", TermDecodeAttnKV, wave, kvHeads)
+	}
+	return fmt.Sprintf("%s(wave=%d,kv_heads=%d,tile=%d,split_programs=%d,split_max=%d)", TermDecodeAttnKV, wave, kvHeads,
+		k.TileTokens, k.SplitPrograms, k.SplitMax)
 }
 
-// decodeAttnKV resolves decode_attn_kv(sms=S,per_sm=P,kv_heads=H), rest
-// the name after its opening parenthesis.
+// decodeAttnKV resolves decode_attn_kv(…), rest the name after its
+// opening parenthesis: DecodeAttnKV's spelling, or the split regime's of
+// recipes fitted before it (sms=S,per_sm=P,kv_heads=H).
 func decodeAttnKV(name, rest string) (TermFunc, error) {
+	if strings.HasPrefix(rest, "sms=") {
+		return splitRegimeKV(name, rest)
+	}
+	bad := fmt.Errorf("fpm: term %q: want %s(wave=W,kv_heads=H[,tile=T,split_programs=N,split_max=M]), W and H positive integers, T, N and M not negative",
+		name, TermDecodeAttnKV)
+	var wave, kvh int
+	var k DecodeKernel
+	if n, err := fmt.Sscanf(rest, "wave=%d,kv_heads=%d,tile=%d,split_programs=%d,split_max=%d)", &wave, &kvh, &k.TileTokens, &k.SplitPrograms, &k.SplitMax); n < 2 ||
+		(n < 5 && err == nil) {
+		return nil, bad
+	}
+	if wave <= 0 || kvh <= 0 || k.Validate() != nil || DecodeAttnKV(wave, kvh, k) != name {
+		return nil, bad
+	}
+	w, h := float64(wave), float64(kvh)
+	return func(f Features) float64 { return DecodeWalk(f, w, h, k) }, nil
+}
+
+// splitRegimeKV resolves decode_attn_kv(sms=S,per_sm=P,kv_heads=H): the
+// decode requests × SplitKVLength with a wave of S × P programs.
+func splitRegimeKV(name, rest string) (TermFunc, error) {
 	var sms, perSM, kvh int
 	if n, err := fmt.Sscanf(rest, "sms=%d,per_sm=%d,kv_heads=%d)", &sms, &perSM, &kvh); err != nil || n != 3 || sms <= 0 || perSM <= 0 || kvh <= 0 ||
-		DecodeAttnKV(sms, perSM, kvh) != name {
+		fmt.Sprintf("%s(sms=%d,per_sm=%d,kv_heads=%d)", TermDecodeAttnKV, sms, perSM, kvh) != name {
 		return nil, fmt.Errorf("fpm: term %q: want %s(sms=S,per_sm=P,kv_heads=H), S, P and H positive integers", name, TermDecodeAttnKV)
 	}
 	wave := float64(sms * perSM)

@@ -29,9 +29,9 @@ type ExtentAxis struct {
 
 // ratioAxes are condition axes that are not an extrapolation of the grid:
 // kv_max_ratio (longest over mean context) is priced by the decode
-// attention term's KV-split mechanism (SplitKVLength), which a uniform
-// grid identifies, so a ragged batch inside the grid's batch and context
-// range is not widened.
+// attention term's walk of the kernel's programs (DecodeWalk), whose
+// coefficient a uniform grid identifies, so a ragged batch inside the
+// grid's batch and context range is not widened.
 var ratioAxes = map[string]bool{CoordKVMaxRatio: true}
 
 // NewExtent is the extent of rows (a kind's training features) over the
