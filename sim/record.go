@@ -55,9 +55,7 @@ func (c *Composition) compose(out *sched.Output) {
 		add(&out.CachedReqs[i], false)
 	}
 	c.NumPrefill, c.NumDecode = c.Batch.Requests()
-	st := datasets.Step{NumNewReqs: int32(len(out.NewReqs))}
-	c.Batch.Fill(&st)
-	c.Features = features.Of(&st)
+	c.Features = c.Batch.Features(int32(len(out.NewReqs)))
 }
 
 // PadBatch returns the CUDA-graph capture size a decode-only batch of b

@@ -414,6 +414,22 @@ func (c *Cluster) Step() error {
 	return c.err
 }
 
+// soloEvents bounds the loop runs runSolo makes before the drive loop
+// looks at its stop channel again.
+const soloEvents = 4096
+
+// runSolo runs the loop of a cluster of one while it wakes before h, up
+// to soloEvents times, and returns the time of the last run.
+func (c *Cluster) runSolo(h int64) int64 {
+	w := c.solo
+	t := w.wakeAt
+	for n := 0; n < soloEvents && c.err == nil && w.wakeAt >= 0 && w.wakeAt < h; n++ {
+		t = w.wakeAt
+		c.runWorker(w, t)
+	}
+	return t
+}
+
 // fire runs one event: on the cluster's queue, or on its unit's when the
 // engines step side by side.
 func (c *Cluster) fire(ev event) {
