@@ -53,8 +53,9 @@ import (
 
 // side is how a run may step its engines side by side: on up to jobs
 // goroutines, while the windows between arrivals hold minEvents events on
-// average over every arrivals (0: side by side throughout).
-type side struct{ jobs, minEvents, every int }
+// average over every arrivals (0: side by side throughout), the units
+// keeping kept rows in all ahead of the merger (0: keptRows).
+type side struct{ jobs, minEvents, every, kept int }
 
 // defaultSide is a run's: every processor, and side by side only where a
 // window between two arrivals holds at least minWindowEvents events.
@@ -97,15 +98,19 @@ func (p *pacer) sideBySide(now bool) bool {
 	return want
 }
 
-// chunkRows bounds what one chunk keeps (a step counts its step_requests
-// rows and itself, a request row one), chunkEvents the events it keeps,
-// and maxChunks the chunks a unit holds ahead of the merger: memory stays
-// flat however long the run.
+// A chunk keeps up to chunkRowsFor(units, keptRows) rows (a step counts
+// its step_requests rows and itself, a request row one) and twice as many
+// events, and a unit holds at most maxChunks ahead of the merger: memory
+// stays flat however long the run, and about the same however many
+// engines step side by side.
 const (
-	chunkRows   = 2048
-	chunkEvents = 2 * chunkRows
-	maxChunks   = 3
+	keptRows  = 1 << 15
+	maxChunks = 3
 )
+
+// chunkRowsFor is the rows a chunk of one of n units keeps, of kept rows
+// in all: between 1/128 and 1/16 of them.
+func chunkRowsFor(n, kept int) int { return max(kept/128, min(kept/16, kept/max(1, n))) }
 
 // jobs is how many goroutines a cluster run steps its engines on: the Go
 // scheduler's processors, until the command's job count is resolved in
@@ -139,9 +144,9 @@ func (p *Plan) SequentialReason() string {
 // unit is engines that step together: one engine, or the ranks of an
 // expert-parallel instance; or the driving goroutine's arrivals, which
 // keep their routes and wakes in a stream like a unit's. Its queue,
-// engines, err and events belong to the goroutine stepping it during a
-// round, and to the driving goroutine between rounds; cur is its
-// stepper's, head the merger's.
+// engines and err belong to the goroutine stepping it during a round, and
+// to the driving goroutine between rounds; cur is its stepper's, head the
+// merger's.
 type unit struct {
 	q       des.Heap[event]
 	seq     uint64
@@ -149,13 +154,16 @@ type unit struct {
 	// running: the unit is stepping, keeping its records in cur.
 	running bool
 	err     error
-	events  int // events fired since the driving goroutine counted them
+	// stepper and slot: where its stepper keeps its next event time.
+	stepper *stepper
+	slot    int
 	// The stream of what it keeps: cur is the chunk it fills, head the
 	// one the merger replays (cur or an older one); replayed chunks come
-	// back through free. made counts the chunks it has.
+	// back through free. made counts the chunks it has, each of rows.
 	cur, head *chunk
 	free      chan *chunk
 	made      int
+	rows      int
 }
 
 // chunk is what a unit kept for a run of its events: ents[:pub] are
@@ -169,39 +177,39 @@ type chunk struct {
 	sealed atomic.Bool
 	next   atomic.Pointer[chunk]
 	read   int // entries replayed (the merger's)
+	seen   int // entries the merger has seen published
 
 	rows    int // rows kept
-	recLo   int // the open entry's first record and push
-	pushLo  int
+	recLo   int // the open entry's first record
 	recs    []rec
 	steps   []datasets.Step
 	reqRows []datasets.StepRequest
 	reqs    []datasets.Request
 	routes  []Route
 	scores  []float64
-	pushes  []event
 }
 
 // entry is one event a unit fired, or an arrival the driving goroutine
-// placed: the records and pushes it made, and its error.
+// placed: what it recorded and scheduled, in the order it did, and its
+// error.
 type entry struct {
-	ev     event
-	recs   []rec
-	pushes []event
-	err    error
+	ev   event
+	recs []rec
+	err  error
 }
 
 // rec is one kept record of engine w: a step and its rows, a request
-// row, a prefilled request for the decode router (f at at), or a route.
+// row, a prefilled request for the decode router (f at at), a route, or
+// an event scheduled at at (of kind ev, for w).
 type rec struct {
-	kind  uint8
-	w     int32
-	step  *datasets.Step
-	rows  []datasets.StepRequest
-	req   *datasets.Request
-	route *Route
-	f     *flight
-	at    int64
+	kind, ev uint8
+	w        int32
+	at       int64
+	step     *datasets.Step
+	rows     []datasets.StepRequest
+	req      *datasets.Request
+	route    *Route
+	f        *flight
 }
 
 // Kept record kinds.
@@ -210,39 +218,45 @@ const (
 	recRequest
 	recHandoff
 	recRoute
+	recPush
 )
 
-func newUnit() *unit {
-	ch := newChunk()
-	return &unit{cur: ch, head: ch, made: 1, free: make(chan *chunk, maxChunks)}
+// newUnit is a unit whose chunks keep rows rows.
+func newUnit(rows int) *unit {
+	ch := newChunk(rows)
+	return &unit{cur: ch, head: ch, made: 1, free: make(chan *chunk, maxChunks), rows: rows}
 }
 
-func newChunk() *chunk { return &chunk{ents: make([]entry, chunkEvents)} }
+func newChunk(rows int) *chunk { return &chunk{ents: make([]entry, 2*rows)} }
 
 // reset empties a chunk the merger has replayed for the unit to fill
 // again (what it held is overwritten, not cleared: a chunk is large).
 func (ch *chunk) reset() {
-	ch.n, ch.read, ch.rows, ch.recLo, ch.pushLo = 0, 0, 0, 0, 0
+	ch.n, ch.read, ch.seen, ch.rows, ch.recLo = 0, 0, 0, 0, 0
 	ch.pub.Store(0)
 	ch.sealed.Store(false)
 	ch.next.Store(nil)
 	ch.recs, ch.steps, ch.reqRows, ch.reqs = ch.recs[:0], ch.steps[:0], ch.reqRows[:0], ch.reqs[:0]
-	ch.routes, ch.scores, ch.pushes = ch.routes[:0], ch.scores[:0], ch.pushes[:0]
+	ch.routes, ch.scores = ch.routes[:0], ch.scores[:0]
 }
 
 // begin opens the entry of event ev, in a new chunk when the current one
-// is full. It returns false when the merger has failed (nothing more is
-// replayed).
-func (u *unit) begin(p *parallel, ev event) bool {
-	if ch := u.cur; ch.n == len(ch.ents) || ch.rows >= chunkRows {
+// is full. It returns false when it has no chunk to keep it in: none is
+// free (and wait is false: its stepper steps its other units meanwhile),
+// or the merger has failed (nothing more is replayed).
+func (u *unit) begin(p *parallel, ev event, wait bool) bool {
+	if ch := u.cur; ch.n == len(ch.ents) || ch.rows >= u.rows {
 		var nx *chunk
 		select {
 		case nx = <-u.free:
 		default:
-			if u.made < maxChunks {
-				nx = newChunk()
+			switch {
+			case u.made < maxChunks:
+				nx = newChunk(u.rows)
 				u.made++
-			} else {
+			case !wait:
+				return false
+			default:
 				select {
 				case nx = <-u.free:
 				case <-p.abort:
@@ -258,7 +272,7 @@ func (u *unit) begin(p *parallel, ev event) bool {
 	}
 	ch := u.cur
 	ch.ents[ch.n].ev = ev
-	ch.recLo, ch.pushLo = len(ch.recs), len(ch.pushes)
+	ch.recLo = len(ch.recs)
 	return true
 }
 
@@ -267,7 +281,6 @@ func (u *unit) end(p *parallel, err error) {
 	ch := u.cur
 	e := &ch.ents[ch.n]
 	e.recs = ch.recs[ch.recLo:len(ch.recs):len(ch.recs)]
-	e.pushes = ch.pushes[ch.pushLo:len(ch.pushes):len(ch.pushes)]
 	e.err = err
 	ch.n++
 	ch.pub.Store(int32(ch.n))
@@ -348,44 +361,78 @@ func (u *unit) keepRoute(r *Route) {
 // on the cluster's queue.
 func (u *unit) keepPush(at int64, kind uint8, idx int32) {
 	ch := u.cur
-	ch.pushes = append(ch.pushes, event{at: at, idx: idx, kind: kind})
+	ch.recs = append(ch.recs, rec{kind: recPush, ev: kind, w: idx, at: at})
 }
 
-// advance fires the unit's events before h, keeping what they record.
-func (u *unit) advance(c *Cluster, p *parallel, h int64) {
+// advance fires the unit's events before h, keeping what they record,
+// until it has no chunk to keep them in (more: it has events before h
+// left), and returns how many it fired.
+func (u *unit) advance(c *Cluster, p *parallel, h int64) (n int, more bool) {
 	u.running = true
 	for u.err == nil {
 		ev, ok := u.q.Peek()
-		if !ok || ev.at >= h || !u.begin(p, ev) {
+		if !ok || ev.at >= h {
+			break
+		}
+		if !u.begin(p, ev, false) {
+			more = !p.failed.Load()
 			break
 		}
 		u.q.Pop()
 		c.fire(ev)
 		u.end(p, u.err)
-		u.events++
+		n++
 	}
 	u.running = false
+	return n, more
+}
+
+// nextAt is the time of the unit's next event (math.MaxInt64: none).
+func (u *unit) nextAt() int64 {
+	if ev, ok := u.q.Peek(); ok {
+		return ev.at
+	}
+	return math.MaxInt64
+}
+
+// stepper is a goroutine that steps units, the same ones throughout: an
+// engine's state stays in one core's cache. next[i] is when units[i] has
+// its next event, first the earliest: a round wakes only the steppers with
+// events before its horizon (with the kv router, every one: they ask
+// their engines' overlaps).
+type stepper struct {
+	units  []*unit
+	next   []int64
+	first  int64
+	todo   []int // the units a round still steps
+	events int   // fired in its last round
+	failed bool  // a unit of it failed
+	round  atomic.Uint64
+	park   parker
+	_      [64]byte // the driving goroutine reads every stepper's fields: each its own lines
 }
 
 // parallel is the side-by-side driver's state.
 type parallel struct {
 	units []*unit
 	arr   *unit // the arrivals the driving goroutine placed
-	// steppers[k] are the units goroutine k steps (0: the driving one),
-	// the same throughout: an engine's state stays in one core's cache.
-	steppers [][]*unit
+	// The units of each worker's wakes and each group's waves, read by
+	// the merger (the workers' own fields share lines their engines
+	// write).
+	wakes, forms []*unit
+	// steppers[0] is the driving goroutine's.
+	steppers []*stepper
 	overlaps bool // the kv router reads every engine's overlap: its steppers ask them
 
 	// A round: the driving goroutine sets h (and hashes, the prompt of
-	// the arrival at h) and bumps gen; each stepper steps its units to h
-	// and counts left down.
+	// the arrival at h) and starts round gen of the steppers it needs;
+	// each steps its units to h and counts left down.
 	h      atomic.Int64
 	hashes []uint64
-	gen    atomic.Uint64
+	gen    uint64
 	left   atomic.Int32
 	quit   atomic.Bool
-	rounds []parker // the steppers', by k (0 unused)
-	drive  parker   // the driving goroutine's, waiting for a round's end
+	drive  parker // the driving goroutine's, waiting for a round's end
 	joined sync.WaitGroup
 
 	// The merger: it replays up to h; closed says no arrival follows
@@ -422,6 +469,17 @@ func (c *Cluster) unitOf(ev event) *unit {
 	return nil
 }
 
+// unitOf is c.unitOf, for the merger.
+func (p *parallel) unitOf(ev event) *unit {
+	switch ev.kind {
+	case evForm:
+		return p.forms[ev.idx]
+	case evWake:
+		return p.wakes[ev.idx]
+	}
+	return nil
+}
+
 // schedule queues an event: on the cluster's queue, and on u's when the
 // engines step side by side, where the cluster's queue gets it when the
 // merger replays the entry that scheduled it (a unit's event, or an
@@ -438,6 +496,9 @@ func (c *Cluster) schedule(u *unit, at int64, kind uint8, idx int32) {
 		u.keepPush(at, kind, idx)
 	case c.par != nil:
 		c.par.arr.keepPush(at, kind, idx)
+		s := u.stepper
+		s.next[u.slot] = min(s.next[u.slot], at)
+		s.first = min(s.first, at)
 	default:
 		c.push(at, kind, idx)
 	}
@@ -458,27 +519,45 @@ func (c *Cluster) failIn(u *unit, err error) {
 // which drives, included) and a merging one: one unit per engine or
 // expert-parallel instance of the entry pool, each queue holding its
 // events.
-func (c *Cluster) enter(n int) {
-	p := &parallel{arr: newUnit(), abort: make(chan struct{}), merged: make(chan struct{}),
-		overlaps: c.plan.Router.Name == RouterKV}
+func (c *Cluster) enter(n, kept int) {
+	p := &parallel{abort: make(chan struct{}), merged: make(chan struct{}), overlaps: c.plan.Router.Name == RouterKV}
 	p.h.Store(math.MinInt64)
+	var groups []*group
+	var solos []*worker
 	for _, g := range c.groups {
-		if g.ranks[0].w.pool != c.entry {
-			continue
+		if g.ranks[0].w.pool == c.entry {
+			groups = append(groups, g)
 		}
-		g.u = newUnit()
-		p.units = append(p.units, g.u)
+	}
+	for _, w := range c.workers {
+		if w.group == nil && w.pool == c.entry {
+			solos = append(solos, w)
+		}
+	}
+	if kept == 0 {
+		kept = keptRows
+	}
+	rows := chunkRowsFor(len(groups)+len(solos), kept)
+	for _, g := range groups {
+		g.u = newUnit(rows)
 		for _, r := range g.ranks {
 			r.w.u = g.u
 			g.u.workers = append(g.u.workers, r.w)
 		}
+		p.units = append(p.units, g.u)
 	}
-	for _, w := range c.workers {
-		if w.u == nil && w.pool == c.entry {
-			w.u = newUnit()
-			w.u.workers = []*worker{w}
-			p.units = append(p.units, w.u)
-		}
+	for _, w := range solos {
+		w.u = newUnit(rows)
+		w.u.workers = []*worker{w}
+		p.units = append(p.units, w.u)
+	}
+	p.arr = newUnit(rows)
+	p.wakes, p.forms = make([]*unit, len(c.workers)), make([]*unit, len(c.groups))
+	for i, w := range c.workers {
+		p.wakes[i] = w.u
+	}
+	for i, g := range c.groups {
+		p.forms[i] = g.u
 	}
 	var evs []event
 	for c.q.Len() > 0 {
@@ -493,19 +572,24 @@ func (c *Cluster) enter(n int) {
 		}
 	}
 	n = min(n, len(p.units))
-	p.steppers = make([][]*unit, n)
-	for i, u := range p.units {
-		p.steppers[i%n] = append(p.steppers[i%n], u)
+	p.steppers = make([]*stepper, n)
+	for k := range p.steppers {
+		p.steppers[k] = &stepper{park: newParker()}
 	}
-	p.rounds = make([]parker, n)
-	for k := range p.rounds {
-		p.rounds[k] = newParker()
+	for i, u := range p.units {
+		st := p.steppers[i%n]
+		u.stepper, u.slot = st, len(st.units)
+		st.units = append(st.units, u)
+		st.next = append(st.next, u.nextAt())
+	}
+	for _, st := range p.steppers {
+		st.first = slices.Min(st.next)
 	}
 	p.drive, p.merge = newParker(), newParker()
 	c.par = p
-	for k := 1; k < n; k++ {
+	for _, st := range p.steppers[1:] {
 		p.joined.Add(1)
-		go p.stepper(c, k)
+		go p.stepper(c, st)
 	}
 	go p.merger(c)
 }
@@ -519,9 +603,10 @@ func (c *Cluster) leave() int64 {
 	p.merge.notify()
 	<-p.merged
 	p.quit.Store(true)
-	p.gen.Add(1)
-	for k := 1; k < len(p.rounds); k++ {
-		p.rounds[k].notify()
+	p.gen++
+	for _, st := range p.steppers[1:] {
+		st.round.Store(p.gen)
+		st.park.notify()
 	}
 	p.joined.Wait()
 	for _, w := range c.workers {
@@ -534,37 +619,75 @@ func (c *Cluster) leave() int64 {
 	return p.last
 }
 
-// stepper is goroutine k: each round it steps its units to the horizon.
-func (p *parallel) stepper(c *Cluster, k int) {
+// stepper runs a stepper's rounds.
+func (p *parallel) stepper(c *Cluster, st *stepper) {
 	defer p.joined.Done()
 	var seen uint64
 	for {
-		p.rounds[k].wait(func() bool { return p.gen.Load() != seen })
-		seen = p.gen.Load()
+		st.park.wait(func() bool { return st.round.Load() != seen })
+		seen = st.round.Load()
 		if p.quit.Load() {
 			return
 		}
-		p.step(c, k)
+		p.step(c, st)
 		if p.left.Add(-1) == 0 {
 			p.drive.notify()
 		}
 	}
 }
 
-// step brings goroutine k's units to the horizon and, for the kv router,
-// asks each of their engines the overlap of the arriving prompt (the
-// router reads them next: asked here, on the goroutines that hold the
-// engines' caches, rather than one after another).
-func (p *parallel) step(c *Cluster, k int) {
+// step brings the stepper's units with events before the horizon to it
+// and, for the kv router, asks each of their engines the overlap of the
+// arriving prompt (the router reads them next: asked here, on the
+// goroutines that hold the engines' caches, rather than one after
+// another).
+func (p *parallel) step(c *Cluster, st *stepper) {
 	h := p.h.Load()
-	for _, u := range p.steppers[k] {
-		u.advance(c, p, h)
+	st.events = 0
+	// A unit out of chunks waits for the merger, which may need another
+	// unit's events first: the stepper steps the others meanwhile, and
+	// sleeps only when none can go on.
+	todo := st.todo[:0]
+	for i := range st.units {
+		if st.next[i] < h {
+			todo = append(todo, i)
+		}
+	}
+	for len(todo) > 0 {
+		stepped, left := false, todo[:0]
+		for _, i := range todo {
+			u := st.units[i]
+			n, more := u.advance(c, p, h)
+			st.events += n
+			stepped = stepped || n > 0
+			if more {
+				left = append(left, i)
+				continue
+			}
+			st.next[i] = u.nextAt()
+			st.failed = st.failed || u.err != nil
+		}
+		todo = left
+		if !stepped && len(todo) > 0 {
+			st.park.wait(func() bool {
+				for _, i := range todo {
+					if len(st.units[i].free) > 0 {
+						return true
+					}
+				}
+				return p.failed.Load()
+			})
+		}
+	}
+	st.todo = todo
+	for _, u := range st.units {
 		if p.overlaps && len(p.hashes) > 0 && u.err == nil {
 			for _, w := range u.workers {
 				w.overlap(p.hashes)
 			}
 		}
 	}
+	st.first = slices.Min(st.next)
 }
 
 // arrive steps every unit to the arrival's time and places it. It
@@ -572,16 +695,8 @@ func (p *parallel) step(c *Cluster, k int) {
 // did, or placing the arrival did (the merger replays it to that point).
 // events counts the events the units fired.
 func (p *parallel) arrive(c *Cluster, a workload.Arrival) (events int, err error) {
-	p.round(c, a.AtNs, a.PrefixHashes)
-	for _, u := range p.units {
-		events += u.events
-		u.events = 0
-		if u.err != nil {
-			err = errStopped
-		}
-	}
-	if err != nil || p.failed.Load() || !p.arr.begin(p, event{at: a.AtNs}) {
-		return events, errStopped
+	if events = p.round(c, a.AtNs, a.PrefixHashes); events < 0 || p.failed.Load() || !p.arr.begin(p, event{at: a.AtNs}, true) {
+		return max(events, 0), errStopped
 	}
 	aerr := c.add(a)
 	p.arr.end(p, aerr)
@@ -593,20 +708,43 @@ func (p *parallel) arrive(c *Cluster, a workload.Arrival) (events int, err error
 }
 
 // round steps every unit to h (hashes: the prompt arriving at h) on the
-// steppers, this goroutine included, and waits for them.
-func (p *parallel) round(c *Cluster, h int64, hashes []uint64) {
+// steppers that have events before it (all of them for the kv router),
+// this goroutine's included, and waits for them. It returns the events
+// they fired, or -1 when a unit failed.
+func (p *parallel) round(c *Cluster, h int64, hashes []uint64) int {
 	p.h.Store(h)
 	p.hashes = hashes
 	p.merge.notify() // it may replay up to h
-	p.left.Store(int32(len(p.steppers)))
-	p.gen.Add(1)
-	for k := 1; k < len(p.rounds); k++ {
-		p.rounds[k].notify()
+	all := p.overlaps && len(hashes) > 0
+	p.gen++
+	n := int32(0)
+	for _, st := range p.steppers {
+		if st.events = 0; all || st.first < h {
+			n++
+		}
 	}
-	p.step(c, 0)
-	if p.left.Add(-1) != 0 {
+	p.left.Store(n)
+	for _, st := range p.steppers[1:] {
+		if all || st.first < h {
+			st.round.Store(p.gen)
+			st.park.notify()
+		}
+	}
+	if st := p.steppers[0]; all || st.first < h {
+		p.step(c, st)
+		n--
+		p.left.Add(-1)
+	}
+	if n > 0 {
 		p.drive.wait(func() bool { return p.left.Load() == 0 })
 	}
+	events := 0
+	for _, st := range p.steppers {
+		if events += st.events; st.failed {
+			return -1
+		}
+	}
+	return events
 }
 
 // merger replays the cluster's queue up to the horizon (see above) until
@@ -624,7 +762,7 @@ func (p *parallel) merger(c *Cluster) {
 		case ok && top.at < p.h.Load():
 			c.q.Pop()
 			p.last = top.at
-			if u := c.unitOf(top); u != nil {
+			if u := p.unitOf(top); u != nil {
 				e := p.next(u)
 				if e == nil {
 					return
@@ -656,14 +794,25 @@ func (p *parallel) merger(c *Cluster) {
 func (p *parallel) peek(u *unit) *entry {
 	for {
 		ch := u.head
-		if ch.read < int(ch.pub.Load()) {
+		if ch.read < ch.seen {
 			return &ch.ents[ch.read]
 		}
-		if !ch.sealed.Load() || ch.read < int(ch.pub.Load()) {
+		// Published entries are read in runs: the count the unit keeps
+		// writing is loaded once a run.
+		if ch.seen = int(ch.pub.Load()); ch.read < ch.seen {
+			return &ch.ents[ch.read]
+		}
+		if !ch.sealed.Load() {
 			return nil
+		}
+		if ch.seen = int(ch.pub.Load()); ch.read < ch.seen {
+			return &ch.ents[ch.read]
 		}
 		u.head = ch.next.Load()
 		u.free <- ch
+		if u.stepper != nil {
+			u.stepper.park.notify() // it may wait for this chunk
+		}
 	}
 }
 
@@ -691,12 +840,15 @@ func (p *parallel) next(u *unit) *entry {
 // as a sequential run does when it fires the entry's event (or places its
 // arrival).
 func (c *Cluster) replay(e *entry) {
-	// The records in order, then the pushes: an engine's run records (and
+	// In the order the event made them: an engine's run records (and
 	// hands off, scheduling a transfer) before its loop is woken again.
 	for i := range e.recs {
 		r := &e.recs[i]
 		var err error
 		switch r.kind {
+		case recPush:
+			c.push(r.at, r.ev, r.w)
+			continue
 		case recStep:
 			err = c.keptStep(r.step, r.rows)
 		case recRequest:
@@ -711,12 +863,6 @@ func (c *Cluster) replay(e *entry) {
 			c.fail(fmt.Errorf("%s: %w", c.workers[r.w].name, err))
 			return
 		}
-	}
-	if c.err != nil {
-		return
-	}
-	for _, x := range e.pushes {
-		c.push(x.at, x.kind, x.idx)
 	}
 	c.fail(e.err)
 }

@@ -67,7 +67,7 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 		if st == workload.Ready && (c.par != nil || next == sim.NoWake || at <= next) {
 			if pace.sideBySide(c.par != nil) {
 				if c.par == nil {
-					c.enter(pace.side.jobs)
+					c.enter(pace.side.jobs, pace.side.kept)
 				}
 				if err := arriveSide(c, src, &pace, &t); err != nil {
 					return t, err
