@@ -151,8 +151,10 @@ type unit struct {
 	q       des.Heap[event]
 	seq     uint64
 	workers []*worker // its engines
-	// running: the unit is stepping, keeping its records in cur.
+	// running: the unit is stepping, keeping its records in cur; wanted:
+	// the merger waits for its next entry.
 	running bool
+	wanted  atomic.Bool
 	err     error
 	// stepper and slot: where its stepper keeps its next event time.
 	stepper *stepper
@@ -265,9 +267,12 @@ func (u *unit) begin(p *parallel, ev event, wait bool) bool {
 			}
 		}
 		nx.reset()
+		u.publish(p)
 		ch.next.Store(nx)
 		ch.sealed.Store(true)
-		p.published(u)
+		if u.wanted.Load() {
+			p.merge.notify()
+		}
 		u.cur = nx
 	}
 	ch := u.cur
@@ -282,9 +287,25 @@ func (u *unit) end(p *parallel, err error) {
 	e := &ch.ents[ch.n]
 	e.recs = ch.recs[ch.recLo:len(ch.recs):len(ch.recs)]
 	e.err = err
-	ch.n++
+	if ch.n++; ch.n%publishEvery == 0 || u.wanted.Load() {
+		u.publish(p)
+	}
+}
+
+// publishEvery is how many entries a unit keeps before it publishes them
+// (and when it stops stepping): an atomic store a few events, not each.
+const publishEvery = 16
+
+// publish hands the merger the entries kept so far.
+func (u *unit) publish(p *parallel) {
+	ch := u.cur
+	if int(ch.pub.Load()) == ch.n {
+		return
+	}
 	ch.pub.Store(int32(ch.n))
-	p.published(u)
+	if u.wanted.Load() {
+		p.merge.notify()
+	}
 }
 
 // nextStep lends the engine the row its next step is kept in.
@@ -383,6 +404,7 @@ func (u *unit) advance(c *Cluster, p *parallel, h int64) (n int, more bool) {
 		u.end(p, u.err)
 		n++
 	}
+	u.publish(p)
 	u.running = false
 	return n, more
 }
@@ -436,9 +458,8 @@ type parallel struct {
 	joined sync.WaitGroup
 
 	// The merger: it replays up to h; closed says no arrival follows
-	// those the driving goroutine kept. wants is the unit it waits for.
+	// those the driving goroutine kept.
 	merge  parker
-	wants  atomic.Pointer[unit]
 	closed atomic.Bool
 	failed atomic.Bool
 	abort  chan struct{} // closed when the merger fails
@@ -449,13 +470,6 @@ type parallel struct {
 // errStopped ends a side-by-side run whose merger has stopped or will stop
 // at a failure; the cluster's error is the run's.
 var errStopped = errors.New("side-by-side driver: stopped at a failure")
-
-// published wakes the merger when it waits for what u has just published.
-func (p *parallel) published(u *unit) {
-	if p.wants.Load() == u {
-		p.merge.notify()
-	}
-}
 
 // unitOf is the unit that fires ev, nil for an event the merger fires
 // itself (a transfer's end, a decode engine's).
@@ -700,6 +714,7 @@ func (p *parallel) arrive(c *Cluster, a workload.Arrival) (events int, err error
 	}
 	aerr := c.add(a)
 	p.arr.end(p, aerr)
+	p.arr.publish(p)
 	p.merge.notify()
 	if aerr != nil {
 		return events, errStopped
@@ -764,9 +779,6 @@ func (p *parallel) merger(c *Cluster) {
 			p.last = top.at
 			if u := p.unitOf(top); u != nil {
 				e := p.next(u)
-				if e == nil {
-					return
-				}
 				if e.ev.at != top.at || e.ev.kind != top.kind || e.ev.idx != top.idx {
 					c.fail(fmt.Errorf("side-by-side driver: the event at %d ns fired out of order", top.at))
 					break
@@ -816,23 +828,19 @@ func (p *parallel) peek(u *unit) *entry {
 	}
 }
 
-// next takes u's entry for its next event, waiting for u to publish it;
-// nil if the run fails meanwhile.
+// next takes u's entry for its next event, waiting for u to publish it.
 func (p *parallel) next(u *unit) *entry {
 	for {
 		if e := p.peek(u); e != nil {
 			u.head.read++
 			return e
 		}
-		p.wants.Store(u)
+		u.wanted.Store(true)
 		p.merge.wait(func() bool {
 			ch := u.head
-			return ch.read < int(ch.pub.Load()) || ch.sealed.Load() || p.failed.Load()
+			return ch.read < int(ch.pub.Load()) || ch.sealed.Load()
 		})
-		p.wants.Store(nil)
-		if p.failed.Load() {
-			return nil
-		}
+		u.wanted.Store(false)
 	}
 }
 
