@@ -461,10 +461,12 @@ type parallel struct {
 	// those the driving goroutine kept.
 	merge  parker
 	closed atomic.Bool
-	failed atomic.Bool
-	abort  chan struct{} // closed when the merger fails
-	merged chan struct{} // closed when the merger returns
-	last   int64         // the last event it fired
+	failed   atomic.Bool
+	failOnce sync.Once
+	abort    chan struct{} // closed when the merger fails
+	merged   chan struct{} // closed when the merger (and its recorder) returns
+	last     int64         // the last event it fired
+	rec      *recorder     // the merger's recording half, nil: it records itself
 }
 
 // errStopped ends a side-by-side run whose merger has stopped or will stop
@@ -585,7 +587,17 @@ func (c *Cluster) enter(n, kept int) {
 			u.seq++
 		}
 	}
-	n = min(n, len(p.units))
+	// The merger takes a processor; with more than two, it hands its
+	// records to a recorder on another (unless it fires decode engines,
+	// whose records are its own), and the units step on the rest, on two
+	// at least (on two processors, one stepper alone would leave the
+	// merger's idle half the time).
+	merging := 1
+	if n > 2 && c.decode == nil {
+		p.rec = newRecorder()
+		merging = 2
+	}
+	n = min(len(p.units), max(2, n-merging))
 	p.steppers = make([]*stepper, n)
 	for k := range p.steppers {
 		p.steppers[k] = &stepper{park: newParker()}
@@ -606,6 +618,9 @@ func (c *Cluster) enter(n, kept int) {
 		go p.stepper(c, st)
 	}
 	go p.merger(c)
+	if p.rec != nil {
+		go p.record(c)
+	}
 }
 
 // leave waits for the merger to replay everything before the horizon and
@@ -764,26 +779,32 @@ func (p *parallel) round(c *Cluster, h int64, hashes []uint64) int {
 
 // merger replays the cluster's queue up to the horizon (see above) until
 // the driving goroutine has closed the arrivals and everything before the
-// horizon is replayed, or a record fails.
+// horizon is replayed, or a record fails. With a recorder (p.rec), it
+// only orders: it schedules what each entry scheduled and hands the
+// entry to the recorder, which writes its records in the same order.
 func (p *parallel) merger(c *Cluster) {
-	defer close(p.merged)
-	for c.err == nil {
+	if p.rec != nil {
+		defer p.rec.close()
+	} else {
+		defer close(p.merged)
+	}
+	for !p.failed.Load() {
 		a := p.peek(p.arr)
 		top, ok := c.q.Peek()
 		switch {
 		case a != nil && (!ok || a.ev.at <= top.at):
 			p.arr.head.read++
-			c.replay(a)
+			p.replay(c, a)
 		case ok && top.at < p.h.Load():
 			c.q.Pop()
 			p.last = top.at
 			if u := p.unitOf(top); u != nil {
 				e := p.next(u)
 				if e.ev.at != top.at || e.ev.kind != top.kind || e.ev.idx != top.idx {
-					c.fail(fmt.Errorf("side-by-side driver: the event at %d ns fired out of order", top.at))
-					break
+					p.fail(c, fmt.Errorf("side-by-side driver: the event at %d ns fired out of order", top.at))
+					return
 				}
-				c.replay(e)
+				p.replay(c, e)
 			} else {
 				c.fire(top)
 			}
@@ -793,12 +814,48 @@ func (p *parallel) merger(c *Cluster) {
 			}
 		default:
 			p.merge.wait(func() bool {
-				return p.peek(p.arr) != nil || p.closed.Load() || ok && top.at < p.h.Load()
+				return p.peek(p.arr) != nil || p.closed.Load() || ok && top.at < p.h.Load() || p.failed.Load()
 			})
 		}
+		if p.rec == nil && c.err != nil {
+			p.fail(c, nil)
+		}
 	}
-	p.failed.Store(true)
-	close(p.abort)
+}
+
+// replay is c.replay of e, or (with a recorder) its pushes, the entry
+// going to the recorder for its records.
+func (p *parallel) replay(c *Cluster, e *entry) {
+	if p.rec == nil {
+		c.replay(e, true, true)
+		return
+	}
+	c.replay(e, true, false)
+	p.rec.put(recItem{e: e})
+}
+
+// fail stops the run at err: the merger's (one stage) or the recorder's
+// error, or the merger's own handed to the recorder in order.
+func (p *parallel) fail(c *Cluster, err error) {
+	if p.rec != nil && err != nil {
+		p.rec.put(recItem{err: err})
+		return
+	}
+	c.fail(err)
+	p.stop()
+}
+
+// stop ends the run at a failure: the units stop stepping (those waiting
+// for a chunk wake), the merger stops ordering.
+func (p *parallel) stop() {
+	p.failOnce.Do(func() {
+		p.failed.Store(true)
+		close(p.abort)
+		for _, st := range p.steppers {
+			st.park.notify()
+		}
+		p.merge.notify()
+	})
 }
 
 // peek is u's next published entry, nil when it has published no more
@@ -821,10 +878,19 @@ func (p *parallel) peek(u *unit) *entry {
 			return &ch.ents[ch.read]
 		}
 		u.head = ch.next.Load()
-		u.free <- ch
-		if u.stepper != nil {
-			u.stepper.park.notify() // it may wait for this chunk
+		if p.rec != nil {
+			p.rec.put(recItem{done: ch, u: u}) // recorded after its entries
+		} else {
+			u.recycle(ch)
 		}
+	}
+}
+
+// recycle gives the unit back a chunk whose entries are all recorded.
+func (u *unit) recycle(ch *chunk) {
+	u.free <- ch
+	if u.stepper != nil {
+		u.stepper.park.notify() // it may wait for this chunk
 	}
 }
 
@@ -844,19 +910,25 @@ func (p *parallel) next(u *unit) *entry {
 	}
 }
 
-// replay writes the records of an entry and schedules what it scheduled,
-// as a sequential run does when it fires the entry's event (or places its
-// arrival).
-func (c *Cluster) replay(e *entry) {
+// replay writes the records of an entry (record) and schedules what it
+// scheduled (push), as a sequential run does when it fires the entry's
+// event (or places its arrival).
+func (c *Cluster) replay(e *entry, push, record bool) {
 	// In the order the event made them: an engine's run records (and
 	// hands off, scheduling a transfer) before its loop is woken again.
 	for i := range e.recs {
 		r := &e.recs[i]
+		if r.kind == recPush {
+			if push {
+				c.push(r.at, r.ev, r.w)
+			}
+			continue
+		}
+		if !record {
+			continue
+		}
 		var err error
 		switch r.kind {
-		case recPush:
-			c.push(r.at, r.ev, r.w)
-			continue
 		case recStep:
 			err = c.keptStep(r.step, r.rows)
 		case recRequest:
@@ -872,7 +944,87 @@ func (c *Cluster) replay(e *entry) {
 			return
 		}
 	}
-	c.fail(e.err)
+	if record {
+		c.fail(e.err)
+	}
+}
+
+// recorder writes the records of the entries the merger hands it, in
+// that order, on a goroutine of its own (the merger's other half): where
+// processors are to spare and every record is a unit's (no decode pool,
+// whose engines the merger fires itself).
+type recorder struct {
+	items        []recItem // a ring: items [head, tail) are queued
+	head, tail   atomic.Uint64
+	closed       atomic.Bool
+	space, ready parker // the merger waits for space, the recorder for items
+}
+
+// recItem is an entry to record, a chunk done (every entry of it handed
+// over before: it goes back to unit u once they are recorded), or the
+// merger's error.
+type recItem struct {
+	e    *entry
+	done *chunk
+	u    *unit
+	err  error
+}
+
+// recorderItems bounds what the merger orders ahead of the recorder.
+const recorderItems = 1 << 14
+
+func newRecorder() *recorder {
+	return &recorder{items: make([]recItem, recorderItems), space: newParker(), ready: newParker()}
+}
+
+// put queues it, waiting for room.
+func (r *recorder) put(it recItem) {
+	t := r.tail.Load()
+	if t-r.head.Load() == uint64(len(r.items)) {
+		r.space.wait(func() bool { return t-r.head.Load() < uint64(len(r.items)) })
+	}
+	r.items[t%uint64(len(r.items))] = it
+	r.tail.Store(t + 1)
+	r.ready.notify()
+}
+
+// close says the merger queues no more.
+func (r *recorder) close() {
+	r.closed.Store(true)
+	r.ready.notify()
+}
+
+// record runs the recorder: it writes what the merger orders until the
+// merger has closed the queue and it is empty. After a failure it only
+// drains the queue, so that the merger, which stops at the failure, never
+// waits for room.
+func (p *parallel) record(c *Cluster) {
+	defer close(p.merged)
+	r := p.rec
+	for h := r.head.Load(); ; h++ {
+		if h == r.tail.Load() {
+			r.ready.wait(func() bool { return h < r.tail.Load() || r.closed.Load() })
+			if h == r.tail.Load() {
+				return
+			}
+		}
+		it := r.items[h%uint64(len(r.items))]
+		r.items[h%uint64(len(r.items))] = recItem{}
+		switch {
+		case p.failed.Load():
+		case it.done != nil:
+			it.u.recycle(it.done)
+		case it.e != nil:
+			c.replay(it.e, false, true)
+		default:
+			c.fail(it.err)
+		}
+		r.head.Store(h + 1)
+		r.space.notify()
+		if c.err != nil {
+			p.stop()
+		}
+	}
 }
 
 // keptStep records a step a unit kept, copied once into the rows the

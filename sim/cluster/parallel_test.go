@@ -84,7 +84,8 @@ func TestSideBySideIsSequential(t *testing.T) {
 				assert.Contains(t, p.SequentialReason(), c.sequential)
 			}
 			var digests []map[string]string
-			// One goroutine; four side by side throughout; two, with chunks
+			// One goroutine; four side by side throughout (the merger's
+			// recorder on a goroutine of its own); two and four with chunks
 			// of a few rows (the units wait for the merger, and a unit
 			// waits while another of its goroutine's is stepped); four
 			// switching between the two every eight arrivals, windows of
@@ -92,7 +93,7 @@ func TestSideBySideIsSequential(t *testing.T) {
 			// the run's mean events a window, so that it switches back and
 			// forth.
 			sides := []cluster.Side{cluster.SideOf(1, 0, 0), cluster.SideOf(4, 0, 0), cluster.SideOf(2, 0, 0).Keeping(64),
-				cluster.SideOf(4, 6, 8)}
+				cluster.SideOf(4, 0, 0).Keeping(64), cluster.SideOf(4, 6, 8)}
 			for i := 0; i < len(sides); i++ {
 				sd := sides[i]
 				dir := filepath.Join(t.TempDir(), "ds")
