@@ -459,8 +459,8 @@ type parallel struct {
 
 	// The merger: it replays up to h; closed says no arrival follows
 	// those the driving goroutine kept.
-	merge  parker
-	closed atomic.Bool
+	merge    parker
+	closed   atomic.Bool
 	failed   atomic.Bool
 	failOnce sync.Once
 	abort    chan struct{} // closed when the merger fails
