@@ -22,10 +22,11 @@ import (
 // instance, whose ranks step in lock-step) is a unit with its own event
 // queue. At each arrival the driving goroutine brings every unit to the
 // arrival's time (each steps its events strictly before it: an arrival
-// fires before an event at its time), on as many goroutines as there are
-// processors, itself included; then it routes the arrival, reading every
-// unit where a sequential run has it then, and the units go on to the next
-// arrival, whose time the workload says in advance.
+// fires before an event at its time) on the stepping goroutines, itself
+// one of them; then it routes the arrival, reading every unit where a
+// sequential run has it then, and the units go on to the next arrival,
+// whose time the workload says in advance. A round costs a store and a
+// load of a shared counter per goroutine while they spin between rounds.
 //
 // Units record nothing themselves: each keeps what it records (steps with
 // their step_requests rows, request rows, the events it schedules) in a
@@ -42,7 +43,8 @@ import (
 // every record exactly as a sequential run does: the dataset is
 // byte-identical for any goroutine count. The merger runs behind the
 // units, as far as their chunks allow, so writing the records and
-// stepping the engines overlap.
+// stepping the engines overlap; with processors to spare it only orders,
+// and a recorder goroutine writes the records in that order.
 //
 // A prefill engine depends on nothing downstream; the decode engines, the
 // KV transfers and the decode router, which places a request when its
@@ -104,7 +106,7 @@ func (p *pacer) sideBySide(now bool) bool {
 // stays flat however long the run, and about the same however many
 // engines step side by side.
 const (
-	keptRows  = 1 << 15
+	keptRows  = 1 << 14
 	maxChunks = 3
 )
 
