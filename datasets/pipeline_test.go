@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"unsafe"
@@ -16,9 +17,9 @@ import (
 )
 
 // pipeScript is what a run of the simulator writes, in small: steps,
-// step_requests and requests (a list column: written sequentially even by
-// a pipelined writer) in batches of random size, the tables held and
-// committed together every few batches, as sim.DatasetSink does.
+// step_requests and requests (a list column, whose slices the caller
+// reuses once Write returns) in batches of random size, the tables held
+// and committed together every few batches, as sim.DatasetSink does.
 type pipeScript struct {
 	steps       []Step
 	stepReqs    []StepRequest
@@ -77,14 +78,24 @@ func (s pipeScript) write(t *testing.T, dir string, encoders int, lend bool) err
 		at, r := 0, 0
 		for i, k := range s.batches {
 			nr := len(s.reqs) * (at + k) / len(s.steps)
-			write, writeReqs := steps.Write, stepReqs.Write
+			write, writeReqs, writeRs := steps.Write, stepReqs.Write, reqs.Write
 			if lend && s.lend[i] {
 				write = func(rows []Step) error { return lent(steps, rows) }
 				writeReqs = func(rows []StepRequest) error { return lent(stepReqs, rows) }
+				writeRs = func(rows []Request) error { return lent(reqs, rows) }
 			}
-			for _, err := range []error{write(s.steps[at : at+k]), writeReqs(s.stepReqs[4*at : 4*(at+k)]), reqs.Write(s.reqs[r:nr])} {
+			rs := slices.Clone(s.reqs[r:nr])
+			for j := range rs {
+				rs[j].PrefixHashIDs = slices.Clone(rs[j].PrefixHashIDs)
+			}
+			for _, err := range []error{write(s.steps[at : at+k]), writeReqs(s.stepReqs[4*at : 4*(at+k)]), writeRs(rs)} {
 				if err != nil {
 					return err
+				}
+			}
+			for j := range rs { // the caller's lists are its own again
+				for h := range rs[j].PrefixHashIDs {
+					rs[j].PrefixHashIDs[h] = -1
 				}
 			}
 			at, r = at+k, nr

@@ -324,11 +324,12 @@ var DefaultTableOptions = TableOptions{RowGroupRows: PartRows, PartRows: PartRow
 // with zstd pages.
 //
 // When the Writer has encoders (CreateOptions.Encoders), a table of flat
-// rows without list fields keeps the open part's rows and hands them, once
-// the part is complete, to an encoder goroutine, which gathers, encodes,
-// compresses and writes the part while the caller fills the next one. The
-// files, and the order in which parts are listed, are those of the
-// sequential writer; memory is bounded by the parts in flight.
+// rows keeps the open part's rows (their list fields copied into the
+// part's own memory) and hands them, once the part is complete, to an
+// encoder goroutine, which gathers, encodes, compresses and writes the
+// part while the caller fills the next one. The files, and the order in
+// which parts are listed, are those of the sequential writer; memory is
+// bounded by the parts in flight.
 //
 // A TableWriter is not safe for concurrent use; different tables of one
 // Writer may be written from different goroutines.
@@ -350,9 +351,11 @@ type TableWriter[T any] struct {
 	spares chan *partFile
 
 	// A pipelined table keeps the open part's rows (nil: no part open) and
-	// recycles the row buffers of encoded parts through free.
+	// recycles the row buffers of encoded parts through free. lists holds
+	// the lists of the rows kept (the open part's, or the batch's).
 	pipelined bool
 	rows      []T
+	lists     []int64
 	free      chan []T
 	partCap   int // the most rows a part has had: a new buffer's room
 }
@@ -384,9 +387,7 @@ func NewTableWriter[T any](w *Writer, table string, opts TableOptions) (*TableWr
 	}
 	codec, _ := pq.CodecFor(reflect.TypeFor[T]())
 	t := &TableWriter[T]{w: w, table: table, opts: opts, codec: codec, spares: make(chan *partFile, 1)}
-	if w.pipe != nil && codec != nil && !codec.HasLists() {
-		// Rows with list fields stay sequential: their slices belong to
-		// the caller once Write returns.
+	if w.pipe != nil && codec != nil {
 		t.pipelined = true
 		t.spares = make(chan *partFile, w.pipe.inFlight)
 		t.free = make(chan []T, w.pipe.inFlight)
@@ -620,6 +621,7 @@ func (t *TableWriter[T]) keepLent(rows []T) bool {
 	if t.pipelined {
 		t.partRows += int64(len(rows))
 	}
+	t.own(rows)
 	return true
 }
 
@@ -702,7 +704,7 @@ func (t *TableWriter[T]) write(rows []T) error {
 // row and its slices at once; Append does not allocate per row. Rows
 // appended are durable once their part completes, like rows given to Write.
 func (t *TableWriter[T]) Append(row T) error {
-	if t.codec == nil || t.codec.HasLists() {
+	if t.codec == nil || t.codec.HasLists() && !t.pipelined {
 		if t.codec == nil {
 			return t.write([]T{row})
 		}
@@ -727,6 +729,9 @@ func (t *TableWriter[T]) Append(row T) error {
 		t.pending = make([]T, 0, pq.GatherRows)
 	}
 	t.pending = append(t.pending, row)
+	if t.pipelined {
+		t.own(t.pending[len(t.pending)-1:]) // the caller may reuse its lists at once
+	}
 	if len(t.pending) == cap(t.pending) {
 		return t.flushPending()
 	}
@@ -740,13 +745,18 @@ func (t *TableWriter[T]) flushPending() error {
 	}
 	rows := t.pending
 	t.pending = t.pending[:0]
-	return t.write(rows)
+	err := t.write(rows)
+	if !t.pipelined {
+		t.lists = t.lists[:0] // gathered: the batch's lists are free again
+	}
+	return err
 }
 
 func (t *TableWriter[T]) writeRows(rows []T) error {
 	switch {
 	case t.pipelined:
 		t.rows = append(t.rows, rows...)
+		t.own(t.rows[len(t.rows)-len(rows):])
 	case t.file.cw != nil:
 		return pq.WriteRows(t.file.cw, rows)
 	default:
@@ -810,7 +820,7 @@ func (t *TableWriter[T]) Checkpoint() error {
 // submit hands the open part's rows to the Writer's encoders as part n.
 func (t *TableWriter[T]) submit(n int, count int64) error {
 	rows := t.rows
-	t.rows = nil
+	t.rows, t.lists = nil, nil
 	t.partCap = max(t.partCap, len(rows))
 	return t.w.pipe.submit(func() (heldPart, error) {
 		p, err := t.createPart(n, t.spare())
@@ -830,6 +840,14 @@ func (t *TableWriter[T]) submit(n int, count int64) error {
 	})
 }
 
+// own makes the kept rows' lists the writer's (the caller may reuse its
+// own once Write returns).
+func (t *TableWriter[T]) own(rows []T) {
+	if t.codec.HasLists() {
+		t.lists = pq.OwnLists(t.codec, rows, t.lists)
+	}
+}
+
 // removeTemp removes a temporary part that will not be renamed.
 func removeTemp(name string) {
 	os.Remove(name)
@@ -839,7 +857,7 @@ func removeTemp(name string) {
 // discard drops the open part (its temporary file, or its rows).
 func (t *TableWriter[T]) discard() {
 	t.pending = t.pending[:0]
-	t.rows = nil
+	t.rows, t.lists = nil, nil
 	if t.file != nil {
 		t.file.discard()
 		t.file, t.pw = nil, nil

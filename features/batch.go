@@ -1,6 +1,9 @@
 package features
 
-import "github.com/steplab/steplab/datasets"
+import (
+	"github.com/steplab/steplab/datasets"
+	"github.com/steplab/steplab/fpm"
+)
 
 // Batch accumulates the requests scheduled in one step into the
 // composition columns of the steps table. The zero value is an empty step.
@@ -112,6 +115,40 @@ func (b *Batch) Fill(st *datasets.Step) {
 	if st.CUDAGraphSize > 0 { // a decode graph's rows or a mixed graph's tokens: one token a decode
 		st.PaddedTokens = int64(st.CUDAGraphSize) - b.nDec - b.preTok
 	}
+}
+
+// Features is Of of the row Fill fills with newReqs new requests and no
+// other column recorded (an engine's step as it is priced), without the
+// row: the engine prices every step it schedules. A batch whose columns Of
+// would read as unrecorded (a zero longest decode, attention or new
+// tokens where the counts say otherwise) goes through the row.
+func (b *Batch) Features(newReqs int32) fpm.Features {
+	nPre, nDec := int32(b.nPre), int32(b.nDec)
+	if b.preTok != 0 && !(b.preAttn > 0) || nDec < 0 || nDec > 0 && b.decMax <= 0 || newReqs < 0 || newReqs > 0 && b.newTok <= 0 {
+		st := datasets.Step{NumNewReqs: newReqs}
+		b.Fill(&st)
+		return Of(&st)
+	}
+	f := fpm.Features{
+		PrefillTokens:   float64(b.preTok),
+		PrefillKVTokens: float64(b.preKV),
+		PrefillRequests: float64(nPre),
+		DecodeRequests:  float64(nDec),
+		DecodeKVTokens:  float64(b.decKV),
+		DecodeKVVar:     nonNeg(variance(b.nDec, float64(b.decKV), b.decSq)),
+		PaddedBatch:     float64(nDec), // no graph: the executor pads
+		NewRequests:     float64(newReqs),
+	}
+	if nPre != 0 && b.preTok != 0 {
+		f.PrefillAttn = b.preAttn
+	}
+	if nDec > 0 {
+		f.DecodeMaxKVTokens = float64(b.decMax)
+	}
+	if newReqs > 0 {
+		f.NewReqTokens = float64(b.newTok)
+	}
+	return f
 }
 
 // Complete fills the composition columns of st its source did not record

@@ -198,3 +198,59 @@ func TestDefinitionsNameKnownTerms(t *testing.T) {
 		}
 	}
 }
+
+// Features prices a batch as Of prices the row Fill fills, bit for bit,
+// unknown (NaN) features included: for engine-made batches and for
+// degenerate ones whose columns Of reads as unrecorded.
+func TestBatchFeaturesIsOfFill(t *testing.T) {
+	type req struct {
+		prefill, isNew  bool
+		chunk, computed int64
+	}
+	cases := []struct {
+		name    string
+		reqs    []req
+		newReqs int32
+	}{
+		{"empty", nil, 0},
+		{"decodes", []req{{computed: 700}, {computed: 900}, {computed: 12}}, 0},
+		{"a new prompt's first chunk", []req{{prefill: true, isNew: true, chunk: 512}}, 1},
+		{"mixed", []req{{prefill: true, isNew: true, chunk: 256, computed: 64}, {prefill: true, chunk: 100, computed: 1000},
+			{computed: 4000}, {computed: 4000}}, 1},
+		{"decodes of no context", []req{{computed: 0}, {computed: 0}}, 0},
+		{"a longest decode that reads as unrecorded", []req{{computed: 0}, {computed: -4}}, 0},
+		{"an empty chunk", []req{{prefill: true, chunk: 0, computed: 30}}, 0},
+		{"attention that reads as unrecorded", []req{{prefill: true, chunk: 1, computed: -1}, {prefill: true, chunk: 3, computed: -2}}, 0},
+		{"new requests the batch does not hold", []req{{computed: 5}}, 2},
+		{"a new request of no tokens", []req{{prefill: true, isNew: true, chunk: 0}}, 1},
+		{"new tokens without new requests", []req{{prefill: true, isNew: true, chunk: 8}}, 0},
+		{"a negative count", []req{{computed: 5}}, -1},
+	}
+	bits := func(f fpm.Features) []uint64 {
+		v := []float64{f.PrefillTokens, f.PrefillKVTokens, f.PrefillAttn, f.PrefillRequests, f.DecodeRequests, f.DecodeKVTokens,
+			f.DecodeMaxKVTokens, f.DecodeKVVar, f.PaddedBatch, f.NewRequests, f.NewReqTokens}
+		out := make([]uint64, len(v))
+		for i, x := range v {
+			out[i] = math.Float64bits(x)
+		}
+		return out
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var b Batch
+			for _, r := range c.reqs {
+				if r.isNew {
+					b.New(r.chunk + r.computed)
+				}
+				if r.prefill {
+					b.Prefill(r.chunk, r.computed, r.chunk+r.computed)
+				} else {
+					b.Decode(r.computed)
+				}
+			}
+			st := datasets.Step{NumNewReqs: c.newReqs}
+			b.Fill(&st)
+			require.Equal(t, bits(Of(&st)), bits(b.Features(c.newReqs)))
+		})
+	}
+}

@@ -48,28 +48,28 @@ type Sink interface {
 	Request(req *datasets.Request) error
 }
 
-// stepLender is a sink that keeps the rows it is given. It lends the
+// RowLender is a sink that keeps the rows it is given. It lends the
 // engine the rows its next step goes into, so that the step is recorded in
 // place rather than recorded aside and copied by the sink (45 columns a
 // step, 9 a scheduled request).
-type stepLender interface {
-	// nextStep returns the steps row the next Step call keeps, as it is:
-	// the engine sets every field.
-	nextStep() *datasets.Step
-	// nextRows returns the n step_requests rows the next Step call keeps,
+type RowLender interface {
+	// NextStep returns the steps row the next Step call keeps, as it is
+	// (the engine sets every field), or nil when it lends none this step.
+	NextStep() *datasets.Step
+	// NextRows returns the n step_requests rows the next Step call keeps,
 	// as they are, or nil when the sink keeps none.
-	nextRows(n int) []datasets.StepRequest
+	NextRows(n int) []datasets.StepRequest
 }
 
-// lenderOf is the sink that lends step rows: s, or the first of a Tee's
+// LenderOf is the sink that lends step rows: s, or the first of a Tee's
 // sinks that does (the others read the step from its row); nil if none.
-func lenderOf(s Sink) stepLender {
+func LenderOf(s Sink) RowLender {
 	switch s := s.(type) {
-	case stepLender:
+	case RowLender:
 		return s
 	case Tee:
 		for _, k := range s {
-			if l := lenderOf(k); l != nil {
+			if l := LenderOf(k); l != nil {
 				return l
 			}
 		}
@@ -97,7 +97,7 @@ type Engine struct {
 	clock    Clock
 	host     HostCosts
 	sink     Sink
-	lender   stepLender // lenderOf(sink)
+	lender   RowLender // LenderOf(sink)
 	depth    int
 
 	pending  []Arrival // arrived or future, in AtNs order, not yet given to the scheduler
@@ -184,7 +184,7 @@ func NewEngine(cfg EngineConfig, exec Executor, clock Clock, host HostCosts, sin
 		depth = 2
 	}
 	composed, _ := exec.(composedSubmitter)
-	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, lender: lenderOf(sink), depth: depth,
+	return &Engine{cfg: cfg, sch: s, exec: exec, composed: composed, clock: clock, host: host, sink: sink, lender: LenderOf(sink), depth: depth,
 		reqs: map[string]*reqState{}, lastUpdateEnd: -1, lastStepID: -1, idle: true}, nil
 }
 

@@ -55,9 +55,7 @@ func (c *Composition) compose(out *sched.Output) {
 		add(&out.CachedReqs[i], false)
 	}
 	c.NumPrefill, c.NumDecode = c.Batch.Requests()
-	st := datasets.Step{NumNewReqs: int32(len(out.NewReqs))}
-	c.Batch.Fill(&st)
-	c.Features = features.Of(&st)
+	c.Features = c.Batch.Features(int32(len(out.NewReqs)))
 }
 
 // PadBatch returns the CUDA-graph capture size a decode-only batch of b
@@ -87,7 +85,9 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	// keep).
 	s := &e.step
 	if e.lender != nil {
-		s = e.lender.nextStep()
+		if l := e.lender.NextStep(); l != nil {
+			s = l
+		}
 	}
 	*s = datasets.Step{}
 	s.StepID, s.WorkerID, s.DPRank = out.StepID, e.cfg.WorkerID, e.cfg.DPRank
@@ -115,7 +115,7 @@ func (e *Engine) update(st *inflightStep, r StepResult) error {
 	n := out.NumScheduledReqs()
 	var rows []datasets.StepRequest
 	if e.lender != nil {
-		rows = e.lender.nextRows(n)
+		rows = e.lender.NextRows(n)
 	}
 	if rows == nil {
 		e.rowBuf = slices.Grow(e.rowBuf[:0], n)[:n]
@@ -241,5 +241,15 @@ func (e *Engine) Finish(t int64) error {
 			return err
 		}
 	}
+	// Arrivals handed to the engine that its loop has not seen yet (a run
+	// stopped between the two) are unfinished too, in arrival order.
+	for _, a := range e.pending[e.pendHead:] {
+		if err := e.sink.Request(&datasets.Request{ReqID: a.ID, ArrivalNs: a.AtNs, PromptTokens: int64(a.PromptTokens),
+			OutputTokens: int64(a.OutputTokens), FirstScheduledNs: datasets.Unknown, FirstTokenNs: datasets.Unknown,
+			FinishNs: datasets.Unknown, Status: datasets.StatusUnfinished}); err != nil {
+			return err
+		}
+	}
+	e.pendHead = len(e.pending)
 	return nil
 }

@@ -99,17 +99,17 @@ func (s *DatasetSink) checkRows(stepID int64) {
 	}
 }
 
-// nextStep lends the engine the steps writer's next row.
-func (s *DatasetSink) nextStep() *datasets.Step {
+// NextStep lends the engine the steps writer's next row.
+func (s *DatasetSink) NextStep() *datasets.Step {
 	if row := s.steps.Next(1); row != nil {
 		return &row[0]
 	}
 	return &s.scratch
 }
 
-// nextRows lends the engine the step_requests writer's next n rows, when
+// NextRows lends the engine the step_requests writer's next n rows, when
 // the sink writes that table.
-func (s *DatasetSink) nextRows(n int) []datasets.StepRequest {
+func (s *DatasetSink) NextRows(n int) []datasets.StepRequest {
 	if s.stepReqs == nil {
 		return nil
 	}

@@ -31,7 +31,7 @@ func TestDatasetSinkLentRows(t *testing.T) {
 			require.NoError(t, err)
 			metrics := NewRunMetrics()
 			var sink Sink = Tee{metrics, ds} // the lender is not the first sink
-			lender := lenderOf(sink)
+			lender := LenderOf(sink)
 			require.Same(t, ds, lender)
 			const batch = 256 // rows of one gather pass
 			const n = 3*batch + 7
@@ -48,10 +48,10 @@ func TestDatasetSinkLentRows(t *testing.T) {
 				k := reqsOf(i)
 				row, rows := &own, append(ownRows[:0], make([]datasets.StepRequest, k)...)
 				if c.lend(i) {
-					row, rows = lender.nextStep(), lender.nextRows(k)
+					row, rows = lender.NextStep(), lender.NextRows(k)
 				} else if i%3 == 1 {
-					lender.nextStep() // lent but not used: the next Step copies
-					lender.nextRows(k)
+					lender.NextStep() // lent but not used: the next Step copies
+					lender.NextRows(k)
 				}
 				*row = datasets.Step{StepID: int64(i), Kind: datasets.KindDecode, WallTimeNs: int64(10 * i)}
 				for j := range rows {
@@ -104,10 +104,10 @@ func TestLenders(t *testing.T) {
 	require.NoError(t, err)
 	ds, err := NewDatasetSink(w, false)
 	require.NoError(t, err)
-	require.Same(t, ds, lenderOf(Tee{NewRunMetrics(), ds}))
-	require.Nil(t, ds.nextRows(3))
-	require.Nil(t, lenderOf(Tee{NewRunMetrics(), discardSink{}}))
-	require.Nil(t, lenderOf(discardSink{}))
+	require.Same(t, ds, LenderOf(Tee{NewRunMetrics(), ds}))
+	require.Nil(t, ds.NextRows(3))
+	require.Nil(t, LenderOf(Tee{NewRunMetrics(), discardSink{}}))
+	require.Nil(t, LenderOf(discardSink{}))
 }
 
 type discardSink struct{}

@@ -28,6 +28,9 @@ type Cluster struct {
 	q   des.Heap[event] // by (time, sequence): equal times fire in the order scheduled
 	seq uint64
 	out Sink
+	// lender is out's dataset writer when it lends the rows a step is
+	// recorded in: the engines record into them in place.
+	lender sim.RowLender
 	// backend runs the one engine of a cluster built on a real worker
 	// (the zero Backend: every engine on its simulated executor); clock,
 	// then, is its clock, which moves by itself (nil: virtual time).
@@ -46,7 +49,6 @@ type Cluster struct {
 	track         bool // the cluster follows requests (flights): P/D, or a kv router's prefill load
 	xfers         []xfer
 	xferFree      []int32
-	route         Route
 
 	// OnFinish, when set, hears each request that finished (its last token
 	// reached the client): a closed-loop source needs it.
@@ -75,8 +77,9 @@ type pool struct {
 	router  router
 	scores  []float64
 	// record: routing here is a decision worth a row (more than one
-	// engine to choose from).
+	// engine to choose from); route is the row of the last.
 	record bool
+	route  Route
 }
 
 // worker is one engine and what the router tracks of it.
@@ -165,7 +168,7 @@ func (p *Plan) newOn(b sim.Backend, out Sink, r *rng.Stream) (*Cluster, error) {
 	if p.MaxSteps > 0 {
 		out = Tee{out, &stepLimit{max: p.MaxSteps}}
 	}
-	c := &Cluster{plan: p, out: out, backend: b}
+	c := &Cluster{plan: p, out: out, lender: lenderOf(out), backend: b}
 	if b.Exec != nil {
 		c.clock = b.Clock
 	}
@@ -309,8 +312,21 @@ func (c *Cluster) Add(a workload.Arrival) error {
 	if c.err != nil {
 		return c.err
 	}
+	return c.add(a)
+}
+
+// add is Add: side by side, on the driving goroutine, its route and the
+// wake it schedules are kept for the merger.
+func (c *Cluster) add(a workload.Arrival) error {
 	pl := c.entry
-	w := c.choose(pl, a.ID, a.AtNs, a.PromptTokens, a.PrefixHashes)
+	w, r := c.choose(pl, a.ID, a.AtNs, a.PromptTokens, a.PrefixHashes)
+	switch {
+	case r == nil:
+	case c.par != nil:
+		c.par.arr.keepRoute(r)
+	default:
+		c.fail(c.out.Route(r))
+	}
 	if c.track {
 		f := &flight{arr: a, firstSched: datasets.Unknown}
 		if c.plan.Router.Name == RouterKV {
@@ -326,23 +342,24 @@ func (c *Cluster) Add(a workload.Arrival) error {
 	return c.admit(w, a)
 }
 
-// choose routes one request among pl's engines and records the decision.
-func (c *Cluster) choose(pl *pool, id string, at int64, prompt int, hashes []uint64) *worker {
+// choose routes one request among pl's engines and returns the decision's
+// row, nil when it is not worth one (the caller records it).
+func (c *Cluster) choose(pl *pool, id string, at int64, prompt int, hashes []uint64) (*worker, *Route) {
 	if len(pl.workers) == 1 && !pl.record {
-		return pl.workers[0]
+		return pl.workers[0], nil
 	}
 	scores := pl.scores[:len(pl.workers)]
 	i := pl.router.route(&routeReq{id: id, at: at, prompt: prompt, hashes: hashes}, pl.workers, scores)
 	w := pl.workers[i]
-	if pl.record && c.err == nil {
-		l := w.eng.Load()
-		r := &c.route
-		*r = Route{ReqID: id, AtNs: at, Pool: pl.Name, Router: c.plan.routerName(), Worker: w.name, DPRank: w.dp,
-			Candidates: int32(len(pl.workers)), OverlapBlocks: int64(w.overlap(hashes)), PromptBlocks: int64(len(hashes)),
-			Outstanding: int64(w.outstanding), KVBlocksUsed: int64(l.KVBlocksUsed), Score: scores[i], Scores: scores}
-		c.fail(c.out.Route(r))
+	if !pl.record {
+		return w, nil
 	}
-	return w
+	l := w.eng.Load()
+	r := &pl.route
+	*r = Route{ReqID: id, AtNs: at, Pool: pl.Name, Router: c.plan.routerName(), Worker: w.name, DPRank: w.dp,
+		Candidates: int32(len(pl.workers)), OverlapBlocks: int64(w.overlap(hashes)), PromptBlocks: int64(len(hashes)),
+		Outstanding: int64(w.outstanding), KVBlocksUsed: int64(l.KVBlocksUsed), Score: scores[i], Scores: scores}
+	return w, r
 }
 
 // admit hands an arrival to an engine and wakes its loop if idle.
@@ -407,11 +424,24 @@ func (c *Cluster) Step() error {
 	if !ok {
 		return nil
 	}
-	if c.par != nil && c.unitOf(ev) != nil {
-		return c.replay(ev)
-	}
 	c.fire(ev)
 	return c.err
+}
+
+// soloEvents bounds the loop runs runSolo makes before the drive loop
+// looks at its stop channel again.
+const soloEvents = 4096
+
+// runSolo runs the loop of a cluster of one while it wakes before h, up
+// to soloEvents times, and returns the time of the last run.
+func (c *Cluster) runSolo(h int64) int64 {
+	w := c.solo
+	t := w.wakeAt
+	for n := 0; n < soloEvents && c.err == nil && w.wakeAt >= 0 && w.wakeAt < h; n++ {
+		t = w.wakeAt
+		c.runWorker(w, t)
+	}
+	return t
 }
 
 // fire runs one event: on the cluster's queue, or on its unit's when the
@@ -470,9 +500,32 @@ type workerSink struct {
 	w *worker
 }
 
+// NextStep implements sim.RowLender: the engine records its step in the
+// row its unit keeps it in (side by side), or in the dataset writer's.
+func (s *workerSink) NextStep() *datasets.Step {
+	if u := s.w.u; u != nil && u.running {
+		return u.cur.nextStep()
+	}
+	if l := s.c.lender; l != nil {
+		return l.NextStep()
+	}
+	return nil
+}
+
+// NextRows implements sim.RowLender, as NextStep.
+func (s *workerSink) NextRows(n int) []datasets.StepRequest {
+	if u := s.w.u; u != nil && u.running {
+		return u.cur.nextRows(n)
+	}
+	if l := s.c.lender; l != nil {
+		return l.NextRows(n)
+	}
+	return nil
+}
+
 // Step gives the step an id unique in the cluster (with one engine, its
 // own), in the order the cluster's events fire: a unit stepping side by
-// side keeps the step for the replay to number.
+// side keeps the step for the merger to number.
 func (s *workerSink) Step(st *datasets.Step, rows []datasets.StepRequest) error {
 	if u := s.w.u; u != nil && u.running {
 		u.keepStep(s.w, st, rows)
@@ -525,7 +578,7 @@ func (c *Cluster) requestDone(w *worker, r *datasets.Request) error {
 	case w.pool.Role == RolePrefill && r.Status == datasets.StatusFinished:
 		f.firstSched, f.preempt = r.FirstScheduledNs, r.NumPreemptions
 		if u := w.u; u != nil && u.running {
-			u.keepHandoff(w, f, r.FinishNs) // the decode router places it in the replay
+			u.keepHandoff(w, f, r.FinishNs) // the decode router places it in the merger
 			return nil
 		}
 		return c.startTransfer(w, f, r.FinishNs)
@@ -569,7 +622,10 @@ func (c *Cluster) finished(r *datasets.Request) error {
 // its prompt KV there over the prefill engine's link, one transfer at a
 // time.
 func (c *Cluster) startTransfer(from *worker, f *flight, at int64) error {
-	to := c.choose(c.decode, f.arr.ID, at, f.arr.PromptTokens, f.arr.PrefixHashes)
+	to, r := c.choose(c.decode, f.arr.ID, at, f.arr.PromptTokens, f.arr.PrefixHashes)
+	if r != nil && c.err == nil {
+		c.fail(c.out.Route(r))
+	}
 	bytes := int64(f.arr.PromptTokens) * c.plan.KVBytesPerToken
 	start := max(at, from.linkFree)
 	end := start + int64(math.Round(c.plan.KVLink.TransferNs(float64(bytes))))

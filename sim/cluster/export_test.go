@@ -17,6 +17,13 @@ func SideOf(jobs, minEvents, every int) Side {
 	return side{jobs: jobs, minEvents: minEvents, every: every}
 }
 
+// Keeping is s with its units keeping kept rows in all ahead of the
+// merger.
+func (s Side) Keeping(kept int) Side {
+	s.kept = kept
+	return s
+}
+
 var (
 	LastTime    = lastTime
 	Jobs        = jobs

@@ -84,15 +84,27 @@ func TestSideBySideIsSequential(t *testing.T) {
 				assert.Contains(t, p.SequentialReason(), c.sequential)
 			}
 			var digests []map[string]string
-			// One goroutine; four side by side throughout; four switching
-			// between the two every eight arrivals.
-			for _, sd := range []cluster.Side{cluster.SideOf(1, 0, 0), cluster.SideOf(4, 0, 0), cluster.SideOf(4, 6, 8)} {
+			// One goroutine; four side by side throughout (the merger's
+			// recorder on a goroutine of its own); two and four with chunks
+			// of a few rows (the units wait for the merger, and a unit
+			// waits while another of its goroutine's is stepped); four
+			// switching between the two every eight arrivals, windows of
+			// six events or more side by side (nearly always); the same at
+			// the run's mean events a window, so that it switches back and
+			// forth.
+			sides := []cluster.Side{cluster.SideOf(1, 0, 0), cluster.SideOf(4, 0, 0), cluster.SideOf(2, 0, 0).Keeping(64),
+				cluster.SideOf(4, 0, 0).Keeping(64), cluster.SideOf(4, 6, 8)}
+			for i := 0; i < len(sides); i++ {
+				sd := sides[i]
 				dir := filepath.Join(t.TempDir(), "ds")
 				job, done, err := p.Job([]string{"steplab", "simulate"})
 				require.NoError(t, err)
-				_, err = cluster.RunOn(p.Plan, job, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}}, sd)
+				res, err := cluster.RunOn(p.Plan, job, dir, sim.RunOptions{Command: []string{"steplab", "simulate"}}, sd)
 				done()
 				require.NoError(t, err, "%+v, seed %d", sd, seed)
+				if i == 0 { // an engine's loop runs about twice a step
+					sides = append(sides, cluster.SideOf(4, int(2*res.Engine.Steps/res.Requests), 8))
+				}
 				digests = append(digests, partDigests(t, dir))
 				m, err := datasets.ReadManifest(dir)
 				require.NoError(t, err)

@@ -169,6 +169,20 @@ func (t Tee) Route(r *Route) error { return t.each(func(s Sink) error { return s
 // Transfer implements Sink.
 func (t Tee) Transfer(x *Transfer) error { return t.each(func(s Sink) error { return s.Transfer(x) }) }
 
+// lenderOf is the sink of s that lends the rows a step is recorded in
+// (sim.LenderOf, through Tees): nil if none.
+func lenderOf(s sim.Sink) sim.RowLender {
+	if t, ok := s.(Tee); ok {
+		for _, k := range t {
+			if l := lenderOf(k); l != nil {
+				return l
+			}
+		}
+		return nil
+	}
+	return sim.LenderOf(s)
+}
+
 // each calls f on the sinks that are cluster Sinks, in order.
 func (t Tee) each(f func(Sink) error) error {
 	for _, k := range t {

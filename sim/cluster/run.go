@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 
 	"github.com/steplab/steplab/datasets"
 	"github.com/steplab/steplab/sim"
@@ -32,27 +33,55 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 	}
 	_, closed := src.(*workload.ClosedLoop)
 	pace := pacer{side: c.side, on: c.side.jobs > 1 && !closed && c.plan.SequentialReason() == ""}
-	defer func() {
-		if c.par != nil {
-			c.exit()
-		}
-	}()
 	var t int64
+	// Side by side, going back to one event at a time first waits for the
+	// merger to write what the units kept: nothing recorded is lost.
+	sequential := func() error {
+		if c.par != nil {
+			t = max(t, c.leave())
+		}
+		return c.err
+	}
+	defer sequential()
 	for {
 		select {
 		case <-stop:
-			// Side by side, the replay first catches up with what the
-			// engines kept: nothing recorded is lost.
-			if c.par == nil || c.par.quiet() {
-				return t, sim.ErrInterrupted
-			}
-			c.par.stopping = true
+			sequential()
+			return t, sim.ErrInterrupted
 		default:
 		}
 		at, st := src.NextAt()
-		next := c.NextAt()
-		if st == workload.Ready && (next == sim.NoWake || at <= next) {
-			pace.arrival(c)
+		if c.par != nil && st != workload.Ready {
+			if st == workload.Exhausted && src.Err() == nil {
+				c.par.round(c, math.MaxInt64, nil) // the engines' tail after the last arrival, side by side too
+			}
+			if err := sequential(); err != nil {
+				return t, err
+			}
+			continue
+		}
+		next := sim.NoWake
+		if c.par == nil {
+			next = c.NextAt()
+		}
+		if st == workload.Ready && (c.par != nil || next == sim.NoWake || at <= next) {
+			if pace.sideBySide(c.par != nil) {
+				if c.par == nil {
+					c.enter(pace.side.jobs, pace.side.kept)
+				}
+				if err := arriveSide(c, src, &pace, &t); err != nil {
+					return t, err
+				}
+				continue
+			}
+			if c.par != nil {
+				// Back to one event at a time from this arrival: the
+				// units step to it first.
+				c.par.round(c, at, nil)
+				if err := sequential(); err != nil {
+					return t, err
+				}
+			}
 			a, _ := src.Next()
 			t = max(t, a.AtNs)
 			if err := c.Add(a); err != nil {
@@ -73,15 +102,44 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 			return t, nil
 		}
 		t = next
+		if c.solo != nil && c.clock == nil && st != workload.Waiting {
+			// One engine on a virtual clock: its loop runs on until the
+			// next arrival without coming back here each event (nothing
+			// else can fire in between; a closed loop's next arrival waits
+			// on a finish, so it comes back every event).
+			h := int64(math.MaxInt64)
+			if st == workload.Ready {
+				h = at
+			}
+			if t = c.runSolo(h); c.err != nil {
+				return t, c.err
+			}
+			continue
+		}
 		c.arrivalsAhead = st == workload.Ready
 		pace.events++
-		if c.par != nil {
-			c.barrier(horizon(at, st == workload.Ready))
-		}
 		if err := c.Step(); err != nil {
 			return t, err
 		}
 	}
+}
+
+// arriveSide places the source's next arrival with the engines side by
+// side; an error ends the run, once the merger has written everything
+// before it.
+func arriveSide(c *Cluster, src workload.Peeker, pace *pacer, t *int64) error {
+	a, _ := src.Next()
+	*t = max(*t, a.AtNs)
+	n, err := c.par.arrive(c, a)
+	pace.events += n
+	if err == nil {
+		return nil
+	}
+	*t = max(*t, c.leave())
+	if c.err == nil {
+		c.err = err
+	}
+	return c.err
 }
 
 // Run runs the job on the plan's engines and writes its dataset to dir:

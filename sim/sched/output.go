@@ -72,7 +72,7 @@ type ScheduledReq struct {
 	// cached requests.
 	PrefixHitTokens int
 	// NewBlockIDs are the blocks taken from the free pool in this step (not
-	// prefix-hit blocks).
+	// prefix-hit blocks); nil for a cached request that takes none.
 	NewBlockIDs []int
 	// BlockIDs is the whole block table (prefix-hit blocks first), set for
 	// new/resumed requests only, which ship it; nil for cached requests.

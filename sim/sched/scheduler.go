@@ -226,7 +226,9 @@ func (s *Scheduler) scheduleRunning(out *Output, budget int) (int, bool) {
 		sr := appendReq(&out.CachedReqs)
 		sr.Req, sr.st = st.r, st
 		sr.NumScheduledTokens, sr.NumComputedTokens, sr.NumOutputTokens = n, st.computed, st.output+st.placeholders
-		sr.NewBlockIDs = out.blockBuf[nb:len(out.blockBuf):len(out.blockBuf)]
+		if need > 0 { // most steps take no block: the list stays empty (nil)
+			sr.NewBlockIDs = out.blockBuf[nb:len(out.blockBuf):len(out.blockBuf)]
+		}
 		s.advance(sr)
 		budget -= n
 		i++

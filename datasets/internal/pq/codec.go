@@ -298,6 +298,29 @@ func (c *Codec) Columns() []Column {
 // writer gathers as it is given them.
 func (c *Codec) HasLists() bool { return c.hasList }
 
+// OwnLists copies the list fields of rows (T is the struct c describes)
+// into arena and points them there, so that the rows no longer share
+// their lists' memory with whoever filled them (a writer keeps the rows
+// after the call that gave them). It returns the grown arena; lists
+// copied before stay where they are if it grows.
+func OwnLists[T any](c *Codec, rows []T, arena []int64) []int64 {
+	for _, f := range c.fields {
+		if f.kind != kindInt64List {
+			continue
+		}
+		for i := range rows {
+			l := (*[]int64)(unsafe.Add(unsafe.Pointer(&rows[i]), f.offset))
+			if len(*l) == 0 {
+				continue
+			}
+			n := len(arena)
+			arena = append(arena, *l...)
+			*l = arena[n:len(arena):len(arena)]
+		}
+	}
+	return arena
+}
+
 var defaultsCache sync.Map // defaultsKey -> *Codec
 
 type defaultsKey struct{ c, from *Codec }
