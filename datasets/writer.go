@@ -778,14 +778,19 @@ func (t *TableWriter[T]) Rows() int64 {
 // Checkpoint closes the open part, making every row written so far durable
 // (for a pipelined table: once its encoder has written it). Captures call
 // it periodically; it is a no-op when no rows are pending.
-func (t *TableWriter[T]) Checkpoint() error {
+func (t *TableWriter[T]) Checkpoint() error { return t.checkpoint(false) }
+
+// checkpoint is Checkpoint; empty writes an open part with no rows. A
+// pipelined part opened only to lend rows (Next) has none: the sequential
+// writer would not have opened it, so it stays open for the rows to come.
+func (t *TableWriter[T]) checkpoint(empty bool) error {
 	if err := t.flushPending(); err != nil {
 		return err
 	}
 	if t.err != nil {
 		return t.err
 	}
-	if !t.open() {
+	if !t.open() || t.pipelined && len(t.rows) == 0 && !empty {
 		return nil
 	}
 	n, rows := t.part, t.partRows
@@ -890,7 +895,7 @@ func (t *TableWriter[T]) Close() error {
 			return err
 		}
 	}
-	if err := t.Checkpoint(); err != nil {
+	if err := t.checkpoint(t.part == 0); err != nil { // an empty table has one empty part
 		return err
 	}
 	t.w.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -208,5 +209,32 @@ func TestSideBySideSinkError(t *testing.T) {
 	}
 	assert.Contains(t, msgs[0], "disk full")
 	assert.Equal(t, msgs[0], msgs[1])
+	assert.Equal(t, digests[0], digests[1])
+}
+
+// Across part boundaries: a run long enough that step_requests fills
+// several parts, at a load where most steps decode one request (a step's
+// rows often end a part exactly), writes on four goroutines with the
+// pipelined writer the files one goroutine writes with the sequential one.
+func TestSideBySideAcrossParts(t *testing.T) {
+	procs := runtime.GOMAXPROCS(0)
+	defer runtime.GOMAXPROCS(procs)
+	sc := goldenScenario()
+	sc.Workload.Requests, sc.Workload.RateRPS = 1500, 4
+	require.NoError(t, sc.Set("cluster.pools={a: {replicas: 4}}"))
+	p, err := sc.Plan()
+	require.NoError(t, err)
+	var digests []map[string]string
+	for _, n := range []int{1, 4} {
+		runtime.GOMAXPROCS(n)
+		dir := filepath.Join(t.TempDir(), "ds")
+		job, done, err := p.Job(nil)
+		require.NoError(t, err)
+		_, err = cluster.RunOn(p.Plan, job, dir, sim.RunOptions{}, cluster.SideOf(n, 0, 0))
+		done()
+		require.NoError(t, err)
+		digests = append(digests, partDigests(t, dir))
+	}
+	require.Greater(t, len(digests[0]), 10, "the run spans parts")
 	assert.Equal(t, digests[0], digests[1])
 }
