@@ -285,7 +285,8 @@ func (u *unit) begin(p *parallel, ev event, wait bool) bool {
 	return true
 }
 
-// end publishes the open entry, with err.
+// end closes the open entry, with err; it is published with the next few
+// (publishEvery), or at once when the merger waits for it.
 func (u *unit) end(p *parallel, err error) {
 	ch := u.cur
 	e := &ch.ents[ch.n]
