@@ -9,9 +9,10 @@ import (
 // A pipeline encodes the completed parts of a Writer's pipelined tables on
 // encoder goroutines, and lists them (and applies the Writer's commits) on
 // one finisher goroutine in the order they were handed over: the order in
-// which the sequential writer would have completed them. The parts in
-// flight are bounded (inFlight), so a caller that outruns the encoders
-// waits instead of growing memory.
+// which the sequential writer would have completed them. The parts queued
+// for an encoder are bounded (inFlight), so a caller that outruns the
+// encoders waits instead of growing memory; parts encoded and commits wait
+// for the finisher in a longer queue, holding no rows.
 type pipeline struct {
 	w        *Writer
 	inFlight int
@@ -49,7 +50,7 @@ func startPipeline(w *Writer, encoders int) *pipeline {
 	// One more part than encoders is in flight at most: the one the
 	// finisher waits for, and one queued behind each encoder.
 	p := &pipeline{w: w, inFlight: encoders + 1, done: make(chan struct{})}
-	p.order = make(chan *encodeJob, encoders)
+	p.order = make(chan *encodeJob, orderSlack*p.inFlight)
 	p.jobs = make(chan *encodeJob, p.inFlight)
 	for range encoders {
 		go p.encoder()
@@ -101,6 +102,11 @@ func (p *pipeline) failed() error {
 }
 
 func (p *pipeline) fail(err error) { p.err.CompareAndSwap(nil, &err) }
+
+// orderSlack is how many jobs a part in flight may have behind it in the
+// finisher's queue: a checkpoint hands over a part of every table and a
+// commit at once, and only the parts hold rows (inFlight bounds them).
+const orderSlack = 4
 
 // submit hands over a part to encode; it waits while inFlight parts are.
 func (p *pipeline) submit(encode func() (heldPart, error)) error {

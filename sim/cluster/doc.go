@@ -86,8 +86,9 @@
 // output. The same plan and seed give a byte-identical dataset, on one
 // goroutine or many: between two arrivals the engines requests arrive at
 // (the aggregated or the prefill pool) step side by side, each engine or
-// expert-parallel instance on one goroutine, and a replay writes what they
-// recorded in the order one event at a time would, firing the decode
-// engines and transfers itself (parallel.go; Plan.SequentialReason says
-// when a plan cannot, and the manifest records it).
+// expert-parallel instance on one goroutine, and a merging goroutine
+// writes what they recorded in the order one event at a time would, firing
+// the decode engines and transfers itself (parallel.go;
+// Plan.SequentialReason says when a plan cannot, and the manifest records
+// it).
 package cluster

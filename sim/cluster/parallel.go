@@ -75,8 +75,10 @@ const (
 )
 
 // pacer chooses, at arrivals, between one event at a time and side by
-// side, from the events fired between the last adaptEvery arrivals. Both
-// write the same records, so the choice changes only the speed.
+// side, from the events the entry pool's engines fired between the last
+// adaptEvery arrivals (the others, a decode pool's, fire on the merging
+// goroutine either way). Both write the same records, so the choice
+// changes only the speed.
 type pacer struct {
 	side             side
 	on               bool // the plan and source allow side by side
@@ -283,7 +285,8 @@ func (u *unit) begin(p *parallel, ev event, wait bool) bool {
 	return true
 }
 
-// end publishes the open entry, with err.
+// end closes the open entry, with err; it is published with the next few
+// (publishEvery), or at once when the merger waits for it.
 func (u *unit) end(p *parallel, err error) {
 	ch := u.cur
 	e := &ch.ents[ch.n]
@@ -474,6 +477,18 @@ type parallel struct {
 // errStopped ends a side-by-side run whose merger has stopped or will stop
 // at a failure; the cluster's error is the run's.
 var errStopped = errors.New("side-by-side driver: stopped at a failure")
+
+// entryEvent reports whether ev is the loop of an entry pool's engine or
+// a wave of its expert-parallel instance: a unit's event side by side.
+func (c *Cluster) entryEvent(ev event) bool {
+	switch ev.kind {
+	case evForm:
+		return c.groups[ev.idx].ranks[0].w.pool == c.entry
+	case evWake:
+		return c.workers[ev.idx].pool == c.entry
+	}
+	return false
+}
 
 // unitOf is the unit that fires ev, nil for an event the merger fires
 // itself (a transfer's end, a decode engine's).

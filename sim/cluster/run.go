@@ -117,7 +117,9 @@ func DriveUntil(c *Cluster, src workload.Peeker, stop <-chan struct{}) (int64, e
 			continue
 		}
 		c.arrivalsAhead = st == workload.Ready
-		pace.events++
+		if ev, _ := c.q.Peek(); c.entryEvent(ev) {
+			pace.events++ // what side by side would spread
+		}
 		if err := c.Step(); err != nil {
 			return t, err
 		}
